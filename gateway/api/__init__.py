@@ -1,0 +1,1 @@
+"""HTTP only: parse, authorise, call a service, respond. One module per resource."""

@@ -1,0 +1,134 @@
+"""Threads and their messages: `/v1/threads[/{id}]`, `/v1/threads/{id}/messages[/{messageId}]`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..protocol.clock import new_id, now_ms
+from ..protocol.problems import ApiError
+from ..protocol.tambo import InitialMessage, ThreadCreateRequest, ThreadUpdateRequest
+from ..store.tables import MessageRow, ThreadRow
+from .context import (body_user_key, int_param, json_body, project_of, query_user_key, services,
+                      thread_for)
+from .render import message_json, thread_json
+
+
+async def create_thread_row(request: Request, project: str, user_key: str | None,
+                            metadata: dict[str, Any] | None,
+                            initial: list[InitialMessage] | None) -> ThreadRow:
+    """Create a thread (and its initial messages); shared by `POST /v1/threads` and new-thread runs."""
+    now = now_ms()
+    thread = ThreadRow(id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
+                       created_ms=now, updated_ms=now)
+    rows = [initial_message_row(thread.id, message, now) for message in initial or []]
+    await services(request).store.add(thread, *rows)
+    return thread
+
+
+def initial_message_row(thread_id: str, message: InitialMessage, now: int) -> MessageRow:
+    if message.role == "assistant":
+        part = {"id": new_id(), "type": "agent", "content": message.text()}
+    elif message.role == "system":
+        part = {"id": new_id(), "type": "x-system", "content": message.text()}
+    else:
+        part = {"id": new_id(), "type": "user", "content": message.text()}
+    return MessageRow(id=new_id(), thread_id=thread_id, role=message.role, parts=[part],
+                      created_ms=now)
+
+
+async def create_thread(request: Request) -> Response:
+    body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
+    project = project_of(request)
+    user_key = query_user_key(request) or body_user_key(body.userKey, body.contextKey)
+    thread = await create_thread_row(request, project, user_key, body.metadata,
+                                     body.initialMessages)
+    return JSONResponse(thread_json(thread), status_code=201)
+
+
+async def list_threads(request: Request) -> Response:
+    project = project_of(request)
+    limit = int_param(request, "limit", 20, 1, 100)
+    page = await services(request).store.list_threads(
+        project, query_user_key(request), limit, request.query_params.get("cursor"))
+    body: dict[str, Any] = {"threads": [thread_json(t) for t in page.rows],
+                            "hasMore": page.has_more}
+    if page.next_cursor:
+        body["nextCursor"] = page.next_cursor
+    return JSONResponse(body)
+
+
+async def get_thread(request: Request) -> Response:
+    thread = await thread_for(request)
+    store = services(request).store
+    rows = await store.history(thread.id)
+    components = await store.components_of(thread.id)
+    body = thread_json(thread)
+    body["messages"] = [message_json(row, components) for row in rows]
+    return JSONResponse(body)
+
+
+async def update_thread(request: Request) -> Response:
+    body: ThreadUpdateRequest = await json_body(request, ThreadUpdateRequest)
+    thread = await thread_for(request)
+    changes: dict[str, Any] = {"updated_ms": now_ms()}
+    if "name" in body.model_fields_set:
+        changes["name"] = body.name
+    if "metadata" in body.model_fields_set:
+        changes["meta"] = body.metadata
+    store = services(request).store
+    await store.update_thread(thread.id, **changes)
+    updated = await store.get_thread(thread.project_id, thread.id)
+    assert updated is not None
+    return JSONResponse(thread_json(updated))
+
+
+async def delete_thread(request: Request) -> Response:
+    thread = await thread_for(request)
+    svc = services(request)
+    if thread.current_run_id:
+        await svc.runs.cancel(thread.current_run_id)
+    await svc.store.delete_thread(thread.id)
+    return Response(status_code=204)
+
+
+async def list_messages(request: Request) -> Response:
+    thread = await thread_for(request)
+    order = request.query_params.get("order", "asc")
+    if order not in ("asc", "desc"):
+        raise ApiError(400, "VALIDATION_ERROR", "order must be 'asc' or 'desc'")
+    limit = int_param(request, "limit", 50, 1, 200)
+    store = services(request).store
+    page = await store.list_messages(thread.id, limit, request.query_params.get("cursor"),
+                                     descending=order == "desc")
+    components = await store.components_of(thread.id)
+    body: dict[str, Any] = {"messages": [message_json(r, components) for r in page.rows],
+                            "hasMore": page.has_more}
+    if page.next_cursor:
+        body["nextCursor"] = page.next_cursor
+    return JSONResponse(body)
+
+
+async def get_message(request: Request) -> Response:
+    thread = await thread_for(request)
+    message_id = request.path_params["message_id"]
+    store = services(request).store
+    row = await store.get_message(thread.id, message_id)
+    if row is None:
+        raise ApiError(404, "MESSAGE_NOT_FOUND", f"Message {message_id} not found",
+                       threadId=thread.id, messageId=message_id)
+    return JSONResponse(message_json(row, await store.components_of(thread.id)))
+
+
+routes = [
+    Route("/v1/threads", create_thread, methods=["POST"]),
+    Route("/v1/threads", list_threads, methods=["GET"]),
+    Route("/v1/threads/{thread_id}", get_thread, methods=["GET"]),
+    Route("/v1/threads/{thread_id}", update_thread, methods=["PATCH"]),
+    Route("/v1/threads/{thread_id}", delete_thread, methods=["DELETE"]),
+    Route("/v1/threads/{thread_id}/messages", list_messages, methods=["GET"]),
+    Route("/v1/threads/{thread_id}/messages/{message_id}", get_message, methods=["GET"]),
+]

@@ -1,0 +1,78 @@
+"""create_app(settings): routes, middleware and the lifespan that wires the services."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .api import runs, threads
+from .api.context import Services
+from .api.errors import HANDLERS
+from .config import DEMO_MODEL, Settings
+from .engine.model import LiteLLMModel
+from .runs.manager import RunManager
+from .store.db import create_engine, migrate
+from .store.repository import Store
+
+log = logging.getLogger("gateway")
+
+
+def load_litellm() -> None:
+    """Import litellm once, offline: no cost-map download, no `.env` loading."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+    import litellm  # noqa: F401  (about 5 s; done at start-up, never per request)
+
+    from .engine import demo_model
+
+    demo_model.register()
+    litellm.suppress_debug_info = True
+
+
+async def health(_: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+def create_app(settings: Settings) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        load_litellm()
+        engine = create_engine(settings.database_url)
+        await migrate(engine)
+        store = Store(engine)
+        model = LiteLLMModel(settings.model, settings.model_api_base, settings.model_api_key)
+        manager = RunManager(store, model, max_steps=settings.max_steps,
+                             tool_timeout=settings.tool_timeout_seconds,
+                             lease_seconds=settings.lease_seconds)
+        app.state.services = Services(settings=settings, store=store, runs=manager, model=model)
+        if settings.development_mode:
+            log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
+                        "accepted and all callers share one project. Set it before exposing "
+                        "the gateway.")
+        if settings.model == DEMO_MODEL:
+            log.warning("Using the built-in demo model (%s): it is a scripted stand-in, not a "
+                        "real LLM. Set GATEWAY_MODEL to use a real one.", DEMO_MODEL)
+        try:
+            yield
+        finally:
+            await manager.shutdown()
+            await engine.dispose()
+
+    return Starlette(
+        routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes],
+        middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                               allow_methods=["*"], allow_headers=["*"],
+                               expose_headers=["X-Run-Id", "X-Thread-Id"], max_age=600)],
+        exception_handlers=HANDLERS,  # type: ignore[arg-type]
+        lifespan=lifespan,
+    )

@@ -1,0 +1,51 @@
+"""`gateway serve | migrate`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from .config import settings_from_env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
+    serve.add_argument("--model", help="overrides GATEWAY_MODEL")
+    serve.add_argument("--log-level", default="info")
+    commands.add_parser("migrate", help="create or upgrade the database schema, then exit")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_from_env().with_overrides(
+        database_url=getattr(args, "database_url", None), model=getattr(args, "model", None))
+
+    if args.command == "migrate":
+        from .store.db import create_engine, migrate
+
+        async def run() -> None:
+            engine = create_engine(settings.database_url)
+            await migrate(engine)
+            await engine.dispose()
+
+        asyncio.run(run())
+        print(f"database is up to date: {settings.database_url}")
+        return 0
+
+    import uvicorn
+
+    from .app import create_app
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The agent loop: model deltas in, Timbal frames out. Nothing here knows about HTTP."""

@@ -1,0 +1,84 @@
+"""The built-in demo model: an offline, scripted stand-in reached through litellm.
+
+It exists so that `gateway serve` works on a laptop with no key and no network. It is not a
+language model and says so: it streams an honest reply token by token (with a short reasoning
+trace first, to show reasoning streaming) that explains how to configure a real model. It is
+registered as a litellm custom provider, so it takes the same code path as every real model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import litellm
+from litellm import CustomLLM
+from litellm.types.utils import Delta, GenericStreamingChunk, ModelResponseStream, StreamingChoices
+
+PROVIDER = "gateway"
+TOKEN_DELAY_SECONDS = 0.012
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
+def reply_for(messages: list[dict[str, Any]]) -> tuple[str, str]:
+    """(reasoning, answer) for a conversation; deterministic, so tests can check it."""
+    said = " ".join(_last_user_text(messages).split())
+    quoted = said if len(said) <= 120 else said[:117] + "..."
+    earlier = sum(1 for m in messages if m.get("role") in ("user", "assistant")) - 1
+    reasoning = (
+        f"The user wrote {len(said)} characters. I am the gateway's built-in demo model, "
+        "so the honest answer is to say so and explain how to connect a real model."
+    )
+    answer = (
+        "Hello! I'm the gateway's built-in demo model: a scripted stand-in, not a real "
+        f"language model, so I can't really understand you. You said: \u201c{quoted}\u201d. "
+        f"The gateway sent me this thread's history ({max(earlier, 0)} earlier "
+        f"message{'s' if earlier != 1 else ''}), so follow-ups work. To talk to a real model, "
+        "restart the gateway with GATEWAY_MODEL set to any litellm model string, for example "
+        "GATEWAY_MODEL=openai/gpt-4o-mini and GATEWAY_MODEL_API_KEY=<your key>, or point "
+        "GATEWAY_MODEL_API_BASE at any OpenAI-compatible server."
+    )
+    return reasoning, answer
+
+
+def _tokens(text: str) -> Iterator[str]:
+    yield from re.findall(r"\S+\s*|\s+", text)
+
+
+class DemoModel(CustomLLM):
+    async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any
+                         ) -> AsyncIterator[Any]:
+        reasoning, answer = reply_for(messages)
+        for token in _tokens(reasoning):
+            await asyncio.sleep(TOKEN_DELAY_SECONDS)
+            yield ModelResponseStream(
+                choices=[StreamingChoices(index=0, delta=Delta(reasoning_content=token))]
+            )
+        for token in _tokens(answer):
+            await asyncio.sleep(TOKEN_DELAY_SECONDS)
+            yield GenericStreamingChunk(text=token, is_finished=False, finish_reason="",
+                                        usage=None, index=0, tool_use=None)
+        yield GenericStreamingChunk(text="", is_finished=True, finish_reason="stop",
+                                    usage=None, index=0, tool_use=None)
+
+    async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+        _, answer = reply_for(messages)
+        return litellm.completion(model="demo", mock_response=answer, messages=messages)
+
+
+def register() -> None:
+    """Make `gateway/demo` a litellm model string (idempotent)."""
+    providers = [p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER]
+    providers.append({"provider": PROVIDER, "custom_handler": DemoModel()})
+    litellm.custom_provider_map = providers

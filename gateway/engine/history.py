@@ -1,0 +1,110 @@
+"""Thread history (stored Timbal message values) -> the model's chat messages.
+
+The model sees the whole thread on every run. Each stored Tambo message is a list of Timbal
+values; a model turn becomes one assistant message (text plus tool calls, components being tool
+calls too) followed by the results the gateway knows of. A tool call left without a result (a
+cancelled or failed run) gets a synthetic one, because providers reject a history in which an
+assistant tool call is not answered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from ..protocol.agui_tambo import tool_result_text
+
+COMPONENT_TOOL_PREFIX = "show_component_"
+
+
+class StoredMessage(Protocol):
+    role: str
+    parts: list[dict[str, Any]]
+
+
+def to_model_messages(
+    rows: Iterable[StoredMessage], component_states: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    states = component_states or {}
+    messages: list[dict[str, Any]] = []
+    for row in rows:
+        if row.role == "user":
+            messages.extend(_user_messages(row.parts))
+        elif row.role == "system":
+            messages.extend({"role": "system", "content": p.get("content", "")} for p in row.parts)
+        else:
+            messages.extend(_assistant_messages(row.parts, states))
+    return _answer_dangling_calls(messages)
+
+
+def user_text(parts: Iterable[dict[str, Any]]) -> str:
+    return "\n".join(p.get("content", "") for p in parts if p.get("type") == "user")
+
+
+def _user_messages(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if part.get("type") == "tool_result":
+            out.append({"role": "tool", "tool_call_id": part["toolCallId"],
+                        "content": tool_result_text(part)})
+        elif part.get("type") == "user":
+            text = part.get("content", "")
+            context = part.get("context")
+            if context:
+                text = f"{text}\n\nAdditional context: {json.dumps(context)}"
+            out.append({"role": "user", "content": text or "(empty message)"})
+    return out
+
+
+def _assistant_messages(parts: list[dict[str, Any]], states: Mapping[str, Any]
+                        ) -> list[dict[str, Any]]:
+    text: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for part in parts:
+        ptype = part.get("type")
+        if ptype == "agent":
+            text.append(part.get("content", ""))
+        elif ptype == "tool_call":
+            calls.append(_call(part["toolCallId"], part["name"], part.get("arguments") or {}))
+        elif ptype == "x-component":
+            call_id = part.get("toolCallId") or part["componentId"]
+            calls.append(_call(call_id, COMPONENT_TOOL_PREFIX + part["name"],
+                               part.get("props") or {}))
+            state = states.get(part["componentId"], part.get("state"))
+            note = f"Rendered component {part['name']} (id {part['componentId']})."
+            if state is not None:
+                note += f" Its current state: {json.dumps(state)}"
+            results.append({"role": "tool", "tool_call_id": call_id, "content": note})
+        elif ptype == "tool_result":
+            results.append({"role": "tool", "tool_call_id": part["toolCallId"],
+                            "content": tool_result_text(part)})
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = calls
+    elif message["content"] is None:
+        return results
+    return [message, *results]
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _answer_dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give every tool call a result, and drop results whose call is not in the history."""
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    called: set[str] = set()
+    fixed: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "tool" and message["tool_call_id"] not in called:
+            continue
+        fixed.append(message)
+        for call in message.get("tool_calls", []) if message["role"] == "assistant" else []:
+            called.add(call["id"])
+            if call["id"] not in answered:
+                fixed.append({"role": "tool", "tool_call_id": call["id"],
+                              "content": "No result: the run ended before this call finished."})
+    return fixed

@@ -1,0 +1,316 @@
+"""The agent loop: stream the model, write Timbal frames, run server tools, stop for client tools.
+
+One model call is a *turn*; its output is one Tambo message (`messageId`), made of Timbal
+messages: `thinking`, `agent` text, `tool_call`s and `x-component`s. Server tools run inline and
+the loop takes another turn; client tools end the run in `awaiting_input`; components end the turn
+with a synthetic result. Frames go to a `FrameSink`; this module knows nothing of logs,
+databases or HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from partial_json_parser import loads as partial_loads
+
+from ..protocol import timbal
+from ..protocol.clock import new_id, now_ms
+from ..protocol.agui_tambo import tool_result_text
+from .deltas import Delta, ModelError, ReasoningDelta, TextDelta, ToolCallDelta
+from .history import COMPONENT_TOOL_PREFIX
+from .model import ModelRequest
+
+
+class FrameSink(Protocol):
+    async def emit(self, frame: timbal.Frame) -> None: ...
+
+
+class Model(Protocol):
+    def stream(self, request: ModelRequest) -> AsyncIterator[Delta]: ...
+
+
+ServerTool = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass
+class ServerToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    call: ServerTool
+
+
+@dataclass
+class RunInput:
+    history: list[dict[str, Any]]
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    components: list[dict[str, Any]] = field(default_factory=list)
+    server_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
+    tool_choice: Any = None
+    force_component: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    max_steps: int = 10
+    tool_timeout: float = 30.0
+
+
+@dataclass
+class Outcome:
+    """How the loop ended: `pending` holds client tool calls awaiting results."""
+
+    pending: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Call:
+    index: int
+    i: str
+    tool_call_id: str
+    name: str
+    kind: str  # "client" | "server" | "component" | "unknown"
+    arguments: str = ""
+    component_id: str | None = None
+
+
+class Turn:
+    """One model call's output, written as Timbal frames as the deltas arrive."""
+
+    def __init__(self, sink: FrameSink, components: set[str], server_tools: set[str],
+                 client_tools: set[str]) -> None:
+        self.sink = sink
+        self.message_id = new_id()
+        self.components, self.server_tools, self.client_tools = (
+            components, server_tools, client_tools)
+        self.text = ""
+        self._thinking: tuple[str, str] | None = None  # (i, content so far)
+        self._agent: str | None = None
+        self._agent_text = ""
+        self.calls: dict[int, _Call] = {}
+        self._waiting: dict[int, ToolCallDelta] = {}  # fragments before their name arrived
+
+    async def feed(self, delta: Delta) -> None:
+        if isinstance(delta, ReasoningDelta):
+            if self._thinking is None:
+                i = new_id()
+                self._thinking = (i, "")
+                await self.sink.emit(timbal.start(i, {"type": "thinking",
+                                                      "messageId": self.message_id}))
+            i, content = self._thinking
+            self._thinking = (i, content + delta.text)
+            await self.sink.emit(timbal.append(i, delta.text))
+        elif isinstance(delta, TextDelta):
+            await self._close_thinking()
+            if self._agent is None:
+                self._agent = new_id()
+                await self.sink.emit(timbal.start(self._agent, {"type": "agent",
+                                                                "messageId": self.message_id}))
+            self._agent_text += delta.text
+            self.text += delta.text
+            await self.sink.emit(timbal.append(self._agent, delta.text))
+        elif isinstance(delta, ToolCallDelta):
+            await self._close_thinking()
+            await self._close_agent()
+            await self._tool_call(delta)
+
+    async def _tool_call(self, delta: ToolCallDelta) -> None:
+        call = self.calls.get(delta.index)
+        if call is None:
+            if not delta.name:
+                pending = self._waiting.get(delta.index)
+                args = (pending.arguments if pending else "") + delta.arguments
+                self._waiting[delta.index] = ToolCallDelta(delta.index, delta.id, None, args)
+                return
+            early = self._waiting.pop(delta.index, None)
+            call = self._new_call(delta, (early.arguments if early else "") + delta.arguments)
+            self.calls[delta.index] = call
+            if call.kind == "component":
+                meta = {"type": "x-component", "messageId": self.message_id,
+                        "componentId": call.component_id, "name": call.name,
+                        "toolCallId": call.tool_call_id}
+            else:
+                meta = {"type": "tool_call", "messageId": self.message_id,
+                        "toolCallId": call.tool_call_id, "name": call.name}
+            await self.sink.emit(timbal.start(call.i, meta))
+            fragment = call.arguments
+        else:
+            fragment = delta.arguments
+            call.arguments += fragment
+        if fragment:
+            await self.sink.emit(timbal.append(call.i, fragment))
+
+    def _new_call(self, delta: ToolCallDelta, arguments: str) -> _Call:
+        name = delta.name or ""
+        call_id = delta.id or new_id("call_")
+        if name.startswith(COMPONENT_TOOL_PREFIX) and name[len(COMPONENT_TOOL_PREFIX):] in self.components:
+            return _Call(delta.index, new_id(), call_id, name[len(COMPONENT_TOOL_PREFIX):],
+                         "component", arguments, component_id=new_id("comp_"))
+        kind = ("client" if name in self.client_tools
+                else "server" if name in self.server_tools else "unknown")
+        return _Call(delta.index, new_id(), call_id, name, kind, arguments)
+
+    async def _close_thinking(self) -> None:
+        if self._thinking is not None:
+            i, content = self._thinking
+            self._thinking = None
+            await self.sink.emit(timbal.set_value(
+                i, {"type": "thinking", "messageId": self.message_id, "content": content}, now_ms()))
+
+    async def _close_agent(self, cancelled: bool = False) -> None:
+        if self._agent is not None:
+            value = {"type": "agent", "messageId": self.message_id, "content": self._agent_text}
+            if cancelled:
+                value["cancelled"] = True
+            i, self._agent, self._agent_text = self._agent, None, ""
+            await self.sink.emit(timbal.set_value(i, value, now_ms()))
+
+    async def close(self, cancelled: bool = False) -> None:
+        """Complete every open message with a set frame (partial content when cancelled)."""
+        await self._close_thinking()
+        await self._close_agent(cancelled)
+        for call in self.ordered_calls():
+            value = call_value(call, self.message_id)
+            if cancelled:
+                value["cancelled"] = True
+            await self.sink.emit(timbal.set_value(call.i, value, now_ms()))
+
+    def ordered_calls(self) -> list[_Call]:
+        return [self.calls[index] for index in sorted(self.calls)]
+
+    def assistant_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        calls = self.ordered_calls()
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.tool_call_id, "type": "function",
+                 "function": {"name": (COMPONENT_TOOL_PREFIX + c.name) if c.kind == "component"
+                              else c.name, "arguments": json.dumps(parse_arguments(c.arguments))}}
+                for c in calls
+            ]
+        return message
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """Tool arguments as an object; a model that produced broken JSON gets its best reading."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:
+            value = partial_loads(text)
+        except Exception:
+            value = {}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def call_value(call: _Call, message_id: str) -> dict[str, Any]:
+    arguments = parse_arguments(call.arguments)
+    if call.kind == "component":
+        return {"type": "x-component", "messageId": message_id, "componentId": call.component_id,
+                "name": call.name, "toolCallId": call.tool_call_id, "props": arguments}
+    return {"type": "tool_call", "messageId": message_id, "toolCallId": call.tool_call_id,
+            "name": call.name, "arguments": arguments}
+
+
+def model_tools(run: RunInput) -> list[dict[str, Any]]:
+    tools = []
+    for tool in run.client_tools:
+        tools.append(_function(tool["name"], tool.get("description", ""), tool.get("inputSchema")))
+    for spec in run.server_tools.values():
+        tools.append(_function(spec.name, spec.description, spec.parameters))
+    for component in run.components:
+        description = f"Show the {component['name']} component to the user. {component.get('description', '')}"
+        tools.append(_function(COMPONENT_TOOL_PREFIX + component["name"], description.strip(),
+                               component.get("propsSchema")))
+    return tools
+
+
+def _function(name: str, description: str, schema: Any) -> dict[str, Any]:
+    parameters = schema if isinstance(schema, dict) and schema else {"type": "object",
+                                                                      "properties": {}}
+    return {"type": "function",
+            "function": {"name": name, "description": description or name,
+                         "parameters": parameters}}
+
+
+def model_tool_choice(run: RunInput) -> Any:
+    if run.force_component:
+        return {"type": "function",
+                "function": {"name": COMPONENT_TOOL_PREFIX + run.force_component}}
+    choice = run.tool_choice
+    if isinstance(choice, dict) and "name" in choice:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return choice
+
+
+async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
+    """Drive the model until it answers, needs the client, or runs out of steps."""
+    messages = list(run.history)
+    components = {c["name"] for c in run.components}
+    client_tools = {t["name"] for t in run.client_tools}
+    tools = model_tools(run)
+    tool_choice = model_tool_choice(run)
+    for _ in range(run.max_steps):
+        turn = Turn(sink, components, set(run.server_tools), client_tools)
+        request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,
+                               max_tokens=run.max_tokens, temperature=run.temperature)
+        try:
+            async for delta in model.stream(request):
+                await turn.feed(delta)
+        except asyncio.CancelledError:
+            await turn.close(cancelled=True)
+            raise
+        except ModelError:
+            await turn.close(cancelled=True)
+            raise
+        await turn.close()
+        messages.append(turn.assistant_message())
+        calls = turn.ordered_calls()
+        pending = [c for c in calls if c.kind == "client"]
+        ran_tools = False
+        for call in calls:
+            if call.kind == "component":
+                note = f"Rendered component {call.name}."
+                messages.append({"role": "tool", "tool_call_id": call.tool_call_id,
+                                 "content": note})
+            elif call.kind in ("server", "unknown"):
+                ran_tools = True
+                value = await _run_server_tool(run, call, turn.message_id)
+                await sink.emit(timbal.set_value(new_id(), value, now_ms()))
+                messages.append({"role": "tool", "tool_call_id": call.tool_call_id,
+                                 "content": tool_result_text(value)})
+        if pending:
+            return Outcome([
+                {"toolCallId": c.tool_call_id, "toolName": c.name,
+                 "arguments": json.dumps(parse_arguments(c.arguments)),
+                 "input": parse_arguments(c.arguments)}
+                for c in pending
+            ])
+        if not ran_tools:
+            return Outcome()
+        if tool_choice == "required" or isinstance(tool_choice, dict):
+            tool_choice = "auto"  # a forced call is satisfied; forcing again would loop forever
+    raise ModelError("MAX_STEPS_EXCEEDED",
+                     f"The run stopped after {run.max_steps} model calls without an answer",
+                     "server_error", False)
+
+
+async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:
+    base = {"type": "tool_result", "messageId": message_id, "toolCallId": call.tool_call_id,
+            "name": call.name}
+    spec = run.server_tools.get(call.name)
+    if spec is None:
+        return {**base, "status": "error", "error": f"Unknown tool: {call.name}"}
+    try:
+        async with asyncio.timeout(run.tool_timeout):
+            output = await spec.call(parse_arguments(call.arguments))
+    except TimeoutError:
+        return {**base, "status": "error",
+                "error": f"Tool {call.name} timed out after {run.tool_timeout:g} s"}
+    except Exception as exc:  # a failing tool is a result the model sees, not a crashed run
+        return {**base, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:2000]}
+    return {**base, "status": "success", "output": output}

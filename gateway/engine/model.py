@@ -1,0 +1,143 @@
+"""The litellm adapter: the only module that touches litellm's request and chunk objects.
+
+The stream is always closed in a `finally` (`aclose()`): breaking out of litellm's iterator
+without closing it leaves the upstream generating (and billing) until garbage collection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+
+
+@dataclass
+class ModelRequest:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: Any = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass
+class LiteLLMModel:
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+        import litellm
+
+        params: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            # Retrying is the client's call (RUN_ERROR.isRetryable); a silent retry only delays it.
+            "max_retries": 0,
+        }
+        if self.api_base:
+            params["api_base"] = self.api_base
+        if self.api_key:
+            params["api_key"] = self.api_key
+        if request.tools:
+            params["tools"] = request.tools
+            if request.tool_choice is not None:
+                params["tool_choice"] = request.tool_choice
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        try:
+            stream = await litellm.acompletion(**params)
+        except Exception as exc:
+            raise classify(exc, self.api_key) from None
+        try:
+            async for chunk in stream:
+                for delta in _deltas(chunk):
+                    yield delta
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise classify(exc, self.api_key) from None
+        finally:
+            await stream.aclose()
+
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200) -> str:
+        """One short non-streamed answer (thread names, suggestions)."""
+        text = ""
+        async for delta in self.stream(ModelRequest(messages=messages, max_tokens=max_tokens)):
+            if isinstance(delta, TextDelta):
+                text += delta.text
+        return text
+
+
+def _deltas(chunk: Any) -> list[Delta]:
+    out: list[Delta] = []
+    usage = getattr(chunk, "usage", None)
+    if usage is not None and getattr(usage, "total_tokens", None):
+        out.append(Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0))
+    for choice in getattr(chunk, "choices", None) or []:
+        delta = choice.delta
+        reasoning = getattr(delta, "reasoning_content", None)
+        if reasoning:
+            out.append(ReasoningDelta(reasoning))
+        if delta.content:
+            out.append(TextDelta(delta.content))
+        for call in getattr(delta, "tool_calls", None) or []:
+            function = call.function
+            out.append(ToolCallDelta(
+                index=call.index or 0,
+                id=call.id or None,
+                name=(function.name if function else None) or None,
+                arguments=(function.arguments if function else None) or "",
+            ))
+        if choice.finish_reason:
+            out.append(Finish(choice.finish_reason))
+    return out
+
+
+_SECRETISH = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\*\.]{4,}", re.IGNORECASE)
+_LITELLM_PREFIX = re.compile(r"^(litellm\.)?\w+(Error|Exception):\s*(\w+Exception\s*-\s*)?")
+
+
+def scrub(message: str, api_key: str | None) -> str:
+    """Provider messages go to end users: remove key material and litellm's class prefixes."""
+    if api_key:
+        message = message.replace(api_key, "***")
+    message = _SECRETISH.sub("***", message)
+    message = _LITELLM_PREFIX.sub("", message.strip())
+    return message[:500] or "The AI provider returned an error"
+
+
+def classify(exc: BaseException, api_key: str | None = None) -> ModelError:
+    """Map a litellm exception to the codes the Tambo clients read from `RUN_ERROR`."""
+    import litellm
+
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return ModelError("LLM_CONTEXT_WINDOW_EXCEEDED",
+                          "The conversation is too long for the model's context window",
+                          "client_error", False, 400)
+    if isinstance(exc, litellm.RateLimitError) or status == 429:
+        return ModelError("LLM_RATE_LIMITED", scrub(str(exc), api_key), "client_error", True, 429)
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) or status in (401, 403):
+        return ModelError("LLM_AUTHENTICATION_ERROR",
+                          "The AI provider rejected the gateway's credentials",
+                          "server_error", False, status or 401)
+    if isinstance(exc, litellm.Timeout):
+        return ModelError("LLM_TIMEOUT", "The AI provider did not answer in time",
+                          "server_error", True, 504)
+    if status is not None and 400 <= status < 500:
+        return ModelError("LLM_CLIENT_ERROR", scrub(str(exc), api_key), "client_error", False,
+                          status)
+    if status is not None and status >= 500:
+        return ModelError("LLM_SERVER_ERROR", "The AI provider encountered a temporary error",
+                          "server_error", True, status)
+    return ModelError("LLM_ERROR", "An error occurred communicating with the AI provider",
+                      "server_error", False, status)

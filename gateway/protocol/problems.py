@@ -1,0 +1,15 @@
+"""The error every layer raises when a request must be refused before a stream starts.
+
+It lives in `protocol` because refusing a run is decided in `runs` (atomically, with the lock)
+but answered by `api` as problem+json; both may import `protocol`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status, self.code, self.detail, self.extra = status, code, detail, extra

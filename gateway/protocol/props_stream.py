@@ -1,0 +1,136 @@
+"""Streamed component props: JSON text fragments in, RFC 6902 operations out.
+
+The Tambo client starts a component's props at `{}` and applies each `props_delta`'s operations
+with validation on, so every operation must apply to what the client already has: `add` for a new
+top-level key, `replace` for a changed one, `remove` for one that vanished.
+
+Why not re-parse the whole buffer on every fragment: that is quadratic in the props' length. A
+small scanner walks each character once and cuts the object into top-level members; a finished
+member is parsed exactly once with `json.loads`, and only the member still being written is
+partial-parsed, and only after it has grown by a quarter (or 8 characters) since the last parse,
+so the total parsing work stays linear in the props' length.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from partial_json_parser import loads as partial_loads
+
+
+def pointer(key: str) -> str:
+    return "/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def diff_top_level(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """Operations that turn `old` into `new`, touching top-level keys only."""
+    ops: list[dict[str, Any]] = []
+    for key in old:
+        if key not in new:
+            ops.append({"op": "remove", "path": pointer(key)})
+    for key, value in new.items():
+        if key not in old:
+            ops.append({"op": "add", "path": pointer(key), "value": value})
+        elif old[key] != value:
+            ops.append({"op": "replace", "path": pointer(key), "value": value})
+    return ops
+
+
+class PropsStream:
+    """Incremental partial parser for one component's props object."""
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.complete: dict[str, Any] = {}
+        self.current: dict[str, Any] = {}  # what the client has been told so far
+        self._scan = 0  # next character of `buffer` to scan
+        self._depth = 0
+        self._in_string = False
+        self._escaped = False
+        self._member_start: int | None = None  # offset of the member being written
+        self._partial_key: str | None = None
+        self._partial_value: Any = None
+        self._parsed_len = 0
+
+    def feed(self, fragment: str) -> list[dict[str, Any]]:
+        """Add a fragment; return the operations that bring the client up to date."""
+        self.buffer += fragment
+        self._advance()
+        return self._publish(self._snapshot())
+
+    def finish(self, final_props: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The props are complete: publish them exactly (the final value is authoritative)."""
+        if final_props is None:
+            try:
+                parsed = json.loads(self.buffer) if self.buffer.strip() else {}
+            except ValueError:
+                parsed = self._snapshot(force=True)
+            final_props = parsed if isinstance(parsed, dict) else {}
+        return self._publish(dict(final_props))
+
+    def streaming_status(self) -> dict[str, str]:
+        status = {key: "done" for key in self.complete}
+        if self._partial_key is not None and self._partial_key not in status:
+            status[self._partial_key] = "streaming"
+        return status
+
+    def _publish(self, props: dict[str, Any]) -> list[dict[str, Any]]:
+        ops = diff_top_level(self.current, props)
+        self.current = props
+        return ops
+
+    def _advance(self) -> None:
+        text = self.buffer
+        for index in range(self._scan, len(text)):
+            char = text[index]
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == '"':
+                    self._in_string = False
+                continue
+            if char == '"':
+                self._in_string = True
+                if self._depth == 1 and self._member_start is None:
+                    self._member_start = index
+            elif char in "{[":
+                self._depth += 1
+            elif char in "}]":
+                if self._depth == 1:
+                    self._close_member(index)
+                self._depth -= 1
+            elif char == "," and self._depth == 1:
+                self._close_member(index)
+        self._scan = len(text)
+
+    def _close_member(self, end: int) -> None:
+        if self._member_start is None:
+            return
+        member = self.buffer[self._member_start : end]
+        self._member_start = None
+        self._partial_key, self._partial_value, self._parsed_len = None, None, 0
+        try:
+            parsed = json.loads("{" + member + "}")
+        except ValueError:
+            return
+        self.complete.update(parsed)
+
+    def _snapshot(self, force: bool = False) -> dict[str, Any]:
+        props = dict(self.complete)
+        if self._member_start is not None:
+            member = self.buffer[self._member_start :]
+            grown = len(member) - self._parsed_len
+            if force or grown >= max(8, self._parsed_len // 4):
+                self._parsed_len = len(member)
+                try:
+                    parsed = partial_loads("{" + member)
+                except Exception:  # partial input the parser cannot read yet
+                    parsed = None
+                if isinstance(parsed, dict) and len(parsed) == 1:
+                    (self._partial_key, self._partial_value), = parsed.items()
+            if self._partial_key is not None:
+                props[self._partial_key] = self._partial_value
+        return props

@@ -1,0 +1,68 @@
+"""Timbal/1.0 frames: the one canonical record a run writes.
+
+A run's log is a sequence of these frames. Message frames follow Timbal Messages/1.0 (`agent`,
+`thinking`, `tool_call`, `tool_result`, plus our `x-component`); every message value and start
+metadata carries `messageId`, the Tambo message (one per model turn) it belongs to, because the
+Tambo clients group text, tool calls and components of a turn into one assistant message.
+Control frames (`c`) carry run lifecycle, which Timbal Messages/1.0 has no message for.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from .clock import iso_ms
+
+Frame = dict[str, Any]
+FrameKind = Literal["start", "append", "set", "delete", "control", "invalid"]
+
+# Control frame names. `error` is the one the Timbal core defines; the rest are ours.
+RUN_STARTED = "run.started"
+RUN_FINISHED = "run.finished"
+RUN_AWAITING_INPUT = "run.awaiting_input"
+RUN_CANCELLED = "run.cancelled"
+ERROR = "error"
+COMPONENT_STATE = "component.state"
+
+STREAMED_TYPES = frozenset({"agent", "thinking", "tool_call", "x-component"})
+
+
+def start(i: str, meta: dict[str, Any]) -> Frame:
+    return {"i": i, "m": meta}
+
+
+def append(i: str, text: str) -> Frame:
+    return {"i": i, "a": text}
+
+
+def set_value(i: str, value: dict[str, Any], t_ms: int) -> Frame:
+    return {"i": i, "t": iso_ms(t_ms), "v": value}
+
+
+def control(name: str, **params: Any) -> Frame:
+    return {"c": name, **params}
+
+
+def kind(frame: Frame) -> FrameKind:
+    """Classify a frame as Timbal framing §5 does; anything malformed is `invalid`."""
+    if "c" in frame:
+        return "invalid" if "i" in frame or not isinstance(frame["c"], str) else "control"
+    if not isinstance(frame.get("i"), str):
+        return "invalid"
+    if "a" in frame:
+        return "append" if isinstance(frame["a"], str) and "v" not in frame else "invalid"
+    if "v" in frame:
+        if frame["v"] is None:
+            return "delete"
+        return "set" if isinstance(frame["v"], dict) else "invalid"
+    meta = frame.get("m")
+    if meta is not None and (not isinstance(meta, dict) or "content" in meta):
+        return "invalid"
+    return "start"
+
+
+TERMINAL_CONTROLS = frozenset({RUN_FINISHED, RUN_CANCELLED, ERROR})
+
+
+def is_terminal(frame: Frame) -> bool:
+    return frame.get("c") in TERMINAL_CONTROLS

@@ -1,0 +1,50 @@
+"""The per-run log: frames in order, each with a position (`seq`) and a timestamp.
+
+While a run is active its log lives in memory (`LiveLog`) and subscribers follow it there; it is
+written to the database in batches by `RunRecorder`, never once per token. Subscribers pull from
+the shared list at their own pace, so a slow reader never slows the run or other readers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.clock import now_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    seq: int
+    ts: int
+    frame: dict[str, Any]
+
+
+class LiveLog:
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.entries: list[Entry] = []
+        self.closed = False
+        self.subscribers = 0
+        self._changed = asyncio.Event()
+
+    def append(self, frame: dict[str, Any]) -> Entry:
+        entry = Entry(len(self.entries) + 1, now_ms(), frame)
+        self.entries.append(entry)
+        self._notify()
+        return entry
+
+    def close(self) -> None:
+        self.closed = True
+        self._notify()
+
+    async def wait_beyond(self, count: int) -> None:
+        """Return once the log has more than `count` entries or is closed."""
+        while len(self.entries) <= count and not self.closed:
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        # Wake every waiter once, then arm a fresh event: O(1) per append whatever the readers.
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()

@@ -1,0 +1,1 @@
+"""Persistence: sqlmodel tables, queries, and the alembic migrations that create them."""

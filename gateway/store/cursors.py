@@ -1,0 +1,28 @@
+"""Opaque pagination cursors: base64url JSON of the sort key of the last row returned."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+def encode(key: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+
+
+def decode(cursor: str, shape: tuple[type, ...]) -> list[Any]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        key = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())
+    except Exception as exc:  # any garbage is the client's mistake, never a 500
+        raise InvalidCursor(cursor) from exc
+    if not isinstance(key, list) or len(key) != len(shape):
+        raise InvalidCursor(cursor)
+    if not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape)):
+        raise InvalidCursor(cursor)
+    return key

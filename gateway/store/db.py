@@ -1,0 +1,60 @@
+"""Database engine and schema migrations.
+
+The schema is created and upgraded by alembic at start-up (`gateway serve` and `gateway migrate`),
+on the same connection the app will use, so SQLite files and PostgreSQL databases follow one path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine; for SQLite, WAL mode and a busy timeout so readers never block writers."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    return create_async_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+async def migrate(engine: AsyncEngine) -> None:
+    """Upgrade the schema to the newest revision."""
+
+    def upgrade(connection: Connection) -> None:
+        command.upgrade(alembic_config(connection), "head")
+
+    async with engine.begin() as connection:
+        await connection.run_sync(upgrade)

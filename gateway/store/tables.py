@@ -1,0 +1,111 @@
+"""The tables. Timestamps are integer epoch milliseconds: exact, sortable, and the same on
+SQLite and PostgreSQL; the REST layer formats them as ISO-8601.
+
+A Tambo message (one user input, or one model turn's output) is one `messages` row; its `parts`
+are the Timbal message values it is made of (`user`, `agent`, `thinking`, `tool_call`,
+`tool_result`, `x-component`), in order. The REST view and the model's history are both built
+from those values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def _json(nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=Column(JSON, nullable=nullable))
+
+
+class ThreadRow(SQLModel, table=True):
+    __tablename__ = "threads"
+    __table_args__ = (Index("ix_threads_project_user_created", "project_id", "user_key", "created_ms"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    project_id: str = Field(max_length=128)
+    user_key: str | None = Field(default=None, max_length=512)
+    name: str | None = Field(default=None, max_length=500)
+    meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    updated_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # The run lock: `idle` means free; taken by one atomic UPDATE ... WHERE run_status = 'idle'.
+    run_status: str = Field(default="idle", max_length=16)
+    current_run_id: str | None = Field(default=None, max_length=64)
+    last_completed_run_id: str | None = Field(default=None, max_length=64)
+    last_run_cancelled: bool = False
+    last_run_error: dict[str, Any] | None = _json()
+    # [{toolCallId, toolName, arguments}] of client tool calls awaiting results.
+    pending_tool_calls: list[dict[str, Any]] | None = _json()
+
+
+class MessageRow(SQLModel, table=True):
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_thread_seq", "thread_id", "seq"),)
+
+    seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    id: str = Field(max_length=64, unique=True)
+    thread_id: str = Field(max_length=64)
+    run_id: str | None = Field(default=None, max_length=64)
+    role: str = Field(max_length=16)
+    parts: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    is_cancelled: bool = False
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_thread_created", "thread_id", "created_ms"),
+        Index("ix_runs_status_lease", "status", "lease_expires_ms"),
+        UniqueConstraint("thread_id", "idempotency_key", name="uq_runs_thread_idempotency"),
+    )
+
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(max_length=64)
+    project_id: str = Field(max_length=128)
+    # queued -> running -> completed | awaiting_input | failed | cancelled
+    status: str = Field(default="queued", max_length=16)
+    previous_run_id: str | None = Field(default=None, max_length=64)
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    started_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    finished_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    error: dict[str, Any] | None = _json()
+    pending_tool_calls: list[dict[str, Any]] | None = _json()
+    request: dict[str, Any] | None = _json()
+    idempotency_key: str | None = Field(default=None, max_length=255)
+    on_disconnect: str = Field(default="grace", max_length=16)
+    lease_owner: str | None = Field(default=None, max_length=128)
+    lease_expires_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+
+
+class RunFrameRow(SQLModel, table=True):
+    """The run's log: one row per Timbal frame, written in batches, never one per token."""
+
+    __tablename__ = "run_frames"
+
+    run_id: str = Field(primary_key=True, max_length=64)
+    seq: int = Field(primary_key=True)
+    ts_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    frame: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class ComponentRow(SQLModel, table=True):
+    """A rendered component instance; its state lives here so updates need not rewrite messages."""
+
+    __tablename__ = "components"
+
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(max_length=64, index=True)
+    message_id: str = Field(max_length=64)
+    name: str = Field(max_length=200)
+    props: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    state: dict[str, Any] | None = _json()
+    state_schema: dict[str, Any] | None = _json()
+    revision: int = 0
+    updated_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+__all__ = ["ThreadRow", "MessageRow", "RunRow", "RunFrameRow", "ComponentRow"]

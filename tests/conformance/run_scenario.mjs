@@ -1,0 +1,124 @@
+/**
+ * Drive the real @tambo-ai/client 1.1.3 against a Gateway (contract §20.2).
+ *
+ * Usage: GATEWAY_URL=http://127.0.0.1:PORT node run_scenario.mjs <scenario>
+ *
+ * Prints exactly one JSON line on stdout (the scenario result); all logging,
+ * including the Tambo client's own console.warn noise, goes to stderr. A
+ * scenario that throws still prints a line, `{scenario, crash, ...partial}`,
+ * and exits 0, because "the client blew up" is a test outcome the Python side
+ * asserts on. Exit code 2 means the harness itself failed (bad usage, a bug
+ * here). SCENARIO_TIMEOUT_MS (default 50000) bounds a whole scenario.
+ *
+ * To add a scenario (client tool, component, cancel, ...), add an async
+ * function to SCENARIOS taking (ctx, result) and filling `result`.
+ */
+import { TamboClient } from "@tambo-ai/client";
+
+const log = (...args) => console.error("[run_scenario]", ...args);
+
+/** The run being collected right now, reported if the scenario times out. */
+let inProgress = null;
+
+/** Everything a scenario needs, so scenarios stay short. */
+function makeContext(gatewayUrl) {
+  return {
+    gatewayUrl,
+    log,
+    /** TamboClient as §20.2 creates it; `apiKey` must be non-empty even if unused. */
+    newClient: (options = {}) =>
+      new TamboClient({ apiKey: "test-key", tamboUrl: gatewayUrl, userKey: "user-1", ...options }),
+    runAndCollect,
+    threadSummary,
+  };
+}
+
+/** Plain-JSON view of a thread's messages (content blocks are already plain data). */
+function summarizeMessages(messages = []) {
+  return messages.map((m) => ({ id: m.id, role: m.role, content: m.content, ...(m.reasoning ? { reasoning: m.reasoning } : {}) }));
+}
+
+/** What the client state says about a thread after a run (reducer view, §11). */
+function threadSummary(client, threadId) {
+  const state = threadId ? client.getState().threadMap[threadId] : undefined;
+  return {
+    error: state?.streaming?.error ?? null,
+    status: state?.thread?.status ?? null,
+    lastRunCancelled: state?.thread?.lastRunCancelled ?? null,
+    lastCompletedRunId: state?.lastCompletedRunId ?? null,
+    streamingRunId: state?.streaming?.runId ?? null,
+    messages: summarizeMessages(state?.thread?.messages),
+  };
+}
+
+/**
+ * Start `client.run(message, options)`, iterate every yielded event, then
+ * await `stream.thread`. A rejection (HTTP error, reducer fatal, abort) is
+ * recorded in `rejected` instead of thrown, because tests assert on it.
+ * `onEvent(event, stream)` lets a scenario act mid-stream (e.g. cancel).
+ */
+async function runAndCollect(client, message, options = {}, onEvent = undefined) {
+  const stream = client.run(message, options);
+  const out = { threadId: options.threadId ?? null, runIds: [], eventTypes: [], customNames: [], rejected: null };
+  inProgress = out;
+  try {
+    for await (const { event } of stream) {
+      out.eventTypes.push(event.type);
+      if (event.type === "CUSTOM") out.customNames.push(event.name);
+      if (event.type === "RUN_STARTED") {
+        out.runIds.push(event.runId);
+        out.threadId ??= event.threadId;
+      }
+      if (onEvent) await onEvent(event, stream);
+    }
+    const thread = await stream.thread;
+    out.threadId ??= thread.id;
+  } catch (err) {
+    out.rejected = { name: err?.name ?? "Error", message: err?.message ?? String(err) };
+  }
+  inProgress = null;
+  return { ...out, ...threadSummary(client, out.threadId) };
+}
+
+const SCENARIOS = {
+  /** New thread, one text run, then a follow-up on the same thread (previousRunId). */
+  async basic(ctx, result) {
+    const client = ctx.newClient();
+    result.firstRun = await ctx.runAndCollect(client, "hello");
+    result.threadId = result.firstRun.threadId;
+    result.runIds = [...result.firstRun.runIds];
+    if (!result.threadId) throw new Error("first run produced no threadId");
+    result.secondRun = await ctx.runAndCollect(client, "and again", { threadId: result.threadId });
+    result.runIds.push(...result.secondRun.runIds);
+  },
+};
+
+function emit(obj, code = 0) {
+  process.stdout.write(JSON.stringify(obj) + "\n", () => process.exit(code));
+}
+
+async function main() {
+  const name = process.argv[2];
+  const gatewayUrl = process.env.GATEWAY_URL;
+  if (!name || !SCENARIOS[name] || !gatewayUrl) {
+    console.error(`usage: GATEWAY_URL=<url> node run_scenario.mjs <${Object.keys(SCENARIOS).join("|")}>`);
+    process.exit(2);
+  }
+  const result = { scenario: name };
+  const timeoutMs = Number(process.env.SCENARIO_TIMEOUT_MS ?? 50000);
+  const timer = setTimeout(() => emit({ ...result, inProgress, crash: `scenario timed out after ${timeoutMs} ms` }), timeoutMs);
+  try {
+    await SCENARIOS[name](makeContext(gatewayUrl.replace(/\/+$/, "")), result);
+    clearTimeout(timer);
+    emit(result);
+  } catch (err) {
+    clearTimeout(timer);
+    log(err?.stack ?? err);
+    emit({ ...result, crash: err?.message ?? String(err) });
+  }
+}
+
+main().catch((err) => {
+  console.error(err?.stack ?? err);
+  process.exit(2);
+});

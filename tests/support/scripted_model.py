@@ -1,0 +1,490 @@
+"""A scripted OpenAI-compatible chat-completions server for tests.
+
+The gateway talks to models through litellm, so the most faithful test double
+is a real HTTP upstream that litellm reaches through its ordinary OpenAI path
+(``GATEWAY_MODEL=openai/scripted``, ``GATEWAY_MODEL_API_BASE=<base_url>``).
+Tests script each model reply exactly (one step = one SSE chunk), so the
+deltas the gateway emits are predictable, and they can inspect what the model
+was sent (``requests``) and when a stream was abandoned (``disconnects``).
+
+Usage::
+
+    with ScriptedModel() as model:
+        model.enqueue(
+            [{"content": "Let me check."},
+             {"tool_call": {"index": 0, "id": "call_1", "name": "get_weather",
+                            "arguments": "{\\"city\\":"}},
+             {"tool_call": {"index": 0, "arguments": "\\"Paris\\"}"}}],
+            [{"content": "It is 21 °C in Paris."}],
+        )
+        ...  # point the gateway at model.base_url
+
+A turn is a list of steps, consumed FIFO, one per ``POST /v1/chat/completions``:
+
+- ``{"content": str}`` / ``{"reasoning": str}``: one chunk (``delta.content`` /
+  ``delta.reasoning_content``).
+- ``{"tool_call": {"index", "id"?, "name"?, "arguments"?}}``: one tool-call
+  fragment; ``id``/``name`` go on the first fragment of an index only.
+- ``{"delay": seconds}``: sleep before the next step.
+- ``{"slow": {"text": str, "interval": s}}``: the text one word per chunk;
+  ``{"slow": {"count": n, "interval": s}}``: n numbered tokens ("t1 ", "t2 ", ...).
+  Tokens must differ: litellm aborts after 100 identical chunks in a row.
+- ``{"error": status, "message": str}``: as the first step, an HTTP error with
+  an OpenAI-style body; later, the connection is dropped mid-stream.
+- ``{"finish": "stop" | "tool_calls" | ...}``: finish_reason (default:
+  "tool_calls" if the turn had tool calls, else "stop").
+- ``{"usage": {"prompt_tokens": n, "completion_tokens": m}}``: override usage.
+
+A turn may also be ``{"steps": [...], "stream": bool}``: it is then only used
+by a request with that ``stream`` flag, so a background non-streaming call
+(thread name, suggestions) cannot steal a turn meant for the agent loop.
+With no matching turn queued, the reply echoes ``You said: <last user text>``.
+
+The same controls exist over HTTP for other processes: ``POST /_script``
+(``{"turns": [...]}``), ``GET /_requests``, ``GET /_disconnects``,
+``POST /_reset``. Run standalone with ``python -m tests.support.scripted_model``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections import deque
+from typing import Any, Self
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+_STEP_KEYS = {"content", "reasoning", "tool_call", "delay", "slow", "error", "finish", "usage"}
+
+
+class _AbortStream(Exception):
+    """Raised inside the ASGI app to make uvicorn drop the connection mid-stream."""
+
+
+class _QuietAbort(logging.Filter):
+    """Hide uvicorn's traceback for the deliberate mid-stream abort (and only that)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, _AbortStream)
+
+
+logging.getLogger("uvicorn.error").addFilter(_QuietAbort())
+
+
+def _validate_turn(turn: Any) -> dict:
+    """Normalise a turn to ``{"steps": [...], "stream": bool | None}``; fail early on typos."""
+    if isinstance(turn, dict):
+        steps, stream = turn.get("steps"), turn.get("stream")
+    else:
+        steps, stream = turn, None
+    if not isinstance(steps, list):
+        raise TypeError(f"a turn must be a list of steps, got {turn!r}")
+    for step in steps:
+        if not isinstance(step, dict) or not (set(step) & _STEP_KEYS):
+            raise ValueError(f"unknown step {step!r}; known keys: {sorted(_STEP_KEYS)}")
+        if "error" not in step and len(step) != 1:
+            raise ValueError(f"a step has exactly one key, got {step!r}")
+    return {"steps": list(steps), "stream": stream}
+
+
+def _message_text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def _echo_turn(body: dict) -> dict:
+    """Default reply: 'You said: <last user text>' in a few chunks."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    text = _message_text(users[-1]) if users else ""
+    words = re.findall(r"\S+\s*", text) or [""]
+    chunks = ["You said: "] + ["".join(words[i : i + 3]) for i in range(0, len(words), 3)]
+    return {"steps": [{"content": c} for c in chunks if c], "stream": None}
+
+
+def _slow_tokens(spec: dict) -> list[str]:
+    if "count" in spec:
+        return [f"t{i} " for i in range(1, int(spec["count"]) + 1)]
+    return re.findall(r"\s*\S+\s*", spec.get("text", "")) or [""]
+
+
+def _error_body(step: dict) -> dict:
+    status = int(step["error"])
+    kind = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
+    return {
+        "error": {
+            "message": step.get("message", f"scripted error {status}"),
+            "type": step.get("type", kind.get(status, "server_error")),
+            "param": None,
+            "code": step.get("code"),
+        }
+    }
+
+
+def _usage(body: dict, completion_chars: int, override: dict | None) -> dict:
+    """Rough, deterministic token counts (chars/4); a ``usage`` step overrides them."""
+    prompt_chars = sum(len(_message_text(m)) for m in body.get("messages", []))
+    usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": completion_chars // 4 + 1}
+    usage.update(override or {})
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return usage
+
+
+class ScriptedModel:
+    """OpenAI-compatible upstream on 127.0.0.1 in a daemon thread. See the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._turns: deque[dict] = deque()
+        self._requests: list[dict] = []
+        self._disconnects: list[tuple[float, int]] = []
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat_endpoint, methods=["POST"]),
+                Route("/chat/completions", self._chat_endpoint, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/_script", self._http_script, methods=["POST"]),
+                Route("/_requests", self._http_requests, methods=["GET"]),
+                Route("/_disconnects", self._http_disconnects, methods=["GET"]),
+                Route("/_reset", self._http_reset, methods=["POST"]),
+            ]
+        )
+
+    # ---- test-facing API ------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL to hand to litellm (``api_base``)."""
+        if self.port is None:
+            raise RuntimeError("ScriptedModel is not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[dict]:
+        """Snapshot of every received chat-completions JSON body, in order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def disconnects(self) -> list[tuple[float, int]]:
+        """``(time.monotonic(), request_index)`` for each stream the client closed early."""
+        with self._lock:
+            return list(self._disconnects)
+
+    def enqueue(self, *turns: Any) -> None:
+        """Queue replies, one turn per chat-completions request, FIFO."""
+        checked = [_validate_turn(t) for t in turns]
+        with self._lock:
+            self._turns.extend(checked)
+
+    def pending(self) -> int:
+        """Number of scripted turns not yet consumed."""
+        with self._lock:
+            return len(self._turns)
+
+    def reset(self) -> None:
+        """Forget queued turns, recorded requests and disconnects."""
+        with self._lock:
+            self._turns.clear()
+            self._requests.clear()
+            self._disconnects.clear()
+
+    def start(self) -> Self:
+        """Serve on a free port in a daemon thread; return once it accepts connections."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,  # never reconfigure the test process's logging
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="scripted-model", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self._server.started:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                    return self
+                except OSError:
+                    pass
+            if not self._thread.is_alive():
+                break
+            time.sleep(0.01)
+        raise RuntimeError("ScriptedModel did not start")
+
+    def stop(self) -> None:
+        """Ask uvicorn to exit and wait for the thread (open streams get ~2 s)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- internals ----------------------------------------------------------
+
+    def _take_turn(self, body: dict) -> tuple[int, dict]:
+        """Record the request and pop the first turn usable for its stream flag."""
+        stream = bool(body.get("stream"))
+        with self._lock:
+            self._requests.append(body)
+            index = len(self._requests) - 1
+            for turn in self._turns:
+                if turn["stream"] is None or turn["stream"] == stream:
+                    self._turns.remove(turn)
+                    return index, turn
+        return index, _echo_turn(body)
+
+    def _record_disconnect(self, index: int) -> None:
+        with self._lock:
+            self._disconnects.append((time.monotonic(), index))
+
+    async def _chat_endpoint(self, request: Request):
+        """Starlette entry; the real work is a raw ASGI app so disconnects are seen at once."""
+        body = await request.json()
+        index, turn = self._take_turn(body)
+        steps = turn["steps"]
+        if steps and "error" in steps[0]:
+            return JSONResponse(_error_body(steps[0]), status_code=int(steps[0]["error"]))
+        if not body.get("stream"):
+            return JSONResponse(await self._completion(body, index, steps))
+        return _SseApp(self, body, index, steps)
+
+    async def _completion(self, body: dict, index: int, steps: list[dict]) -> dict:
+        """Non-streaming reply built from the same turn (used for names/suggestions)."""
+        content, reasoning, calls = "", "", {}
+        finish, usage = None, None
+        for step in steps:
+            if "delay" in step:
+                await asyncio.sleep(step["delay"])
+            elif "error" in step:
+                return _error_body(step)
+            elif "content" in step:
+                content += step["content"]
+            elif "reasoning" in step:
+                reasoning += step["reasoning"]
+            elif "slow" in step:
+                content += "".join(_slow_tokens(step["slow"]))
+            elif "tool_call" in step:
+                tc = step["tool_call"]
+                call = calls.setdefault(
+                    tc.get("index", 0),
+                    {
+                        "id": tc.get("id"),
+                        "type": "function",
+                        "function": {"name": tc.get("name"), "arguments": ""},
+                    },
+                )
+                call["function"]["arguments"] += tc.get("arguments", "")
+            elif "finish" in step:
+                finish = step["finish"]
+            elif "usage" in step:
+                usage = step["usage"]
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if calls:
+            message["tool_calls"] = [calls[i] for i in sorted(calls)]
+        return {
+            "id": f"chatcmpl-scripted-{index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish or ("tool_calls" if calls else "stop"),
+                }
+            ],
+            "usage": _usage(body, len(content) + len(reasoning), usage),
+        }
+
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}]}
+        )
+
+    async def _http_script(self, request: Request) -> JSONResponse:
+        payload = await request.json()
+        try:
+            self.enqueue(*payload.get("turns", []))
+        except (TypeError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"pending": self.pending()})
+
+    async def _http_requests(self, request: Request) -> JSONResponse:
+        return JSONResponse(self.requests)
+
+    async def _http_disconnects(self, request: Request) -> JSONResponse:
+        return JSONResponse([list(d) for d in self.disconnects])
+
+    async def _http_reset(self, request: Request) -> JSONResponse:
+        self.reset()
+        return JSONResponse({"ok": True})
+
+
+class _SseApp:
+    """One OpenAI SSE stream. Watches ``receive()`` for ``http.disconnect`` while
+    writing, so an abandoned stream is recorded the moment the client leaves,
+    not at the next write (which may be seconds away in a slow stream)."""
+
+    def __init__(self, model: ScriptedModel, body: dict, index: int, steps: list[dict]) -> None:
+        self.model, self.body, self.index, self.steps = model, body, index, steps
+        self.base = {
+            "id": f"chatcmpl-scripted-{index}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+        }
+
+    def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
+        obj = {
+            **self.base,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        return f"data: {json.dumps(obj)}\n\n".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache"),
+                ],
+            }
+        )
+        produce = asyncio.ensure_future(self._produce(send))
+        watch = asyncio.ensure_future(self._wait_disconnect(receive))
+        try:
+            await asyncio.wait({produce, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if not produce.done():
+                self.model._record_disconnect(self.index)
+                produce.cancel()
+            else:
+                produce.result()  # re-raise _AbortStream so uvicorn drops the connection
+        except asyncio.CancelledError:
+            if not produce.done():
+                self.model._record_disconnect(self.index)
+            raise
+        finally:
+            for task in (produce, watch):
+                task.cancel()
+
+    @staticmethod
+    async def _wait_disconnect(receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    async def _produce(self, send) -> None:
+        role_sent = False
+        had_tools = False
+        finish, usage_override, completion_chars = None, None, 0
+
+        async def emit(delta: dict) -> None:
+            nonlocal role_sent
+            if not role_sent:
+                delta = {"role": "assistant", **delta}
+                role_sent = True
+            await send(
+                {"type": "http.response.body", "body": self._chunk(delta), "more_body": True}
+            )
+
+        for step in self.steps:
+            if "delay" in step:
+                await asyncio.sleep(step["delay"])
+            elif "content" in step:
+                completion_chars += len(step["content"])
+                await emit({"content": step["content"]})
+            elif "reasoning" in step:
+                completion_chars += len(step["reasoning"])
+                await emit({"reasoning_content": step["reasoning"]})
+            elif "slow" in step:
+                interval = float(step["slow"].get("interval", 0.05))
+                for token in _slow_tokens(step["slow"]):
+                    completion_chars += len(token)
+                    await emit({"content": token})
+                    await asyncio.sleep(interval)
+            elif "tool_call" in step:
+                had_tools = True
+                tc = step["tool_call"]
+                fragment: dict[str, Any] = {"index": tc.get("index", 0)}
+                function: dict[str, Any] = {}
+                if "id" in tc:
+                    fragment["id"] = tc["id"]
+                    fragment["type"] = "function"
+                if "name" in tc:
+                    function["name"] = tc["name"]
+                function["arguments"] = tc.get("arguments", "")
+                fragment["function"] = function
+                completion_chars += len(function["arguments"])
+                await emit({"tool_calls": [fragment]})
+            elif "error" in step:
+                raise _AbortStream(step.get("message", "scripted abort"))
+            elif "finish" in step:
+                finish = step["finish"]
+            elif "usage" in step:
+                usage_override = step["usage"]
+
+        finish = finish or ("tool_calls" if had_tools else "stop")
+        final = {} if role_sent else {"role": "assistant"}
+        body = self._chunk(final, finish)
+        if (self.body.get("stream_options") or {}).get("include_usage"):
+            usage = _usage(self.body, completion_chars, usage_override)
+            body += f"data: {json.dumps({**self.base, 'choices': [], 'usage': usage})}\n\n".encode()
+        body += b"data: [DONE]\n\n"
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+if __name__ == "__main__":  # pragma: no cover - manual / cross-process use
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Run the scripted OpenAI-compatible model server.")
+    parser.add_argument("--port", type=int, default=0, help="0 = pick a free port")
+    args = parser.parse_args()
+    model = ScriptedModel()
+    if args.port:
+        app = model.app
+        print(f"http://127.0.0.1:{args.port}/v1", flush=True)
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_config=None, lifespan="off")
+    else:
+        model.start()
+        print(model.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            model.stop()
