@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..protocol.problems import ApiError
+from ..store.cursors import InvalidCursor
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,10 @@ async def http_error_handler(_: Request, exc: Exception) -> JSONResponse:
     return response
 
 
+async def cursor_error_handler(_: Request, exc: Exception) -> JSONResponse:
+    return problem(400, "INVALID_CURSOR", "The pagination cursor is not valid")
+
+
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
     incident = uuid.uuid4().hex[:12]
     log.exception("unexpected error %s on %s %s", incident, request.method, request.url.path)
@@ -86,5 +91,6 @@ HANDLERS = {
     ApiError: api_error_handler,
     ValidationError: validation_error_handler,
     HTTPException: http_error_handler,
+    InvalidCursor: cursor_error_handler,
     Exception: unexpected_error_handler,
 }

@@ -40,6 +40,7 @@ class ActiveRun:
     row: RunRow
     live: LiveLog
     task: asyncio.Task[None] | None = None
+    recorder: RunRecorder | None = None
     cancel_requested: bool = False
     finishing: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -128,6 +129,7 @@ class RunManager:
         schemas = {c["name"]: c.get("stateSchema") for c in snapshot.get("availableComponents", [])
                    if c.get("stateSchema")}
         recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas)
+        active.recorder = recorder
         try:
             await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
                                                runId=run.id))
@@ -226,6 +228,13 @@ class RunManager:
             active.task.cancel()
         await asyncio.shield(active.done.wait())
         return True
+
+    def active_run_for_thread(self, thread_id: str) -> ActiveRun | None:
+        """The run this process is executing on the thread, if any."""
+        for active in self.active.values():
+            if active.row.thread_id == thread_id:
+                return active
+        return None
 
     def live_log(self, run_id: str) -> LiveLog | None:
         active = self.active.get(run_id)

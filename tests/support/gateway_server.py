@@ -1,0 +1,84 @@
+"""A real gateway process on a loopback port, started the way a user starts it (`gateway serve`).
+
+Tests talk to it over HTTP only. It can be stopped, killed (SIGKILL, for crash recovery tests)
+and restarted on the same database.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class GatewayServer:
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.env = {
+            "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}",
+            **(env or {}),
+        }
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "gateway.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 90.0) -> "GatewayServer":
+        env = {**os.environ, **self.env}
+        for name in ("GATEWAY_MODEL", "GATEWAY_MODEL_API_BASE", "GATEWAY_MODEL_API_KEY",
+                     "GATEWAY_API_KEYS"):
+            if name not in self.env:
+                env.pop(name, None)
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), "--log-level", "warning"],
+            cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gateway exited early:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"gateway did not start in {timeout} s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to clean up, as in a crash."""
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-20000:]
