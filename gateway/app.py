@@ -13,11 +13,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .api import runs, threads
+from .api import assist, runs, threads
 from .api.context import Services
 from .api.errors import HANDLERS
 from .config import DEMO_MODEL, Settings
+from .engine.loop import ServerToolSpec
 from .engine.model import LiteLLMModel
+from .engine.tools import load_python_tools
 from .runs.manager import RunManager
 from .store.db import create_engine, migrate
 from .store.repository import Store
@@ -39,6 +41,24 @@ def load_litellm() -> None:
     litellm.suppress_debug_info = True
 
 
+async def open_server_tools(settings: Settings, stack: contextlib.AsyncExitStack
+                            ) -> dict[str, ServerToolSpec]:
+    """The project's server tools: Python functions (GATEWAY_TOOLS) and MCP servers."""
+    tools: dict[str, ServerToolSpec] = {}
+    if settings.tools_module:
+        tools.update(load_python_tools(settings.tools_module))
+    if settings.mcp_servers:
+        from .engine.mcp_tools import open_mcp_tools
+
+        for name, spec in (await open_mcp_tools(settings.mcp_servers, stack)).items():
+            if name in tools:
+                raise ValueError(f"MCP tool {name!r} has the name of a Python server tool")
+            tools[name] = spec
+    if tools:
+        log.info("server tools: %s", ", ".join(sorted(tools)))
+    return tools
+
+
 async def health(_: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
@@ -51,9 +71,11 @@ def create_app(settings: Settings) -> Starlette:
         await migrate(engine)
         store = Store(engine)
         model = LiteLLMModel(settings.model, settings.model_api_base, settings.model_api_key)
+        stack = contextlib.AsyncExitStack()
+        server_tools = await open_server_tools(settings, stack)
         manager = RunManager(store, model, max_steps=settings.max_steps,
                              tool_timeout=settings.tool_timeout_seconds,
-                             lease_seconds=settings.lease_seconds)
+                             lease_seconds=settings.lease_seconds, server_tools=server_tools)
         app.state.services = Services(settings=settings, store=store, runs=manager, model=model)
         if settings.development_mode:
             log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
@@ -66,10 +88,12 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             await manager.shutdown()
+            await stack.aclose()
             await engine.dispose()
 
     return Starlette(
-        routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes],
+        routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes,
+                *assist.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id"], max_age=600)],

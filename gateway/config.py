@@ -27,6 +27,7 @@ class Settings:
     max_steps: int = 10
     tool_timeout_seconds: float = 30.0
     tools_module: str | None = None
+    mcp_servers: str | None = None
     cors_origins: tuple[str, ...] = ("*",)
 
     @property
@@ -69,4 +70,5 @@ def settings_from_env(env: os._Environ[str] | dict[str, str] | None = None) -> S
         max_steps=int(env.get("GATEWAY_MAX_STEPS", "10")),
         tool_timeout_seconds=float(env.get("GATEWAY_TOOL_TIMEOUT_SECONDS", "30")),
         tools_module=env.get("GATEWAY_TOOLS") or None,
+        mcp_servers=env.get("GATEWAY_MCP_SERVERS") or None,
     )

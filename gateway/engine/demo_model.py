@@ -9,6 +9,7 @@ registered as a litellm custom provider, so it takes the same code path as every
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -52,6 +53,25 @@ def reply_for(messages: list[dict[str, Any]]) -> tuple[str, str]:
     return reasoning, answer
 
 
+def task_answer(messages: list[dict[str, Any]]) -> str:
+    """Answers to the gateway's own one-shot tasks (thread title, suggestions), offline."""
+    system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    conversation = _last_user_text(messages)
+    first_user = next((line.split(":", 1)[1].strip() for line in conversation.splitlines()
+                       if line.startswith("user:")), "")
+    if "[gateway:title]" in system:
+        words = first_user.split()[:6]
+        return " ".join(words).rstrip(".,!?") or "Demo conversation"
+    if "[gateway:suggestions]" in system:
+        return json.dumps([
+            {"title": "Connect a real model",
+             "detailedSuggestion": "How do I point the gateway at a real model?"},
+            {"title": "What can you do?", "detailedSuggestion": "What can the demo model do?"},
+            {"title": "Say hello again", "detailedSuggestion": "Hello again!"},
+        ])
+    return reply_for(messages)[1]
+
+
 def _tokens(text: str) -> Iterator[str]:
     yield from re.findall(r"\S+\s*|\s+", text)
 
@@ -73,8 +93,8 @@ class DemoModel(CustomLLM):
                                     usage=None, index=0, tool_use=None)
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
-        _, answer = reply_for(messages)
-        return litellm.completion(model="demo", mock_response=answer, messages=messages)
+        return litellm.completion(model="demo", mock_response=task_answer(messages),
+                                  messages=messages)
 
 
 def register() -> None:

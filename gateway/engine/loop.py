@@ -56,6 +56,8 @@ class RunInput:
     temperature: float | None = None
     max_steps: int = 10
     tool_timeout: float = 30.0
+    # Calls each tool already made on this thread, for the tools' `maxCalls`.
+    call_counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -216,9 +218,18 @@ def call_value(call: _Call, message_id: str) -> dict[str, Any]:
             "name": call.name, "arguments": arguments}
 
 
+def exhausted_tools(run: RunInput) -> set[str]:
+    """Client tools that reached their `maxCalls` on this thread: no longer offered or run."""
+    return {t["name"] for t in run.client_tools
+            if t.get("maxCalls") is not None and run.call_counts.get(t["name"], 0) >= t["maxCalls"]}
+
+
 def model_tools(run: RunInput) -> list[dict[str, Any]]:
     tools = []
+    exhausted = exhausted_tools(run)
     for tool in run.client_tools:
+        if tool["name"] in exhausted:
+            continue
         tools.append(_function(tool["name"], tool.get("description", ""), tool.get("inputSchema")))
     for spec in run.server_tools.values():
         tools.append(_function(spec.name, spec.description, spec.parameters))
@@ -251,10 +262,10 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     """Drive the model until it answers, needs the client, or runs out of steps."""
     messages = list(run.history)
     components = {c["name"] for c in run.components}
-    client_tools = {t["name"] for t in run.client_tools}
-    tools = model_tools(run)
     tool_choice = model_tool_choice(run)
     for _ in range(run.max_steps):
+        client_tools = {t["name"] for t in run.client_tools} - exhausted_tools(run)
+        tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools)
         request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,
                                max_tokens=run.max_tokens, temperature=run.temperature)
@@ -270,6 +281,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         await turn.close()
         messages.append(turn.assistant_message())
         calls = turn.ordered_calls()
+        for call in calls:
+            run.call_counts[call.name] = run.call_counts.get(call.name, 0) + 1
         pending = [c for c in calls if c.kind == "client"]
         ran_tools = False
         for call in calls:
@@ -304,7 +317,7 @@ async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> dict[
             "name": call.name}
     spec = run.server_tools.get(call.name)
     if spec is None:
-        return {**base, "status": "error", "error": f"Unknown tool: {call.name}"}
+        return {**base, "status": "error", "error": f"Tool {call.name} is not available in this run"}
     try:
         async with asyncio.timeout(run.tool_timeout):
             output = await spec.call(parse_arguments(call.arguments))

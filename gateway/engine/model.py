@@ -69,11 +69,19 @@ class LiteLLMModel:
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200) -> str:
         """One short non-streamed answer (thread names, suggestions)."""
-        text = ""
-        async for delta in self.stream(ModelRequest(messages=messages, max_tokens=max_tokens)):
-            if isinstance(delta, TextDelta):
-                text += delta.text
-        return text
+        import litellm
+
+        params: dict[str, Any] = {"model": self.model, "messages": messages,
+                                  "max_tokens": max_tokens, "max_retries": 0}
+        if self.api_base:
+            params["api_base"] = self.api_base
+        if self.api_key:
+            params["api_key"] = self.api_key
+        try:
+            response = await litellm.acompletion(**params)
+        except Exception as exc:
+            raise classify(exc, self.api_key) from None
+        return response.choices[0].message.content or ""
 
 
 def _deltas(chunk: Any) -> list[Delta]:

@@ -192,6 +192,17 @@ class ThreadUpdateRequest(WireModel):
     userKey: str | None = None
 
 
+class SuggestionsRequest(WireModel):
+    availableComponents: list[AvailableComponent] = []
+    maxSuggestions: int = Field(default=3, ge=1, le=10)
+    userKey: str | None = None
+
+    @field_validator("availableComponents", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
 # -- responses ------------------------------------------------------------------------------------
 
 

@@ -177,6 +177,7 @@ class RunManager:
             temperature=snapshot.get("temperature"),
             max_steps=self.max_steps,
             tool_timeout=self.tool_timeout,
+            call_counts=tool_call_counts(rows),
         )
         return await run_agent(self.model, run_input, recorder)
 
@@ -285,6 +286,15 @@ def input_parts(message: InputMessage, pending: dict[str, dict[str, Any]]) -> li
             user["metadata"] = message.metadata
         parts.append(user)
     return parts
+
+
+def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        for part in row.parts:
+            if part.get("type") == "tool_call":
+                counts[part["name"]] = counts.get(part["name"], 0) + 1
+    return counts
 
 
 def _request_snapshot(request: RunRequest) -> dict[str, Any]:

@@ -80,7 +80,57 @@ async function runAndCollect(client, message, options = {}, onEvent = undefined)
   return { ...out, ...threadSummary(client, out.threadId) };
 }
 
+const WEATHER_TOOL_SCHEMA = {
+  type: "object",
+  properties: { city: { type: "string" } },
+  required: ["city"],
+};
+
 const SCENARIOS = {
+  /** A client tool round trip (§10), then a follow-up on the same thread. */
+  async client_tool(ctx, result) {
+    const client = ctx.newClient();
+    result.calls = [];
+    client.registerTool({
+      name: "get_weather",
+      description: "Get the weather for a city",
+      inputSchema: WEATHER_TOOL_SCHEMA,
+      outputSchema: { type: "object" },
+      tool: async (args) => {
+        result.calls.push(args);
+        return { city: args.city, tempC: 21 };
+      },
+    });
+    result.firstRun = await ctx.runAndCollect(client, "What's the weather in Paris?");
+    result.threadId = result.firstRun.threadId;
+    if (!result.threadId) throw new Error("first run produced no threadId");
+    result.followUp = await ctx.runAndCollect(client, "Thanks!", { threadId: result.threadId });
+  },
+
+  /** A component rendered from streamed props (§8, §12.1), then a follow-up. */
+  async component(ctx, result) {
+    const client = ctx.newClient();
+    client.registerComponent("WeatherCard", {
+      name: "WeatherCard",
+      description: "Shows the weather for a city",
+      props: { type: "object", properties: { city: { type: "string" }, tempC: { type: "number" } } },
+      component: null,
+    });
+    result.firstRun = await ctx.runAndCollect(client, "Show me the weather in Paris");
+    result.threadId = result.firstRun.threadId;
+    if (!result.threadId) throw new Error("first run produced no threadId");
+    result.followUp = await ctx.runAndCollect(client, "Thanks!", { threadId: result.threadId });
+  },
+
+  /** Fetch a thread the client never saw (reload), then continue it. */
+  async reload(ctx, result) {
+    const threadId = process.env.THREAD_ID;
+    const client = ctx.newClient();
+    await client.switchThread(threadId);
+    result.loaded = ctx.threadSummary(client, threadId);
+    result.followUp = await ctx.runAndCollect(client, "After reload", { threadId });
+  },
+
   /** New thread, one text run, then a follow-up on the same thread (previousRunId). */
   async basic(ctx, result) {
     const client = ctx.newClient();

@@ -1,0 +1,93 @@
+"""Model-backed helpers the clients call: thread names and follow-up suggestions.
+
+`POST /threads/{id}/generate-name` is on the older, non-v1 path because that is where
+`@tambo-ai/react` calls it (automatically, from a thread's second message); the v1 path is an
+alias. Suggestions live in the message's metadata, so they need no table of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..engine.assist import generate_suggestions, generate_title
+from ..engine.deltas import ModelError
+from ..engine.history import to_model_messages
+from ..protocol.clock import iso_ms, new_id, now_ms
+from ..protocol.problems import ApiError
+from ..protocol.tambo import SuggestionsRequest
+from ..store.tables import MessageRow
+from .context import body_user_key, json_body, services, thread_for
+from .render import thread_json
+
+
+def _model_failed(exc: ModelError) -> ApiError:
+    return ApiError(502, exc.code, exc.message, isRetryable=exc.retryable)
+
+
+async def generate_name(request: Request) -> Response:
+    thread = await thread_for(request)
+    svc = services(request)
+    history = to_model_messages(await svc.store.history(thread.id))
+    try:
+        name = await generate_title(svc.model, history)
+    except ModelError as exc:
+        raise _model_failed(exc) from None
+    await svc.store.update_thread(thread.id, name=name, updated_ms=now_ms())
+    updated = await svc.store.get_thread(thread.project_id, thread.id)
+    assert updated is not None
+    body = thread_json(updated)
+    body.update(projectId=updated.project_id, contextKey=updated.user_key)
+    return JSONResponse(body)
+
+
+async def _message(request: Request, user_key: str | None = None) -> MessageRow:
+    thread = await thread_for(request, user_key)
+    message_id = request.path_params["message_id"]
+    row = await services(request).store.get_message(thread.id, message_id)
+    if row is None:
+        raise ApiError(404, "MESSAGE_NOT_FOUND", f"Message {message_id} not found",
+                       threadId=thread.id, messageId=message_id)
+    return row
+
+
+def _suggestions_body(row: MessageRow) -> dict[str, Any]:
+    return {"suggestions": (row.meta or {}).get("suggestions", []), "hasMore": False}
+
+
+async def list_suggestions(request: Request) -> Response:
+    """Stored suggestions; `[]` (never 404) once the message exists, as React expects."""
+    return JSONResponse(_suggestions_body(await _message(request)))
+
+
+async def create_suggestions(request: Request) -> Response:
+    body: SuggestionsRequest = await json_body(request, SuggestionsRequest)
+    row = await _message(request, body_user_key(body.userKey))
+    svc = services(request)
+    history = to_model_messages(await svc.store.history(row.thread_id))
+    components = [c.model_dump(exclude_none=True) for c in body.availableComponents]
+    try:
+        generated = await generate_suggestions(svc.model, history, components,
+                                               body.maxSuggestions)
+    except ModelError as exc:
+        raise _model_failed(exc) from None
+    created = iso_ms(now_ms())
+    suggestions = [{"id": new_id("sug_"), "messageId": row.id, "title": s["title"],
+                    "detailedSuggestion": s["detailedSuggestion"],
+                    "description": s["detailedSuggestion"], "createdAt": created}
+                   for s in generated]
+    await svc.store.save_message_meta(row.id, {**(row.meta or {}), "suggestions": suggestions})
+    return JSONResponse({"suggestions": suggestions, "hasMore": False}, status_code=201)
+
+
+routes = [
+    Route("/threads/{thread_id}/generate-name", generate_name, methods=["POST"]),
+    Route("/v1/threads/{thread_id}/generate-name", generate_name, methods=["POST"]),
+]
+for _prefix in ("/v1/threads", "/threads"):
+    _path = _prefix + "/{thread_id}/messages/{message_id}/suggestions"
+    routes += [Route(_path, list_suggestions, methods=["GET"]),
+               Route(_path, create_suggestions, methods=["POST"])]

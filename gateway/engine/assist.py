@@ -1,0 +1,81 @@
+"""Small one-shot model tasks the clients ask for: a thread's name, follow-up suggestions.
+
+They use the thread's model with a short instruction and parse its answer leniently, because a
+model asked for "a title" or "a JSON array" does not always answer with exactly that. Each
+instruction starts with a marker so the built-in demo model can recognise the task offline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Protocol
+
+TITLE_MARK = "[gateway:title]"
+SUGGESTIONS_MARK = "[gateway:suggestions]"
+
+
+class CompletionModel(Protocol):
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200) -> str: ...
+
+
+def transcript(history: list[dict[str, Any]], limit: int = 4000) -> str:
+    """The conversation as plain text (user and assistant text only), newest part kept."""
+    lines = []
+    for message in history:
+        if message["role"] in ("user", "assistant") and message.get("content"):
+            lines.append(f"{message['role']}: {message['content']}")
+    return "\n".join(lines)[-limit:]
+
+
+async def generate_title(model: CompletionModel, history: list[dict[str, Any]]) -> str:
+    instruction = (f"{TITLE_MARK} Give a short title (at most 6 words) for the conversation "
+                   "below. Reply with the title only, no quotes.")
+    answer = await model.complete([
+        {"role": "system", "content": instruction},
+        {"role": "user", "content": transcript(history) or "(empty conversation)"},
+    ], max_tokens=30)
+    return clean_title(answer)
+
+
+def clean_title(text: str) -> str:
+    line = next((l for l in text.strip().splitlines() if l.strip()), "")
+    line = re.sub(r"^(title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
+    return line.strip(" \"'*#`").strip()[:80] or "New conversation"
+
+
+async def generate_suggestions(model: CompletionModel, history: list[dict[str, Any]],
+                               components: list[dict[str, Any]], count: int
+                               ) -> list[dict[str, str]]:
+    names = ", ".join(c["name"] for c in components) or "none"
+    instruction = (
+        f"{SUGGESTIONS_MARK} Suggest {count} short follow-up messages the user could send next. "
+        f"UI components the assistant can show: {names}. Reply with a JSON array of objects "
+        'with "title" (a few words) and "detailedSuggestion" (the full message).')
+    answer = await model.complete([
+        {"role": "system", "content": instruction},
+        {"role": "user", "content": transcript(history) or "(empty conversation)"},
+    ], max_tokens=400)
+    return parse_suggestions(answer, count)
+
+
+def parse_suggestions(text: str, count: int) -> list[dict[str, str]]:
+    items: list[Any] = []
+    start, end = text.find("["), text.rfind("]")
+    if 0 <= start < end:
+        try:
+            items = json.loads(text[start:end + 1])
+        except ValueError:
+            items = []
+    if not isinstance(items, list) or not items:
+        items = [line.strip(" -*0123456789.") for line in text.splitlines() if line.strip()]
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            title = str(item.get("title") or item.get("detailedSuggestion") or "").strip()
+            detail = str(item.get("detailedSuggestion") or item.get("description") or title).strip()
+        else:
+            title = detail = str(item).strip()
+        if title:
+            out.append({"title": title[:120], "detailedSuggestion": detail[:1000]})
+    return out[:count]

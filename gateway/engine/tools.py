@@ -1,0 +1,100 @@
+"""Server-side tools written as Python functions, loaded once at start-up.
+
+`GATEWAY_TOOLS` names a module (`package.module`) or a file (`path/to/tools.py`). Every function
+it lists in `TOOLS`, or marks with `@server_tool`, becomes a tool the model can call; its JSON
+Schema comes from the type hints (through pydantic), and the model's arguments are validated
+against the same schema before the function runs, so a bad call is an error result the model can
+correct rather than a crash. Synchronous functions run in a worker thread so they never block
+the event loop that streams every other run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, ValidationError, create_model
+
+from .loop import ServerToolSpec
+
+_MARK = "__gateway_tool__"
+
+
+def server_tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
+                description: str | None = None) -> Any:
+    """Mark a function as a server tool (usable bare or with arguments)."""
+
+    def mark(func: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(func, _MARK, {"name": name, "description": description})
+        return func
+
+    return mark(fn) if fn is not None else mark
+
+
+def spec_for(func: Callable[..., Any], name: str | None = None,
+             description: str | None = None) -> ServerToolSpec:
+    """Build a tool spec from a function's signature and docstring."""
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(func).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    arguments_model = create_model(f"{func.__name__}_arguments",
+                                   __config__=ConfigDict(extra="forbid"), **fields)
+    schema = arguments_model.model_json_schema()
+    schema.pop("title", None)
+    is_async = inspect.iscoroutinefunction(func)
+
+    async def call(arguments: dict[str, Any]) -> Any:
+        try:
+            parsed = arguments_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ValueError(f"invalid arguments: {exc.errors(include_url=False)}") from None
+        values = {key: getattr(parsed, key) for key in fields}
+        if is_async:
+            return await func(**values)
+        return await asyncio.to_thread(func, **values)
+
+    doc = inspect.getdoc(func) or ""
+    return ServerToolSpec(name=name or func.__name__,
+                          description=description or doc.split("\n\n")[0] or func.__name__,
+                          parameters=schema, call=call)
+
+
+def load_python_tools(target: str) -> dict[str, ServerToolSpec]:
+    """Import the tools module and collect its tools; a broken module stops start-up loudly."""
+    module = _import(target)
+    functions: list[Callable[..., Any]] = list(getattr(module, "TOOLS", []))
+    functions += [obj for obj in vars(module).values()
+                  if callable(obj) and hasattr(obj, _MARK) and obj not in functions]
+    specs: dict[str, ServerToolSpec] = {}
+    for func in functions:
+        options = getattr(func, _MARK, {})
+        spec = spec_for(func, options.get("name"), options.get("description"))
+        if spec.name in specs:
+            raise ValueError(f"two server tools are named {spec.name!r} in {target}")
+        specs[spec.name] = spec
+    if not specs:
+        raise ValueError(f"{target} defines no tools: list them in TOOLS or use @server_tool")
+    return specs
+
+
+def _import(target: str) -> Any:
+    path = Path(target)
+    if target.endswith(".py") or path.is_file():
+        spec = importlib.util.spec_from_file_location(f"gateway_tools_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load tools from {target}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(target)

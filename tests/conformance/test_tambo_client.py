@@ -1,0 +1,170 @@
+"""The real `@tambo-ai/client` 1.1.3 (Node 20) against a real gateway over loopback HTTP.
+
+Each test scripts the model, runs a scenario of `run_scenario.mjs`, and asserts what a front-end
+developer would check: no `streaming.error`, the thread idle, the answer rendered, tools run once.
+Every stream is also fed through `@ag-ui/client` 1.0's verifier.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.gateway_server import GatewayServer
+from tests.support.node import capture_and_verify, have_node, run_scenario
+from tests.support.scripted_model import ScriptedModel
+
+pytestmark = pytest.mark.skipif(not have_node(), reason="node and npm are needed")
+
+WEATHER_CALL = [
+    {"content": "Let me check."},
+    {"tool_call": {"index": 0, "id": "call_w1", "name": "get_weather", "arguments": '{"ci'}},
+    {"tool_call": {"index": 0, "arguments": 'ty": "Par'}},
+    {"tool_call": {"index": 0, "arguments": 'is"}'}},
+]
+CARD_CALL = [
+    {"content": "Here it is."},
+    {"tool_call": {"index": 0, "id": "call_c1", "name": "show_component_WeatherCard",
+                   "arguments": '{"city": "Pa'}},
+    {"tool_call": {"index": 0, "arguments": 'ris", "tem'}},
+    {"tool_call": {"index": 0, "arguments": 'pC": 21}'}},
+]
+
+
+def texts(message: dict) -> str:
+    return "".join(b.get("text", "") for b in message["content"] if b["type"] == "text")
+
+
+def assert_clean(run: dict) -> None:
+    assert run["rejected"] is None, run
+    assert run["error"] is None, run
+    assert run["status"] == "idle"
+
+
+def test_basic_run_and_follow_up(gateway: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "Hello "}, {"content": "from the model."}],
+                           [{"content": "Still here."}])
+    result = run_scenario("basic", gateway.url)
+
+    assert "crash" not in result, result
+    first, second = result["firstRun"], result["secondRun"]
+    assert_clean(first)
+    assert_clean(second)
+    assert texts(first["messages"][-1]) == "Hello from the model."
+    assert texts(second["messages"][-1]) == "Still here."
+    assert second["lastCompletedRunId"] == result["runIds"][-1]
+    history = scripted_model.requests[-1]["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]
+    assert history[1]["content"] == "Hello from the model."
+
+
+def test_demo_model_answers_with_no_key(demo_gateway: GatewayServer):
+    result = run_scenario("basic", demo_gateway.url)
+
+    assert "crash" not in result, result
+    assert_clean(result["firstRun"])
+    answer = texts(result["firstRun"]["messages"][-1])
+    assert "built-in demo model" in answer and "GATEWAY_MODEL" in answer
+    assert "hello" in answer
+    assert result["firstRun"]["messages"][-1]["reasoning"]
+    assert_clean(result["secondRun"])
+    assert "(2 earlier messages)" in texts(result["secondRun"]["messages"][-1])
+
+
+def test_client_tool_round_trip(gateway: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue(WEATHER_CALL, [{"content": "It is 21 °C in Paris."}],
+                           [{"content": "You're welcome."}])
+    result = run_scenario("client_tool", gateway.url)
+
+    assert "crash" not in result, result
+    run = result["firstRun"]
+    assert_clean(run)
+    assert result["calls"] == [{"city": "Paris"}]
+    assert "tambo.run.awaiting_input" in run["customNames"]
+    assert len(run["runIds"]) == 2
+    assert texts(run["messages"][-1]) == "It is 21 °C in Paris."
+    continuation = scripted_model.requests[1]["messages"]
+    tool_message = next(m for m in continuation if m["role"] == "tool")
+    assert tool_message["tool_call_id"] == "call_w1"
+    assert json.loads(tool_message["content"]) == {"city": "Paris", "tempC": 21}
+    assert_clean(result["followUp"])
+    assert texts(result["followUp"]["messages"][-1]) == "You're welcome."
+
+
+def test_component_renders_with_complete_props(gateway: GatewayServer,
+                                               scripted_model: ScriptedModel):
+    scripted_model.enqueue(CARD_CALL, [{"content": "Anything else?"}])
+    result = run_scenario("component", gateway.url)
+
+    assert "crash" not in result, result
+    run = result["firstRun"]
+    assert_clean(run)
+    assert run["customNames"][0] == "tambo.component.start"
+    assert run["customNames"][-1] == "tambo.component.end"
+    blocks = [b for m in run["messages"] for b in m["content"] if b["type"] == "component"]
+    assert len(blocks) == 1
+    assert blocks[0]["name"] == "WeatherCard"
+    assert blocks[0]["props"] == {"city": "Paris", "tempC": 21}
+    assert texts(run["messages"][-1]) == "Here it is."
+    offered = scripted_model.requests[0]["tools"]
+    assert [t["function"]["name"] for t in offered] == ["show_component_WeatherCard"]
+    assert_clean(result["followUp"])
+
+    listed = json.loads(json.dumps(result["followUp"]["messages"]))
+    assert any(b["type"] == "component" for m in listed for b in m["content"])
+
+
+def test_reasoning_streams_without_client_error(gateway: GatewayServer,
+                                                scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"reasoning": "Thinking "}, {"reasoning": "hard."},
+                            {"content": "Answer."}], [{"content": "ok"}])
+    result = run_scenario("basic", gateway.url)
+
+    assert "crash" not in result, result
+    run = result["firstRun"]
+    assert_clean(run)
+    assert "THINKING_TEXT_MESSAGE_CONTENT" in run["eventTypes"]
+    assistant = run["messages"][-1]
+    assert texts(assistant) == "Answer."
+    assert "".join(assistant["reasoning"]) == "Thinking hard."
+
+
+def test_reload_restores_history_and_continues(gateway: GatewayServer,
+                                               scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "Remembered."}], [{"content": "Continued."}])
+    first = run_scenario("basic", gateway.url)
+    thread_id = first["threadId"]
+    scripted_model.enqueue([{"content": "After the reload."}])
+    result = run_scenario("reload", gateway.url, THREAD_ID=thread_id)
+
+    assert "crash" not in result, result
+    loaded = [texts(m) for m in result["loaded"]["messages"] if m["role"] == "assistant"]
+    assert loaded == ["Remembered.", "Continued."]
+    assert_clean(result["followUp"])
+    assert texts(result["followUp"]["messages"][-1]) == "After the reload."
+
+
+@pytest.mark.parametrize("turns", [
+    [[{"reasoning": "hmm"}, {"content": "plain text"}]],
+    [WEATHER_CALL],
+    [CARD_CALL],
+    [[{"content": "partial"}, {"error": 500}]],
+])
+def test_streams_pass_the_ag_ui_verifier(gateway: GatewayServer, scripted_model: ScriptedModel,
+                                         turns):
+    scripted_model.enqueue(*turns)
+    body = {
+        "message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        "tools": [{"name": "get_weather", "description": "weather",
+                   "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+        "availableComponents": [{"name": "WeatherCard", "description": "card",
+                                 "propsSchema": {"type": "object"}}],
+    }
+    result = capture_and_verify(f"{gateway.url}/v1/threads/runs", body,
+                                {"x-api-key": "test-key", "accept": "text/event-stream"})
+
+    assert result["errors"] == [], result
+    types = [e["type"] for e in result["events"]]
+    assert types[0] == "RUN_STARTED"
+    assert types[-1] in ("RUN_FINISHED", "RUN_ERROR")

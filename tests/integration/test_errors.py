@@ -1,0 +1,63 @@
+"""Bad input before a stream starts: problem+json with a stable code, and nothing changes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert PROBLEM_FIELDS <= body.keys()
+    assert body["status"] == status and body["code"] == code
+    assert "Traceback" not in response.text
+    return body
+
+
+@pytest.mark.parametrize("body", [
+    {},
+    {"message": {"role": "user", "content": []}},
+    {"message": {"role": "assistant", "content": "hi"}},
+    {"message": {"role": "user", "content": [{"type": "video", "url": "x"}]}},
+    {"message": {"role": "user", "content": "hi"}, "temperature": 7},
+    {"message": {"role": "user", "content": "hi"}, "tools": [{"description": "no name"}]},
+    [1, 2, 3],
+])
+def test_invalid_run_bodies_get_validation_error(client: httpx.Client, body):
+    before = client.get("/v1/threads", params={"limit": 100}).json()["threads"]
+    response = client.post("/v1/threads/runs", json=body)
+    assert_problem(response, 400, "VALIDATION_ERROR")
+    after = client.get("/v1/threads", params={"limit": 100}).json()["threads"]
+    assert len(after) == len(before)
+
+
+def test_malformed_json_gets_invalid_json(client: httpx.Client):
+    response = client.post("/v1/threads/runs", content=b'{"message": ',
+                           headers={"content-type": "application/json"})
+    assert_problem(response, 400, "INVALID_JSON")
+
+
+def test_unknown_thread_is_404(client: httpx.Client):
+    assert_problem(client.get("/v1/threads/thr_nope"), 404, "THREAD_NOT_FOUND")
+    response = client.post("/v1/threads/thr_nope/runs",
+                           json={"message": {"role": "user", "content": "hi"}})
+    assert_problem(response, 404, "THREAD_NOT_FOUND")
+
+
+def test_unknown_route_and_method(client: httpx.Client):
+    assert_problem(client.get("/v1/nothing-here"), 404, "NOT_FOUND")
+    assert_problem(client.put("/v1/threads"), 405, "METHOD_NOT_ALLOWED")
+
+
+def test_bad_pagination_parameters(client: httpx.Client):
+    assert_problem(client.get("/v1/threads", params={"cursor": "%%%"}), 400, "INVALID_CURSOR")
+    assert_problem(client.get("/v1/threads", params={"limit": "0"}), 400, "VALIDATION_ERROR")
+    assert_problem(client.get("/v1/threads", params={"limit": "x"}), 400, "VALIDATION_ERROR")
+
+
+def test_empty_user_key_is_refused(client: httpx.Client):
+    assert_problem(client.get("/v1/threads", params={"userKey": "  "}), 400, "VALIDATION_ERROR")

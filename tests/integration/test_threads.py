@@ -1,0 +1,65 @@
+"""The threads and messages REST surface, in the real clients' shapes."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def test_create_get_update_delete(client: httpx.Client):
+    created = client.post("/v1/threads", json={"metadata": {"a": 1}, "userKey": "crud-user"})
+    assert created.status_code == 201
+    thread = created.json()
+    assert thread["runStatus"] == "idle" and thread["metadata"] == {"a": 1}
+    assert ISO.match(thread["createdAt"]) and ISO.match(thread["updatedAt"])
+
+    fetched = client.get(f"/v1/threads/{thread['id']}", params={"userKey": "crud-user"}).json()
+    assert fetched["id"] == thread["id"] and fetched["messages"] == []
+
+    renamed = client.patch(f"/v1/threads/{thread['id']}", json={"name": "Trip"}).json()
+    assert renamed["name"] == "Trip" and renamed["metadata"] == {"a": 1}
+
+    assert client.get(f"/v1/threads/{thread['id']}", params={"userKey": "other"}).status_code == 404
+    assert client.delete(f"/v1/threads/{thread['id']}").status_code == 204
+    assert client.get(f"/v1/threads/{thread['id']}").status_code == 404
+
+
+def test_list_is_scoped_by_user_key_and_paginates(client: httpx.Client):
+    ids = [client.post("/v1/threads", json={"userKey": "pager"}).json()["id"] for _ in range(5)]
+    client.post("/v1/threads", json={"userKey": "someone-else"})
+
+    seen, cursor = [], None
+    while True:
+        params = {"userKey": "pager", "limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = client.get("/v1/threads", params=params).json()
+        seen += [t["id"] for t in page["threads"]]
+        if not page["hasMore"]:
+            assert "nextCursor" not in page
+            break
+        cursor = page["nextCursor"]
+    assert seen == list(reversed(ids))  # newest first, each exactly once
+
+
+def test_initial_messages_and_message_pagination(client: httpx.Client):
+    thread = client.post("/v1/threads", json={"initialMessages": [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two"},
+    ]}).json()
+    listing = client.get(f"/v1/threads/{thread['id']}/messages", params={"limit": 2}).json()
+    assert [m["role"] for m in listing["messages"]] == ["system", "user"]
+    assert listing["hasMore"] is True
+    rest = client.get(f"/v1/threads/{thread['id']}/messages",
+                      params={"limit": 2, "cursor": listing["nextCursor"]}).json()
+    assert [m["content"][0]["text"] for m in rest["messages"]] == ["two"]
+    assert rest["hasMore"] is False
+
+    newest = client.get(f"/v1/threads/{thread['id']}/messages", params={"order": "desc"}).json()
+    assert [m["role"] for m in newest["messages"]] == ["assistant", "user", "system"]
+    one = client.get(f"/v1/threads/{thread['id']}/messages/{newest['messages'][0]['id']}")
+    assert one.json()["content"] == [{"type": "text", "text": "two"}]
+    missing = client.get(f"/v1/threads/{thread['id']}/messages/nope")
+    assert missing.status_code == 404 and missing.json()["code"] == "MESSAGE_NOT_FOUND"

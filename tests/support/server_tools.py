@@ -1,0 +1,29 @@
+"""Server tools used by the tests (loaded by a gateway with GATEWAY_TOOLS=<this file>)."""
+
+import time
+
+from gateway.engine.tools import server_tool
+
+
+@server_tool
+def add(a: int, b: int) -> dict:
+    """Add two integers."""
+    return {"sum": a + b}
+
+
+@server_tool(description="Look up a city's population")
+async def population(city: str) -> str:
+    return f"{city} has 2,100,000 inhabitants"
+
+
+@server_tool
+def explode(reason: str = "because") -> None:
+    """Always fails."""
+    raise RuntimeError(f"tool exploded {reason}")
+
+
+@server_tool
+def sleepy() -> str:
+    """Takes longer than the tool timeout."""
+    time.sleep(5)
+    return "late"
