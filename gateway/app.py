@@ -39,6 +39,8 @@ def load_litellm() -> None:
 
     demo_model.register()
     litellm.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):  # one INFO line per request
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 async def open_server_tools(settings: Settings, stack: contextlib.AsyncExitStack

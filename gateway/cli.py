@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = settings_from_env().with_overrides(
         database_url=getattr(args, "database_url", None), model=getattr(args, "model", None))
 
