@@ -1,0 +1,356 @@
+"""Server tools from MCP servers, connected once at start-up through the official `mcp` SDK.
+
+`GATEWAY_MCP_SERVERS` names a JSON file in the common `mcpServers` format:
+
+    {"mcpServers": {
+        "files":   {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."],
+                    "env": {"LOG_LEVEL": "warn"}, "cwd": "/srv"},
+        "weather": {"url": "https://weather.example/mcp", "headers": {"Authorization": "Bearer ..."}}
+    }}
+
+`command` starts a stdio server (it inherits only PATH, HOME and the like plus its own `env`, never
+the gateway's secrets; a relative `cwd` is relative to the config file); `url` reaches a streamable
+HTTP server. An entry with `"disabled": true` is skipped.
+
+Start-up fails fast: if any server cannot be started, connected or listed, `open_mcp_tools` raises
+`McpStartupError` naming the server and the reason, and the gateway does not start. A gateway
+that started without a configured server would silently give its agent fewer tools, which is
+harder to notice than a refused start. A server that dies later is not fatal: each call to it
+raises, and the agent loop turns that into an error result the model sees.
+
+Each server's connection lives in its own task (anyio task groups belong to the task that
+entered them). The agent loop's tasks only send requests through it, which the SDK supports from
+any task, and closing happens in the owning task when the lifespan's exit stack unwinds. A crash
+inside one connection therefore cancels that task only, never the lifespan or a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from .loop import ServerToolSpec
+
+log = logging.getLogger("gateway.mcp")
+
+CONNECT_TIMEOUT_SECONDS = 30.0
+CLOSE_TIMEOUT_SECONDS = 10.0
+# What OpenAI-compatible function calling accepts as a tool name.
+_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_NAME = 64
+
+
+class McpStartupError(RuntimeError):
+    """The MCP configuration is invalid or a configured server could not be reached."""
+
+
+class McpToolError(RuntimeError):
+    """An MCP tool returned `isError: true`, or its server is gone: the model sees the text."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One `mcpServers` entry. `secrets` are values that must never appear in a log line."""
+
+    name: str
+    stdio: StdioServerParameters | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.stdio is not None:
+            return f"stdio command {self.stdio.command!r}"
+        return "streamable HTTP"
+
+
+def load_config(config_path: str) -> list[ServerConfig]:
+    """Parse and check the config file; every mistake names the server and the field."""
+    path = Path(config_path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise McpStartupError(f"cannot read MCP config {config_path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise McpStartupError(f"MCP config {config_path} is not valid JSON: {exc}") from None
+    servers = document.get("mcpServers") if isinstance(document, dict) else None
+    if not isinstance(servers, dict):
+        raise McpStartupError(f'MCP config {config_path} needs an object "mcpServers"')
+    configs = []
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            raise McpStartupError(f"MCP server {name!r}: the entry must be an object")
+        if entry.get("disabled") is True:
+            continue
+        configs.append(_server_config(name, entry, path.parent))
+    return configs
+
+
+def _server_config(name: str, entry: dict[str, Any], base: Path) -> ServerConfig:
+    kind = entry.get("type") or entry.get("transport")
+    has_command, has_url = "command" in entry, "url" in entry
+    if has_command == has_url:
+        raise McpStartupError(f"MCP server {name!r}: give exactly one of \"command\" (stdio) or "
+                              f"\"url\" (streamable HTTP)")
+    if kind is not None and kind not in ("stdio", "http", "streamable-http", "streamableHttp"):
+        raise McpStartupError(f"MCP server {name!r}: transport {kind!r} is not supported; use "
+                              f"stdio (\"command\") or streamable HTTP (\"url\")")
+    if has_command:
+        command = _typed(name, entry, "command", str)
+        args = _typed(name, entry, "args", list, [])
+        env = _typed(name, entry, "env", dict, {})
+        cwd = _typed(name, entry, "cwd", str, None)
+        if not all(isinstance(a, str) for a in args):
+            raise McpStartupError(f"MCP server {name!r}: \"args\" must be a list of strings")
+        if not all(isinstance(v, str) for v in env.values()):
+            raise McpStartupError(f"MCP server {name!r}: \"env\" values must be strings")
+        params = StdioServerParameters(command=command, args=args, env=env or None,
+                                       cwd=str(base / cwd) if cwd else None)
+        return ServerConfig(name, stdio=params, secrets=tuple(env.values()) + tuple(args))
+    url = _typed(name, entry, "url", str)
+    headers = _typed(name, entry, "headers", dict, {})
+    if not all(isinstance(v, str) for v in headers.values()):
+        raise McpStartupError(f"MCP server {name!r}: \"headers\" values must be strings")
+    if not url.startswith(("http://", "https://")):
+        raise McpStartupError(f"MCP server {name!r}: \"url\" must be an http(s) URL")
+    return ServerConfig(name, url=url, headers=headers, secrets=(url, *headers.values()))
+
+
+_MISSING = object()
+
+
+def _typed(name: str, entry: dict[str, Any], key: str, kind: type, default: Any = _MISSING) -> Any:
+    value = entry.get(key, default)
+    if value is _MISSING or not isinstance(value, kind) and value is not default:
+        raise McpStartupError(f"MCP server {name!r}: \"{key}\" must be a {kind.__name__}")
+    return value
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException, secrets: tuple[str, ...]) -> str:
+    """A one-line cause: the innermost error of an exception group, with secrets masked."""
+    exc = _innermost(exc)
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str], statuses: list[int]
+                          ) -> AsyncIterator[Any]:
+    """Streamable HTTP with the configured headers (the SDK takes them via its httpx2 client).
+
+    Error statuses are recorded because the SDK reports a 401 or 500 only as "Server returned an
+    error response", and the status is what an operator needs to see.
+    """
+
+    async def record(response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            statuses.append(response.status_code)
+
+    timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: responses may stream
+    async with (httpx2.AsyncClient(headers=headers, timeout=timeout,
+                                   event_hooks={"response": [record]}) as http,
+                streamable_http_client(url, http_client=http) as streams):
+        yield streams
+
+
+class McpConnection:
+    """One server's client session, opened and closed by a task of its own."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._client: Client | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[list[mcp_types.Tool]] | None = None
+        self._http_statuses: list[int] = []
+
+    async def open(self, timeout: float) -> list[mcp_types.Tool]:
+        """Connect and list the server's tools; raise `McpStartupError` saying why not."""
+        self._ready = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._own(), name=f"mcp:{self.config.name}")
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except BaseException as exc:
+            await self.close()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            reason = (f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError)
+                      else _reason(exc, self.config.secrets))
+            if self._http_statuses:
+                reason += f" (HTTP {self._http_statuses[-1]})"
+            elif self.config.stdio is not None and not isinstance(_innermost(exc), OSError):
+                reason += " (the server's stderr is in the gateway's log)"
+            raise McpStartupError(f"MCP server {self.config.name!r} ({self.config.describe()}) "
+                                  f"failed to start: {reason}") from None
+
+    async def _own(self) -> None:
+        ready = self._ready
+        assert ready is not None
+        config = self.config
+        target: Any = (config.stdio if config.stdio is not None
+                       else _http_transport(config.url or "", config.headers,
+                                            self._http_statuses))
+        try:
+            async with Client(target, cache=None, client_info=mcp_types.Implementation(
+                    name="gateway", version="0.1.0")) as client:
+                tools = await _list_tools(client)
+                self._client = client
+                ready.set_result(tools)
+                await self._stop.wait()
+        except Exception as exc:  # noqa: BLE001  (any failure is reported, never raised here)
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                log.warning("MCP server %r closed with an error: %s", config.name,
+                            _reason(exc, config.secrets))
+        finally:
+            self._client = None
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        client = self._client
+        if client is None:
+            raise McpToolError(f"MCP server {self.config.name!r} is not connected")
+        try:
+            result = await client.call_tool(tool, arguments)
+        except Exception as exc:  # noqa: BLE001  (transport errors become the model's error text)
+            raise McpToolError(f"MCP server {self.config.name!r} failed: "
+                               f"{_reason(exc, self.config.secrets)}") from None
+        return result_output(result)
+
+    async def close(self) -> None:
+        """End the session from its own task; a server that will not stop is abandoned."""
+        task = self._task
+        if task is None:
+            return
+        self._stop.set()
+        if self._ready is not None and not self._ready.done():
+            task.cancel()  # still connecting: nothing to close gracefully
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(task, CLOSE_TIMEOUT_SECONDS)
+
+
+async def _list_tools(client: Client) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server whose cursor never ends cannot hang start-up
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def result_output(result: mcp_types.CallToolResult) -> Any:
+    """An MCP tool result as JSON for the model: structured content if any, else the text."""
+    if result.is_error:
+        raise McpToolError(_content_text(result.content) or "the tool reported an error")
+    if result.structured_content is not None:
+        return result.structured_content
+    return _content_text(result.content)
+
+
+def _content_text(blocks: list[Any]) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
+            parts.append(f"[{block.type} {block.mime_type}, {len(block.data)} base64 characters]")
+        elif isinstance(block, mcp_types.ResourceLink):
+            parts.append(f"[resource {block.uri}]")
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, mcp_types.TextResourceContents):
+                parts.append(resource.text)
+            else:
+                parts.append(f"[resource {resource.uri}, {resource.mime_type or 'binary'}]")
+    return "\n".join(parts)
+
+
+def tool_name(name: str) -> str:
+    """A name function calling accepts: letters, digits, `_` and `-`, at most 64 characters."""
+    return _TOOL_NAME.sub("_", name)[:_MAX_NAME] or "tool"
+
+
+def _specs(listed: list[tuple[McpConnection, list[mcp_types.Tool]]]) -> dict[str, ServerToolSpec]:
+    """Name every tool; a name offered by several servers becomes `<server>__<tool>` for each."""
+    offered: dict[str, int] = {}
+    for _, tools in listed:
+        for name in {tool_name(t.name) for t in tools}:
+            offered[name] = offered.get(name, 0) + 1
+    specs: dict[str, ServerToolSpec] = {}
+    for connection, tools in listed:
+        for tool in tools:
+            name = tool_name(tool.name)
+            if offered[name] > 1:
+                name = tool_name(f"{connection.config.name}__{name}")
+            if name in specs:
+                raise McpStartupError(f"MCP server {connection.config.name!r}: two tools are both "
+                                      f"named {name!r} once made valid for the model")
+            specs[name] = ServerToolSpec(
+                name=name, description=tool.description or tool.title or tool.name,
+                parameters=dict(tool.input_schema), call=_caller(connection, tool.name))
+    return specs
+
+
+def _caller(connection: McpConnection, tool: str) -> Any:
+    async def call(arguments: dict[str, Any]) -> Any:
+        return await connection.call(tool, arguments)
+
+    return call
+
+
+async def open_mcp_tools(config_path: str, stack: contextlib.AsyncExitStack,
+                         connect_timeout: float = CONNECT_TIMEOUT_SECONDS
+                         ) -> dict[str, ServerToolSpec]:
+    """Connect every configured server (concurrently) and return its tools as server tools.
+
+    The sessions stay open until `stack` closes, which must happen in the task that called this
+    (the app's lifespan). Raises `McpStartupError` if the config is wrong or any server fails.
+    """
+    configs = load_config(config_path)
+    # httpx2 logs every request URL at INFO: noise per tool call, and a URL can carry a secret.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    connections = [McpConnection(config) for config in configs]
+    outcomes = await asyncio.gather(*(c.open(connect_timeout) for c in connections),
+                                    return_exceptions=True)
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    try:
+        if failures:
+            for failure in failures:
+                if not isinstance(failure, McpStartupError):
+                    raise failure
+            raise McpStartupError("; ".join(str(f) for f in failures))
+        listed = [(c, tools) for c, tools in zip(connections, outcomes)
+                  if not isinstance(tools, BaseException)]
+        specs = _specs(listed)
+    except BaseException:
+        await asyncio.gather(*(c.close() for c in connections))
+        raise
+    for connection, tools in listed:
+        stack.push_async_callback(connection.close)
+        log.info("MCP server %r connected: %d tool(s)", connection.config.name, len(tools))
+    return specs

@@ -1,0 +1,145 @@
+"""A tiny MCP server for tests, built on the official SDK's `MCPServer`.
+
+Run it the way an operator's config would: `python -m tests.support.mcp_server` speaks MCP over
+stdio; `python -m tests.support.mcp_server --http PORT` serves streamable HTTP on
+`http://127.0.0.1:PORT/mcp`. `--prefix NAME` renames `lookup_city` to `NAME_lookup_city` and
+`--name` sets the server name, so two instances can offer distinct or colliding tools.
+`--token T` makes the HTTP server answer 401 unless `Authorization: Bearer T` is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from tests.support.gateway_server import ROOT, free_port
+
+CITIES = {"paris": ("France", 2_102_650), "lima": ("Peru", 9_751_000)}
+
+
+class City(BaseModel):
+    name: str
+    country: str
+    population: int
+
+
+def build(name: str = "test-tools", prefix: str = "") -> MCPServer:
+    server = MCPServer(name, log_level="WARNING")
+
+    @server.tool(description="Add two integers and return the sum as text.",
+                 structured_output=False)
+    def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    @server.tool(name=f"{prefix}lookup_city",
+                 description="Look up a city's country and population by name.")
+    def lookup_city(name: str) -> City:
+        if name.lower() not in CITIES:
+            raise ToolError(f"unknown city: {name}")
+        country, population = CITIES[name.lower()]
+        return City(name=name.title(), country=country, population=population)
+
+    @server.tool(description="Always fails: the tool raises an exception.")
+    def explode(reason: str = "boom") -> str:
+        raise ToolError(f"exploded: {reason}")
+
+    @server.tool(description="Report the value of an environment variable of this process.",
+                 structured_output=False)
+    def read_env(variable: str) -> str:
+        return os.environ.get(variable, "<unset>")
+
+    @server.tool(description="Wait the given number of seconds, then answer.",
+                 structured_output=False)
+    async def slow(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return f"waited {seconds} s"
+
+    @server.tool(description="Terminate the server process abruptly (simulates a crash).")
+    def crash() -> str:
+        os._exit(3)
+
+    return server
+
+
+class HttpMcpServer:
+    """This module serving streamable HTTP in a subprocess on a loopback port."""
+
+    def __init__(self, *args: str) -> None:
+        self.port = free_port()
+        self.args = args
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self, timeout: float = 30.0) -> HttpMcpServer:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.mcp_server", "--http", str(self.port),
+             *self.args], cwd=ROOT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"MCP test server exited with {self.process.returncode}")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.1)
+        raise RuntimeError(f"MCP test server did not listen within {timeout} s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def require_token(app: Any, token: str) -> Any:
+    """ASGI wrapper: 401 for a request without the expected bearer token."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP")
+    parser.add_argument("--name", default="test-tools")
+    parser.add_argument("--prefix", default="")
+    parser.add_argument("--token")
+    args = parser.parse_args()
+    server = build(args.name, args.prefix)
+    if not args.http:
+        server.run()
+        return
+    import uvicorn
+
+    app: Any = server.streamable_http_app()
+    if args.token:
+        app = require_token(app, args.token)
+    uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
