@@ -52,10 +52,14 @@ async def open_server_tools(settings: Settings, stack: contextlib.AsyncExitStack
     if settings.mcp_servers:
         from .engine.mcp_tools import open_mcp_tools
 
-        for name, spec in (await open_mcp_tools(settings.mcp_servers, stack)).items():
-            if name in tools:
-                raise ValueError(f"MCP tool {name!r} has the name of a Python server tool")
-            tools[name] = spec
+        try:
+            for name, spec in (await open_mcp_tools(settings.mcp_servers, stack)).items():
+                if name in tools:
+                    raise ValueError(f"MCP tool {name!r} has the name of a Python server tool")
+                tools[name] = spec
+        except BaseException:
+            await stack.aclose()  # stop the MCP servers already started
+            raise
     if tools:
         log.info("server tools: %s", ", ".join(sorted(tools)))
     return tools
