@@ -12,6 +12,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from .api import assist, runs, threads
 from .api.context import Services
@@ -69,6 +70,23 @@ async def health(_: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+class CorsOutermost(Starlette):
+    """Starlette with its CORS middleware moved outside the server-error handler.
+
+    Starlette nests user middleware inside `ServerErrorMiddleware`, which writes the 500
+    problem+json of an unexpected error; that response would leave without CORS headers, and a
+    browser app would see a bare network failure ("Connection error.") instead of the problem.
+    """
+
+    def build_middleware_stack(self) -> ASGIApp:
+        cors = [m for m in self.user_middleware if m.cls is CORSMiddleware]
+        self.user_middleware = [m for m in self.user_middleware if m.cls is not CORSMiddleware]
+        app = super().build_middleware_stack()
+        for middleware in reversed(cors):
+            app = middleware.cls(app, *middleware.args, **middleware.kwargs)
+        return app
+
+
 def create_app(settings: Settings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -97,7 +115,7 @@ def create_app(settings: Settings) -> Starlette:
             await stack.aclose()
             await engine.dispose()
 
-    return Starlette(
+    return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes,
                 *assist.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
