@@ -1,0 +1,67 @@
+import { useTambo, useTamboThreadInput } from "@tambo-ai/react";
+import { gatewayUrl } from "./config.js";
+import { Message } from "./Message.jsx";
+import { usePersistedThread } from "./thread-storage.js";
+
+export function App() {
+  const { messages, thread, isIdle, isWaiting, streamingState } = useTambo();
+  const { threadId, newThread } = usePersistedThread();
+  const { value, setValue, submit, isPending, error } = useTamboThreadInput();
+  const runError = streamingState?.error;
+
+  async function onSubmit(event) {
+    event.preventDefault();
+    if (!value.trim()) return;
+    try {
+      await submit();
+    } catch {
+      // `error` from useTamboThreadInput shows it below.
+    }
+  }
+
+  return (
+    <main>
+      <header>
+        <div>
+          <h1>{thread?.thread?.name || "New conversation"}</h1>
+          <div className="meta">
+            Gateway <code>{gatewayUrl}</code> · thread{" "}
+            <code data-testid="thread-id">{threadId ?? "(not started)"}</code>
+          </div>
+        </div>
+        <button type="button" onClick={newThread}>
+          New thread
+        </button>
+      </header>
+
+      <section className="messages" data-testid="messages">
+        {messages.length === 0 ? (
+          <p className="empty">
+            Try: “Show me ACME and GLOBEX stock prices” or “What time is it here?”
+          </p>
+        ) : (
+          messages.map((message) => <Message key={message.id} message={message} />)
+        )}
+      </section>
+
+      <div className="status" data-testid="status" data-idle={isIdle ? "true" : "false"}>
+        {isWaiting ? "Waiting for the model…" : isIdle ? "Idle" : "Streaming…"}
+        {runError ? <span className="error"> · {runError.message}</span> : null}
+        {error ? <span className="error"> · {error.message}</span> : null}
+      </div>
+
+      <form onSubmit={onSubmit} data-pending={isPending ? "true" : "false"}>
+        <input
+          aria-label="Message"
+          data-testid="input"
+          placeholder="Ask something…"
+          value={value}
+          onChange={(e) => setValue(e.target.value)}
+        />
+        <button type="submit" data-testid="send" disabled={isPending || !value.trim()}>
+          Send
+        </button>
+      </form>
+    </main>
+  );
+}

@@ -1,0 +1,59 @@
+/** One thread message: its text, reasoning, tool calls and rendered components. */
+export function Message({ message }) {
+  const blocks = message.content ?? [];
+  const onlyToolResults = blocks.length > 0 && blocks.every((b) => b.type === "tool_result");
+  if (onlyToolResults) {
+    // The results the browser sent back for client tools: shown small, they are plumbing.
+    return (
+      <div className="message tool-results" data-testid="tool-results">
+        {blocks.map((block) => (
+          <div key={block.toolUseId} className="tool-result">
+            ↳ {block.isError ? "tool failed" : "tool result sent"}: <code>{resultText(block)}</code>
+          </div>
+        ))}
+      </div>
+    );
+  }
+  return (
+    <div className={`message ${message.role}`} data-testid="message" data-role={message.role}>
+      <div className="role">{message.role === "user" ? "You" : "Assistant"}</div>
+      {message.reasoning?.length ? (
+        <details className="reasoning">
+          <summary>Thought for a moment</summary>
+          {message.reasoning.join("")}
+        </details>
+      ) : null}
+      {blocks.map((block, index) => (
+        <Block key={block.id ?? `${block.type}-${index}`} block={block} />
+      ))}
+    </div>
+  );
+}
+
+function Block({ block }) {
+  switch (block.type) {
+    case "text":
+      return block.text ? <p className="text">{block.text}</p> : null;
+    case "tool_use":
+      return (
+        <div className="tool-use" data-testid="tool-use" data-tool={block.name}>
+          Tool call <code>{block.name}</code>
+          <span className="tool-status">{block.hasCompleted ? " · done" : " · running…"}</span>
+        </div>
+      );
+    case "component":
+      // The SDK wraps the registered React component so its hooks know their thread/component.
+      return (
+        <div className="component" data-testid="component" data-component={block.name}>
+          {block.renderedComponent ?? <em>Unknown component {block.name}</em>}
+        </div>
+      );
+    default:
+      return null;
+  }
+}
+
+function resultText(block) {
+  const text = (block.content ?? []).map((part) => part.text ?? "").join(" ");
+  return text.length > 160 ? `${text.slice(0, 157)}...` : text;
+}

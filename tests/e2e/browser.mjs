@@ -1,0 +1,186 @@
+// Drives the React example (examples/react) in Debian's Chromium for tests/e2e/test_react_app.py.
+//
+// The Python test owns the scenario: it scripts the model, then sends this process one JSON
+// command per line on stdin and reads one JSON reply per line on stdout. Keeping the browser
+// here and the assertions in Python lets every step check the page, the gateway's REST state and
+// what the model was sent, in one pytest test.
+//
+// Commands: {"action": "open" | "send" | "click" | "reload" | "wait", ...}, each optionally with
+// "until" (what to wait for afterwards: {text: one or a list, absent, titleNot, idle, response: a
+// gateway path suffix whose response must arrive}) and "screenshot" (a PNG path). Every reply carries a
+// snapshot of what the page shows plus the gateway requests and browser errors seen since the
+// previous command: {"ok": true, "page": {...}, "requests": [...], "errors": [...]}, or
+// {"ok": false, "error": "...", ...} with the same diagnostics.
+//
+// Usage: node browser.mjs <app-url> <gateway-url>   (CHROMIUM overrides /usr/bin/chromium)
+
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const [appUrl, gatewayUrl] = process.argv.slice(2);
+const WAIT_MS = Number(process.env.E2E_WAIT_MS || 20000);
+
+// Flags for this machine: no sandbox as root, no GPU, and nothing that phones home (the network
+// is closed, so background fetches only fail and slow the start). Playwright's launch() gives
+// the browser a new, empty --user-data-dir of its own, deleted on close.
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+
+let context = null;
+let page = null;
+let requests = [];
+let errors = [];
+
+/** A fresh context per scenario: empty localStorage, fixed size and time zone. */
+async function openPage(cmd) {
+  if (context) await context.close();
+  context = await browser.newContext({
+    viewport: { width: 900, height: 640 },
+    timezoneId: cmd.timezoneId || "UTC",
+    locale: "en-GB",
+  });
+  page = await context.newPage();
+  page.on("console", (msg) => {
+    if (msg.type() === "error") errors.push(`console: ${msg.text().slice(0, 500)}`);
+  });
+  page.on("pageerror", (err) => errors.push(`page error: ${String(err).slice(0, 500)}`));
+  page.on("requestfailed", (req) => {
+    // A run stream the SDK closes on purpose after tambo.run.awaiting_input is not an error.
+    const aborted = req.failure()?.errorText === "net::ERR_ABORTED" && req.url().includes("/runs");
+    if (!aborted) errors.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText}`);
+  });
+  page.on("response", (res) => {
+    const req = res.request();
+    if (!req.url().startsWith(gatewayUrl)) return;
+    const url = new URL(req.url());
+    requests.push({ method: req.method(), path: url.pathname, query: url.search,
+                    status: res.status(), body: req.postData() ?? null });
+  });
+  await page.goto(cmd.url || appUrl);
+  await page.getByTestId("input").waitFor({ timeout: WAIT_MS });
+}
+
+/** Wait until the page shows `text` (and lacks `absent`), and, unless busy is allowed, is idle. */
+async function waitUntil(until) {
+  if (!until) return;
+  await page.waitForFunction(
+    ({ text, absent, idle, titleNot }) => {
+      const body = document.body.innerText;
+      if (text && ![text].flat().every((t) => body.includes(t))) return false;
+      if (absent && body.includes(absent)) return false;
+      if (titleNot && document.querySelector("h1")?.textContent === titleNot) return false;
+      if (idle !== false) {
+        const status = document.querySelector('[data-testid="status"]');
+        const form = document.querySelector("form");
+        if (status?.dataset.idle !== "true" || form?.dataset.pending !== "false") return false;
+      }
+      return true;
+    },
+    until,
+    { timeout: until.timeoutMs || WAIT_MS, polling: 50 },
+  );
+}
+
+/** What a person would read off the page, as data. */
+function snapshot() {
+  return page.evaluate(() => {
+    const text = (el) => (el ? el.innerText.trim() : null);
+    return {
+      title: text(document.querySelector("h1")),
+      threadId: text(document.querySelector('[data-testid="thread-id"]')),
+      status: text(document.querySelector('[data-testid="status"]')),
+      messages: [...document.querySelectorAll('[data-testid="messages"] > .message')].map((el) => ({
+        role: el.dataset.role || "tool-results",
+        text: text(el),
+      })),
+      tools: [...document.querySelectorAll('[data-testid="tool-use"]')].map((el) => ({
+        name: el.dataset.tool,
+        text: text(el),
+      })),
+      components: [...document.querySelectorAll('[data-testid="component"]')].map((el) => ({
+        name: el.dataset.component,
+        title: text(el.querySelector("h3")),
+        rows: [...el.querySelectorAll('[data-testid="stock-row"]')].map((row) => ({
+          symbol: row.dataset.symbol,
+          text: text(row),
+          selected: row.classList.contains("selected"),
+        })),
+        state: text(el.querySelector('[data-testid="stock-state"]')),
+      })),
+      storedThreadId: Object.entries(localStorage).find(([k]) => k.startsWith("gateway-example:thread:"))?.[1] ?? null,
+    };
+  });
+}
+
+async function perform(cmd) {
+  // Waiting for a gateway response starts before the action, so a fast one is not missed.
+  const response = cmd.until?.response
+    ? page.waitForResponse(
+        (res) => res.url().startsWith(gatewayUrl) && res.request().method() !== "OPTIONS" &&
+          new URL(res.url()).pathname.endsWith(cmd.until.response),
+        { timeout: WAIT_MS })
+    : null;
+  switch (cmd.action) {
+    case "open":
+      await openPage(cmd);
+      break;
+    case "send":
+      await page.getByTestId("input").fill(cmd.text);
+      await page.getByTestId("send").click();
+      break;
+    case "click":
+      await page.locator(cmd.selector).click();
+      break;
+    case "reload":
+      await page.reload();
+      await page.getByTestId("input").waitFor({ timeout: WAIT_MS });
+      break;
+    case "wait":
+      break;
+    default:
+      throw new Error(`unknown action ${cmd.action}`);
+  }
+  if (response) await (await response).finished();
+  await waitUntil(cmd.until);
+  if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
+}
+
+function reply(value) {
+  process.stdout.write(JSON.stringify(value) + "\n");
+}
+
+const lines = createInterface({ input: process.stdin });
+for await (const line of lines) {
+  if (!line.trim()) continue;
+  const cmd = JSON.parse(line);
+  if (cmd.action === "close") break;
+  try {
+    await perform(cmd);
+    reply({ ok: true, page: await snapshot(), requests, errors });
+  } catch (err) {
+    let shown = null;
+    try {
+      if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
+      shown = await snapshot();
+    } catch {
+      // The page itself is gone: report what we have.
+    }
+    reply({ ok: false, error: String(err?.message || err).slice(0, 2000), page: shown, requests, errors });
+  }
+  requests = [];
+  errors = [];
+}
+if (context) await context.close();
+await browser.close();
