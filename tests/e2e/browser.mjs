@@ -6,8 +6,8 @@
 // what the model was sent, in one pytest test.
 //
 // Commands: {"action": "open" | "send" | "click" | "reload" | "wait", ...}, each optionally with
-// "until" (what to wait for afterwards: {text: one or a list, absent, titleNot, idle, response: a
-// gateway path suffix whose response must arrive}) and "screenshot" (a PNG path). Every reply carries a
+// "until" (what to wait for afterwards: {text: one or a list, absent, titleNot, input: the input
+// box's value, idle, response: a gateway path suffix whose response must arrive}) and "screenshot" (a PNG path). Every reply carries a
 // snapshot of what the page shows plus the gateway requests and browser errors seen since the
 // previous command: {"ok": true, "page": {...}, "requests": [...], "errors": [...]}, or
 // {"ok": false, "error": "...", ...} with the same diagnostics.
@@ -76,8 +76,11 @@ async function openPage(cmd) {
 async function waitUntil(until) {
   if (!until) return;
   await page.waitForFunction(
-    ({ text, absent, idle, titleNot }) => {
+    ({ text, absent, idle, titleNot, input }) => {
       const body = document.body.innerText;
+      if (input !== undefined && document.querySelector('[data-testid="input"]')?.value !== input) {
+        return false;
+      }
       if (text && ![text].flat().every((t) => body.includes(t))) return false;
       if (absent && body.includes(absent)) return false;
       if (titleNot && document.querySelector("h1")?.textContent === titleNot) return false;
@@ -119,6 +122,11 @@ function snapshot() {
         })),
         state: text(el.querySelector('[data-testid="stock-state"]')),
       })),
+      suggestions: [...document.querySelectorAll('[data-testid="suggestion"]')].map((el) => ({
+        title: text(el),
+        detail: el.title,
+      })),
+      input: document.querySelector('[data-testid="input"]')?.value ?? null,
       storedThreadId: Object.entries(localStorage).find(([k]) => k.startsWith("gateway-example:thread:"))?.[1] ?? null,
     };
   });

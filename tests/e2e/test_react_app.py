@@ -7,8 +7,8 @@ checks that the browser saw no failed request (CORS included) and no console err
 go to test-artifacts/e2e/.
 
 The model is the scripted OpenAI-compatible server behind litellm. Turns meant for the agent
-loop are marked `"stream": True` so the SDK's own non-streaming calls (thread name) cannot take
-them; the name gets a `"stream": False` turn of its own.
+loop are marked `"stream": True` so the SDK's own non-streamed calls (thread name, suggestions)
+cannot take them; those get `"stream": False` turns of their own.
 """
 
 from __future__ import annotations
@@ -228,3 +228,37 @@ def test_client_tool_runs_in_the_browser_and_its_result_reaches_the_model(
     (tool_message,) = [m for m in requests[1]["messages"] if m["role"] == "tool"]
     assert tool_message["tool_call_id"] == "call_time"
     assert json.loads(tool_message["content"])["timeZone"] == "Asia/Tokyo"
+
+
+def test_follow_up_suggestions_fill_the_input_and_are_sent(
+        browser: Browser, gateway: GatewayServer, scripted_model: ScriptedModel, shots: Path
+) -> None:
+    scripted_model.enqueue(stream_turn({"content": "ACME is up 1.25% today."}))
+    clean(browser.step("open"))
+    page = clean(browser.step("send", text="How is ACME doing?",
+                              until={"text": "ACME is up 1.25% today."}))
+    thread_id = page["threadId"]
+
+    # The button asks the gateway for suggestions on the latest answer (a non-streamed model call).
+    ideas = [{"title": "Compare with GLOBEX", "detailedSuggestion": "Compare ACME with GLOBEX"},
+             {"title": "Show a table", "detailedSuggestion": "Show ACME and GLOBEX in a table"}]
+    scripted_model.enqueue({"steps": [{"content": json.dumps(ideas)}], "stream": False})
+    suggested = browser.step("click", selector='[data-testid="suggestions"] button.link',
+                             until={"text": ["Compare with GLOBEX", "Show a table"]},
+                             screenshot=str(shots / "30-suggestions.png"))
+    page = clean(suggested)
+    (create,) = calls(suggested, "POST", "/suggestions")
+    answer_id = rest(gateway, f"/v1/threads/{thread_id}/messages")["messages"][-1]["id"]
+    assert create["path"] == f"/v1/threads/{thread_id}/messages/{answer_id}/suggestions"
+    assert [s["title"] for s in page["suggestions"]] == ["Compare with GLOBEX", "Show a table"]
+
+    # Picking one fills the input; sending it is an ordinary message on the same thread.
+    picked = clean(browser.step("click", selector='[data-testid="suggestion"] >> nth=0',
+                                until={"input": "Compare ACME with GLOBEX"}))
+    scripted_model.enqueue(stream_turn({"content": "GLOBEX is down 0.4%."}))
+    page = clean(browser.step("send", text=picked["input"],
+                              until={"text": "GLOBEX is down 0.4%."},
+                              screenshot=str(shots / "31-suggestion-sent.png")))
+    assert page["threadId"] == thread_id
+    assert ("user", "Compare ACME with GLOBEX") in texts(
+        streaming_requests(scripted_model)[-1]["messages"])

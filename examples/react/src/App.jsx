@@ -1,6 +1,7 @@
 import { useTambo, useTamboThreadInput } from "@tambo-ai/react";
 import { gatewayUrl } from "./config.js";
 import { Message } from "./Message.jsx";
+import { Suggestions } from "./Suggestions.jsx";
 import { usePersistedThread } from "./thread-storage.js";
 
 export function App() {
@@ -43,6 +44,8 @@ export function App() {
           messages.map((message) => <Message key={message.id} message={message} />)
         )}
       </section>
+
+      {isIdle && messages.at(-1)?.role === "assistant" ? <Suggestions /> : null}
 
       <div className="status" data-testid="status" data-idle={isIdle ? "true" : "false"}>
         {isWaiting ? "Waiting for the model…" : isIdle ? "Idle" : "Streaming…"}
