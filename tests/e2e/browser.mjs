@@ -7,7 +7,7 @@
 //
 // Commands: {"action": "open" | "send" | "click" | "reload" | "wait", ...}, each optionally with
 // "until" (what to wait for afterwards: {text: one or a list, absent, titleNot, input: the input
-// box's value, idle, response: a gateway path suffix whose response must arrive}) and "screenshot" (a PNG path). Every reply carries a
+// box's value, idle, response: part of a gateway path whose response must arrive}) and "screenshot" (a PNG path). Every reply carries a
 // snapshot of what the page shows plus the gateway requests and browser errors seen since the
 // previous command: {"ok": true, "page": {...}, "requests": [...], "errors": [...]}, or
 // {"ok": false, "error": "...", ...} with the same diagnostics.
@@ -137,7 +137,7 @@ async function perform(cmd) {
   const response = cmd.until?.response
     ? page.waitForResponse(
         (res) => res.url().startsWith(gatewayUrl) && res.request().method() !== "OPTIONS" &&
-          new URL(res.url()).pathname.endsWith(cmd.until.response),
+          new URL(res.url()).pathname.includes(cmd.until.response),
         { timeout: WAIT_MS })
     : null;
   switch (cmd.action) {

@@ -262,3 +262,31 @@ def test_follow_up_suggestions_fill_the_input_and_are_sent(
     assert page["threadId"] == thread_id
     assert ("user", "Compare ACME with GLOBEX") in texts(
         streaming_requests(scripted_model)[-1]["messages"])
+
+
+def test_stop_cancels_the_run_and_the_thread_goes_on(
+        browser: Browser, gateway: GatewayServer, scripted_model: ScriptedModel, shots: Path
+) -> None:
+    # A long answer (400 tokens, 20 s): the user stops it after the first few tokens.
+    scripted_model.enqueue(stream_turn({"slow": {"count": 400, "interval": 0.05}}))
+    clean(browser.step("open"))
+    clean(browser.step("send", text="Write me a very long story.",
+                       until={"text": "t3 ", "idle": False}))
+    stopped = browser.step("click", selector='[data-testid="stop"]',
+                           until={"text": "stopped", "response": "/runs/"},
+                           screenshot=str(shots / "40-stopped.png"))
+    page = clean(stopped)
+    thread_id = page["threadId"]
+    (cancel,) = calls(stopped, "DELETE", "")
+    assert cancel["path"].startswith(f"/v1/threads/{thread_id}/runs/") and cancel["status"] == 200
+    assert "t400" not in page["messages"][-1]["text"]
+    assert scripted_model.disconnects, "the gateway kept reading the model after the cancel"
+    stored = rest(gateway, f"/v1/threads/{thread_id}/messages")["messages"]
+    partial = " ".join(b["text"] for b in stored[-1]["content"] if b["type"] == "text")
+    assert stored[-1]["role"] == "assistant" and partial.startswith("t1 t2 t3 ")
+
+    # The thread is free again: the next message runs normally.
+    scripted_model.enqueue(stream_turn({"content": "A short one, then."}))
+    page = clean(browser.step("send", text="OK, a short one.", until={"text": "A short one, then."},
+                              screenshot=str(shots / "41-after-stop.png")))
+    assert page["threadId"] == thread_id and "stopped" not in page["status"]

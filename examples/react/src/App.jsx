@@ -5,7 +5,7 @@ import { Suggestions } from "./Suggestions.jsx";
 import { usePersistedThread } from "./thread-storage.js";
 
 export function App() {
-  const { messages, thread, isIdle, isWaiting, streamingState } = useTambo();
+  const { messages, thread, isIdle, isWaiting, streamingState, cancelRun } = useTambo();
   const { threadId, newThread } = usePersistedThread();
   const { value, setValue, submit, isPending, error } = useTamboThreadInput();
   const runError = streamingState?.error;
@@ -49,6 +49,7 @@ export function App() {
 
       <div className="status" data-testid="status" data-idle={isIdle ? "true" : "false"}>
         {isWaiting ? "Waiting for the model…" : isIdle ? "Idle" : "Streaming…"}
+        {isIdle && thread?.thread?.lastRunCancelled ? " · stopped" : ""}
         {runError ? <span className="error"> · {runError.message}</span> : null}
         {error ? <span className="error"> · {error.message}</span> : null}
       </div>
@@ -61,9 +62,17 @@ export function App() {
           value={value}
           onChange={(e) => setValue(e.target.value)}
         />
-        <button type="submit" data-testid="send" disabled={isPending || !value.trim()}>
-          Send
-        </button>
+        {isIdle ? (
+          <button type="submit" data-testid="send" disabled={isPending || !value.trim()}>
+            Send
+          </button>
+        ) : (
+          // Cancels the run on the gateway (DELETE /v1/threads/{id}/runs/{runId}); what was
+          // already streamed stays in the thread.
+          <button type="button" data-testid="stop" onClick={() => cancelRun()}>
+            Stop
+          </button>
+        )}
       </form>
     </main>
   );
