@@ -29,14 +29,20 @@ def _model_failed(exc: ModelError) -> ApiError:
 
 
 async def generate_name(request: Request) -> Response:
+    """Name the thread from its conversation, once.
+
+    A thread that already has a name keeps it: React 1.3 does not load names after a reload, so
+    it asks again, and a name the user set with PATCH must not be replaced behind their back.
+    """
     thread = await thread_for(request)
     svc = services(request)
-    history = to_model_messages(await svc.store.history(thread.id))
-    try:
-        name = await generate_title(svc.model, history)
-    except ModelError as exc:
-        raise _model_failed(exc) from None
-    await svc.store.update_thread(thread.id, name=name, updated_ms=now_ms())
+    if not thread.name:
+        history = to_model_messages(await svc.store.history(thread.id))
+        try:
+            name = await generate_title(svc.model, history)
+        except ModelError as exc:
+            raise _model_failed(exc) from None
+        await svc.store.update_thread(thread.id, name=name, updated_ms=now_ms())
     updated = await svc.store.get_thread(thread.project_id, thread.id)
     assert updated is not None
     body = thread_json(updated)

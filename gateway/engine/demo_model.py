@@ -93,8 +93,8 @@ class DemoModel(CustomLLM):
                                     usage=None, index=0, tool_use=None)
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
-        return litellm.completion(model="demo", mock_response=task_answer(messages),
-                                  messages=messages)
+        return litellm.mock_completion(model="demo", mock_response=task_answer(messages),
+                                       messages=messages)
 
 
 def register() -> None:

@@ -268,6 +268,12 @@ class Store:
                                .values(parts=parts, is_cancelled=cancelled))
             await session.commit()
 
+    async def save_message_meta(self, message_id: str, meta: dict[str, Any]) -> None:
+        async with self.session() as session:
+            await session.execute(update(MessageRow).where(MessageRow.id == message_id)
+                                  .values(meta=meta))
+            await session.commit()
+
     # -- components ---------------------------------------------------------------------------
 
     async def components_of(self, thread_id: str) -> dict[str, ComponentRow]:

@@ -172,6 +172,9 @@ def test_thread_name_and_suggestions(client: httpx.Client, scripted_model: Scrip
     named = client.post(f"/threads/{thread_id}/generate-name", params={"contextKey": "n"})
     assert named.status_code == 200 and named.json()["name"] == "Trip to Paris"
     assert client.get(f"/v1/threads/{thread_id}").json()["name"] == "Trip to Paris"
+    client.patch(f"/v1/threads/{thread_id}", json={"name": "My own name"})
+    again = client.post(f"/threads/{thread_id}/generate-name")
+    assert again.json()["name"] == "My own name"  # an existing name is never replaced
 
     message_id = client.get(f"/v1/threads/{thread_id}/messages").json()["messages"][-1]["id"]
     path = f"/v1/threads/{thread_id}/messages/{message_id}/suggestions"

@@ -1,0 +1,29 @@
+"""The embedded defaults a new user starts with: the demo model answers every task offline."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.support.gateway_server import GatewayServer
+from tests.support.sse import run_events, text_of
+
+
+def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: GatewayServer):
+    with httpx.Client(base_url=demo_gateway.url, timeout=30) as http:
+        events = run_events(http, "POST", "/v1/threads/runs", json={
+            "message": {"role": "user", "content": "plan a trip to Lisbon"}})
+        assert events[-1].type == "RUN_FINISHED"
+        answer = text_of(events)
+        assert "built-in demo model" in answer and "plan a trip to Lisbon" in answer
+        assert any(e.type == "THINKING_TEXT_MESSAGE_CONTENT" for e in events)
+        assert sum(e.type == "TEXT_MESSAGE_CONTENT" for e in events) > 20  # token by token
+
+        thread_id = events[0].data["threadId"]
+        named = http.post(f"/threads/{thread_id}/generate-name")
+        assert named.status_code == 200, named.text
+        assert named.json()["name"] == "plan a trip to Lisbon"
+
+        message_id = http.get(f"/v1/threads/{thread_id}/messages").json()["messages"][-1]["id"]
+        created = http.post(f"/v1/threads/{thread_id}/messages/{message_id}/suggestions", json={})
+        assert created.status_code == 201, created.text
+        assert len(created.json()["suggestions"]) == 3
