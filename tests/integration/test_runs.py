@@ -56,7 +56,7 @@ def test_follow_up_sends_history_to_the_model(client: httpx.Client, scripted_mod
         ("user", "question one"), ("assistant", "First answer."), ("user", "question two")]
 
 
-def test_wrong_previous_run_is_refused_and_thread_stays_usable(
+def test_wrong_or_missing_previous_run_is_refused_and_thread_stays_usable(
         client: httpx.Client, scripted_model: ScriptedModel):
     first = new_run(client)
     thread_id, run_id = first[0].data["threadId"], first[0].data["runId"]
@@ -66,6 +66,11 @@ def test_wrong_previous_run_is_refused_and_thread_stays_usable(
     assert refused.status_code == 400
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert refused.json()["code"] == "INVALID_PREVIOUS_RUN"
+
+    missing = client.post(f"/v1/threads/{thread_id}/runs", json={"message": USER})
+    assert missing.status_code == 400
+    assert missing.json()["code"] == "INVALID_PREVIOUS_RUN"
+    assert missing.json()["lastCompletedRunId"] == run_id
 
     again = run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
                        json={"message": USER, "previousRunId": run_id})
