@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -22,6 +24,7 @@ from .engine.loop import ServerToolSpec
 from .engine.model import LiteLLMModel
 from .engine.tools import load_python_tools
 from .runs.manager import RunManager
+from .runs.supervisor import RunSupervisor
 from .store.db import create_engine, migrate
 from .store.repository import Store
 
@@ -99,7 +102,12 @@ def create_app(settings: Settings) -> Starlette:
         server_tools = await open_server_tools(settings, stack)
         manager = RunManager(store, model, max_steps=settings.max_steps,
                              tool_timeout=settings.tool_timeout_seconds,
-                             lease_seconds=settings.lease_seconds, server_tools=server_tools)
+                             lease_seconds=settings.lease_seconds,
+                             disconnect_grace_seconds=settings.disconnect_grace_seconds,
+                             server_tools=server_tools)
+        # Cancel flags from other processes, lease renewal, and failing the runs of dead
+        # processes (at start-up too): one background task for the whole process.
+        supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
         app.state.services = Services(settings=settings, store=store, runs=manager, model=model)
         if settings.development_mode:
             log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
@@ -108,9 +116,15 @@ def create_app(settings: Settings) -> Starlette:
         if settings.model == DEMO_MODEL:
             log.warning("Using the built-in demo model (%s): it is a scripted stand-in, not a "
                         "real LLM. Set GATEWAY_MODEL to use a real one.", DEMO_MODEL)
+        # litellm's import leaves hundreds of thousands of long-lived objects; a full garbage
+        # collection that walks them stalls the event loop (every stream, cancel and heartbeat)
+        # for hundreds of ms. Freezing them keeps collections to what requests allocate.
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
+            supervisor.cancel()
             await manager.shutdown()
             await stack.aclose()
             await engine.dispose()

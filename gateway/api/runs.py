@@ -2,13 +2,20 @@
 
 A run response is only a subscriber of the run's log: it flushes SSE headers at once (the SDK's
 timeout covers only the wait for headers), then replays the log from the cursor and follows it
-live. Closing it never loses anything.
+live. Closing it never loses anything: `GET /v1/threads/{id}/runs/{runId}` with `Last-Event-ID`
+(or `?after=N`) continues after event N, for a running, paused or finished run.
+
+Streams are proxy-safe: `: ping` comments while idle (`GATEWAY_HEARTBEAT_SECONDS`),
+`X-Accel-Buffering: no`, `Cache-Control: no-cache`. A reader that stops reading is never
+buffered for: once its socket buffer is full, sending waits, and after `SLOW_READER_SECONDS` of
+that it is disconnected (it can resume with its cursor). The run and other readers never wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from sse_starlette import EventSourceResponse
@@ -19,11 +26,24 @@ from starlette.routing import Route
 from ..protocol.clock import iso_ms
 from ..protocol.problems import ApiError
 from ..protocol.tambo import RunRequest
+from ..runs.idempotency import StartedRun
 from ..runs.views import tambo_events
-from ..store.tables import RunRow
-from .context import (body_user_key, int_param, json_body, project_of, query_user_key, services,
-                      thread_for)
+from ..store.repository import ACTIVE_RUN_STATUSES
+from ..store.tables import RunRow, ThreadRow
+from .context import (
+    body_user_key,
+    int_param,
+    json_body,
+    project_of,
+    query_user_key,
+    services,
+    thread_for,
+)
 from .threads import create_thread_row
+
+# A reader whose socket accepted nothing for this long is disconnected (see the module doc).
+SLOW_READER_SECONDS = 30.0
+IDEMPOTENCY_KEY_MAX = 255
 
 
 def _compact(event: dict[str, Any]) -> str:
@@ -35,13 +55,33 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
     svc = services(request)
 
     async def frames() -> AsyncIterator[dict[str, str]]:
-        async for position, event in tambo_events(svc.runs.entries(run.id), after):
-            yield {"data": _compact(event), "id": str(position)}
+        async with contextlib.aclosing(svc.runs.entries(run.id)) as entries:
+            async for position, event in tambo_events(entries, after):
+                yield {"data": _compact(event), "id": str(position)}
 
-    headers = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Run-Id": run.id,
-               "X-Thread-Id": run.thread_id, **(extra_headers or {})}
+    headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
+               "X-Accel-Buffering": "no", "X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
+               **(extra_headers or {})}
     return EventSourceResponse(frames(), ping=svc.settings.heartbeat_seconds, sep="\n",
-                               headers=headers)
+                               headers=headers, send_timeout=SLOW_READER_SECONDS)
+
+
+def _started_stream(request: Request, started: StartedRun) -> EventSourceResponse:
+    """The response of a run request: the run's events from the first (a retry that attached
+    to the run its key started replays it whole)."""
+    extra = {"Idempotent-Replayed": "true"} if started.attached else None
+    return event_stream(request, started.run, extra_headers=extra)
+
+
+def idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    key = key.strip()
+    if not key or len(key) > IDEMPOTENCY_KEY_MAX:
+        raise ApiError(400, "VALIDATION_ERROR",
+                       f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} characters")
+    return key
 
 
 async def run_new_thread(request: Request) -> Response:
@@ -51,20 +91,23 @@ async def run_new_thread(request: Request) -> Response:
     user_key = query_user_key(request) or body_user_key(
         init.userKey if init else None, body.userKey, body.contextKey)
     metadata = body.threadMetadata or (init.metadata if init else None)
-    thread = await create_thread_row(request, project, user_key, metadata,
-                                     init.initialMessages if init else None)
-    run = await services(request).runs.start(project, thread, body,
-                                              request.headers.get("idempotency-key"))
-    return event_stream(request, run)
+
+    def create_thread() -> Awaitable[ThreadRow]:
+        return create_thread_row(request, project, user_key, metadata,
+                                 init.initialMessages if init else None)
+
+    started = await services(request).runs.start_new_thread(
+        project, create_thread, body, user_key, idempotency_key(request))
+    return _started_stream(request, started)
 
 
 async def run_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
     user_key = query_user_key(request) or body_user_key(body.userKey, body.contextKey)
     thread = await thread_for(request, user_key)
-    run = await services(request).runs.start(thread.project_id, thread, body,
-                                              request.headers.get("idempotency-key"))
-    return event_stream(request, run)
+    started = await services(request).runs.start(thread.project_id, thread, body,
+                                                 idempotency_key(request))
+    return _started_stream(request, started)
 
 
 async def _run_in_thread(request: Request) -> RunRow:
@@ -87,7 +130,10 @@ def run_json(run: RunRow) -> dict[str, Any]:
         "finishedAt": iso_ms(run.finished_ms) if run.finished_ms else None,
         "previousRunId": run.previous_run_id,
         "pendingToolCalls": run.pending_tool_calls,
-        "error": run.error if run.status == "failed" else None,
+        "error": run.error if run.status in ("failed", "cancelled") else None,
+        "onDisconnect": run.on_disconnect,
+        "cancelRequested": True if run.cancel_requested_ms is not None
+        and run.status in ACTIVE_RUN_STATUSES else None,
     }
     return {k: v for k, v in body.items() if v is not None}
 
@@ -98,14 +144,22 @@ async def get_run(request: Request) -> Response:
     accept = request.headers.get("accept", "")
     if "application/json" in accept and "text/event-stream" not in accept:
         return JSONResponse(run_json(run))
-    cursor = request.query_params.get("after") or request.headers.get("last-event-id") or "0"
-    try:
-        after = int(cursor)
-    except ValueError:
-        raise ApiError(400, "INVALID_CURSOR", "The event cursor must be an integer") from None
-    if after < 0:
-        raise ApiError(400, "INVALID_CURSOR", "The event cursor must not be negative")
-    return event_stream(request, run, after)
+    return event_stream(request, run, event_cursor(request))
+
+
+def event_cursor(request: Request) -> int:
+    """The last event the reader has (`?after=` wins over `Last-Event-ID`); 0: from the start.
+
+    Both are checked when both are sent: a malformed cursor is refused, not silently ignored.
+    """
+    query, header = request.query_params.get("after"), request.headers.get("last-event-id")
+    for cursor in (query, header):
+        if cursor and (not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 18):
+            raise ApiError(400, "INVALID_CURSOR",
+                           "The event cursor (after / Last-Event-ID) must be a non-negative "
+                           "integer", cursor=cursor[:100])
+    cursor = query if query is not None else header
+    return int(cursor) if cursor else 0
 
 
 async def list_runs(request: Request) -> Response:
@@ -120,12 +174,13 @@ async def list_runs(request: Request) -> Response:
 
 
 async def cancel_run(request: Request) -> Response:
-    """Cancel a run; idempotent. A run that already ended reports how it ended."""
+    """Cancel a run; idempotent. A run that already ended reports how it ended (200); a run in
+    another process that has not ended yet after a few seconds is still being cancelled (202)."""
     run = await _run_in_thread(request)
-    svc = services(request)
-    await svc.runs.cancel(run.id)
-    final = await svc.store.get_run(run.id) or run
-    return JSONResponse({"runId": run.id, "status": final.status})
+    final = await services(request).runs.cancel(run.id) or run
+    active = final.status in ACTIVE_RUN_STATUSES
+    return JSONResponse({"runId": run.id, "status": final.status, **(
+        {"cancelRequested": True} if active else {})}, status_code=202 if active else 200)
 
 
 routes = [

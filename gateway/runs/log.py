@@ -2,7 +2,10 @@
 
 While a run is active its log lives in memory (`LiveLog`) and subscribers follow it there; it is
 written to the database in batches by `RunRecorder`, never once per token. Subscribers pull from
-the shared list at their own pace, so a slow reader never slows the run or other readers.
+the shared list at their own pace, so a slow reader never slows the run or other readers, and a
+reader costs one index into the shared list, not a buffer of its own: the only per-reader buffer
+is its socket's (bounded by uvicorn's flow control; a reader stuck on it is disconnected, see
+`api.runs.SLOW_READER_SECONDS`, and resumes with its cursor).
 """
 
 from __future__ import annotations
@@ -30,10 +33,22 @@ class LiveLog:
         self._changed = asyncio.Event()
 
     def append(self, frame: dict[str, Any]) -> Entry:
-        entry = Entry(len(self.entries) + 1, now_ms(), frame)
+        entry = self.next_entry(frame)
         self.entries.append(entry)
         self._notify()
         return entry
+
+    def next_entry(self, frame: dict[str, Any], offset: int = 0) -> Entry:
+        """The entry `frame` would get `offset` positions after the next append."""
+        return Entry(len(self.entries) + 1 + offset, now_ms(), frame)
+
+    def extend(self, entries: list[Entry]) -> None:
+        """Publish entries built ahead with `next_entry` (persisted before being shown)."""
+        for entry in entries:
+            if entry.seq != len(self.entries) + 1:
+                raise ValueError(f"log position {entry.seq} out of order in run {self.run_id}")
+            self.entries.append(entry)
+        self._notify()
 
     def close(self) -> None:
         self.closed = True

@@ -1,18 +1,24 @@
 """The run manager: starts runs as background tasks, cancels them, and hands out their logs.
 
 A run outlives its HTTP request: the task belongs to the manager, writes to the run's log, and
-every SSE response is only a subscriber of that log. Starting a run takes the thread's lock in
-one atomic statement, then validates the continuation against the thread as it is under the
-lock, so two racing requests can never both pass.
+every SSE response is only a subscriber of that log. Starting a run validates the request
+against the thread, then takes the thread's lock in the transaction that persists the run, on
+the condition that the thread is still as validated: two racing requests can never both pass,
+a retried request with the same `Idempotency-Key` attaches to the run the first one started,
+and a crash can never leave a lock without its run.
+
+Lifecycle duties across processes (cancel flags, leases, the reaper) are in `supervisor`; the
+disconnect policy is in `disconnect`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +31,23 @@ from ..protocol.problems import ApiError
 from ..protocol.tambo import InputMessage, ResourceBlock, RunRequest, TextBlock
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import MessageRow, RunRow, ThreadRow
+from .disconnect import cancel_when_unwatched, grace_for
+from .idempotency import StartedRun, start_new_thread_once
 from .log import Entry, LiveLog
-from .recorder import RunRecorder
+from .recorder import RunRecorder, durably
+from .supervisor import lost_frame
 from .views import follow
 
 log = logging.getLogger(__name__)
 
 # How long a finished run's log stays in memory for late subscribers (it is on disk anyway).
 LINGER_SECONDS = 5.0
+# How long a DELETE waits for a run in another process to end before answering 202.
+REMOTE_CANCEL_WAIT_SECONDS = 5.0
+# Retries of the optimistic start when the thread changed between validation and locking.
+START_ATTEMPTS = 3
+
+CANCELLED_ERROR = {"code": "CANCELLED", "message": "Run cancelled"}
 
 
 @dataclass
@@ -43,16 +58,32 @@ class ActiveRun:
     recorder: RunRecorder | None = None
     cancel_requested: bool = False
     finishing: bool = False
+    lost: bool = False  # another process ended it (our lease expired): write nothing more
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    unattended: asyncio.Task[None] | None = None  # the disconnect policy's pending cancel
+
+    @property
+    def run_id(self) -> str:
+        return self.row.id
+
+    @property
+    def subscribers(self) -> int:
+        return self.live.subscribers
+
+    @property
+    def ending(self) -> bool:
+        return self.finishing or self.cancel_requested or self.done.is_set()
 
 
 class RunManager:
     def __init__(self, store: Store, model: Model, *, max_steps: int = 10,
                  tool_timeout: float = 30.0, lease_seconds: float = 30.0,
+                 disconnect_grace_seconds: float = 30.0,
                  server_tools: dict[str, ServerToolSpec] | None = None) -> None:
         self.store, self.model = store, model
         self.max_steps, self.tool_timeout, self.lease_seconds = (
             max_steps, tool_timeout, lease_seconds)
+        self.disconnect_grace_seconds = disconnect_grace_seconds
         self.server_tools = server_tools or {}
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
         self.active: dict[str, ActiveRun] = {}
@@ -61,45 +92,61 @@ class RunManager:
     # -- starting -------------------------------------------------------------------------------
 
     async def start(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                    idempotency_key: str | None = None) -> RunRow:
-        if idempotency_key:
-            existing = await self.store.find_run_by_idempotency_key(thread.id, idempotency_key)
-            if existing is not None:
-                return existing
-        run_id, now = new_id("run_"), now_ms()
-        if not await self.store.try_lock_thread(thread.id, run_id, now):
+                    idempotency_key: str | None = None) -> StartedRun:
+        """Start a run on the thread, or attach to the run `idempotency_key` already started."""
+        for _ in range(START_ATTEMPTS):
+            if idempotency_key:
+                existing = await self.store.find_run_by_idempotency_key(thread.id, idempotency_key)
+                if existing is not None:
+                    return StartedRun(existing, attached=True)
             current = await self.store.get_thread(project_id, thread.id)
-            current_run = current.current_run_id if current else None
-            raise ApiError(409, "CONCURRENT_RUN", f"A run is already active on thread {thread.id}",
-                           threadId=thread.id, currentRunId=current_run)
-        try:
-            locked = await self.store.get_thread(project_id, thread.id)
-            assert locked is not None
-            inputs = await self._validated_inputs(locked, request, run_id, now)
+            if current is None:
+                raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread.id} not found",
+                               threadId=thread.id)
+            if current.run_status != "idle":
+                raise ApiError(409, "CONCURRENT_RUN",
+                               f"A run is already active on thread {thread.id}",
+                               threadId=thread.id, currentRunId=current.current_run_id)
+            run_id, now = new_id("run_"), now_ms()
+            inputs = await self._validated_inputs(current, request, run_id, now)
             run = RunRow(
                 id=run_id, thread_id=thread.id, project_id=project_id, status="queued",
                 previous_run_id=request.previousRunId, created_ms=now,
                 request=_request_snapshot(request), idempotency_key=idempotency_key,
                 on_disconnect=request.onDisconnect or "grace",
+                lease_owner=self.owner, lease_expires_ms=now + self._lease_ms(),
             )
-            await self.store.begin_run(run, inputs, now)
-        except BaseException:
-            await self.store.unlock_thread(thread.id, run_id)
-            raise
-        active = ActiveRun(row=run, live=LiveLog(run_id))
-        self.active[run_id] = active
-        active.task = asyncio.create_task(self._execute(active), name=f"run {run_id}")
-        return run
+            outcome = await self.store.start_run(run, inputs, now, current.last_completed_run_id)
+            if outcome == "started":
+                self._launch(run)
+                return StartedRun(run, attached=False)
+            # `conflict` or `duplicate`: the thread moved on meanwhile; look again.
+        raise ApiError(409, "CONCURRENT_RUN",
+                       f"Thread {thread.id} changed while the run was starting; please retry",
+                       threadId=thread.id)
+
+    async def start_new_thread(self, project_id: str,
+                               create_thread: Callable[[], Awaitable[ThreadRow]],
+                               request: RunRequest, user_key: str | None,
+                               idempotency_key: str | None = None) -> StartedRun:
+        """Create a thread and start a run on it; with `idempotency_key`, a retry gets the
+        thread and run the first request created, not a second thread."""
+        if not idempotency_key:
+            return await self.start(project_id, await create_thread(), request)
+        return await start_new_thread_once(self, project_id, create_thread, request, user_key,
+                                           idempotency_key)
+
+    def _lease_ms(self) -> int:
+        return int(self.lease_seconds * 1000)
+
+    def _launch(self, run: RunRow) -> None:
+        active = ActiveRun(row=run, live=LiveLog(run.id))
+        self.active[run.id] = active
+        active.task = asyncio.create_task(self._execute(active), name=f"run {run.id}")
 
     async def _validated_inputs(self, thread: ThreadRow, request: RunRequest, run_id: str,
                                 now: int) -> list[MessageRow]:
         previous = request.previousRunId
-        if previous is None and thread.last_completed_run_id is not None:
-            # As the real server: continuing a thread that has runs must name the last one, so
-            # a client with a stale view of the thread cannot talk over a newer run.
-            raise ApiError(400, "INVALID_PREVIOUS_RUN",
-                           "previousRunId is required when continuing a thread with existing "
-                           "messages", lastCompletedRunId=thread.last_completed_run_id)
         if previous is not None and previous != thread.last_completed_run_id:
             raise ApiError(400, "INVALID_PREVIOUS_RUN",
                            f"previousRunId {previous} does not match last completed run "
@@ -140,30 +187,33 @@ class RunManager:
             await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
                                                runId=run.id))
             now = now_ms()
-            await self.store.mark_running(run.id, run.thread_id, self.owner, now,
-                                          now + int(self.lease_seconds * 1000))
+            if not await durably(self.store.mark_running(run.id, run.thread_id, self.owner, now,
+                                                         now + self._lease_ms())):
+                self.lose(run.id)
+                raise asyncio.CancelledError
             await self._finish(active, recorder, await self._agent(run, snapshot, recorder))
         except asyncio.CancelledError:
-            if active.cancel_requested:
+            if active.lost:  # a reaper ended it; its log on disk already says RUN_LOST
+                recorder.show(lost_frame())
+            elif active.cancel_requested:
                 await self._end(active, recorder, "cancelled",
-                                timbal.control(timbal.RUN_CANCELLED),
-                                error={"code": "CANCELLED", "message": "Run cancelled"})
+                                [timbal.control(timbal.RUN_CANCELLED)], error=CANCELLED_ERROR)
             else:  # the process is shutting down: the client may simply retry
                 error = {"code": "SERVER_SHUTDOWN", "message": "The gateway is restarting",
                          "category": "server_error", "isRetryable": True, "status": 503}
-                await self._end(active, recorder, "failed", timbal.control(timbal.ERROR, **error),
-                                error=error)
+                await self._end(active, recorder, "failed",
+                                [timbal.control(timbal.ERROR, **error)], error=error)
                 raise
         except ModelError as exc:
             error = {"code": exc.code, "message": exc.message, "category": exc.category,
                      "isRetryable": exc.retryable, "status": exc.status}
-            await self._end(active, recorder, "failed", timbal.control(timbal.ERROR, **error),
+            await self._end(active, recorder, "failed", [timbal.control(timbal.ERROR, **error)],
                             error=error)
         except Exception:
             log.exception("run %s failed", run.id)
             error = {"code": "INTERNAL_ERROR", "message": "An internal error occurred",
                      "category": "server_error", "isRetryable": False}
-            await self._end(active, recorder, "failed", timbal.control(timbal.ERROR, **error),
+            await self._end(active, recorder, "failed", [timbal.control(timbal.ERROR, **error)],
                             error=error)
         finally:
             await self._retire(active, recorder)
@@ -188,36 +238,42 @@ class RunManager:
         return await run_agent(self.model, run_input, recorder)
 
     async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
-        """Commit the terminal state, then write the terminal events.
-
-        The Tambo client closes the stream the moment it reads `awaiting_input` and posts the
-        continuation within milliseconds, so the thread must already be idle by then.
-        """
-        active.finishing = True
-        run = active.row
+        finished = timbal.control(timbal.RUN_FINISHED)
         if outcome.pending:
             pending = [{k: p[k] for k in ("toolCallId", "toolName", "arguments")}
                        for p in outcome.pending]
-            await self.store.finish_run(run.id, run.thread_id, "awaiting_input", now_ms(),
-                                        pending=pending)
-            await recorder.emit(timbal.control(timbal.RUN_AWAITING_INPUT,
-                                               pendingToolCalls=outcome.pending))
+            awaiting = timbal.control(timbal.RUN_AWAITING_INPUT, pendingToolCalls=outcome.pending)
+            await self._end(active, recorder, "awaiting_input", [awaiting, finished],
+                            pending=pending)
         else:
-            await self.store.finish_run(run.id, run.thread_id, "completed", now_ms())
-        await recorder.emit(timbal.control(timbal.RUN_FINISHED))
+            await self._end(active, recorder, "completed", [finished])
 
     async def _end(self, active: ActiveRun, recorder: RunRecorder, status: str,
-                   frame: timbal.Frame, error: dict[str, Any]) -> None:
+                   frames: list[timbal.Frame], *, pending: list[dict[str, Any]] | None = None,
+                   error: dict[str, Any] | None = None) -> None:
+        """Commit the terminal state together with the end of the log, then show the terminal
+        events: the Tambo client closes the stream the moment it reads `awaiting_input` and
+        posts the continuation within milliseconds, so the thread must already be idle."""
         active.finishing = True
         run = active.row
-        await self.store.finish_run(run.id, run.thread_id, status, now_ms(), error=error)
-        await recorder.emit(frame)
+
+        async def commit(entries: list[tuple[int, int, dict[str, Any]]]) -> bool:
+            return await self.store.finish_run(run.id, run.thread_id, status, now_ms(),
+                                               pending=pending, error=error, owner=self.owner,
+                                               frames=entries)
+
+        if not await recorder.finish(frames, commit):
+            log.warning("run %s was ended by another process (lease lost) before it could "
+                        "finish as %s", run.id, status)
+            recorder.show(lost_frame())
 
     async def _retire(self, active: ActiveRun, recorder: RunRecorder) -> None:
         try:
             await recorder.close()
         finally:
             active.done.set()
+            if active.unattended is not None:
+                active.unattended.cancel()
             self.active.pop(active.row.id, None)
             self._lingering[active.row.id] = active.live
             asyncio.get_running_loop().call_later(
@@ -225,16 +281,54 @@ class RunManager:
 
     # -- cancelling and reading -------------------------------------------------------------------
 
-    async def cancel(self, run_id: str) -> bool:
-        """Cancel a run running in this process; True if it was (or is being) cancelled here."""
+    async def cancel(self, run_id: str) -> RunRow | None:
+        """Cancel a run wherever it executes; the run as it stands afterwards (None: unknown).
+
+        Here, its task is cancelled at once. In another process, the run is flagged and that
+        process's supervisor cancels it within a poll interval; this waits (bounded) for the
+        outcome. A run whose process died (lease expired) is ended here. Idempotent: a run
+        that already ended is left as it ended.
+        """
         active = self.active.get(run_id)
-        if active is None or active.task is None:
-            return False
-        if not active.finishing and not active.cancel_requested:
-            active.cancel_requested = True
-            active.task.cancel()
-        await asyncio.shield(active.done.wait())
-        return True
+        if active is not None:
+            self.request_local_cancel(run_id)
+            await asyncio.shield(active.done.wait())
+            return await self.store.get_run(run_id)
+        row = await self.store.get_run(run_id)
+        if row is None or row.status not in ACTIVE_RUN_STATUSES:
+            return row
+        now = now_ms()
+        if row.lease_expires_ms is None or row.lease_expires_ms < now:
+            await self.store.end_orphaned_run(row, now, "cancelled", CANCELLED_ERROR,
+                                              timbal.control(timbal.RUN_CANCELLED))
+        else:
+            await self.store.request_cancel(run_id, now)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REMOTE_CANCEL_WAIT_SECONDS
+        while True:
+            row = await self.store.get_run(run_id)
+            if row is None or row.status not in ACTIVE_RUN_STATUSES or loop.time() > deadline:
+                return row
+            await asyncio.sleep(0.05)
+
+    def request_local_cancel(self, run_id: str) -> None:
+        """Cancel a run of this process unless it is already ending (idempotent)."""
+        active = self.active.get(run_id)
+        if active is None or active.task is None or active.finishing or active.cancel_requested:
+            return
+        active.cancel_requested = True
+        active.task.cancel()
+
+    def lose(self, run_id: str) -> None:
+        """Stop a run another process has ended (our lease on it expired) without writing."""
+        active = self.active.get(run_id)
+        if active is None or active.task is None or active.finishing or active.lost:
+            return
+        log.warning("lost the lease on run %s; stopping it here", run_id)
+        active.lost = True
+        if active.recorder is not None:
+            active.recorder.fenced = True
+        active.task.cancel()
 
     def active_run_for_thread(self, thread_id: str) -> ActiveRun | None:
         """The run this process is executing on the thread, if any."""
@@ -247,12 +341,37 @@ class RunManager:
         active = self.active.get(run_id)
         return active.live if active is not None else self._lingering.get(run_id)
 
-    def entries(self, run_id: str) -> AsyncIterator[Entry]:
-        async def is_active() -> bool:
-            row = await self.store.get_run(run_id)
-            return row is not None and row.status in ACTIVE_RUN_STATUSES
+    async def entries(self, run_id: str) -> AsyncIterator[Entry]:
+        """The run's log from its first frame, then live until it ends.
 
-        return follow(self.live_log(run_id), self.store, run_id, is_active)
+        Leaving before the end is a disconnect: the run goes on, and its policy decides
+        whether it is cancelled later (`disconnect`)."""
+        try:
+            async with contextlib.aclosing(follow(self.live_log(run_id), self.store,
+                                                  run_id)) as source:
+                async for entry in source:
+                    yield entry
+        finally:
+            self._departed(run_id)
+
+    def _departed(self, run_id: str) -> None:
+        """A subscriber left: if it was the last one, arm the run's disconnect policy."""
+        active = self.active.get(run_id)
+        if active is None or active.ending or active.subscribers > 0:
+            return
+        grace = grace_for(active.row.on_disconnect, self.disconnect_grace_seconds)
+        if grace is None:
+            return
+        if active.unattended is not None:
+            active.unattended.cancel()  # the window counts from the last departure
+        active.unattended = asyncio.create_task(
+            cancel_when_unwatched(active, grace, self.store,
+                                  lambda: self._cancel_unwatched(run_id)),
+            name=f"disconnect policy {run_id}")
+
+    async def _cancel_unwatched(self, run_id: str) -> None:
+        log.info("run %s: no subscriber came back; cancelling it (disconnect policy)", run_id)
+        self.request_local_cancel(run_id)
 
     async def shutdown(self) -> None:
         """Stop every run this process owns; each ends with a retryable RUN_ERROR."""

@@ -2,24 +2,54 @@
 
 Completed message values (set frames) are saved as they complete, one write per message; the
 frames themselves are flushed every `FLUSH_SECONDS` or `FLUSH_FRAMES`, whichever comes first.
+The terminal frames are written in the transaction that commits the run's terminal state
+(`finish`), so a run that reads as ended always has its whole log on disk.
+
+Database writes here finish even if the run is cancelled meanwhile (`durably`): a cancel lands
+between writes, never in the middle of one. A recorder whose run was taken over by a reaper
+(its lease expired) is `fenced`: it stops writing anything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
-from ..store.repository import Store
+from ..store.repository import FrameEntry, Store
 from ..store.tables import ComponentRow, MessageRow
-from .log import LiveLog
+from .log import Entry, LiveLog
 
 FLUSH_SECONDS = 0.1
 FLUSH_FRAMES = 256
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def durably(write: Awaitable[T]) -> T:
+    """Await a database write to its end even if the caller is cancelled meanwhile, then let the
+    cancellation through: a cancel must never cut a transaction in half."""
+    task = asyncio.ensure_future(write)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done() and task.cancelled():
+                raise
+            if task.done():
+                result = task.result()
+                break
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 class RunRecorder:
@@ -29,28 +59,60 @@ class RunRecorder:
         self.thread_id, self.run_id = thread_id, run_id
         self.state_schemas = state_schemas or {}
         self._flushed = 0
+        self.fenced = False  # another process ended this run: write nothing more
+        self._sealed = False  # the terminal frames are in: nothing may follow them
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._lock = asyncio.Lock()
         self._flusher = asyncio.create_task(self._flush_periodically())
 
     async def emit(self, frame: timbal.Frame) -> None:
+        if self._sealed:
+            log.debug("run %s has ended; frame dropped: %s", self.run_id, frame)
+            return
+        kind = timbal.kind(frame)
+        if self.fenced:
+            self.live.append(frame)
+            return
         self.live.append(frame)
-        if timbal.kind(frame) == "set":
-            await self._save_value(frame["i"], frame["v"])
+        if kind == "set":
+            await durably(self._save_value(frame["i"], frame["v"]))
         if len(self.live.entries) - self._flushed >= FLUSH_FRAMES:
             await self.flush()
 
     async def flush(self) -> None:
         async with self._lock:
             pending = self.live.entries[self._flushed:]
-            if not pending:
+            if not pending or self.fenced:
                 return
-            await self.store.append_frames(
-                self.run_id, [(e.seq, e.ts, e.frame) for e in pending])
+            if not await durably(self.store.append_frames(self.run_id, _rows(pending))):
+                log.warning("run %s: its log was ended by another process; not writing it "
+                            "any more", self.run_id)
+                self.fenced = True
+                return
             self._flushed += len(pending)
 
+    async def finish(self, frames: Sequence[timbal.Frame],
+                     commit: Callable[[list[FrameEntry]], Awaitable[bool]]) -> bool:
+        """End the log with `frames`: `commit` persists the unflushed rest of the log with them,
+        in the transaction that records the run's terminal state; only after it succeeds do
+        subscribers see them. False (nothing shown) if the commit was refused (fenced out)."""
+        self._sealed = True
+        async with self._lock:
+            pending = self.live.entries[self._flushed:]
+            terminal = [self.live.next_entry(f, k) for k, f in enumerate(frames)]
+            if self.fenced or not await durably(commit(_rows([*pending, *terminal]))):
+                self.fenced = True
+                return False
+            self.live.extend(terminal)
+            self._flushed = len(self.live.entries)
+            return True
+
+    def show(self, frame: timbal.Frame) -> None:
+        """Append a frame to the live log only (a fenced run's local ending)."""
+        self.live.append(frame)
+
     async def close(self) -> None:
-        """Flush everything; after this the log is complete on disk."""
+        """Flush everything (unless fenced) and close the live log."""
         self._flusher.cancel()
         try:
             await self._flusher
@@ -89,3 +151,7 @@ class RunRecorder:
                 name=value["name"], props=value.get("props") or {}, state=value.get("state"),
                 state_schema=self.state_schemas.get(value["name"]), revision=0,
                 updated_ms=now_ms()))
+
+
+def _rows(entries: Sequence[Entry]) -> list[FrameEntry]:
+    return [(e.seq, e.ts, e.frame) for e in entries]

@@ -3,19 +3,24 @@ callers (`runs`, `api`) never hold a session across an await on anything else.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import and_, delete, func, or_, update
-from sqlmodel import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
 from .db import session_factory
-from .tables import ComponentRow, MessageRow, RunFrameRow, RunRow, ThreadRow
+from .tables import ComponentRow, IdempotencyKeyRow, MessageRow, RunFrameRow, RunRow, ThreadRow
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
+
+# A frame of the run log as written: (seq, timestamp ms, Timbal frame).
+FrameEntry = tuple[int, int, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -81,49 +86,55 @@ class Store:
 
     # -- the run lock --------------------------------------------------------------------------
 
-    async def try_lock_thread(self, thread_id: str, run_id: str, now: int) -> bool:
-        """Take the thread's run lock in one atomic statement; False if a run holds it."""
+    async def start_run(self, run: RunRow, inputs: Sequence[MessageRow], now: int,
+                        last_completed_run_id: str | None) -> str:
+        """Take the thread's run lock, persist the run and its input, in one transaction.
+
+        The lock is taken only if the thread is idle *and* still has the `lastCompletedRunId`
+        the caller validated the request against (every terminal state changes it), so a
+        request can never start on a thread state it did not check, and a crash can never
+        leave a lock without its run. Returns `started`, `conflict` (busy, or changed since
+        it was read: re-read and decide) or `duplicate` (the run's idempotency key is taken).
+        """
+        last = ThreadRow.last_completed_run_id
         async with self.session() as session:
             result = await session.execute(update(ThreadRow)
-                .where(ThreadRow.id == thread_id, ThreadRow.run_status == "idle")
-                .values(run_status="waiting", current_run_id=run_id, updated_ms=now)
+                .where(ThreadRow.id == run.thread_id, ThreadRow.run_status == "idle",
+                       last.is_(None) if last_completed_run_id is None
+                       else last == last_completed_run_id)
+                .values(run_status="waiting", current_run_id=run.id, last_run_cancelled=False,
+                        last_run_error=None, pending_tool_calls=None, updated_ms=now)
             )
-            await session.commit()
-            return result.rowcount == 1
-
-    async def unlock_thread(self, thread_id: str, run_id: str) -> None:
-        """Give back a lock taken for a run that was refused before it started."""
-        async with self.session() as session:
-            await session.execute(update(ThreadRow)
-                .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
-                .values(run_status="idle", current_run_id=None)
-            )
-            await session.commit()
-
-    async def begin_run(self, run: RunRow, inputs: Sequence[MessageRow], now: int) -> None:
-        """Persist the run and its input, and clear the previous run's outcome, atomically."""
-        async with self.session() as session:
+            if result.rowcount != 1:
+                await session.rollback()
+                return "conflict"
             session.add(run)
             session.add_all(inputs)
-            await session.execute(update(ThreadRow)
-                .where(ThreadRow.id == run.thread_id)
-                .values(last_run_cancelled=False, last_run_error=None, pending_tool_calls=None,
-                        updated_ms=now)
-            )
-            await session.commit()
+            try:
+                await session.commit()
+            except IntegrityError:
+                await session.rollback()
+                return "duplicate"
+            return "started"
 
     async def mark_running(self, run_id: str, thread_id: str, owner: str, now: int,
-                           lease_until: int) -> None:
+                           lease_until: int) -> bool:
+        """queued -> running, only while `owner` still holds the run's lease."""
         async with self.session() as session:
-            await session.execute(update(RunRow).where(RunRow.id == run_id)
-                .values(status="running", started_ms=now, lease_owner=owner,
-                        lease_expires_ms=lease_until)
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run_id, RunRow.lease_owner == owner,
+                       RunRow.status.in_(ACTIVE_RUN_STATUSES))
+                .values(status="running", started_ms=now, lease_expires_ms=lease_until)
             )
+            if result.rowcount != 1:
+                await session.rollback()
+                return False
             await session.execute(update(ThreadRow)
                 .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
                 .values(run_status="streaming")
             )
             await session.commit()
+            return True
 
     async def finish_run(
         self,
@@ -134,18 +145,22 @@ class Store:
         *,
         pending: list[dict[str, Any]] | None = None,
         error: dict[str, Any] | None = None,
-        only_if_active: bool = False,
+        owner: str | None = None,
+        frames: Sequence[FrameEntry] = (),
     ) -> bool:
-        """Record a run's terminal state and release the thread, in one transaction.
+        """Record a run's terminal state, the rest of its log, and release the thread, in one
+        transaction: once a run reads as finished, its log is complete on disk.
 
         Every terminal state sets `lastCompletedRunId`: the clients send it back as
-        `previousRunId` whatever the outcome. With `only_if_active`, a run that already ended
-        (a race between a reaper and its owner) is left alone and False is returned.
+        `previousRunId` whatever the outcome. With `owner` (a fencing token) nothing is written
+        unless that process still holds the run's lease and the run is still active; a reaper
+        that already failed the run wins, and False is returned.
         """
         async with self.session() as session:
             query = update(RunRow).where(RunRow.id == run_id)
-            if only_if_active:
-                query = query.where(RunRow.status.in_(ACTIVE_RUN_STATUSES))
+            if owner is not None:
+                query = query.where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                                    RunRow.lease_owner == owner)
             result = await session.execute(
                 query.values(status=status, finished_ms=now, pending_tool_calls=pending,
                              error=error, lease_owner=None, lease_expires_ms=None)
@@ -153,15 +168,54 @@ class Store:
             if result.rowcount != 1:
                 await session.rollback()
                 return False
-            await session.execute(update(ThreadRow)
-                .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
-                .values(run_status="idle", current_run_id=None, last_completed_run_id=run_id,
-                        last_run_cancelled=status == "cancelled",
-                        last_run_error=_thread_error(error), pending_tool_calls=pending,
-                        updated_ms=now)
+            session.add_all(RunFrameRow(run_id=run_id, seq=seq, ts_ms=ts, frame=frame)
+                            for seq, ts, frame in frames)
+            await self._release_thread(session, run_id, thread_id, status, now, pending, error)
+            try:
+                await session.commit()
+            except IntegrityError:  # another writer took these log positions: we were fenced
+                await session.rollback()
+                return False
+            return True
+
+    async def end_orphaned_run(self, run: RunRow, now: int, status: str,
+                               error: dict[str, Any], frame: dict[str, Any]) -> bool:
+        """End a run whose owner process is gone (its lease expired), from any process.
+
+        Fenced on the lease as it was read: if the owner renewed it meanwhile (it was only
+        slow), nothing happens. The terminal frame goes after the last persisted frame, in the
+        same transaction, so a reconnect replays what was saved and then this frame.
+        """
+        async with self.session() as session:
+            owner = RunRow.lease_owner
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run.id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                       owner.is_(None) if run.lease_owner is None else owner == run.lease_owner,
+                       or_(RunRow.lease_expires_ms < now, RunRow.lease_expires_ms.is_(None)))
+                .values(status=status, finished_ms=now, error=error, lease_owner=None,
+                        lease_expires_ms=None)
             )
+            if result.rowcount != 1:
+                await session.rollback()
+                return False
+            last = (await session.exec(
+                select(func.max(RunFrameRow.seq)).where(RunFrameRow.run_id == run.id))).one()
+            session.add(RunFrameRow(run_id=run.id, seq=(last or 0) + 1, ts_ms=now, frame=frame))
+            await self._release_thread(session, run.id, run.thread_id, status, now, None, error)
             await session.commit()
             return True
+
+    @staticmethod
+    async def _release_thread(session: AsyncSession, run_id: str, thread_id: str, status: str,
+                              now: int, pending: list[dict[str, Any]] | None,
+                              error: dict[str, Any] | None) -> None:
+        await session.execute(update(ThreadRow)
+            .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
+            .values(run_status="idle", current_run_id=None, last_completed_run_id=run_id,
+                    last_run_cancelled=status == "cancelled",
+                    last_run_error=_thread_error(error), pending_tool_calls=pending,
+                    updated_ms=now)
+        )
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -189,36 +243,110 @@ class Store:
         next_cursor = cursors.encode([rows[-1].created_ms, rows[-1].id]) if has_more else None
         return Page(rows, has_more, next_cursor)
 
-    async def renew_leases(self, run_ids: Sequence[str], owner: str, until: int) -> None:
+    async def renew_leases(self, run_ids: Sequence[str], owner: str, until: int) -> set[str]:
+        """Extend `owner`'s leases; returns the runs it still holds (the others were reaped)."""
         if not run_ids:
-            return
+            return set()
+        ids = list(run_ids)
         async with self.session() as session:
             await session.execute(update(RunRow)
-                .where(RunRow.id.in_(list(run_ids)), RunRow.lease_owner == owner)
+                .where(RunRow.id.in_(ids), RunRow.lease_owner == owner,
+                       RunRow.status.in_(ACTIVE_RUN_STATUSES))
                 .values(lease_expires_ms=until)
             )
+            held = (await session.exec(select(RunRow.id).where(
+                RunRow.id.in_(ids), RunRow.lease_owner == owner))).all()
             await session.commit()
+            return set(held)
 
     async def expired_runs(self, now: int) -> list[RunRow]:
         query = select(RunRow).where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
-                                     RunRow.lease_expires_ms < now)
+                                     or_(RunRow.lease_expires_ms < now,
+                                         RunRow.lease_expires_ms.is_(None)))
         async with self.session() as session:
             return list((await session.exec(query)).all())
 
+    async def request_cancel(self, run_id: str, now: int) -> bool:
+        """Flag an active run for cancellation by whichever process owns it."""
+        async with self.session() as session:
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                       RunRow.cancel_requested_ms.is_(None))
+                .values(cancel_requested_ms=now)
+            )
+            await session.commit()
+            return result.rowcount == 1
+
+    async def cancel_requested(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of these runs another process asked to cancel: one query for all of them."""
+        if not run_ids:
+            return []
+        query = select(RunRow.id).where(RunRow.id.in_(list(run_ids)),
+                                        RunRow.cancel_requested_ms.is_not(None))
+        async with self.session() as session:
+            return list((await session.exec(query)).all())
+
+    async def touch_watched(self, run_id: str, now: int) -> None:
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id)
+                                  .values(watched_ms=now))
+            await session.commit()
+
+    # -- idempotency keys of new-thread runs ------------------------------------------------------
+
+    async def claim_idempotency_key(self, project_id: str, key: str,
+                                    now: int) -> IdempotencyKeyRow | None:
+        """Claim a key for this request; None if claimed now, else the existing claim."""
+        async with self.session() as session:
+            session.add(IdempotencyKeyRow(project_id=project_id, key=key, created_ms=now))
+            try:
+                await session.commit()
+                return None
+            except IntegrityError:
+                await session.rollback()
+            return await session.get(IdempotencyKeyRow, (project_id, key))
+
+    async def get_idempotency_key(self, project_id: str, key: str) -> IdempotencyKeyRow | None:
+        async with self.session() as session:
+            return await session.get(IdempotencyKeyRow, (project_id, key))
+
+    async def set_idempotency_key(self, project_id: str, key: str, **values: Any) -> None:
+        async with self.session() as session:
+            await session.execute(update(IdempotencyKeyRow)
+                .where(IdempotencyKeyRow.project_id == project_id, IdempotencyKeyRow.key == key)
+                .values(**values))
+            await session.commit()
+
+    async def release_idempotency_key(self, project_id: str, key: str) -> None:
+        async with self.session() as session:
+            await session.execute(delete(IdempotencyKeyRow).where(
+                IdempotencyKeyRow.project_id == project_id, IdempotencyKeyRow.key == key))
+            await session.commit()
+
     # -- the run log --------------------------------------------------------------------------
 
-    async def append_frames(self, run_id: str, entries: Sequence[tuple[int, int, dict]]) -> None:
+    async def append_frames(self, run_id: str, entries: Sequence[FrameEntry]) -> bool:
+        """Persist a batch of the log; False if a position was already taken (another
+        process ended this run after our lease expired: we are fenced out)."""
         if not entries:
-            return
+            return True
         async with self.session() as session:
             session.add_all(RunFrameRow(run_id=run_id, seq=seq, ts_ms=ts, frame=frame)
                             for seq, ts, frame in entries)
-            await session.commit()
+            try:
+                await session.commit()
+            except IntegrityError:
+                await session.rollback()
+                return False
+            return True
 
-    async def read_frames(self, run_id: str, after_seq: int = 0) -> list[RunFrameRow]:
+    async def read_frames(self, run_id: str, after_seq: int = 0,
+                          limit: int | None = None) -> list[RunFrameRow]:
         query = (select(RunFrameRow)
                  .where(RunFrameRow.run_id == run_id, RunFrameRow.seq > after_seq)
                  .order_by(RunFrameRow.seq))
+        if limit is not None:
+            query = query.limit(limit)
         async with self.session() as session:
             return list((await session.exec(query)).all())
 

@@ -79,6 +79,11 @@ class RunRow(SQLModel, table=True):
     on_disconnect: str = Field(default="grace", max_length=16)
     lease_owner: str | None = Field(default=None, max_length=128)
     lease_expires_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    # Set by a cancel that reached a process which does not own the run; the owner polls it.
+    cancel_requested_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    # Last time a follower in another process read the run's log (the disconnect grace
+    # policy must not cancel a run someone is still watching through another process).
+    watched_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
 
 
 class RunFrameRow(SQLModel, table=True):
@@ -90,6 +95,23 @@ class RunFrameRow(SQLModel, table=True):
     seq: int = Field(primary_key=True)
     ts_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
     frame: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class IdempotencyKeyRow(SQLModel, table=True):
+    """An `Idempotency-Key` of a new-thread run (`POST /v1/threads/runs`), claimed per project.
+
+    The primary key makes the claim atomic: of two racing requests with one key, one inserts
+    and creates the thread and run; the other finds the claim and attaches to that run.
+    (Runs on an existing thread use `uq_runs_thread_idempotency` instead.)
+    """
+
+    __tablename__ = "idempotency_keys"
+
+    project_id: str = Field(primary_key=True, max_length=128)
+    key: str = Field(primary_key=True, max_length=255)
+    thread_id: str | None = Field(default=None, max_length=64)
+    run_id: str | None = Field(default=None, max_length=64)
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
 class ComponentRow(SQLModel, table=True):
@@ -108,4 +130,11 @@ class ComponentRow(SQLModel, table=True):
     updated_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
-__all__ = ["ThreadRow", "MessageRow", "RunRow", "RunFrameRow", "ComponentRow"]
+__all__ = [
+    "ComponentRow",
+    "IdempotencyKeyRow",
+    "MessageRow",
+    "RunFrameRow",
+    "RunRow",
+    "ThreadRow",
+]

@@ -131,6 +131,48 @@ const SCENARIOS = {
     result.followUp = await ctx.runAndCollect(client, "After reload", { threadId });
   },
 
+  /**
+   * `cancelRun` mid-stream (§13.1), twice, each followed by a run on the same thread:
+   * `newThread`: a run that created its thread (the client only sends the DELETE, without
+   * userKey, so the gateway must end the stream with RUN_ERROR {code: CANCELLED});
+   * `existingThread`: a run on a known thread (the client also aborts its own stream).
+   * With MODEL_URL (the scripted model's base URL), `upstreamClosedMs` is the time from calling
+   * cancelRun to the upstream model seeing its stream closed (its `/_disconnects` log).
+   */
+  async cancel(ctx, result) {
+    const client = ctx.newClient();
+    const modelUrl = process.env.MODEL_URL?.replace(/\/+$/, "");
+    const upstreamDisconnects = async () =>
+      modelUrl ? (await (await fetch(`${modelUrl}/_disconnects`)).json()).length : 0;
+    const waitForUpstreamClose = async (before, startedAt) => {
+      while (modelUrl && Date.now() - startedAt < 10000) {
+        if ((await upstreamDisconnects()) > before) return Date.now() - startedAt;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      return null;
+    };
+    const cancelAtFirstText = (slot) => async (event) => {
+      if (event.type === "RUN_STARTED") slot.threadId = event.threadId;
+      if (event.type !== "TEXT_MESSAGE_CONTENT" || slot.cancelledAt) return;
+      const before = await upstreamDisconnects();
+      slot.cancelledAt = Date.now();
+      await client.cancelRun(slot.threadId);
+      slot.cancelRunMs = Date.now() - slot.cancelledAt;
+      slot.upstreamClosedMs = await waitForUpstreamClose(before, slot.cancelledAt);
+    };
+    const first = {};
+    result.newThread = { ...(await ctx.runAndCollect(client, "count slowly", {}, cancelAtFirstText(first))), ...first };
+    result.threadId = result.newThread.threadId;
+    if (!result.threadId) throw new Error("the cancelled run produced no threadId");
+    result.afterNewThread = await ctx.runAndCollect(client, "after the cancel", { threadId: result.threadId });
+    const second = {};
+    result.existingThread = {
+      ...(await ctx.runAndCollect(client, "count again", { threadId: result.threadId }, cancelAtFirstText(second))),
+      ...second,
+    };
+    result.afterExistingThread = await ctx.runAndCollect(client, "after the second cancel", { threadId: result.threadId });
+  },
+
   /** New thread, one text run, then a follow-up on the same thread (previousRunId). */
   async basic(ctx, result) {
     const client = ctx.newClient();

@@ -1,0 +1,102 @@
+"""The per-process background task that keeps runs honest across processes and crashes.
+
+One task per process, a few cheap queries per tick, never anything per token:
+
+- cancel flags: a `DELETE` that reached another process flags the run in the database; every
+  `CANCEL_POLL_SECONDS` (only while this process runs something) one query finds the flagged
+  runs this process owns, and they are cancelled here;
+- leases: every run holds a lease renewed every third of `lease_seconds`. A run whose lease
+  could not be renewed was ended by a reaper meanwhile (this process stalled): it is stopped
+  here without writing anything more (fenced);
+- the reaper: at start-up and every quarter of `lease_seconds`, runs whose lease expired (their
+  process died) are failed with a retryable `RUN_LOST` error appended to their log, and their
+  threads unlocked. Fenced on the lease: a slow but live owner that renewed in time wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from ..protocol import timbal
+from ..protocol.clock import now_ms
+from .views import RUN_LOST
+
+if TYPE_CHECKING:
+    from .manager import RunManager
+
+CANCEL_POLL_SECONDS = 0.25
+
+RUN_LOST_ERROR = {
+    "code": RUN_LOST,
+    "message": "The gateway process running this run stopped before it finished",
+    "category": "server_error",
+    "isRetryable": True,
+    "status": 503,
+}
+
+log = logging.getLogger(__name__)
+
+
+def lost_frame() -> timbal.Frame:
+    return timbal.control(timbal.ERROR, **RUN_LOST_ERROR)
+
+
+class RunSupervisor:
+    def __init__(self, manager: RunManager) -> None:
+        self.manager = manager
+        lease = manager.lease_seconds
+        self.renew_every = max(CANCEL_POLL_SECONDS, lease / 3)
+        self.reap_every = max(CANCEL_POLL_SECONDS, lease / 4)
+
+    async def run(self) -> None:
+        """Tick forever (until cancelled at shutdown); a failing tick is logged and retried."""
+        loop = asyncio.get_running_loop()
+        next_renew = next_reap = loop.time()
+        while True:
+            now = loop.time()
+            try:
+                await self.check_cancels()
+                if now >= next_renew:
+                    next_renew = now + self.renew_every
+                    await self.renew()
+                if now >= next_reap:
+                    next_reap = now + self.reap_every
+                    await self.reap()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("run supervisor tick failed")
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+
+    async def check_cancels(self) -> None:
+        manager = self.manager
+        if not manager.active:
+            return
+        for run_id in await manager.store.cancel_requested(list(manager.active)):
+            manager.request_local_cancel(run_id)
+
+    async def renew(self) -> None:
+        manager = self.manager
+        ids = list(manager.active)
+        if not ids:
+            return
+        until = now_ms() + int(manager.lease_seconds * 1000)
+        held = await manager.store.renew_leases(ids, manager.owner, until)
+        for run_id in set(ids) - held:
+            manager.lose(run_id)
+
+    async def reap(self) -> int:
+        """Fail the runs whose owner is gone; returns how many were failed here."""
+        manager, now = self.manager, now_ms()
+        failed = 0
+        for row in await manager.store.expired_runs(now):
+            if row.id in manager.active:
+                continue  # ours: renewal is late, not lost
+            if await manager.store.end_orphaned_run(row, now, "failed", dict(RUN_LOST_ERROR),
+                                                   lost_frame()):
+                failed += 1
+                log.warning("run %s on thread %s was lost with its process (lease held by %s);"
+                            " marked failed", row.id, row.thread_id, row.lease_owner)
+        return failed

@@ -1,0 +1,211 @@
+"""Runs across gateway processes sharing one database: reconnect, cancel, disconnect grace,
+and a process dying mid-run.
+
+Dedicated gateways with short windows (`GATEWAY_DISCONNECT_GRACE_SECONDS=1`,
+`GATEWAY_LEASE_SECONDS=2`), so these tests do not wait for the production defaults. Timings
+below are upper bounds for polling, never assertions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import scripted_env
+from tests.support.gateway_server import GatewayServer
+from tests.support.run_stream import (
+    disconnects_after,
+    ids,
+    message,
+    open_stream,
+    read_and_leave,
+    read_until,
+    resume,
+    run_status,
+    slow_text,
+    slow_turn,
+    started_ids,
+    texts,
+    wait_for,
+    wait_for_status,
+)
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events, text_of
+
+SHORT = {"GATEWAY_DISCONNECT_GRACE_SECONDS": "1", "GATEWAY_LEASE_SECONDS": "2"}
+BODY = {"message": message("go"), "thread": {"userKey": "u1"}}
+
+
+def http(server: GatewayServer) -> httpx.Client:
+    return httpx.Client(base_url=server.url, timeout=30, headers={"x-api-key": "test-key"})
+
+
+def idle_thread(client: httpx.Client, thread_id: str) -> dict | None:
+    thread = client.get(f"/v1/threads/{thread_id}").json()
+    return thread if thread["runStatus"] == "idle" else None
+
+
+@pytest.fixture(scope="module")
+def pair(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[tuple[GatewayServer, GatewayServer]]:
+    """Two gateway processes on one SQLite database, as behind a load balancer."""
+    workdir = tmp_path_factory.mktemp("pair")
+    env = scripted_env(scripted_model, **SHORT)
+    a, b = GatewayServer(workdir, env), GatewayServer(workdir, env)
+    a.start()
+    b.start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def test_reconnect_through_another_process(pair, scripted_model: ScriptedModel):
+    a, b = pair
+    scripted_model.enqueue(slow_turn(50, 0.04))
+    with http(a) as on_a, http(b) as on_b:
+        first = read_and_leave(on_a, "/v1/threads/runs", BODY, 5)
+        run = started_ids(first)
+        # Through B, which reads the log from the database while A runs it; A's disconnect
+        # grace (1 s) must not cancel a run B's reader is following.
+        rest = resume(on_b, run, first[-1].id)
+        both = first + rest
+        assert [e.id for e in both] == list(range(1, len(both) + 1))
+        assert text_of(both) == slow_text(50)
+        assert rest[-1].type == "RUN_FINISHED"
+        assert run_status(on_b, *run)["status"] == "completed"
+        with open_stream(on_b, "GET", ids(run)) as (_, events):
+            assert [(e.id, e.data) for e in events] == [(e.id, e.data) for e in both]
+
+
+def test_cancel_through_another_process(pair, scripted_model: ScriptedModel):
+    a, b = pair
+    scripted_model.enqueue(slow_turn(400, 0.05), [{"content": "After."}])
+    with http(a) as on_a, http(b) as on_b:
+        with open_stream(on_a, "POST", "/v1/threads/runs", json=BODY) as (_, events):
+            seen = read_until(events, lambda seen: texts(seen) >= 3)
+            run = started_ids(seen)
+            sent = time.monotonic()
+            cancelled = on_b.delete(ids(run))
+            rest = list(events)
+        assert cancelled.status_code == 200
+        assert cancelled.json() == {"runId": run[1], "status": "cancelled"}
+        closed = wait_for(lambda: disconnects_after(scripted_model, sent), 10,
+                          what="the upstream stream to be closed")
+        assert closed[0] - sent < 1.0, "the model's stream must be closed within a second"
+        assert rest[-1].type == "RUN_ERROR" and rest[-1].data["code"] == "CANCELLED"
+        thread = on_b.get(f"/v1/threads/{run[0]}").json()
+        assert thread["runStatus"] == "idle" and thread["lastRunCancelled"] is True
+        follow_up = run_events(on_b, "POST", f"/v1/threads/{run[0]}/runs",
+                               json={"message": message("next"), "previousRunId": run[1]})
+        assert text_of(follow_up) == "After."
+
+
+def test_grace_expiry_cancels_a_run_nobody_came_back_to(pair, scripted_model: ScriptedModel):
+    a, _ = pair
+    scripted_model.enqueue(slow_turn(400, 0.05))
+    since = time.monotonic()
+    with http(a) as on_a:
+        with open_stream(on_a, "POST", "/v1/threads/runs", json=BODY) as (_, events):
+            run = started_ids(read_until(events, lambda seen: texts(seen) >= 2))
+        status = wait_for_status(on_a, *run, "cancelled", "completed", timeout=15)
+        assert status["status"] == "cancelled"
+        assert disconnects_after(scripted_model, since)
+        assert on_a.get(f"/v1/threads/{run[0]}").json()["lastRunCancelled"] is True
+
+
+def test_coming_back_within_the_grace_window_keeps_the_run(pair, scripted_model: ScriptedModel):
+    a, _ = pair
+    scripted_model.enqueue(slow_turn(60, 0.05))  # about 3 s: longer than the 1 s grace
+    since = time.monotonic()
+    with http(a) as on_a:
+        first = read_and_leave(on_a, "/v1/threads/runs", BODY, 2)
+        run = started_ids(first)
+        rest = resume(on_a, run, first[-1].id)
+        assert rest[-1].type == "RUN_FINISHED"
+        assert text_of(first + rest) == slow_text(60)
+        assert disconnects_after(scripted_model, since) == []
+
+
+def test_continue_policy_outlives_the_grace_window(pair, scripted_model: ScriptedModel):
+    a, _ = pair
+    scripted_model.enqueue(slow_turn(50, 0.05))
+    with http(a) as on_a:
+        with open_stream(on_a, "POST", "/v1/threads/runs",
+                         json={**BODY, "onDisconnect": "continue"}) as (_, events):
+            run = started_ids(read_until(events, lambda seen: texts(seen) >= 1))
+        assert wait_for_status(on_a, *run, "completed", "cancelled")["status"] == "completed"
+
+
+def test_a_surviving_process_fails_the_run_of_a_dead_one(pair, scripted_model: ScriptedModel):
+    """Last in this module: it kills process A."""
+    a, b = pair
+    scripted_model.enqueue(slow_turn(400, 0.05))
+    with http(a) as on_a, http(b) as on_b:
+        with open_stream(on_a, "POST", "/v1/threads/runs", json=BODY) as (_, events):
+            seen = read_until(events, lambda seen: texts(seen) >= 10)
+            run = started_ids(seen)
+            a.kill()
+        assert run_status(on_b, *run)["status"] == "running"
+        status = wait_for_status(on_b, *run, "failed", timeout=20)
+        assert status["error"]["code"] == "RUN_LOST" and status["error"]["isRetryable"] is True
+        assert idle_thread(on_b, run[0])
+        replay = resume(on_b, run)
+        assert replay[-1].type == "RUN_ERROR" and replay[-1].data["code"] == "RUN_LOST"
+
+
+def test_a_killed_process_restarted_recovers_its_run(
+        scripted_model: ScriptedModel, tmp_path: Path):
+    env = scripted_env(scripted_model, GATEWAY_LEASE_SECONDS="2")
+    server = GatewayServer(tmp_path, env).start()
+    scripted_model.enqueue(slow_turn(400, 0.05), [{"content": "Back again."}])
+    try:
+        with http(server) as client:
+            with open_stream(client, "POST", "/v1/threads/runs", json=BODY) as (_, events):
+                seen = read_until(events, lambda seen: texts(seen) >= 20)
+                time.sleep(0.3)  # let a batch of the log reach the database
+                server.kill()
+            run = started_ids(seen)
+    finally:
+        server.kill()
+
+    restarted = GatewayServer(tmp_path, env).start()
+    try:
+        with http(restarted) as client:
+            thread = wait_for(lambda: idle_thread(client, run[0]), 20,
+                              what="the thread to unlock")
+            assert "currentRunId" not in thread
+            assert thread["lastCompletedRunId"] == run[1]
+            status = run_status(client, *run)
+            assert status["status"] == "failed"
+            assert status["error"]["code"] == "RUN_LOST"
+
+            # The replay is what was persisted, then the loss, never a silent end.
+            replay = resume(client, run)
+            assert replay[0].type == "RUN_STARTED"
+            assert replay[-1].type == "RUN_ERROR"
+            assert replay[-1].data["code"] == "RUN_LOST"
+            assert replay[-1].data["isRetryable"] is True
+            saved = text_of(replay)
+            assert saved and slow_text(400).startswith(saved)
+            assert [e.id for e in replay] == list(range(1, len(replay) + 1))
+            # The events before the crash agree with the replay wherever both have them.
+            common = min(len(seen), len(replay) - 1)
+            assert [(e.id, e.data) for e in replay[:common]] == [
+                (e.id, e.data) for e in seen[:common]]
+
+            # A reader that saw events the dead process never saved still learns the outcome.
+            with open_stream(client, "GET", ids(run),
+                             headers={"last-event-id": str(seen[-1].id + 1000)}) as (_, events):
+                tail = list(events)
+            assert [e.type for e in tail] == ["RUN_ERROR"]
+            assert tail[0].data["code"] == "RUN_LOST"
+
+            follow_up = run_events(client, "POST", f"/v1/threads/{run[0]}/runs",
+                                   json={"message": message("again"), "previousRunId": run[1]})
+            assert text_of(follow_up) == "Back again."
+    finally:
+        restarted.stop()
