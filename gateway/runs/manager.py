@@ -147,6 +147,12 @@ class RunManager:
     async def _validated_inputs(self, thread: ThreadRow, request: RunRequest, run_id: str,
                                 now: int) -> list[MessageRow]:
         previous = request.previousRunId
+        if previous is None and thread.last_completed_run_id is not None:
+            # As the real server: continuing a thread that has runs must name the last one, so
+            # a client with a stale view of the thread cannot talk over a newer run.
+            raise ApiError(400, "INVALID_PREVIOUS_RUN",
+                           "previousRunId is required when continuing a thread with existing "
+                           "messages", lastCompletedRunId=thread.last_completed_run_id)
         if previous is not None and previous != thread.last_completed_run_id:
             raise ApiError(400, "INVALID_PREVIOUS_RUN",
                            f"previousRunId {previous} does not match last completed run "
