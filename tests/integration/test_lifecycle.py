@@ -420,3 +420,16 @@ def test_threads_of_a_cancelled_run_accept_a_run_at_once(
     again = run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
                        json={"message": message("next"), "previousRunId": run[1]})
     assert text_of(again) == "ok"
+
+
+def test_an_idle_stream_carries_heartbeat_comments(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    """While the model is silent, proxies still see bytes (the shared gateway pings every 2 s)."""
+    scripted_model.enqueue({"steps": [{"delay": 4.5}, {"content": "late"}], "stream": True})
+    with client.stream("POST", "/v1/threads/runs", json=start_body(),
+                       headers={"accept": "text/event-stream"}) as response:
+        lines = list(response.iter_lines())
+    pings = [i for i, line in enumerate(lines) if line.startswith(":")]
+    first_text = next(i for i, line in enumerate(lines) if "TEXT_MESSAGE_CONTENT" in line)
+    assert pings and pings[0] < first_text
+    assert '"type":"RUN_FINISHED"' in [line for line in lines if line.startswith("data:")][-1]
