@@ -203,6 +203,17 @@ class SuggestionsRequest(WireModel):
         return [] if value is None else value
 
 
+class ComponentStateUpdate(WireModel):
+    """`POST .../components/{componentId}/state`: exactly one of a full `state` or an RFC 6902
+    `patch` (checked by the service, which also parses the ops, so a bad op is
+    `INVALID_JSON_PATCH` rather than a field error). React sends `{state, userKey}`."""
+
+    state: dict[str, Any] | None = None
+    patch: list[Any] | None = None
+    userKey: str | None = None
+    contextKey: str | None = None
+
+
 # -- responses ------------------------------------------------------------------------------------
 
 
@@ -252,6 +263,12 @@ class MessageList(StrictModel):
     messages: list[Message]
     hasMore: bool
     nextCursor: str | None = None
+
+
+class ComponentStateResponse(StrictModel):
+    componentId: str
+    state: dict[str, Any]
+    revision: int
 
 
 class CancelResponse(StrictModel):

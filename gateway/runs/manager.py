@@ -31,6 +31,7 @@ from ..protocol.problems import ApiError
 from ..protocol.tambo import InputMessage, ResourceBlock, RunRequest, TextBlock
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import MessageRow, RunRow, ThreadRow
+from .component_state import ComponentStates, bind_run
 from .disconnect import cancel_when_unwatched, grace_for
 from .idempotency import StartedRun, start_new_thread_once
 from .log import Entry, LiveLog
@@ -85,6 +86,8 @@ class RunManager:
             max_steps, tool_timeout, lease_seconds)
         self.disconnect_grace_seconds = disconnect_grace_seconds
         self.server_tools = server_tools or {}
+        # Component state updates from the API and from server tools (`run_components()`).
+        self.components = ComponentStates(store, self)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
         self.active: dict[str, ActiveRun] = {}
         self._lingering: dict[str, LiveLog] = {}
@@ -189,6 +192,7 @@ class RunManager:
                    if c.get("stateSchema")}
         recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas)
         active.recorder = recorder
+        bind_run(self.components, run.thread_id)
         try:
             await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
                                                runId=run.id))

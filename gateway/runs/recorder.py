@@ -73,6 +73,10 @@ class RunRecorder:
         if self.fenced:
             self.live.append(frame)
             return
+        if kind == "start" and (frame.get("m") or {}).get("type") == "x-component":
+            # Before the start is visible: a client that reacts to `tambo.component.start` by
+            # posting a state update must find the component.
+            await durably(self._put_component(frame["m"], {}, None))
         self.live.append(frame)
         if kind == "set":
             await durably(self._save_value(frame["i"], frame["v"]))
@@ -146,11 +150,16 @@ class RunRecorder:
             cancelled = cancelled or any(p.get("cancelled") for p in parts)
             await self.store.save_message_parts(message_id, list(parts), cancelled)
         if value.get("type") == "x-component":
-            await self.store.upsert_component(ComponentRow(
-                id=value["componentId"], thread_id=self.thread_id, message_id=message_id,
-                name=value["name"], props=value.get("props") or {}, state=value.get("state"),
-                state_schema=self.state_schemas.get(value["name"]), revision=0,
-                updated_ms=now_ms()))
+            await self._put_component(value, value.get("props") or {}, value.get("state"))
+
+    async def _put_component(self, value: dict[str, Any], props: dict[str, Any],
+                             state: dict[str, Any] | None) -> None:
+        """Create the component row at its start; at its set, refresh only its props (its state
+        may have been updated meanwhile, through `ComponentStates`)."""
+        await self.store.put_component(ComponentRow(
+            id=value["componentId"], thread_id=self.thread_id, message_id=value["messageId"],
+            name=value["name"], props=props, state=state,
+            state_schema=self.state_schemas.get(value["name"]), revision=0, updated_ms=now_ms()))
 
 
 def _rows(entries: Sequence[Entry]) -> list[FrameEntry]:

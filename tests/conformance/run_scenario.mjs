@@ -122,6 +122,37 @@ const SCENARIOS = {
     result.followUp = await ctx.runAndCollect(client, "Thanks!", { threadId: result.threadId });
   },
 
+  /**
+   * Component state updated through the SDK while the run streams (§12.2): the gateway
+   * publishes `tambo.component.state_delta`, which the reducer applies to its copy.
+   */
+  async state_delta(ctx, result) {
+    const client = ctx.newClient();
+    client.registerComponent("DataTable", {
+      name: "DataTable",
+      description: "A table of rows",
+      props: { type: "object", properties: { title: { type: "string" } } },
+      component: null,
+    });
+    const sdk = client.getSdkClient();
+    let threadId = null;
+    result.updates = [];
+    result.run = await ctx.runAndCollect(client, "Show the users table", {}, async (event) => {
+      if (event.type === "RUN_STARTED") threadId = event.threadId;
+      if (event.type !== "CUSTOM" || event.name !== "tambo.component.start") return;
+      const componentId = event.value.componentId;
+      result.componentId = componentId;
+      const update = (body) =>
+        sdk.threads.state.updateState(componentId, { threadId, userKey: "user-1", ...body });
+      result.updates.push(await update({ state: { rows: [], loading: true } }));
+      result.updates.push(await update({ patch: [
+        { op: "add", path: "/rows/-", value: { id: 1, name: "Ada" } },
+        { op: "replace", path: "/loading", value: false },
+      ] }));
+    });
+    result.threadId = result.run.threadId;
+  },
+
   /** Fetch a thread the client never saw (reload), then continue it. */
   async reload(ctx, result) {
     const threadId = process.env.THREAD_ID;
