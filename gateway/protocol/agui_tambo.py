@@ -176,16 +176,23 @@ class TamboTranslator:
                 },
             }]
         if name == timbal.COMPONENT_STATE:
-            return [{
+            component_id = frame["componentId"]
+            events: list[Event] = [{
                 "type": "CUSTOM",
                 "name": "tambo.component.state_delta",
                 "value": {
-                    "componentId": frame["componentId"],
+                    "componentId": component_id,
                     "operations": frame["operations"],
                     "delta": frame["operations"],
                     "revision": frame["revision"],
                 },
             }]
+            if not any(item.component_id == component_id for item in self._open.values()):
+                # The Tambo reducer marks a component "streaming" on every state delta; for one
+                # whose props are complete, an end marks it "done" again.
+                events.append({"type": "CUSTOM", "name": "tambo.component.end",
+                               "value": {"componentId": component_id}})
+            return events
         if name == timbal.RUN_FINISHED:
             self._finished = True
             return self._close_all() + [

@@ -341,9 +341,13 @@ class RunManager:
         active.task.cancel()
 
     def active_run_for_thread(self, thread_id: str) -> ActiveRun | None:
-        """The run this process is executing on the thread, if any."""
+        """The run this process is executing on the thread, if any.
+
+        A run that is already ending is skipped: for a moment it can overlap the thread's next
+        run, and a state delta published to it would be dropped with its closing log.
+        """
         for active in self.active.values():
-            if active.row.thread_id == thread_id:
+            if active.row.thread_id == thread_id and not active.ending:
                 return active
         return None
 

@@ -119,3 +119,21 @@ def test_truncated_log_closes_open_items_before_run_finished():
                                        "toolCallId": "c", "name": "n"}))
     tail = translator.feed(timbal.control(timbal.RUN_FINISHED))
     assert [e["type"] for e in tail] == ["TEXT_MESSAGE_END", "TOOL_CALL_END", "RUN_FINISHED"]
+
+
+def test_state_delta_marks_a_finished_component_done_again():
+    translator = TamboTranslator()
+    translator.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
+    translator.feed(timbal.start("x", {"type": "x-component", "messageId": "m",
+                                       "componentId": "c1", "name": "Table"}))
+    ops = [{"op": "add", "path": "/rows", "value": []}]
+    while_streaming = translator.feed(timbal.control(timbal.COMPONENT_STATE, componentId="c1",
+                                                     operations=ops, revision=1))
+    assert [e["name"] for e in while_streaming] == ["tambo.component.state_delta"]
+    translator.feed(timbal.set_value("x", {"type": "x-component", "messageId": "m",
+                                           "componentId": "c1", "name": "Table", "props": {}}, 0))
+    after_end = translator.feed(timbal.control(timbal.COMPONENT_STATE, componentId="c1",
+                                               operations=ops, revision=2))
+    assert [e["name"] for e in after_end] == ["tambo.component.state_delta",
+                                              "tambo.component.end"]
+    assert after_end[1]["value"] == {"componentId": "c1"}
