@@ -9,6 +9,14 @@ from ..protocol.clock import iso_ms
 from ..store.tables import ComponentRow, MessageRow, ThreadRow
 
 
+def page_json(name: str, items: list[dict[str, Any]], page: Any) -> dict[str, Any]:
+    """The list envelope every listing shares: `{<name>: [...], hasMore, nextCursor?}`."""
+    body: dict[str, Any] = {name: items, "hasMore": page.has_more}
+    if page.next_cursor:
+        body["nextCursor"] = page.next_cursor
+    return body
+
+
 def thread_json(row: ThreadRow) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": row.id,

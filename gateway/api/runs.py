@@ -39,6 +39,7 @@ from .context import (
     services,
     thread_for,
 )
+from .render import page_json
 from .threads import create_thread_row
 
 # A reader whose socket accepted nothing for this long is disconnected (see the module doc).
@@ -167,10 +168,7 @@ async def list_runs(request: Request) -> Response:
     limit = int_param(request, "limit", 20, 1, 100)
     page = await services(request).store.list_runs(thread.id, limit,
                                                    request.query_params.get("cursor"))
-    body: dict[str, Any] = {"runs": [run_json(r) for r in page.rows], "hasMore": page.has_more}
-    if page.next_cursor:
-        body["nextCursor"] = page.next_cursor
-    return JSONResponse(body)
+    return JSONResponse(page_json("runs", [run_json(r) for r in page.rows], page))
 
 
 async def cancel_run(request: Request) -> Response:

@@ -14,7 +14,7 @@ from ..protocol.tambo import InitialMessage, ThreadCreateRequest, ThreadUpdateRe
 from ..store.tables import MessageRow, ThreadRow
 from .context import (body_user_key, int_param, json_body, project_of, query_user_key, services,
                       thread_for)
-from .render import message_json, thread_json
+from .render import message_json, page_json, thread_json
 
 
 async def create_thread_row(request: Request, project: str, user_key: str | None,
@@ -54,11 +54,7 @@ async def list_threads(request: Request) -> Response:
     limit = int_param(request, "limit", 20, 1, 100)
     page = await services(request).store.list_threads(
         project, query_user_key(request), limit, request.query_params.get("cursor"))
-    body: dict[str, Any] = {"threads": [thread_json(t) for t in page.rows],
-                            "hasMore": page.has_more}
-    if page.next_cursor:
-        body["nextCursor"] = page.next_cursor
-    return JSONResponse(body)
+    return JSONResponse(page_json("threads", [thread_json(t) for t in page.rows], page))
 
 
 async def get_thread(request: Request) -> Response:
@@ -105,11 +101,8 @@ async def list_messages(request: Request) -> Response:
     page = await store.list_messages(thread.id, limit, request.query_params.get("cursor"),
                                      descending=order == "desc")
     components = await store.components_of(thread.id)
-    body: dict[str, Any] = {"messages": [message_json(r, components) for r in page.rows],
-                            "hasMore": page.has_more}
-    if page.next_cursor:
-        body["nextCursor"] = page.next_cursor
-    return JSONResponse(body)
+    return JSONResponse(page_json("messages", [message_json(r, components) for r in page.rows],
+                                  page))
 
 
 async def get_message(request: Request) -> Response:

@@ -3,7 +3,7 @@ callers (`runs`, `api`) never hold a session across an await on anything else.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,13 @@ class Page:
     rows: Sequence[Any]
     has_more: bool
     next_cursor: str | None
+
+
+def _page(rows: list[Any], limit: int, key: Callable[[Any], list[Any]]) -> Page:
+    """A page from `limit + 1` rows: the extra row only tells that there is more."""
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, has_more, cursors.encode(key(rows[-1])) if has_more else None)
 
 
 class Store:
@@ -65,10 +72,7 @@ class Store:
         query = query.order_by(ThreadRow.created_ms.desc(), ThreadRow.id.desc()).limit(limit + 1)
         async with self.session() as session:
             rows = list((await session.exec(query)).all())
-        has_more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = cursors.encode([rows[-1].created_ms, rows[-1].id]) if has_more else None
-        return Page(rows, has_more, next_cursor)
+        return _page(rows, limit, lambda row: [row.created_ms, row.id])
 
     async def update_thread(self, thread_id: str, **values: Any) -> None:
         async with self.session() as session:
@@ -238,10 +242,7 @@ class Store:
         query = query.order_by(RunRow.created_ms.desc(), RunRow.id.desc()).limit(limit + 1)
         async with self.session() as session:
             rows = list((await session.exec(query)).all())
-        has_more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = cursors.encode([rows[-1].created_ms, rows[-1].id]) if has_more else None
-        return Page(rows, has_more, next_cursor)
+        return _page(rows, limit, lambda row: [row.created_ms, row.id])
 
     async def renew_leases(self, run_ids: Sequence[str], owner: str, until: int) -> set[str]:
         """Extend `owner`'s leases; returns the runs it still holds (the others were reaped)."""
@@ -378,10 +379,7 @@ class Store:
         query = query.order_by(order).limit(limit + 1)
         async with self.session() as session:
             rows = list((await session.exec(query)).all())
-        has_more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = cursors.encode([rows[-1].seq]) if has_more else None
-        return Page(rows, has_more, next_cursor)
+        return _page(rows, limit, lambda row: [row.seq])
 
     async def get_message(self, thread_id: str, message_id: str) -> MessageRow | None:
         query = select(MessageRow).where(MessageRow.thread_id == thread_id,
