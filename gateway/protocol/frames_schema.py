@@ -1,0 +1,269 @@
+"""Timbal frames and message values, as types: what the engine and the run manager write.
+
+The run log is a sequence of `Frame`s (`timbal.py` builds them, `engine/loop.py` writes message
+frames, `runs/manager.py` the control frames); a stored Tambo message is a list of
+`MessageValue`s (the `v` of set frames, plus the input values `runs/manager.py` and
+`api/threads.py` store directly). Like `events.py`, these types describe the writers, they do not
+drive them; `schemas/timbal/` is generated from them and tests check real logs against it.
+
+Closed objects (`extra="forbid"`) because they describe exactly what we write. Timbal readers
+must ignore unknown fields (framing section 5), so a reader of our logs stays compatible with a
+later gateway that adds one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import ConfigDict, Field, TypeAdapter, with_config
+from typing_extensions import TypedDict
+
+from .events import JsonPatchOp, PendingToolCall
+
+CLOSED = ConfigDict(extra="forbid")
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+IsoMs = Annotated[str, Field(
+    pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$",
+    description="ISO-8601 UTC with exactly three decimals, e.g. 2025-01-15T14:30:00.000Z")]
+ItemId = Annotated[str, Field(min_length=1, description="The Timbal message id (a ULID)")]
+MessageId = Annotated[str, Field(
+    min_length=1, description="The Tambo message (one per model turn) this value belongs to")]
+PartId = Annotated[str, Field(
+    min_length=1, description="Present on stored message parts: the Timbal item id")]
+
+
+# -- message values ---------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class AgentValue(TypedDict):
+    """Assistant text. Seeded `initialMessages` have no `messageId`."""
+
+    type: Literal["agent"]
+    id: NotRequired[PartId]
+    messageId: NotRequired[MessageId]
+    content: str
+    cancelled: NotRequired[Literal[True]]
+
+
+@with_config(CLOSED)
+class ThinkingValue(TypedDict):
+    type: Literal["thinking"]
+    id: NotRequired[PartId]
+    messageId: MessageId
+    content: str
+
+
+@with_config(CLOSED)
+class ToolCallValue(TypedDict):
+    """A client or server tool call with its parsed arguments."""
+
+    type: Literal["tool_call"]
+    id: NotRequired[PartId]
+    messageId: MessageId
+    toolCallId: NonEmpty
+    name: str
+    arguments: dict[str, Any]
+    cancelled: NotRequired[Literal[True]]
+
+
+@with_config(CLOSED)
+class ComponentValue(TypedDict):
+    """A component (`show_component_<Name>` call): final props, and state once it has some."""
+
+    type: Literal["x-component"]
+    id: NotRequired[PartId]
+    messageId: MessageId
+    componentId: NonEmpty
+    name: NonEmpty
+    toolCallId: NonEmpty
+    props: dict[str, Any]
+    state: NotRequired[Any]
+    cancelled: NotRequired[Literal[True]]
+
+
+@with_config(CLOSED)
+class ServerToolResultValue(TypedDict):
+    """A server tool's result, written by the engine as a whole set frame."""
+
+    type: Literal["tool_result"]
+    id: NotRequired[PartId]
+    messageId: MessageId
+    toolCallId: NonEmpty
+    name: str
+    status: Literal["success", "error"]
+    output: NotRequired[Any]
+    error: NotRequired[str]
+
+
+@with_config(CLOSED)
+class ClientToolResultValue(TypedDict):
+    """A client tool's result, stored from the run request that carried it (never a frame)."""
+
+    type: Literal["tool_result"]
+    id: PartId
+    origin: Literal["client"]
+    toolCallId: NonEmpty
+    name: str | None
+    blocks: list[dict[str, Any]]
+    status: Literal["success", "error"]
+    output: NotRequired[str]
+    error: NotRequired[str]
+
+
+@with_config(CLOSED)
+class UserValue(TypedDict):
+    """The user's input message (stored, never a frame)."""
+
+    type: Literal["user"]
+    id: PartId
+    content: str
+    blocks: NotRequired[list[dict[str, Any]]]
+    context: NotRequired[dict[str, Any]]
+    metadata: NotRequired[dict[str, Any]]
+
+
+@with_config(CLOSED)
+class SystemValue(TypedDict):
+    """A system prompt seeded with the thread (stored, never a frame)."""
+
+    type: Literal["x-system"]
+    id: PartId
+    content: str
+
+
+VALUES: dict[str, type] = {
+    "agent": AgentValue,
+    "thinking": ThinkingValue,
+    "tool_call": ToolCallValue,
+    "x-component": ComponentValue,
+    "tool_result.server": ServerToolResultValue,
+    "tool_result.client": ClientToolResultValue,
+    "user": UserValue,
+    "x-system": SystemValue,
+}
+
+MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
+                | ServerToolResultValue | ClientToolResultValue | UserValue | SystemValue)
+"""One part of a stored Tambo message, or the `v` of a set frame."""
+
+
+# -- message frames -----------------------------------------------------------------------------
+
+
+@with_config(CLOSED)
+class TextStartMeta(TypedDict):
+    type: Literal["agent", "thinking"]
+    messageId: MessageId
+
+
+@with_config(CLOSED)
+class ToolCallStartMeta(TypedDict):
+    type: Literal["tool_call"]
+    messageId: MessageId
+    toolCallId: NonEmpty
+    name: str
+
+
+@with_config(CLOSED)
+class ComponentStartMeta(TypedDict):
+    type: Literal["x-component"]
+    messageId: MessageId
+    componentId: NonEmpty
+    name: NonEmpty
+    toolCallId: NonEmpty
+
+
+@with_config(CLOSED)
+class StartFrame(TypedDict):
+    """A streamed message starts; its appends follow (text, or a tool call's JSON arguments)."""
+
+    i: ItemId
+    m: TextStartMeta | ToolCallStartMeta | ComponentStartMeta
+
+
+@with_config(CLOSED)
+class AppendFrame(TypedDict):
+    i: ItemId
+    a: str
+
+
+@with_config(CLOSED)
+class SetFrame(TypedDict):
+    """A message is complete: `v` is its final value (authoritative over the appends)."""
+
+    i: ItemId
+    t: IsoMs
+    v: AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
+
+
+# -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------
+
+
+@with_config(CLOSED)
+class RunStartedFrame(TypedDict):
+    c: Literal["run.started"]
+    threadId: NonEmpty
+    runId: NonEmpty
+
+
+@with_config(CLOSED)
+class RunFinishedFrame(TypedDict):
+    c: Literal["run.finished"]
+
+
+@with_config(CLOSED)
+class RunAwaitingInputFrame(TypedDict):
+    """Written after the paused state is committed, before `run.finished`."""
+
+    c: Literal["run.awaiting_input"]
+    pendingToolCalls: Annotated[list[PendingToolCall], Field(min_length=1)]
+
+
+@with_config(CLOSED)
+class RunCancelledFrame(TypedDict):
+    c: Literal["run.cancelled"]
+
+
+@with_config(CLOSED)
+class ErrorFrame(TypedDict):
+    """The run failed; terminal. `status` is the HTTP status of the cause, when it had one."""
+
+    c: Literal["error"]
+    code: NonEmpty
+    message: str
+    category: Literal["client_error", "server_error"]
+    isRetryable: bool
+    status: NotRequired[int | None]
+
+
+@with_config(CLOSED)
+class ComponentStateFrame(TypedDict):
+    c: Literal["component.state"]
+    componentId: NonEmpty
+    operations: list[JsonPatchOp]
+    revision: Annotated[int, Field(ge=0)]
+
+
+CONTROL_FRAMES: dict[str, type] = {
+    "run.started": RunStartedFrame,
+    "run.finished": RunFinishedFrame,
+    "run.awaiting_input": RunAwaitingInputFrame,
+    "run.cancelled": RunCancelledFrame,
+    "error": ErrorFrame,
+    "component.state": ComponentStateFrame,
+}
+
+FRAMES: dict[str, type] = {"start": StartFrame, "append": AppendFrame, "set": SetFrame}
+
+ControlFrame = Annotated[
+    RunStartedFrame | RunFinishedFrame | RunAwaitingInputFrame | RunCancelledFrame | ErrorFrame | ComponentStateFrame,
+    Field(discriminator="c"),
+]
+
+Frame = StartFrame | AppendFrame | SetFrame | ControlFrame
+"""One line of a run's Timbal log."""
+
+frame_adapter = TypeAdapter(Frame)
+value_adapter = TypeAdapter(MessageValue)
