@@ -1,4 +1,4 @@
-"""`gateway serve | migrate`."""
+"""`gateway serve | migrate | openapi`."""
 
 from __future__ import annotations
 
@@ -20,12 +20,23 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--model", help="overrides GATEWAY_MODEL")
     serve.add_argument("--log-level", default="info")
     commands.add_parser("migrate", help="create or upgrade the database schema, then exit")
+    openapi = commands.add_parser("openapi", help="regenerate openapi/openapi.json and schemas/")
+    openapi.add_argument("--root", default=".", help="the repository root (default: .)")
+    openapi.add_argument("--check", action="store_true",
+                         help="only report stale files; exit 1 if any")
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = settings_from_env().with_overrides(
         database_url=getattr(args, "database_url", None), model=getattr(args, "model", None))
+
+    if args.command == "openapi":
+        from pathlib import Path
+
+        from .schema_gen import main as generate
+
+        return generate(Path(args.root), args.check)
 
     if args.command == "migrate":
         from .store.db import create_engine, migrate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,11 +11,13 @@ from starlette.requests import Request
 
 from ..config import Settings
 from ..protocol.problems import ApiError
+from ..protocol.tambo import checked_user_key
 from ..runs.manager import RunManager
 from ..store.repository import Store
 from ..store.tables import ThreadRow
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
+INTEGER = re.compile(r"-?[0-9]+")
 
 
 @dataclass
@@ -51,19 +54,19 @@ def project_of(request: Request) -> str:
 
 
 def query_user_key(request: Request) -> str | None:
-    value = request.query_params.get("userKey", request.query_params.get("contextKey"))
-    return _checked_user_key(value)
+    """`?userKey=` (or its alias `?contextKey=`; both are checked when both are sent)."""
+    user_key, context_key = (_checked_user_key(request.query_params.get(name))
+                             for name in ("userKey", "contextKey"))
+    return user_key if user_key is not None else context_key
 
 
 def _checked_user_key(value: str | None) -> str | None:
     if value is None:
         return None
-    value = value.strip()
-    if not value:
-        raise ApiError(400, "VALIDATION_ERROR", "userKey cannot be an empty string")
-    if len(value) > 512:
-        raise ApiError(400, "VALIDATION_ERROR", "userKey is longer than 512 characters")
-    return value
+    try:
+        return checked_user_key(value)
+    except ValueError as exc:
+        raise ApiError(400, "VALIDATION_ERROR", str(exc)) from None
 
 
 def body_user_key(*candidates: str | None) -> str | None:
@@ -106,12 +109,12 @@ async def thread_for(request: Request, user_key: str | None = None) -> ThreadRow
 
 def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, "VALIDATION_ERROR", f"{name} must be an integer") from None
+    # Only what the schema calls an integer: int() would also take " 5", "1_0" or "٣".
+    if not INTEGER.fullmatch(raw):
+        raise ApiError(400, "VALIDATION_ERROR", f"{name} must be an integer")
+    value = int(raw)
     if not low <= value <= high:
         raise ApiError(400, "VALIDATION_ERROR", f"{name} must be between {low} and {high}")
     return value

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import Match, Route
 
 from ..protocol.problems import ApiError
 from ..store.cursors import InvalidCursor
@@ -67,14 +68,30 @@ async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
     return validation_problem(exc)
 
 
-async def http_error_handler(_: Request, exc: Exception) -> JSONResponse:
+async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     code = HTTP_CODES.get(exc.status_code, "HTTP_ERROR")
     detail = exc.detail if isinstance(exc.detail, str) else TITLES.get(exc.status_code, "Error")
     response = problem(exc.status_code, code, detail)
     if exc.headers:
         response.headers.update(exc.headers)
+    if exc.status_code == 405:
+        response.headers["Allow"] = ", ".join(allowed_methods(request))
     return response
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method of the path template the request matched first, across its routes.
+
+    Starlette answers 405 from the first route whose path matches, so its `Allow` names only
+    that route's methods, while our resources register one route per method. (A concrete path
+    such as `/v1/threads/runs` wins over a template that also matches it, as in OpenAPI.)
+    """
+    routes = [r for r in request.app.router.routes if isinstance(r, Route)]
+    first = next((r for r in routes if r.matches(request.scope)[0] != Match.NONE), None)
+    if first is None:
+        return []
+    return sorted({m for r in routes if r.path == first.path for m in r.methods or ()})
 
 
 async def cursor_error_handler(_: Request, exc: Exception) -> JSONResponse:

@@ -1,19 +1,38 @@
 """Tambo v1 REST shapes (requests and responses), as the real clients send and read them.
 
 Unknown request fields are accepted, as the real server does (its validation pipe neither
-whitelists nor forbids). Where the Tambo v1 proposal's shapes differ from the clients' (a plain
-string `content`, role `"tool"` + `toolCallId` tool results, `contextKey`), both are accepted.
+whitelists nor forbids). Known fields are validated strictly (no `"5"` for 5, no `0` for false),
+as its class-validator DTOs do, so a body the published schema calls invalid is refused. Where
+the Tambo v1 proposal's shapes differ from the clients' (a plain string `content`, role `"tool"`
++ `toolCallId` tool results, `contextKey`), both are accepted.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 
 class WireModel(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 3.0 is the integer 3 (as JSON Schema says), 3.5 is not."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# Goes last in `Annotated[int, Field(...), INTEGRAL]`, so the constraints stay in the schema.
+INTEGRAL = BeforeValidator(_integral)
 
 
 class StrictModel(BaseModel):
@@ -75,8 +94,16 @@ ContentBlock = Annotated[
 
 
 class InputMessage(WireModel):
+    # Published: a plain-string message with role "tool" must say which call it answers.
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"required": ["role", "content"],
+               "properties": {"role": {"const": "tool"}, "content": {"type": "string"}}},
+        "then": {"required": ["toolCallId"],
+                 "properties": {"toolCallId": {"type": "string", "minLength": 1}}},
+    })
+
     role: Literal["user", "tool"] = "user"
-    content: list[InputBlock] | str
+    content: Annotated[list[InputBlock], Field(min_length=1)] | str
     additionalContext: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     toolCallId: str | None = None  # the proposal's role "tool" shape
@@ -110,6 +137,32 @@ class InputMessage(WireModel):
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
 
+USER_KEY_MAX = 512
+
+
+def checked_user_key(value: str) -> str:
+    """The userKey rule (contract 3.3): at most 512 characters as sent, trimmed, not blank."""
+    if len(value) > USER_KEY_MAX:
+        raise ValueError(f"userKey is longer than {USER_KEY_MAX} characters")
+    value = value.strip()
+    if not value:
+        raise ValueError("userKey cannot be an empty string")
+    return value
+
+
+# "Has a character that is not blank", with blank spelled out as Python's `str.strip()` sees it:
+# JSON Schema's `\S` means ECMA-262's, which differs (U+001C..U+001F, U+0085, U+FEFF).
+NOT_BLANK = ("[^\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a"
+             "\\u2028\\u2029\\u202f\\u205f\\u3000]")
+USER_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": USER_KEY_MAX,
+                   "pattern": NOT_BLANK}
+UserKey = Annotated[str, AfterValidator(checked_user_key), WithJsonSchema(USER_KEY_SCHEMA)]
+
+
+def _none_is_empty(value: Any) -> Any:
+    return [] if value is None else value
+
+
 class AvailableComponent(WireModel):
     name: str = Field(min_length=1, max_length=200)
     description: str = ""
@@ -123,7 +176,7 @@ class Tool(WireModel):
     inputSchema: dict[str, Any] | bool | None = None
     outputSchema: dict[str, Any] | bool | None = None
     strict: bool | None = None
-    maxCalls: int | None = Field(default=None, ge=0)
+    maxCalls: Annotated[int, Field(ge=0), INTEGRAL] | None = None
 
 
 class ToolChoiceName(WireModel):
@@ -131,6 +184,11 @@ class ToolChoiceName(WireModel):
 
 
 ToolChoice = Union[Literal["auto", "required", "none"], ToolChoiceName]
+# `null` is accepted as "none given" for these lists, as the clients sometimes send it.
+ComponentList = Annotated[list[AvailableComponent], BeforeValidator(
+    _none_is_empty, json_schema_input_type=list[AvailableComponent] | None)]
+ToolList = Annotated[list[Tool], BeforeValidator(
+    _none_is_empty, json_schema_input_type=list[Tool] | None)]
 
 
 class InitialMessage(WireModel):
@@ -148,32 +206,27 @@ class InitialMessage(WireModel):
 class ThreadInit(WireModel):
     initialMessages: list[InitialMessage] | None = None
     metadata: dict[str, Any] | None = None
-    userKey: str | None = None
+    userKey: UserKey | None = None
 
 
 class RunRequest(WireModel):
     message: InputMessage
-    availableComponents: list[AvailableComponent] = []
-    tools: list[Tool] = []
+    availableComponents: ComponentList = []
+    tools: ToolList = []
     toolChoice: ToolChoice | None = None
     forceComponent: str | None = None
     previousRunId: str | None = None
     model: str | None = None
-    maxTokens: int | None = Field(default=None, gt=0)
+    maxTokens: Annotated[int, Field(gt=0), INTEGRAL] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     runMetadata: dict[str, Any] | None = None
-    userKey: str | None = None
-    contextKey: str | None = None
+    userKey: UserKey | None = None
+    contextKey: UserKey | None = None
     onDisconnect: Literal["cancel", "continue", "grace"] | None = None
     # POST /v1/threads/runs only
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None
     createThread: bool | None = None
-
-    @field_validator("availableComponents", "tools", mode="before")
-    @classmethod
-    def _none_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
 
 
 # -- thread requests ----------------------------------------------------------------------------
@@ -182,25 +235,31 @@ class RunRequest(WireModel):
 class ThreadCreateRequest(WireModel):
     initialMessages: list[InitialMessage] | None = None
     metadata: dict[str, Any] | None = None
-    userKey: str | None = None
-    contextKey: str | None = None
+    userKey: UserKey | None = None
+    contextKey: UserKey | None = None
 
 
 class ThreadUpdateRequest(WireModel):
     name: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None
-    userKey: str | None = None
+    userKey: UserKey | None = None
 
 
 class SuggestionsRequest(WireModel):
-    availableComponents: list[AvailableComponent] = []
-    maxSuggestions: int = Field(default=3, ge=1, le=10)
-    userKey: str | None = None
+    availableComponents: ComponentList = []
+    maxSuggestions: Annotated[int, Field(ge=1, le=10), INTEGRAL] = 3
+    userKey: UserKey | None = None
 
-    @field_validator("availableComponents", mode="before")
-    @classmethod
-    def _none_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
+
+PATCH_OP_SCHEMA = {"description": "An RFC 6902 operation", "oneOf": [
+    {"type": "object", "required": ["op", "path", "value"],
+     "properties": {"op": {"enum": ["add", "replace", "test"]}, "path": {"type": "string"}}},
+    {"type": "object", "required": ["op", "path"],
+     "properties": {"op": {"const": "remove"}, "path": {"type": "string"}}},
+    {"type": "object", "required": ["op", "path", "from"],
+     "properties": {"op": {"enum": ["move", "copy"]}, "path": {"type": "string"},
+                    "from": {"type": "string"}}},
+]}
 
 
 class ComponentStateUpdate(WireModel):
@@ -208,10 +267,20 @@ class ComponentStateUpdate(WireModel):
     `patch` (checked by the service, which also parses the ops, so a bad op is
     `INVALID_JSON_PATCH` rather than a field error). React sends `{state, userKey}`."""
 
+    # The published schema says what the service accepts (an absent or null member is "not
+    # given"); validation stays in the service.
+    model_config = ConfigDict(json_schema_extra={"oneOf": [
+        {"required": ["state"],
+         "properties": {"state": {"type": "object"}, "patch": {"type": "null"}}},
+        {"required": ["patch"],
+         "properties": {"patch": {"type": "array", "minItems": 1}, "state": {"type": "null"}}},
+    ]})
+
     state: dict[str, Any] | None = None
-    patch: list[Any] | None = None
-    userKey: str | None = None
-    contextKey: str | None = None
+    patch: Annotated[list[Any], WithJsonSchema(
+        {"type": "array", "items": PATCH_OP_SCHEMA})] | None = None
+    userKey: UserKey | None = None
+    contextKey: UserKey | None = None
 
 
 # -- responses ------------------------------------------------------------------------------------
@@ -231,6 +300,7 @@ class Message(StrictModel):
     metadata: dict[str, Any] | None = None
     parentMessageId: str | None = None
     runId: str | None = None
+    reasoning: list[str] | None = None
 
 
 class Thread(StrictModel):
@@ -253,6 +323,13 @@ class ThreadWithMessages(Thread):
     messages: list[Message]
 
 
+class NamedThread(Thread):
+    """`generate-name`'s answer: the thread, plus the beta API's `projectId` and `contextKey`."""
+
+    projectId: str
+    contextKey: str | None = None
+
+
 class ThreadList(StrictModel):
     threads: list[Thread]
     hasMore: bool
@@ -265,15 +342,73 @@ class MessageList(StrictModel):
     nextCursor: str | None = None
 
 
+class Suggestion(StrictModel):
+    id: str
+    messageId: str
+    title: str
+    detailedSuggestion: str
+    description: str
+    createdAt: str
+    metadata: dict[str, Any] | None = None
+
+
+class SuggestionList(StrictModel):
+    suggestions: list[Suggestion]
+    hasMore: bool
+    nextCursor: str | None = None
+
+
 class ComponentStateResponse(StrictModel):
     componentId: str
     state: dict[str, Any]
     revision: int
 
 
+RunStatus = Literal["queued", "running", "completed", "awaiting_input", "failed", "cancelled"]
+
+
 class CancelResponse(StrictModel):
+    """How the run ended (200), or that its cancellation is still under way (202)."""
+
     runId: str
-    status: Literal["cancelled", "completed", "awaiting_input", "failed"]
+    status: RunStatus
+    cancelRequested: bool | None = None
+
+
+class PendingToolCallInfo(StrictModel):
+    toolCallId: str
+    toolName: str
+    arguments: str
+
+
+class RunErrorInfo(StrictModel):
+    code: str
+    message: str
+    category: str | None = None
+    isRetryable: bool | None = None
+    status: int | None = None
+
+
+class Run(StrictModel):
+    """A run's status (`GET .../runs/{runId}` with `Accept: application/json`)."""
+
+    id: str
+    threadId: str
+    status: RunStatus
+    createdAt: str
+    startedAt: str | None = None
+    finishedAt: str | None = None
+    previousRunId: str | None = None
+    pendingToolCalls: list[PendingToolCallInfo] | None = None
+    error: RunErrorInfo | None = None
+    onDisconnect: Literal["cancel", "continue", "grace"] | None = None
+    cancelRequested: bool | None = None
+
+
+class RunList(StrictModel):
+    runs: list[Run]
+    hasMore: bool
+    nextCursor: str | None = None
 
 
 class Problem(WireModel):
@@ -284,4 +419,7 @@ class Problem(WireModel):
     status: int
     detail: str
     code: str
+    message: str
     instance: str | None = None
+    errors: dict[str, str] | None = Field(
+        default=None, description="VALIDATION_ERROR: the first message per invalid field")

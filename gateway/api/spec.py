@@ -1,0 +1,263 @@
+"""The API, as data: one entry per operation, read by the OpenAPI generator and the docs page.
+
+Adding an endpoint means adding its route (in its resource module) and one `Operation` here; a
+test fails while a route of `create_app` has no entry or an entry has no route. Request and
+response shapes are the pydantic models that validate and render them, so the document cannot
+describe a shape the server does not use. Error codes are listed per operation: they are the
+`code` values of the problem+json bodies that operation can answer with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from ..protocol import tambo
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    status: int
+    description: str
+
+
+# The stable `code` of every problem+json body the gateway sends, with its HTTP status.
+CODES: dict[str, ErrorCode] = {
+    "VALIDATION_ERROR": ErrorCode(400, "A body field, query parameter or header is invalid; "
+                                       "`errors` maps each invalid field to its message."),
+    "INVALID_JSON": ErrorCode(400, "The request body is not valid JSON."),
+    "INVALID_CURSOR": ErrorCode(400, "The pagination cursor or event cursor is not valid."),
+    "INVALID_PREVIOUS_RUN": ErrorCode(400, "`previousRunId` is not the thread's last completed "
+                                           "run (see `lastCompletedRunId`)."),
+    "INVALID_TOOL_RESULT": ErrorCode(400, "The tool results do not answer exactly the pending "
+                                          "tool calls (`reason`: MISSING_RESULTS, EXTRA_RESULTS "
+                                          "or DUPLICATE_RESULTS)."),
+    "INVALID_JSON_PATCH": ErrorCode(400, "The JSON Patch is malformed or cannot be applied."),
+    "UNAUTHORIZED": ErrorCode(401, "Missing or unknown API key (`x-api-key` or a bearer "
+                                   "token)."),
+    "NOT_FOUND": ErrorCode(404, "No route matches the path (for example an empty or "
+                                "slash-containing id)."),
+    "THREAD_NOT_FOUND": ErrorCode(404, "No such thread in the caller's project (or it belongs "
+                                       "to another userKey)."),
+    "MESSAGE_NOT_FOUND": ErrorCode(404, "No such message in the thread."),
+    "RUN_NOT_FOUND": ErrorCode(404, "No such run in the thread."),
+    "COMPONENT_NOT_FOUND": ErrorCode(404, "No such component in the thread."),
+    "METHOD_NOT_ALLOWED": ErrorCode(405, "The path exists but not with this method; see the "
+                                         "`Allow` header."),
+    "CONCURRENT_RUN": ErrorCode(409, "A run is already active on the thread (`currentRunId`)."),
+    "IDEMPOTENCY_KEY_IN_USE": ErrorCode(409, "A request with this Idempotency-Key is still being "
+                                             "processed; retry later."),
+    "JSON_PATCH_TEST_FAILED": ErrorCode(409, "A `test` operation of the patch failed."),
+    "STATE_UPDATE_CONFLICT": ErrorCode(409, "The component state is contended; retry."),
+    "REVISION_MISMATCH": ErrorCode(412, "`If-Match` names a revision that is not the current "
+                                        "one."),
+    "PAYLOAD_TOO_LARGE": ErrorCode(413, "The request body is larger than 10 MiB."),
+    "IDEMPOTENCY_KEY_REUSED": ErrorCode(422, "This Idempotency-Key was used by a request for "
+                                             "another user."),
+    "STATE_SCHEMA_VIOLATION": ErrorCode(422, "The new state does not match the component's "
+                                             "`stateSchema`."),
+    "INTERNAL_ERROR": ErrorCode(500, "An unexpected error; the body carries an incident id, "
+                                     "never a trace."),
+    "LLM_ERROR": ErrorCode(502, "The model provider failed (one-shot model calls)."),
+    "LLM_CLIENT_ERROR": ErrorCode(502, "The model provider refused the request."),
+    "LLM_SERVER_ERROR": ErrorCode(502, "The model provider had a temporary error."),
+    "LLM_RATE_LIMITED": ErrorCode(502, "The model provider rate-limited the gateway."),
+    "LLM_AUTHENTICATION_ERROR": ErrorCode(502, "The model provider rejected the gateway's "
+                                               "credentials."),
+    "LLM_TIMEOUT": ErrorCode(502, "The model provider did not answer in time."),
+    "LLM_CONTEXT_WINDOW_EXCEEDED": ErrorCode(502, "The thread is too long for the model."),
+}
+
+ParamIn = Literal["query", "header", "path"]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: ParamIn
+    schema: dict[str, Any]
+    description: str
+    required: bool = False
+    deprecated: bool = False
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One method on one path. `path` is the Starlette route path, exactly as registered."""
+
+    method: str
+    path: str
+    id: str
+    summary: str
+    tag: str
+    description: str = ""
+    body: type[BaseModel] | None = None
+    params: tuple[Param, ...] = ()
+    status: int = 200
+    result: Any = None  # the JSON body's type; None: no body
+    stream: bool = False  # a Tambo-dialect SSE stream (alternative to `result` when both)
+    media_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)  # response headers always sent
+    other: dict[int, str] = field(default_factory=dict)  # other bodiless successes (304, ...)
+    alternates: dict[int, str] = field(default_factory=dict)  # other statuses, same body
+    errors: tuple[str, ...] = ()  # codes beyond the ones every operation of its kind has
+    public: bool = False  # no API key needed
+
+    def codes(self) -> list[str]:
+        """Every problem code this operation can answer with, in a stable order."""
+        implied: list[str] = [] if self.public else ["UNAUTHORIZED"]
+        if self.body is not None:
+            implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
+        if any(p.where == "query" and p.name in ("userKey", "limit", "order")
+               for p in self.params):
+            implied.append("VALIDATION_ERROR")
+        if "{" in self.path:
+            implied.append("NOT_FOUND")
+        if "{thread_id}" in self.path:
+            implied.append("THREAD_NOT_FOUND")
+        wanted = {*implied, *self.errors, "INTERNAL_ERROR"}
+        return [code for code in CODES if code in wanted]
+
+
+# -- parameters shared by many operations ---------------------------------------------------------
+
+USER_KEY = Param(
+    "userKey", "query",
+    tambo.USER_KEY_SCHEMA,
+    "The end user the thread belongs to (trimmed; at most 512 characters). Threads of another "
+    "userKey are invisible. Optional where `@tambo-ai/client` sends none.")
+CONTEXT_KEY = Param(
+    "contextKey", "query", USER_KEY.schema, "Alias of `userKey` (the Tambo proposal's name).",
+    deprecated=True)
+KEYS = (USER_KEY, CONTEXT_KEY)
+CURSOR = Param("cursor", "query", {"type": "string"},
+               "Opaque cursor from the previous page's `nextCursor`.")
+
+
+def limit(default: int, high: int) -> Param:
+    return Param("limit", "query",
+                 {"type": "integer", "minimum": 1, "maximum": high, "default": default},
+                 f"Page size (1 to {high}).")
+
+
+IDEMPOTENCY_KEY = Param(
+    "Idempotency-Key", "header", {"type": "string", "minLength": 1, "maxLength": 255,
+                                  "pattern": tambo.NOT_BLANK},
+    "A retried request with the same key on the same thread reattaches to the run it started "
+    "instead of starting another.")
+EVENT_CURSOR = {"type": "string", "pattern": "^[0-9]{0,18}$"}
+STREAM_HEADERS = {"X-Run-Id": "The run's id.", "X-Thread-Id": "The thread's id."}
+RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
+              "IDEMPOTENCY_KEY_IN_USE", "IDEMPOTENCY_KEY_REUSED")
+RUN_STREAM = (
+    "The run as Server-Sent Events in the Tambo dialect of AG-UI: each message is an `id:` line "
+    "(the event's position in the run, for `Last-Event-ID`) and a `data:` line holding one "
+    "event (schema `TamboEvent`, also published under `schemas/tambo/`). Headers are flushed "
+    "at once; comment lines are heartbeats. After the stream starts, an error is exactly one "
+    "`RUN_ERROR` event and nothing after it.")
+
+
+MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
+                "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED")
+# Some helpers are served on the beta path (where `@tambo-ai/react` and `TamboClient` call them)
+# and on the v1 path: (path prefix, operationId suffix, summary note).
+BETA_AND_V1 = (("/v1/threads", "", ""),
+               ("/threads", "Beta", " (the beta path the Tambo clients call)"))
+COMPONENT_STATE = "/v1/threads/{thread_id}/components/{component_id}/state"
+
+# -- the operations -------------------------------------------------------------------------------
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("GET", "/health", "health", "Liveness check", "meta", public=True,
+              result=dict[str, str]),
+    Operation("GET", "/openapi.json", "openapi", "This OpenAPI document", "meta", public=True,
+              result=dict[str, Any]),
+    Operation("GET", "/docs", "docs", "Human-readable API reference (offline HTML)", "meta",
+              public=True, result=str, media_type="text/html"),
+    # threads
+    Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
+              body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread),
+    Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
+              params=(*KEYS, limit(20, 100), CURSOR), result=tambo.ThreadList,
+              errors=("INVALID_CURSOR",)),
+    Operation("GET", "/v1/threads/{thread_id}", "getThread", "A thread with its messages",
+              "threads", params=KEYS, result=tambo.ThreadWithMessages),
+    Operation("PATCH", "/v1/threads/{thread_id}", "updateThread", "Rename a thread or replace "
+              "its metadata", "threads", body=tambo.ThreadUpdateRequest, params=KEYS,
+              result=tambo.Thread),
+    Operation("DELETE", "/v1/threads/{thread_id}", "deleteThread", "Delete a thread (cancelling "
+              "its active run)", "threads", params=KEYS, status=204),
+    *(Operation("POST", f"{prefix}/{{thread_id}}/generate-name", f"generateThreadName{alias}",
+                "Name the thread from its history" + note, "threads", params=KEYS,
+                result=tambo.NamedThread, errors=MODEL_ERRORS)
+      for prefix, alias, note in BETA_AND_V1),
+    # messages
+    Operation("GET", "/v1/threads/{thread_id}/messages", "listMessages", "List a thread's "
+              "messages", "messages",
+              params=(*KEYS, limit(50, 200), CURSOR,
+                      Param("order", "query", {"type": "string", "enum": ["asc", "desc"],
+                                               "default": "asc"}, "Sort order by creation.")),
+              result=tambo.MessageList, errors=("INVALID_CURSOR",)),
+    Operation("GET", "/v1/threads/{thread_id}/messages/{message_id}", "getMessage",
+              "One message", "messages", params=KEYS, result=tambo.Message,
+              errors=("MESSAGE_NOT_FOUND",)),
+    *(op for prefix, alias, note in BETA_AND_V1 for op in (
+        Operation("GET", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
+                  f"listSuggestions{alias}", "A message's stored suggestions" + note,
+                  "suggestions", params=KEYS, result=tambo.SuggestionList,
+                  errors=("MESSAGE_NOT_FOUND",)),
+        Operation("POST", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
+                  f"createSuggestions{alias}", "Generate follow-up suggestions" + note,
+                  "suggestions", body=tambo.SuggestionsRequest, params=KEYS, status=201,
+                  result=tambo.SuggestionList, errors=("MESSAGE_NOT_FOUND", *MODEL_ERRORS)))),
+    # component state
+    Operation("GET", COMPONENT_STATE, "getComponentState", "A component's state and revision",
+              "components", params=(*KEYS, Param("If-None-Match", "header", {"type": "string"},
+                                                 "A revision ETag (`\"3\"`) the client has.")),
+              result=tambo.ComponentStateResponse, headers={"ETag": "The revision (`\"3\"`)."},
+              other={304: "The state is still at the revision `If-None-Match` names."},
+              errors=("COMPONENT_NOT_FOUND",)),
+    Operation("POST", COMPONENT_STATE, "updateComponentState",
+              "Replace (`state`) or patch (`patch`, RFC 6902) a component's state", "components",
+              body=tambo.ComponentStateUpdate,
+              params=(*KEYS, Param("If-Match", "header", {"type": "string"},
+                                   "Refuse the update unless the state is at this revision.")),
+              result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
+              errors=("COMPONENT_NOT_FOUND", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
+                      "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION")),
+    # runs
+    Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
+              "runs", description=RUN_STREAM, body=tambo.RunRequest,
+              params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,
+              errors=RUN_ERRORS),
+    Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
+              "runs", description=RUN_STREAM, body=tambo.RunRequest,
+              params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,
+              errors=RUN_ERRORS),
+    Operation("GET", "/v1/threads/{thread_id}/runs", "listRuns", "List a thread's runs",
+              "runs", params=(*KEYS, limit(20, 100), CURSOR), result=tambo.RunList,
+              errors=("INVALID_CURSOR",)),
+    Operation("GET", "/v1/threads/{thread_id}/runs/{run_id}", "getRun",
+              "Reconnect to a run's stream, or its status", "runs",
+              description="With `Accept: application/json` (and not `text/event-stream`): the "
+                          "run's status. Otherwise the run's events from the cursor "
+                          "(`Last-Event-ID` or `after`), live until the run ends. " + RUN_STREAM,
+              params=(*KEYS,
+                      Param("after", "query", EVENT_CURSOR,
+                            "Replay from after this event position (wins over "
+                            "`Last-Event-ID`); empty: from the start."),
+                      Param("Last-Event-ID", "header", EVENT_CURSOR,
+                            "The last event position the client has; empty: from the start.")),
+              result=tambo.Run, stream=True, errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+    Operation("DELETE", "/v1/threads/{thread_id}/runs/{run_id}", "cancelRun",
+              "Cancel a run (idempotent)", "runs", params=KEYS, result=tambo.CancelResponse,
+              alternates={202: "The run is executing in another process and has not ended "
+                               "yet; its cancellation is under way (`cancelRequested`)."},
+              errors=("RUN_NOT_FOUND",)),
+)
+
+
+def operation_keys(operations: tuple[Operation, ...] = OPERATIONS) -> set[tuple[str, str]]:
+    return {(op.method, op.path) for op in operations}

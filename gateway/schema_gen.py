@@ -1,0 +1,86 @@
+"""`gateway openapi`: regenerate `openapi/openapi.json` and `schemas/` from the code.
+
+Both are checked in so front-end teams can generate clients and validate payloads without
+running the server; CI regenerates them in memory and fails when the checked-in copies differ.
+Generation also refuses to run while a route of the app has no entry in `api/spec.py` (or an
+entry has no route), so the document covers exactly the routes that exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.routing import BaseRoute, Route
+
+from .api.openapi import openapi_text
+from .api.spec import OPERATIONS, operation_keys
+from .protocol.schema_files import schema_files
+
+COMMAND = "gateway openapi"
+GENERATED_DIRS = ("openapi", "schemas")
+
+
+def generated_files() -> dict[str, str]:
+    """Path relative to the repository root -> text, for every generated file."""
+    files = {"openapi/openapi.json": openapi_text()}
+    files.update({f"schemas/{path}": text for path, text in schema_files().items()})
+    return files
+
+
+def route_mismatches(routes: list[BaseRoute]) -> list[str]:
+    """Routes without an operation in `api/spec.py`, and operations without a route."""
+    served = {(method, route.path) for route in routes if isinstance(route, Route)
+              for method in (route.methods or ()) if method != "HEAD"}
+    documented = operation_keys(OPERATIONS)
+    problems = [f"route {m} {p} has no Operation in gateway/api/spec.py"
+                for m, p in sorted(served - documented)]
+    problems += [f"Operation {m} {p} in gateway/api/spec.py has no route"
+                 for m, p in sorted(documented - served)]
+    return problems
+
+
+def stale_files(root: Path) -> list[str]:
+    """Generated files that are missing, different, or no longer generated, under `root`."""
+    expected = generated_files()
+    stale = [path for path, text in sorted(expected.items())
+             if not (root / path).is_file() or (root / path).read_text("utf-8") != text]
+    for directory in GENERATED_DIRS:
+        for file in sorted((root / directory).rglob("*.json")):
+            relative = file.relative_to(root).as_posix()
+            if relative not in expected:
+                stale.append(relative)
+    return stale
+
+
+def write(root: Path) -> list[str]:
+    """Bring the generated files under `root` up to date; returns what changed."""
+    changed = stale_files(root)
+    expected = generated_files()
+    for path in changed:
+        target = root / path
+        if path in expected:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(expected[path], "utf-8", newline="\n")
+        else:
+            target.unlink()
+    return changed
+
+
+def main(root: Path, check: bool) -> int:
+    from .app import create_app
+    from .config import Settings
+
+    problems = route_mismatches(create_app(Settings()).routes)
+    if problems:
+        print("\n".join(problems))
+        return 1
+    if check:
+        stale = stale_files(root)
+        for path in stale:
+            print(f"stale: {path}")
+        if stale:
+            print(f"run `{COMMAND}` to regenerate")
+        return 1 if stale else 0
+    changed = write(root)
+    print("\n".join(f"wrote {path}" for path in changed) or "up to date")
+    return 0

@@ -1,0 +1,97 @@
+"""`openapi/` and `schemas/` are generated, so they must be fresh, complete and well formed.
+
+If a test here fails after you changed a model, a route or an event: run `gateway openapi` (from
+the repository root) and commit what it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
+
+from gateway.api.openapi import build
+from gateway.api.spec import CODES, MODEL_ERRORS
+from gateway.app import create_app
+from gateway.config import Settings
+from gateway.protocol.jsonschema import canonical
+from gateway.protocol.tambo import NOT_BLANK
+from gateway.schema_gen import COMMAND, generated_files, route_mismatches, stale_files
+
+ROOT = Path(__file__).resolve().parents[2]
+GATEWAY = ROOT / "gateway"
+# Pydantic constraint names that are not JSON Schema keywords: one in the output means a
+# constraint was lost (it would be ignored by every validator and client generator).
+PYDANTIC_ONLY = {"gt", "ge", "lt", "le", "min_length", "max_length", "multiple_of", "strict"}
+
+
+def test_checked_in_documents_are_fresh() -> None:
+    stale = stale_files(ROOT)
+    assert not stale, f"stale generated files: {stale}; run `{COMMAND}` and commit the result"
+
+
+def test_every_route_has_an_operation_and_every_operation_a_route() -> None:
+    problems = route_mismatches(create_app(Settings()).routes)
+    assert not problems, "\n".join(problems) + "\nadd or remove the entry in gateway/api/spec.py"
+
+
+def test_generation_is_canonical_and_deterministic() -> None:
+    first, second = generated_files(), generated_files()
+    assert first == second
+    for path, text in first.items():
+        assert text == canonical(json.loads(text)), f"{path} is not in canonical form"
+        assert text.endswith("}\n")
+
+
+def test_the_document_is_valid_openapi_3_1() -> None:
+    document = build()
+    errors = [f"{list(e.instance_path)}: {e.message}"
+              for e in OPENAPI_31_VALIDATOR.iter_errors(document)]
+    assert not errors, "\n".join(errors[:20])
+    for name, schema in document["components"]["schemas"].items():
+        Draft202012Validator.check_schema(schema)
+        leaked = _keys(schema) & PYDANTIC_ONLY
+        assert not leaked, f"{name} has non-JSON-Schema keywords {leaked}"
+
+
+def _keys(node: object, parent: str = "") -> set[str]:
+    """Keywords used in a schema (property names under `properties` are not keywords)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if parent != "properties":
+                found.add(key)
+            found |= _keys(value, key)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _keys(value)
+    return found
+
+
+def test_every_error_code_the_code_raises_is_documented_with_its_status() -> None:
+    raised: dict[str, int] = {}
+    for source in GATEWAY.rglob("*.py"):
+        for status, code in re.findall(r'ApiError\(\s*(\d+),\s*"([A-Z_]+)"', source.read_text()):
+            raised[code] = int(status)
+    assert raised, "found no ApiError in gateway/: has the pattern changed?"
+    wrong = {code: status for code, status in raised.items()
+             if code not in CODES or CODES[code].status != status}
+    assert not wrong, f"add these codes to CODES in gateway/api/spec.py: {wrong}"
+
+
+def test_one_shot_model_calls_document_every_provider_error_code() -> None:
+    """generate-name and suggestions answer a provider failure as 502 with its classified code."""
+    classified = set(re.findall(r'ModelError\(\s*"([A-Z_]+)"',
+                                (GATEWAY / "engine" / "model.py").read_text()))
+    assert classified and classified == set(MODEL_ERRORS)
+    assert all(CODES[code].status == 502 for code in MODEL_ERRORS)
+
+
+def test_not_blank_means_what_str_strip_keeps() -> None:
+    pattern = re.compile(NOT_BLANK)
+    disagree = [hex(c) for c in range(0x110000)
+                if bool(pattern.fullmatch(chr(c))) == chr(c).isspace()]
+    assert not disagree
