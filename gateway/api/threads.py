@@ -12,8 +12,15 @@ from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
 from ..protocol.tambo import InitialMessage, ThreadCreateRequest, ThreadUpdateRequest
 from ..store.tables import MessageRow, ThreadRow
-from .context import (body_user_key, int_param, json_body, project_of, query_user_key, services,
-                      thread_for)
+from .context import (
+    body_user_key,
+    int_param,
+    json_body,
+    project_of,
+    query_user_key,
+    services,
+    thread_for,
+)
 from .render import message_json, page_json, thread_json
 
 

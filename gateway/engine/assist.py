@@ -39,7 +39,7 @@ async def generate_title(model: CompletionModel, history: list[dict[str, Any]]) 
 
 
 def clean_title(text: str) -> str:
-    line = next((l for l in text.strip().splitlines() if l.strip()), "")
+    line = next((row for row in text.strip().splitlines() if row.strip()), "")
     line = re.sub(r"^(title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
     return line.strip(" \"'*#`").strip()[:80] or "New conversation"
 

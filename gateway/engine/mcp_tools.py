@@ -344,7 +344,7 @@ async def open_mcp_tools(config_path: str, stack: contextlib.AsyncExitStack,
                 if not isinstance(failure, McpStartupError):
                     raise failure
             raise McpStartupError("; ".join(str(f) for f in failures))
-        listed = [(c, tools) for c, tools in zip(connections, outcomes)
+        listed = [(c, tools) for c, tools in zip(connections, outcomes, strict=True)
                   if not isinstance(tools, BaseException)]
         specs = _specs(listed)
     except BaseException:

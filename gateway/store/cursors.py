@@ -23,6 +23,6 @@ def decode(cursor: str, shape: tuple[type, ...]) -> list[Any]:
         raise InvalidCursor(cursor) from exc
     if not isinstance(key, list) or len(key) != len(shape):
         raise InvalidCursor(cursor)
-    if not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape)):
+    if not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape, strict=True)):
         raise InvalidCursor(cursor)
     return key
