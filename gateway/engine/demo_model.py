@@ -2,8 +2,10 @@
 
 It exists so that `gateway serve` works on a laptop with no key and no network. It is not a
 language model and says so: it streams an honest reply token by token (with a short reasoning
-trace first, to show reasoning streaming) that explains how to configure a real model. It is
-registered as a litellm custom provider, so it takes the same code path as every real model.
+trace first, to show reasoning streaming) that explains how to configure a real model. When the
+user's words name an offered tool or component, it calls it with example arguments
+(`demo_tools`), so client tools and components can be tried offline too. It is registered as a
+litellm custom provider, so it takes the same code path as every real model.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import litellm
 from litellm import CustomLLM
 from litellm.types.utils import Delta, GenericStreamingChunk, ModelResponseStream, StreamingChoices
+
+from .demo_tools import example_value, pick_tool
 
 PROVIDER = "gateway"
 TOKEN_DELAY_SECONDS = 0.012
@@ -72,6 +77,19 @@ def task_answer(messages: list[dict[str, Any]]) -> str:
     return reply_for(messages)[1]
 
 
+def _after_tool(messages: list[dict[str, Any]]) -> tuple[str, str]:
+    result = str(messages[-1].get("content", ""))
+    shown = result if len(result) <= 300 else result[:297] + "..."
+    return ("A tool answered; I can only repeat what it returned.",
+            f"The tool returned: {shown}. I'm the demo model, so I only repeat it; a real model "
+            "would use it to answer you.")
+
+
+def _chunk(text: str, tool_use: dict[str, Any] | None = None, finish: str = "") -> Any:
+    return GenericStreamingChunk(text=text, is_finished=bool(finish), finish_reason=finish,
+                                 usage=None, index=0, tool_use=tool_use)
+
+
 def _tokens(text: str) -> Iterator[str]:
     yield from re.findall(r"\S+\s*|\s+", text)
 
@@ -79,7 +97,16 @@ def _tokens(text: str) -> Iterator[str]:
 class DemoModel(CustomLLM):
     async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any
                          ) -> AsyncIterator[Any]:
-        reasoning, answer = reply_for(messages)
+        tools = (kwargs.get("optional_params") or {}).get("tools") or []
+        last = messages[-1] if messages else {}
+        tool = None if last.get("role") == "tool" else pick_tool(_last_user_text(messages), tools)
+        if last.get("role") == "tool":
+            reasoning, answer = _after_tool(messages)
+        elif tool is not None:
+            reasoning = f"The user's words name the {tool['name']} tool, so I will call it."
+            answer = f"I'm the demo model, so here is a demo call to {tool['name']}."
+        else:
+            reasoning, answer = reply_for(messages)
         for token in _tokens(reasoning):
             await asyncio.sleep(TOKEN_DELAY_SECONDS)
             yield ModelResponseStream(
@@ -87,10 +114,18 @@ class DemoModel(CustomLLM):
             )
         for token in _tokens(answer):
             await asyncio.sleep(TOKEN_DELAY_SECONDS)
-            yield GenericStreamingChunk(text=token, is_finished=False, finish_reason="",
-                                        usage=None, index=0, tool_use=None)
-        yield GenericStreamingChunk(text="", is_finished=True, finish_reason="stop",
-                                    usage=None, index=0, tool_use=None)
+            yield _chunk(token)
+        if tool is not None:
+            arguments = json.dumps(example_value(tool.get("parameters") or {}))
+            third = max(1, len(arguments) // 3)
+            for index, start in enumerate(range(0, len(arguments), third)):
+                await asyncio.sleep(TOKEN_DELAY_SECONDS)
+                call = {"id": "call_demo_" + uuid.uuid4().hex[:12] if index == 0 else None,
+                        "type": "function", "index": 0,
+                        "function": {"name": tool["name"] if index == 0 else None,
+                                     "arguments": arguments[start:start + third]}}
+                yield _chunk("", tool_use=call)
+        yield _chunk("", finish="tool_calls" if tool is not None else "stop")
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
         return litellm.mock_completion(model="demo", mock_response=task_answer(messages),

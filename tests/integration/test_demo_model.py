@@ -27,3 +27,37 @@ def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: GatewaySe
         created = http.post(f"/v1/threads/{thread_id}/messages/{message_id}/suggestions", json={})
         assert created.status_code == 201, created.text
         assert len(created.json()["suggestions"]) == 3
+
+
+def test_demo_model_calls_a_named_client_tool_and_repeats_its_result(demo_gateway: GatewayServer):
+    tools = [{"name": "get_local_time", "description": "The browser's local time",
+              "inputSchema": {"type": "object", "properties": {}}}]
+    with httpx.Client(base_url=demo_gateway.url, timeout=30) as http:
+        events = run_events(http, "POST", "/v1/threads/runs", json={
+            "message": {"role": "user", "content": "What time is it?"}, "tools": tools})
+        awaiting = [e for e in events if e.type == "CUSTOM"][-1].data["value"]
+        (pending,) = awaiting["pendingToolCalls"]
+        assert pending["toolName"] == "get_local_time"
+
+        thread_id, run_id = events[0].data["threadId"], events[0].data["runId"]
+        result = {"type": "tool_result", "toolUseId": pending["toolCallId"],
+                  "content": [{"type": "text", "text": "14:05 in Lisbon"}]}
+        after = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+            "message": {"role": "user", "content": [result]}, "previousRunId": run_id,
+            "tools": tools})
+        assert "The tool returned: 14:05 in Lisbon" in text_of(after)
+
+
+def test_demo_model_renders_a_named_component(demo_gateway: GatewayServer):
+    component = {"name": "WeatherCard", "description": "Weather for a city",
+                 "propsSchema": {"type": "object", "properties": {"city": {"type": "string"},
+                                                                  "tempC": {"type": "number"}}}}
+    with httpx.Client(base_url=demo_gateway.url, timeout=30) as http:
+        events = run_events(http, "POST", "/v1/threads/runs", json={
+            "message": {"role": "user", "content": "show the weather card"},
+            "availableComponents": [component]})
+        names = [e.data["name"] for e in events if e.type == "CUSTOM"]
+        assert names[0] == "tambo.component.start" and names[-1] == "tambo.component.end"
+        end = [e for e in events if e.type == "CUSTOM"][-1].data["value"]
+        assert end["finalProps"] == {"city": "example", "tempC": 42}
+        assert events[-1].type == "RUN_FINISHED"
