@@ -233,3 +233,18 @@ def test_server_tools_run_inline(tools_gateway: GatewayServer, scripted_model: S
                           "tool_result", "tool_result", "tool_result"]
         assert messages[1]["content"][4]["isError"] is True
         assert messages[2]["content"] == [{"type": "text", "text": "The sum is 42."}]
+
+
+def test_server_tool_stream_passes_the_ag_ui_verifier(tools_gateway: GatewayServer,
+                                                      scripted_model: ScriptedModel):
+    from tests.support.node import capture_and_verify, have_node
+
+    if not have_node():
+        pytest.skip("node and npm are needed")
+    scripted_model.enqueue([{"content": "Adding. "}, call(0, "call_v1", "add", '{"a": 1, "b": 2}')],
+                           [{"content": "It is 3."}])
+    result = capture_and_verify(f"{tools_gateway.url}/v1/threads/runs",
+                                {"message": user("1+2?")}, {"accept": "text/event-stream"})
+    assert result["errors"] == [], result
+    types = [e["type"] for e in result["events"]]
+    assert "TOOL_CALL_RESULT" in types and types[-1] == "RUN_FINISHED"
