@@ -74,8 +74,12 @@ class _Call:
     tool_call_id: str
     name: str
     kind: str  # "client" | "server" | "component" | "unknown"
-    arguments: str = ""
+    fragments: list[str] = field(default_factory=list)  # joined when read, never per fragment
     component_id: str | None = None
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.fragments)
 
 
 class Turn:
@@ -87,10 +91,11 @@ class Turn:
         self.message_id = new_id()
         self.components, self.server_tools, self.client_tools = (
             components, server_tools, client_tools)
-        self.text = ""
-        self._thinking: tuple[str, str] | None = None  # (i, content so far)
+        # Text so far as lists of deltas: appending to a growing string would copy it per token.
+        self._texts: list[str] = []
+        self._thinking: tuple[str, list[str]] | None = None  # (i, content so far)
         self._agent: str | None = None
-        self._agent_text = ""
+        self._agent_texts: list[str] = []
         self.calls: dict[int, _Call] = {}
         self._waiting: dict[int, ToolCallDelta] = {}  # fragments before their name arrived
 
@@ -98,11 +103,11 @@ class Turn:
         if isinstance(delta, ReasoningDelta):
             if self._thinking is None:
                 i = new_id()
-                self._thinking = (i, "")
+                self._thinking = (i, [])
                 await self.sink.emit(timbal.start(i, {"type": "thinking",
                                                       "messageId": self.message_id}))
             i, content = self._thinking
-            self._thinking = (i, content + delta.text)
+            content.append(delta.text)
             await self.sink.emit(timbal.append(i, delta.text))
         elif isinstance(delta, TextDelta):
             await self._close_thinking()
@@ -110,8 +115,8 @@ class Turn:
                 self._agent = new_id()
                 await self.sink.emit(timbal.start(self._agent, {"type": "agent",
                                                                 "messageId": self.message_id}))
-            self._agent_text += delta.text
-            self.text += delta.text
+            self._agent_texts.append(delta.text)
+            self._texts.append(delta.text)
             await self.sink.emit(timbal.append(self._agent, delta.text))
         elif isinstance(delta, ToolCallDelta):
             await self._close_thinking()
@@ -140,7 +145,7 @@ class Turn:
             fragment = call.arguments
         else:
             fragment = delta.arguments
-            call.arguments += fragment
+            call.fragments.append(fragment)
         if fragment:
             await self.sink.emit(timbal.append(call.i, fragment))
 
@@ -149,24 +154,26 @@ class Turn:
         call_id = delta.id or new_id("call_")
         if name.startswith(COMPONENT_TOOL_PREFIX) and name[len(COMPONENT_TOOL_PREFIX):] in self.components:
             return _Call(delta.index, new_id(), call_id, name[len(COMPONENT_TOOL_PREFIX):],
-                         "component", arguments, component_id=new_id("comp_"))
+                         "component", [arguments], component_id=new_id("comp_"))
         kind = ("client" if name in self.client_tools
                 else "server" if name in self.server_tools else "unknown")
-        return _Call(delta.index, new_id(), call_id, name, kind, arguments)
+        return _Call(delta.index, new_id(), call_id, name, kind, [arguments])
 
     async def _close_thinking(self) -> None:
         if self._thinking is not None:
             i, content = self._thinking
             self._thinking = None
             await self.sink.emit(timbal.set_value(
-                i, {"type": "thinking", "messageId": self.message_id, "content": content}, now_ms()))
+                i, {"type": "thinking", "messageId": self.message_id, "content": "".join(content)},
+                now_ms()))
 
     async def _close_agent(self, cancelled: bool = False) -> None:
         if self._agent is not None:
-            value = {"type": "agent", "messageId": self.message_id, "content": self._agent_text}
+            value = {"type": "agent", "messageId": self.message_id,
+                     "content": "".join(self._agent_texts)}
             if cancelled:
                 value["cancelled"] = True
-            i, self._agent, self._agent_text = self._agent, None, ""
+            i, self._agent, self._agent_texts = self._agent, None, []
             await self.sink.emit(timbal.set_value(i, value, now_ms()))
 
     async def close(self, cancelled: bool = False) -> None:
@@ -178,6 +185,11 @@ class Turn:
             if cancelled:
                 value["cancelled"] = True
             await self.sink.emit(timbal.set_value(call.i, value, now_ms()))
+
+    @property
+    def text(self) -> str:
+        """All the turn's text so far."""
+        return "".join(self._texts)
 
     def ordered_calls(self) -> list[_Call]:
         return [self.calls[index] for index in sorted(self.calls)]

@@ -27,7 +27,7 @@ Event = dict[str, Any]
 class _Open:
     type: str
     message_id: str
-    text: str = ""
+    sent: list[str] = field(default_factory=list)  # text deltas sent (joined once, at the end)
     tool_call_id: str = ""
     component_id: str = ""
     props: PropsStream | None = None
@@ -82,10 +82,11 @@ class TamboTranslator:
         item = self._open.get(i)
         if item is None or text == "":
             return []
-        item.text += text
         if item.type == "agent":
+            item.sent.append(text)
             return [{"type": "TEXT_MESSAGE_CONTENT", "messageId": item.message_id, "delta": text}]
         if item.type == "thinking":
+            item.sent.append(text)
             return [{"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": text}]
         if item.type == "tool_call":
             return [{"type": "TOOL_CALL_ARGS", "toolCallId": item.tool_call_id, "delta": text}]
@@ -100,13 +101,13 @@ class TamboTranslator:
         if item is None:
             return self._whole(value)
         if item.type == "agent":
-            rest = _remaining(item.text, value.get("content", ""))
+            rest = _remaining("".join(item.sent), value.get("content", ""))
             events = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": item.message_id, "delta": rest}]
             return (events if rest else []) + [
                 {"type": "TEXT_MESSAGE_END", "messageId": item.message_id}
             ]
         if item.type == "thinking":
-            rest = _remaining(item.text, value.get("content", ""))
+            rest = _remaining("".join(item.sent), value.get("content", ""))
             events = [{"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": rest}] if rest else []
             return events + [{"type": "THINKING_TEXT_MESSAGE_END"}]
         if item.type == "tool_call":

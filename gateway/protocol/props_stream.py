@@ -8,7 +8,9 @@ Why not re-parse the whole buffer on every fragment: that is quadratic in the pr
 small scanner walks each character once and cuts the object into top-level members; a finished
 member is parsed exactly once with `json.loads`, and only the member still being written is
 partial-parsed, and only after it has grown by a quarter (or 8 characters) since the last parse,
-so the total parsing work stays linear in the props' length.
+so the total parsing work stays linear in the props' length. The same goes for copying: fragments
+are kept as a list (appending to a growing string copies it), a member's text is joined only when
+it is parsed, and a fragment that neither ends a member nor triggers a parse costs no diff.
 """
 
 from __future__ import annotations
@@ -41,29 +43,39 @@ class PropsStream:
     """Incremental partial parser for one component's props object."""
 
     def __init__(self) -> None:
-        self.buffer = ""
+        self._chunks: list[str] = []  # the fragments fed so far
+        self._length = 0
         self.complete: dict[str, Any] = {}
         self.current: dict[str, Any] = {}  # what the client has been told so far
-        self._scan = 0  # next character of `buffer` to scan
         self._depth = 0
         self._in_string = False
         self._escaped = False
         self._member_start: int | None = None  # offset of the member being written
+        self._member_at = (0, 0)  # ... as (index in `_chunks`, offset in that chunk)
         self._partial_key: str | None = None
         self._partial_value: Any = None
         self._parsed_len = 0
 
+    @property
+    def buffer(self) -> str:
+        """Everything fed so far."""
+        return "".join(self._chunks)
+
     def feed(self, fragment: str) -> list[dict[str, Any]]:
         """Add a fragment; return the operations that bring the client up to date."""
-        self.buffer += fragment
-        self._advance()
+        self._chunks.append(fragment)
+        self._length += len(fragment)
+        closed = self._advance(fragment)
+        if not self._due() and not closed:
+            return []  # nothing the client has can have changed
         return self._publish(self._snapshot())
 
     def finish(self, final_props: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """The props are complete: publish them exactly (the final value is authoritative)."""
         if final_props is None:
+            buffer = self.buffer
             try:
-                parsed = json.loads(self.buffer) if self.buffer.strip() else {}
+                parsed = json.loads(buffer) if buffer.strip() else {}
             except ValueError:
                 parsed = self._snapshot(force=True)
             final_props = parsed if isinstance(parsed, dict) else {}
@@ -80,10 +92,10 @@ class PropsStream:
         self.current = props
         return ops
 
-    def _advance(self) -> None:
-        text = self.buffer
-        for index in range(self._scan, len(text)):
-            char = text[index]
+    def _advance(self, fragment: str) -> bool:
+        """Scan the new fragment; True if it ended a top-level member."""
+        base, closed = self._length - len(fragment), False
+        for offset, char in enumerate(fragment):
             if self._in_string:
                 if self._escaped:
                     self._escaped = False
@@ -95,35 +107,50 @@ class PropsStream:
             if char == '"':
                 self._in_string = True
                 if self._depth == 1 and self._member_start is None:
-                    self._member_start = index
+                    self._member_start = base + offset
+                    self._member_at = (len(self._chunks) - 1, offset)
             elif char in "{[":
                 self._depth += 1
             elif char in "}]":
                 if self._depth == 1:
-                    self._close_member(index)
+                    closed = self._close_member(base + offset) or closed
                 self._depth -= 1
             elif char == "," and self._depth == 1:
-                self._close_member(index)
-        self._scan = len(text)
+                closed = self._close_member(base + offset) or closed
+        return closed
 
-    def _close_member(self, end: int) -> None:
+    def _member_text(self, end: int | None = None) -> str:
+        """The member being written, up to offset `end` (default: all of it so far)."""
+        assert self._member_start is not None
+        chunk, offset = self._member_at
+        text = "".join(self._chunks[chunk:])
+        return text[offset:] if end is None else text[offset : offset + end - self._member_start]
+
+    def _close_member(self, end: int) -> bool:
         if self._member_start is None:
-            return
-        member = self.buffer[self._member_start : end]
+            return False
+        member = self._member_text(end)
         self._member_start = None
         self._partial_key, self._partial_value, self._parsed_len = None, None, 0
         try:
             parsed = json.loads("{" + member + "}")
         except ValueError:
-            return
+            return True
         self.complete.update(parsed)
+        return True
+
+    def _due(self) -> bool:
+        """The member being written has grown enough since its last parse to parse it again."""
+        if self._member_start is None:
+            return False
+        grown = self._length - self._member_start - self._parsed_len
+        return grown >= max(8, self._parsed_len // 4)
 
     def _snapshot(self, force: bool = False) -> dict[str, Any]:
         props = dict(self.complete)
         if self._member_start is not None:
-            member = self.buffer[self._member_start :]
-            grown = len(member) - self._parsed_len
-            if force or grown >= max(8, self._parsed_len // 4):
+            if force or self._due():
+                member = self._member_text()
                 self._parsed_len = len(member)
                 try:
                     parsed = partial_loads("{" + member)
