@@ -13,18 +13,23 @@ sse-starlette server replaying recorded gateway events with the gateway's framin
    read by one SSE client: from the upstream directly, through litellm alone (the gateway's
    adapter, `LiteLLMModel.stream`, in this process), through the gateway, and from the bare
    SSE server. Wall time and the serving process's CPU time per event. The gateway's own cost
-   per event is its CPU minus litellm's and minus bare SSE's.
+   per event is its CPU minus litellm's and minus bare SSE's; a 10-token run gives the part of
+   it that is a fixed cost per run.
 2. latency: `--paced` tokens 10 ms apart; per token, the time from leaving the upstream to
    reaching the reader (p50 / p99), directly, through litellm and through the gateway.
 3. fan-out: the same run with 1, 2, 4, 8 subscribers (the POST plus reconnects with
    `GET /v1/threads/{id}/runs/{runId}`); wall and gateway CPU time, and cost per extra viewer.
-4. streamed props: one component whose props are a 20 kB (then 40 kB) string in 5-character
-   fragments: the gateway's code (Turn -> LiveLog -> TamboTranslator -> JSON), timed per
-   fragment in this process, first vs last 10 %; and the same runs through the gateway.
-5. with `--py-spy PATH`: a profile of the gateway during a long throughput run, summed by the
-   innermost frame of ours on each sampled stack.
+4. in-process: our code per model delta (Turn -> LiveLog -> TamboTranslator -> JSON), first
+   vs last 10 % of a component whose props are one 20 kB (then 40 kB) string in 5-character
+   fragments, and of 20,000 text tokens (flat = no O(n) work per token); and the recorder's
+   batched log write (`Store.append_frames`) per frame.
+5. props: the same component streams through the gateway, per fragment.
+6. with `--py-spy PATH`: a profile of the gateway during a long throughput run, summed by area
+   (model adapter, database, HTTP/SSE, the rest) and by our functions.
 
-Each figure is the median over `--repeats` runs (latency percentiles: the median run's).
+`--only throughput,latency,...` runs some of them. Each figure is the median over `--repeats`
+runs (latency percentiles: the run with the median p50), interleaved so that a burst of load
+from another job on the machine hits every source alike.
 Not part of the pass/fail suite.
 """
 
@@ -69,6 +74,7 @@ SHORT_RUN = 10  # tokens of the run that measures the gateway's fixed cost per r
 CHEAP = 10  # reads per CPU measurement of a source that costs little (or a short run)
 PROPS_KB = (20, 40)
 TEXT_TOKENS = 20000
+ITEM_ID = "01JD0000000000000000000000"  # a Timbal item id, as long as the gateway's
 
 
 # ---- servers ----------------------------------------------------------------------------
@@ -352,8 +358,9 @@ async def throughput(s: Setup, tokens: int, repeats: int) -> list[str]:
         readings = results[name]
         wall = median_of(readings, lambda r: r.us_per_event)
         events = readings[0].events // (CHEAP if name in ("upstream", "bare") else 1)
-        lines.append(f"  {label:<46} events {events:<6} "
-                     f"{1e6 / wall:8.0f}/s  wall {wall:7.1f}  cpu {cpu[name]:7.1f}")
+        spread = sorted(r.cpu_us_per_event for r in readings)
+        lines.append(f"  {label:<46} events {events:<6} {1e6 / wall:8.0f}/s  wall {wall:7.1f}"
+                     f"  cpu {cpu[name]:7.1f} ({spread[0]:.0f} to {spread[-1]:.0f})")
     per_run = median_of(results["short"], lambda r: r.cpu) / CHEAP * 1000
     events = results["gateway"][0].events
     ours = cpu["gateway"] - cpu["litellm"] - cpu["bare"]
@@ -383,7 +390,9 @@ async def latency(s: Setup, tokens: int, repeats: int) -> list[str]:
              "median p50):"]
     for name, samples in runs.items():
         middle = sorted(samples, key=statistics.median)[len(samples) // 2]
-        lines.append("  " + summary(name, middle))
+        p99s = sorted(percentile(run, 0.99) * 1000 for run in samples)
+        lines.append(f"  {summary(name, middle)}  (p99 of each run: {p99s[0]:.1f} to "
+                     f"{p99s[-1]:.1f})")
     return lines
 
 
@@ -420,8 +429,8 @@ async def fan_out(s: Setup, tokens: int, repeats: int) -> list[str]:
         if viewers > 1:
             per_cpu = (cpu - base_cpu) / (viewers - 1)
             per_wall = (wall - base_wall) / (viewers - 1)
-            extra = (f"  per extra viewer: wall {per_wall * 1000:5.0f} ms, CPU {per_cpu * 1000:5.0f}"
-                     f" ms = {per_cpu / events * 1e6:5.1f} us/event")
+            extra = (f"  per extra viewer: wall {per_wall * 1000:5.0f} ms, "
+                     f"CPU {per_cpu * 1000:5.0f} ms = {per_cpu / events * 1e6:5.1f} us/event")
         lines.append(f"  {viewers} viewer(s): wall {wall * 1000:6.0f} ms  CPU {cpu * 1000:6.0f} ms"
                      f"{extra}")
     return lines
@@ -473,8 +482,31 @@ def first_and_last(name: str, runs: list[list[int]]) -> str:
             f" p99 {percentile(lasts[k], 0.99):5.1f}")
 
 
-async def props(s: Setup, repeats: int) -> list[str]:
+async def frame_batches(workdir: Path, repeats: int) -> list[float]:
+    """CPU microseconds per frame of `Store.append_frames` (the recorder's batched write of the
+    log) on SQLite, in batches of `FLUSH_FRAMES`, one per repeat after 3 to warm up."""
+    from gateway.runs.recorder import FLUSH_FRAMES
+    from gateway.store.db import create_engine, migrate
+    from gateway.store.repository import Store
+
+    engine = create_engine(f"sqlite+aiosqlite:///{workdir / 'frames.db'}")
+    await migrate(engine)
+    store, samples = Store(engine), []
+    try:
+        for batch in range(3 + repeats):
+            rows = [(k + 1, 1_700_000_000_000 + k, {"i": ITEM_ID, "a": f"t{k} "})
+                    for k in range(FLUSH_FRAMES)]
+            started = time.process_time()  # the aiosqlite thread's too
+            assert await store.append_frames(f"run{batch}", rows)
+            samples.append((time.process_time() - started) / FLUSH_FRAMES * 1e6)
+    finally:
+        await engine.dispose()
+    return samples[3:]
+
+
+async def in_process(workdir: Path, repeats: int) -> list[str]:
     from gateway.engine.deltas import TextDelta, ToolCallDelta
+    from gateway.runs.recorder import FLUSH_FRAMES
 
     lines = ["our code per model delta, in-process (us; median run):"]
     for kb in PROPS_KB:
@@ -486,8 +518,16 @@ async def props(s: Setup, repeats: int) -> list[str]:
     texts = [TextDelta(f"t{k} ") for k in range(1, TEXT_TOKENS + 1)]
     runs = [await our_code_per_delta(texts) for _ in range(repeats)]
     lines.append(first_and_last(f"text, {TEXT_TOKENS} tokens", runs))
-    lines.append("streamed props through the gateway (median of "
-                 f"{repeats} runs; litellm's own cost included):")
+    batches = await frame_batches(workdir, 20)
+    lines.append(f"  log persistence, Store.append_frames in batches of {FLUSH_FRAMES}: CPU "
+                 f"{statistics.median(batches):.1f} us/frame ({min(batches):.1f} to "
+                 f"{max(batches):.1f})")
+    return lines
+
+
+async def props(s: Setup, repeats: int) -> list[str]:
+    lines = ["streamed props through the gateway (median of "
+             f"{repeats} runs; litellm's own cost included):"]
     for kb in PROPS_KB:
         body = {**BODY, "availableComponents": [NOTE]}
         fragments = props_arguments(kb)
@@ -576,6 +616,7 @@ async def bench(args: argparse.Namespace, upstream: Server, gateway: GatewayServ
             "throughput": lambda: throughput(s, args.tokens, args.repeats),
             "latency": lambda: latency(s, args.paced, args.repeats),
             "fan-out": lambda: fan_out(s, args.tokens, args.repeats),
+            "in-process": lambda: in_process(workdir, max(3, args.repeats // 2)),
             "props": lambda: props(s, max(3, args.repeats // 2)),
         }
         if args.py_spy:
@@ -598,7 +639,7 @@ def main() -> None:
     parser.add_argument("--paced", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--py-spy", help="path to a py-spy binary: profile the gateway too")
-    parser.add_argument("--only", default="throughput,latency,fan-out,props,profile",
+    parser.add_argument("--only", default="throughput,latency,fan-out,in-process,props,profile",
                         help="comma-separated measurements to run (default: all)")
     parser.add_argument("--serve", choices=["upstream", "bare"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
