@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
 import threading
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.lifecycle import summary
 from tests.conftest import scripted_env
 from tests.support.gateway_server import GatewayServer
 from tests.support.scripted_model import ScriptedModel
@@ -31,16 +31,6 @@ from tests.support.sse import iter_events
 
 TABLE = {"name": "Table", "description": "A table", "propsSchema": {"type": "object"}}
 HEADERS = {"x-api-key": "bench"}
-
-
-def summary(name: str, samples: list[float]) -> str:
-    ms = sorted(s * 1000 for s in samples)
-
-    def pct(p: float) -> float:
-        return ms[min(len(ms) - 1, round(p * (len(ms) - 1)))]
-
-    return (f"{name:<52} n={len(ms):<4} median {statistics.median(ms):7.1f}  p90 {pct(0.9):7.1f}"
-            f"  p99 {pct(0.99):7.1f}  max {ms[-1]:7.1f}")
 
 
 def table_turn(*extra: dict) -> list[dict]:

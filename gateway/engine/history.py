@@ -38,10 +38,6 @@ def to_model_messages(
     return _answer_dangling_calls(messages)
 
 
-def user_text(parts: Iterable[dict[str, Any]]) -> str:
-    return "\n".join(p.get("content", "") for p in parts if p.get("type") == "user")
-
-
 def _user_messages(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in parts:

@@ -24,7 +24,6 @@ RUN_CANCELLED = "run.cancelled"
 ERROR = "error"
 COMPONENT_STATE = "component.state"
 
-STREAMED_TYPES = frozenset({"agent", "thinking", "tool_call", "x-component"})
 
 
 def start(i: str, meta: dict[str, Any]) -> Frame:

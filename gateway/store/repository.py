@@ -359,22 +359,12 @@ class Store:
         async with self.session() as session:
             return list((await session.exec(query)).all())
 
-    async def last_frame_seq(self, run_id: str) -> int:
-        query = select(func.max(RunFrameRow.seq)).where(RunFrameRow.run_id == run_id)
-        async with self.session() as session:
-            return (await session.exec(query)).one() or 0
-
     # -- messages -----------------------------------------------------------------------------
 
     async def history(self, thread_id: str) -> list[MessageRow]:
         query = select(MessageRow).where(MessageRow.thread_id == thread_id).order_by(MessageRow.seq)
         async with self.session() as session:
             return list((await session.exec(query)).all())
-
-    async def count_messages(self, thread_id: str) -> int:
-        query = select(func.count()).select_from(MessageRow).where(MessageRow.thread_id == thread_id)
-        async with self.session() as session:
-            return (await session.exec(query)).one()
 
     async def list_messages(
         self, thread_id: str, limit: int, cursor: str | None, descending: bool
