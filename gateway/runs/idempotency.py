@@ -47,7 +47,7 @@ async def start_new_thread_once(manager: RunManager, project_id: str,
             try:
                 thread = await create_thread()
                 await store.set_idempotency_key(project_id, key, thread_id=thread.id)
-                started = await manager.start(project_id, thread, request, key)
+                started = await manager.start_on(project_id, thread, request, key)
             except BaseException:
                 await store.release_idempotency_key(project_id, key)
                 raise

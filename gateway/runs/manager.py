@@ -135,9 +135,19 @@ class RunManager:
         """Create a thread and start a run on it; with `idempotency_key`, a retry gets the
         thread and run the first request created, not a second thread."""
         if not idempotency_key:
-            return await self.start(project_id, await create_thread(), request)
+            return await self.start_on(project_id, await create_thread(), request)
         return await start_new_thread_once(self, project_id, create_thread, request, user_key,
                                            idempotency_key)
+
+    async def start_on(self, project_id: str, thread: ThreadRow, request: RunRequest,
+                       idempotency_key: str | None = None) -> StartedRun:
+        """Start the first run on a thread just created for it; if the run is refused (its
+        continuation is invalid), the thread goes too: a refused request leaves nothing."""
+        try:
+            return await self.start(project_id, thread, request, idempotency_key)
+        except ApiError:
+            await self.store.delete_thread(thread.id)
+            raise
 
     def _lease_ms(self) -> int:
         return int(self.lease_seconds * 1000)

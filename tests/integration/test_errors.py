@@ -35,6 +35,20 @@ def test_invalid_run_bodies_get_validation_error(client: httpx.Client, body):
     assert len(after) == len(before)
 
 
+@pytest.mark.parametrize("body", [
+    {"message": {"role": "user", "content": [
+        {"type": "tool_result", "toolUseId": "call_nowhere", "content": "x"}]}},
+    {"message": {"role": "user", "content": "hi"}, "previousRunId": "run_unknown"},
+])
+def test_refused_new_thread_run_leaves_no_thread(client: httpx.Client, body):
+    before = client.get("/v1/threads", params={"limit": 100}).json()["threads"]
+    response = client.post("/v1/threads/runs", json=body)
+    assert response.status_code == 400
+    assert response.json()["code"] in ("INVALID_TOOL_RESULT", "INVALID_PREVIOUS_RUN")
+    after = client.get("/v1/threads", params={"limit": 100}).json()["threads"]
+    assert [t["id"] for t in after] == [t["id"] for t in before]
+
+
 def test_malformed_json_gets_invalid_json(client: httpx.Client):
     response = client.post("/v1/threads/runs", content=b'{"message": ',
                            headers={"content-type": "application/json"})
