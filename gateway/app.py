@@ -97,7 +97,9 @@ def create_app(settings: Settings) -> Starlette:
         engine = create_engine(settings.database_url)
         await migrate(engine)
         store = Store(engine)
-        model = LiteLLMModel(settings.model, settings.model_api_base, settings.model_api_key)
+        model = LiteLLMModel(settings.model, settings.model_api_base,
+                             settings.model_api_key.get_secret_value()
+                             if settings.model_api_key else None)
         stack = contextlib.AsyncExitStack()
         server_tools = await open_server_tools(settings, stack)
         manager = RunManager(store, model, max_steps=settings.max_steps,

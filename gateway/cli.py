@@ -7,7 +7,7 @@ import asyncio
 import logging
 import sys
 
-from .config import settings_from_env
+from .config import SettingsError, load_settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,8 +28,12 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    settings = settings_from_env().with_overrides(
-        database_url=getattr(args, "database_url", None), model=getattr(args, "model", None))
+    try:
+        settings = load_settings(database_url=getattr(args, "database_url", None),
+                                 model=getattr(args, "model", None))
+    except SettingsError as error:
+        print(f"gateway: {error}", file=sys.stderr)
+        return 2
 
     if args.command == "openapi":
         from pathlib import Path

@@ -1,41 +1,28 @@
-"""Settings: one object, read once from the environment (and CLI flags), passed down explicitly.
+"""Settings: one declarative definition, read once from the environment (and CLI flags).
 
+Every setting is a typed field with its default, its accepted range and its help text in one
+place, so a bad value is refused at start-up with a line that names the variable, and the
+settings reference in the docs can be generated from this class instead of drifting from it.
 Nothing below `app.create_app` reads the environment itself, so tests can run several gateways
 with different settings in one process.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, replace
+import re
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEMO_MODEL = "gateway/demo"
+ENV_PREFIX = "GATEWAY_"
 
-
-@dataclass(frozen=True)
-class Settings:
-    database_url: str = ""
-    model: str = DEMO_MODEL
-    model_api_base: str | None = None
-    model_api_key: str | None = None
-    # API key -> project id. Empty means development mode: any key, one default project.
-    api_keys: dict[str, str] = field(default_factory=dict)
-    disconnect_grace_seconds: float = 30.0
-    heartbeat_seconds: float = 15.0
-    lease_seconds: float = 30.0
-    max_steps: int = 10
-    tool_timeout_seconds: float = 30.0
-    tools_module: str | None = None
-    mcp_servers: str | None = None
-    cors_origins: tuple[str, ...] = ("*",)
-
-    @property
-    def development_mode(self) -> bool:
-        return not self.api_keys
-
-    def with_overrides(self, **changes: object) -> "Settings":
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+# What a key or project name may hold: enough for any generated token, nothing that looks like
+# a list or JSON, so a pasted `["k1"]` is an error instead of a strange valid key.
+_KEY = re.compile(r"^[A-Za-z0-9._~+/=-]+$")
+_PROJECT = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 def default_database_url(cwd: Path | None = None) -> str:
@@ -45,30 +32,125 @@ def default_database_url(cwd: Path | None = None) -> str:
 
 
 def parse_api_keys(raw: str) -> dict[str, str]:
-    """`key1,key2` or `key1:projectA,key2:projectB`; a key without a project gets `default`."""
+    """`key1,key2` or `key1:projectA,key2:projectB`; a key without a project gets `default`.
+
+    Strict on purpose: a key list with an empty item or a stray character is far more likely a
+    mistake than an intent, and a mistake here silently opens or closes the gateway.
+    """
     keys: dict[str, str] = {}
-    for item in raw.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        key, _, project = item.partition(":")
-        keys[key.strip()] = project.strip() or "default"
+    if not raw.strip():
+        return keys
+    for number, item in enumerate(raw.split(","), start=1):
+        key, sep, project = (part.strip() for part in item.strip().partition(":"))
+        if not key or not _KEY.match(key):
+            # The item itself is not shown: it may be a real key with a typo.
+            raise ValueError(f"item {number} is not a key (letters, digits and ._~+/=- only; "
+                             "items separated by commas, `key:project` to name a project)")
+        if sep and not _PROJECT.match(project):
+            raise ValueError(f"{project!r} is not a project name (letters, digits and ._-)")
+        keys[key] = project or "default"
     return keys
 
 
-def settings_from_env(env: os._Environ[str] | dict[str, str] | None = None) -> Settings:
-    env = os.environ if env is None else env
-    return Settings(
-        database_url=env.get("GATEWAY_DATABASE_URL") or default_database_url(),
-        model=env.get("GATEWAY_MODEL") or DEMO_MODEL,
-        model_api_base=env.get("GATEWAY_MODEL_API_BASE") or None,
-        model_api_key=env.get("GATEWAY_MODEL_API_KEY") or None,
-        api_keys=parse_api_keys(env.get("GATEWAY_API_KEYS", "")),
-        disconnect_grace_seconds=float(env.get("GATEWAY_DISCONNECT_GRACE_SECONDS", "30")),
-        heartbeat_seconds=float(env.get("GATEWAY_HEARTBEAT_SECONDS", "15")),
-        lease_seconds=float(env.get("GATEWAY_LEASE_SECONDS", "30")),
-        max_steps=int(env.get("GATEWAY_MAX_STEPS", "10")),
-        tool_timeout_seconds=float(env.get("GATEWAY_TOOL_TIMEOUT_SECONDS", "30")),
-        tools_module=env.get("GATEWAY_TOOLS") or None,
-        mcp_servers=env.get("GATEWAY_MCP_SERVERS") or None,
-    )
+def _comma_list(raw: Any) -> Any:
+    if isinstance(raw, str):
+        return tuple(item.strip() for item in raw.split(",") if item.strip())
+    return raw
+
+
+class Settings(BaseSettings):
+    """The gateway's settings; each field `name` is read from `GATEWAY_NAME`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True, extra="ignore",
+        populate_by_name=True)
+
+    database_url: str = Field(
+        default_factory=default_database_url,
+        description="SQLAlchemy async URL of the database: `sqlite+aiosqlite:///path` or "
+                    "`postgresql+asyncpg://user:password@host/db`. Default: `./data/gateway.db`.",
+        json_schema_extra={"secret_parts": "password"})
+    model: str = Field(
+        DEMO_MODEL, min_length=1,
+        description="The litellm model string (`openai/gpt-4o-mini`, `anthropic/...`); "
+                    "`gateway/demo` is the offline built-in demo model.")
+    model_api_base: str | None = Field(
+        None, description="Passed to litellm as `api_base` (an OpenAI-compatible server's URL).")
+    model_api_key: SecretStr | None = Field(
+        None, description="Passed to litellm as `api_key`.")
+    api_keys: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict, repr=False,
+        description="`key1,key2` or `key1:projectA,key2:projectB`; each key sees only its "
+                    "project's threads. Unset means development mode: any key, one project.")
+    tools_module: str | None = Field(
+        None, validation_alias=f"{ENV_PREFIX}TOOLS",
+        description="A Python module or file of server-side tools.")
+    mcp_servers: str | None = Field(
+        None, description="A JSON file of MCP servers whose tools the model may call.")
+    tool_timeout_seconds: float = Field(
+        30.0, gt=0, description="How long a server tool may run before the model sees a "
+                                "timeout error.")
+    max_steps: int = Field(
+        10, ge=1, description="Model calls per run (server tools make the loop take several).")
+    heartbeat_seconds: float = Field(
+        15.0, gt=0, description="SSE comment heartbeat while a stream is idle (keeps proxies "
+                                "from closing it).")
+    disconnect_grace_seconds: float = Field(
+        30.0, ge=0, description="How long a run whose subscribers all left keeps going before "
+                                "it is cancelled.")
+    lease_seconds: float = Field(
+        30.0, gt=0, description="A run whose process died is failed and its thread unlocked "
+                                "after this long.")
+    cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("*",), description="Origins allowed to call the API from a browser, comma-separated; "
+                            "`*` allows any.")
+
+    _parse_api_keys = field_validator("api_keys", mode="before")(
+        lambda raw: parse_api_keys(raw) if isinstance(raw, str) else raw)
+    _parse_origins = field_validator("cors_origins", mode="before")(_comma_list)
+
+    @property
+    def development_mode(self) -> bool:
+        return not self.api_keys
+
+    def with_overrides(self, **changes: object) -> "Settings":
+        """A copy with the given fields replaced, validated like the environment (CLI flags)."""
+        given = {name: value for name, value in changes.items() if value is not None}
+        if not given:
+            return self
+        return type(self).model_validate({**self.model_dump(by_alias=False), **given})
+
+
+class SettingsError(Exception):
+    """A setting with a value that is not accepted; the message is one line per problem."""
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable a field is read from."""
+    alias = Settings.model_fields[field_name].validation_alias
+    return alias if isinstance(alias, str) else ENV_PREFIX + field_name.upper()
+
+
+def load_settings(**overrides: object) -> Settings:
+    """The settings from the environment (plus CLI overrides), or a `SettingsError` whose
+    message names each bad variable, its value and what it accepts - never a traceback."""
+    try:
+        return Settings().with_overrides(**overrides)
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors(include_url=False):
+            field_name = str(problem["loc"][0]) if problem["loc"] else "?"
+            if field_name.startswith(ENV_PREFIX):
+                name = field_name
+            elif field_name in Settings.model_fields:
+                name = env_name(field_name)
+            else:
+                name = field_name
+            reason = str(problem["msg"]).removeprefix("Value error, ")
+            shown = "" if _is_secret(field_name) else f"={problem.get('input')!r}"
+            lines.append(f"invalid setting {name}{shown}: {reason}")
+        raise SettingsError("\n".join(lines)) from None
+
+
+def _is_secret(field_name: str) -> bool:
+    return field_name in {"model_api_key", "api_keys", "database_url"}

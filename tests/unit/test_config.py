@@ -1,0 +1,62 @@
+"""Settings as an operator types them: the accepted forms, and one clear line for a bad value."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gateway.config import SettingsError, load_settings
+
+
+def _load(monkeypatch: pytest.MonkeyPatch, **env: str):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return load_settings()
+
+
+def test_defaults_are_the_embedded_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _load(monkeypatch)
+    assert settings.model == "gateway/demo"
+    assert settings.database_url.startswith("sqlite+aiosqlite:///")
+    assert settings.development_mode
+
+
+def test_api_keys_with_and_without_projects(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _load(monkeypatch, GATEWAY_API_KEYS="k1:alpha, k2")
+    assert settings.api_keys == {"k1": "alpha", "k2": "default"}
+    assert not settings.development_mode
+
+
+@pytest.mark.parametrize("name, value", [
+    ("GATEWAY_MAX_STEPS", "abc"),
+    ("GATEWAY_MAX_STEPS", "0"),
+    ("GATEWAY_HEARTBEAT_SECONDS", "-1"),
+    ("GATEWAY_API_KEYS", '["k1"]'),
+    ("GATEWAY_API_KEYS", ",,"),
+    ("GATEWAY_API_KEYS", "k1:bad project"),
+])
+def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, name: str,
+                                        value: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        _load(monkeypatch, **{name: value})
+    assert str(error.value).startswith(f"invalid setting {name}")
+    assert "\n" not in str(error.value)
+
+
+def test_a_bad_key_list_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SettingsError) as error:
+        _load(monkeypatch, GATEWAY_API_KEYS="good-key,sk live secret")
+    assert "secret" not in str(error.value)
+
+
+def test_serve_with_a_bad_value_exits_2_with_one_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", "1"], capture_output=True,
+        text=True, env={"PATH": "/usr/bin:/bin", "GATEWAY_LEASE_SECONDS": "soon"}, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "gateway: invalid setting GATEWAY_LEASE_SECONDS='soon': Input should be a valid "
+        "number, unable to parse string as a number"]
+    assert "Traceback" not in result.stderr
