@@ -1,66 +1,173 @@
-"""`gateway serve | migrate | openapi`."""
+"""`gateway serve | migrate | config | openapi`.
+
+Every way start-up can fail for a reason the operator must fix (a bad setting, a port in use,
+a database that cannot be reached or migrated) ends the process at once with one line on stderr
+and a non-zero status: a traceback or a process that lingers hides the one thing to fix. No
+command prints a secret; URLs are shown with their password masked.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import socket
 import sys
 
-from .config import SettingsError, load_settings
+from .config import Settings, SettingsError, load_settings
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+# Exit statuses: 2 is a bad setting or usage (argparse's own), 1 anything else at start-up.
+EXIT_USAGE = 2
+EXIT_STARTUP = 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
+class StartupError(Exception):
+    """A start-up step failed for a reason the operator must fix; the message is one line."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
     serve.add_argument("--model", help="overrides GATEWAY_MODEL")
-    serve.add_argument("--log-level", default="info")
-    commands.add_parser("migrate", help="create or upgrade the database schema, then exit")
-    openapi = commands.add_parser("openapi", help="regenerate openapi/openapi.json and schemas/")
+    serve.add_argument("--log-level", default="info", choices=LOG_LEVELS,
+                       help="for the gateway's own loggers and uvicorn's (default: info)")
+    migrate = commands.add_parser("migrate", help="create or upgrade the database schema, "
+                                                  "then exit")
+    migrate.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
+    commands.add_parser("config", help="print the effective settings (secrets masked)")
+    openapi = commands.add_parser("openapi", help="regenerate openapi/, schemas/ and "
+                                                  "docs/settings.md")
     openapi.add_argument("--root", default=".", help="the repository root (default: .)")
     openapi.add_argument("--check", action="store_true",
                          help="only report stale files; exit 1 if any")
-    args = parser.parse_args(argv)
+    return parser
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+def configure_logging(level_name: str) -> None:
+    """One level for the gateway's loggers (and the root), so `--log-level` means what it says."""
+    level = logging.DEBUG if level_name == "trace" else getattr(logging, level_name.upper())
+    logging.basicConfig(level=level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+    logging.getLogger("gateway").setLevel(level)
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
+
+
+def _one_line(exc: BaseException, secret: str | None) -> str:
+    """The most specific line of an exception (a driver's own message, not SQLAlchemy's
+    wrapper with its URL of the documentation), with a password never in it."""
+    inner = getattr(exc, "orig", None) or exc.__cause__ or exc
+    text = str(inner).strip() or type(inner).__name__
+    line = text.splitlines()[0]
+    if secret:
+        line = line.replace(secret, "****")
+    return line
+
+
+async def prepare_database(url: str) -> None:
+    """Connect and migrate, or raise `StartupError` saying which of the two failed and why."""
+    from sqlalchemy.engine import make_url
+
+    from .settings_report import mask_url
+    from .store.db import create_engine, migrate
+
+    shown = mask_url(url)
+    password = make_url(url).password
+    try:
+        engine = create_engine(url)
+    except Exception as exc:  # a malformed URL or a driver that is not async
+        raise StartupError(f"cannot use the database URL {shown}: "
+                           f"{_one_line(exc, password)}") from None
+    try:
+        try:
+            async with engine.connect():
+                pass
+        except Exception as exc:
+            raise StartupError(f"cannot reach the database at {shown}: "
+                               f"{_one_line(exc, password)}") from None
+        try:
+            await migrate(engine)
+        except Exception as exc:
+            raise StartupError(f"cannot migrate the database at {shown}: "
+                               f"{_one_line(exc, password)}") from None
+    finally:
+        await engine.dispose()
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything slow starts, so a port in use is reported
+    at once instead of after start-up (uvicorn then waits on its lifespan and never exits)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror.lower() if exc.strerror else str(exc)
+        raise StartupError(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    sock = listen(host, port)
+    asyncio.run(prepare_database(settings.database_url))
+    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level=log_level,
+                            timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    # uvicorn returns (rather than exiting) when the app's start-up failed.
+    return 0 if server.started else EXIT_STARTUP
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging(getattr(args, "log_level", "info" if args.command == "serve"
+                                                    else "warning"))
     try:
         settings = load_settings(database_url=getattr(args, "database_url", None),
                                  model=getattr(args, "model", None))
     except SettingsError as error:
         print(f"gateway: {error}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
-    if args.command == "openapi":
-        from pathlib import Path
+    try:
+        if args.command == "openapi":
+            from pathlib import Path
 
-        from .schema_gen import main as generate
+            from .schema_gen import main as generate
 
-        return generate(Path(args.root), args.check)
+            return generate(Path(args.root), args.check)
+        if args.command == "config":
+            from .settings_report import effective_lines
 
-    if args.command == "migrate":
-        from .store.db import create_engine, migrate
+            print("\n".join(effective_lines(settings)))
+            return 0
+        if args.command == "migrate":
+            from .settings_report import mask_url
 
-        async def run() -> None:
-            engine = create_engine(settings.database_url)
-            await migrate(engine)
-            await engine.dispose()
-
-        asyncio.run(run())
-        print(f"database is up to date: {settings.database_url}")
-        return 0
-
-    import uvicorn
-
-    from .app import create_app
-
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
-                timeout_graceful_shutdown=5)
-    return 0
+            asyncio.run(prepare_database(settings.database_url))
+            print(f"database is up to date: {mask_url(settings.database_url)}")
+            return 0
+        return serve(settings, args.host, args.port, args.log_level)
+    except StartupError as error:
+        print(f"gateway: {error}", file=sys.stderr)
+        return EXIT_STARTUP
 
 
 if __name__ == "__main__":

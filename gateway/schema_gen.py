@@ -1,4 +1,4 @@
-"""`gateway openapi`: regenerate `openapi/openapi.json` and `schemas/` from the code.
+"""`gateway openapi`: regenerate `openapi/openapi.json`, `schemas/` and `docs/settings.md`.
 
 Both are checked in so front-end teams can generate clients and validate payloads without
 running the server; CI regenerates them in memory and fails when the checked-in copies differ.
@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute, Route
 from .api.openapi import openapi_text
 from .api.spec import OPERATIONS, operation_keys
 from .protocol.schema_files import schema_files
+from .settings_report import REFERENCE_PATH, reference_markdown
 
 COMMAND = "gateway openapi"
 GENERATED_DIRS = ("openapi", "schemas")
@@ -24,6 +25,7 @@ def generated_files() -> dict[str, str]:
     """Path relative to the repository root -> text, for every generated file."""
     files = {"openapi/openapi.json": openapi_text()}
     files.update({f"schemas/{path}": text for path, text in schema_files().items()})
+    files[REFERENCE_PATH] = reference_markdown()
     return files
 
 

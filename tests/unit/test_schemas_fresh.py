@@ -42,6 +42,8 @@ def test_generation_is_canonical_and_deterministic() -> None:
     first, second = generated_files(), generated_files()
     assert first == second
     for path, text in first.items():
+        if not path.endswith(".json"):
+            continue
         assert text == canonical(json.loads(text)), f"{path} is not in canonical form"
         assert text.endswith("}\n")
 

@@ -1,0 +1,141 @@
+"""Start-up and CLI hygiene, as an operator meets it: each command run as a real subprocess.
+
+A start-up that cannot succeed ends at once with one line on stderr and a non-zero status (no
+traceback, no lingering process); no command prints a secret; `--log-level` governs the
+gateway's own loggers; `gateway config` shows what the process would run with.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.support.gateway_server import free_port
+
+PASSWORD = "hunter2-secret"
+UNREACHABLE_PG = f"postgresql+asyncpg://gw:{PASSWORD}@127.0.0.1:{free_port()}/gw"
+
+
+def gateway(*args: str, cwd: Path, timeout: float = 60, **env: str
+            ) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    return subprocess.run([sys.executable, "-m", "gateway", *args], cwd=cwd,
+                          env={**clean, **env}, capture_output=True, text=True, timeout=timeout)
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_a_port_in_use_ends_serve_at_once(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        result = gateway("serve", "--port", str(port), cwd=tmp_path, timeout=30)
+        elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert one_line(result) == (f"gateway: cannot listen on 127.0.0.1:{port}: "
+                                "address already in use")
+    print(f"port in use: exited in {elapsed:.1f} s")
+
+
+def test_an_unreachable_database_ends_serve_with_one_line_and_no_password(tmp_path: Path) -> None:
+    result = gateway("serve", "--port", str(free_port()), cwd=tmp_path,
+                     GATEWAY_DATABASE_URL=UNREACHABLE_PG)
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith("gateway: cannot reach the database at postgresql+asyncpg://gw:****@")
+    assert PASSWORD not in result.stdout + result.stderr
+
+
+def test_a_synchronous_database_url_is_one_line(tmp_path: Path) -> None:
+    result = gateway("migrate", cwd=tmp_path,
+                     GATEWAY_DATABASE_URL=f"sqlite:///{tmp_path / 'sync.db'}")
+    assert result.returncode == 1
+    assert "is not async" in one_line(result)
+
+
+def test_a_failed_migration_ends_serve_with_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "future.db"
+    with sqlite3.connect(db) as connection:  # a schema from a newer gateway than this one
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+        connection.execute("INSERT INTO alembic_version VALUES ('9999_from_the_future')")
+    result = gateway("serve", "--port", str(free_port()), cwd=tmp_path,
+                     GATEWAY_DATABASE_URL=f"sqlite+aiosqlite:///{db}")
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith(f"gateway: cannot migrate the database at sqlite+aiosqlite:///{db}: ")
+    assert "9999_from_the_future" in line
+
+
+def test_migrate_masks_the_password(tmp_path: Path) -> None:
+    ok = gateway("migrate", cwd=tmp_path,
+                 GATEWAY_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == (f"database is up to date: sqlite+aiosqlite:///"
+                                 f"{tmp_path / 'gateway.db'}")
+    failed = gateway("migrate", cwd=tmp_path, GATEWAY_DATABASE_URL=UNREACHABLE_PG)
+    assert failed.returncode == 1
+    assert PASSWORD not in failed.stdout + failed.stderr
+    assert "gw:****@" in one_line(failed)
+
+
+def test_config_prints_effective_settings_with_secrets_masked(tmp_path: Path) -> None:
+    result = gateway("config", cwd=tmp_path, GATEWAY_DATABASE_URL=UNREACHABLE_PG,
+                     GATEWAY_MODEL_API_KEY="sk-live-abcdef", GATEWAY_API_KEYS="key-one:alpha",
+                     GATEWAY_MAX_STEPS="4", GATEWAY_MODEL_API_BASE="http://user:tok3n@h/v1")
+    assert result.returncode == 0, result.stderr
+    shown = dict(line.split("=", 1) for line in result.stdout.strip().splitlines())
+    assert shown["GATEWAY_MAX_STEPS"] == "4"
+    assert shown["GATEWAY_MODEL"] == "gateway/demo"
+    assert shown["GATEWAY_MODEL_API_KEY"] == "****"
+    assert shown["GATEWAY_API_KEYS"] == "****:alpha"
+    assert shown["GATEWAY_DATABASE_URL"] == UNREACHABLE_PG.replace(PASSWORD, "****")
+    assert shown["GATEWAY_MODEL_API_BASE"] == "http://user:****@h/v1"
+    for secret in (PASSWORD, "sk-live-abcdef", "key-one", "tok3n"):
+        assert secret not in result.stdout + result.stderr
+
+
+def test_config_with_a_bad_value_is_one_line_and_status_2(tmp_path: Path) -> None:
+    result = gateway("config", cwd=tmp_path, GATEWAY_HEARTBEAT_SECONDS="-1")
+    assert result.returncode == 2
+    assert one_line(result).startswith("gateway: invalid setting GATEWAY_HEARTBEAT_SECONDS=")
+
+
+def test_log_level_governs_the_gateways_own_loggers(tmp_path: Path) -> None:
+    """In development mode the gateway warns at start-up; `--log-level error` silences it."""
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w+")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--log-level", "error"],
+        cwd=tmp_path, env=clean, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("gateway did not start")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    output = (tmp_path / "serve.log").read_text()
+    assert "development mode" not in output
+    assert "WARNING" not in output and "INFO" not in output

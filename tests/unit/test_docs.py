@@ -1,0 +1,57 @@
+"""The repository explains itself: README and docs/ point only inside it, at things that exist,
+and the settings reference is the one generated from the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gateway.config import Settings
+from gateway.settings_report import REFERENCE_PATH, reference_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+# A backticked repository path: a top-level directory of ours, then a file with an extension or
+# a directory with a trailing slash (`gateway/demo` is a model name, not a path).
+REPO_PATH = re.compile(r"`((?:gateway|tests|docs|examples|bench|scripts|schemas|openapi)/"
+                       r"[\w./-]*(?:\.\w+|/))`")
+
+
+def test_settings_reference_is_generated_from_the_code() -> None:
+    checked_in = (ROOT / REFERENCE_PATH).read_text("utf-8")
+    assert checked_in == reference_markdown(), (
+        f"{REFERENCE_PATH} differs from gateway/config.py; run `gateway openapi` and commit it")
+
+
+def test_every_setting_explains_itself() -> None:
+    undocumented = [name for name, field in Settings.model_fields.items()
+                    if not (field.description or "").strip()]
+    assert not undocumented, f"give these settings a Field(description=...): {undocumented}"
+    reference = (ROOT / REFERENCE_PATH).read_text("utf-8")
+    for name in Settings.model_fields:
+        assert f"`GATEWAY_{name.upper()}`" in reference or name == "tools_module"
+    assert "`GATEWAY_TOOLS`" in reference
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_links_stay_inside_the_repository_and_exist(document: Path) -> None:
+    text = document.read_text("utf-8")
+    for target in LINK.findall(text):
+        if re.match(r"^(https?:|mailto:|#)", target):
+            continue
+        resolved = (document.parent / target.split("#")[0]).resolve()
+        assert resolved.is_relative_to(ROOT), f"{document.name} links outside: {target}"
+        assert resolved.exists(), f"{document.name} links to a missing file: {target}"
+    outside = re.findall(r"(?<![.\w])\.\./[\w.-]+|/work/|shared/DESIGN", text)
+    assert not outside, f"{document.name} names paths outside the repository: {outside}"
+
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_named_paths_exist(document: Path) -> None:
+    missing = [path for path in REPO_PATH.findall(document.read_text("utf-8"))
+               if not (ROOT / path).exists()]
+    assert not missing, f"{document.name} names paths that do not exist: {missing}"
