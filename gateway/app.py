@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .api import assist, components, docs, runs, threads
+from .api import assist, components, docs, playground, runs, threads
 from .api.context import Services
 from .api.errors import HANDLERS
 from .config import DEMO_MODEL, Settings
@@ -133,7 +133,7 @@ def create_app(settings: Settings) -> Starlette:
 
     return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes,
-                *assist.routes, *components.routes, *docs.routes],
+                *assist.routes, *components.routes, *docs.routes, *playground.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag"], max_age=600)],

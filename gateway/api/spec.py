@@ -174,6 +174,8 @@ OPERATIONS: tuple[Operation, ...] = (
               result=dict[str, str]),
     Operation("GET", "/openapi.json", "openapi", "This OpenAPI document", "meta", public=True,
               result=dict[str, Any]),
+    Operation("GET", "/", "playground", "The playground: try the API in a browser (offline "
+              "HTML)", "meta", public=True, result=str, media_type="text/html"),
     Operation("GET", "/docs", "docs", "Human-readable API reference (offline HTML)", "meta",
               public=True, result=str, media_type="text/html"),
     # threads

@@ -91,14 +91,16 @@ class StepFailed(AssertionError):
 
 
 class Browser:
-    """`node browser.mjs` as a step-by-step remote control (see that file for the commands)."""
+    """`node <script>` (browser.mjs by default) as a step-by-step remote control (see that file
+    for the commands)."""
 
-    def __init__(self, app_url: str, gateway_url: str, log_path: Path) -> None:
+    def __init__(self, app_url: str, gateway_url: str, log_path: Path,
+                 script: str = "browser.mjs") -> None:
         npm_ci(E2E_DIR)
         self.log_path = log_path
         with open(log_path, "w") as log:  # a file, not a pipe: a chatty stderr cannot block it
             self.process = subprocess.Popen(
-                ["node", str(E2E_DIR / "browser.mjs"), app_url, gateway_url],
+                ["node", str(E2E_DIR / script), app_url, gateway_url],
                 cwd=E2E_DIR, env={**os.environ, "CHROMIUM": CHROMIUM}, text=True,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
             )
@@ -113,7 +115,7 @@ class Browser:
         if not line:
             self.close()
             stderr = self.log_path.read_text(errors="replace")
-            raise StepFailed(f"browser.mjs gave no reply to {action!r} within {timeout} s "
+            raise StepFailed(f"the browser script gave no reply to {action!r} within {timeout} s "
                              f"(exit {self.process.poll()}):\n{stderr[-4000:]}")
         result = json.loads(line)
         if not result["ok"]:

@@ -1,0 +1,585 @@
+// The playground: a page that talks to the gateway through its public API only, exactly as any
+// client does (x-api-key, userKey, the run streams, DELETE to cancel, component state).
+// Plain browser JavaScript with no build step and no dependency, so it works offline.
+//
+// Two views of one stream: the rendered conversation (built from the thread's REST messages,
+// then updated by each event) and the raw events with their ids.
+
+const $ = (id) => document.getElementById(id);
+const stored = (key, fallback) => localStorage.getItem(`playground.${key}`) ?? fallback;
+const store = (key, value) => localStorage.setItem(`playground.${key}`, value);
+
+const DEFAULT_EXTRAS = {
+  availableComponents: [{
+    name: "WeatherCard",
+    description: "Shows the weather of a city.",
+    propsSchema: {
+      type: "object",
+      properties: { city: { type: "string", examples: ["Paris"] },
+                    temperature: { type: "number" } },
+      required: ["city"],
+    },
+    stateSchema: { type: "object", properties: { pinned: { type: "boolean" } } },
+  }],
+  tools: [{
+    name: "get_local_time",
+    description: "The user's local time (answered in the browser).",
+    inputSchema: { type: "object", properties: { timezone: { type: "string" } } },
+  }],
+};
+
+const state = {
+  thread: null,        // the selected thread (REST shape), null for a new one
+  messages: [],        // rendered messages: {id, role, parts, cancelled}
+  runId: null,         // the run being watched
+  lastId: 0,           // the last event id read from it
+  stream: null,        // AbortController of the open stream
+  pending: [],         // client tool calls awaiting results
+};
+
+// -- HTTP -------------------------------------------------------------------------------------
+
+function headers(extra = {}) {
+  const key = $("api-key").value.trim();
+  return { ...(key ? { "x-api-key": key } : {}), ...extra };
+}
+
+function withUser(path) {
+  const user = $("user-key").value.trim();
+  if (!user) return path;
+  return `${path}${path.includes("?") ? "&" : "?"}userKey=${encodeURIComponent(user)}`;
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: headers(body ? { "content-type": "application/json" } : {}) };
+  if (body) init.body = JSON.stringify(body);
+  const response = await fetch(withUser(path), init);
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok && response.status !== 304) throw problem(response.status, data);
+  return { status: response.status, data, response };
+}
+
+function problem(status, data) {
+  const error = new Error(data?.code ? `${status} ${data.code}: ${data.detail || data.message}`
+                                     : `HTTP ${status}`);
+  error.data = data;
+  return error;
+}
+
+function showError(error) {
+  $("error").hidden = !error;
+  $("error").textContent = error ? String(error.message || error) : "";
+}
+
+// -- the SSE reader -----------------------------------------------------------------------------
+
+/** Reads an SSE response body and calls onEvent({id, data}) / onComment(text) per message. */
+async function readSse(response, onEvent, onComment) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let id = null;
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) onComment(line.slice(1).trim());
+        else if (line.startsWith("id:")) id = line.slice(3).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onEvent({ id, data: JSON.parse(data.join("\n")) });
+    }
+  }
+}
+
+// -- runs -------------------------------------------------------------------------------------
+
+function extras() {
+  try {
+    return JSON.parse($("extras").value || "{}");
+  } catch (error) {
+    throw new Error(`The tools and components JSON is not valid: ${error.message}`);
+  }
+}
+
+async function startRun(message) {
+  const thread = state.thread;
+  const body = { ...extras(), message };
+  const user = $("user-key").value.trim();
+  if (user) body.userKey = user;
+  if (thread?.lastCompletedRunId) body.previousRunId = thread.lastCompletedRunId;
+  const path = thread ? `/v1/threads/${thread.id}/runs` : "/v1/threads/runs";
+  await stream("POST", path, body, "started");
+}
+
+async function reconnect() {
+  const runId = $("run-id").value.trim();
+  if (!state.thread || !runId) throw new Error("Pick a thread and a run to reconnect to.");
+  const after = $("after-id").value.trim();
+  const path = `/v1/threads/${state.thread.id}/runs/${runId}${after ? `?after=${after}` : ""}`;
+  await loadThread(state.thread.id);  // what is persisted; the stream adds what follows
+  await stream("GET", path, null, `reconnected after id ${after || 0}`);
+}
+
+async function stream(method, path, body, note) {
+  closeStream();
+  const controller = new AbortController();
+  state.stream = controller;
+  const init = { method, signal: controller.signal,
+                 headers: headers({ accept: "text/event-stream",
+                                    ...(body ? { "content-type": "application/json" } : {}) }) };
+  if (body) init.body = JSON.stringify(body);
+  setStatus("connecting");
+  const response = await fetch(withUser(path), init);
+  if (!response.ok) {
+    setStatus("");
+    throw problem(response.status, await response.json().catch(() => null));
+  }
+  const threadId = response.headers.get("X-Thread-Id");
+  const runId = response.headers.get("X-Run-Id");
+  if (threadId && state.thread?.id !== threadId) await selectThread(threadId, { keepEvents: true });
+  if (runId) setRun(runId);
+  rawNote(`${method} ${path.split("?")[0]}: ${note}`);
+  setStatus("streaming");
+  try {
+    await readSse(response, onEvent, (text) => rawComment(text));
+  } catch (error) {
+    if (controller.signal.aborted) return;
+    throw error;
+  } finally {
+    if (state.stream === controller) state.stream = null;
+  }
+  rawNote("stream closed");
+  await afterRun();
+}
+
+function closeStream() {
+  if (state.stream) {
+    state.stream.abort();
+    rawNote("stream closed by the playground");
+  }
+  state.stream = null;
+}
+
+function setRun(runId) {
+  if (state.runId !== runId) state.lastId = 0;
+  state.runId = runId;
+  $("run-id").value = runId;
+}
+
+async function afterRun() {
+  if (state.thread) await loadThread(state.thread.id);
+  await loadThreads();
+  if (state.pending.length) setStatus("awaiting client tool results");
+}
+
+async function cancel() {
+  const runId = $("run-id").value.trim() || state.runId;
+  if (!state.thread || !runId) throw new Error("No run to cancel.");
+  const { status, data } = await api("DELETE", `/v1/threads/${state.thread.id}/runs/${runId}`);
+  rawNote(`DELETE run ${runId}: ${status} ${data?.status ?? ""}`);
+}
+
+// -- events -> the two panes ------------------------------------------------------------------
+
+function onEvent({ id, data: event }) {
+  if (id) {
+    state.lastId = Number(id);
+    $("after-id").value = id;
+  }
+  rawEvent(id, event);
+  applyEvent(event);
+  renderConversation();
+}
+
+function message(id, role = "assistant") {
+  let found = state.messages.find((m) => m.id === id);
+  if (!found) {
+    found = { id, role, parts: [] };
+    state.messages.push(found);
+  }
+  state.current = found;
+  return found;
+}
+
+function currentMessage() {
+  return state.current && state.current.role === "assistant" && !state.current.done
+    ? state.current : message(`live-${state.runId}-${state.messages.length}`);
+}
+
+function openPart(msg, kind) {
+  const last = msg.parts[msg.parts.length - 1];
+  if (last && last.kind === kind && !last.closed) return last;
+  const part = { kind, text: "" };
+  msg.parts.push(part);
+  return part;
+}
+
+function findPart(predicate) {
+  for (const msg of state.messages) {
+    const part = msg.parts.find(predicate);
+    if (part) return part;
+  }
+  return null;
+}
+
+function applyEvent(event) {
+  const value = event.value || {};
+  switch (event.type) {
+    case "RUN_STARTED":
+      state.pending = [];
+      renderPending();
+      state.current = null;
+      break;
+    case "TEXT_MESSAGE_START":
+      openPart(adopt(event.messageId), "text");
+      break;
+    case "TEXT_MESSAGE_CONTENT":
+      openPart(adopt(event.messageId), "text").text += event.delta;
+      break;
+    case "TEXT_MESSAGE_END":
+      openPart(adopt(event.messageId), "text").closed = true;
+      break;
+    case "THINKING_TEXT_MESSAGE_START":
+      openPart(currentMessage(), "reasoning");
+      break;
+    case "THINKING_TEXT_MESSAGE_CONTENT":
+      openPart(currentMessage(), "reasoning").text += event.delta;
+      break;
+    case "THINKING_TEXT_MESSAGE_END":
+      openPart(currentMessage(), "reasoning").closed = true;
+      break;
+    case "TOOL_CALL_START":
+      adopt(event.parentMessageId).parts.push(
+        { kind: "tool", id: event.toolCallId, name: event.toolCallName, args: "" });
+      break;
+    case "TOOL_CALL_ARGS": {
+      const part = findPart((p) => p.kind === "tool" && p.id === event.toolCallId);
+      if (part) part.args += event.delta;
+      break;
+    }
+    case "TOOL_CALL_RESULT": {
+      const part = findPart((p) => p.kind === "tool" && p.id === event.toolCallId);
+      if (part) part.result = event.content;
+      break;
+    }
+    case "CUSTOM":
+      applyCustom(event.name, value);
+      break;
+    case "RUN_FINISHED":
+      setStatus("finished");
+      break;
+    case "RUN_ERROR":
+      setStatus(`ended: ${event.code}`);
+      break;
+    default:
+      break;
+  }
+}
+
+/** The message an event names; a placeholder made before its id was known takes that id. */
+function adopt(messageId) {
+  const live = state.current;
+  if (live && live.id.startsWith("live-") && !state.messages.some((m) => m.id === messageId)) {
+    live.id = messageId;
+    return live;
+  }
+  return message(messageId);
+}
+
+function applyCustom(name, value) {
+  if (name === "tambo.component.start") {
+    adopt(value.messageId).parts.push(
+      { kind: "component", id: value.componentId, name: value.componentName, props: {} });
+    return;
+  }
+  const component = findPart((p) => p.kind === "component" && p.id === value.componentId);
+  if (name === "tambo.component.props_delta" && component) {
+    component.props = applyPatch(component.props, value.operations);
+  } else if (name === "tambo.component.end" && component) {
+    if (value.props) component.props = value.props;
+    if (value.state) component.state = value.state;
+  } else if (name === "tambo.component.state_delta" && component) {
+    component.state = applyPatch(component.state || {}, value.operations);
+    component.revision = value.revision;
+  } else if (name === "tambo.run.awaiting_input") {
+    state.pending = value.pendingToolCalls || [];
+    renderPending();
+  }
+}
+
+/** RFC 6902 for what the gateway sends (add, replace, remove, test); returns a new value. */
+function applyPatch(document, operations) {
+  let root = structuredClone(document);
+  for (const op of operations || []) {
+    const keys = op.path.split("/").slice(1).map((k) => k.replace(/~1/g, "/").replace(/~0/g, "~"));
+    if (!keys.length) {
+      if (op.op !== "remove" && op.op !== "test") root = structuredClone(op.value);
+      continue;
+    }
+    let parent = root;
+    for (const key of keys.slice(0, -1)) parent = parent[key];
+    const last = keys[keys.length - 1];
+    if (op.op === "remove") {
+      if (Array.isArray(parent)) parent.splice(Number(last), 1); else delete parent[last];
+    } else if (op.op === "add" && Array.isArray(parent)) {
+      parent.splice(last === "-" ? parent.length : Number(last), 0, structuredClone(op.value));
+    } else if (op.op === "add" || op.op === "replace") {
+      parent[last] = structuredClone(op.value);
+    }
+  }
+  return root;
+}
+
+// -- rendering --------------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+const pretty = (value) => JSON.stringify(value, null, 2);
+
+function renderConversation() {
+  const box = $("conversation");
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  box.replaceChildren(...state.messages.map(renderMessage));
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+function renderMessage(msg) {
+  const node = el("div", { class: `message ${msg.role}${msg.cancelled ? " cancelled" : ""}`,
+                           "data-message-id": msg.id },
+                  el("div", { class: "role" }, msg.role + (msg.cancelled ? " (cancelled)" : "")));
+  for (const part of msg.parts) node.append(renderPart(part));
+  return node;
+}
+
+function renderPart(part) {
+  if (part.kind === "text") return el("div", { class: "part text" }, part.text);
+  if (part.kind === "reasoning") return el("div", { class: "part reasoning" }, part.text);
+  if (part.kind === "tool") {
+    const node = el("div", { class: "part tool", "data-tool-call-id": part.id },
+                    el("h4", {}, `tool call: ${part.name}`), el("pre", {}, part.args));
+    if (part.result !== undefined) node.append(el("pre", { class: "result" }, `→ ${part.result}`));
+    return node;
+  }
+  if (part.kind === "tool_result") {
+    return el("div", { class: "part tool" }, el("h4", {}, `tool result for ${part.id}`),
+              el("pre", {}, part.text));
+  }
+  if (part.kind === "component") return renderComponent(part);
+  return el("div", { class: "part" }, pretty(part));
+}
+
+function renderComponent(part) {
+  const patch = el("textarea", { rows: "2", spellcheck: "false", "aria-label": "JSON Patch" });
+  const first = Object.keys(part.state || {})[0];
+  patch.value = JSON.stringify(first !== undefined
+    ? [{ op: "replace", path: `/${first}`, value: !part.state[first] }]
+    : [{ op: "add", path: "/pinned", value: true }]);
+  const button = el("button", { type: "button" }, "Patch state");
+  button.addEventListener("click", () => guard(() => patchState(part, patch.value)));
+  return el("div", { class: "part component", "data-component-id": part.id },
+            el("h4", {}, `component: ${part.name}`),
+            el("div", {}, "props"), el("pre", { class: "props" }, pretty(part.props)),
+            el("div", {}, `state${part.revision !== undefined ? ` (revision ${part.revision})`
+                                                              : ""}`),
+            el("pre", { class: "state" }, pretty(part.state ?? null)), patch, button);
+}
+
+async function patchState(part, text) {
+  let operations;
+  try {
+    operations = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`The patch is not valid JSON: ${error.message}`);
+  }
+  const path = `/v1/threads/${state.thread.id}/components/${part.id}/state`;
+  const { data } = await api("POST", path, { patch: operations });
+  part.state = data.state;
+  part.revision = data.revision;
+  rawNote(`POST component ${part.id} state: revision ${data.revision}`);
+  renderConversation();
+}
+
+function rawEvent(id, event) {
+  const { type, ...rest } = event;
+  const label = type === "CUSTOM" ? `CUSTOM ${event.name}` : type;
+  if (type === "CUSTOM") delete rest.name;
+  addRaw(el("li", { class: "event", "data-id": id ?? "" }, el("span", { class: "id" }, id ?? ""),
+            el("span", { class: "type" }, label), el("pre", {}, JSON.stringify(rest))));
+}
+
+function rawComment(text) {
+  addRaw(el("li", { class: "comment" }, el("span", { class: "id" }, ":"), el("span", {}, text)));
+}
+
+function rawNote(text) {
+  addRaw(el("li", { class: "note" }, el("span", { class: "id" }, "—"), el("span", {}, text)));
+}
+
+function addRaw(node) {
+  const list = $("events");
+  const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  list.append(node);
+  while (list.children.length > 3000) list.firstChild.remove();
+  if (atBottom) list.scrollTop = list.scrollHeight;
+}
+
+function renderPending() {
+  const box = $("pending-calls");
+  box.replaceChildren(...state.pending.map((call) => el("label", {},
+    el("div", {}, `${call.toolName}(${call.arguments}) · ${call.toolCallId}`),
+    Object.assign(el("textarea", { rows: "2", "data-tool-call-id": call.toolCallId }),
+                  { value: JSON.stringify({ ok: true }) }))));
+  $("pending").hidden = state.pending.length === 0;
+}
+
+async function sendToolResults(event) {
+  event.preventDefault();
+  const content = [...$("pending-calls").querySelectorAll("textarea")].map((area) => ({
+    type: "tool_result", toolUseId: area.dataset.toolCallId,
+    content: [{ type: "text", text: area.value }],
+  }));
+  state.pending = [];
+  renderPending();
+  await startRun({ role: "user", content });
+}
+
+function setStatus(text) {
+  $("run-status").textContent = text;
+  $("send").disabled = text === "streaming" || text === "connecting";
+}
+
+// -- threads ----------------------------------------------------------------------------------
+
+async function loadThreads() {
+  const { data } = await api("GET", "/v1/threads?limit=50");
+  $("threads").replaceChildren(...data.threads.map((thread) => {
+    const item = el("li", { "data-thread-id": thread.id,
+                            class: thread.id === state.thread?.id ? "selected" : "" },
+                    thread.name || thread.id, el("small", {}, `${thread.runStatus} · ${thread.id}`));
+    item.addEventListener("click", () => guard(() => selectThread(thread.id)));
+    return item;
+  }));
+}
+
+async function selectThread(threadId, { keepEvents = false } = {}) {
+  if (!keepEvents) {
+    closeStream();
+    $("events").replaceChildren();
+    state.pending = [];
+    renderPending();
+  }
+  await loadThread(threadId);
+  const runId = state.thread.currentRunId || state.thread.lastCompletedRunId;
+  if (!keepEvents && runId) setRun(runId);
+  for (const item of $("threads").children) {
+    item.classList.toggle("selected", item.dataset.threadId === threadId);
+  }
+}
+
+async function loadThread(threadId) {
+  const { data } = await api("GET", `/v1/threads/${threadId}`);
+  state.thread = data;
+  state.messages = data.messages.map(fromRest);
+  state.current = null;
+  $("thread-title").textContent = data.name || data.id;
+  if (!state.stream) setStatus(data.runStatus);
+  renderConversation();
+}
+
+function fromRest(msg) {
+  const parts = (msg.reasoning || []).map((text) => ({ kind: "reasoning", text, closed: true }));
+  for (const block of msg.content) {
+    if (block.type === "text") parts.push({ kind: "text", text: block.text, closed: true });
+    else if (block.type === "tool_use") {
+      parts.push({ kind: "tool", id: block.id, name: block.name, args: JSON.stringify(block.input) });
+    } else if (block.type === "tool_result") {
+      const text = typeof block.content === "string" ? block.content
+        : block.content.map((c) => c.text ?? JSON.stringify(c)).join("");
+      const call = parts.find((p) => p.kind === "tool" && p.id === block.toolUseId);
+      if (call) call.result = text;
+      else parts.push({ kind: "tool_result", id: block.toolUseId, text });
+    } else if (block.type === "component") {
+      parts.push({ kind: "component", id: block.id, name: block.name, props: block.props,
+                   state: block.state });
+    } else parts.push({ kind: "other", ...block });
+  }
+  return { id: msg.id, role: msg.role, parts, cancelled: msg.isCancelled, done: true };
+}
+
+function newThread() {
+  closeStream();
+  state.thread = null;
+  state.messages = [];
+  state.runId = null;
+  state.pending = [];
+  renderPending();
+  $("events").replaceChildren();
+  $("run-id").value = "";
+  $("after-id").value = "";
+  $("thread-title").textContent = "New thread";
+  setStatus("");
+  renderConversation();
+  for (const item of $("threads").children) item.classList.remove("selected");
+}
+
+// -- wiring -----------------------------------------------------------------------------------
+
+async function guard(action) {
+  showError(null);
+  try {
+    await action();
+  } catch (error) {
+    showError(error);
+    if (!state.stream) setStatus(state.thread?.runStatus ?? "");
+  }
+}
+
+function init() {
+  $("api-key").value = stored("apiKey", "");
+  $("user-key").value = stored("userKey", "playground");
+  $("extras").value = stored("extras", pretty(DEFAULT_EXTRAS));
+  for (const [id, key] of [["api-key", "apiKey"], ["user-key", "userKey"], ["extras", "extras"]]) {
+    $(id).addEventListener("change", () => store(key, $(id).value));
+  }
+  $("user-key").addEventListener("change", () => guard(async () => { newThread(); await loadThreads(); }));
+  $("api-key").addEventListener("change", () => guard(loadThreads));
+  $("new-thread").addEventListener("click", newThread);
+  $("refresh-threads").addEventListener("click", () => guard(loadThreads));
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = $("message").value.trim();
+    if (!text) return;
+    $("message").value = "";
+    state.messages.push({ id: `local-${Date.now()}`, role: "user",
+                          parts: [{ kind: "text", text }], done: true });
+    renderConversation();
+    guard(() => startRun({ role: "user", content: [{ type: "text", text }] }));
+  });
+  $("message").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("pending").addEventListener("submit", (event) => guard(() => sendToolResults(event)));
+  $("reconnect").addEventListener("click", () => guard(reconnect));
+  $("cancel").addEventListener("click", () => guard(cancel));
+  guard(loadThreads);
+}
+
+init();

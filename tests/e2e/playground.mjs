@@ -1,0 +1,156 @@
+// Drives the gateway's own playground (GET /) in Debian's Chromium for tests/e2e/test_playground.py.
+//
+// Same protocol as browser.mjs: one JSON command per line on stdin, one JSON reply per line on
+// stdout. Commands are plain page actions, so the Python test owns the scenario:
+//   {"action": "open"}                                  a fresh context on the playground
+//   {"action": "fill", "selector": css, "value": str}   type into a field (then "change" fires)
+//   {"action": "click", "selector": css}
+//   {"action": "wait"}
+// each optionally with "until" ({selector, text?: expected in its innerText, count?: at least
+// this many matches, absent?: text that must not be in it}) and "screenshot" (a PNG path).
+// Replies: {"ok": true, "page": snapshot, "requests": [...], "errors": [...]}; "requests" holds
+// every request the page made (to check that nothing leaves the gateway's origin).
+//
+// Usage: node playground.mjs <gateway-url>/ <gateway-url>
+
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const [pageUrl] = process.argv.slice(2);
+const WAIT_MS = Number(process.env.E2E_WAIT_MS || 20000);
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+
+let context = null;
+let page = null;
+let requests = [];
+let errors = [];
+
+async function openPage() {
+  if (context) await context.close();
+  context = await browser.newContext({ viewport: { width: 1400, height: 860 }, locale: "en-GB" });
+  page = await context.newPage();
+  page.on("console", (msg) => {
+    if (msg.type() === "error") errors.push(`console: ${msg.text().slice(0, 500)}`);
+  });
+  page.on("pageerror", (err) => errors.push(`page error: ${String(err).slice(0, 500)}`));
+  page.on("request", (req) => requests.push({ method: req.method(), url: req.url() }));
+  page.on("requestfailed", (req) => {
+    // Streams the playground closes on purpose (reconnect, a new thread) end as ERR_ABORTED.
+    if (req.failure()?.errorText !== "net::ERR_ABORTED") {
+      errors.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText}`);
+    }
+  });
+  await page.goto(pageUrl);
+  await page.locator("#threads-pane").waitFor({ timeout: WAIT_MS });
+}
+
+async function waitUntil(until) {
+  if (!until) return;
+  await page.waitForFunction(
+    ({ selector, text, count, absent }) => {
+      const found = [...document.querySelectorAll(selector)];
+      if (found.length < (count ?? 1)) return false;
+      const shown = found.map((el) => el.innerText).join("\n");
+      if (text && ![text].flat().every((t) => shown.includes(t))) return false;
+      if (absent && shown.includes(absent)) return false;
+      return true;
+    },
+    until,
+    { timeout: until.timeoutMs || WAIT_MS, polling: 50 },
+  );
+}
+
+/** What a person reads off the page, as data. */
+function snapshot() {
+  return page.evaluate(() => {
+    const text = (el) => (el ? el.innerText.trim() : null);
+    const json = (el) => {
+      try { return JSON.parse(el?.innerText ?? "null"); } catch { return el?.innerText; }
+    };
+    return {
+      error: document.getElementById("error").hidden ? null : text(document.getElementById("error")),
+      title: text(document.getElementById("thread-title")),
+      status: text(document.getElementById("run-status")),
+      runId: document.getElementById("run-id").value,
+      afterId: document.getElementById("after-id").value,
+      threads: [...document.querySelectorAll("#threads li")].map((li) => li.dataset.threadId),
+      selectedThread: document.querySelector("#threads li.selected")?.dataset.threadId ?? null,
+      messages: [...document.querySelectorAll("#conversation .message")].map((el) => ({
+        id: el.dataset.messageId,
+        role: el.classList.contains("user") ? "user" : "assistant",
+        cancelled: el.classList.contains("cancelled"),
+        text: [...el.querySelectorAll(".part.text")].map(text).join("\n"),
+        reasoning: [...el.querySelectorAll(".part.reasoning")].map(text).join("\n"),
+      })),
+      tools: [...document.querySelectorAll("#conversation .tool")].map((el) => ({
+        id: el.dataset.toolCallId, title: text(el.querySelector("h4")),
+        args: text(el.querySelector("pre")), result: text(el.querySelector(".result")),
+      })),
+      components: [...document.querySelectorAll("#conversation .component")].map((el) => ({
+        id: el.dataset.componentId, title: text(el.querySelector("h4")),
+        props: json(el.querySelector(".props")), state: json(el.querySelector(".state")),
+      })),
+      pending: document.getElementById("pending").hidden ? [] :
+        [...document.querySelectorAll("#pending-calls textarea")].map((t) => t.dataset.toolCallId),
+      events: [...document.querySelectorAll("#events li")].map((li) => ({
+        kind: li.className, id: li.dataset.id ?? null,
+        text: text(li).replace(/\s+/g, " ").slice(0, 300),
+      })),
+    };
+  });
+}
+
+async function perform(cmd) {
+  switch (cmd.action) {
+    case "open":
+      await openPage();
+      break;
+    case "fill":
+      await page.locator(cmd.selector).fill(cmd.value);
+      await page.locator(cmd.selector).dispatchEvent("change");
+      break;
+    case "click":
+      await page.locator(cmd.selector).first().click();
+      break;
+    case "wait":
+      break;
+    default:
+      throw new Error(`unknown action ${cmd.action}`);
+  }
+  await waitUntil(cmd.until);
+  if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
+}
+
+function reply(value) {
+  process.stdout.write(JSON.stringify(value) + "\n");
+}
+
+const lines = createInterface({ input: process.stdin });
+for await (const line of lines) {
+  if (!line.trim()) continue;
+  const cmd = JSON.parse(line);
+  if (cmd.action === "close") break;
+  try {
+    await perform(cmd);
+    reply({ ok: true, page: await snapshot(), requests, errors });
+  } catch (err) {
+    let shown = null;
+    try {
+      if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
+      shown = await snapshot();
+    } catch {
+      // The page itself is gone: report what we have.
+    }
+    reply({ ok: false, error: String(err?.message || err).slice(0, 2000), page: shown, requests, errors });
+  }
+  requests = [];
+  errors = [];
+}
+if (context) await context.close();
+await browser.close();

@@ -1,0 +1,203 @@
+"""The playground at `/`, in Chromium, against a real gateway with API keys configured.
+
+One developer's session, step by step, as the issue describes it: type the API key, start a
+thread, send a message and watch the answer stream in both panes (rendered and raw events), see
+a component render and patch its state, pick a thread from the list, answer a client tool call
+by hand, cancel a run, and reconnect from an event id. Each step checks what the page shows
+against what the gateway stored (REST) and what the model was sent. Screenshots go to
+test-artifacts/playground/.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import artifacts_dir, scripted_env
+from tests.support.gateway_server import GatewayServer
+from tests.support.run_stream import slow_turn
+from tests.support.scripted_model import ScriptedModel
+
+from .harness import Browser, require_tools
+
+pytestmark = pytest.mark.timeout(300)
+
+API_KEY = "playground-key"
+USER_KEY = "playground"  # the page's default userKey
+
+
+@pytest.fixture(scope="module")
+def keyed_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[GatewayServer]:
+    require_tools()
+    server = GatewayServer(tmp_path_factory.mktemp("playground-gateway"),
+                           scripted_env(scripted_model, GATEWAY_API_KEYS=f"{API_KEY}:pg"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    path = artifacts_dir() / "playground"
+    path.mkdir(parents=True, exist_ok=True)
+    for old in path.glob("*.png"):
+        old.unlink()
+    return path
+
+
+@pytest.fixture
+def page(keyed_gateway: GatewayServer, shots: Path) -> Iterator[Browser]:
+    driver = Browser(f"{keyed_gateway.url}/", keyed_gateway.url, shots / "browser.log",
+                     script="playground.mjs")
+    yield driver
+    driver.close()
+
+
+def stream_turn(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"steps": list(steps), "stream": True}
+
+
+def shown(result: dict[str, Any], origin: str, expected_error: str = "") -> dict[str, Any]:
+    """The page snapshot, once we know the page made no request elsewhere and logged no error
+    (but the one the step expects)."""
+    foreign = [r["url"] for r in result["requests"] if not r["url"].startswith(origin + "/")]
+    assert not foreign, f"the playground reached outside the gateway: {foreign}"
+    errors = [e for e in result["errors"] if not (expected_error and expected_error in e)]
+    assert not errors, f"browser errors: {errors}"
+    return result["page"]
+
+
+def event_types(snapshot: dict[str, Any]) -> list[tuple[str, str]]:
+    """(id, type) of the raw events pane's event rows, in order."""
+    return [(e["id"], e["text"].split(" ", 2)[1] if e["text"].split(" ")[1] != "CUSTOM"
+             else " ".join(e["text"].split(" ")[1:3]))
+            for e in snapshot["events"] if e["kind"] == "event"]
+
+
+def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
+                                    scripted_model: ScriptedModel, shots: Path) -> None:
+    origin = keyed_gateway.url
+    rest = httpx.Client(base_url=origin, headers={"x-api-key": API_KEY}, timeout=30,
+                        params={"userKey": USER_KEY})
+
+    def step(action: str, name: str | None = None, expected_error: str = "", **args: Any
+             ) -> dict[str, Any]:
+        if name:
+            args["screenshot"] = str(shots / f"{name}.png")
+        return shown(page.step(action, **args), origin, expected_error)
+
+    # Without a key the gateway refuses, and the page says so in one line.
+    first = step("open", "01-no-key", expected_error="status of 401", until={"selector": "#error", "text": "UNAUTHORIZED"})
+    assert first["error"].startswith("401 UNAUTHORIZED")
+    assert first["threads"] == []
+
+    # With the key: an empty thread list, no error.
+    keyed = step("fill", selector="#api-key", value=API_KEY)
+    assert not keyed["error"]
+
+    # A new thread and a message: reasoning, then text that pauses half-way, so the page is
+    # seen mid-stream, with the partial answer in both panes and no end of run yet.
+    scripted_model.enqueue(stream_turn({"reasoning": "The user says hi."},
+                                       {"content": "Hello"}, {"delay": 2.0},
+                                       {"content": " from the playground."}))
+    step("fill", selector="#message", value="hi there")
+    mid = step("click", "02-streaming", selector="#send",
+               until={"selector": "#conversation", "text": "Hello"})
+    assert ("TEXT_MESSAGE_CONTENT" in [t for _, t in event_types(mid)])
+    assert "RUN_FINISHED" not in [t for _, t in event_types(mid)], "the run ended too early"
+    assert mid["status"] == "streaming"
+    done = step("wait", "03-answer", until={"selector": "#events", "text": "RUN_FINISHED"})
+    thread_id = done["selectedThread"]
+    assert thread_id and done["threads"] == [thread_id]
+    assert done["messages"][0]["role"] == "user" and done["messages"][0]["text"] == "hi there"
+    assert done["messages"][1]["text"] == "Hello from the playground."
+    assert done["messages"][1]["reasoning"] == "The user says hi."
+    ids = [int(i) for i, _ in event_types(done)]
+    assert ids == list(range(1, len(ids) + 1)), "event ids are the positions 1..n"
+    types = [t for _, t in event_types(done)]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert "THINKING_TEXT_MESSAGE_CONTENT" in types
+    stored = rest.get(f"/v1/threads/{thread_id}").json()
+    assert [m["role"] for m in stored["messages"]] == ["user", "assistant"]
+    assert stored["messages"][1]["content"][0]["text"] == "Hello from the playground."
+
+    # Another new thread: a component, streamed props, then its state patched by hand.
+    step("click", selector="#new-thread", until={"selector": "#thread-title", "text": "New thread"})
+    arguments = json.dumps({"city": "Paris", "temperature": 21})
+    scripted_model.enqueue(stream_turn(
+        {"content": "Here is the card."},
+        {"tool_call": {"index": 0, "id": "call_card", "name": "show_component_WeatherCard",
+                       "arguments": arguments[:12]}},
+        {"tool_call": {"index": 0, "arguments": arguments[12:]}}))
+    step("fill", selector="#message", value="show the weather card")
+    card = step("click", "04-component", selector="#send",
+                until={"selector": "#events", "text": "RUN_FINISHED"})
+    second_thread = card["selectedThread"]
+    assert second_thread != thread_id
+    [component] = card["components"]
+    assert component["title"] == "component: WeatherCard"
+    assert component["props"] == {"city": "Paris", "temperature": 21}
+    assert "CUSTOM tambo.component.props_delta" in [t for _, t in event_types(card)]
+    step("fill", selector=".component textarea",
+         value=json.dumps([{"op": "add", "path": "/pinned", "value": True}]))
+    patched = step("click", "05-state-patched", selector=".component button",
+                   until={"selector": ".component .state", "text": '"pinned": true'})
+    assert patched["components"][0]["state"] == {"pinned": True}
+    state = rest.get(f"/v1/threads/{second_thread}/components/{component['id']}/state").json()
+    assert state == {"componentId": component["id"], "state": {"pinned": True}, "revision": 1}
+
+    # Pick the first thread again from the list: its conversation comes back.
+    back = step("click", "06-picked", selector=f'#threads li[data-thread-id="{thread_id}"]',
+                until={"selector": "#conversation", "text": "Hello from the playground."})
+    assert back["selectedThread"] == thread_id
+    assert [m["text"] for m in back["messages"]] == ["hi there", "Hello from the playground."]
+
+    # A client tool call, answered by hand: the run pauses, the result continues it.
+    scripted_model.enqueue(
+        stream_turn({"tool_call": {"index": 0, "id": "call_time", "name": "get_local_time",
+                                   "arguments": '{"timezone": "UTC"}'}}),
+        stream_turn({"content": "It is noon where you are."}))
+    step("fill", selector="#message", value="what is the local time?")
+    paused = step("click", "07-tool-pending", selector="#send",
+                  until={"selector": "#pending-calls textarea", "count": 1})
+    assert paused["pending"] == ["call_time"]
+    assert "CUSTOM tambo.run.awaiting_input" in [t for _, t in event_types(paused)]
+    step("fill", selector="#pending-calls textarea", value=json.dumps({"time": "12:00"}))
+    answered = step("click", "08-tool-answered", selector="#pending button",
+                    until={"selector": "#conversation", "text": "It is noon where you are."})
+    assert answered["pending"] == []
+    sent = [r for r in scripted_model.requests if r.get("stream")][-1]["messages"]
+    result = next(m for m in sent if m.get("tool_call_id") == "call_time")
+    assert "12:00" in json.dumps(result["content"])
+
+    # Cancel a long run from the page.
+    scripted_model.enqueue(stream_turn(*slow_turn(400, 0.05)))
+    step("fill", selector="#message", value="count slowly")
+    step("click", selector="#send", until={"selector": "#conversation", "text": "t5 "})
+    cancelled = step("click", "09-cancelled", selector="#cancel",
+                     until={"selector": "#events", "text": "CANCELLED"})
+    run_id = cancelled["runId"]
+    run = rest.get(f"/v1/threads/{thread_id}/runs/{run_id}",
+                   headers={"accept": "application/json"}).json()
+    assert run["status"] == "cancelled"
+    assert any(note["text"].endswith("cancelled") or "DELETE run" in note["text"]
+               for note in cancelled["events"] if note["kind"] == "note")
+    all_ids = [int(i) for i, _ in event_types(cancelled)]
+    last = all_ids[-1]
+
+    # Reconnect from an id: the events after it, exactly, and nothing before.
+    step("fill", selector="#after-id", value="3")
+    replay = step("click", "10-reconnected", selector="#reconnect",
+                  until={"selector": "#events", "text": ["reconnected after id 3", "CANCELLED"]})
+    notes = [n for n, e in enumerate(replay["events"]) if "reconnected after id 3" in e["text"]]
+    replayed = event_types({"events": replay["events"][notes[-1]:]})
+    assert [int(i) for i, _ in replayed] == list(range(4, last + 1))
+    assert replayed[-1][1] == "RUN_ERROR"
+    assert replay["runId"] == run_id
+    rest.close()
