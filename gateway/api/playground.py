@@ -1,8 +1,9 @@
 """`GET /`: the playground, a page for trying the API in a browser, served by the gateway itself.
 
-Its files are plain HTML, CSS and JavaScript shipped in the package (`gateway/playground/`): no
-build step, nothing fetched from elsewhere (the Content-Security-Policy forbids it), so it works
-offline. It calls the same public API as any client, with the API key the user types in.
+Its files are plain HTML, CSS and JavaScript shipped in the package (`gateway/web/`, served under
+`/web/`): no build step, nothing fetched from elsewhere (the Content-Security-Policy forbids it),
+so it works offline. It calls the same public API as any client, with the API key the user types
+in.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-FILES = Path(__file__).resolve().parent.parent / "playground"
+FILES = Path(__file__).resolve().parent.parent / "web"
 # Everything from this origin only; `connect-src 'self'` also keeps the typed API key here.
 POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
           "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -27,5 +28,5 @@ async def playground(_: Request) -> Response:
 
 routes = [
     Route("/", playground, methods=["GET"]),
-    Mount("/playground", StaticFiles(directory=FILES), name="playground"),
+    Mount("/web", StaticFiles(directory=FILES), name="web"),
 ]

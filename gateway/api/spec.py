@@ -176,7 +176,7 @@ OPERATIONS: tuple[Operation, ...] = (
               result=dict[str, Any]),
     Operation("GET", "/", "playground", "The playground: try the API in a browser (offline "
               "HTML)", "meta", public=True, result=str, media_type="text/html"),
-    Operation("GET", "/docs", "docs", "Human-readable API reference (offline HTML)", "meta",
+    Operation("GET", "/docs", "docs", "This API reference (Swagger UI, offline)", "meta",
               public=True, result=str, media_type="text/html"),
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
@@ -222,7 +222,7 @@ OPERATIONS: tuple[Operation, ...] = (
               other={304: "The state is still at the revision `If-None-Match` names."},
               errors=("COMPONENT_NOT_FOUND",)),
     Operation("POST", COMPONENT_STATE, "updateComponentState",
-              "Replace (`state`) or patch (`patch`, RFC 6902) a component's state", "components",
+              "Replace or patch (RFC 6902) a component's state", "components",
               body=tambo.ComponentStateUpdate,
               params=(*KEYS, Param("If-Match", "header", {"type": "string"},
                                    "Refuse the update unless the state is at this revision.")),

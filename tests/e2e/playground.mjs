@@ -2,7 +2,8 @@
 //
 // Same protocol as browser.mjs: one JSON command per line on stdin, one JSON reply per line on
 // stdout. Commands are plain page actions, so the Python test owns the scenario:
-//   {"action": "open"}                                  a fresh context on the playground
+//   {"action": "open", "url"?: str, "ready"?: css}      a fresh context on the playground
+//                                                       (or on `url`, once `ready` shows)
 //   {"action": "fill", "selector": css, "value": str}   type into a field (then "change" fires)
 //   {"action": "click", "selector": css}
 //   {"action": "wait"}
@@ -31,7 +32,7 @@ let page = null;
 let requests = [];
 let errors = [];
 
-async function openPage() {
+async function openPage(cmd) {
   if (context) await context.close();
   context = await browser.newContext({ viewport: { width: 1400, height: 860 }, locale: "en-GB" });
   page = await context.newPage();
@@ -46,8 +47,8 @@ async function openPage() {
       errors.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText}`);
     }
   });
-  await page.goto(pageUrl);
-  await page.locator("#threads-pane").waitFor({ timeout: WAIT_MS });
+  await page.goto(cmd.url || pageUrl);
+  await page.locator(cmd.ready || "#threads-pane").first().waitFor({ timeout: WAIT_MS });
 }
 
 async function waitUntil(until) {
@@ -66,10 +67,13 @@ async function waitUntil(until) {
   );
 }
 
-/** What a person reads off the page, as data. */
+/** What a person reads off the page, as data (the playground's parts, or any page's text). */
 function snapshot() {
   return page.evaluate(() => {
     const text = (el) => (el ? el.innerText.trim() : null);
+    if (!document.getElementById("threads-pane")) {
+      return { url: location.pathname, text: document.body.innerText.slice(0, 20000) };
+    }
     const json = (el) => {
       try { return JSON.parse(el?.innerText ?? "null"); } catch { return el?.innerText; }
     };
@@ -109,7 +113,7 @@ function snapshot() {
 async function perform(cmd) {
   switch (cmd.action) {
     case "open":
-      await openPage();
+      await openPage(cmd);
       break;
     case "fill":
       await page.locator(cmd.selector).fill(cmd.value);

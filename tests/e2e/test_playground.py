@@ -201,3 +201,45 @@ def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
     assert replayed[-1][1] == "RUN_ERROR"
     assert replay["runId"] == run_id
     rest.close()
+
+
+def test_api_reference_renders_offline_with_examples_and_tries_a_call(
+        page: Browser, keyed_gateway: GatewayServer, shots: Path) -> None:
+    origin = keyed_gateway.url
+    document = httpx.get(f"{origin}/openapi.json").json()
+    operations = sum(len(methods) for methods in document["paths"].values())
+
+    def step(action: str, name: str | None = None, expected_error: str = "", **args: Any
+             ) -> dict[str, Any]:
+        if name:
+            args["screenshot"] = str(shots / f"{name}.png")
+        return shown(page.step(action, **args), origin, expected_error)
+
+    # Reached from the playground's link (no key typed: the playground's thread list is
+    # refused, the docs need none); every operation listed, the markdown rendered.
+    step("open", expected_error="status of 401")
+    docs = step("click", "11-docs", selector='a[href="/docs"]',
+                until={"selector": ".opblock", "count": operations})
+    assert docs["url"] == "/docs"
+    rendered = step("wait", until={"selector": ".info table code",
+                                   "text": "CONCURRENT_RUN"})
+    assert "`" not in rendered["text"], "markdown shown literally"
+
+    # An operation shows its request and response examples.
+    step("click", selector="#operations-runs-runThread .opblock-summary",
+         until={"selector": "#operations-runs-runThread", "text": "Show me the weather in Paris"})
+    example = step("click", "12-docs-example",
+                   selector="#operations-threads-getThread .opblock-summary",
+                   until={"selector": "#operations-threads-getThread",
+                          "text": ["Here is the weather in Paris.", "THREAD_NOT_FOUND"]})
+    assert "WeatherCard" in example["text"]
+
+    # Try a call from the page: the health check, answered by this gateway.
+    step("click", selector="#operations-meta-health .opblock-summary",
+         until={"selector": "#operations-meta-health .try-out__btn"})
+    step("click", selector="#operations-meta-health .try-out__btn",
+         until={"selector": "#operations-meta-health .execute"})
+    tried = step("click", "13-docs-try", selector="#operations-meta-health .execute",
+                 until={"selector": "#operations-meta-health .live-responses-table",
+                        "text": '"status": "ok"'})
+    assert "200" in tried["text"]

@@ -1,0 +1,124 @@
+"""A request and a response example per operation, for the OpenAPI document (and so `/docs`).
+
+Written by hand so they read like a real session (one thread, one run, one component), and
+checked by a test against the very schemas the document publishes, so an example can never
+show a shape the server does not accept or send.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+THREAD = "thr_01JH8Z3Q4W5E6R7T8Y9V0W1X2Y"
+RUN = "run_01JH8Z3R0A1B2C3D4E5F6G7H8J"
+PREVIOUS_RUN = "run_01JH8Z2M9K8J7H6G5F4E3D2C1B"
+USER_MESSAGE = "01JH8Z3R0B2C3D4E5F6G7H8J9K"
+MESSAGE = "01JH8Z3R1C2D3E4F5G6H7J8K9M"
+COMPONENT = "comp_01JH8Z3R2D3E4F5G6H7J8K9MN"
+CALL = "call_weather_1"
+USER_KEY = "user-1"
+CREATED = "2026-01-05T10:00:00.000Z"
+UPDATED = "2026-01-05T10:00:03.250Z"
+
+PATH_PARAMS = {"threadId": THREAD, "runId": RUN, "messageId": MESSAGE,
+               "componentId": COMPONENT}
+QUERY_PARAMS = {"userKey": USER_KEY, "contextKey": USER_KEY}
+
+_THREAD = {"id": THREAD, "createdAt": CREATED, "updatedAt": UPDATED, "runStatus": "idle",
+           "name": "Weather in Paris", "userKey": USER_KEY, "lastCompletedRunId": RUN,
+           "pendingToolCallIds": []}
+_USER = {"id": USER_MESSAGE, "role": "user", "runId": RUN, "createdAt": CREATED,
+         "content": [{"type": "text", "text": "Show me the weather in Paris"}]}
+_ASSISTANT = {
+    "id": MESSAGE, "role": "assistant", "runId": RUN, "createdAt": UPDATED,
+    "reasoning": ["The user wants a weather card for Paris."],
+    "content": [{"type": "text", "text": "Here is the weather in Paris."},
+                {"type": "component", "id": COMPONENT, "name": "WeatherCard",
+                 "props": {"city": "Paris", "temperature": 21}, "state": {"pinned": False}}],
+}
+_SUGGESTIONS = {"suggestions": [{
+    "id": "sug_01JH8Z3S4F5G6H7J8K9M0N1P2Q", "messageId": MESSAGE, "title": "Tomorrow?",
+    "detailedSuggestion": "What will the weather be in Paris tomorrow?",
+    "description": "What will the weather be in Paris tomorrow?", "createdAt": UPDATED}],
+    "hasMore": False}
+_RUN = {"id": RUN, "threadId": THREAD, "status": "completed", "createdAt": CREATED,
+        "startedAt": CREATED, "finishedAt": UPDATED, "previousRunId": PREVIOUS_RUN,
+        "onDisconnect": "grace"}
+_RUN_REQUEST = {
+    "message": {"role": "user",
+                "content": [{"type": "text", "text": "Show me the weather in Paris"}]},
+    "previousRunId": PREVIOUS_RUN,
+    "userKey": USER_KEY,
+    "availableComponents": [{
+        "name": "WeatherCard", "description": "The weather of a city.",
+        "propsSchema": {"type": "object", "properties": {"city": {"type": "string"},
+                                                         "temperature": {"type": "number"}}},
+        "stateSchema": {"type": "object", "properties": {"pinned": {"type": "boolean"}}}}],
+    "tools": [{"name": "get_local_time", "description": "The user's local time.",
+               "inputSchema": {"type": "object", "properties": {}}}],
+}
+_NEW_THREAD_RUN = {key: value for key, value in _RUN_REQUEST.items() if key != "previousRunId"}
+
+
+def _sse(events: list[dict[str, Any]]) -> str:
+    return "".join(f"id: {n}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+                   for n, event in enumerate(events, start=1))
+
+
+_T = 1767607200000  # CREATED in epoch milliseconds
+RUN_STREAM = _sse([
+    {"type": "RUN_STARTED", "threadId": THREAD, "runId": RUN, "timestamp": _T},
+    {"type": "TEXT_MESSAGE_START", "messageId": MESSAGE, "role": "assistant", "timestamp": _T + 40},
+    {"type": "TEXT_MESSAGE_CONTENT", "messageId": MESSAGE, "delta": "Here is the weather",
+     "timestamp": _T + 52},
+    {"type": "TEXT_MESSAGE_CONTENT", "messageId": MESSAGE, "delta": " in Paris.",
+     "timestamp": _T + 64},
+    {"type": "TEXT_MESSAGE_END", "messageId": MESSAGE, "timestamp": _T + 70},
+    {"type": "RUN_FINISHED", "threadId": THREAD, "runId": RUN, "timestamp": _T + 90},
+])
+
+HTML = "<!doctype html><html lang=\"en\">...</html>"
+
+# operationId -> {"request": body example, "response": success body example}. Operations on the
+# beta path share their v1 twin's examples.
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "health": {"response": {"status": "ok"}},
+    "openapi": {"response": {"openapi": "3.1.0",
+                             "info": {"title": "Gateway API", "version": "0.1.0"},
+                             "paths": {"/health": {"get": {"operationId": "health"}}}}},
+    "playground": {"response": HTML},
+    "docs": {"response": HTML},
+    "createThread": {"request": {"metadata": {"topic": "weather"}, "userKey": USER_KEY},
+                     "response": {**{k: v for k, v in _THREAD.items()
+                                     if k not in ("name", "lastCompletedRunId")},
+                                  "metadata": {"topic": "weather"}}},
+    "listThreads": {"response": {"threads": [_THREAD], "hasMore": True,
+                                 "nextCursor": "WzE3Njc2MDcyMDAwMDAsInRociJd"}},
+    "getThread": {"response": {**_THREAD, "messages": [_USER, _ASSISTANT]}},
+    "updateThread": {"request": {"name": "Weather in Paris"}, "response": _THREAD},
+    "deleteThread": {},
+    "generateThreadName": {"response": {**_THREAD, "projectId": "default",
+                                        "contextKey": USER_KEY}},
+    "listMessages": {"response": {"messages": [_USER, _ASSISTANT], "hasMore": False}},
+    "getMessage": {"response": _ASSISTANT},
+    "listSuggestions": {"response": _SUGGESTIONS},
+    "createSuggestions": {"request": {"maxSuggestions": 1, "availableComponents": [
+        {"name": "WeatherCard", "description": "The weather of a city."}]},
+        "response": _SUGGESTIONS},
+    "getComponentState": {"response": {"componentId": COMPONENT, "state": {"pinned": False},
+                                       "revision": 0}},
+    "updateComponentState": {
+        "request": {"patch": [{"op": "replace", "path": "/pinned", "value": True}]},
+        "response": {"componentId": COMPONENT, "state": {"pinned": True}, "revision": 1}},
+    "createThreadAndRun": {"request": _NEW_THREAD_RUN, "stream": RUN_STREAM},
+    "runThread": {"request": _RUN_REQUEST, "stream": RUN_STREAM},
+    "listRuns": {"response": {"runs": [_RUN], "hasMore": False}},
+    "getRun": {"response": _RUN, "stream": RUN_STREAM},
+    "cancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
+}
+
+
+def example_for(operation_id: str) -> dict[str, Any]:
+    """The examples of an operation (a `...Beta` alias shares its v1 operation's)."""
+    return EXAMPLES.get(operation_id) or EXAMPLES.get(operation_id.removesuffix("Beta"), {})
