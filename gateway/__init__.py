@@ -1,0 +1,39 @@
+"""Gateway: runs LLM agent loops and streams them over the Tambo v1 API (AG-UI over SSE).
+
+The public door for code that extends or embeds the gateway; everything else is internal and
+may move:
+
+    from gateway import server_tool, run_components, create_app, Settings
+
+- `server_tool`: mark a Python function as a tool the model may call (`GATEWAY_TOOLS`);
+- `run_components()`: inside a server tool, the component state of the calling run's thread;
+- `ComponentStateError`: what a refused component state update raises (with a stable `code`);
+- `create_app(settings)`: the ASGI application, to serve with any ASGI server;
+- `Settings`: every setting (environment variables `GATEWAY_*`), validated.
+"""
+
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .app import create_app
+    from .config import Settings
+    from .engine.tools import server_tool
+    from .runs.component_state import ComponentStateError, run_components
+
+__all__ = ["ComponentStateError", "Settings", "create_app", "run_components", "server_tool"]
+
+# Imported on first use, so `gateway config` or a failing start-up does not first load the
+# whole server (about a second and a half).
+_HOMES = {"create_app": ".app", "Settings": ".config", "server_tool": ".engine.tools",
+          "run_components": ".runs.component_state",
+          "ComponentStateError": ".runs.component_state"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name], __name__), name)
+    raise AttributeError(f"module 'gateway' has no attribute {name!r}")

@@ -19,7 +19,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 
 from ..protocol.problems import ApiError
+from ..runs.component_state import ComponentStateError
 from ..store.cursors import InvalidCursor
+from .spec import CODES
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,12 @@ def validation_problem(exc: ValidationError) -> JSONResponse:
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return problem(exc.status, exc.code, exc.detail, **exc.extra)
+
+
+async def component_state_error_handler(_: Request, exc: Exception) -> JSONResponse:
+    """The component state service's domain error, with the status its code has in the API."""
+    assert isinstance(exc, ComponentStateError)
+    return problem(CODES[exc.code].status, exc.code, exc.message, **exc.details)
 
 
 async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
@@ -106,6 +114,7 @@ async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResp
 
 HANDLERS = {
     ApiError: api_error_handler,
+    ComponentStateError: component_state_error_handler,
     ValidationError: validation_error_handler,
     HTTPException: http_error_handler,
     InvalidCursor: cursor_error_handler,

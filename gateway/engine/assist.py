@@ -1,8 +1,9 @@
 """Small one-shot model tasks the clients ask for: a thread's name, follow-up suggestions.
 
 They use the thread's model with a short instruction and parse its answer leniently, because a
-model asked for "a title" or "a JSON array" does not always answer with exactly that. Each
-instruction starts with a marker so the built-in demo model can recognise the task offline.
+model asked for "a title" or "a JSON array" does not always answer with exactly that. The task's
+name travels beside the prompt (`task=`), never in it: the built-in demo model reads it to answer
+offline, and a real model sees only the instruction.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import json
 import re
 from typing import Any, Protocol
 
-TITLE_MARK = "[gateway:title]"
-SUGGESTIONS_MARK = "[gateway:suggestions]"
+TITLE_TASK = "title"
+SUGGESTIONS_TASK = "suggestions"
 
 
 class CompletionModel(Protocol):
-    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200) -> str: ...
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
+                       task: str | None = None) -> str: ...
 
 
 def transcript(history: list[dict[str, Any]], limit: int = 4000) -> str:
@@ -29,12 +31,12 @@ def transcript(history: list[dict[str, Any]], limit: int = 4000) -> str:
 
 
 async def generate_title(model: CompletionModel, history: list[dict[str, Any]]) -> str:
-    instruction = (f"{TITLE_MARK} Give a short title (at most 6 words) for the conversation "
-                   "below. Reply with the title only, no quotes.")
+    instruction = ("Give a short title (at most 6 words) for the conversation below. Reply with "
+                   "the title only, no quotes.")
     answer = await model.complete([
         {"role": "system", "content": instruction},
         {"role": "user", "content": transcript(history) or "(empty conversation)"},
-    ], max_tokens=30)
+    ], max_tokens=30, task=TITLE_TASK)
     return clean_title(answer)
 
 
@@ -49,13 +51,13 @@ async def generate_suggestions(model: CompletionModel, history: list[dict[str, A
                                ) -> list[dict[str, str]]:
     names = ", ".join(c["name"] for c in components) or "none"
     instruction = (
-        f"{SUGGESTIONS_MARK} Suggest {count} short follow-up messages the user could send next. "
+        f"Suggest {count} short follow-up messages the user could send next. "
         f"UI components the assistant can show: {names}. Reply with a JSON array of objects "
         'with "title" (a few words) and "detailedSuggestion" (the full message).')
     answer = await model.complete([
         {"role": "system", "content": instruction},
         {"role": "user", "content": transcript(history) or "(empty conversation)"},
-    ], max_tokens=400)
+    ], max_tokens=400, task=SUGGESTIONS_TASK)
     return parse_suggestions(answer, count)
 
 

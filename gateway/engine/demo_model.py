@@ -58,16 +58,16 @@ def reply_for(messages: list[dict[str, Any]]) -> tuple[str, str]:
     return reasoning, answer
 
 
-def task_answer(messages: list[dict[str, Any]]) -> str:
-    """Answers to the gateway's own one-shot tasks (thread title, suggestions), offline."""
-    system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+def task_answer(messages: list[dict[str, Any]], task: str | None) -> str:
+    """Answers to the gateway's own one-shot tasks (thread title, suggestions), offline; the
+    task's name comes beside the prompt (`engine.assist`), not in it."""
     conversation = _last_user_text(messages)
     first_user = next((line.split(":", 1)[1].strip() for line in conversation.splitlines()
                        if line.startswith("user:")), "")
-    if "[gateway:title]" in system:
+    if task == "title":
         words = first_user.split()[:6]
         return " ".join(words).rstrip(".,!?") or "Demo conversation"
-    if "[gateway:suggestions]" in system:
+    if task == "suggestions":
         return json.dumps([
             {"title": "Connect a real model",
              "detailedSuggestion": "How do I point the gateway at a real model?"},
@@ -128,8 +128,9 @@ class DemoModel(CustomLLM):
         yield _chunk("", finish="tool_calls" if tool is not None else "stop")
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
-        return litellm.mock_completion(model="demo", mock_response=task_answer(messages),
-                                       messages=messages)
+        metadata = (kwargs.get("litellm_params") or {}).get("metadata") or {}
+        answer = task_answer(messages, metadata.get("gateway_task"))
+        return litellm.mock_completion(model="demo", mock_response=answer, messages=messages)
 
 
 def register() -> None:

@@ -67,12 +67,21 @@ class LiteLLMModel:
         finally:
             await stream.aclose()
 
-    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200) -> str:
-        """One short non-streamed answer (thread names, suggestions)."""
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
+                       task: str | None = None) -> str:
+        """One short non-streamed answer (thread names, suggestions).
+
+        `task` names the job for the built-in demo model only (litellm hands a custom
+        provider its `metadata`); no real provider is sent it.
+        """
         import litellm
+
+        from .demo_model import PROVIDER
 
         params: dict[str, Any] = {"model": self.model, "messages": messages,
                                   "max_tokens": max_tokens, "max_retries": 0}
+        if task is not None and self.model.startswith(f"{PROVIDER}/"):
+            params["metadata"] = {"gateway_task": task}
         if self.api_base:
             params["api_base"] = self.api_base
         if self.api_key:

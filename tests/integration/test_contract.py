@@ -189,6 +189,13 @@ def test_thread_name_and_suggestions(client: httpx.Client, scripted_model: Scrip
     assert [s["title"] for s in client.get(path).json()["suggestions"]] == titles
     assert client.get(f"/v1/threads/{thread_id}/messages/nope/suggestions").status_code == 404
 
+    # A real model is asked in plain words: the demo model's task names never reach a prompt.
+    one_shot = [r for r in scripted_model.requests if not r.get("stream")]
+    assert len(one_shot) == 2
+    sent = json.dumps([r["messages"] for r in one_shot])
+    assert "short title" in sent and "follow-up messages" in sent
+    assert "[gateway:" not in sent and "gateway_task" not in json.dumps(one_shot)
+
 
 @pytest.fixture(scope="module")
 def tools_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory

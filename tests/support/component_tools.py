@@ -6,8 +6,7 @@ component the model has just rendered, through the same state path the REST rout
 
 from __future__ import annotations
 
-from gateway.engine.tools import server_tool
-from gateway.runs.component_state import run_components
+from gateway import run_components, server_tool
 
 
 @server_tool

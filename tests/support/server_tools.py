@@ -2,7 +2,7 @@
 
 import time
 
-from gateway.engine.tools import server_tool
+from gateway import server_tool
 
 
 @server_tool
