@@ -68,7 +68,7 @@ def effective_lines(settings: Settings) -> list[str]:
 
 
 def _type_name(field: FieldInfo) -> str:
-    base = field.annotation
+    base: Any = field.annotation
     if get_origin(base) in (Union, UnionType):  # `X | None`: the X
         base = next(arg for arg in get_args(base) if arg is not type(None))
     base = get_origin(base) or base

@@ -51,7 +51,7 @@ def problem(status: int, code: str, detail: str, **extra: Any) -> JSONResponse:
 
 
 def validation_problem(exc: ValidationError) -> JSONResponse:
-    errors = {}
+    errors: dict[str, str] = {}
     for error in exc.errors(include_url=False, include_input=False):
         where = ".".join(str(p) for p in error["loc"]) or "body"
         errors.setdefault(where, error["msg"])

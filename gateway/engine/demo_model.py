@@ -85,7 +85,7 @@ def _after_tool(messages: list[dict[str, Any]]) -> tuple[str, str]:
             "would use it to answer you.")
 
 
-def _chunk(text: str, tool_use: dict[str, Any] | None = None, finish: str = "") -> Any:
+def _chunk(text: str, tool_use: Any = None, finish: str = "") -> Any:
     return GenericStreamingChunk(text=text, is_finished=bool(finish), finish_reason=finish,
                                  usage=None, index=0, tool_use=tool_use)
 
@@ -95,8 +95,9 @@ def _tokens(text: str) -> Iterator[str]:
 
 
 class DemoModel(CustomLLM):
-    async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any
-                         ) -> AsyncIterator[Any]:
+    # litellm's signature lists a dozen positional parameters; this model reads two of them.
+    async def astreaming(self, model: str, messages: list, *args: Any,  # type: ignore[override]
+                         **kwargs: Any) -> AsyncIterator[Any]:
         tools = (kwargs.get("optional_params") or {}).get("tools") or []
         last = messages[-1] if messages else {}
         tool = None if last.get("role") == "tool" else pick_tool(_last_user_text(messages), tools)

@@ -169,8 +169,8 @@ class Turn:
 
     async def _close_agent(self, cancelled: bool = False) -> None:
         if self._agent is not None:
-            value = {"type": "agent", "messageId": self.message_id,
-                     "content": "".join(self._agent_texts)}
+            value: dict[str, Any] = {"type": "agent", "messageId": self.message_id,
+                                     "content": "".join(self._agent_texts)}
             if cancelled:
                 value["cancelled"] = True
             i, self._agent, self._agent_texts = self._agent, None, []

@@ -60,7 +60,7 @@ class TamboTranslator:
     def _start(self, i: str, meta: dict[str, Any]) -> list[Event]:
         if i in self._open:  # a reset of an open item: the dialect cannot restate it
             return []
-        mtype, message_id = meta.get("type"), meta.get("messageId", i)
+        mtype, message_id = str(meta.get("type") or ""), meta.get("messageId", i)
         item = _Open(type=mtype, message_id=message_id)
         if mtype == "agent":
             self._open[i] = item

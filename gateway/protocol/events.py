@@ -43,8 +43,8 @@ class PatchRemoveOp(TypedDict):
 
 
 # `move` or `copy` reads `from`, a Python keyword, hence the functional form.
-PatchMoveOp = with_config(CLOSED)(
-    TypedDict("PatchMoveOp", {"op": Literal["move", "copy"], "from": str, "path": str}))
+PatchMoveOp = TypedDict("PatchMoveOp", {"op": Literal["move", "copy"], "from": str, "path": str})
+PatchMoveOp.__pydantic_config__ = CLOSED  # type: ignore[attr-defined]  # what with_config() sets
 
 JsonPatchOp = Annotated[PatchValueOp | PatchRemoveOp | PatchMoveOp,
                         Field(description="One RFC 6902 JSON Patch operation")]

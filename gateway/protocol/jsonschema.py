@@ -28,7 +28,7 @@ class WireSchema(GenerateJsonSchema):
     def field_title_should_be_set(self, schema: Any) -> bool:
         return False
 
-    def generate_definitions(self, inputs):  # type: ignore[no-untyped-def]
+    def generate_definitions(self, inputs: Any) -> Any:
         mapping, defs = super().generate_definitions(inputs)
         for value in [*mapping.values(), *defs.values()]:
             _drop_inline_discriminators(value)

@@ -65,8 +65,11 @@ class FrameSink(Protocol):
 
 
 class LiveRun(Protocol):
-    live: LiveLog
-    recorder: FrameSink | None
+    @property
+    def live(self) -> LiveLog: ...
+
+    @property
+    def recorder(self) -> FrameSink | None: ...
 
 
 class RunLookup(Protocol):
@@ -124,7 +127,7 @@ class ComponentStates:
                                    f"Component {component_id} is at revision {row.revision}",
                                    componentId=component_id, revision=row.revision)
                 old = row.state or {}
-                new = copy.deepcopy(state) if patch is None else apply_patch(old, patch)
+                new = apply_patch(old, patch) if patch is not None else copy.deepcopy(state or {})
                 check_state(row.state_schema, new)
                 # Shielded: a cancelled caller (a server tool of a cancelled run) must not cut
                 # the write in half. If it lands unpublished, the next delta resends the state.

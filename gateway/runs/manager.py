@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -365,7 +365,7 @@ class RunManager:
         active = self.active.get(run_id)
         return active.live if active is not None else self._lingering.get(run_id)
 
-    async def entries(self, run_id: str) -> AsyncIterator[Entry]:
+    async def entries(self, run_id: str) -> AsyncGenerator[Entry, None]:
         """The run's log from its first frame, then live until it ends.
 
         Leaving before the end is a disconnect: the run goes on, and its policy decides

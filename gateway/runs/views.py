@@ -12,7 +12,7 @@ run's `RUN_LOST` error (at its own, lower, position) so it always learns how the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from ..protocol import timbal
@@ -30,7 +30,8 @@ WATCH_TOUCH_MS = 1000  # how often a follower in another process says it is stil
 RUN_LOST = "RUN_LOST"
 
 
-async def follow(live: LiveLog | None, store: Store, run_id: str) -> AsyncIterator[Entry]:
+async def follow(live: LiveLog | None, store: Store, run_id: str
+                 ) -> AsyncGenerator[Entry, None]:
     """Every entry of the run's log, then live ones until the run ends.
 
     With the run's live log (it runs, or just ended, in this process) entries come from memory.
