@@ -182,9 +182,10 @@ class Store:
             if result.rowcount != 1:
                 await session.rollback()
                 return False
-            await _insert_frames(session, run_id, frames)
-            await self._release_thread(session, run_id, thread_id, status, now, pending, error)
             try:
+                await _insert_frames(session, run_id, frames)
+                await self._release_thread(session, run_id, thread_id, status, now, pending,
+                                           error)
                 await session.commit()
             except IntegrityError:  # another writer took these log positions: we were fenced
                 await session.rollback()
@@ -341,8 +342,8 @@ class Store:
         if not entries:
             return True
         async with self.session() as session:
-            await _insert_frames(session, run_id, entries)
-            try:
+            try:  # the Core INSERT fails at execute time, before the commit
+                await _insert_frames(session, run_id, entries)
                 await session.commit()
             except IntegrityError:
                 await session.rollback()

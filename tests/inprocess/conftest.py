@@ -1,0 +1,177 @@
+"""The in-process layer: the run manager, the agent loop and the store, driven directly.
+
+No HTTP, no subprocess, no litellm: a `RunManager` over a `Store` on a temporary SQLite file
+(migrated once per session, copied per test) and a scripted `Model` that yields deltas, so a
+whole run takes milliseconds. What needs real processes, sockets or the real clients stays in
+tests/integration, tests/conformance and tests/e2e.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import shutil
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.engine.deltas import (
+    Delta,
+    Finish,
+    ModelError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from gateway.engine.model import ModelRequest
+from gateway.protocol.clock import new_id, now_ms
+from gateway.protocol.tambo import RunRequest
+from gateway.runs.manager import RunManager
+from gateway.runs.views import tambo_events
+from gateway.store.db import create_engine, migrate
+from gateway.store.repository import Store
+from gateway.store.tables import ThreadRow
+
+PROJECT = "project-1"
+Step = Delta | float | ModelError | asyncio.Event
+
+
+@dataclass
+class ScriptedDeltas:
+    """A `Model` whose turns are scripted: each turn is a list of steps, taken in order.
+
+    A step is a delta (yielded), a float (a pause of that many seconds), an `asyncio.Event`
+    (waits until it is set: a run held open for as long as a test needs) or a `ModelError`
+    (raised). With no turn queued, the model answers "ok". Every request is recorded.
+    """
+
+    turns: list[list[Step]] = field(default_factory=list)
+    requests: list[ModelRequest] = field(default_factory=list)
+
+    def enqueue(self, *turns: list[Step]) -> None:
+        self.turns.extend(turns)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+        # A copy: the loop goes on appending to the history list it sent.
+        self.requests.append(dataclasses.replace(request, messages=copy.deepcopy(request.messages)))
+        steps = self.turns.pop(0) if self.turns else [TextDelta("ok")]
+        for step in steps:
+            if isinstance(step, float):
+                await asyncio.sleep(step)
+            elif isinstance(step, asyncio.Event):
+                await step.wait()
+            elif isinstance(step, ModelError):
+                raise step
+            else:
+                yield step
+        if not any(isinstance(step, Finish) for step in steps):
+            yield Finish("stop")
+
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
+                       task: str | None = None) -> str:
+        return "ok"
+
+
+def text_turn(*texts: str, reasoning: str = "") -> list[Step]:
+    steps: list[Step] = [ReasoningDelta(reasoning)] if reasoning else []
+    return steps + [TextDelta(text) for text in texts]
+
+
+def tool_turn(call_id: str, name: str, arguments: str) -> list[Step]:
+    middle = len(arguments) // 2
+    return [ToolCallDelta(0, call_id, name, arguments[:middle]),
+            ToolCallDelta(0, None, None, arguments[middle:]), Finish("tool_calls")]
+
+
+def user(text: str, **extra: Any) -> RunRequest:
+    return RunRequest.model_validate(
+        {"message": {"role": "user", "content": [{"type": "text", "text": text}]}, **extra})
+
+
+def tool_results(results: dict[str, str], **extra: Any) -> RunRequest:
+    content = [{"type": "tool_result", "toolUseId": call_id,
+                "content": [{"type": "text", "text": text}]} for call_id, text in results.items()]
+    return RunRequest.model_validate({"message": {"role": "user", "content": content}, **extra})
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite file; each test gets a copy (alembic runs once per session)."""
+    path = tmp_path_factory.mktemp("inprocess") / "template.db"
+
+    async def build() -> None:
+        engine = create_engine(f"sqlite+aiosqlite:///{path}")
+        await migrate(engine)
+        await engine.dispose()
+
+    asyncio.run(build())
+    return path
+
+
+@pytest.fixture
+async def store(migrated_db: Path, tmp_path: Path) -> AsyncIterator[Store]:
+    path = tmp_path / "gateway.db"
+    shutil.copy(migrated_db, path)
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    yield Store(engine)
+    await engine.dispose()
+
+
+@pytest.fixture
+def model() -> ScriptedDeltas:
+    return ScriptedDeltas()
+
+
+ManagerFactory = Callable[..., RunManager]
+
+
+@pytest.fixture
+async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[ManagerFactory]:
+    """Make run managers on the test's store (several: one per simulated process), with
+    timings short enough for tests; each is shut down at the end."""
+    made: list[RunManager] = []
+
+    def make(model_: Any = None, **options: Any) -> RunManager:
+        manager = RunManager(store, model_ or model, **options)
+        made.append(manager)
+        return manager
+
+    yield make
+    for manager in made:
+        await manager.shutdown()
+
+
+@pytest.fixture
+async def manager(managers: ManagerFactory) -> RunManager:
+    return managers()
+
+
+async def new_thread(store: Store, user_key: str | None = None) -> ThreadRow:
+    now = now_ms()
+    thread = ThreadRow(id=new_id("thr_"), project_id=PROJECT, user_key=user_key,
+                       created_ms=now, updated_ms=now)
+    await store.add(thread)
+    return thread
+
+
+async def events(manager: RunManager, run_id: str, after: int = 0
+                 ) -> list[tuple[int, dict[str, Any]]]:
+    """The run's Tambo-dialect events after position `after`, until the run ends."""
+    return [item async for item in tambo_events(manager.entries(run_id), after)]
+
+
+def types(items: list[tuple[int, dict[str, Any]]]) -> list[str]:
+    return [event["type"] if event["type"] != "CUSTOM" else event["name"]
+            for _, event in items]
+
+
+async def finished(manager: RunManager, run_id: str) -> None:
+    """Wait for a run of this manager to end (its task and its log)."""
+    active = manager.active.get(run_id)
+    if active is not None:
+        await asyncio.wait_for(active.done.wait(), 10)
+

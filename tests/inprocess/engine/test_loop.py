@@ -1,0 +1,125 @@
+"""The agent loop on its own: scripted deltas in, Timbal frames out (no run manager, no store)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from gateway import server_tool
+from gateway.engine.deltas import ModelError, TextDelta
+from gateway.engine.loop import RunInput, run_agent
+from gateway.engine.tools import spec_for
+from gateway.protocol import timbal
+from tests.inprocess.conftest import ScriptedDeltas, text_turn, tool_turn
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.frames: list[timbal.Frame] = []
+
+    async def emit(self, frame: timbal.Frame) -> None:
+        self.frames.append(frame)
+
+    def values(self) -> list[dict[str, Any]]:
+        return [f["v"] for f in self.frames if timbal.kind(f) == "set"]
+
+
+def history(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+@server_tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@server_tool
+async def slow() -> str:
+    """Never answers in time."""
+    await asyncio.sleep(5)
+    return "late"
+
+
+TOOLS = {spec.name: spec for spec in (spec_for(add), spec_for(slow))}
+
+
+async def test_text_and_reasoning_stream_as_appends_then_one_value_each() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(text_turn("Hel", "lo", reasoning="Think."))
+    outcome = await run_agent(model, RunInput(history=history("hi")), sink)
+    assert outcome.pending == []
+    appends = [f["a"] for f in sink.frames if timbal.kind(f) == "append"]
+    assert appends == ["Think.", "Hel", "lo"]
+    assert [(v["type"], v["content"]) for v in sink.values()] == [("thinking", "Think."),
+                                                                   ("agent", "Hello")]
+    assert len({v["messageId"] for v in sink.values()}) == 1  # one Tambo message per turn
+
+
+async def test_a_server_tool_runs_inline_and_the_model_sees_its_result() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(tool_turn("call_1", "add", '{"a": 2, "b": 3}'), text_turn("It is 5."))
+    await run_agent(model, RunInput(history=history("2+3?"), server_tools=TOOLS), sink)
+    result = next(v for v in sink.values() if v["type"] == "tool_result")
+    assert (result["status"], result["output"]) == ("success", 5)
+    second = model.requests[1]
+    assert second.messages[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "5"}
+    assert {t["function"]["name"] for t in second.tools} == {"add", "slow"}
+
+
+@pytest.mark.parametrize("turn, error", [
+    (tool_turn("call_1", "add", '{"a": "two"}'), "invalid arguments"),
+    (tool_turn("call_1", "nope", "{}"), "not available"),
+    (tool_turn("call_1", "slow", "{}"), "timed out"),
+])
+async def test_a_failing_tool_is_an_error_result_the_model_sees(turn: list, error: str) -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(turn, text_turn("Sorry."))
+    await run_agent(model, RunInput(history=history("go"), server_tools=TOOLS,
+                                    tool_timeout=0.05), sink)
+    result = next(v for v in sink.values() if v["type"] == "tool_result")
+    assert result["status"] == "error" and error in result["error"]
+    assert error in model.requests[1].messages[-1]["content"]
+
+
+async def test_a_client_tool_call_ends_the_loop_with_it_pending() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(tool_turn("call_7", "get_time", '{"tz": "UTC"}'))
+    tool = {"name": "get_time", "description": "", "inputSchema": {"type": "object"}}
+    outcome = await run_agent(model, RunInput(history=history("time"), client_tools=[tool]),
+                              sink)
+    assert [(p["toolCallId"], p["toolName"], json.loads(p["arguments"]))
+            for p in outcome.pending] == [("call_7", "get_time", {"tz": "UTC"})]
+    assert len(model.requests) == 1
+
+
+async def test_a_component_streams_its_props_and_ends_the_turn() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(tool_turn("call_c", "show_component_Card", '{"title": "News"}'))
+    card = {"name": "Card", "description": "", "propsSchema": {"type": "object"}}
+    await run_agent(model, RunInput(history=history("card"), components=[card]), sink)
+    [component] = [v for v in sink.values() if v["type"] == "x-component"]
+    assert (component["name"], component["props"]) == ("Card", {"title": "News"})
+    assert component["componentId"].startswith("comp_")
+    assert len(model.requests) == 1
+
+
+async def test_max_steps_bounds_a_model_that_keeps_calling_tools() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(*[tool_turn(f"call_{n}", "add", '{"a": 1, "b": 1}') for n in range(3)])
+    with pytest.raises(ModelError) as stopped:
+        await run_agent(model, RunInput(history=history("loop"), server_tools=TOOLS,
+                                        max_steps=3), sink)
+    assert stopped.value.code == "MAX_STEPS_EXCEEDED" and len(model.requests) == 3
+
+
+async def test_a_provider_error_mid_stream_closes_the_partial_message() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue([TextDelta("half "), ModelError("LLM_SERVER_ERROR", "upstream 503")])
+    with pytest.raises(ModelError):
+        await run_agent(model, RunInput(history=history("go")), sink)
+    [agent] = sink.values()
+    assert agent["content"] == "half " and agent["cancelled"] is True

@@ -1,0 +1,44 @@
+"""`Idempotency-Key`: racing retries of one request start one run, on one thread."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.protocol.clock import new_id, now_ms
+from gateway.runs.manager import RunManager
+from gateway.store.repository import Store
+from gateway.store.tables import ThreadRow
+from tests.inprocess.conftest import PROJECT, ScriptedDeltas, events, new_thread, user
+
+
+async def test_racing_retries_on_a_thread_attach_to_one_run(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    thread = await new_thread(store)
+    started = await asyncio.gather(*[manager.start(PROJECT, thread, user("once"),
+                                                   idempotency_key="key-1") for _ in range(5)])
+    assert len({s.run.id for s in started}) == 1
+    assert sorted(s.attached for s in started) == [False, True, True, True, True]
+    await events(manager, started[0].run.id)
+    assert len(model.requests) == 1
+
+
+async def test_racing_retries_of_a_new_thread_run_create_one_thread(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    created: list[str] = []
+
+    async def create_thread() -> ThreadRow:
+        now = now_ms()
+        thread = ThreadRow(id=new_id("thr_"), project_id=PROJECT, created_ms=now,
+                           updated_ms=now)
+        await store.add(thread)
+        created.append(thread.id)
+        return thread
+
+    started = await asyncio.gather(*[
+        manager.start_new_thread(PROJECT, create_thread, user("once"), None, "key-2")
+        for _ in range(4)])
+    assert len({s.run.id for s in started}) == 1 and len(created) == 1
+    assert {s.run.thread_id for s in started} == set(created)
+    await events(manager, started[0].run.id)
+    page = await store.list_threads(PROJECT, None, 10, None)
+    assert len(page.rows) == 1

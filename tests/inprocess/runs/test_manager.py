@@ -1,0 +1,122 @@
+"""`RunManager`: starting, the loop and its history, client tool pauses, refusals, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.protocol.problems import ApiError
+from gateway.runs.manager import RunManager
+from gateway.store.repository import Store
+from tests.inprocess.conftest import (
+    PROJECT,
+    ScriptedDeltas,
+    events,
+    new_thread,
+    text_turn,
+    tool_results,
+    tool_turn,
+    types,
+    user,
+)
+
+TIME_TOOL = {"name": "get_time", "description": "The time.",
+             "inputSchema": {"type": "object", "properties": {}}}
+
+
+async def test_a_run_streams_persists_and_feeds_the_next_runs_history(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    thread = await new_thread(store)
+    model.enqueue(text_turn("Hel", "lo!", reasoning="Greet back."), text_turn("Again."))
+    first = (await manager.start(PROJECT, thread, user("hi"))).run
+    seen = await events(manager, first.id)
+    assert types(seen) == [
+        "RUN_STARTED", "THINKING_TEXT_MESSAGE_START", "THINKING_TEXT_MESSAGE_CONTENT",
+        "THINKING_TEXT_MESSAGE_END", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert [position for position, _ in seen] == list(range(1, len(seen) + 1))
+    assert (await store.get_run(first.id)).status == "completed"
+    after = await store.get_thread(PROJECT, thread.id)
+    assert (after.run_status, after.last_completed_run_id) == ("idle", first.id)
+
+    second = (await manager.start(PROJECT, after, user("and again",
+                                                       previousRunId=first.id))).run
+    await events(manager, second.id)
+    history = model.requests[-1].messages
+    assert [(m["role"], m.get("content")) for m in history] == [
+        ("user", "hi"), ("assistant", "Hello!"), ("user", "and again")]
+
+
+async def test_a_thread_with_runs_needs_the_previous_run_id(
+        manager: RunManager, store: Store) -> None:
+    thread = await new_thread(store)
+    first = (await manager.start(PROJECT, thread, user("one"))).run
+    await events(manager, first.id)
+    with pytest.raises(ApiError) as refused:
+        await manager.start(PROJECT, thread, user("two"))
+    assert refused.value.code == "INVALID_PREVIOUS_RUN"
+    with pytest.raises(ApiError) as stale:
+        await manager.start(PROJECT, thread, user("two", previousRunId="run_other"))
+    assert stale.value.code == "INVALID_PREVIOUS_RUN"
+
+
+async def test_a_second_run_while_one_is_active_is_refused(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    thread = await new_thread(store)
+    release = asyncio.Event()
+    model.enqueue([release])
+    running = (await manager.start(PROJECT, thread, user("hold"))).run
+    with pytest.raises(ApiError) as busy:
+        await manager.start(PROJECT, thread, user("again", previousRunId=running.id))
+    assert (busy.value.code, busy.value.extra["currentRunId"]) == ("CONCURRENT_RUN", running.id)
+    release.set()
+    assert types(await events(manager, running.id))[-1] == "RUN_FINISHED"
+
+
+async def test_a_client_tool_pauses_the_run_and_its_result_continues_it(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    thread = await new_thread(store)
+    model.enqueue(tool_turn("call_1", "get_time", "{}"), text_turn("It is noon."))
+    paused = (await manager.start(PROJECT, thread, user("time?", tools=[TIME_TOOL]))).run
+    seen = await events(manager, paused.id)
+    awaiting = [e for _, e in seen if e.get("name") == "tambo.run.awaiting_input"]
+    assert awaiting[0]["value"]["pendingToolCalls"][0]["toolCallId"] == "call_1"
+    assert (await store.get_run(paused.id)).status == "awaiting_input"
+    waiting = await store.get_thread(PROJECT, thread.id)
+    assert [p["toolCallId"] for p in waiting.pending_tool_calls] == ["call_1"]
+
+    with pytest.raises(ApiError) as missing:
+        await manager.start(PROJECT, waiting, user("no result", previousRunId=paused.id))
+    assert missing.value.code == "INVALID_TOOL_RESULT"
+    with pytest.raises(ApiError) as extra:
+        await manager.start(PROJECT, waiting, tool_results(
+            {"call_1": "noon", "call_9": "?"}, previousRunId=paused.id))
+    assert extra.value.code == "INVALID_TOOL_RESULT"
+
+    resumed = (await manager.start(PROJECT, waiting, tool_results(
+        {"call_1": "12:00"}, previousRunId=paused.id, tools=[TIME_TOOL]))).run
+    assert types(await events(manager, resumed.id))[-1] == "RUN_FINISHED"
+    sent = model.requests[-1].messages
+    answer = next(m for m in sent if m.get("tool_call_id") == "call_1")
+    assert "12:00" in str(answer["content"])
+
+
+async def test_cancel_ends_the_run_cancelled_and_keeps_the_partial_message(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    thread = await new_thread(store)
+    hold = asyncio.Event()
+    model.enqueue(text_turn("partial ") + [hold])
+    run = (await manager.start(PROJECT, thread, user("go"))).run
+    reader = asyncio.create_task(events(manager, run.id))
+    while not manager.live_log(run.id) or len(manager.live_log(run.id).entries) < 3:
+        await asyncio.sleep(0.005)
+    ended = await manager.cancel(run.id)
+    assert ended.status == "cancelled"
+    seen = await reader
+    assert seen[-1][1]["type"] == "RUN_ERROR" and seen[-1][1]["code"] == "CANCELLED"
+    messages = await store.history(thread.id)
+    assert messages[-1].is_cancelled and messages[-1].parts[0]["content"] == "partial "
+    assert (await manager.cancel(run.id)).status == "cancelled"  # idempotent
+    thread_after = await store.get_thread(PROJECT, thread.id)
+    assert thread_after.run_status == "idle" and thread_after.last_run_cancelled

@@ -1,0 +1,101 @@
+"""Across processes: cancel flags, leases, the reaper, and fencing of a stalled owner."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from gateway.protocol import timbal
+from gateway.runs.supervisor import RunSupervisor
+from gateway.store.repository import Store
+from tests.inprocess.conftest import (
+    PROJECT,
+    ManagerFactory,
+    ScriptedDeltas,
+    events,
+    new_thread,
+    text_turn,
+    user,
+)
+
+
+async def test_a_stalled_owner_is_fenced_after_a_peer_reaped_its_run(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    owner = managers(lease_seconds=0.2)
+    thread = await new_thread(store)
+    stall = asyncio.Event()
+    model.enqueue(text_turn("before ") + [stall] + text_turn("after the stall"))
+    run = (await owner.start(PROJECT, thread, user("go"))).run
+    while len(owner.live_log(run.id).entries) < 3:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.3)  # the owner stalls past its lease (no renewal)
+    assert await RunSupervisor(managers(lease_seconds=0.2)).reap() == 1
+
+    await RunSupervisor(owner).renew()  # the owner wakes: its lease is gone
+    stall.set()
+    seen = await events(owner, run.id)
+    assert seen[-1][1]["code"] == "RUN_LOST"
+    assert "after the stall" not in str(seen)
+    row = await store.get_run(run.id)
+    assert (row.status, row.error["code"]) == ("failed", "RUN_LOST")
+    saved = [r.frame for r in await store.read_frames(run.id, 0, 1000)]
+    assert saved[-1]["c"] == timbal.ERROR and saved[-1]["code"] == "RUN_LOST"
+    assert "after the stall" not in str(saved)
+
+
+async def test_a_live_owner_that_renews_in_time_is_not_reaped(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    owner = managers(lease_seconds=0.3)
+    thread = await new_thread(store)
+    hold = asyncio.Event()
+    model.enqueue([hold])
+    run = (await owner.start(PROJECT, thread, user("go"))).run
+    supervisor = asyncio.create_task(RunSupervisor(owner).run())
+    try:
+        await asyncio.sleep(0.6)
+        assert await RunSupervisor(managers(lease_seconds=0.3)).reap() == 0
+        hold.set()
+        assert (await events(owner, run.id))[-1][1]["type"] == "RUN_FINISHED"
+    finally:
+        supervisor.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await supervisor
+
+
+async def test_a_cancel_reaching_another_process_is_carried_out_by_the_owner(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    owner, other = managers(), managers()
+    thread = await new_thread(store)
+    model.enqueue([asyncio.Event()])
+    run = (await owner.start(PROJECT, thread, user("go"))).run
+    while (await store.get_run(run.id)).status != "running":
+        await asyncio.sleep(0.01)
+    supervisor = asyncio.create_task(RunSupervisor(owner).run())
+    try:
+        ended = await other.cancel(run.id)
+        assert ended.status == "cancelled"
+        assert (await events(owner, run.id))[-1][1]["code"] == "CANCELLED"
+    finally:
+        supervisor.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await supervisor
+
+
+async def test_a_stalled_owner_writing_before_it_renews_is_fenced_by_the_log_itself(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    """Its next batch collides with the reaper's RUN_LOST position: nothing of it lands."""
+    owner = managers(lease_seconds=0.2)
+    thread = await new_thread(store)
+    stall = asyncio.Event()
+    model.enqueue(text_turn("before ") + [stall] + text_turn("after the stall"))
+    run = (await owner.start(PROJECT, thread, user("go"))).run
+    while len(await store.read_frames(run.id)) < 3:  # the periodic flush has run
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)
+    assert await RunSupervisor(managers(lease_seconds=0.2)).reap() == 1
+    stall.set()  # no renewal: the owner goes on writing as if nothing happened
+    seen = await events(owner, run.id)
+    assert seen[-1][1]["code"] == "RUN_LOST"
+    saved = [r.frame for r in await store.read_frames(run.id, 0, 1000)]
+    assert saved[-1].get("code") == "RUN_LOST" and "after the stall" not in str(saved)
+    assert (await store.get_run(run.id)).status == "failed"

@@ -1,0 +1,89 @@
+"""`Store`: the atomic writes the rest relies on, on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.protocol.clock import new_id, now_ms
+from gateway.store.repository import Store
+from gateway.store.tables import ComponentRow, RunRow
+from tests.inprocess.conftest import PROJECT, new_thread
+
+
+def run_row(thread_id: str, owner: str = "process-a") -> RunRow:
+    now = now_ms()
+    return RunRow(id=new_id("run_"), thread_id=thread_id, project_id=PROJECT, status="queued",
+                  created_ms=now, lease_owner=owner, lease_expires_ms=now + 30_000,
+                  on_disconnect="grace")
+
+
+async def test_the_thread_lock_is_taken_by_exactly_one_of_racing_starts(store: Store) -> None:
+    thread = await new_thread(store)
+    runs = [run_row(thread.id) for _ in range(5)]
+    outcomes = await asyncio.gather(*[store.start_run(run, [], now_ms(), None) for run in runs])
+    assert sorted(outcomes) == ["conflict"] * 4 + ["started"]
+    winner = runs[outcomes.index("started")]
+    locked = await store.get_thread(PROJECT, thread.id)
+    assert (locked.run_status, locked.current_run_id) == ("waiting", winner.id)
+
+
+async def test_a_start_validated_against_an_older_thread_state_is_refused(store: Store) -> None:
+    thread = await new_thread(store)
+    first = run_row(thread.id)
+    assert await store.start_run(first, [], now_ms(), None) == "started"
+    assert await store.finish_run(first.id, thread.id, "completed", now_ms(),
+                                  owner="process-a")
+    # A request checked before the first run ended still believes there was no run.
+    assert await store.start_run(run_row(thread.id), [], now_ms(), None) == "conflict"
+    assert await store.start_run(run_row(thread.id), [], now_ms(), first.id) == "started"
+
+
+async def test_finishing_is_fenced_on_the_lease_owner(store: Store) -> None:
+    thread = await new_thread(store)
+    run = run_row(thread.id, owner="process-a")
+    await store.start_run(run, [], now_ms(), None)
+    assert not await store.finish_run(run.id, thread.id, "completed", now_ms(),
+                                      owner="process-b")
+    assert (await store.get_run(run.id)).status == "queued"
+    frames = [(1, now_ms(), {"c": "run.finished"})]
+    assert await store.finish_run(run.id, thread.id, "completed", now_ms(),
+                                  owner="process-a", frames=frames)
+    assert not await store.finish_run(run.id, thread.id, "failed", now_ms(),
+                                      owner="process-a")  # ended runs stay ended
+    assert [r.frame for r in await store.read_frames(run.id)] == [{"c": "run.finished"}]
+
+
+async def test_a_log_position_is_written_once(store: Store) -> None:
+    thread = await new_thread(store)
+    run = run_row(thread.id)
+    await store.start_run(run, [], now_ms(), None)
+    assert await store.append_frames(run.id, [(1, 1, {"i": "a", "a": "x"})])
+    assert not await store.append_frames(run.id, [(1, 2, {"i": "a", "a": "other"})])
+    assert [r.frame["a"] for r in await store.read_frames(run.id)] == ["x"]
+
+
+async def test_component_state_is_compare_and_set_on_the_revision(store: Store) -> None:
+    thread = await new_thread(store)
+    component = ComponentRow(id=new_id("comp_"), thread_id=thread.id, message_id="m",
+                             name="Card", props={}, state={}, revision=0,
+                             created_ms=now_ms(), updated_ms=now_ms())
+    await store.put_component(component)
+    writes = await asyncio.gather(*[store.set_component_state(component.id, 0, {"n": n},
+                                                              now_ms()) for n in range(5)])
+    assert sorted(writes) == [False] * 4 + [True]
+    stored = await store.get_component(thread.id, component.id)
+    assert stored.revision == 1 and stored.state == {"n": writes.index(True)}
+
+
+async def test_thread_pages_follow_their_cursor_without_gaps(store: Store) -> None:
+    made = {(await new_thread(store, user_key="u")).id for _ in range(7)}
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await store.list_threads(PROJECT, "u", 3, cursor)
+        seen += [row.id for row in page.rows]
+        if not page.has_more:
+            break
+        cursor = page.next_cursor
+    assert len(seen) == 7 and set(seen) == made
+    assert (await store.list_threads(PROJECT, "someone-else", 3, None)).rows == []
