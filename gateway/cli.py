@@ -125,11 +125,21 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
     from .app import create_app
 
+    class Server(uvicorn.Server):
+        """Says where it listens once started: uvicorn is silent about a socket it is given."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                url = f"http://{host}:{port}"
+                logging.getLogger("gateway").info(
+                    "listening on %s (playground: %s/, API reference: %s/docs)", url, url, url)
+
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
     config = uvicorn.Config(create_app(settings), host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    server = Server(config)
     server.run(sockets=[sock])
     # uvicorn returns (rather than exiting) when the app's start-up failed.
     return 0 if server.started else EXIT_STARTUP

@@ -143,7 +143,10 @@ async function stream(method, path, body, note) {
   }
   const threadId = response.headers.get("X-Thread-Id");
   const runId = response.headers.get("X-Run-Id");
-  if (threadId && state.thread?.id !== threadId) await selectThread(threadId, { keepEvents: true });
+  if (threadId && state.thread?.id !== threadId) {
+    await selectThread(threadId, { keepEvents: true });
+    await loadThreads();  // the new thread appears in the list at once
+  }
   if (runId) setRun(runId);
   rawNote(`${method} ${path.split("?")[0]}: ${note}`);
   setStatus("streaming");
