@@ -12,7 +12,8 @@ from gateway.config import Settings
 from gateway.settings_report import REFERENCE_PATH, reference_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", ROOT / "bench" / "README.md",
+             *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 # A backticked repository path: a top-level directory of ours, then a file with an extension or
 # a directory with a trailing slash (`gateway/demo` is a model name, not a path).
