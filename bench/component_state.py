@@ -40,7 +40,7 @@ def table_turn(*extra: dict) -> list[dict]:
 
 def body(text: str) -> dict:
     return {"message": {"role": "user", "content": [{"type": "text", "text": text}]},
-            "availableComponents": [TABLE]}
+            "availableComponents": [TABLE], "thread": {"userKey": "bench"}}
 
 
 def render(http: httpx.Client, model: ScriptedModel) -> str:

@@ -16,9 +16,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .api import assist, components, docs, playground, runs, threads
+from .api import assist, audio, components, docs, oauth, playground, runs, threads
 from .api.context import Services
 from .api.errors import HANDLERS
+from .api.identity import IdentityProviders
 from .config import DEMO_MODEL, Settings
 from .engine.loop import ServerToolSpec
 from .engine.model import LiteLLMModel
@@ -106,11 +107,18 @@ def create_app(settings: Settings) -> Starlette:
                              tool_timeout=settings.tool_timeout_seconds,
                              lease_seconds=settings.lease_seconds,
                              disconnect_grace_seconds=settings.disconnect_grace_seconds,
-                             server_tools=server_tools)
+                             server_tools=server_tools,
+                             idempotency_ttl_seconds=settings.idempotency_ttl_seconds)
         # Cancel flags from other processes, lease renewal, and failing the runs of dead
         # processes (at start-up too): one background task for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
-        app.state.services = Services(settings=settings, store=store, runs=manager, model=model)
+        identity = IdentityProviders(
+            settings.oidc_issuers, settings.oidc_audience,
+            settings.oauth_hs256_secret.get_secret_value() if settings.oauth_hs256_secret else None,
+            settings.token_secret.get_secret_value() if settings.token_secret else None,
+            settings.token_ttl_seconds)
+        app.state.services = Services(settings=settings, store=store, runs=manager, model=model,
+                                      identity=identity)
         if settings.development_mode:
             log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
                         "accepted and all callers share one project. Set it before exposing "
@@ -133,7 +141,8 @@ def create_app(settings: Settings) -> Starlette:
 
     return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes,
-                *assist.routes, *components.routes, *docs.routes, *playground.routes],
+                *assist.routes, *components.routes, *oauth.routes, *audio.routes,
+                *docs.routes, *playground.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag"], max_age=600)],

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEMO_MODEL = "gateway/demo"
@@ -105,9 +105,52 @@ class Settings(BaseSettings):
         ("*",), description="Origins allowed to call the API from a browser, comma-separated; "
                             "`*` allows any.")
 
+    models: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Models a run request may pick with its `model` field, comma-separated "
+                        "litellm model strings (reached with the same api base and key); any "
+                        "other requested model is refused. Unset: only `GATEWAY_MODEL`.")
+    idempotency_ttl_seconds: float = Field(
+        86400.0, gt=0, description="How long an `Idempotency-Key` of a run request is "
+                                   "remembered; after that the key may be used again.")
+    oidc_issuers: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Identity providers whose ID/access tokens `POST /oauth/token` accepts: "
+                        "OIDC issuer URLs, comma-separated; their signing keys are read from "
+                        "the issuer's discovery document (`jwks_uri`) and cached.")
+    oidc_audience: str | None = Field(
+        None, validate_default=True, description="The audience (`aud`) an identity provider's token must be issued "
+                          "for; required with `GATEWAY_OIDC_ISSUERS`.")
+    oauth_hs256_secret: SecretStr | None = Field(
+        None, description="A shared secret: `POST /oauth/token` also accepts tokens signed "
+                          "with it (HS256, `sub` and `exp` required; `aud` checked when "
+                          "`GATEWAY_OIDC_AUDIENCE` is set).")
+    token_secret: SecretStr | None = Field(
+        None, description="The key that signs the gateway's own access tokens. Unset: a random "
+                          "key per process (tokens die with a restart and are not valid on "
+                          "other processes); set it when running several processes.")
+    token_ttl_seconds: int = Field(
+        900, ge=30, le=86400, description="Lifetime of a gateway access token (never longer "
+                                          "than the exchanged token's own remaining lifetime).")
+    max_attachment_bytes: int = Field(
+        5 * 1024 * 1024, ge=1, description="Largest attachment (decoded `resource` blob or "
+                                           "text) a message may carry to the model.")
+    transcription_model: str | None = Field(
+        None, description="litellm transcription model for `POST /audio/transcribe` (e.g. "
+                          "`openai/whisper-1`, reached with the model api base and key). "
+                          "Unset: voice input is off.")
+
     _parse_api_keys = field_validator("api_keys", mode="before")(
         lambda raw: parse_api_keys(raw) if isinstance(raw, str) else raw)
     _parse_origins = field_validator("cors_origins", mode="before")(_comma_list)
+    _parse_models = field_validator("models", mode="before")(_comma_list)
+    _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)
+
+    @field_validator("oidc_audience")
+    @classmethod
+    def _issuers_need_audience(cls, audience: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("oidc_issuers") and not audience:
+            raise ValueError("GATEWAY_OIDC_ISSUERS needs an audience: a token issued for "
+                             "another application must not sign its users in here")
+        return audience
 
     @property
     def development_mode(self) -> bool:
@@ -153,4 +196,5 @@ def load_settings(**overrides: object) -> Settings:
 
 
 def _is_secret(field_name: str) -> bool:
-    return field_name in {"model_api_key", "api_keys", "database_url"}
+    return field_name in {"model_api_key", "api_keys", "database_url", "oauth_hs256_secret",
+                          "token_secret"}

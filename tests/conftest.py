@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.scripted_model import ScriptedModel
 
 
@@ -62,7 +62,7 @@ def demo_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewaySe
 
 @pytest.fixture
 def client(gateway: GatewayServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, timeout=30,
+    with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30,
                       headers={"x-api-key": "test-key"}) as http:
         yield http
 

@@ -20,7 +20,7 @@ from ..protocol.clock import iso_ms, new_id, now_ms
 from ..protocol.problems import ApiError
 from ..protocol.tambo import SuggestionsRequest
 from ..store.tables import MessageRow
-from .context import body_user_key, json_body, services, thread_for
+from .context import json_body, services, thread_for
 from .render import thread_json
 
 
@@ -60,18 +60,26 @@ async def _message(request: Request, user_key: str | None = None) -> MessageRow:
     return row
 
 
-def _suggestions_body(row: MessageRow) -> dict[str, Any]:
-    return {"suggestions": (row.meta or {}).get("suggestions", []), "hasMore": False}
+def _suggestions_response(request: Request, suggestions: list[dict[str, Any]],
+                          status_code: int = 200) -> Response:
+    """The v1 paths answer with the list envelope; the older non-v1 paths, which
+    `TamboClient.listSuggestions()` / `generateSuggestions()` call and `.map` over, with the
+    bare array, as the real server does."""
+    if request.url.path.startswith("/v1/"):
+        return JSONResponse({"suggestions": suggestions, "hasMore": False},
+                            status_code=status_code)
+    return JSONResponse(suggestions, status_code=status_code)
 
 
 async def list_suggestions(request: Request) -> Response:
     """Stored suggestions; `[]` (never 404) once the message exists, as React expects."""
-    return JSONResponse(_suggestions_body(await _message(request)))
+    row = await _message(request)
+    return _suggestions_response(request, (row.meta or {}).get("suggestions", []))
 
 
 async def create_suggestions(request: Request) -> Response:
     body: SuggestionsRequest = await json_body(request, SuggestionsRequest)
-    row = await _message(request, body_user_key(body.userKey))
+    row = await _message(request, body.userKey)
     svc = services(request)
     history = to_model_messages(await svc.store.history(row.thread_id))
     components = [c.model_dump(exclude_none=True) for c in body.availableComponents]
@@ -86,7 +94,7 @@ async def create_suggestions(request: Request) -> Response:
                     "description": s["detailedSuggestion"], "createdAt": created}
                    for s in generated]
     await svc.store.save_message_meta(row.id, {**(row.meta or {}), "suggestions": suggestions})
-    return JSONResponse({"suggestions": suggestions, "hasMore": False}, status_code=201)
+    return _suggestions_response(request, suggestions, status_code=201)
 
 
 routes = [

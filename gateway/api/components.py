@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from ..protocol.tambo import ComponentStateResponse, ComponentStateUpdate
 from ..runs.component_state import ComponentStates
-from .context import body_user_key, json_body, query_user_key, services, thread_for
+from .context import json_body, services, thread_for
 
 PATH = "/v1/threads/{thread_id}/components/{component_id}/state"
 
@@ -59,8 +59,7 @@ async def get_state(request: Request) -> Response:
 
 async def update_state(request: Request) -> Response:
     body: ComponentStateUpdate = await json_body(request, ComponentStateUpdate)
-    thread = await thread_for(request, query_user_key(request)
-                              or body_user_key(body.userKey, body.contextKey))
+    thread = await thread_for(request, body.userKey, body.contextKey)
     component_id = request.path_params["component_id"]
     state, revision = await component_states(request).update(
         thread.id, component_id, state=body.state, patch=body.patch,

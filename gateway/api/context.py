@@ -1,4 +1,5 @@
-"""What every route needs: the services, the caller's project, and the caller's userKey."""
+"""What every route needs: the services, the caller (project and user scope), and the thread
+the caller may see."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..protocol.tambo import checked_user_key
 from ..runs.manager import RunManager
 from ..store.repository import Store
 from ..store.tables import ThreadRow
+from .identity import IdentityProviders, TokenRejected, looks_like_jwt
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 INTEGER = re.compile(r"-?[0-9]+")
@@ -26,31 +28,98 @@ class Services:
     store: Store
     runs: RunManager
     model: Any
+    identity: IdentityProviders
 
 
 def services(request: Request) -> Services:
     return request.app.state.services
 
 
-def project_of(request: Request) -> str:
-    """The caller's project, from `x-api-key` or a bearer token.
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the project, and for a signed-in user (bearer token) their scope."""
 
-    In development mode (no GATEWAY_API_KEYS) every caller is in project `default`.
+    project: str
+    signed_in_scope: str | None = None
+
+
+def caller(request: Request) -> Caller:
+    """The caller of this request (worked out once per request).
+
+    `x-api-key` selects the project. A bearer token is either one of the gateway's access tokens
+    (from `POST /oauth/token`), which carries its project and user scope, or, without
+    `x-api-key`, an API key itself. In development mode (no GATEWAY_API_KEYS) every key is in
+    project `default`.
     """
-    settings = services(request).settings
-    if settings.development_mode:
-        return "default"
+    known = getattr(request.state, "caller", None)
+    if known is not None:
+        return known
+    svc = services(request)
+    settings = svc.settings
     key = request.headers.get("x-api-key")
-    if not key:
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            key = auth[7:].strip()
-    if not key:
+    auth = request.headers.get("authorization", "")
+    bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+    key_project = None
+    if key:
+        key_project = "default" if settings.development_mode else settings.api_keys.get(key)
+        if key_project is None:
+            raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
+    if bearer and looks_like_jwt(bearer):
+        try:
+            project, scope = svc.identity.verify_access_token(bearer)
+        except TokenRejected as exc:
+            raise ApiError(401, "TOKEN_EXPIRED" if exc.expired else "INVALID_TOKEN",
+                           f"Invalid bearer token: {exc.reason}") from None
+        if key_project is not None and key_project != project:
+            raise ApiError(401, "INVALID_TOKEN",
+                           "Invalid bearer token: it was issued for another project")
+        who = Caller(project, scope)
+    elif key_project is not None:
+        who = Caller(key_project)
+    elif settings.development_mode:
+        who = Caller("default")
+    elif bearer:
+        project = settings.api_keys.get(bearer)
+        if project is None:
+            raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
+        who = Caller(project)
+    else:
         raise ApiError(401, "UNAUTHORIZED", "Missing API key: send it in the x-api-key header")
-    project = settings.api_keys.get(key)
-    if project is None:
-        raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
-    return project
+    request.state.caller = who
+    return who
+
+
+def project_of(request: Request) -> str:
+    return caller(request).project
+
+
+def user_scope(request: Request, *body_candidates: str | None) -> str | None:
+    """The caller's user scope: a signed-in user's (bearer token), else the userKey given in
+    the query string or, failing that, the first of `body_candidates` that is set.
+
+    A signed-in user cannot name another scope: a userKey that differs is refused (400).
+    """
+    given = query_user_key(request)
+    if given is None:
+        given = body_user_key(*body_candidates)
+    signed_in = caller(request).signed_in_scope
+    if signed_in is not None:
+        if given is not None and given != signed_in:
+            raise ApiError(400, "VALIDATION_ERROR",
+                           "Provide either a userKey or a bearer token, not both")
+        return signed_in
+    return given
+
+
+def required_user_scope(request: Request, *body_candidates: str | None) -> str:
+    """As `user_scope`, for the calls the real server refuses without one (listing and
+    creating threads): without a scope they would see or create threads of no one."""
+    scope = user_scope(request, *body_candidates)
+    if scope is None:
+        raise ApiError(400, "USER_SCOPE_REQUIRED",
+                       "This call needs a user scope: provide a userKey (query or body) or "
+                       "a bearer token from POST /oauth/token")
+    return scope
 
 
 def query_user_key(request: Request) -> str | None:
@@ -91,19 +160,25 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
         raise
 
 
-async def thread_for(request: Request, user_key: str | None = None) -> ThreadRow:
+async def thread_for(request: Request, *body_candidates: str | None) -> ThreadRow:
     """The thread in the path, if the caller may see it.
 
-    A userKey that does not match the thread's hides it (404, as if absent). No userKey at all
-    is accepted, because `@tambo-ai/client` sends none on thread fetch and cancel.
+    A thread outside the caller's scope is hidden (404, as if absent). A signed-in user sees
+    only threads of their own scope. Without any scope, a thread of the API key's project is
+    accepted, because `@tambo-ai/client` sends no userKey on thread fetch and cancel.
     """
     thread_id = request.path_params["thread_id"]
-    project = project_of(request)
-    thread = await services(request).store.get_thread(project, thread_id)
-    key = user_key if user_key is not None else query_user_key(request)
-    if thread is None or (key is not None and thread.user_key not in (None, key)):
+    who = caller(request)
+    key = user_scope(request, *body_candidates)
+    thread = await services(request).store.get_thread(who.project, thread_id)
+    if who.signed_in_scope is not None:
+        hidden = thread is None or thread.user_key != who.signed_in_scope
+    else:
+        hidden = thread is None or (key is not None and thread.user_key not in (None, key))
+    if hidden:
         raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread_id} not found",
                        threadId=thread_id)
+    assert thread is not None
     return thread
 
 

@@ -138,7 +138,7 @@ def _operation(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
         media: dict[str, Any] = {"schema": refs[f"{op.id}.body"]}
         if "request" in example_for(op.id):
             media["example"] = example_for(op.id)["request"]
-        body["requestBody"] = {"required": True, "content": {"application/json": media}}
+        body["requestBody"] = {"required": True, "content": {op.body_media_type: media}}
     if op.public:
         body["security"] = []
     return body

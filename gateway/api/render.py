@@ -66,9 +66,12 @@ def message_json(row: MessageRow, components: Mapping[str, ComponentRow] | None 
             if part.get("status") == "error":
                 block["isError"] = True
             blocks.append(block)
+    role = row.role
+    if role == "user" and blocks and all(b["type"] == "tool_result" for b in blocks):
+        role = "assistant"  # as the real server reads back client tool results
     body: dict[str, Any] = {
         "id": row.id,
-        "role": row.role,
+        "role": role,
         "content": blocks,
         "createdAt": iso_ms(row.created_ms),
         "runId": row.run_id,

@@ -23,22 +23,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..engine import attachments
 from ..protocol.clock import iso_ms
 from ..protocol.problems import ApiError
-from ..protocol.tambo import RunRequest
+from ..protocol.tambo import ResourceBlock, RunRequest
 from ..runs.idempotency import StartedRun
 from ..runs.views import tambo_events
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow, ThreadRow
-from .context import (
-    body_user_key,
-    int_param,
-    json_body,
-    project_of,
-    query_user_key,
-    services,
-    thread_for,
-)
+from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
 from .render import page_json
 from .threads import create_thread_row
 
@@ -85,12 +78,43 @@ def idempotency_key(request: Request) -> str | None:
     return key
 
 
+def check_model(request: Request, body: RunRequest) -> None:
+    """A run may pick its model only from the allow-list (`GATEWAY_MODELS`): a browser must
+    never choose an arbitrary, possibly expensive, model on the operator's key."""
+    if body.model is None:
+        return
+    settings = services(request).settings
+    allowed = (settings.model, *settings.models)
+    if body.model not in allowed:
+        raise ApiError(400, "MODEL_NOT_ALLOWED",
+                       f"Model {body.model[:200]!r} is not allowed on this gateway; allowed: "
+                       f"{', '.join(allowed)} (set GATEWAY_MODELS to allow more)",
+                       allowedModels=list(allowed))
+
+
+def check_attachments(request: Request, body: RunRequest) -> None:
+    """Attachments the model cannot take are refused before anything starts (400/413)."""
+    blocks = [b.model_dump(exclude_none=True) for b in body.message.content
+              if isinstance(b, ResourceBlock)]
+    if not blocks:
+        return
+    settings = services(request).settings
+    try:
+        attachments.check(blocks, settings.max_attachment_bytes,
+                          attachments.capabilities(body.model or settings.model))
+    except attachments.AttachmentError as exc:
+        raise ApiError(413 if exc.code == "ATTACHMENT_TOO_LARGE" else 400, exc.code,
+                       str(exc)) from None
+
+
 async def run_new_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
+    check_model(request, body)
+    check_attachments(request, body)
     project = project_of(request)
     init = body.thread
-    user_key = query_user_key(request) or body_user_key(
-        init.userKey if init else None, body.userKey, body.contextKey)
+    user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
+                                   body.contextKey)
     metadata = body.threadMetadata or (init.metadata if init else None)
 
     def create_thread() -> Awaitable[ThreadRow]:
@@ -104,8 +128,9 @@ async def run_new_thread(request: Request) -> Response:
 
 async def run_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
-    user_key = query_user_key(request) or body_user_key(body.userKey, body.contextKey)
-    thread = await thread_for(request, user_key)
+    check_model(request, body)
+    check_attachments(request, body)
+    thread = await thread_for(request, body.userKey, body.contextKey)
     started = await services(request).runs.start(thread.project_id, thread, body,
                                                  idempotency_key(request))
     return _started_stream(request, started)

@@ -35,8 +35,25 @@ CODES: dict[str, ErrorCode] = {
                                           "tool calls (`reason`: MISSING_RESULTS, EXTRA_RESULTS "
                                           "or DUPLICATE_RESULTS)."),
     "INVALID_JSON_PATCH": ErrorCode(400, "The JSON Patch is malformed or cannot be applied."),
+    "USER_SCOPE_REQUIRED": ErrorCode(400, "Listing or creating threads needs a user scope: a "
+                                          "`userKey` or a bearer token from `/oauth/token`."),
+    "MODEL_NOT_ALLOWED": ErrorCode(400, "The request's `model` is not in the allow-list "
+                                        "(`GATEWAY_MODELS`); `allowedModels` lists it."),
+    "INVALID_ATTACHMENT": ErrorCode(400, "A `resource` block's `blob` is not valid base64."),
+    "UNSUPPORTED_ATTACHMENT": ErrorCode(400, "The model is known not to read this kind of "
+                                             "attachment (images, or files such as PDFs)."),
+    "TRANSCRIPTION_DISABLED": ErrorCode(400, "Voice input is off: `GATEWAY_TRANSCRIPTION_MODEL` "
+                                             "is not set."),
+    "UNSUPPORTED_GRANT_TYPE": ErrorCode(400, "The token request is not an RFC 8693 token "
+                                             "exchange."),
+    "TOKEN_EXCHANGE_DISABLED": ErrorCode(400, "No identity provider is configured for "
+                                              "`/oauth/token`."),
     "UNAUTHORIZED": ErrorCode(401, "Missing or unknown API key (`x-api-key` or a bearer "
                                    "token)."),
+    "INVALID_TOKEN": ErrorCode(401, "A bearer or subject token that is not valid (signature, "
+                                    "issuer, audience, or another project)."),
+    "TOKEN_EXPIRED": ErrorCode(401, "A bearer or subject token that has expired; exchange a "
+                                    "fresh one."),
     "NOT_FOUND": ErrorCode(404, "No route matches the path (for example an empty or "
                                 "slash-containing id)."),
     "THREAD_NOT_FOUND": ErrorCode(404, "No such thread in the caller's project (or it belongs "
@@ -54,10 +71,14 @@ CODES: dict[str, ErrorCode] = {
     "REVISION_MISMATCH": ErrorCode(412, "`If-Match` names a revision that is not the current "
                                         "one."),
     "PAYLOAD_TOO_LARGE": ErrorCode(413, "The request body is larger than 10 MiB."),
-    "IDEMPOTENCY_KEY_REUSED": ErrorCode(422, "This Idempotency-Key was used by a request for "
-                                             "another user."),
+    "ATTACHMENT_TOO_LARGE": ErrorCode(413, "An attachment is larger than "
+                                           "`GATEWAY_MAX_ATTACHMENT_BYTES`."),
+    "IDEMPOTENCY_KEY_REUSED": ErrorCode(422, "This Idempotency-Key was already used with a "
+                                             "different request (body or user)."),
     "STATE_SCHEMA_VIOLATION": ErrorCode(422, "The new state does not match the component's "
                                              "`stateSchema`."),
+    "UNSUPPORTED_MEDIA_TYPE": ErrorCode(415, "The body's media type is not one this operation "
+                                             "takes."),
     "INTERNAL_ERROR": ErrorCode(500, "An unexpected error; the body carries an incident id, "
                                      "never a trace."),
     "LLM_ERROR": ErrorCode(502, "The model provider failed (one-shot model calls)."),
@@ -68,6 +89,7 @@ CODES: dict[str, ErrorCode] = {
                                                "credentials."),
     "LLM_TIMEOUT": ErrorCode(502, "The model provider did not answer in time."),
     "LLM_CONTEXT_WINDOW_EXCEEDED": ErrorCode(502, "The thread is too long for the model."),
+
 }
 
 ParamIn = Literal["query", "header", "path"]
@@ -94,6 +116,7 @@ class Operation:
     tag: str
     description: str = ""
     body: type[BaseModel] | None = None
+    body_media_type: str = "application/json"
     params: tuple[Param, ...] = ()
     status: int = 200
     result: Any = None  # the JSON body's type; None: no body
@@ -107,7 +130,8 @@ class Operation:
 
     def codes(self) -> list[str]:
         """Every problem code this operation can answer with, in a stable order."""
-        implied: list[str] = [] if self.public else ["UNAUTHORIZED"]
+        implied: list[str] = [] if self.public else ["UNAUTHORIZED", "INVALID_TOKEN",
+                                                     "TOKEN_EXPIRED"]
         if self.body is not None:
             implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
         if any(p.where == "query" and p.name in ("userKey", "limit", "order")
@@ -127,7 +151,8 @@ USER_KEY = Param(
     "userKey", "query",
     tambo.USER_KEY_SCHEMA,
     "The end user the thread belongs to (trimmed; at most 512 characters). Threads of another "
-    "userKey are invisible. Optional where `@tambo-ai/client` sends none.")
+    "userKey are invisible. Required to list or create threads (unless signed in with a bearer "
+    "token, whose user it is); optional where `@tambo-ai/client` sends none.")
 CONTEXT_KEY = Param(
     "contextKey", "query", USER_KEY.schema, "Alias of `userKey` (the Tambo proposal's name).",
     deprecated=True)
@@ -146,11 +171,13 @@ IDEMPOTENCY_KEY = Param(
     "Idempotency-Key", "header", {"type": "string", "minLength": 1, "maxLength": 255,
                                   "pattern": tambo.NOT_BLANK},
     "A retried request with the same key on the same thread reattaches to the run it started "
-    "instead of starting another.")
+    "instead of starting another; the same key with a different body is refused (422). Keys "
+    "are remembered for `GATEWAY_IDEMPOTENCY_TTL_SECONDS`.")
 EVENT_CURSOR = {"type": "string", "pattern": "^[0-9]{0,18}$"}
 STREAM_HEADERS = {"X-Run-Id": "The run's id.", "X-Thread-Id": "The thread's id."}
 RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
-              "IDEMPOTENCY_KEY_IN_USE", "IDEMPOTENCY_KEY_REUSED")
+              "IDEMPOTENCY_KEY_IN_USE", "IDEMPOTENCY_KEY_REUSED", "MODEL_NOT_ALLOWED",
+              "INVALID_ATTACHMENT", "UNSUPPORTED_ATTACHMENT", "ATTACHMENT_TOO_LARGE")
 RUN_STREAM = (
     "The run as Server-Sent Events in the Tambo dialect of AG-UI: each message is an `id:` line "
     "(the event's position in the run, for `Last-Event-ID`) and a `data:` line holding one "
@@ -180,10 +207,11 @@ OPERATIONS: tuple[Operation, ...] = (
               public=True, result=str, media_type="text/html"),
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
-              body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread),
+              body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread,
+              errors=("USER_SCOPE_REQUIRED",)),
     Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
               params=(*KEYS, limit(20, 100), CURSOR), result=tambo.ThreadList,
-              errors=("INVALID_CURSOR",)),
+              errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/threads/{thread_id}", "getThread", "A thread with its messages",
               "threads", params=KEYS, result=tambo.ThreadWithMessages),
     Operation("PATCH", "/v1/threads/{thread_id}", "updateThread", "Rename a thread or replace "
@@ -208,12 +236,24 @@ OPERATIONS: tuple[Operation, ...] = (
     *(op for prefix, alias, note in BETA_AND_V1 for op in (
         Operation("GET", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
                   f"listSuggestions{alias}", "A message's stored suggestions" + note,
-                  "suggestions", params=KEYS, result=tambo.SuggestionList,
-                  errors=("MESSAGE_NOT_FOUND",)),
+                  "suggestions", params=KEYS,
+                  result=tambo.SuggestionList if prefix.startswith("/v1") else list[
+                      tambo.Suggestion], errors=("MESSAGE_NOT_FOUND",)),
         Operation("POST", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
                   f"createSuggestions{alias}", "Generate follow-up suggestions" + note,
                   "suggestions", body=tambo.SuggestionsRequest, params=KEYS, status=201,
-                  result=tambo.SuggestionList, errors=("MESSAGE_NOT_FOUND", *MODEL_ERRORS)))),
+                  result=tambo.SuggestionList if prefix.startswith("/v1") else list[
+                      tambo.Suggestion], errors=("MESSAGE_NOT_FOUND", *MODEL_ERRORS)))),
+    # signed-in users
+    Operation("POST", "/oauth/token", "exchangeToken", "Exchange an identity provider's token "
+              "for a gateway access token (RFC 8693)", "auth",
+              description="Called by `TamboProvider userToken=...`. The subject token is "
+                          "verified against the configured identity providers; the access "
+                          "token binds the API key's project and the token subject's user "
+                          "scope, and is sent as `Authorization: Bearer` instead of a userKey.",
+              body=tambo.TokenExchangeRequest,
+              body_media_type="application/x-www-form-urlencoded", result=tambo.TokenResponse,
+              errors=("VALIDATION_ERROR", "UNSUPPORTED_GRANT_TYPE", "TOKEN_EXCHANGE_DISABLED")),
     # component state
     Operation("GET", COMPONENT_STATE, "getComponentState", "A component's state and revision",
               "components", params=(*KEYS, Param("If-None-Match", "header", {"type": "string"},
@@ -229,11 +269,20 @@ OPERATIONS: tuple[Operation, ...] = (
               result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
               errors=("COMPONENT_NOT_FOUND", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
                       "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION")),
+    # voice input
+    Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
+              "input)", "audio",
+              description="Called by `useTamboVoice`. Answers with the transcript as plain "
+                          "text, through litellm's transcription API and "
+                          "`GATEWAY_TRANSCRIPTION_MODEL`.",
+              body=tambo.TranscribeRequest, body_media_type="multipart/form-data", result=str,
+              media_type="text/plain",
+              errors=("UNSUPPORTED_MEDIA_TYPE", "TRANSCRIPTION_DISABLED", *MODEL_ERRORS)),
     # runs
     Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
               params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,
-              errors=RUN_ERRORS),
+              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
               params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,

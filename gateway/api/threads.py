@@ -12,15 +12,7 @@ from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
 from ..protocol.tambo import InitialMessage, ThreadCreateRequest, ThreadUpdateRequest
 from ..store.tables import MessageRow, ThreadRow
-from .context import (
-    body_user_key,
-    int_param,
-    json_body,
-    project_of,
-    query_user_key,
-    services,
-    thread_for,
-)
+from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
 from .render import message_json, page_json, thread_json
 
 
@@ -50,7 +42,7 @@ def initial_message_row(thread_id: str, message: InitialMessage, now: int) -> Me
 async def create_thread(request: Request) -> Response:
     body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
     project = project_of(request)
-    user_key = query_user_key(request) or body_user_key(body.userKey, body.contextKey)
+    user_key = required_user_scope(request, body.userKey, body.contextKey)
     thread = await create_thread_row(request, project, user_key, body.metadata,
                                      body.initialMessages)
     return JSONResponse(thread_json(thread), status_code=201)
@@ -60,7 +52,7 @@ async def list_threads(request: Request) -> Response:
     project = project_of(request)
     limit = int_param(request, "limit", 20, 1, 100)
     page = await services(request).store.list_threads(
-        project, query_user_key(request), limit, request.query_params.get("cursor"))
+        project, required_user_scope(request), limit, request.query_params.get("cursor"))
     return JSONResponse(page_json("threads", [thread_json(t) for t in page.rows], page))
 
 

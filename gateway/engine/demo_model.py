@@ -37,8 +37,29 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _last_user_attachments(messages: list[dict[str, Any]]) -> list[str]:
+    """What the last user message attached, as short descriptions ("an image (image/png)")."""
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        found = []
+        for part in content if isinstance(content, list) else []:
+            if part.get("type") == "image_url":
+                url = part["image_url"]["url"]
+                kind = url[5:url.index(";")] if url.startswith("data:") else url
+                found.append(f"an image ({kind})")
+            elif part.get("type") == "file":
+                data = part["file"].get("file_data", "")
+                kind = data[5:data.index(";")] if data.startswith("data:") else "a file"
+                found.append(f"a file ({part['file'].get('filename') or kind})")
+        return found
+    return []
+
+
 def reply_for(messages: list[dict[str, Any]]) -> tuple[str, str]:
     """(reasoning, answer) for a conversation; deterministic, so tests can check it."""
+    attached = _last_user_attachments(messages)
     said = " ".join(_last_user_text(messages).split())
     quoted = said if len(said) <= 120 else said[:117] + "..."
     earlier = sum(1 for m in messages if m.get("role") in ("user", "assistant")) - 1
@@ -55,6 +76,9 @@ def reply_for(messages: list[dict[str, Any]]) -> tuple[str, str]:
         "GATEWAY_MODEL=openai/gpt-4o-mini and GATEWAY_MODEL_API_KEY=<your key>, or point "
         "GATEWAY_MODEL_API_BASE at any OpenAI-compatible server."
     )
+    if attached:
+        answer = (f"I received {', '.join(attached)} with your message; as the demo model I "
+                  "cannot look at it, but a real model would see it. ") + answer
     return reasoning, answer
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..protocol.agui_tambo import tool_result_text
+from .attachments import content_parts, has_attachment
 
 COMPONENT_TOOL_PREFIX = "show_component_"
 
@@ -47,9 +48,20 @@ def _user_messages(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif part.get("type") == "user":
             text = part.get("content", "")
             context = part.get("context")
+            blocks = part.get("blocks") or []
+            if has_attachment(blocks):
+                content = content_parts(blocks)
+                if context:
+                    content.append({"type": "text",
+                                    "text": f"Additional context: {json.dumps(context)}"})
+                out.append({"role": "user", "content": content})
+                continue
             if context:
                 text = f"{text}\n\nAdditional context: {json.dumps(context)}"
             out.append({"role": "user", "content": text or "(empty message)"})
+        elif part.get("type") == "x-context":
+            out.append({"role": "user",
+                        "content": f"Additional context: {json.dumps(part['context'])}"})
     return out
 
 

@@ -54,6 +54,7 @@ class RunInput:
     force_component: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    model: str | None = None  # a model the request picked (checked against the allow-list)
     max_steps: int = 10
     tool_timeout: float = 30.0
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
@@ -280,7 +281,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools)
         request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,
-                               max_tokens=run.max_tokens, temperature=run.temperature)
+                               max_tokens=run.max_tokens, temperature=run.temperature,
+                               model=run.model)
         try:
             async for delta in model.stream(request):
                 await turn.feed(delta)

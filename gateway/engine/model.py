@@ -21,6 +21,7 @@ class ModelRequest:
     tool_choice: Any = None
     max_tokens: int | None = None
     temperature: float | None = None
+    model: str | None = None  # None: the gateway's configured model
 
 
 @dataclass
@@ -33,7 +34,7 @@ class LiteLLMModel:
         import litellm
 
         params: dict[str, Any] = {
-            "model": self.model,
+            "model": request.model or self.model,
             "messages": request.messages,
             "stream": True,
             "stream_options": {"include_usage": True},

@@ -411,6 +411,31 @@ class RunList(StrictModel):
     nextCursor: str | None = None
 
 
+class TokenExchangeRequest(WireModel):
+    """RFC 8693 token exchange (form-encoded), as `TamboProvider userToken=...` sends it."""
+
+    grant_type: Literal["urn:ietf:params:oauth:grant-type:token-exchange"]
+    subject_token: str = Field(min_length=1, description="The identity provider's token (JWT)")
+    subject_token_type: Literal["urn:ietf:params:oauth:token-type:access_token",
+                                "urn:ietf:params:oauth:token-type:id_token",
+                                "urn:ietf:params:oauth:token-type:jwt"]
+
+
+class TranscribeRequest(WireModel):
+    """Voice input, as `useTamboVoice` posts it (multipart)."""
+
+    file: bytes = Field(description="The recording (webm, mp3, wav, m4a, mp4, ...; at most "
+                                    "25 MiB)")
+
+
+class TokenResponse(StrictModel):
+    access_token: str = Field(description="Send as `Authorization: Bearer`; it acts as the "
+                                          "user's scope (userKey) on every call")
+    token_type: Literal["Bearer"]
+    expires_in: int
+    issued_token_type: Literal["urn:ietf:params:oauth:token-type:access_token"]
+
+
 class Problem(WireModel):
     """RFC 9457 problem details, as the real v1 server sends them, plus a stable `code`."""
 

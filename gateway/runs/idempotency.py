@@ -12,6 +12,8 @@ run started is released, so a retry then behaves like a first attempt.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +28,29 @@ if TYPE_CHECKING:
 
 WAIT_SECONDS = 10.0
 POLL_SECONDS = 0.05
+
+
+def fingerprint(request: RunRequest, user_key: str | None) -> str:
+    """What a retry must repeat exactly to be the same request: its body and its user."""
+    body = request.model_dump(mode="json", exclude_none=True)
+    canonical = json.dumps([body, user_key], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def reused(key: str) -> ApiError:
+    return ApiError(422, "IDEMPOTENCY_KEY_REUSED",
+                    "This Idempotency-Key was already used with a different request; use a new "
+                    "key for a new request", idempotencyKey=key)
+
+
+def check_same_request(run: RunRow, request_fingerprint: str, key: str) -> None:
+    recorded = (run.request or {}).get("fingerprint")
+    if recorded is not None and recorded != request_fingerprint:
+        raise reused(key)
+
+
+def expired(created_ms: int, ttl_seconds: float) -> bool:
+    return now_ms() - created_ms > ttl_seconds * 1000
 
 
 @dataclass(frozen=True)
@@ -43,6 +68,9 @@ async def start_new_thread_once(manager: RunManager, project_id: str,
     deadline = loop.time() + WAIT_SECONDS
     while True:
         claim = await store.claim_idempotency_key(project_id, key, now_ms())
+        if claim is not None and expired(claim.created_ms, manager.idempotency_ttl_seconds):
+            await store.release_idempotency_key(project_id, key)
+            continue
         if claim is None:  # ours: create the thread and start the run
             try:
                 thread = await create_thread()
@@ -53,7 +81,7 @@ async def start_new_thread_once(manager: RunManager, project_id: str,
                 raise
             await store.set_idempotency_key(project_id, key, run_id=started.run.id)
             return started
-        attached = await _attach(manager, project_id, claim, user_key, key)
+        attached = await _attach(manager, project_id, claim, request, user_key, key)
         if attached is not None:
             return attached
         if loop.time() > deadline:
@@ -64,7 +92,7 @@ async def start_new_thread_once(manager: RunManager, project_id: str,
 
 
 async def _attach(manager: RunManager, project_id: str, claim: IdempotencyKeyRow,
-                  user_key: str | None, key: str) -> StartedRun | None:
+                  request: RunRequest, user_key: str | None, key: str) -> StartedRun | None:
     """The run an earlier request with this key started, once it exists."""
     if claim.thread_id is None:
         return None
@@ -73,8 +101,9 @@ async def _attach(manager: RunManager, project_id: str, claim: IdempotencyKeyRow
         await manager.store.release_idempotency_key(project_id, key)
         return None
     if thread.user_key != user_key:
-        raise ApiError(422, "IDEMPOTENCY_KEY_REUSED",
-                       "This Idempotency-Key was used by a request for another user",
-                       idempotencyKey=key)
+        raise reused(key)
     run = await manager.store.find_run_by_idempotency_key(thread.id, key)
-    return StartedRun(run, attached=True) if run is not None else None
+    if run is None:
+        return None
+    check_same_request(run, fingerprint(request, user_key), key)
+    return StartedRun(run, attached=True)

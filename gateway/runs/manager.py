@@ -33,7 +33,13 @@ from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import MessageRow, RunRow, ThreadRow
 from .component_state import ComponentStates, bind_run
 from .disconnect import cancel_when_unwatched, grace_for
-from .idempotency import StartedRun, start_new_thread_once
+from .idempotency import (
+    StartedRun,
+    check_same_request,
+    expired,
+    fingerprint,
+    start_new_thread_once,
+)
 from .log import Entry, LiveLog
 from .recorder import RunRecorder, durably
 from .supervisor import lost_frame
@@ -80,11 +86,13 @@ class RunManager:
     def __init__(self, store: Store, model: Model, *, max_steps: int = 10,
                  tool_timeout: float = 30.0, lease_seconds: float = 30.0,
                  disconnect_grace_seconds: float = 30.0,
-                 server_tools: dict[str, ServerToolSpec] | None = None) -> None:
+                 server_tools: dict[str, ServerToolSpec] | None = None,
+                 idempotency_ttl_seconds: float = 86400.0) -> None:
         self.store, self.model = store, model
         self.max_steps, self.tool_timeout, self.lease_seconds = (
             max_steps, tool_timeout, lease_seconds)
         self.disconnect_grace_seconds = disconnect_grace_seconds
+        self.idempotency_ttl_seconds = idempotency_ttl_seconds
         self.server_tools = server_tools or {}
         # Component state updates from the API and from server tools (`run_components()`).
         self.components = ComponentStates(store, self)
@@ -100,7 +108,12 @@ class RunManager:
         for _ in range(START_ATTEMPTS):
             if idempotency_key:
                 existing = await self.store.find_run_by_idempotency_key(thread.id, idempotency_key)
-                if existing is not None:
+                if existing is not None and expired(existing.created_ms,
+                                                    self.idempotency_ttl_seconds):
+                    await self.store.forget_run_idempotency_key(existing.id)
+                elif existing is not None:
+                    check_same_request(existing, fingerprint(request, thread.user_key),
+                                       idempotency_key)
                     return StartedRun(existing, attached=True)
             current = await self.store.get_thread(project_id, thread.id)
             if current is None:
@@ -115,7 +128,9 @@ class RunManager:
             run = RunRow(
                 id=run_id, thread_id=thread.id, project_id=project_id, status="queued",
                 previous_run_id=request.previousRunId, created_ms=now,
-                request=_request_snapshot(request), idempotency_key=idempotency_key,
+                request=_request_snapshot(request, thread.user_key if idempotency_key else None,
+                                          idempotency_key is not None),
+                idempotency_key=idempotency_key,
                 on_disconnect=request.onDisconnect or "grace",
                 lease_owner=self.owner, lease_expires_ms=now + self._lease_ms(),
             )
@@ -251,6 +266,7 @@ class RunManager:
             force_component=snapshot.get("forceComponent"),
             max_tokens=snapshot.get("maxTokens"),
             temperature=snapshot.get("temperature"),
+            model=snapshot.get("model"),
             max_steps=self.max_steps,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
@@ -434,6 +450,9 @@ def input_parts(message: InputMessage, pending: dict[str, dict[str, Any]]) -> li
         if message.metadata:
             user["metadata"] = message.metadata
         parts.append(user)
+    elif message.additionalContext:
+        # A tool-result continuation: React sends the page's context with it too.
+        parts.append({"id": new_id(), "type": "x-context", "context": message.additionalContext})
     return parts
 
 
@@ -446,10 +465,14 @@ def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:
     return counts
 
 
-def _request_snapshot(request: RunRequest) -> dict[str, Any]:
-    """What the run needs from its request, kept on the run row (the task reads it from there)."""
+def _request_snapshot(request: RunRequest, user_key: str | None = None,
+                      with_fingerprint: bool = False) -> dict[str, Any]:
+    """What the run needs from its request, kept on the run row (the task reads it from there),
+    and, for a run started with an Idempotency-Key, the fingerprint a retry must match."""
     data = request.model_dump(mode="json", exclude_none=True,
                               include={"availableComponents", "tools", "toolChoice",
                                        "forceComponent", "maxTokens", "temperature",
-                                       "runMetadata"})
+                                       "runMetadata", "model"})
+    if with_fingerprint:
+        data["fingerprint"] = fingerprint(request, user_key)
     return data

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from .salvage import save_partial_answer
 from .views import RUN_LOST
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ class RunSupervisor:
             if await manager.store.end_orphaned_run(row, now, "failed", dict(RUN_LOST_ERROR),
                                                    lost_frame()):
                 failed += 1
+                await save_partial_answer(manager.store, row, RUN_LOST_ERROR)
                 log.warning("run %s on thread %s was lost with its process (lease held by %s);"
                             " marked failed", row.id, row.thread_id, row.lease_owner)
         return failed

@@ -243,6 +243,13 @@ class Store:
                                          RunRow.idempotency_key == key)
             return (await session.exec(query)).first()
 
+    async def forget_run_idempotency_key(self, run_id: str) -> None:
+        """Let an expired key be used again on the thread (its unique constraint)."""
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id)
+                                  .values(idempotency_key=None))
+            await session.commit()
+
     async def list_runs(self, thread_id: str, limit: int, cursor: str | None) -> Page:
         query = select(RunRow).where(RunRow.thread_id == thread_id)
         if cursor:

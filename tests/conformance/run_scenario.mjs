@@ -204,6 +204,24 @@ const SCENARIOS = {
     result.afterExistingThread = await ctx.runAndCollect(client, "after the second cancel", { threadId: result.threadId });
   },
 
+  /**
+   * `listSuggestions()` / `generateSuggestions()` on the last assistant message: the beta
+   * paths, whose answer the client hands back as it is (apps `.map` over it).
+   */
+  async suggestions(ctx, result) {
+    const client = ctx.newClient();
+    result.run = await ctx.runAndCollect(client, "hello");
+    const threadId = result.run.threadId;
+    const messageId = result.run.messages.at(-1)?.id;
+    const before = await client.listSuggestions(messageId, threadId);
+    const generated = await client.generateSuggestions(messageId, threadId, { maxSuggestions: 2 });
+    const after = await client.listSuggestions(messageId, threadId);
+    const view = (list) => ({ isArray: Array.isArray(list), titles: Array.isArray(list) ? list.map((s) => s.title) : list });
+    result.before = view(before);
+    result.generated = view(generated);
+    result.after = view(after);
+  },
+
   /** New thread, one text run, then a follow-up on the same thread (previousRunId). */
   async basic(ctx, result) {
     const client = ctx.newClient();

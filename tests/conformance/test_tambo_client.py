@@ -59,6 +59,19 @@ def test_basic_run_and_follow_up(gateway: GatewayServer, scripted_model: Scripte
     assert history[1]["content"] == "Hello from the model."
 
 
+def test_suggestions_come_back_as_arrays(gateway: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "Hello."}], {"stream": False, "steps": [{"content": json.dumps(
+        [{"title": "Go on", "detailedSuggestion": "Tell me more"},
+         {"title": "Stop", "detailedSuggestion": "That is enough"}])}]})
+    result = run_scenario("suggestions", gateway.url)
+
+    assert "crash" not in result, result
+    assert_clean(result["run"])
+    assert result["before"] == {"isArray": True, "titles": []}
+    assert result["generated"] == {"isArray": True, "titles": ["Go on", "Stop"]}
+    assert result["after"] == {"isArray": True, "titles": ["Go on", "Stop"]}
+
+
 def test_demo_model_answers_with_no_key(demo_gateway: GatewayServer):
     result = run_scenario("basic", demo_gateway.url)
 
@@ -160,6 +173,7 @@ def test_streams_pass_the_ag_ui_verifier(gateway: GatewayServer, scripted_model:
                    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
         "availableComponents": [{"name": "WeatherCard", "description": "card",
                                  "propsSchema": {"type": "object"}}],
+        "thread": {"userKey": "user-1"},
     }
     result = capture_and_verify(f"{gateway.url}/v1/threads/runs", body,
                                 {"x-api-key": "test-key", "accept": "text/event-stream"})

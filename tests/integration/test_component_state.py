@@ -18,7 +18,7 @@ import jsonpatch
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, iter_events, run_events
@@ -360,7 +360,7 @@ def test_tambo_client_applies_state_deltas(gateway: GatewayServer, scripted_mode
     assert block["id"] == result["componentId"]
     assert block["state"] == expected
     assert block["streamingState"] == "done"
-    with httpx.Client(base_url=gateway.url, headers={"x-api-key": "test-key"}) as http:
+    with httpx.Client(base_url=gateway.url, event_hooks=USER, headers={"x-api-key": "test-key"}) as http:
         assert stored(http, result["threadId"], result["componentId"]) == (expected, 2)
 
     # The same stream, replayed from the log, through @ag-ui/client's verifier.
@@ -392,7 +392,7 @@ def test_server_tool_streams_rows_into_a_component(tools_gateway: GatewayServer,
         table_call() + [{"tool_call": {"index": 1, "id": "call_load", "name": "load_users",
                                        "arguments": '{"count": 3}'}}],
         [{"content": "Three users loaded."}])
-    with httpx.Client(base_url=tools_gateway.url, timeout=30,
+    with httpx.Client(base_url=tools_gateway.url, event_hooks=USER, timeout=30,
                       headers={"x-api-key": "test-key"}) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": [{"type": "text", "text": "users"}]},

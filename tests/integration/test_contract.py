@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
@@ -215,7 +215,7 @@ def test_server_tools_run_inline(tools_gateway: GatewayServer, scripted_model: S
          call(2, "call_s3", "sleepy", "{}")],
         [{"content": "The sum is 42."}],
     )
-    with httpx.Client(base_url=tools_gateway.url, timeout=30) as http:
+    with httpx.Client(base_url=tools_gateway.url, event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("add")})
         results = {e.data["toolCallId"]: e.data for e in events if e.type == "TOOL_CALL_RESULT"}
         starts = {e.data["toolCallId"]: e.data for e in events if e.type == "TOOL_CALL_START"}
@@ -251,7 +251,8 @@ def test_server_tool_stream_passes_the_ag_ui_verifier(tools_gateway: GatewayServ
     scripted_model.enqueue([{"content": "Adding. "}, call(0, "call_v1", "add", '{"a": 1, "b": 2}')],
                            [{"content": "It is 3."}])
     result = capture_and_verify(f"{tools_gateway.url}/v1/threads/runs",
-                                {"message": user("1+2?")}, {"accept": "text/event-stream"})
+                                {"message": user("1+2?"), "thread": {"userKey": "u"}},
+                                    {"accept": "text/event-stream"})
     assert result["errors"] == [], result
     types = [e["type"] for e in result["events"]]
     assert "TOOL_CALL_RESULT" in types and types[-1] == "RUN_FINISHED"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+
 import httpx
 
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.sse import run_events, text_of
 
 
 def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: GatewayServer):
-    with httpx.Client(base_url=demo_gateway.url, timeout=30) as http:
+    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": "plan a trip to Lisbon"}})
         assert events[-1].type == "RUN_FINISHED"
@@ -32,7 +34,7 @@ def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: GatewaySe
 def test_demo_model_calls_a_named_client_tool_and_repeats_its_result(demo_gateway: GatewayServer):
     tools = [{"name": "get_local_time", "description": "The browser's local time",
               "inputSchema": {"type": "object", "properties": {}}}]
-    with httpx.Client(base_url=demo_gateway.url, timeout=30) as http:
+    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": "What time is it?"}, "tools": tools})
         awaiting = [e for e in events if e.type == "CUSTOM"][-1].data["value"]
@@ -52,7 +54,7 @@ def test_demo_model_renders_a_named_component(demo_gateway: GatewayServer):
     component = {"name": "WeatherCard", "description": "Weather for a city",
                  "propsSchema": {"type": "object", "properties": {"city": {"type": "string"},
                                                                   "tempC": {"type": "number"}}}}
-    with httpx.Client(base_url=demo_gateway.url, timeout=30) as http:
+    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": "show the weather card"},
             "availableComponents": [component]})
@@ -61,3 +63,16 @@ def test_demo_model_renders_a_named_component(demo_gateway: GatewayServer):
         end = [e for e in events if e.type == "CUSTOM"][-1].data["value"]
         assert end["finalProps"] == {"city": "example", "tempC": 42}
         assert events[-1].type == "RUN_FINISHED"
+
+
+def test_demo_model_acknowledges_an_attachment(demo_gateway: GatewayServer):
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 32).decode()
+    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
+        events = run_events(http, "POST", "/v1/threads/runs", json={"message": {
+            "role": "user", "content": [
+                {"type": "text", "text": "look at this"},
+                {"type": "resource", "resource": {"name": "shot.png", "mimeType": "image/png",
+                                                  "blob": png}}]}})
+    answer = text_of(events)
+    assert answer.startswith("I received an image (image/png) with your message")
+    assert "look at this" in answer

@@ -25,7 +25,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, iter_events, run_events
 
@@ -116,7 +116,7 @@ def cancelled_run(http: httpx.Client, captured: Captured) -> None:
 def captured(schema_gateway: GatewayServer, scripted_model: ScriptedModel) -> Captured:
     scripted_model.reset()
     got = Captured()
-    with httpx.Client(base_url=schema_gateway.url, timeout=60,
+    with httpx.Client(base_url=schema_gateway.url, event_hooks=USER, timeout=60,
                       headers={"x-api-key": "test-key"}) as http:
         # Text, in a thread seeded with a system prompt and an assistant greeting.
         scripted_model.enqueue([{"content": "Hello "}, {"content": "there."}])

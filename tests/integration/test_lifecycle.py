@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.run_stream import (
     disconnects_after,
     ids,
@@ -124,7 +124,7 @@ def test_two_subscribers_get_identical_events(client: httpx.Client,
         run = started_ids(head)
 
         def second_reader() -> list:
-            with httpx.Client(base_url=gateway.url, timeout=30) as other, \
+            with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30) as other, \
                     open_stream(other, "GET", ids(run)) as (_, theirs):
                 return list(theirs)
 
@@ -192,7 +192,7 @@ def test_delete_cancels_promptly_keeps_partial_text_and_frees_the_thread(
     with open_stream(client, "POST", "/v1/threads/runs", json=start_body()) as (_, events):
         seen = read_until(events, lambda seen: texts(seen) >= 5)
         run = started_ids(seen)
-        with httpx.Client(base_url=gateway.url, timeout=30) as other:
+        with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30) as other:
             sent = time.monotonic()
             cancelled = other.delete(ids(run))
         rest = list(events)  # the subscriber's stream ends by itself
@@ -275,7 +275,7 @@ def test_racing_runs_on_one_thread_start_exactly_one(
     scripted_model.enqueue(slow_turn(20, 0.05))
 
     def attempt(_: int) -> int:
-        with httpx.Client(base_url=gateway.url, timeout=30) as http, http.stream(
+        with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30) as http, http.stream(
                 "POST", f"/v1/threads/{thread_id}/runs",
                 json={"message": message("race")}) as response:
             response.read()
@@ -319,7 +319,7 @@ def test_idempotency_key_on_a_new_thread_run_creates_one_thread(
     scripted_model.enqueue(slow_turn(20, 0.05))
 
     def attempt(_: int) -> list:
-        with httpx.Client(base_url=gateway.url, timeout=30) as http:
+        with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30) as http:
             return run_events(http, "POST", "/v1/threads/runs", json=body, headers=key)
 
     with ThreadPoolExecutor(4) as pool:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.run_stream import (
     disconnects_after,
     ids,
@@ -41,7 +41,7 @@ BODY = {"message": message("go"), "thread": {"userKey": "u1"}}
 
 
 def http(server: GatewayServer) -> httpx.Client:
-    return httpx.Client(base_url=server.url, timeout=30, headers={"x-api-key": "test-key"})
+    return httpx.Client(base_url=server.url, event_hooks=USER, timeout=30, headers={"x-api-key": "test-key"})
 
 
 def idle_thread(client: httpx.Client, thread_id: str) -> dict | None:
@@ -191,6 +191,13 @@ def test_a_killed_process_restarted_recovers_its_run(
             assert replay[-1].data["isRetryable"] is True
             saved = text_of(replay)
             assert saved and slow_text(400).startswith(saved)
+            # The partial answer stays in the thread's messages, marked as failed.
+            partial = client.get(f"/v1/threads/{run[0]}/messages").json()["messages"][-1]
+            started = next(e for e in replay if e.type == "TEXT_MESSAGE_START")
+            assert partial["id"] == started.data["messageId"]
+            assert partial["role"] == "assistant" and partial["isCancelled"] is True
+            assert partial["metadata"]["runFailed"]["code"] == "RUN_LOST"
+            assert partial["content"] == [{"type": "text", "text": saved}]
             assert [e.id for e in replay] == list(range(1, len(replay) + 1))
             # The events before the crash agree with the replay wherever both have them.
             common = min(len(seen), len(replay) - 1)

@@ -17,7 +17,7 @@ import pytest
 from gateway.engine.loop import ServerToolSpec
 from gateway.engine.mcp_tools import McpStartupError, McpToolError, open_mcp_tools
 from tests.conftest import scripted_env
-from tests.support.gateway_server import ROOT, GatewayServer, free_port
+from tests.support.gateway_server import ROOT, USER, GatewayServer, free_port
 from tests.support.mcp_server import HttpMcpServer
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
@@ -198,7 +198,7 @@ def mcp_client(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathF
     server = GatewayServer(workdir, scripted_env(scripted_model, GATEWAY_MCP_SERVERS=config))
     server.start()
     try:
-        with httpx.Client(base_url=server.url, timeout=30,
+        with httpx.Client(base_url=server.url, event_hooks=USER, timeout=30,
                           headers={"x-api-key": "test-key"}) as client:
             yield client
     finally:

@@ -6,6 +6,7 @@ and restarted on the same database.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -82,3 +83,32 @@ class GatewayServer:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-20000:]
+
+
+DEFAULT_USER = "test-user"
+
+
+def _default_user(request: httpx.Request) -> None:
+    """Give a request that names no user scope the default one (`?userKey=`): listing threads,
+    creating them and starting runs need one, as on the real server. A request that names its
+    own (query, body `userKey`/`contextKey`, `thread.userKey`) or a bearer token is left alone,
+    and so are the calls that work without one (reads of a thread, cancel)."""
+    path = request.url.path
+    if path not in ("/v1/threads", "/v1/threads/runs"):
+        return
+    if "userKey" in request.url.params or "contextKey" in request.url.params:
+        return
+    if request.headers.get("authorization"):
+        return
+    try:
+        body = json.loads(request.content or b"null")
+    except (ValueError, httpx.RequestNotRead):
+        body = None
+    if isinstance(body, dict) and (
+            body.get("userKey") is not None or body.get("contextKey") is not None
+            or isinstance(body.get("thread"), dict) and body["thread"].get("userKey")):
+        return
+    request.url = request.url.copy_add_param("userKey", DEFAULT_USER)
+
+
+USER = {"request": [_default_user]}

@@ -6,6 +6,9 @@ is a real HTTP upstream that litellm reaches through its ordinary OpenAI path
 Tests script each model reply exactly (one step = one SSE chunk), so the
 deltas the gateway emits are predictable, and they can inspect what the model
 was sent (``requests``) and when a stream was abandoned (``disconnects``).
+It also answers OpenAI's ``POST /v1/audio/transcriptions`` with scripted
+transcripts (``enqueue_transcript``), recording what it heard
+(``transcriptions``).
 
 Usage::
 
@@ -153,6 +156,8 @@ class ScriptedModel:
         self._turns: deque[dict] = deque()
         self._requests: list[dict] = []
         self._disconnects: list[tuple[float, int]] = []
+        self._transcripts: deque[str] = deque()
+        self._transcriptions: list[dict] = []
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -161,6 +166,8 @@ class ScriptedModel:
                 Route("/v1/chat/completions", self._chat_endpoint, methods=["POST"]),
                 Route("/chat/completions", self._chat_endpoint, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/audio/transcriptions", self._transcription, methods=["POST"]),
+                Route("/_transcriptions", self._http_transcriptions, methods=["GET"]),
                 Route("/_script", self._http_script, methods=["POST"]),
                 Route("/_requests", self._http_requests, methods=["GET"]),
                 Route("/_disconnects", self._http_disconnects, methods=["GET"]),
@@ -195,6 +202,17 @@ class ScriptedModel:
         with self._lock:
             self._turns.extend(checked)
 
+    def enqueue_transcript(self, *texts: str) -> None:
+        """Queue transcripts, one per `/audio/transcriptions` request, FIFO."""
+        with self._lock:
+            self._transcripts.extend(texts)
+
+    @property
+    def transcriptions(self) -> list[dict]:
+        """Each transcription request: `{model, filename, contentType, size}`."""
+        with self._lock:
+            return list(self._transcriptions)
+
     def pending(self) -> int:
         """Number of scripted turns not yet consumed."""
         with self._lock:
@@ -206,6 +224,8 @@ class ScriptedModel:
             self._turns.clear()
             self._requests.clear()
             self._disconnects.clear()
+            self._transcripts.clear()
+            self._transcriptions.clear()
 
     def start(self) -> Self:
         """Serve on a free port in a daemon thread; return once it accepts connections."""
@@ -336,6 +356,24 @@ class ScriptedModel:
         return JSONResponse(
             {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}]}
         )
+
+    async def _transcription(self, request: Request) -> JSONResponse:
+        """OpenAI's `POST /audio/transcriptions` (multipart `file` and `model`): the next
+        scripted transcript, or one that names the bytes it heard."""
+        async with request.form() as form:
+            upload = form.get("file")
+            audio = await upload.read() if hasattr(upload, "read") else b""
+            record = {"model": form.get("model"), "size": len(audio),
+                      "filename": getattr(upload, "filename", None),
+                      "contentType": getattr(upload, "content_type", None)}
+        with self._lock:
+            self._transcriptions.append(record)
+            text = (self._transcripts.popleft() if self._transcripts
+                    else f"(scripted transcript of {len(audio)} bytes)")
+        return JSONResponse({"text": text})
+
+    async def _http_transcriptions(self, request: Request) -> JSONResponse:
+        return JSONResponse(self.transcriptions)
 
     async def _http_script(self, request: Request) -> JSONResponse:
         payload = await request.json()

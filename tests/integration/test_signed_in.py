@@ -1,0 +1,209 @@
+"""Signed-in users: `POST /oauth/token` with a real local identity provider (JWKS over HTTP),
+then bearer tokens that act as the user's scope everywhere and never reach another user's
+threads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import jwt
+import pytest
+
+from tests.conftest import scripted_env
+from tests.support.gateway_server import GatewayServer
+from tests.support.identity_provider import IdentityProvider
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events, text_of
+
+API_KEY = "app-key"
+TOKEN_SECRET = "gateway-token-secret-for-tests-0123456789"
+SHARED_SECRET = "shared-hs256-secret-for-tests-0123456789"
+EXCHANGE = {"grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token_type": "urn:ietf:params:oauth:token-type:access_token"}
+
+
+@pytest.fixture(scope="module")
+def idp() -> Iterator[IdentityProvider]:
+    provider = IdentityProvider().start()
+    yield provider
+    provider.stop()
+
+
+@pytest.fixture(scope="module")
+def app_gateway(scripted_model: ScriptedModel, idp: IdentityProvider,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
+    server = GatewayServer(tmp_path_factory.mktemp("signed-in"), scripted_env(
+        scripted_model, GATEWAY_API_KEYS=f"{API_KEY}:shop,other-key:elsewhere",
+        GATEWAY_OIDC_ISSUERS=idp.issuer, GATEWAY_OIDC_AUDIENCE="test-app",
+        GATEWAY_OAUTH_HS256_SECRET=SHARED_SECRET, GATEWAY_TOKEN_SECRET=TOKEN_SECRET,
+        GATEWAY_TOKEN_TTL_SECONDS="600"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def http(app_gateway: GatewayServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=app_gateway.url, timeout=30,
+                      headers={"x-api-key": API_KEY}) as client:
+        yield client
+
+
+def exchange(http: httpx.Client, subject_token: str) -> httpx.Response:
+    # Form-encoded, as the React SDK sends it.
+    return http.post("/oauth/token", data={**EXCHANGE, "subject_token": subject_token})
+
+
+def bearer(http: httpx.Client, idp: IdentityProvider, subject: str) -> dict[str, str]:
+    response = exchange(http, idp.token(subject))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["token_type"] == "Bearer" and 0 < body["expires_in"] <= 600
+    assert body["issued_token_type"] == "urn:ietf:params:oauth:token-type:access_token"
+    return {"authorization": f"Bearer {body['access_token']}"}
+
+
+def problem(response: httpx.Response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["code"] == code, body
+    return body
+
+
+def start_thread(http: httpx.Client, headers: dict[str, str], model: ScriptedModel,
+                 text: str) -> tuple[str, str]:
+    model.enqueue([{"content": f"reply to {text}"}])
+    events = run_events(http, "POST", "/v1/threads/runs", headers={**headers,
+                        "x-api-key": API_KEY},
+                        json={"message": {"role": "user",
+                                          "content": [{"type": "text", "text": text}]}})
+    assert text_of(events) == f"reply to {text}"
+    started = events[0].data
+    return started["threadId"], started["runId"]
+
+
+def test_signed_in_user_runs_and_lists_only_their_threads(http, idp, scripted_model):
+    alice = bearer(http, idp, "alice")
+    bob = bearer(http, idp, "bob")
+    thread_a, _ = start_thread(http, alice, scripted_model, "hi from alice")
+    thread_b, _ = start_thread(http, bob, scripted_model, "hi from bob")
+
+    listed = http.get("/v1/threads", headers=alice).json()["threads"]
+    assert [t["id"] for t in listed] == [thread_a]
+    assert http.get(f"/v1/threads/{thread_a}", headers=alice).json()["messages"]
+    # A userKey naming the same user as the token's scope would be ambiguous: only the token.
+    problem(http.get("/v1/threads", params={"userKey": "bob"}, headers=alice), 400,
+            "VALIDATION_ERROR")
+    # Bob's thread is invisible to Alice, and a plain userKey cannot reach a signed-in thread.
+    assert http.get(f"/v1/threads/{thread_b}", headers=alice).status_code == 404
+    assert http.get(f"/v1/threads/{thread_a}", params={"userKey": "alice"}).status_code == 404
+
+
+def test_a_bearer_gets_404_on_another_users_thread_on_every_endpoint(http, idp,
+                                                                      scripted_model):
+    owner = bearer(http, idp, "owner")
+    intruder = bearer(http, idp, "intruder")
+    thread_id, run_id = start_thread(http, owner, scripted_model, "private")
+    message_id = http.get(f"/v1/threads/{thread_id}/messages",
+                          headers=owner).json()["messages"][-1]["id"]
+    run_body = {"message": {"role": "user", "content": [{"type": "text", "text": "x"}]},
+                "previousRunId": run_id}
+    calls = [
+        ("GET", f"/v1/threads/{thread_id}", None),
+        ("PATCH", f"/v1/threads/{thread_id}", {"name": "stolen"}),
+        ("GET", f"/v1/threads/{thread_id}/messages", None),
+        ("GET", f"/v1/threads/{thread_id}/messages/{message_id}", None),
+        ("GET", f"/v1/threads/{thread_id}/runs", None),
+        ("GET", f"/v1/threads/{thread_id}/runs/{run_id}", None),
+        ("POST", f"/v1/threads/{thread_id}/runs", run_body),
+        ("DELETE", f"/v1/threads/{thread_id}/runs/{run_id}", None),
+        ("GET", f"/v1/threads/{thread_id}/messages/{message_id}/suggestions", None),
+        ("POST", f"/v1/threads/{thread_id}/messages/{message_id}/suggestions", {}),
+        ("GET", f"/threads/{thread_id}/messages/{message_id}/suggestions", None),
+        ("POST", f"/threads/{thread_id}/messages/{message_id}/suggestions", {}),
+        ("POST", f"/threads/{thread_id}/generate-name", None),
+        ("GET", f"/v1/threads/{thread_id}/components/c1/state", None),
+        ("POST", f"/v1/threads/{thread_id}/components/c1/state", {"state": {}}),
+        ("DELETE", f"/v1/threads/{thread_id}", None),
+    ]
+    for method, path, body in calls:
+        response = http.request(method, path, json=body, headers={
+            **intruder, "accept": "application/json"})
+        problem(response, 404, "THREAD_NOT_FOUND")
+    # Nothing changed for the owner.
+    thread = http.get(f"/v1/threads/{thread_id}", headers=owner).json()
+    assert "name" not in thread and len(thread["messages"]) == 2
+    assert scripted_model.pending() == 0  # the intruder's run never reached the model
+
+
+def test_tokens_that_identify_no_one_get_the_documented_errors(http, idp):
+    expired = problem(exchange(http, idp.token("carol", lifetime=-60)), 401, "TOKEN_EXPIRED")
+    assert expired["error"] == "invalid_grant"
+    forged = problem(exchange(http, idp.foreign_token("carol")), 401, "INVALID_TOKEN")
+    assert "signature" in forged["detail"]
+    problem(exchange(http, idp.token("carol", audience="another-app")), 401, "INVALID_TOKEN")
+    problem(exchange(http, "not-a-jwt"), 401, "INVALID_TOKEN")
+    problem(http.post("/oauth/token", data={**EXCHANGE, "grant_type": "password",
+                                            "subject_token": idp.token("carol")}),
+            400, "UNSUPPORTED_GRANT_TYPE")
+    # Without the API key there is no project to sign the user into.
+    problem(httpx.post(f"{http.base_url}/oauth/token",
+                       data={**EXCHANGE, "subject_token": idp.token("carol")}),
+            401, "UNAUTHORIZED")
+
+    # Gateway tokens: expired, signed with another key, or for another project.
+    now = int(time.time())
+    claims = {"iss": "gateway", "aud": "gateway-api", "sub": "oauth:x:carol",
+              "project": "shop", "iat": now - 120}
+    stale = jwt.encode({**claims, "exp": now - 60}, TOKEN_SECRET, algorithm="HS256")
+    problem(http.get("/v1/threads", headers={"authorization": f"Bearer {stale}"}), 401,
+            "TOKEN_EXPIRED")
+    wrong = jwt.encode({**claims, "exp": now + 60}, "not-the-secret-" * 3, algorithm="HS256")
+    problem(http.get("/v1/threads", headers={"authorization": f"Bearer {wrong}"}), 401,
+            "INVALID_TOKEN")
+    good = bearer(http, idp, "carol")
+    problem(http.get("/v1/threads", headers={**good, "x-api-key": "other-key"}), 401,
+            "INVALID_TOKEN")
+
+
+def test_shared_secret_tokens_and_key_caching(http, idp):
+    now = int(time.time())
+    token = jwt.encode({"sub": "dave", "aud": "test-app", "exp": now + 60}, SHARED_SECRET,
+                       algorithm="HS256")
+    response = exchange(http, token)
+    assert response.status_code == 200, response.text
+    # The gateway token never outlives the token it was exchanged for.
+    assert response.json()["expires_in"] <= 60
+    before = idp.jwks_requests
+    for subject in ("erin", "frank", "grace"):
+        bearer(http, idp, subject)
+    assert idp.jwks_requests == before  # the key set is cached, not fetched per exchange
+
+
+def test_listing_or_creating_threads_needs_a_user_scope(http):
+    problem(http.get("/v1/threads"), 400, "USER_SCOPE_REQUIRED")
+    problem(http.post("/v1/threads", json={}), 400, "USER_SCOPE_REQUIRED")
+    problem(http.post("/v1/threads/runs", json={"message": {
+        "role": "user", "content": [{"type": "text", "text": "hi"}]}}), 400,
+        "USER_SCOPE_REQUIRED")
+    created = http.post("/v1/threads", json={"userKey": "u-1"})
+    assert created.status_code == 201
+    # Thread fetch keeps working without a key (TamboClient sends none), within the project.
+    assert http.get(f"/v1/threads/{created.json()['id']}").status_code == 200
+    assert http.get(f"/v1/threads/{created.json()['id']}",
+                    headers={"x-api-key": "other-key"}).status_code == 404
+
+
+def test_token_exchange_is_refused_clearly_when_not_configured(tmp_path: Path):
+    server = GatewayServer(tmp_path / "gw").start()
+    try:
+        response = httpx.post(f"{server.url}/oauth/token", headers={"x-api-key": "dev"},
+                              data={**EXCHANGE, "subject_token": "eyJ.a.b"})
+        body = problem(response, 400, "TOKEN_EXCHANGE_DISABLED")
+        assert "GATEWAY_OIDC_ISSUERS" in body["detail"]
+    finally:
+        server.stop()
