@@ -16,7 +16,13 @@ from ..protocol.tambo import checked_user_key
 from ..runs.manager import RunManager
 from ..store.repository import Store
 from ..store.tables import ThreadRow
-from .identity import IdentityProviders, TokenRejected, looks_like_jwt
+from .identity import (
+    SIGNED_IN_PREFIX,
+    IdentityProviders,
+    TokenRejected,
+    is_signed_in_scope,
+    looks_like_jwt,
+)
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 INTEGER = re.compile(r"-?[0-9]+")
@@ -133,9 +139,14 @@ def _checked_user_key(value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        return checked_user_key(value)
+        value = checked_user_key(value)
     except ValueError as exc:
         raise ApiError(400, "VALIDATION_ERROR", str(exc)) from None
+    if is_signed_in_scope(value):
+        raise ApiError(400, "VALIDATION_ERROR",
+                       f"userKey may not start with {SIGNED_IN_PREFIX!r}: that scope belongs to "
+                       "users signed in with a bearer token")
+    return value
 
 
 def body_user_key(*candidates: str | None) -> str | None:
@@ -165,7 +176,8 @@ async def thread_for(request: Request, *body_candidates: str | None) -> ThreadRo
 
     A thread outside the caller's scope is hidden (404, as if absent). A signed-in user sees
     only threads of their own scope. Without any scope, a thread of the API key's project is
-    accepted, because `@tambo-ai/client` sends no userKey on thread fetch and cancel.
+    accepted, because `@tambo-ai/client` sends no userKey on thread fetch and cancel, unless it
+    belongs to a signed-in user: the API key is public in a browser app, the user's token is not.
     """
     thread_id = request.path_params["thread_id"]
     who = caller(request)
@@ -173,6 +185,8 @@ async def thread_for(request: Request, *body_candidates: str | None) -> ThreadRo
     thread = await services(request).store.get_thread(who.project, thread_id)
     if who.signed_in_scope is not None:
         hidden = thread is None or thread.user_key != who.signed_in_scope
+    elif thread is not None and is_signed_in_scope(thread.user_key):
+        hidden = True  # a signed-in user's thread needs their token, never just the API key
     else:
         hidden = thread is None or (key is not None and thread.user_key not in (None, key))
     if hidden:

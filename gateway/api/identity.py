@@ -36,6 +36,14 @@ FETCH_TIMEOUT_SECONDS = 10.0
 LEEWAY_SECONDS = 5  # clock skew between the provider and us
 
 
+# The user scopes of signed-in users; a userKey cannot name one (it would impersonate them).
+SIGNED_IN_PREFIX = "oauth:"
+
+
+def is_signed_in_scope(user_key: str | None) -> bool:
+    return user_key is not None and user_key.startswith(SIGNED_IN_PREFIX)
+
+
 class TokenRejected(Exception):
     """A token that does not identify anyone; `reason` is safe to show to the client."""
 
@@ -141,7 +149,8 @@ class IdentityProviders:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject.strip():
             raise TokenRejected("The subject token names no subject (sub)")
-        return Identity(user_scope=f"oauth:{provider}:{subject}", expires_at=int(claims["exp"]))
+        return Identity(user_scope=f"{SIGNED_IN_PREFIX}{provider}:{subject}",
+                        expires_at=int(claims["exp"]))
 
     def issue(self, project: str, identity: Identity) -> tuple[str, int]:
         """A gateway access token for the user in the project, and its lifetime in seconds."""

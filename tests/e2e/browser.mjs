@@ -5,9 +5,9 @@
 // here and the assertions in Python lets every step check the page, the gateway's REST state and
 // what the model was sent, in one pytest test.
 //
-// Commands: {"action": "open" | "send" | "click" | "reload" | "wait", ...}, each optionally with
+// Commands: {"action": "open" | "send" | "click" | "attach" (a file path) | "reload" | "wait", ...}, each optionally with
 // "until" (what to wait for afterwards: {text: one or a list, absent, titleNot, input: the input
-// box's value, idle, response: part of a gateway path whose response must arrive}) and "screenshot" (a PNG path). Every reply carries a
+// box's value, listed: a thread id the thread list must show, idle, response: part of a gateway path whose response must arrive}) and "screenshot" (a PNG path). Every reply carries a
 // snapshot of what the page shows plus the gateway requests and browser errors seen since the
 // previous command: {"ok": true, "page": {...}, "requests": [...], "errors": [...]}, or
 // {"ok": false, "error": "...", ...} with the same diagnostics.
@@ -35,6 +35,9 @@ const browser = await chromium.launch({
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    // A fake microphone (a beep) that needs no permission prompt, for voice input.
+    "--use-fake-device-for-media-stream",
+    "--use-fake-ui-for-media-stream",
   ],
 });
 
@@ -50,7 +53,14 @@ async function openPage(cmd) {
     viewport: { width: 900, height: 640 },
     timezoneId: cmd.timezoneId || "UTC",
     locale: "en-GB",
+    permissions: ["microphone"],
   });
+  if (cmd.localStorage) {
+    // Seeded before the app's code runs, as if an earlier session had left it.
+    await context.addInitScript((entries) => {
+      for (const [key, value] of Object.entries(entries)) window.localStorage.setItem(key, value);
+    }, cmd.localStorage);
+  }
   page = await context.newPage();
   page.on("console", (msg) => {
     if (msg.type() === "error") errors.push(`console: ${msg.text().slice(0, 500)}`);
@@ -68,16 +78,25 @@ async function openPage(cmd) {
     requests.push({ method: req.method(), path: url.pathname, query: url.search,
                     status: res.status(), body: req.postData() ?? null });
   });
+  // A response to wait for is watched from before the page loads (a new page has no earlier one).
+  const response = cmd.until?.response
+    ? page.waitForResponse(
+        (res) => res.url().startsWith(gatewayUrl) && res.request().method() !== "OPTIONS" &&
+          new URL(res.url()).pathname.includes(cmd.until.response),
+        { timeout: WAIT_MS })
+    : null;
   await page.goto(cmd.url || appUrl);
   await page.getByTestId("input").waitFor({ timeout: WAIT_MS });
+  if (response) await (await response).finished();
 }
 
 /** Wait until the page shows `text` (and lacks `absent`), and, unless busy is allowed, is idle. */
 async function waitUntil(until) {
   if (!until) return;
   await page.waitForFunction(
-    ({ text, absent, idle, titleNot, input }) => {
+    ({ text, absent, idle, titleNot, input, listed }) => {
       const body = document.body.innerText;
+      if (listed && !document.querySelector(`[data-thread-id="${listed}"]`)) return false;
       if (input !== undefined && document.querySelector('[data-testid="input"]')?.value !== input) {
         return false;
       }
@@ -126,6 +145,11 @@ function snapshot() {
         title: text(el),
         detail: el.title,
       })),
+      threads: [...document.querySelectorAll('[data-testid="thread-list"] [data-thread-id]')]
+        .map((el) => el.dataset.threadId),
+      attachments: [...document.querySelectorAll('[data-testid="attachment"]')].map((el) => text(el)),
+      resources: [...document.querySelectorAll('[data-testid="resource"]')].map((el) => text(el)),
+      voiceError: text(document.querySelector('[data-testid="voice-error"]')),
       input: document.querySelector('[data-testid="input"]')?.value ?? null,
       storedThreadId: Object.entries(localStorage).find(([k]) => k.startsWith("gateway-example:thread:"))?.[1] ?? null,
     };
@@ -134,7 +158,7 @@ function snapshot() {
 
 async function perform(cmd) {
   // Waiting for a gateway response starts before the action, so a fast one is not missed.
-  const response = cmd.until?.response
+  const response = cmd.until?.response && cmd.action !== "open"
     ? page.waitForResponse(
         (res) => res.url().startsWith(gatewayUrl) && res.request().method() !== "OPTIONS" &&
           new URL(res.url()).pathname.includes(cmd.until.response),
@@ -150,6 +174,9 @@ async function perform(cmd) {
       break;
     case "click":
       await page.locator(cmd.selector).click();
+      break;
+    case "attach":
+      await page.getByTestId("attach").setInputFiles(cmd.file);
       break;
     case "reload":
       await page.reload();

@@ -59,11 +59,13 @@ def run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = 
                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
-def build_app(out_dir: Path, gateway_url: str, user_key: str) -> Path:
+def build_app(out_dir: Path, gateway_url: str, user_key: str,
+              extra_env: dict[str, str] | None = None) -> Path:
     """`npm run build` of the example, configured the documented way (VITE_* variables)."""
     npm_ci(APP_DIR)
     run(["npm", "run", "build", "--", "--outDir", str(out_dir), "--emptyOutDir"], APP_DIR,
-        timeout=300, env={"VITE_GATEWAY_URL": gateway_url, "VITE_USER_KEY": user_key})
+        timeout=300, env={"VITE_GATEWAY_URL": gateway_url, "VITE_USER_KEY": user_key,
+                          **(extra_env or {})})
     return out_dir
 
 

@@ -101,6 +101,11 @@ def test_signed_in_user_runs_and_lists_only_their_threads(http, idp, scripted_mo
     # Bob's thread is invisible to Alice, and a plain userKey cannot reach a signed-in thread.
     assert http.get(f"/v1/threads/{thread_b}", headers=alice).status_code == 404
     assert http.get(f"/v1/threads/{thread_a}", params={"userKey": "alice"}).status_code == 404
+    # Nor the API key alone (the leniency for clients that send no userKey stops at them), nor
+    # a userKey spelled like a signed-in scope.
+    assert http.get(f"/v1/threads/{thread_a}").status_code == 404
+    problem(http.get("/v1/threads", params={"userKey": "oauth:x:alice"}), 400,
+            "VALIDATION_ERROR")
 
 
 def test_a_bearer_gets_404_on_another_users_thread_on_every_endpoint(http, idp,

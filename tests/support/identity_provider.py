@@ -3,7 +3,8 @@
 It generates an RSA key at start, publishes it at `/.well-known/openid-configuration` ->
 `jwks_uri`, and signs ID tokens with it, as an app's identity provider (Auth0, Google, Clerk,
 ...) would. `foreign_token` signs with a key it never publishes, as a forger would. Requests for
-the key set are counted, so tests can see that the gateway caches it.
+the key set are counted, so tests can see that the gateway caches it. `GET /token` answers with
+an ID token for whoever is `signed_in` (a browser app's sign-in, reduced to its result).
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ class IdentityProvider:
         self.other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = "test-key-1"
         self.jwks_requests = 0
+        self.signed_in: str | None = None
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 if self.path == "/.well-known/openid-configuration":
                     body = {"issuer": provider.issuer, "jwks_uri": f"{provider.issuer}/jwks"}
+                elif self.path == "/token" and provider.signed_in:
+                    body = {"id_token": provider.token(provider.signed_in)}
                 elif self.path == "/jwks":
                     provider.jwks_requests += 1
                     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(
@@ -42,6 +46,7 @@ class IdentityProvider:
                 data = json.dumps(body).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
+                self.send_header("access-control-allow-origin", "*")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

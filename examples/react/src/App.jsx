@@ -2,17 +2,19 @@ import { useTambo, useTamboThreadInput } from "@tambo-ai/react";
 import { gatewayUrl } from "./config.js";
 import { Message } from "./Message.jsx";
 import { Suggestions } from "./Suggestions.jsx";
+import { ThreadList } from "./ThreadList.jsx";
+import { InputExtras } from "./InputExtras.jsx";
 import { usePersistedThread } from "./thread-storage.js";
 
 export function App() {
   const { messages, thread, isIdle, isWaiting, streamingState, cancelRun } = useTambo();
   const { threadId, newThread } = usePersistedThread();
-  const { value, setValue, submit, isPending, error } = useTamboThreadInput();
+  const { value, setValue, submit, isPending, error, images } = useTamboThreadInput();
   const runError = streamingState?.error;
 
   async function onSubmit(event) {
     event.preventDefault();
-    if (!value.trim()) return;
+    if (!value.trim() && images.length === 0) return;
     try {
       await submit();
     } catch {
@@ -35,6 +37,8 @@ export function App() {
         </button>
       </header>
 
+      <ThreadList />
+
       <section className="messages" data-testid="messages">
         {messages.length === 0 ? (
           <p className="empty">
@@ -54,6 +58,8 @@ export function App() {
         {error ? <span className="error"> · {error.message}</span> : null}
       </div>
 
+      <InputExtras />
+
       <form onSubmit={onSubmit} data-pending={isPending ? "true" : "false"}>
         <input
           aria-label="Message"
@@ -63,7 +69,7 @@ export function App() {
           onChange={(e) => setValue(e.target.value)}
         />
         {isIdle ? (
-          <button type="submit" data-testid="send" disabled={isPending || !value.trim()}>
+          <button type="submit" data-testid="send" disabled={isPending || (!value.trim() && images.length === 0)}>
             Send
           </button>
         ) : (

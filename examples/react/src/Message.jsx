@@ -41,6 +41,18 @@ function Block({ block }) {
           <span className="tool-status">{block.hasCompleted ? " · done" : " · running…"}</span>
         </div>
       );
+    case "resource": {
+      // An attachment (React sends images as base64 `blob`s); the gateway passes it to the model.
+      const { name, mimeType, blob, uri } = block.resource ?? {};
+      return (
+        <div className="resource" data-testid="resource">
+          Attached <code>{name || uri || "file"}</code>
+          {blob && mimeType?.startsWith("image/") ? (
+            <img alt={name} src={`data:${mimeType};base64,${blob}`} height="48" />
+          ) : null}
+        </div>
+      );
+    }
     case "component":
       // The SDK wraps the registered React component so its hooks know their thread/component.
       return (
