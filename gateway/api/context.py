@@ -85,10 +85,10 @@ def caller(request: Request) -> Caller:
     elif settings.development_mode:
         who = Caller("default")
     elif bearer:
-        project = settings.api_keys.get(bearer)
-        if project is None:
+        bearer_project = settings.api_keys.get(bearer)
+        if bearer_project is None:
             raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
-        who = Caller(project)
+        who = Caller(bearer_project)
     else:
         raise ApiError(401, "UNAUTHORIZED", "Missing API key: send it in the x-api-key header")
     request.state.caller = who

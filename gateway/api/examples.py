@@ -106,6 +106,18 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "createSuggestions": {"request": {"maxSuggestions": 1, "availableComponents": [
         {"name": "WeatherCard", "description": "The weather of a city."}]},
         "response": _SUGGESTIONS},
+    # The beta paths answer with the bare list, as `TamboClient` reads them.
+    "listSuggestionsBeta": {"response": _SUGGESTIONS["suggestions"]},
+    "createSuggestionsBeta": {"request": {"maxSuggestions": 1},
+                              "response": _SUGGESTIONS["suggestions"]},
+    "exchangeToken": {
+        "request": {"grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+                    "subject_token": "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJ1MSJ9.c2ln",
+                    "subject_token_type": "urn:ietf:params:oauth:token-type:access_token"},
+        "response": {"access_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1In0.c2ln",
+                     "token_type": "Bearer", "expires_in": 900,
+                     "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}},
+    "transcribeAudio": {"response": "What will the weather be in Paris tomorrow?"},
     "getComponentState": {"response": {"componentId": COMPONENT, "state": {"pinned": False},
                                        "revision": 0}},
     "updateComponentState": {

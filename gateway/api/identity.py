@@ -73,10 +73,10 @@ class JwksCache:
 
     async def key(self, issuer: str, kid: str | None) -> Any:
         cached = self._keys.get(issuer)
-        now = time.monotonic()
-        stale = cached is None or now - cached.fetched_at > JWKS_TTL_SECONDS
-        unknown = cached is not None and _pick(cached.keys, kid) is None
-        if stale or (unknown and now - cached.fetched_at > JWKS_REFRESH_SECONDS):
+        age = time.monotonic() - cached.fetched_at if cached is not None else None
+        if age is None or age > JWKS_TTL_SECONDS or (
+                cached is not None and _pick(cached.keys, kid) is None
+                and age > JWKS_REFRESH_SECONDS):
             async with self._lock:
                 cached = self._keys.get(issuer)
                 if cached is None or time.monotonic() - cached.fetched_at > JWKS_REFRESH_SECONDS:
@@ -173,9 +173,10 @@ def looks_like_jwt(value: str) -> bool:
 
 def _decode(token: str, key: Any, algorithms: list[str], audience: str | None,
             issuer: str | None, options: dict[str, Any]) -> dict[str, Any]:
+    checks: Any = {**options, "verify_aud": bool(audience)}
     try:
         return jwt.decode(token, key, algorithms=algorithms, audience=audience, issuer=issuer,
-                          leeway=LEEWAY_SECONDS, options={**options, "verify_aud": bool(audience)})
+                          leeway=LEEWAY_SECONDS, options=checks)
     except jwt.ExpiredSignatureError:
         raise TokenRejected("The token has expired", expired=True) from None
     except jwt.InvalidAudienceError:
