@@ -21,9 +21,11 @@ from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
 from .config import DEMO_MODEL, Settings
+from .engine.adapters import model_adapter
+from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
-from .engine.model import LiteLLMModel
 from .engine.tools import load_python_tools
+from .loop_lag import monitor_loop_lag
 from .runs.manager import RunManager
 from .runs.supervisor import RunSupervisor
 from .store.db import create_engine, migrate
@@ -98,9 +100,9 @@ def create_app(settings: Settings) -> Starlette:
         engine = create_engine(settings.database_url)
         await migrate(engine)
         store = Store(engine)
-        model = LiteLLMModel(settings.model, settings.model_api_base,
-                             settings.model_api_key.get_secret_value()
-                             if settings.model_api_key else None)
+        model = model_adapter(settings.model, settings.model_api_base,
+                              settings.model_api_key.get_secret_value()
+                              if settings.model_api_key else None, settings.model_adapter)
         stack = contextlib.AsyncExitStack()
         server_tools = await open_server_tools(settings, stack)
         manager = RunManager(store, model, max_steps=settings.max_steps,
@@ -112,6 +114,8 @@ def create_app(settings: Settings) -> Starlette:
         # Cancel flags from other processes, lease renewal, and failing the runs of dead
         # processes (at start-up too): one background task for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
+        lag_monitor = (asyncio.create_task(monitor_loop_lag(settings.loop_lag_log_seconds))
+                       if settings.loop_lag_log_seconds else None)
         identity = IdentityProviders(
             settings.oidc_issuers, settings.oidc_audience,
             settings.oauth_hs256_secret.get_secret_value() if settings.oauth_hs256_secret else None,
@@ -135,8 +139,12 @@ def create_app(settings: Settings) -> Starlette:
             yield
         finally:
             supervisor.cancel()
+            if lag_monitor is not None:
+                lag_monitor.cancel()
             await manager.shutdown()
             await stack.aclose()
+            if isinstance(model, DirectModel):
+                await model.aclose()
             await engine.dispose()
 
     return CorsOutermost(

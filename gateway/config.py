@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -78,6 +78,14 @@ class Settings(BaseSettings):
         None, description="Passed to litellm as `api_base` (an OpenAI-compatible server's URL).")
     model_api_key: SecretStr | None = Field(
         None, description="Passed to litellm as `api_key`.")
+    model_adapter: Literal["auto", "litellm", "direct"] = Field(
+        "auto", description="How streamed model calls are made: `direct` reads an "
+                            "OpenAI-compatible chat-completions stream itself (far less CPU per "
+                            "token), `litellm` goes through litellm, `auto` uses `direct` for "
+                            "providers litellm knows as OpenAI-compatible and litellm otherwise.")
+    loop_lag_log_seconds: float = Field(
+        0.0, ge=0, description="Benchmarks: every this many seconds, log the event loop's "
+                               "largest and 99th-percentile lag (0: off).")
     api_keys: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False,
         description="`key1,key2` or `key1:projectA,key2:projectB`; each key sees only its "

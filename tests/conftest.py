@@ -44,8 +44,21 @@ def scripted_env(model: ScriptedModel, **extra: str) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[GatewayServer]:
-    """A gateway driven by the scripted model through litellm's real OpenAI path."""
+    """A gateway driven by the scripted model: streamed through the direct adapter (`auto`),
+    non-streamed calls through litellm's real OpenAI path."""
     server = GatewayServer(tmp_path_factory.mktemp("gateway"), scripted_env(scripted_model))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def litellm_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[GatewayServer]:
+    """The same, with streamed calls forced through litellm (`gateway` streams the scripted
+    model through the direct adapter, which `auto` picks for an OpenAI-compatible upstream)."""
+    server = GatewayServer(tmp_path_factory.mktemp("litellm-gateway"),
+                           scripted_env(scripted_model, GATEWAY_MODEL_ADAPTER="litellm"))
     server.start()
     yield server
     server.stop()

@@ -39,9 +39,12 @@ class Usage:
 Delta = TextDelta | ReasoningDelta | ToolCallDelta | Finish | Usage
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class ModelError(Exception):
-    """A provider failure, already classified the way the Tambo clients read `RUN_ERROR`."""
+    """A provider failure, already classified the way the Tambo clients read `RUN_ERROR`.
+
+    Not frozen: raising an exception through a context manager sets its `__traceback__`.
+    """
 
     code: str
     message: str

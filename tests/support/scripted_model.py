@@ -37,6 +37,8 @@ A turn is a list of steps, consumed FIFO, one per ``POST /v1/chat/completions``:
 - ``{"finish": "stop" | "tool_calls" | ...}``: finish_reason (default:
   "tool_calls" if the turn had tool calls, else "stop").
 - ``{"usage": {"prompt_tokens": n, "completion_tokens": m}}``: override usage.
+- ``{"raw": {"body": str, "piece": n}}``: a recorded SSE body sent verbatim, in writes of n
+  bytes (default: whole), ending the stream; for replaying what a real provider sent.
 
 A turn may also be ``{"steps": [...], "stream": bool}``: it is then only used
 by a request with that ``stream`` flag, so a background non-streaming call
@@ -66,7 +68,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-_STEP_KEYS = {"content", "reasoning", "tool_call", "delay", "slow", "error", "finish", "usage"}
+_STEP_KEYS = {"content", "reasoning", "tool_call", "delay", "slow", "error", "finish", "usage",
+              "raw"}
 
 
 class _AbortStream(Exception):
@@ -463,6 +466,14 @@ class _SseApp:
             )
 
         for step in self.steps:
+            if "raw" in step:
+                body = step["raw"]["body"].encode()
+                piece = int(step["raw"].get("piece") or len(body))
+                for start in range(0, len(body), piece):
+                    await send({"type": "http.response.body", "body": body[start:start + piece],
+                                "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
             if "delay" in step:
                 await asyncio.sleep(step["delay"])
             elif "content" in step:

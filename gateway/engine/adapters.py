@@ -1,0 +1,65 @@
+"""Which model adapter a model string gets: `DirectModel` or `LiteLLMModel`.
+
+litellm decides what a model string means (`get_llm_provider`: provider, upstream name, base
+URL, key from the provider's environment variable), so the gateway never keeps its own list of
+providers: `auto` streams directly from every provider litellm itself treats as an
+OpenAI-compatible chat-completions server, and leaves the rest to litellm.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Literal
+
+from .direct_model import DirectModel
+from .model import LiteLLMModel
+
+Adapter = Literal["auto", "litellm", "direct"]
+OPENAI_BASE = "https://api.openai.com/v1"
+# OpenAI-compatible in their chat format but not in their authentication (OAuth device flows).
+_NOT_BEARER_KEY = {"github_copilot", "chatgpt"}
+
+log = logging.getLogger(__name__)
+
+
+class AdapterError(ValueError):
+    """`GATEWAY_MODEL_ADAPTER=direct` for a model the direct adapter cannot reach."""
+
+
+def model_adapter(model: str, api_base: str | None, api_key: str | None,
+                  adapter: Adapter = "auto") -> LiteLLMModel | DirectModel:
+    """The adapter for `model`; litellm must already be imported (`app.load_litellm`)."""
+    fallback = LiteLLMModel(model, api_base, api_key)
+    if adapter == "litellm":
+        return fallback
+    reason, direct = _direct(model, api_base, api_key, fallback)
+    if direct is not None:
+        return direct
+    if adapter == "direct":
+        raise AdapterError(f"GATEWAY_MODEL_ADAPTER=direct cannot serve {model!r}: {reason}")
+    log.info("model %s streams through litellm (%s)", model, reason)
+    return fallback
+
+
+def _direct(model: str, api_base: str | None, api_key: str | None, fallback: LiteLLMModel
+            ) -> tuple[str, DirectModel | None]:
+    import litellm
+
+    try:
+        name, provider, env_key, base = litellm.get_llm_provider(
+            model, api_base=api_base, api_key=api_key)
+    except Exception:
+        return "litellm does not know its provider", None
+    compatible = provider == "openai" or provider in litellm.openai_compatible_providers
+    if not compatible or provider in _NOT_BEARER_KEY:
+        return f"provider {provider!r} is not an OpenAI-compatible chat-completions API", None
+    if provider == "openai":
+        # What the openai SDK under litellm would use.
+        base = (base or litellm.api_base or os.environ.get("OPENAI_BASE_URL")
+                or os.environ.get("OPENAI_API_BASE") or OPENAI_BASE)
+        env_key = env_key or litellm.api_key or os.environ.get("OPENAI_API_KEY")
+    if not base:
+        return f"litellm knows no base URL for provider {provider!r}", None
+    return "", DirectModel(model=name, api_base=base, api_key=api_key or env_key,
+                           provider=provider, litellm_model=model, fallback=fallback)

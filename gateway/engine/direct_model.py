@@ -1,0 +1,213 @@
+"""The direct adapter: an OpenAI-compatible chat-completions stream read straight off the socket.
+
+litellm's streaming wrapper costs about 390 µs of CPU per chunk (the openai SDK builds pydantic
+objects per chunk, then litellm rebuilds its own and keeps every one for the stream's life); a
+chat-completions SSE stream is simple enough to read for a few µs per chunk. So for upstreams
+that speak that protocol (OpenAI, vLLM, llama.cpp, Ollama, LM Studio, Groq, ...) the gateway
+streams them itself, and litellm stays the path for every other provider and for non-streamed
+calls (`complete`).
+
+To a client the two paths are indistinguishable: the same deltas (`_deltas` mirrors
+`model._deltas` on plain JSON), and errors go through litellm's own exception mapping and then
+`model.classify`, so codes, messages and key scrubbing are those of the litellm path.
+
+Cancelling or closing the stream closes the upstream connection at once (the response is
+closed in a `finally`); an abandoned connection is never returned to the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+from .model import LiteLLMModel, ModelRequest, classify
+
+# litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
+# own deadline is the caller's business).
+READ_TIMEOUT_SECONDS = 600.0
+CONNECT_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass
+class DirectModel:
+    """Streams from `api_base` + `/chat/completions` with one connection pool for the upstream.
+
+    `model` is the name the upstream knows (litellm's provider prefix removed), `litellm_model`
+    the full litellm string, used for the non-streamed calls and the error mapping.
+    """
+
+    model: str
+    api_base: str
+    api_key: str | None
+    provider: str
+    litellm_model: str
+    fallback: LiteLLMModel
+    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            headers = {"Accept": "text/event-stream"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            # No connection limit: every active run holds one stream, and a run must never wait
+            # for another's connection.
+            self._client = httpx.AsyncClient(
+                base_url=self.api_base.rstrip("/"), headers=headers,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+                timeout=httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS))
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = request.tools
+            if request.tool_choice is not None:
+                body["tool_choice"] = request.tool_choice
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        try:
+            async with self.client.stream(
+                    "POST", "/chat/completions", content=orjson.dumps(body),
+                    headers={"Content-Type": "application/json"}) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise self._status_error(response.status_code, response.text,
+                                             response.headers)
+                async for payload in _sse_data(response):
+                    if payload == b"[DONE]":
+                        return
+                    chunk = orjson.loads(payload)
+                    if "error" in chunk and not chunk.get("choices"):
+                        raise self._stream_error(chunk["error"])
+                    for delta in _deltas(chunk):
+                        yield delta
+        except ModelError:
+            raise
+        except httpx.TimeoutException as exc:
+            raise self._mapped(_timeout(exc, self.litellm_model, self.provider)) from None
+        except (httpx.HTTPError, orjson.JSONDecodeError) as exc:
+            # A refused or cut connection, or a garbled stream: litellm reports these as a 500.
+            raise self._mapped(_openai_error(500, str(exc))) from None
+
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200) -> str:
+        """Non-streamed calls are rare and not on the token path: litellm's, unchanged."""
+        return await self.fallback.complete(messages, max_tokens)
+
+    def _status_error(self, status: int, text: str, headers: httpx.Headers) -> ModelError:
+        """An HTTP error answer, worded as the openai SDK words it for litellm."""
+        text = text.strip()
+        body: Any = None
+        try:
+            body = orjson.loads(text)
+            message = f"Error code: {status} - {body}"
+        except orjson.JSONDecodeError:
+            message = text or f"Error code: {status}"
+        error = _openai_error(status, message, headers=headers,
+                              body=body if isinstance(body, dict) else None)
+        return self._mapped(error)
+
+    def _stream_error(self, error: Any) -> ModelError:
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        status = error.get("code") if isinstance(error, dict) else None
+        return self._mapped(_openai_error(status if isinstance(status, int) else 500,
+                                          str(message or "An error occurred during streaming")))
+
+    def _mapped(self, error: Exception) -> ModelError:
+        """Through litellm's own exception mapping, then the gateway's classification."""
+        from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+
+        try:
+            mapped = exception_type(model=self.litellm_model, original_exception=error,
+                                    custom_llm_provider=self.provider)
+        except Exception as exc:  # exception_type raises the mapped exception
+            mapped = exc
+        return classify(mapped, self.api_key)
+
+
+async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The `data:` payloads of an SSE body, one per event (multi-line data joined by newlines).
+
+    Works on raw bytes: splitting and prefix checks on bytes cost less than httpx's text-line
+    decoding, and orjson parses bytes directly.
+    """
+    buffer = b""
+    data: list[bytes] = []
+    async for piece in response.aiter_bytes():
+        buffer += piece
+        lines = buffer.split(b"\n")
+        buffer = lines.pop()
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if data:
+                    yield b"\n".join(data)
+                    data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+            # comments (": ping"), `event:`, `id:` and `retry:` lines carry nothing for us
+    if buffer.startswith(b"data:"):
+        value = buffer[5:]
+        data.append(value[1:] if value.startswith(b" ") else value)
+    if data:
+        yield b"\n".join(data)
+
+
+def _deltas(chunk: dict[str, Any]) -> list[Delta]:
+    """`model._deltas` for a chunk as plain JSON."""
+    out: list[Delta] = []
+    usage = chunk.get("usage")
+    if usage and usage.get("total_tokens"):
+        out.append(Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0))
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") or {}
+        reasoning = delta.get("reasoning_content")
+        if reasoning:
+            out.append(ReasoningDelta(reasoning))
+        content = delta.get("content")
+        if content:
+            out.append(TextDelta(content))
+        for call in delta.get("tool_calls") or ():
+            function = call.get("function") or {}
+            out.append(ToolCallDelta(
+                index=call.get("index") or 0,
+                id=call.get("id") or None,
+                name=function.get("name") or None,
+                arguments=function.get("arguments") or "",
+            ))
+        finish = choice.get("finish_reason")
+        if finish:
+            out.append(Finish(finish))
+    return out
+
+
+def _openai_error(status: int, message: str, **extra: Any) -> Exception:
+    from litellm.llms.openai.common_utils import OpenAIError
+
+    return OpenAIError(status_code=status, message=message, **extra)
+
+
+def _timeout(exc: Exception, model: str, provider: str) -> Exception:
+    import litellm
+
+    return litellm.Timeout(message=f"Request timed out: {exc}", model=model,
+                           llm_provider=provider)
