@@ -41,6 +41,7 @@ from .idempotency import (
     start_new_thread_once,
 )
 from .log import Entry, LiveLog
+from .log_writer import LogWriter
 from .recorder import RunRecorder, durably
 from .supervisor import lost_frame
 from .views import follow
@@ -98,6 +99,8 @@ class RunManager:
         self.components = ComponentStates(store, self)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
         self.active: dict[str, ActiveRun] = {}
+        # Log flushes of all runs share transactions (see `log_writer`).
+        self.log_writer = LogWriter(store)
         self._lingering: dict[str, LiveLog] = {}
 
     # -- starting -------------------------------------------------------------------------------
@@ -215,7 +218,8 @@ class RunManager:
         snapshot = run.request or {}
         schemas = {c["name"]: c.get("stateSchema") for c in snapshot.get("availableComponents", [])
                    if c.get("stateSchema")}
-        recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas)
+        recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas,
+                               writer=self.log_writer)
         active.recorder = recorder
         bind_run(self.components, run.thread_id)
         try:
@@ -419,6 +423,7 @@ class RunManager:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.log_writer.close()
 
 
 def input_parts(message: InputMessage, pending: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from ..protocol.clock import now_ms
 from ..store.repository import FrameEntry, Store
 from ..store.tables import ComponentRow, MessageRow
 from .log import Entry, LiveLog
+from .log_writer import LogWriter
 
 FLUSH_SECONDS = 0.1
 FLUSH_FRAMES = 256
@@ -54,8 +55,12 @@ async def durably(write: Awaitable[T]) -> T:
 
 class RunRecorder:
     def __init__(self, store: Store, live: LiveLog, thread_id: str, run_id: str,
-                 state_schemas: dict[str, Any] | None = None) -> None:
+                 state_schemas: dict[str, Any] | None = None,
+                 writer: LogWriter | None = None) -> None:
         self.store, self.live = store, live
+        # Flushes go through the process's shared writer when there is one (one commit for
+        # the flushes of every run), else straight to the store.
+        self._append = writer.append if writer is not None else store.append_frames
         self.thread_id, self.run_id = thread_id, run_id
         self.state_schemas = state_schemas or {}
         self._flushed = 0
@@ -88,7 +93,7 @@ class RunRecorder:
             pending = self.live.entries[self._flushed:]
             if not pending or self.fenced:
                 return
-            if not await durably(self.store.append_frames(self.run_id, _rows(pending))):
+            if not await durably(self._append(self.run_id, _rows(pending))):
                 log.warning("run %s: its log was ended by another process; not writing it "
                             "any more", self.run_id)
                 self.fenced = True

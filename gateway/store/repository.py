@@ -357,6 +357,22 @@ class Store:
                 return False
             return True
 
+    async def append_frames_batch(self, batches: Sequence[tuple[str, Sequence[FrameEntry]]]
+                                  ) -> set[str]:
+        """Persist batches of several runs' logs in one transaction; returns the runs that
+        were fenced out (see `append_frames`). The common case is one commit for all of them;
+        if a position was taken, each run is retried on its own to find which."""
+        async with self.session() as session:
+            try:
+                for run_id, entries in batches:
+                    await _insert_frames(session, run_id, entries)
+                await session.commit()
+                return set()
+            except IntegrityError:
+                await session.rollback()
+        return {run_id for run_id, entries in batches
+                if not await self.append_frames(run_id, entries)}
+
     async def read_frames(self, run_id: str, after_seq: int = 0,
                           limit: int | None = None) -> list[RunFrameRow]:
         query = (select(RunFrameRow)
