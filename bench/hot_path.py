@@ -243,13 +243,15 @@ async def measured(pid: int, read: Callable[[], Awaitable[Reading]], times: int 
     return total
 
 
-async def read_litellm(upstream: Server, stamps: bool) -> Reading:
-    """The gateway's model adapter alone (litellm's real OpenAI streaming path) in this
-    process: what the gateway's run task does per chunk before any of our code."""
+async def read_litellm(upstream: Server, stamps: bool, adapter: str = "litellm") -> Reading:
+    """A model adapter alone in this process (`litellm`: litellm's real OpenAI streaming path;
+    `direct`: the direct adapter the gateway uses for this upstream): what the gateway's run
+    task does per chunk before any of our code."""
+    from gateway.engine.adapters import model_adapter
     from gateway.engine.deltas import TextDelta
-    from gateway.engine.model import LiteLLMModel, ModelRequest
+    from gateway.engine.model import ModelRequest
 
-    model = LiteLLMModel("openai/scripted", upstream.base_url, "sk-bench")
+    model = model_adapter("openai/scripted", upstream.base_url, "sk-bench", adapter)
     reading = Reading()
     started, cpu = time.perf_counter(), time.process_time()
     async for delta in model.stream(ModelRequest([{"role": "user", "content": "bench"}])):
@@ -337,14 +339,16 @@ async def throughput(s: Setup, tokens: int, repeats: int) -> list[str]:
     sources: dict[str, Callable[[], Awaitable[Reading]]] = {
         "upstream": lambda: measured(upstream, s.scripted(tokens, 0, s.upstream_run), CHEAP),
         "litellm": s.scripted(tokens, 0, lambda: read_litellm(s.upstream, False)),
+        "direct": s.scripted(tokens, 0, lambda: read_litellm(s.upstream, False, "direct")),
         "gateway": lambda: measured(gateway, s.scripted(tokens, 0, s.gateway_run)),
         "bare": lambda: measured(bare, lambda: read_sse(s.http, "GET", f"{s.bare.url}/stream"),
                                  CHEAP),
         "short": lambda: measured(gateway, s.scripted(SHORT_RUN, 0, s.gateway_run), CHEAP),
     }
     labels = {"upstream": "upstream (scripted model) read directly",
-              "litellm": "litellm alone (gateway adapter, in-process)",
-              "gateway": "gateway (POST /v1/threads/runs)",
+              "litellm": "litellm alone (in-process)",
+              "direct": "direct adapter alone (in-process)",
+              "gateway": "gateway (POST /v1/threads/runs, direct)",
               "bare": "bare sse-starlette, recorded gateway events"}
     results: dict[str, list[Reading]] = {name: [] for name in sources}
     for _ in range(repeats):  # interleaved, so a burst of load elsewhere hits every source
@@ -363,9 +367,10 @@ async def throughput(s: Setup, tokens: int, repeats: int) -> list[str]:
                      f"  cpu {cpu[name]:7.1f} ({spread[0]:.0f} to {spread[-1]:.0f})")
     per_run = median_of(results["short"], lambda r: r.cpu) / CHEAP * 1000
     events = results["gateway"][0].events
-    ours = cpu["gateway"] - cpu["litellm"] - cpu["bare"]
+    ours = cpu["gateway"] - cpu["direct"] - cpu["bare"]
     fixed = per_run * 1000 / events
-    lines += [f"  gateway's own CPU per event = {cpu['gateway']:.1f} - litellm {cpu['litellm']:.1f}"
+    lines += [f"  gateway's own CPU per event = {cpu['gateway']:.1f} - direct adapter "
+              f"{cpu['direct']:.1f}"
               f" - bare SSE {cpu['bare']:.1f} = {ours:.1f} us",
               f"  of which per-run fixed cost (a {SHORT_RUN}-token run: {per_run:.1f} ms of CPU)"
               f" / {events} events = {fixed:.1f} us; per token {ours - fixed:.1f} us"]

