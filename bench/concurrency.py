@@ -21,8 +21,10 @@ the readers start C streams at once (`POST /v1/threads/runs` for the gateway, ea
 thread) and report per level: runs completed (every token and the end seen), the latency per
 token from leaving its source to reaching the reader (p50, p99), each run's largest gap between
 two tokens (p99 over runs), each run's duration against the ideal (tokens / rate), the serving
-process's CPU (user + system, all threads, from /proc) and its RSS at the end of the level above
-the RSS before it (per run), and for the gateway the event loop's lag (the largest of the
+process's CPU (user + system, all threads, from /proc), its peak RSS during the level, and that
+peak above its RSS when idle after the warm-up run divided by C (memory per run; the levels of a
+rate run in increasing C on fresh processes, so this is an upper bound only by what the
+allocator kept from smaller levels), and for the gateway the event loop's lag (the largest of the
 monitor's per-second p99s during the level). Written as JSON, a Markdown table and a PNG chart
 (latency p99 against C, one line per path and rate) under `--out`.
 Not part of the pass/fail suite.
@@ -294,7 +296,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def measure(path: str, url: str, pid: int, runs: int, rate: int, seconds: float, readers: int,
-            lag_log: Path | None) -> dict[str, Any]:
+            lag_log: Path | None, baseline_kib: int | None = None) -> dict[str, Any]:
     tokens = max(1, int(seconds * rate))
     context = multiprocessing.get_context("spawn")
     shares = [runs // readers + (1 if i < runs % readers else 0) for i in range(readers)]
@@ -353,7 +355,7 @@ def measure(path: str, url: str, pid: int, runs: int, rate: int, seconds: float,
         "duration_p99": round(_pct(durations, 0.99), 3),
         "cpu_percent": round(100 * cpu / wall, 1),
         "rss_mib": round(peak[0] / 1024, 1),
-        "rss_per_run_kib": round(max(0, peak[0] - rss_before) / runs, 1),
+        "rss_per_run_kib": round(max(0, peak[0] - (baseline_kib or rss_before)) / runs, 1),
         "loop_lag_p99_ms": round(max(lags), 1) if lags else None,
         "errors": errors[:3],
     }
@@ -388,21 +390,28 @@ def chart(rows: list[dict[str, Any]], path: Path, machine: str) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(8, 5))
+    colours = {"upstream": "tab:blue", "gateway": "tab:red", "bare": "tab:green"}
     for name in PATHS:
-        for rate, style in zip(RATES, ("-", "--"), strict=False):
+        for rate, style in zip(sorted({r["rate"] for r in rows}), ("-", "--", ":"),
+                               strict=False):
             points = [(r["runs"], r["latency_p99_ms"]) for r in rows
                       if r["path"] == name and r["rate"] == rate]
             if points:
-                axes.plot(*zip(*points, strict=True), style, marker="o",
+                axes.plot(*zip(*points, strict=True), style, marker="o", color=colours[name],
                           label=f"{name}, {rate} tok/s")
+    levels = sorted({r["runs"] for r in rows})
     axes.set_xscale("log")
     axes.set_yscale("log")
+    axes.set_xticks(levels, [str(level) for level in levels])
+    axes.minorticks_off()
     axes.set_xlabel("concurrent runs (C)")
-    axes.set_ylabel("latency per token, p99 (ms)")
-    axes.set_title(f"Token latency p99 against concurrency\n{machine}", fontsize=9)
+    axes.set_ylabel("latency per token, p99 (ms, log scale)")
+    axes.set_title("Token latency p99 against concurrency (from leaving the source to the reader)",
+                   fontsize=10)
+    figure.text(0.01, 0.01, machine, fontsize=7)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.03, 1, 1))
     figure.savefig(path, dpi=110)
 
 
@@ -437,21 +446,22 @@ def main() -> None:
     paths = args.paths.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
     machine_before = machine_line()
-    upstream, bare = Source("upstream"), Source("bare")
-    workdir = Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
-    gateway = GatewayServer(workdir, {
-        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
-        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": args.adapter,
-        "GATEWAY_LOOP_LAG_LOG_SECONDS": "1"})
-    gateway.start()
     rows: list[dict[str, Any]] = []
-    try:
-        targets = {"upstream": (upstream.url, upstream.pid, None),
-                   "gateway": (gateway.url, gateway.process.pid, gateway.log_path),
-                   "bare": (bare.url, bare.pid, None)}
-        # Warm-up: the gateway's first run pays for lazy imports and the first model call.
-        measure("gateway", gateway.url, gateway.process.pid, 2, 50, 1, 1, None)
-        for rate in rates:
+    for rate in rates:  # fresh processes per rate: each level's memory is measured from idle
+        upstream, bare = Source("upstream"), Source("bare")
+        gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), {
+            "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
+            "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": args.adapter,
+            "GATEWAY_LOOP_LAG_LOG_SECONDS": "1"})
+        try:
+            gateway.start()
+            targets = {"upstream": (upstream.url, upstream.pid, None),
+                       "gateway": (gateway.url, gateway.process.pid, gateway.log_path),
+                       "bare": (bare.url, bare.pid, None)}
+            # Warm-up: the gateway's first run pays for lazy imports and the first model call.
+            measure("gateway", gateway.url, gateway.process.pid, 2, 50, 1, 1, None)
+            time.sleep(1.0)
+            baselines = {name: rss_kib(pid) for name, (_, pid, _) in targets.items()}
             for runs in levels:
                 for path in paths:
                     url, pid, lag_log = targets[path]
@@ -463,17 +473,17 @@ def main() -> None:
                              str(args.out / f"pyspy-{rate}-{runs}.txt")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     row = measure(path, url, pid, runs, rate, args.seconds, args.readers,
-                                  lag_log)
+                                  lag_log, baselines[path])
                     if spy is not None:
                         spy.send_signal(signal.SIGINT)
                         spy.wait(30)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     time.sleep(1.0)
-    finally:
-        gateway.stop()
-        upstream.stop()
-        bare.stop()
+        finally:
+            gateway.stop()
+            upstream.stop()
+            bare.stop()
     machine = f"{machine_line()} (at the start: {machine_before.rsplit(', ', 1)[1]})"
     rows.sort(key=lambda r: (r["rate"], r["runs"], PATHS.index(r["path"])))
     (args.out / "concurrency.json").write_text(json.dumps({"machine": machine, "rows": rows},
