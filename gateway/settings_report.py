@@ -9,7 +9,7 @@ reference differs from what this module generates.
 from __future__ import annotations
 
 from types import UnionType
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlsplit, urlunsplit
 
 import annotated_types
@@ -71,6 +71,8 @@ def _type_name(field: FieldInfo) -> str:
     base: Any = field.annotation
     if get_origin(base) in (Union, UnionType):  # `X | None`: the X
         base = next(arg for arg in get_args(base) if arg is not type(None))
+    if get_origin(base) is Literal:  # a choice: name the choices
+        return "one of " + ", ".join(f"`{choice}`" for choice in get_args(base))
     base = get_origin(base) or base
     return _TYPE_NAMES.get(base, getattr(base, "__name__", str(base)))
 
