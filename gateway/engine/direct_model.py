@@ -107,9 +107,10 @@ class DirectModel:
             # A refused or cut connection, or a garbled stream: litellm reports these as a 500.
             raise self._mapped(_openai_error(500, str(exc))) from None
 
-    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200) -> str:
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
+                       task: str | None = None) -> str:
         """Non-streamed calls are rare and not on the token path: litellm's, unchanged."""
-        return await self.fallback.complete(messages, max_tokens)
+        return await self.fallback.complete(messages, max_tokens, task)
 
     def _status_error(self, status: int, text: str, headers: httpx.Headers) -> ModelError:
         """An HTTP error answer, worded as the openai SDK words it for litellm."""
