@@ -1,6 +1,6 @@
 """Many concurrent paced streams through one gateway process, against the limits it cannot beat.
 
-    .venv/bin/python -m bench.concurrency                  # about five minutes
+    .venv/bin/python -m bench.concurrency                  # about seven minutes
     .venv/bin/python -m bench.concurrency --levels 10,50 --rates 20 --seconds 3   # a quick look
 
 Every party is its own process, so readers never share an interpreter with what they measure:
