@@ -48,6 +48,7 @@ class DirectModel:
     litellm_model: str
     fallback: LiteLLMModel
     _client: httpx.AsyncClient | None = field(default=None, repr=False)
+    _names: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -69,8 +70,18 @@ class DirectModel:
             self._client = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+        name = self.model
+        if request.model and request.model != self.litellm_model:
+            # A run that picked another allowed model (`GATEWAY_MODELS`): direct too if it is
+            # served by the same upstream, else litellm's path for that model.
+            found = self._upstream_name(request.model)
+            if found is None:
+                async for delta in self.fallback.stream(request):
+                    yield delta
+                return
+            name = found
         body: dict[str, Any] = {
-            "model": self.model,
+            "model": name,
             "messages": request.messages,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -111,6 +122,20 @@ class DirectModel:
                        task: str | None = None) -> str:
         """Non-streamed calls are rare and not on the token path: litellm's, unchanged."""
         return await self.fallback.complete(messages, max_tokens, task)
+
+    def _upstream_name(self, model: str) -> str | None:
+        """The upstream's name for `model` if litellm resolves it to this same upstream."""
+        if model not in self._names:
+            import litellm
+
+            try:
+                name, provider, _, base = litellm.get_llm_provider(
+                    model, api_base=self.fallback.api_base, api_key=self.api_key)
+            except Exception:
+                name, provider, base = "", "", None
+            same = provider == self.provider and (base or self.api_base) == self.api_base
+            self._names[model] = name if same else None
+        return self._names[model]
 
     def _status_error(self, status: int, text: str, headers: httpx.Headers) -> ModelError:
         """An HTTP error answer, worded as the openai SDK words it for litellm."""

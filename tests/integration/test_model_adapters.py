@@ -220,6 +220,19 @@ async def test_stopping_the_stream_closes_the_upstream_at_once(
     assert scripted_model.disconnects[-1][0] - stopped < 2.0
 
 
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_run_may_name_another_model_of_the_same_upstream(
+        scripted_model: ScriptedModel, adapter: str):
+    model = model_adapter("openai/scripted", scripted_model.base_url, KEY, adapter)
+    scripted_model.enqueue([{"content": "From the large one."}])
+    request = ModelRequest(messages=[{"role": "user", "content": "hi"}],
+                           model="openai/scripted-large")
+    deltas = [delta async for delta in model.stream(request)]
+
+    assert TextDelta("From the large one.") in deltas
+    assert scripted_model.requests[-1]["model"] == "scripted-large"
+
+
 def test_auto_picks_direct_only_for_openai_compatible_providers(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("GROQ_API_KEY", "gsk-from-env")
     local = model_adapter("openai/llama3", "http://127.0.0.1:11434/v1", None)
