@@ -18,6 +18,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from .api import assist, audio, components, docs, oauth, playground, runs, threads
+from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
@@ -27,6 +28,9 @@ from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
+from .observability.logs import RequestIdMiddleware
+from .observability.metrics import MeteredModel, metrics_endpoint
+from .observability.ready import ready
 from .runs.manager import RunManager
 from .runs.supervisor import RunSupervisor
 from .store.db import create_engine, migrate
@@ -78,17 +82,23 @@ async def health(_: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+# Outside the server-error handler, in this order: CORS, then the request id (so the 500 of an
+# unexpected error carries both, and its log line names the request).
+OUTERMOST = (CORSMiddleware, RequestIdMiddleware)
+
+
 class CorsOutermost(Starlette):
     """Starlette with its CORS middleware moved outside the server-error handler.
 
     Starlette nests user middleware inside `ServerErrorMiddleware`, which writes the 500
     problem+json of an unexpected error; that response would leave without CORS headers, and a
     browser app would see a bare network failure ("Connection error.") instead of the problem.
+    The request id middleware moves out with it, for the same reason.
     """
 
     def build_middleware_stack(self) -> ASGIApp:
-        cors = [m for m in self.user_middleware if m.cls is CORSMiddleware]
-        self.user_middleware = [m for m in self.user_middleware if m.cls is not CORSMiddleware]
+        cors = [m for m in self.user_middleware if m.cls in OUTERMOST]
+        self.user_middleware = [m for m in self.user_middleware if m.cls not in OUTERMOST]
         app = super().build_middleware_stack()
         for middleware in reversed(cors):
             app = middleware.cls(app, *middleware.args, **middleware.kwargs)
@@ -102,9 +112,10 @@ def create_app(settings: Settings) -> Starlette:
         engine = create_engine(settings.database_url)
         await migrate(engine)
         store = Store(engine)
-        model = model_adapter(settings.model, settings.model_api_base,
-                              settings.model_api_key.get_secret_value()
-                              if settings.model_api_key else None, settings.model_adapter)
+        adapter = model_adapter(settings.model, settings.model_api_base,
+                                settings.model_api_key.get_secret_value()
+                                if settings.model_api_key else None, settings.model_adapter)
+        model = MeteredModel(adapter)
         stack = contextlib.AsyncExitStack()
         server_tools = await open_server_tools(settings, stack)
         manager = RunManager(store, model, max_steps=settings.max_steps,
@@ -150,17 +161,22 @@ def create_app(settings: Settings) -> Starlette:
                 lag_monitor.cancel()
             await manager.shutdown()
             await stack.aclose()
-            if isinstance(model, DirectModel):
-                await model.aclose()
+            if isinstance(adapter, DirectModel):
+                await adapter.aclose()
             await engine.dispose()
 
     return CorsOutermost(
-        routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes,
-                *assist.routes, *components.routes, *oauth.routes, *audio.routes,
+        routes=[Route("/health", health, methods=["GET"]),
+                Route("/ready", ready, methods=["GET"]),
+                Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
+                *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
-                               expose_headers=["X-Run-Id", "X-Thread-Id", "ETag"], max_age=600)],
+                               expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
+                                               "X-Request-Id", "Retry-After"], max_age=600),
+                    Middleware(RequestIdMiddleware),
+                    Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)],
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 import sys
+from types import FrameType
 
 from .config import Settings, SettingsError, load_settings
 
@@ -48,12 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(level_name: str) -> None:
-    """One level for the gateway's loggers (and the root), so `--log-level` means what it says."""
+def configure_logging(level_name: str, log_format: str = "auto") -> None:
+    """One level for the gateway's loggers (and the root), so `--log-level` means what it says;
+    one handler on the root (JSON or text, `GATEWAY_LOG_FORMAT`) that uvicorn's loggers share."""
+    from .observability.logs import configure
+
     level = logging.DEBUG if level_name == "trace" else getattr(logging, level_name.upper())
-    logging.basicConfig(level=level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(level)
+    configure(level, log_format)
     logging.getLogger("gateway").setLevel(level)
     logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
 
@@ -124,11 +126,34 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     import uvicorn
 
     from .app import create_app
+    from .shutdown import drain
 
     class Server(uvicorn.Server):
-        """Says where it listens once started: uvicorn is silent about a socket it is given."""
+        """Says where it listens once started (uvicorn is silent about a socket it is given),
+        and drains the runs on the first SIGTERM/SIGINT before letting uvicorn stop (see
+        `gateway.shutdown`); a second signal stops at once."""
+
+        draining = False
+        loop: asyncio.AbstractEventLoop | None = None
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.draining or self.loop is None or not self.started:
+                super().handle_exit(sig, frame)
+                return
+            self.draining = True
+            self.loop.call_soon_threadsafe(self._drain_then_exit, sig, frame)
+
+        def _drain_then_exit(self, sig: int, frame: FrameType | None) -> None:
+            async def run() -> None:
+                try:
+                    await drain(app.state.services.runs, settings.drain_seconds)
+                finally:
+                    super(Server, self).handle_exit(sig, frame)
+
+            self._drain_task = asyncio.ensure_future(run())
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            self.loop = asyncio.get_running_loop()
             await super().startup(sockets)
             if self.started:
                 url = f"http://{host}:{port}"
@@ -137,7 +162,9 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
-    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level=log_level,
+    app = create_app(settings)
+    # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
                             timeout_graceful_shutdown=5)
     server = Server(config)
     server.run(sockets=[sock])
@@ -147,14 +174,14 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    configure_logging(getattr(args, "log_level", "info" if args.command == "serve"
-                                                    else "warning"))
     try:
         settings = load_settings(database_url=getattr(args, "database_url", None),
                                  model=getattr(args, "model", None))
     except SettingsError as error:
         print(f"gateway: {error}", file=sys.stderr)
         return EXIT_USAGE
+    configure_logging(getattr(args, "log_level", "info" if args.command == "serve"
+                                                    else "warning"), settings.log_format)
 
     try:
         if args.command == "openapi":

@@ -111,7 +111,19 @@ class Settings(BaseSettings):
                                 "after this long.")
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
         ("*",), description="Origins allowed to call the API from a browser, comma-separated; "
-                            "`*` allows any.")
+                            "`*` allows any; an origin not listed gets no CORS headers.")
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto", description="`json`: one JSON object per log line (with `request_id` and "
+                            "`run_id`); `text`: plain lines; `auto`: text when stderr is a "
+                            "terminal, JSON otherwise.")
+    drain_seconds: float = Field(
+        20.0, ge=0, description="On SIGTERM, how long running runs may go on finishing; the "
+                                "rest then end with a retryable `RUN_ERROR` (`SERVER_SHUTDOWN`) "
+                                "and their threads are released.")
+    max_body_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest request body; a larger one is refused "
+                                            "with 413 `PAYLOAD_TOO_LARGE` as it arrives, "
+                                            "before it is read whole.")
 
     models: Annotated[tuple[str, ...], NoDecode] = Field(
         (), description="Models a run request may pick with its `model` field, comma-separated "

@@ -62,7 +62,9 @@ def validation_problem(exc: ValidationError) -> JSONResponse:
 
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return problem(exc.status, exc.code, exc.detail, **exc.extra)
+    response = problem(exc.status, exc.code, exc.detail, **exc.extra)
+    response.headers.update(getattr(exc, "headers", None) or {})  # e.g. Retry-After
+    return response
 
 
 async def component_state_error_handler(_: Request, exc: Exception) -> JSONResponse:

@@ -84,6 +84,9 @@ HTML = "<!doctype html><html lang=\"en\">...</html>"
 # beta path share their v1 twin's examples.
 EXAMPLES: dict[str, dict[str, Any]] = {
     "health": {"response": {"status": "ok"}},
+    "ready": {"response": {"status": "ready", "checks": {"database": "ok"}}},
+    "metrics": {"response": "# HELP gateway_active_runs Runs executing in this process.\n"
+                            "# TYPE gateway_active_runs gauge\ngateway_active_runs 1.0\n"},
     "openapi": {"response": {"openapi": "3.1.0",
                              "info": {"title": "Gateway API", "version": "0.1.0"},
                              "paths": {"/health": {"get": {"operationId": "health"}}}}},

@@ -70,7 +70,8 @@ CODES: dict[str, ErrorCode] = {
     "STATE_UPDATE_CONFLICT": ErrorCode(409, "The component state is contended; retry."),
     "REVISION_MISMATCH": ErrorCode(412, "`If-Match` names a revision that is not the current "
                                         "one."),
-    "PAYLOAD_TOO_LARGE": ErrorCode(413, "The request body is larger than 10 MiB."),
+    "PAYLOAD_TOO_LARGE": ErrorCode(413, "The request body is larger than "
+                                        "`GATEWAY_MAX_BODY_BYTES` (default 10 MiB)."),
     "ATTACHMENT_TOO_LARGE": ErrorCode(413, "An attachment is larger than "
                                            "`GATEWAY_MAX_ATTACHMENT_BYTES`."),
     "IDEMPOTENCY_KEY_REUSED": ErrorCode(422, "This Idempotency-Key was already used with a "
@@ -89,6 +90,11 @@ CODES: dict[str, ErrorCode] = {
                                                "credentials."),
     "LLM_TIMEOUT": ErrorCode(502, "The model provider did not answer in time."),
     "LLM_CONTEXT_WINDOW_EXCEEDED": ErrorCode(502, "The thread is too long for the model."),
+    "LLM_UNREACHABLE": ErrorCode(502, "The gateway cannot connect to the model provider "
+                                      "(connection refused, unknown host, connect timeout)."),
+    "DATABASE_UNAVAILABLE": ErrorCode(503, "`GET /ready`: the database does not answer."),
+    "SHUTTING_DOWN": ErrorCode(503, "The gateway is shutting down and starts no new run; retry "
+                                    "after `Retry-After` seconds (another process may take it)."),
 
 }
 
@@ -177,7 +183,8 @@ EVENT_CURSOR = {"type": "string", "pattern": "^[0-9]{0,18}$"}
 STREAM_HEADERS = {"X-Run-Id": "The run's id.", "X-Thread-Id": "The thread's id."}
 RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "IDEMPOTENCY_KEY_IN_USE", "IDEMPOTENCY_KEY_REUSED", "MODEL_NOT_ALLOWED",
-              "INVALID_ATTACHMENT", "UNSUPPORTED_ATTACHMENT", "ATTACHMENT_TOO_LARGE")
+              "INVALID_ATTACHMENT", "UNSUPPORTED_ATTACHMENT", "ATTACHMENT_TOO_LARGE",
+              "SHUTTING_DOWN")
 RUN_STREAM = (
     "The run as Server-Sent Events in the Tambo dialect of AG-UI: each message is an `id:` line "
     "(the event's position in the run, for `Last-Event-ID`) and a `data:` line holding one "
@@ -187,7 +194,8 @@ RUN_STREAM = (
 
 
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
-                "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED")
+                "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
+                "LLM_UNREACHABLE")
 # Some helpers are served on the beta path (where `@tambo-ai/react` and `TamboClient` call them)
 # and on the v1 path: (path prefix, operationId suffix, summary note).
 BETA_AND_V1 = (("/v1/threads", "", ""),
@@ -199,6 +207,11 @@ COMPONENT_STATE = "/v1/threads/{thread_id}/components/{component_id}/state"
 OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/health", "health", "Liveness check", "meta", public=True,
               result=dict[str, str]),
+    Operation("GET", "/ready", "ready", "Readiness check: the database answers and the "
+              "process is not shutting down", "meta", public=True, result=dict[str, Any],
+              errors=("DATABASE_UNAVAILABLE", "SHUTTING_DOWN")),
+    Operation("GET", "/metrics", "metrics", "Prometheus metrics (text exposition format)",
+              "meta", public=True, result=str, media_type="text/plain"),
     Operation("GET", "/openapi.json", "openapi", "This OpenAPI document", "meta", public=True,
               result=dict[str, Any]),
     Operation("GET", "/", "playground", "The playground: try the API in a browser (offline "

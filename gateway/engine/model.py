@@ -6,12 +6,16 @@ without closing it leaves the upstream generating (and billing) until garbage co
 
 from __future__ import annotations
 
+import logging
 import re
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -56,7 +60,7 @@ class LiteLLMModel:
         try:
             stream = await litellm.acompletion(**params)
         except Exception as exc:
-            raise classify(exc, self.api_key) from None
+            raise self.failed(exc) from None
         try:
             async for chunk in stream:
                 for delta in _deltas(chunk):
@@ -64,7 +68,7 @@ class LiteLLMModel:
         except ModelError:
             raise
         except Exception as exc:
-            raise classify(exc, self.api_key) from None
+            raise self.failed(exc) from None
         finally:
             await stream.aclose()
 
@@ -90,8 +94,21 @@ class LiteLLMModel:
         try:
             response = await litellm.acompletion(**params)
         except Exception as exc:
-            raise classify(exc, self.api_key) from None
+            raise self.failed(exc) from None
         return response.choices[0].message.content or ""
+
+    def failed(self, exc: BaseException) -> ModelError:
+        """Classify a failed call and log it once, with its cause, for the operator: the
+        client's RUN_ERROR says only what it may act on, so the why must be in the log."""
+        error = classify(exc, self.api_key, self.api_base)
+        level = logging.ERROR if error.code in _OPERATOR_CODES else logging.WARNING
+        log.log(level, "model call failed: %s (model %s, status %s): %s", error.code,
+                self.model, error.status, cause_of(exc, self.api_key, self.api_base))
+        return error
+
+
+# Codes only the operator can fix (a wrong URL or key); the others come and go.
+_OPERATOR_CODES = {"LLM_UNREACHABLE", "LLM_AUTHENTICATION_ERROR"}
 
 
 def _deltas(chunk: Any) -> list[Delta]:
@@ -132,10 +149,76 @@ def scrub(message: str, api_key: str | None) -> str:
     return message[:500] or "The AI provider returned an error"
 
 
-def classify(exc: BaseException, api_key: str | None = None) -> ModelError:
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and everything it wraps (litellm keeps the transport's error inside)."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in found):
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _unreachable(exc: BaseException) -> BaseException | None:
+    """The transport error that says no connection was made, if that is why the call failed.
+
+    litellm reports a refused connection as a 500 InternalServerError; only the exception
+    chain tells it apart from a provider that answered with a 5xx.
+    """
+    import httpx
+
+    kinds: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror,
+                                              httpx.ConnectError, httpx.ConnectTimeout)
+    try:
+        import aiohttp
+
+        kinds += (aiohttp.ClientConnectorError,)
+    except ImportError:  # pragma: no cover - litellm's default transport needs it
+        pass
+    chain = _chain(exc)
+    hits = [e for e in chain if isinstance(e, kinds)]
+    return hits[-1] if hits else None
+
+
+def _address(api_base: str | None, exc: BaseException) -> str:
+    """host:port of the upstream the call was meant for."""
+    from urllib.parse import urlsplit
+
+    if api_base:
+        parts = urlsplit(api_base)
+        if parts.hostname:
+            return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+    for link in _chain(exc):  # aiohttp's connector error knows where it tried
+        host, link_port = getattr(link, "host", None), getattr(link, "port", None)
+        if isinstance(host, str) and link_port:
+            return f"{host}:{link_port}"
+    return "the provider's default endpoint"
+
+
+def cause_of(exc: BaseException, api_key: str | None = None,
+             api_base: str | None = None) -> str:
+    """One line for the log: where the call went and the innermost reason, secrets removed."""
+    inner = _unreachable(exc)
+    if inner is not None:
+        if isinstance(inner, socket.gaierror) or "Name or service" in str(inner):
+            reason = "name resolution failed"
+        elif isinstance(inner, ConnectionRefusedError) or "refused" in str(inner).lower() \
+                or "Connect call failed" in str(inner):
+            reason = "connection refused"
+        else:
+            reason = "cannot connect"
+        return f"{reason} to {_address(api_base, exc)}: {scrub(str(inner), api_key)}"
+    return scrub(str(exc), api_key)
+
+
+def classify(exc: BaseException, api_key: str | None = None,
+             api_base: str | None = None) -> ModelError:
     """Map a litellm exception to the codes the Tambo clients read from `RUN_ERROR`."""
     import litellm
 
+    if _unreachable(exc) is not None:
+        return ModelError("LLM_UNREACHABLE", "The gateway cannot reach the AI provider",
+                          "server_error", True, 502)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     if isinstance(exc, litellm.ContextWindowExceededError):

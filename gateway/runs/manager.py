@@ -25,6 +25,7 @@ from typing import Any
 from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, RunInput, ServerToolSpec, run_agent
+from ..observability import logs, metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
@@ -98,6 +99,8 @@ class RunManager:
         # Component state updates from the API and from server tools (`run_components()`).
         self.components = ComponentStates(store, self)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
+        # Set while the process drains for shutdown: makes the error a new run is refused with.
+        self.refusal: Callable[[], Exception] | None = None
         self.active: dict[str, ActiveRun] = {}
         # Log flushes of all runs share transactions (see `log_writer`).
         self.log_writer = LogWriter(store)
@@ -108,6 +111,7 @@ class RunManager:
     async def start(self, project_id: str, thread: ThreadRow, request: RunRequest,
                     idempotency_key: str | None = None) -> StartedRun:
         """Start a run on the thread, or attach to the run `idempotency_key` already started."""
+        self._refuse_if_closed()
         for _ in range(START_ATTEMPTS):
             if idempotency_key:
                 existing = await self.store.find_run_by_idempotency_key(thread.id, idempotency_key)
@@ -152,6 +156,7 @@ class RunManager:
                                idempotency_key: str | None = None) -> StartedRun:
         """Create a thread and start a run on it; with `idempotency_key`, a retry gets the
         thread and run the first request created, not a second thread."""
+        self._refuse_if_closed()
         if not idempotency_key:
             return await self.start_on(project_id, await create_thread(), request)
         return await start_new_thread_once(self, project_id, create_thread, request, user_key,
@@ -167,12 +172,21 @@ class RunManager:
             await self.store.delete_thread(thread.id)
             raise
 
+    def _refuse_if_closed(self) -> None:
+        """While the process drains for shutdown, no new run starts here (see `shutdown`)."""
+        if self.refusal is not None:
+            error = self.refusal()
+            metrics.REFUSALS.labels(getattr(error, "code", "REFUSED")).inc()
+            raise error
+
     def _lease_ms(self) -> int:
         return int(self.lease_seconds * 1000)
 
     def _launch(self, run: RunRow) -> None:
         active = ActiveRun(row=run, live=LiveLog(run.id))
         self.active[run.id] = active
+        metrics.RUNS_STARTED.inc()
+        metrics.ACTIVE_RUNS.inc()
         active.task = asyncio.create_task(self._execute(active), name=f"run {run.id}")
 
     async def _validated_inputs(self, thread: ThreadRow, request: RunRequest, run_id: str,
@@ -218,6 +232,7 @@ class RunManager:
         snapshot = run.request or {}
         schemas = {c["name"]: c.get("stateSchema") for c in snapshot.get("availableComponents", [])
                    if c.get("stateSchema")}
+        logs.run_id.set(run.id)  # this task's context: every line it logs names the run
         recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas,
                                writer=self.log_writer)
         active.recorder = recorder
@@ -302,7 +317,10 @@ class RunManager:
                                                pending=pending, error=error, owner=self.owner,
                                                frames=entries)
 
-        if not await recorder.finish(frames, commit):
+        committed = await recorder.finish(frames, commit)
+        metrics.RUNS_ENDED.labels(status if committed else "lost",
+                                  (error or {}).get("code", "")).inc()
+        if not committed:
             log.warning("run %s was ended by another process (lease lost) before it could "
                         "finish as %s", run.id, status)
             recorder.show(lost_frame())
@@ -311,6 +329,7 @@ class RunManager:
         try:
             await recorder.close()
         finally:
+            metrics.ACTIVE_RUNS.dec()
             active.done.set()
             if active.unattended is not None:
                 active.unattended.cancel()
@@ -390,12 +409,14 @@ class RunManager:
 
         Leaving before the end is a disconnect: the run goes on, and its policy decides
         whether it is cancelled later (`disconnect`)."""
+        metrics.ACTIVE_SUBSCRIBERS.inc()
         try:
             async with contextlib.aclosing(follow(self.live_log(run_id), self.store,
                                                   run_id)) as source:
                 async for entry in source:
                     yield entry
         finally:
+            metrics.ACTIVE_SUBSCRIBERS.dec()
             self._departed(run_id)
 
     def _departed(self, run_id: str) -> None:

@@ -1,0 +1,1 @@
+"""What an operator sees of a running gateway: Prometheus metrics and structured logs."""

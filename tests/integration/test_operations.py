@@ -1,0 +1,191 @@
+"""What an operator relies on, seen from outside a real gateway process: Prometheus metrics,
+JSON logs with request and run ids, `/ready`, the CORS allow-list, the body size limit, and a
+model that cannot be reached reported as such (to the client and, once, in the log)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import scripted_env
+from tests.support.gateway_server import USER, GatewayServer, free_port
+from tests.support.run_stream import message, open_stream, read_until, slow_text, slow_turn, texts
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events, text_of
+
+ALLOWED = "http://app.example"
+BODY_LIMIT = 4096
+SECRET = "sk-test-secret-key-1234"  # scripted_env's model API key
+
+
+def http(server: GatewayServer, **headers: str) -> httpx.Client:
+    return httpx.Client(base_url=server.url, event_hooks=USER, timeout=30,
+                        headers={"x-api-key": "test-key", **headers})
+
+
+@pytest.fixture(scope="module")
+def ops(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[GatewayServer]:
+    server = GatewayServer(tmp_path_factory.mktemp("ops"), scripted_env(
+        scripted_model, GATEWAY_LOG_FORMAT="json", GATEWAY_CORS_ORIGINS=ALLOWED,
+        GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT)))
+    server.start()
+    yield server
+    server.stop()
+
+
+def scrape(client: httpx.Client) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of `/metrics` by name and labels."""
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(response.text)
+            for s in family.samples}
+
+
+def json_lines(server: GatewayServer) -> list[dict]:
+    """The process's log: every line must be one JSON object."""
+    return [json.loads(line) for line in server.log_path.read_text().splitlines() if line.strip()]
+
+
+def test_metrics_count_a_run_its_tokens_and_time_to_first_token(
+        ops: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue(slow_turn(30, 0.05))
+    with http(ops) as client:
+        before = scrape(client)
+        with open_stream(client, "POST", "/v1/threads/runs",
+                         json={"message": message("count")}) as (_, events):
+            seen = read_until(events, lambda seen: texts(seen) >= 5)
+            during = scrape(client)
+            seen += list(events)
+        assert text_of(seen) == slow_text(30)
+        after = scrape(client)
+
+    assert during[("gateway_active_runs", ())] >= 1
+    assert during[("gateway_active_subscribers", ())] >= 1
+    assert during[("gateway_runs_started_total", ())] == before[("gateway_runs_started_total", ())] + 1
+    ended = ("gateway_runs_ended_total", (("code", ""), ("status", "completed")))
+    assert after[ended] == before.get(ended, 0) + 1
+    assert after[("gateway_tokens_streamed_total", ())] >= before[
+        ("gateway_tokens_streamed_total", ())] + 30
+    ttft = ("gateway_time_to_first_token_seconds_count", ())
+    assert after[ttft] == before[ttft] + 1
+    assert after[("gateway_active_runs", ())] == 0
+
+
+def test_json_logs_carry_the_request_id_and_the_run_id(
+        ops: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"error": 500, "message": "upstream exploded"}])
+    with http(ops, **{"X-Request-Id": "req-ops-42"}) as client:
+        with open_stream(client, "POST", "/v1/threads/runs",
+                         json={"message": message("fail")}) as (response, events):
+            assert response.headers["x-request-id"] == "req-ops-42"
+            seen = list(events)
+        generated = client.get("/health", headers={"X-Request-Id": "bad id\twith spaces"})
+    run_id = seen[0].data["runId"]
+    assert [e.type for e in seen if e.type == "RUN_ERROR"] == ["RUN_ERROR"]
+    assert seen[-1].data["code"] == "LLM_SERVER_ERROR"
+    # An id that is not a plain token is replaced, not echoed.
+    assert generated.headers["x-request-id"] != "bad id\twith spaces"
+    assert len(generated.headers["x-request-id"]) == 32
+
+    lines = json_lines(ops)
+    failures = [line for line in lines if line.get("run_id") == run_id]
+    assert len([f for f in failures if "model call failed" in f["message"]]) == 1
+    failure = next(f for f in failures if "model call failed" in f["message"])
+    assert failure["request_id"] == "req-ops-42"
+    assert failure["level"] in ("WARNING", "ERROR")
+    assert "LLM_SERVER_ERROR" in failure["message"] and "upstream exploded" in failure["message"]
+    assert {"time", "logger"} <= set(failure)
+
+
+def test_ready_checks_the_database_and_health_stays_liveness(ops: GatewayServer):
+    with http(ops) as client:
+        ready = client.get("/ready")
+        assert ready.status_code == 200
+        assert ready.json() == {"status": "ready", "checks": {"database": "ok"}}
+        assert client.get("/health").json() == {"status": "ok"}
+
+
+def test_cors_allow_list(ops: GatewayServer):
+    with http(ops) as client:
+        allowed = client.get("/health", headers={"Origin": ALLOWED})
+        other = client.get("/health", headers={"Origin": "http://evil.example"})
+        preflight = {"Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": "content-type,x-api-key"}
+        allowed_pre = client.options("/v1/threads/runs", headers={"Origin": ALLOWED, **preflight})
+        other_pre = client.options("/v1/threads/runs",
+                                   headers={"Origin": "http://evil.example", **preflight})
+    assert allowed.headers["access-control-allow-origin"] == ALLOWED
+    assert "access-control-allow-origin" not in other.headers
+    assert allowed_pre.status_code == 200
+    assert allowed_pre.headers["access-control-allow-origin"] == ALLOWED
+    assert other_pre.status_code == 400
+    assert "access-control-allow-origin" not in other_pre.headers
+
+
+def _assert_too_large(response: httpx.Response) -> None:
+    assert response.status_code == 413
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_body_over_the_limit_by_content_length(ops: GatewayServer):
+    body = json.dumps({"message": message("x" * BODY_LIMIT)})
+    with http(ops) as client:
+        threads_before = client.get("/v1/threads").json()
+        _assert_too_large(client.post("/v1/threads/runs", content=body,
+                                      headers={"content-type": "application/json"}))
+        assert client.get("/v1/threads").json() == threads_before
+
+
+def test_chunked_body_over_the_limit_is_refused_while_it_arrives(ops: GatewayServer):
+    def chunks() -> Iterator[bytes]:
+        yield b'{"message": {"role": "user", "content": [{"type": "text", "text": "'
+        for _ in range(64):  # 64 KiB in all, far over the 4 KiB limit
+            yield b"y" * 1024
+        yield b'"}]}}'
+
+    with http(ops) as client:
+        response = client.post("/v1/threads/runs", content=chunks(),
+                               headers={"content-type": "application/json"})
+        _assert_too_large(response)
+        assert "content-length" not in response.request.headers
+        # A body under the limit still goes through.
+        small = run_events(client, "POST", "/v1/threads/runs", json={"message": message("hi")})
+        assert small[-1].type == "RUN_FINISHED"
+
+
+def test_an_unreachable_model_is_llm_unreachable_and_logged_once(
+        scripted_model: ScriptedModel, tmp_path: Path):
+    port = free_port()  # nothing listens there
+    env = scripted_env(scripted_model, GATEWAY_LOG_FORMAT="json",
+                       GATEWAY_MODEL_API_BASE=f"http://127.0.0.1:{port}/v1")
+    server = GatewayServer(tmp_path, env).start()
+    try:
+        with http(server) as client:
+            events = run_events(client, "POST", "/v1/threads/runs",
+                                json={"message": message("anyone there?")})
+            metrics = scrape(client)
+    finally:
+        server.stop()
+    errors = [e for e in events if e.type == "RUN_ERROR"]
+    assert len(errors) == 1 and events[-1] is errors[0]
+    assert errors[0].data["code"] == "LLM_UNREACHABLE"
+    assert errors[0].data["isRetryable"] is True
+    run_id = events[0].data["runId"]
+
+    log = server.log_path.read_text()
+    assert SECRET not in log
+    failures = [line for line in json_lines(server) if "model call failed" in line["message"]]
+    assert len(failures) == 1
+    assert failures[0]["run_id"] == run_id
+    assert f"127.0.0.1:{port}" in failures[0]["message"]
+    assert "connection refused" in failures[0]["message"]
+    assert metrics[("gateway_model_errors_total", (("code", "LLM_UNREACHABLE"),))] == 1
