@@ -135,6 +135,7 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
         draining = False
         loop: asyncio.AbstractEventLoop | None = None
+        drain_task: asyncio.Future[None] | None = None  # held so it is not collected
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             if self.draining or self.loop is None or not self.started:
@@ -150,7 +151,7 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
                 finally:
                     super(Server, self).handle_exit(sig, frame)
 
-            self._drain_task = asyncio.ensure_future(run())
+            self.drain_task = asyncio.ensure_future(run())
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             self.loop = asyncio.get_running_loop()

@@ -39,14 +39,14 @@ async def drain(manager: RunManager, seconds: float) -> None:
     manager.refusal = ShuttingDown
     running = [a.done for a in manager.active.values()]
     if running:
-        log.info("shutting down: waiting up to %.0f s for %d running run(s)", seconds,
+        log.info("shutting down: waiting up to %g s for %d running run(s)", seconds,
                  len(running))
         waiting = [asyncio.ensure_future(done.wait()) for done in running]
         _, pending = await asyncio.wait(waiting, timeout=seconds)
         for future in pending:
             future.cancel()
     if manager.active:
-        log.warning("shutting down: ending %d run(s) still running after %.0f s with a "
+        log.warning("shutting down: ending %d run(s) still running after %g s with a "
                     "retryable error", len(manager.active), seconds)
         await manager.shutdown()
         await asyncio.sleep(FLUSH_SECONDS)
