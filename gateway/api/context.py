@@ -24,7 +24,6 @@ from .identity import (
     looks_like_jwt,
 )
 
-MAX_BODY_BYTES = 10 * 1024 * 1024
 INTEGER = re.compile(r"-?[0-9]+")
 
 
@@ -159,8 +158,9 @@ def body_user_key(*candidates: str | None) -> str | None:
 async def json_body(request: Request, model: type[BaseModel]) -> Any:
     """Parse and validate a JSON body; any problem is a 400 with a stable code."""
     raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise ApiError(413, "PAYLOAD_TOO_LARGE", "The request body is larger than 10 MiB")
+    limit = services(request).settings.max_body_bytes  # enforced as it arrives: body_limit
+    if len(raw) > limit:
+        raise ApiError(413, "PAYLOAD_TOO_LARGE", f"The request body is larger than {limit} bytes")
     if not raw.strip():
         raise ApiError(400, "VALIDATION_ERROR", "The request body must be a JSON object")
     try:
