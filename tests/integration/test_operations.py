@@ -5,6 +5,12 @@ model that cannot be reached reported as such (to the client and, once, in the l
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +195,31 @@ def test_an_unreachable_model_is_llm_unreachable_and_logged_once(
     assert f"127.0.0.1:{port}" in failures[0]["message"]
     assert "connection refused" in failures[0]["message"]
     assert metrics[("gateway_model_errors_total", (("code", "LLM_UNREACHABLE"),))] == 1
+
+
+def test_logs_are_plain_text_in_a_terminal(tmp_path: Path):
+    """`auto` (the default) writes text when stderr is a terminal: a person is reading it."""
+    port = free_port()
+    primary, secondary = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env["GATEWAY_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=secondary)
+    os.close(secondary)
+    output = b""
+    try:
+        deadline = time.monotonic() + 90
+        while b"listening on" not in output and time.monotonic() < deadline:
+            ready, _, _ = select.select([primary], [], [], 1)
+            if ready:
+                output += os.read(primary, 65536)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        os.close(primary)
+    lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
+    listening = next(line for line in lines if "listening on" in line)
+    assert f"INFO gateway: listening on http://127.0.0.1:{port}" in listening
+    assert not any(line.lstrip().startswith("{") for line in lines)

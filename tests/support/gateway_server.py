@@ -32,6 +32,8 @@ class GatewayServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.env = {
             "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}",
+            # `stop()` is a SIGTERM: runs left going by a test get a short drain, not 20 s.
+            "GATEWAY_DRAIN_SECONDS": "3",
             **(env or {}),
         }
         self.port = free_port()
