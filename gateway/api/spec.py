@@ -90,9 +90,10 @@ CODES: dict[str, ErrorCode] = {
                                                "credentials."),
     "LLM_TIMEOUT": ErrorCode(502, "The model provider did not answer in time."),
     "LLM_CONTEXT_WINDOW_EXCEEDED": ErrorCode(502, "The thread is too long for the model."),
+    "DATABASE_UNAVAILABLE": ErrorCode(503, "The gateway cannot reach its database for a moment "
+                                           "(a restart, a network blip); retry shortly."),
     "LLM_UNREACHABLE": ErrorCode(502, "The gateway cannot connect to the model provider "
                                       "(connection refused, unknown host, connect timeout)."),
-    "DATABASE_UNAVAILABLE": ErrorCode(503, "`GET /ready`: the database does not answer."),
     "SHUTTING_DOWN": ErrorCode(503, "The gateway is shutting down and starts no new run; retry "
                                     "after `Retry-After` seconds (another process may take it)."),
 

@@ -6,6 +6,7 @@ one counter increment; labels are bounded sets (run status, error code), never i
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -52,13 +53,16 @@ class MeteredModel:
         started = time.perf_counter()
         first = True
         try:
-            async for delta in self._model.stream(request):
-                if isinstance(delta, _CONTENT):
-                    TOKENS_STREAMED.inc()
-                    if first:
-                        first = False
-                        TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - started)
-                yield delta
+            # aclosing: when the run stops reading (cancel), the adapter's own `finally` must
+            # close the upstream now, not when the garbage collector finds the generator.
+            async with contextlib.aclosing(self._model.stream(request)) as deltas:
+                async for delta in deltas:
+                    if isinstance(delta, _CONTENT):
+                        TOKENS_STREAMED.inc()
+                        if first:
+                            first = False
+                            TIME_TO_FIRST_TOKEN.observe(time.perf_counter() - started)
+                    yield delta
         except ModelError as error:
             MODEL_ERRORS.labels(error.code).inc()
             raise
