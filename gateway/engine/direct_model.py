@@ -9,7 +9,8 @@ calls (`complete`).
 
 To a client the two paths are indistinguishable: the same deltas (`_deltas` mirrors
 `model._deltas` on plain JSON), and errors go through litellm's own exception mapping and then
-`model.classify`, so codes, messages and key scrubbing are those of the litellm path.
+`LiteLLMModel.failed` (classified, and logged once), so codes, messages and key scrubbing are
+those of the litellm path.
 
 Cancelling or closing the stream closes the upstream connection at once (the response is
 closed in a `finally`); an abandoned connection is never returned to the pool.
@@ -25,7 +26,7 @@ import httpx
 import orjson
 
 from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
-from .model import LiteLLMModel, ModelRequest, classify
+from .model import LiteLLMModel, ModelRequest
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
 # own deadline is the caller's business).
@@ -113,10 +114,10 @@ class DirectModel:
         except ModelError:
             raise
         except httpx.TimeoutException as exc:
-            raise self._mapped(_timeout(exc, self.litellm_model, self.provider)) from None
+            raise self._mapped(_timeout(exc, self.litellm_model, self.provider), exc) from None
         except (httpx.HTTPError, orjson.JSONDecodeError) as exc:
             # A refused or cut connection, or a garbled stream: litellm reports these as a 500.
-            raise self._mapped(_openai_error(500, str(exc))) from None
+            raise self._mapped(_openai_error(500, str(exc)), exc) from None
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
                        task: str | None = None) -> str:
@@ -156,8 +157,9 @@ class DirectModel:
         return self._mapped(_openai_error(status if isinstance(status, int) else 500,
                                           str(message or "An error occurred during streaming")))
 
-    def _mapped(self, error: Exception) -> ModelError:
-        """Through litellm's own exception mapping, then the gateway's classification."""
+    def _mapped(self, error: Exception, transport: Exception | None = None) -> ModelError:
+        """Through litellm's own exception mapping, then the gateway's classification (which
+        also logs the failure, with `transport`: the connection error, if that was the cause)."""
         from litellm.litellm_core_utils.exception_mapping_utils import exception_type
 
         try:
@@ -165,7 +167,7 @@ class DirectModel:
                                     custom_llm_provider=self.provider)
         except Exception as exc:  # exception_type raises the mapped exception
             mapped = exc
-        return classify(mapped, self.api_key)
+        return self.fallback.failed(mapped, transport)
 
 
 async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:

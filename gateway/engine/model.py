@@ -97,9 +97,14 @@ class LiteLLMModel:
             raise self.failed(exc) from None
         return response.choices[0].message.content or ""
 
-    def failed(self, exc: BaseException) -> ModelError:
+    def failed(self, exc: BaseException, transport: BaseException | None = None) -> ModelError:
         """Classify a failed call and log it once, with its cause, for the operator: the
-        client's RUN_ERROR says only what it may act on, so the why must be in the log."""
+        client's RUN_ERROR says only what it may act on, so the why must be in the log.
+
+        `transport` is the connection-level error when `exc` was rebuilt from it (the direct
+        adapter words its errors as litellm's), so an unreachable upstream is still seen."""
+        if transport is not None and _unreachable(transport) is not None:
+            exc = transport
         error = classify(exc, self.api_key, self.api_base)
         level = logging.ERROR if error.code in _OPERATOR_CODES else logging.WARNING
         log.log(level, "model call failed: %s (model %s, status %s): %s", error.code,
