@@ -449,11 +449,10 @@ def props_arguments(kb: int) -> list[str]:
 
 async def our_code_per_delta(deltas: list[Any]) -> list[int]:
     """Per model delta, nanoseconds of our code between the model adapter and the socket: Turn
-    writes frames to a LiveLog, a TamboTranslator translates each new entry, and each event is
-    stamped and serialised as `views.tambo_events` and `api.runs.event_stream` do."""
-    from gateway.api.runs import _compact
+    writes frames to a LiveLog, the Tambo dialect translates each new entry, and each event is
+    stamped and serialised as `dialects.base.positioned` and `api.runs.event_stream` do."""
     from gateway.engine.loop import Turn
-    from gateway.protocol.agui_tambo import TamboTranslator
+    from gateway.protocol.dialects.tambo import TamboDialect, encode
     from gateway.runs.log import LiveLog
 
     live = LiveLog("bench")
@@ -462,14 +461,14 @@ async def our_code_per_delta(deltas: list[Any]) -> list[int]:
         async def emit(self, frame: dict[str, Any]) -> None:
             live.append(frame)
 
-    turn, translator = Turn(Sink(), {"Note"}, set(), set()), TamboTranslator()
+    turn, translator = Turn(Sink(), {"Note"}, set(), set()), TamboDialect()
     seen, samples = 0, []
     for delta in deltas:
         started = time.perf_counter_ns()
         await turn.feed(delta)
         for entry in live.entries[seen:]:
             for event in translator.feed(entry.frame):
-                _compact({**event, "timestamp": entry.ts})
+                encode(translator.stamp(event, entry.ts))
         seen = len(live.entries)
         samples.append(time.perf_counter_ns() - started)
     return samples
