@@ -135,7 +135,7 @@ async def run_thread(request: Request) -> Response:
     return _started_stream(request, started)
 
 
-async def _run_in_thread(request: Request) -> RunRow:
+async def run_in_thread(request: Request) -> RunRow:
     thread = await thread_for(request)
     run_id = request.path_params["run_id"]
     run = await services(request).store.get_run(run_id)
@@ -165,7 +165,7 @@ def run_json(run: RunRow) -> dict[str, Any]:
 
 async def get_run(request: Request) -> Response:
     """Reconnect (SSE from a cursor) or, with `Accept: application/json`, the run's status."""
-    run = await _run_in_thread(request)
+    run = await run_in_thread(request)
     accept = request.headers.get("accept", "")
     if "application/json" in accept and "text/event-stream" not in accept:
         return JSONResponse(run_json(run))
@@ -198,7 +198,7 @@ async def list_runs(request: Request) -> Response:
 async def cancel_run(request: Request) -> Response:
     """Cancel a run; idempotent. A run that already ended reports how it ended (200); a run in
     another process that has not ended yet after a few seconds is still being cancelled (202)."""
-    run = await _run_in_thread(request)
+    run = await run_in_thread(request)
     final = await services(request).runs.cancel(run.id) or run
     active = final.status in ACTIVE_RUN_STATUSES
     return JSONResponse({"runId": run.id, "status": final.status, **(

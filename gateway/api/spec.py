@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 
 from ..protocol import tambo
@@ -63,6 +64,8 @@ CODES: dict[str, ErrorCode] = {
     "COMPONENT_NOT_FOUND": ErrorCode(404, "No such component in the thread."),
     "METHOD_NOT_ALLOWED": ErrorCode(405, "The path exists but not with this method; see the "
                                          "`Allow` header."),
+    "AGENT_NOT_FOUND": ErrorCode(404, "No such agent (this gateway serves `default`)."),
+    "RUN_ID_IN_USE": ErrorCode(409, "The `runId` names a run of another thread."),
     "CONCURRENT_RUN": ErrorCode(409, "A run is already active on the thread (`currentRunId`)."),
     "IDEMPOTENCY_KEY_IN_USE": ErrorCode(409, "A request with this Idempotency-Key is still being "
                                              "processed; retry later."),
@@ -120,7 +123,8 @@ class Operation:
     params: tuple[Param, ...] = ()
     status: int = 200
     result: Any = None  # the JSON body's type; None: no body
-    stream: bool = False  # a Tambo-dialect SSE stream (alternative to `result` when both)
+    stream: Literal["tambo", "agui"] | None = None  # an SSE stream in that dialect (alternative
+    # to `result` when both)
     media_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)  # response headers always sent
     other: dict[int, str] = field(default_factory=dict)  # other bodiless successes (304, ...)
@@ -281,11 +285,11 @@ OPERATIONS: tuple[Operation, ...] = (
     # runs
     Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
-              params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,
+              params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
               errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
-              params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,
+              params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
               errors=RUN_ERRORS),
     Operation("GET", "/v1/threads/{thread_id}/runs", "listRuns", "List a thread's runs",
               "runs", params=(*KEYS, limit(20, 100), CURSOR), result=tambo.RunList,
@@ -301,13 +305,52 @@ OPERATIONS: tuple[Operation, ...] = (
                             "`Last-Event-ID`); empty: from the start."),
                       Param("Last-Event-ID", "header", EVENT_CURSOR,
                             "The last event position the client has; empty: from the start.")),
-              result=tambo.Run, stream=True, errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+              result=tambo.Run, stream="tambo", errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
     Operation("DELETE", "/v1/threads/{thread_id}/runs/{run_id}", "cancelRun",
               "Cancel a run (idempotent)", "runs", params=KEYS, result=tambo.CancelResponse,
               alternates={202: "The run is executing in another process and has not ended "
                                "yet; its cancellation is under way (`cancelRequested`)."},
               errors=("RUN_NOT_FOUND",)),
 )
+
+
+AGUI_STREAM = (
+    "The run as Server-Sent Events in AG-UI 1.0: each message is an `id:` line (the event's "
+    "position in the run, for `Last-Event-ID`) and a `data:` line holding one event (schema "
+    "`AguiEvent`, `ag_ui.core.Event` of ag-ui-protocol 1.0). A pause for client tools ends "
+    "with `RUN_FINISHED` whose `outcome.pendingToolCallIds` names them; a cancelled run with "
+    "`outcome: {type: cancelled}`; components are tool calls plus `STATE_SNAPSHOT` / "
+    "`STATE_DELTA` under `/components/{componentId}`. After the stream starts, an error is "
+    "exactly one `RUN_ERROR` event and nothing after it.")
+AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"
+AGUI_OPERATIONS: tuple[Operation, ...] = (
+    Operation("POST", "/v1/agui/agents/{agent}/run", "aguiRunAgent",
+              "Run the agent for an AG-UI 1.0 client (`HttpAgent`, CopilotKit)", "agui",
+              description="Takes a `RunAgentInput`; `threadId` and `runId` become the thread's "
+                          "and the run's ids (at most 64 characters). A new thread starts with "
+                          "the messages before the last user message; an existing one takes "
+                          "the last user message and the `tool` messages or `resume` entries "
+                          "answering its pending tool calls. `forwardedProps` may carry "
+                          "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
+              body=RunAgentInput, params=KEYS, stream="agui", headers=STREAM_HEADERS,
+              errors=("AGENT_NOT_FOUND", "RUN_ID_IN_USE", *RUN_ERRORS)),
+    Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
+              description="The run's events after the cursor (`Last-Event-ID` or `after`), "
+                          "live until the run ends. " + AGUI_STREAM,
+              params=(*KEYS,
+                      Param("after", "query", EVENT_CURSOR,
+                            "Replay from after this event position (wins over "
+                            "`Last-Event-ID`); empty: from the start."),
+                      Param("Last-Event-ID", "header", EVENT_CURSOR,
+                            "The last event position the client has; empty: from the start.")),
+              stream="agui", errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+    Operation("DELETE", AGUI_RUN, "aguiCancelRun", "Cancel a run (idempotent)", "agui",
+              params=KEYS, result=tambo.CancelResponse,
+              alternates={202: "The run is executing in another process and has not ended "
+                               "yet; its cancellation is under way (`cancelRequested`)."},
+              errors=("RUN_NOT_FOUND",)),
+)
+OPERATIONS = OPERATIONS + AGUI_OPERATIONS
 
 
 def operation_keys(operations: tuple[Operation, ...] = OPERATIONS) -> set[tuple[str, str]]:

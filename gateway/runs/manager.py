@@ -106,8 +106,11 @@ class RunManager:
     # -- starting -------------------------------------------------------------------------------
 
     async def start(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                    idempotency_key: str | None = None) -> StartedRun:
-        """Start a run on the thread, or attach to the run `idempotency_key` already started."""
+                    idempotency_key: str | None = None, run_id: str | None = None) -> StartedRun:
+        """Start a run on the thread, or attach to the run `idempotency_key` already started.
+
+        `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
+        gateway makes one."""
         for _ in range(START_ATTEMPTS):
             if idempotency_key:
                 existing = await self.store.find_run_by_idempotency_key(thread.id, idempotency_key)
@@ -126,7 +129,7 @@ class RunManager:
                 raise ApiError(409, "CONCURRENT_RUN",
                                f"A run is already active on thread {thread.id}",
                                threadId=thread.id, currentRunId=current.current_run_id)
-            run_id, now = new_id("run_"), now_ms()
+            run_id, now = run_id or new_id("run_"), now_ms()
             inputs = await self._validated_inputs(current, request, run_id, now)
             run = RunRow(
                 id=run_id, thread_id=thread.id, project_id=project_id, status="queued",
@@ -158,11 +161,12 @@ class RunManager:
                                            idempotency_key)
 
     async def start_on(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                       idempotency_key: str | None = None) -> StartedRun:
+                       idempotency_key: str | None = None, run_id: str | None = None
+                       ) -> StartedRun:
         """Start the first run on a thread just created for it; if the run is refused (its
         continuation is invalid), the thread goes too: a refused request leaves nothing."""
         try:
-            return await self.start(project_id, thread, request, idempotency_key)
+            return await self.start(project_id, thread, request, idempotency_key, run_id)
         except ApiError:
             await self.store.delete_thread(thread.id)
             raise
