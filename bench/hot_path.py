@@ -447,13 +447,17 @@ def props_arguments(kb: int) -> list[str]:
     return ['{"text":"', *(f"{k:05d}" for k in range(kb * 1000 // FRAGMENT)), '"}']
 
 
-async def our_code_per_delta(deltas: list[Any]) -> list[int]:
+async def our_code_per_delta(deltas: list[Any], dialect: str = "tambo") -> list[int]:
     """Per model delta, nanoseconds of our code between the model adapter and the socket: Turn
-    writes frames to a LiveLog, the Tambo dialect translates each new entry, and each event is
-    stamped and serialised as `dialects.base.positioned` and `api.runs.event_stream` do."""
+    writes frames to a LiveLog, the dialect (`tambo` or `agui`) translates each new entry, and
+    each event is stamped and serialised as `dialects.base.positioned` and
+    `api.runs.event_stream` do."""
     from gateway.engine.loop import Turn
-    from gateway.protocol.dialects.tambo import TamboDialect, encode
+    from gateway.protocol.dialects import agui, tambo
     from gateway.runs.log import LiveLog
+
+    module = agui if dialect == "agui" else tambo
+    encode = module.encode
 
     live = LiveLog("bench")
 
@@ -461,7 +465,8 @@ async def our_code_per_delta(deltas: list[Any]) -> list[int]:
         async def emit(self, frame: dict[str, Any]) -> None:
             live.append(frame)
 
-    turn, translator = Turn(Sink(), {"Note"}, set(), set()), TamboDialect()
+    turn = Turn(Sink(), {"Note"}, set(), set())
+    translator = agui.AguiDialect() if dialect == "agui" else tambo.TamboDialect()
     seen, samples = 0, []
     for delta in deltas:
         started = time.perf_counter_ns()
@@ -522,6 +527,14 @@ async def in_process(workdir: Path, repeats: int) -> list[str]:
     texts = [TextDelta(f"t{k} ") for k in range(1, TEXT_TOKENS + 1)]
     runs = [await our_code_per_delta(texts) for _ in range(repeats)]
     lines.append(first_and_last(f"text, {TEXT_TOKENS} tokens", runs))
+    # AG-UI 1.0 builds each event as an ag_ui.core model and serialises it with pydantic.
+    runs = [await our_code_per_delta(texts, "agui") for _ in range(repeats)]
+    lines.append(first_and_last(f"text, {TEXT_TOKENS} tokens, AG-UI 1.0 dialect", runs))
+    fragments = props_arguments(PROPS_KB[-1])
+    deltas = [ToolCallDelta(0, "call_note", "show_component_Note", fragments[0]),
+              *(ToolCallDelta(0, None, None, f) for f in fragments[1:-1])]
+    runs = [await our_code_per_delta(deltas, "agui") for _ in range(repeats)]
+    lines.append(first_and_last(f"{PROPS_KB[-1]} kB props, AG-UI 1.0 dialect", runs))
     batches = await frame_batches(workdir, 20)
     lines.append(f"  log persistence, Store.append_frames in batches of {FLUSH_FRAMES}: CPU "
                  f"{statistics.median(batches):.1f} us/frame ({min(batches):.1f} to "
