@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads
+from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
 from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
@@ -157,7 +157,7 @@ def create_app(settings: Settings) -> Starlette:
     return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]), *runs.routes, *threads.routes,
                 *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agui.routes],
+                *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag"], max_age=600)],

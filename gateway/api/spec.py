@@ -16,6 +16,7 @@ from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 
 from ..protocol import tambo
+from ..protocol.frames_schema import Frame as TimbalFrame
 
 
 @dataclass(frozen=True)
@@ -350,7 +351,30 @@ AGUI_OPERATIONS: tuple[Operation, ...] = (
                                "yet; its cancellation is under way (`cancelRequested`)."},
               errors=("RUN_NOT_FOUND",)),
 )
-OPERATIONS = OPERATIONS + AGUI_OPERATIONS
+TIMBAL_OPERATIONS: tuple[Operation, ...] = (
+    Operation("GET", "/v1/timbal/threads/{thread_id}", "timbalThread",
+              "A thread as Timbal/1.0 NDJSON", "timbal",
+              description="One Timbal frame per line (`application/x-ndjson`, schema "
+                          "`TimbalFrame`): every completed message as a set frame (with "
+                          "`since`, only those completed at or after it), then, if a run is "
+                          "active, that run's frames live until it ends. The same thread is "
+                          "served as a WebSocket at `/v1/timbal/threads/{threadId}/stream` "
+                          "(see the README).",
+              params=(*KEYS, Param("since", "query", {"type": "string", "format": "date-time"},
+                                   "Only messages completed at or after this time.")),
+              result=TimbalFrame, media_type="application/x-ndjson"),
+    Operation("GET", "/v1/timbal/threads/{thread_id}/runs/{run_id}", "timbalRun",
+              "A run's log as Timbal/1.0 NDJSON", "timbal",
+              description="The run's frames, one per line (`application/x-ndjson`, schema "
+                          "`TimbalFrame`), from the first (or after `after` frames), live "
+                          "until the run ends: the user's input, the model's messages as they "
+                          "stream, and control frames for the run's lifecycle.",
+              params=(*KEYS, Param("after", "query", EVENT_CURSOR,
+                                   "Skip this many frames; empty: from the start.")),
+              result=TimbalFrame, media_type="application/x-ndjson",
+              errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+)
+OPERATIONS = OPERATIONS + AGUI_OPERATIONS + TIMBAL_OPERATIONS
 
 
 def operation_keys(operations: tuple[Operation, ...] = OPERATIONS) -> set[tuple[str, str]]:

@@ -82,3 +82,14 @@ def tool_result_text(value: dict[str, Any]) -> str:
         return str(value.get("error", ""))
     output = value.get("output")
     return output if isinstance(output, str) else json.dumps(output)
+
+
+def part_frame(part: dict[str, Any], fallback_ms: int) -> Frame:
+    """A stored message part as the set frame that completed it.
+
+    A part keeps its item id (`id`) and, when it came from a set frame, that frame's time (`t`);
+    an input part (the user's message, a client tool result) was written at its message's
+    creation, `fallback_ms`. The value is the part without those two keys, as the frame had it.
+    """
+    value = {k: v for k, v in part.items() if k not in ("id", "t")}
+    return {"i": part["id"], "t": part.get("t") or iso_ms(fallback_ms), "v": value}

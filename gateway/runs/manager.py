@@ -263,6 +263,10 @@ class RunManager:
 
     async def _agent(self, run: RunRow, snapshot: dict[str, Any], recorder: RunRecorder):
         rows = await self.store.history(run.thread_id)
+        for row in rows:  # the run's input, so that the log is the whole transcript
+            if row.run_id == run.id and row.role == "user":
+                for part in row.parts:
+                    await recorder.emit(timbal.part_frame(part, row.created_ms))
         components = await self.store.components_of(run.thread_id)
         states = {cid: c.state for cid, c in components.items()}
         run_input = RunInput(
