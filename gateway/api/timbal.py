@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
@@ -56,7 +56,7 @@ def _since(request: Request) -> int | None:
                                                                            "time"}) from None
 
 
-def _lines(frames: AsyncIterator[timbal.Frame]) -> StreamingResponse:
+def _lines(frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         async with contextlib.aclosing(frames) as source:
             async for frame in source:
@@ -70,7 +70,7 @@ async def run_frames(request: Request) -> Response:
     after = event_cursor(request)
     svc = services(request)
 
-    async def frames() -> AsyncIterator[timbal.Frame]:
+    async def frames() -> AsyncGenerator[timbal.Frame, None]:
         async with contextlib.aclosing(svc.runs.entries(run.id)) as entries:
             async for _, frame in positioned(entries, view.TimbalDialect(), after):
                 yield frame
@@ -89,7 +89,7 @@ async def thread_frames(request: Request) -> Response:
     current = _current_run(thread)
     rows = await svc.store.history(thread.id)
 
-    async def frames() -> AsyncIterator[timbal.Frame]:
+    async def frames() -> AsyncGenerator[timbal.Frame, None]:
         for frame in view.history(rows, since, skip_run=current):
             yield frame
         if current is not None:

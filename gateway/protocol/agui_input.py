@@ -62,7 +62,7 @@ def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | N
                                 additionalContext=context or None),
         "tools": [{"name": t.name, "description": t.description,
                    **({"inputSchema": t.parameters} if isinstance(t.parameters, dict) else {})}
-                  for t in body.tools],
+                  for t in body.tools or []],
         "previousRunId": previous_run_id,
         "runMetadata": {"agui": {"forwardedProps": body.forwarded_props,
                                  "parentRunId": body.parent_run_id}},

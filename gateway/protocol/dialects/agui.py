@@ -93,8 +93,8 @@ class AguiDialect(Dialect[BaseEvent]):
     def on_end(self, item: Item, value: dict[str, Any]) -> list[BaseEvent]:
         if item.type in ("agent", "thinking"):
             rest = item.rest_of(value.get("content", ""))
-            events = self.on_append(item, rest) if rest else []
-            return events + self.on_close(item)
+            tail = self.on_append(item, rest) if rest else []
+            return tail + self.on_close(item)
         if item.type == "tool_call":
             return self.on_close(item)
         if item.type == "x-component" and value.get("type") == "x-component":
@@ -111,14 +111,14 @@ class AguiDialect(Dialect[BaseEvent]):
         vtype, message_id = value.get("type"), value.get("messageId", "")
         if vtype == "agent":
             content = value.get("content", "")
-            events: list[BaseEvent] = [TextMessageStartEvent(message_id=message_id,
-                                                             role="assistant")]
+            text: list[BaseEvent] = [TextMessageStartEvent(message_id=message_id,
+                                                           role="assistant")]
             if content:
-                events.append(TextMessageContentEvent(message_id=message_id, delta=content))
-            return events + [TextMessageEndEvent(message_id=message_id)]
+                text.append(TextMessageContentEvent(message_id=message_id, delta=content))
+            return text + [TextMessageEndEvent(message_id=message_id)]
         if vtype == "thinking":
             content = value.get("content", "")
-            events = [ReasoningStartEvent(message_id=_span(i)),
+            events: list[BaseEvent] = [ReasoningStartEvent(message_id=_span(i)),
                       ReasoningMessageStartEvent(message_id=i, role="reasoning")]
             if content:
                 events.append(ReasoningMessageContentEvent(message_id=i, delta=content))

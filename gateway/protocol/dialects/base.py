@@ -70,24 +70,24 @@ class Dialect(Generic[E]):
             i, meta = frame["i"], frame.get("m") or {}
             if i in self.open:  # a reset of an open item: no dialect can restate it
                 return []
-            item = Item(i, str(meta.get("type") or ""), meta.get("messageId", i), meta)
+            item = Item(i, str(meta.get("type") or ""), str(meta.get("messageId") or i), meta)
             events = self.on_start(item)
             if events is None:
                 return []
             self.open[i] = item
             return events
         if kind == "append":
-            item = self.open.get(frame["i"])
+            streaming = self.open.get(frame["i"])
             text = frame["a"]
-            if item is None or text == "":
+            if streaming is None or text == "":
                 return []
-            item.sent.append(text)
-            return self.on_append(item, text)
+            streaming.sent.append(text)
+            return self.on_append(streaming, text)
         if kind == "set":
-            item = self.open.pop(frame["i"], None)
-            if item is None:
+            ending = self.open.pop(frame["i"], None)
+            if ending is None:
                 return self.on_whole(frame["i"], frame["v"])
-            return self.on_end(item, frame["v"])
+            return self.on_end(ending, frame["v"])
         return []
 
     def close_open(self) -> list[E]:
