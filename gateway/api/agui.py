@@ -46,8 +46,7 @@ async def run_agent(request: Request) -> Response:
     if agent != AGENT:
         raise ApiError(404, "AGENT_NOT_FOUND", f"No agent {agent!r}; this gateway serves "
                        f"{AGENT!r}", agent=agent[:100])
-    body: RunAgentInput = await json_body(request, RunAgentInput)
-    agui_input.checked_ids(body)
+    body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
     project = project_of(request)
     user_key = query_user_key(request) or body_user_key(agui_input.forwarded(body, "userKey"))
     svc = services(request)

@@ -162,6 +162,7 @@ def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
         if op.result is not None:
             types.append((f"{op.id}.result", op.result, "serialization"))
     refs, defs = definitions(types, REF)
+    _require_discriminators(defs)
     defs["TamboEvent"] = refs["TamboEvent"]
     defs["TamboSseMessage"] = sse_message("TamboEvent")
     defs["AguiEvent"] = refs["AguiEvent"]
@@ -188,6 +189,28 @@ def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
         "x-error-codes": {code: {"status": c.status, "description": c.description}
                           for code, c in CODES.items()},
     }
+
+
+def _require_discriminators(defs: dict[str, Any]) -> None:
+    """A tagged union's tag is required by the model that validates it (pydantic reads the tag
+    first), even where a variant gives it a default (ag_ui's messages and content parts): say
+    so in each variant, so the document accepts exactly what the server does."""
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            tag = node.get("discriminator", {}).get("propertyName")
+            for ref in (node.get("discriminator", {}).get("mapping") or {}).values():
+                target = defs.get(ref.rsplit("/", 1)[-1])
+                if tag and isinstance(target, dict) and tag in target.get("properties", {}):
+                    required = target.setdefault("required", [])
+                    if tag not in required:
+                        required.append(tag)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(defs)
 
 
 @lru_cache(maxsize=1)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ag_ui.core import RunAgentInput
 from pydantic import BaseModel
 
 from ..protocol import tambo
+from ..protocol.agui_input import GatewayRunInput
 from ..protocol.frames_schema import Frame as TimbalFrame
 
 
@@ -65,6 +65,8 @@ CODES: dict[str, ErrorCode] = {
     "COMPONENT_NOT_FOUND": ErrorCode(404, "No such component in the thread."),
     "METHOD_NOT_ALLOWED": ErrorCode(405, "The path exists but not with this method; see the "
                                          "`Allow` header."),
+    "NO_NEW_INPUT": ErrorCode(400, "An AG-UI input with nothing new for the thread: no closing "
+                                   "user message and no answer to its pending tool calls."),
     "AGENT_NOT_FOUND": ErrorCode(404, "No such agent (this gateway serves `default`)."),
     "RUN_ID_IN_USE": ErrorCode(409, "The `runId` names a run of another thread."),
     "CONCURRENT_RUN": ErrorCode(409, "A run is already active on the thread (`currentRunId`)."),
@@ -333,8 +335,8 @@ AGUI_OPERATIONS: tuple[Operation, ...] = (
                           "the last user message and the `tool` messages or `resume` entries "
                           "answering its pending tool calls. `forwardedProps` may carry "
                           "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
-              body=RunAgentInput, params=KEYS, stream="agui", headers=STREAM_HEADERS,
-              errors=("AGENT_NOT_FOUND", "RUN_ID_IN_USE", *RUN_ERRORS)),
+              body=GatewayRunInput, params=KEYS, stream="agui", headers=STREAM_HEADERS,
+              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE", *RUN_ERRORS)),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "
                           "live until the run ends. " + AGUI_STREAM,

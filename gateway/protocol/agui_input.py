@@ -13,7 +13,7 @@ it is kept as the run's metadata.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from ag_ui.core import (
     AssistantMessage,
@@ -24,6 +24,7 @@ from ag_ui.core import (
     ToolMessage,
     UserMessage,
 )
+from pydantic import Field
 
 from .problems import ApiError
 from .tambo import InitialMessage, InputMessage, RunRequest, TextBlock, ToolResultBlock
@@ -31,10 +32,16 @@ from .tambo import InitialMessage, InputMessage, RunRequest, TextBlock, ToolResu
 ID_MAX = 64  # thread and run ids are the gateway's own ids
 
 
-def checked_ids(body: RunAgentInput) -> None:
-    for field, value in (("threadId", body.thread_id), ("runId", body.run_id)):
-        if not 1 <= len(value) <= ID_MAX or not value.isprintable() or "/" in value:
-            raise _invalid(field, f"must be 1 to {ID_MAX} printable characters without '/'")
+GatewayId = Annotated[str, Field(min_length=1, max_length=ID_MAX,
+                                 pattern=r"^[^/\x00-\x1f\x7f]*$")]
+
+
+class GatewayRunInput(RunAgentInput):
+    """`RunAgentInput` whose ids fit the gateway's thread and run ids (what it validates is what
+    the OpenAPI document publishes)."""
+
+    thread_id: GatewayId
+    run_id: GatewayId
 
 
 def forwarded(body: RunAgentInput, key: str) -> Any:
@@ -50,8 +57,10 @@ def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | N
     if user is not None:
         blocks.append(TextBlock(type="text", text=_text(user.content) or " "))
     if not blocks:
-        raise _invalid("messages", "must end with a user message, or answer the pending tool "
-                                   "calls with tool messages or resume entries")
+        message = ("must end with a user message, or answer the pending tool calls with tool "
+                   "messages or resume entries")
+        raise ApiError(400, "NO_NEW_INPUT", f"Nothing to run: messages {message}",
+                       errors={"messages": message})
     context: dict[str, Any] = {}
     if body.context:
         context["context"] = [c.model_dump(by_alias=True) for c in body.context]

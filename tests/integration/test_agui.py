@@ -112,7 +112,6 @@ def test_history_and_context_reach_the_model(client: httpx.Client, scripted_mode
     ({"threadId": "x" * 65}, "threadId"),
     ({"messages": [{"id": "m", "role": "tool", "content": "no call id"}]},
      "messages.0.tool.toolCallId"),
-    ({"messages": []}, "messages"),
     ({"tools": [{"name": "t"}]}, "tools.0.description"),
     ({"forwardedProps": {"components": [{"name": ""}]}}, "forwardedProps"),
 ])
@@ -123,6 +122,12 @@ def test_malformed_input_is_a_400_naming_the_field(client: httpx.Client, change:
     assert response.headers["content-type"] == "application/problem+json"
     problem = response.json()
     assert problem["code"] == "VALIDATION_ERROR" and field in problem["errors"], problem
+
+
+def test_input_with_nothing_new_is_refused(client: httpx.Client):
+    response = client.post(RUN, json={**agui_input(), "messages": []})
+    assert response.status_code == 400 and response.json()["code"] == "NO_NEW_INPUT"
+    assert "messages" in response.json()["errors"]
 
 
 def test_unknown_agent_is_404(client: httpx.Client):
