@@ -19,7 +19,7 @@ sse-starlette server replaying recorded gateway events with the gateway's framin
    reaching the reader (p50 / p99), directly, through litellm and through the gateway.
 3. fan-out: the same run with 1, 2, 4, 8 subscribers (the POST plus reconnects with
    `GET /v1/threads/{id}/runs/{runId}`); wall and gateway CPU time, and cost per extra viewer.
-4. in-process: our code per model delta (Turn -> LiveLog -> TamboTranslator -> JSON), first
+4. in-process: our code per model delta (Turn -> LiveLog -> TamboDialect -> JSON), first
    vs last 10 % of a component whose props are one 20 kB (then 40 kB) string in 5-character
    fragments, and of 20,000 text tokens (flat = no O(n) work per token); and the recorder's
    batched log write (`Store.append_frames`) per frame.
