@@ -19,7 +19,7 @@ sse-starlette server replaying recorded gateway events with the gateway's framin
    reaching the reader (p50 / p99), directly, through litellm and through the gateway.
 3. fan-out: the same run with 1, 2, 4, 8 subscribers (the POST plus reconnects with
    `GET /v1/threads/{id}/runs/{runId}`); wall and gateway CPU time, and cost per extra viewer.
-4. in-process: our code per model delta (Turn -> LiveLog -> TamboTranslator -> JSON), first
+4. in-process: our code per model delta (Turn -> LiveLog -> TamboDialect -> JSON), first
    vs last 10 % of a component whose props are one 20 kB (then 40 kB) string in 5-character
    fragments, and of 20,000 text tokens (flat = no O(n) work per token); and the recorder's
    batched log write (`Store.append_frames`) per frame.
@@ -447,14 +447,17 @@ def props_arguments(kb: int) -> list[str]:
     return ['{"text":"', *(f"{k:05d}" for k in range(kb * 1000 // FRAGMENT)), '"}']
 
 
-async def our_code_per_delta(deltas: list[Any]) -> list[int]:
+async def our_code_per_delta(deltas: list[Any], dialect: str = "tambo") -> list[int]:
     """Per model delta, nanoseconds of our code between the model adapter and the socket: Turn
-    writes frames to a LiveLog, a TamboTranslator translates each new entry, and each event is
-    stamped and serialised as `views.tambo_events` and `api.runs.event_stream` do."""
-    from gateway.api.runs import _compact
+    writes frames to a LiveLog, the dialect (`tambo` or `agui`) translates each new entry, and
+    each event is stamped and serialised as `dialects.base.positioned` and
+    `api.runs.event_stream` do."""
     from gateway.engine.loop import Turn
-    from gateway.protocol.agui_tambo import TamboTranslator
+    from gateway.protocol.dialects import agui, tambo
     from gateway.runs.log import LiveLog
+
+    module = agui if dialect == "agui" else tambo
+    encode = module.encode
 
     live = LiveLog("bench")
 
@@ -462,14 +465,15 @@ async def our_code_per_delta(deltas: list[Any]) -> list[int]:
         async def emit(self, frame: dict[str, Any]) -> None:
             live.append(frame)
 
-    turn, translator = Turn(Sink(), {"Note"}, set(), set()), TamboTranslator()
+    turn = Turn(Sink(), {"Note"}, set(), set())
+    translator = agui.AguiDialect() if dialect == "agui" else tambo.TamboDialect()
     seen, samples = 0, []
     for delta in deltas:
         started = time.perf_counter_ns()
         await turn.feed(delta)
         for entry in live.entries[seen:]:
             for event in translator.feed(entry.frame):
-                _compact({**event, "timestamp": entry.ts})
+                encode(translator.stamp(event, entry.ts))
         seen = len(live.entries)
         samples.append(time.perf_counter_ns() - started)
     return samples
@@ -523,6 +527,14 @@ async def in_process(workdir: Path, repeats: int) -> list[str]:
     texts = [TextDelta(f"t{k} ") for k in range(1, TEXT_TOKENS + 1)]
     runs = [await our_code_per_delta(texts) for _ in range(repeats)]
     lines.append(first_and_last(f"text, {TEXT_TOKENS} tokens", runs))
+    # AG-UI 1.0 builds each event as an ag_ui.core model and serialises it with pydantic.
+    runs = [await our_code_per_delta(texts, "agui") for _ in range(repeats)]
+    lines.append(first_and_last(f"text, {TEXT_TOKENS} tokens, AG-UI 1.0 dialect", runs))
+    fragments = props_arguments(PROPS_KB[-1])
+    deltas = [ToolCallDelta(0, "call_note", "show_component_Note", fragments[0]),
+              *(ToolCallDelta(0, None, None, f) for f in fragments[1:-1])]
+    runs = [await our_code_per_delta(deltas, "agui") for _ in range(repeats)]
+    lines.append(first_and_last(f"{PROPS_KB[-1]} kB props, AG-UI 1.0 dialect", runs))
     batches = await frame_batches(workdir, 20)
     lines.append(f"  log persistence, Store.append_frames in batches of {FLUSH_FRAMES}: CPU "
                  f"{statistics.median(batches):.1f} us/frame ({min(batches):.1f} to "

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .api import assist, audio, components, docs, oauth, playground, runs, threads
+from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
 from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.errors import HANDLERS
@@ -170,7 +170,7 @@ def create_app(settings: Settings) -> Starlette:
                 Route("/ready", ready, methods=["GET"]),
                 Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes],
+                *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",

@@ -22,7 +22,7 @@ CREATED = "2026-01-05T10:00:00.000Z"
 UPDATED = "2026-01-05T10:00:03.250Z"
 
 PATH_PARAMS = {"threadId": THREAD, "runId": RUN, "messageId": MESSAGE,
-               "componentId": COMPONENT}
+               "componentId": COMPONENT, "agent": "default"}
 QUERY_PARAMS = {"userKey": USER_KEY, "contextKey": USER_KEY}
 
 _THREAD = {"id": THREAD, "createdAt": CREATED, "updatedAt": UPDATED, "runStatus": "idle",
@@ -78,6 +78,29 @@ RUN_STREAM = _sse([
     {"type": "RUN_FINISHED", "threadId": THREAD, "runId": RUN, "timestamp": _T + 90},
 ])
 
+AGUI_INPUT = {
+    "threadId": THREAD, "runId": RUN, "state": {}, "context": [], "forwardedProps": {},
+    "messages": [{"id": "msg-1", "role": "user", "content": "What is the weather in Paris?"}],
+    "tools": [{"name": "get_weather", "description": "The weather of a city.",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+}
+AGUI_STREAM = _sse([
+    {"type": "RUN_STARTED", "timestamp": _T, "threadId": THREAD, "runId": RUN,
+     "protocolVersion": "1.0"},
+    {"type": "TEXT_MESSAGE_START", "timestamp": _T + 40, "messageId": MESSAGE,
+     "role": "assistant"},
+    {"type": "TEXT_MESSAGE_CONTENT", "timestamp": _T + 52, "messageId": MESSAGE,
+     "delta": "Let me check."},
+    {"type": "TEXT_MESSAGE_END", "timestamp": _T + 60, "messageId": MESSAGE},
+    {"type": "TOOL_CALL_START", "timestamp": _T + 61, "toolCallId": CALL,
+     "toolCallName": "get_weather", "parentMessageId": MESSAGE},
+    {"type": "TOOL_CALL_ARGS", "timestamp": _T + 70, "toolCallId": CALL,
+     "delta": "{\"city\": \"Paris\"}"},
+    {"type": "TOOL_CALL_END", "timestamp": _T + 75, "toolCallId": CALL},
+    {"type": "RUN_FINISHED", "timestamp": _T + 90, "threadId": THREAD, "runId": RUN,
+     "outcome": {"type": "success", "pendingToolCallIds": [CALL]}},
+])
+
 HTML = "<!doctype html><html lang=\"en\">...</html>"
 
 # operationId -> {"request": body example, "response": success body example}. Operations on the
@@ -131,6 +154,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "listRuns": {"response": {"runs": [_RUN], "hasMore": False}},
     "getRun": {"response": _RUN, "stream": RUN_STREAM},
     "cancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
+    "aguiRunAgent": {"request": AGUI_INPUT, "stream": AGUI_STREAM},
+    "aguiGetRun": {"stream": AGUI_STREAM},
+    "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
 }
 
 

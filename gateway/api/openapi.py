@@ -11,6 +11,8 @@ from functools import lru_cache
 from importlib.metadata import version
 from typing import Any
 
+from ag_ui.core import Event as AguiEvent
+
 from ..protocol import tambo
 from ..protocol.events import TamboEvent
 from ..protocol.jsonschema import canonical, definitions
@@ -29,18 +31,23 @@ DESCRIPTION = (
     "to an end user with `userKey`.\n\n"
     "| code | status | meaning |\n|---|---|---|\n")
 
-SSE_MESSAGE = {
-    "type": "object",
-    "description": "One Server-Sent Events message of a run stream, as an SSE parser yields it.",
-    "properties": {
-        "data": {"type": "string", "contentMediaType": "application/json",
-                 "contentSchema": {"$ref": REF.format(model="TamboEvent")}},
-        "id": {"type": "string", "pattern": "^[1-9][0-9]*$",
-               "description": "The event's position in the run (1, 2, ...)."},
-        "event": {"const": "message"},
-    },
-    "required": ["data", "id"],
-}
+
+
+def sse_message(event: str) -> dict[str, Any]:
+    """One Server-Sent Events message of a run stream whose data is an `event`."""
+    return {
+        "type": "object",
+        "description": "One Server-Sent Events message of a run stream, as an SSE parser "
+                       "yields it.",
+        "properties": {
+            "data": {"type": "string", "contentMediaType": "application/json",
+                     "contentSchema": {"$ref": REF.format(model=event)}},
+            "id": {"type": "string", "pattern": "^[1-9][0-9]*$",
+                   "description": "The event's position in the run (1, 2, ...)."},
+            "event": {"const": "message"},
+        },
+        "required": ["data", "id"],
+    }
 
 
 def openapi_path(path: str) -> str:
@@ -107,7 +114,8 @@ def _success(op: Operation, result_schema: dict[str, Any] | None,
         if "response" in examples:
             content[op.media_type]["example"] = examples["response"]
     if op.stream:
-        content["text/event-stream"] = {"schema": {"$ref": REF.format(model="TamboSseMessage")}}
+        message = "AguiSseMessage" if op.stream == "agui" else "TamboSseMessage"
+        content["text/event-stream"] = {"schema": {"$ref": REF.format(model=message)}}
         if "stream" in examples:
             content["text/event-stream"]["example"] = examples["stream"]
     if content:
@@ -146,15 +154,19 @@ def _operation(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
 
 def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
     types: list[tuple[str, Any, Any]] = [("Problem", tambo.Problem, "serialization"),
-                                         ("TamboEvent", TamboEvent, "serialization")]
+                                         ("TamboEvent", TamboEvent, "serialization"),
+                                         ("AguiEvent", AguiEvent, "serialization")]
     for op in operations:
         if op.body is not None:
             types.append((f"{op.id}.body", op.body, "validation"))
         if op.result is not None:
             types.append((f"{op.id}.result", op.result, "serialization"))
     refs, defs = definitions(types, REF)
+    _require_discriminators(defs)
     defs["TamboEvent"] = refs["TamboEvent"]
-    defs["TamboSseMessage"] = SSE_MESSAGE
+    defs["TamboSseMessage"] = sse_message("TamboEvent")
+    defs["AguiEvent"] = refs["AguiEvent"]
+    defs["AguiSseMessage"] = sse_message("AguiEvent")
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
         paths.setdefault(openapi_path(op.path), {})[op.method.lower()] = _operation(op, refs)
@@ -177,6 +189,28 @@ def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
         "x-error-codes": {code: {"status": c.status, "description": c.description}
                           for code, c in CODES.items()},
     }
+
+
+def _require_discriminators(defs: dict[str, Any]) -> None:
+    """A tagged union's tag is required by the model that validates it (pydantic reads the tag
+    first), even where a variant gives it a default (ag_ui's messages and content parts): say
+    so in each variant, so the document accepts exactly what the server does."""
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            tag = node.get("discriminator", {}).get("propertyName")
+            for ref in (node.get("discriminator", {}).get("mapping") or {}).values():
+                target = defs.get(ref.rsplit("/", 1)[-1])
+                if tag and isinstance(target, dict) and tag in target.get("properties", {}):
+                    required = target.setdefault("required", [])
+                    if tag not in required:
+                        required.append(tag)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(defs)
 
 
 @lru_cache(maxsize=1)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..protocol.agui_tambo import tool_result_text
 from ..protocol.clock import iso_ms
+from ..protocol.timbal import tool_result_text
 from ..store.tables import ComponentRow, MessageRow, ThreadRow
 
 

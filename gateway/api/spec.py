@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..protocol import tambo
+from ..protocol.agui_input import GatewayRunInput
+from ..protocol.frames_schema import Frame as TimbalFrame
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,10 @@ CODES: dict[str, ErrorCode] = {
     "COMPONENT_NOT_FOUND": ErrorCode(404, "No such component in the thread."),
     "METHOD_NOT_ALLOWED": ErrorCode(405, "The path exists but not with this method; see the "
                                          "`Allow` header."),
+    "NO_NEW_INPUT": ErrorCode(400, "An AG-UI input with nothing new for the thread: no closing "
+                                   "user message and no answer to its pending tool calls."),
+    "AGENT_NOT_FOUND": ErrorCode(404, "No such agent (this gateway serves `default`)."),
+    "RUN_ID_IN_USE": ErrorCode(409, "The `runId` names a run of another thread."),
     "CONCURRENT_RUN": ErrorCode(409, "A run is already active on the thread (`currentRunId`)."),
     "IDEMPOTENCY_KEY_IN_USE": ErrorCode(409, "A request with this Idempotency-Key is still being "
                                              "processed; retry later."),
@@ -127,7 +133,8 @@ class Operation:
     params: tuple[Param, ...] = ()
     status: int = 200
     result: Any = None  # the JSON body's type; None: no body
-    stream: bool = False  # a Tambo-dialect SSE stream (alternative to `result` when both)
+    stream: Literal["tambo", "agui"] | None = None  # an SSE stream in that dialect (alternative
+    # to `result` when both)
     media_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)  # response headers always sent
     other: dict[int, str] = field(default_factory=dict)  # other bodiless successes (304, ...)
@@ -295,11 +302,11 @@ OPERATIONS: tuple[Operation, ...] = (
     # runs
     Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
-              params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,
+              params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
               errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
-              params=(*KEYS, IDEMPOTENCY_KEY), stream=True, headers=STREAM_HEADERS,
+              params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
               errors=RUN_ERRORS),
     Operation("GET", "/v1/threads/{thread_id}/runs", "listRuns", "List a thread's runs",
               "runs", params=(*KEYS, limit(20, 100), CURSOR), result=tambo.RunList,
@@ -315,13 +322,75 @@ OPERATIONS: tuple[Operation, ...] = (
                             "`Last-Event-ID`); empty: from the start."),
                       Param("Last-Event-ID", "header", EVENT_CURSOR,
                             "The last event position the client has; empty: from the start.")),
-              result=tambo.Run, stream=True, errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+              result=tambo.Run, stream="tambo", errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
     Operation("DELETE", "/v1/threads/{thread_id}/runs/{run_id}", "cancelRun",
               "Cancel a run (idempotent)", "runs", params=KEYS, result=tambo.CancelResponse,
               alternates={202: "The run is executing in another process and has not ended "
                                "yet; its cancellation is under way (`cancelRequested`)."},
               errors=("RUN_NOT_FOUND",)),
 )
+
+
+AGUI_STREAM = (
+    "The run as Server-Sent Events in AG-UI 1.0: each message is an `id:` line (the event's "
+    "position in the run, for `Last-Event-ID`) and a `data:` line holding one event (schema "
+    "`AguiEvent`, `ag_ui.core.Event` of ag-ui-protocol 1.0). A pause for client tools ends "
+    "with `RUN_FINISHED` whose `outcome.pendingToolCallIds` names them; a cancelled run with "
+    "`outcome: {type: cancelled}`; components are tool calls plus `STATE_SNAPSHOT` / "
+    "`STATE_DELTA` under `/components/{componentId}`. After the stream starts, an error is "
+    "exactly one `RUN_ERROR` event and nothing after it.")
+AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"
+AGUI_OPERATIONS: tuple[Operation, ...] = (
+    Operation("POST", "/v1/agui/agents/{agent}/run", "aguiRunAgent",
+              "Run the agent for an AG-UI 1.0 client (`HttpAgent`, CopilotKit)", "agui",
+              description="Takes a `RunAgentInput`; `threadId` and `runId` become the thread's "
+                          "and the run's ids (at most 64 characters). A new thread starts with "
+                          "the messages before the last user message; an existing one takes "
+                          "the last user message and the `tool` messages or `resume` entries "
+                          "answering its pending tool calls. `forwardedProps` may carry "
+                          "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
+              body=GatewayRunInput, params=KEYS, stream="agui", headers=STREAM_HEADERS,
+              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE", *RUN_ERRORS)),
+    Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
+              description="The run's events after the cursor (`Last-Event-ID` or `after`), "
+                          "live until the run ends. " + AGUI_STREAM,
+              params=(*KEYS,
+                      Param("after", "query", EVENT_CURSOR,
+                            "Replay from after this event position (wins over "
+                            "`Last-Event-ID`); empty: from the start."),
+                      Param("Last-Event-ID", "header", EVENT_CURSOR,
+                            "The last event position the client has; empty: from the start.")),
+              stream="agui", errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+    Operation("DELETE", AGUI_RUN, "aguiCancelRun", "Cancel a run (idempotent)", "agui",
+              params=KEYS, result=tambo.CancelResponse,
+              alternates={202: "The run is executing in another process and has not ended "
+                               "yet; its cancellation is under way (`cancelRequested`)."},
+              errors=("RUN_NOT_FOUND",)),
+)
+TIMBAL_OPERATIONS: tuple[Operation, ...] = (
+    Operation("GET", "/v1/timbal/threads/{thread_id}", "timbalThread",
+              "A thread as Timbal/1.0 NDJSON", "timbal",
+              description="One Timbal frame per line (`application/x-ndjson`, schema "
+                          "`TimbalFrame`): every completed message as a set frame (with "
+                          "`since`, only those completed at or after it), then, if a run is "
+                          "active, that run's frames live until it ends. The same thread is "
+                          "served as a WebSocket at `/v1/timbal/threads/{threadId}/stream` "
+                          "(see the README).",
+              params=(*KEYS, Param("since", "query", {"type": "string", "format": "date-time"},
+                                   "Only messages completed at or after this time.")),
+              result=TimbalFrame, media_type="application/x-ndjson"),
+    Operation("GET", "/v1/timbal/threads/{thread_id}/runs/{run_id}", "timbalRun",
+              "A run's log as Timbal/1.0 NDJSON", "timbal",
+              description="The run's frames, one per line (`application/x-ndjson`, schema "
+                          "`TimbalFrame`), from the first (or after `after` frames), live "
+                          "until the run ends: the user's input, the model's messages as they "
+                          "stream, and control frames for the run's lifecycle.",
+              params=(*KEYS, Param("after", "query", EVENT_CURSOR,
+                                   "Skip this many frames; empty: from the start.")),
+              result=TimbalFrame, media_type="application/x-ndjson",
+              errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+)
+OPERATIONS = OPERATIONS + AGUI_OPERATIONS + TIMBAL_OPERATIONS
 
 
 def operation_keys(operations: tuple[Operation, ...] = OPERATIONS) -> set[tuple[str, str]]:

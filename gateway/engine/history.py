@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from ..protocol.agui_tambo import tool_result_text
+from ..protocol.timbal import tool_result_text
 from .attachments import content_parts, has_attachment
 
 COMPONENT_TOOL_PREFIX = "show_component_"

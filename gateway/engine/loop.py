@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from partial_json_parser import loads as partial_loads
 
 from ..protocol import timbal
-from ..protocol.agui_tambo import tool_result_text
 from ..protocol.clock import new_id, now_ms
+from ..protocol.timbal import tool_result_text
 from .deltas import Delta, ModelError, ReasoningDelta, TextDelta, ToolCallDelta
 from .history import COMPONENT_TOOL_PREFIX
 from .model import ModelRequest

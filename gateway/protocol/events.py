@@ -1,4 +1,4 @@
-"""The Tambo dialect's SSE events, as types: what `agui_tambo.TamboTranslator` emits, on the wire.
+"""The Tambo dialect's SSE events, as types: what `dialects.tambo.TamboDialect` emits, on the wire.
 
 These types describe the translator; they do not drive it. They exist so that `schemas/` and the
 OpenAPI document are generated from one definition, and so that tests can check every event of a

@@ -2,8 +2,9 @@
 
 The run log is a sequence of `Frame`s (`timbal.py` builds them, `engine/loop.py` writes message
 frames, `runs/manager.py` the control frames); a stored Tambo message is a list of
-`MessageValue`s (the `v` of set frames, plus the input values `runs/manager.py` and
-`api/threads.py` store directly). Like `events.py`, these types describe the writers, they do not
+`MessageValue`s (the `v` of set frames, including the run's input, which `runs/manager.py`
+stores and then writes as the first set frames of the run; `api/threads.py` stores seeded
+messages directly). Like `events.py`, these types describe the writers, they do not
 drive them; `schemas/timbal/` is generated from them and tests check real logs against it.
 
 Closed objects (`extra="forbid"`) because they describe exactly what we write. Timbal readers
@@ -31,6 +32,9 @@ MessageId = Annotated[str, Field(
     min_length=1, description="The Tambo message (one per model turn) this value belongs to")]
 PartId = Annotated[str, Field(
     min_length=1, description="Present on stored message parts: the Timbal item id")]
+PartTime = Annotated[str, Field(
+    pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$",
+    description="Present on stored parts written from a set frame: that frame's `t`")]
 
 
 # -- message values ---------------------------------------------------------------------------
@@ -42,6 +46,7 @@ class AgentValue(TypedDict):
 
     type: Literal["agent"]
     id: NotRequired[PartId]
+    t: NotRequired[PartTime]
     messageId: NotRequired[MessageId]
     content: str
     cancelled: NotRequired[Literal[True]]
@@ -51,6 +56,7 @@ class AgentValue(TypedDict):
 class ThinkingValue(TypedDict):
     type: Literal["thinking"]
     id: NotRequired[PartId]
+    t: NotRequired[PartTime]
     messageId: MessageId
     content: str
 
@@ -61,6 +67,7 @@ class ToolCallValue(TypedDict):
 
     type: Literal["tool_call"]
     id: NotRequired[PartId]
+    t: NotRequired[PartTime]
     messageId: MessageId
     toolCallId: NonEmpty
     name: str
@@ -74,6 +81,7 @@ class ComponentValue(TypedDict):
 
     type: Literal["x-component"]
     id: NotRequired[PartId]
+    t: NotRequired[PartTime]
     messageId: MessageId
     componentId: NonEmpty
     name: NonEmpty
@@ -89,6 +97,7 @@ class ServerToolResultValue(TypedDict):
 
     type: Literal["tool_result"]
     id: NotRequired[PartId]
+    t: NotRequired[PartTime]
     messageId: MessageId
     toolCallId: NonEmpty
     name: str
@@ -99,10 +108,11 @@ class ServerToolResultValue(TypedDict):
 
 @with_config(CLOSED)
 class ClientToolResultValue(TypedDict):
-    """A client tool's result, stored from the run request that carried it (never a frame)."""
+    """A client tool's result, stored from the run request that carried it, and written as a
+    set frame when the run starts (the part's `id` is then the frame's `i`)."""
 
     type: Literal["tool_result"]
-    id: PartId
+    id: NotRequired[PartId]
     origin: Literal["client"]
     toolCallId: NonEmpty
     name: str | None
@@ -114,10 +124,10 @@ class ClientToolResultValue(TypedDict):
 
 @with_config(CLOSED)
 class UserValue(TypedDict):
-    """The user's input message (stored, never a frame)."""
+    """The user's input message: stored, and written as a set frame when the run starts."""
 
     type: Literal["user"]
-    id: PartId
+    id: NotRequired[PartId]
     content: str
     blocks: NotRequired[list[dict[str, Any]]]
     context: NotRequired[dict[str, Any]]
@@ -195,7 +205,8 @@ class SetFrame(TypedDict):
 
     i: ItemId
     t: IsoMs
-    v: AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
+    v: (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
+        | ClientToolResultValue | UserValue)
 
 
 # -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------

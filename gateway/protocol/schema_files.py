@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ag_ui.core import Event as AguiEvent
+
 from . import events, frames_schema
 from .jsonschema import canonical, standalone
 
@@ -35,6 +37,9 @@ UNIONS: list[tuple[str, Any, str, str]] = [
     ("tambo.event", events.TamboEvent, "tambo/event.json",
      ("Any event of a Tambo-dialect run stream: the JSON in the `data:` line of one SSE message "
      "(POST /v1/threads/runs, POST /v1/threads/{threadId}/runs, GET .../runs/{runId}).")),
+    ("agui.event", AguiEvent, "agui/event.json",
+     ("Any event of an AG-UI 1.0 run stream (POST /v1/agui/agents/{agent}/run, GET "
+      "/v1/agui/threads/{threadId}/runs/{runId}): ag-ui-protocol 1.0's `ag_ui.core.Event`.")),
     ("timbal.frame", frames_schema.Frame, "timbal/frame.json",
      "One line of a run's Timbal log (message frames and the gateway's control frames)."),
     ("timbal.value", frames_schema.MessageValue, "timbal/value.json",

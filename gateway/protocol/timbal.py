@@ -9,6 +9,7 @@ Control frames (`c`) carry run lifecycle, which Timbal Messages/1.0 has no messa
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from .clock import iso_ms
@@ -23,6 +24,9 @@ RUN_AWAITING_INPUT = "run.awaiting_input"
 RUN_CANCELLED = "run.cancelled"
 ERROR = "error"
 COMPONENT_STATE = "component.state"
+
+# The `error` code a reaper writes for a run whose process died (`is_lost`).
+RUN_LOST = "RUN_LOST"
 
 
 
@@ -65,3 +69,27 @@ TERMINAL_CONTROLS = frozenset({RUN_FINISHED, RUN_CANCELLED, ERROR})
 
 def is_terminal(frame: Frame) -> bool:
     return frame.get("c") in TERMINAL_CONTROLS
+
+
+def is_lost(frame: Frame) -> bool:
+    """The frame a reaper writes for a run whose process died."""
+    return frame.get("c") == ERROR and frame.get("code") == RUN_LOST
+
+
+def tool_result_text(value: dict[str, Any]) -> str:
+    """A tool result value as one string: what the model, AG-UI and the Tambo reducer accept."""
+    if value.get("status") == "error":
+        return str(value.get("error", ""))
+    output = value.get("output")
+    return output if isinstance(output, str) else json.dumps(output)
+
+
+def part_frame(part: dict[str, Any], fallback_ms: int) -> Frame:
+    """A stored message part as the set frame that completed it.
+
+    A part keeps its item id (`id`) and, when it came from a set frame, that frame's time (`t`);
+    an input part (the user's message, a client tool result) was written at its message's
+    creation, `fallback_ms`. The value is the part without those two keys, as the frame had it.
+    """
+    value = {k: v for k, v in part.items() if k not in ("id", "t")}
+    return {"i": part["id"], "t": part.get("t") or iso_ms(fallback_ms), "v": value}

@@ -109,8 +109,11 @@ class RunManager:
     # -- starting -------------------------------------------------------------------------------
 
     async def start(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                    idempotency_key: str | None = None) -> StartedRun:
-        """Start a run on the thread, or attach to the run `idempotency_key` already started."""
+                    idempotency_key: str | None = None, run_id: str | None = None) -> StartedRun:
+        """Start a run on the thread, or attach to the run `idempotency_key` already started.
+
+        `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
+        gateway makes one."""
         self._refuse_if_closed()
         for _ in range(START_ATTEMPTS):
             if idempotency_key:
@@ -130,7 +133,7 @@ class RunManager:
                 raise ApiError(409, "CONCURRENT_RUN",
                                f"A run is already active on thread {thread.id}",
                                threadId=thread.id, currentRunId=current.current_run_id)
-            run_id, now = new_id("run_"), now_ms()
+            run_id, now = run_id or new_id("run_"), now_ms()
             inputs = await self._validated_inputs(current, request, run_id, now)
             run = RunRow(
                 id=run_id, thread_id=thread.id, project_id=project_id, status="queued",
@@ -163,11 +166,12 @@ class RunManager:
                                            idempotency_key)
 
     async def start_on(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                       idempotency_key: str | None = None) -> StartedRun:
+                       idempotency_key: str | None = None, run_id: str | None = None
+                       ) -> StartedRun:
         """Start the first run on a thread just created for it; if the run is refused (its
         continuation is invalid), the thread goes too: a refused request leaves nothing."""
         try:
-            return await self.start(project_id, thread, request, idempotency_key)
+            return await self.start(project_id, thread, request, idempotency_key, run_id)
         except ApiError:
             await self.store.delete_thread(thread.id)
             raise
@@ -274,6 +278,10 @@ class RunManager:
 
     async def _agent(self, run: RunRow, snapshot: dict[str, Any], recorder: RunRecorder):
         rows = await self.store.history(run.thread_id)
+        for row in rows:  # the run's input, so that the log is the whole transcript
+            if row.run_id == run.id and row.role == "user":
+                for part in row.parts:
+                    await recorder.emit(timbal.part_frame(part, row.created_ms))
         components = await self.store.components_of(run.thread_id)
         states = {cid: c.state for cid, c in components.items()}
         run_input = RunInput(

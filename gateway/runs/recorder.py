@@ -84,7 +84,7 @@ class RunRecorder:
             await durably(self._put_component(frame["m"], {}, None))
         self.live.append(frame)
         if kind == "set":
-            await durably(self._save_value(frame["i"], frame["v"]))
+            await durably(self._save_value(frame["i"], frame["v"], frame.get("t")))
         if len(self.live.entries) - self._flushed >= FLUSH_FRAMES:
             await self.flush()
 
@@ -138,11 +138,12 @@ class RunRecorder:
             except Exception:  # keep the run going; the final flush will retry the batch
                 log.exception("flushing the log of run %s failed", self.run_id)
 
-    async def _save_value(self, i: str, value: dict[str, Any]) -> None:
+    async def _save_value(self, i: str, value: dict[str, Any], t: str | None) -> None:
         message_id = value.get("messageId")
         if not message_id:
             return
-        part = {"id": i, **value}
+        # The frame's time too: a Timbal `sync` answers with the parts completed since then.
+        part = {"id": i, **({"t": t} if t else {}), **value}
         parts = self._messages.get(message_id)
         cancelled = bool(value.get("cancelled"))
         if parts is None:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.timbal import RUN_LOST
 from .salvage import save_partial_answer
-from .views import RUN_LOST
 
 if TYPE_CHECKING:
     from .manager import RunManager

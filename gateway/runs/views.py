@@ -1,22 +1,15 @@
-"""Reading a run's log, live or from the database, and translating it into a dialect.
+"""Reading a run's log, live or from the database.
 
-An event's SSE id is its position in the translated stream (1, 2, ...). Translation is
-deterministic, so a reader that resumes after event `n` re-translates from the first frame and
-skips the first `n` events: no gaps, no duplicates, whatever the process that serves it.
-
-One exception, after a crash: a reader may have seen events built from frames its process never
-persisted. Such a cursor can point past the end of the log as saved; the reader still gets the
-run's `RUN_LOST` error (at its own, lower, position) so it always learns how the run ended.
+Which dialect a reader gets is the API's choice (`protocol.dialects`); this module only hands out
+the frames, in order, from memory or from the database.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator
 
 from ..protocol import timbal
-from ..protocol.agui_tambo import TamboTranslator
 from ..protocol.clock import now_ms
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from .log import Entry, LiveLog
@@ -27,7 +20,6 @@ MIN_POLL_SECONDS = 0.05
 POLL_SECONDS = 0.25
 PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
 WATCH_TOUCH_MS = 1000  # how often a follower in another process says it is still watching
-RUN_LOST = "RUN_LOST"
 
 
 async def follow(live: LiveLog | None, store: Store, run_id: str
@@ -75,24 +67,3 @@ async def follow(live: LiveLog | None, store: Store, run_id: str
             await store.touch_watched(run_id, now)
         delay = MIN_POLL_SECONDS if seq > before else min(delay * 2, POLL_SECONDS)
         await asyncio.sleep(delay)
-
-
-def is_lost(frame: timbal.Frame) -> bool:
-    """The frame a reaper writes for a run whose process died."""
-    return frame.get("c") == timbal.ERROR and frame.get("code") == RUN_LOST
-
-
-async def tambo_events(entries: AsyncIterator[Entry], after: int = 0
-                       ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-    translator = TamboTranslator()
-    position = 0
-    for_lost: tuple[int, dict[str, Any]] | None = None
-    async for entry in entries:
-        for event in translator.feed(entry.frame):
-            position += 1
-            if position > after:
-                yield position, {**event, "timestamp": entry.ts}
-            elif is_lost(entry.frame):
-                for_lost = position, {**event, "timestamp": entry.ts}
-    if for_lost is not None:
-        yield for_lost

@@ -29,9 +29,10 @@ from gateway.engine.deltas import (
 )
 from gateway.engine.model import ModelRequest
 from gateway.protocol.clock import new_id, now_ms
+from gateway.protocol.dialects.base import positioned
+from gateway.protocol.dialects.tambo import TamboDialect
 from gateway.protocol.tambo import RunRequest
 from gateway.runs.manager import RunManager
-from gateway.runs.views import tambo_events
 from gateway.store.db import create_engine, migrate
 from gateway.store.repository import Store
 from gateway.store.tables import ThreadRow
@@ -161,7 +162,7 @@ async def new_thread(store: Store, user_key: str | None = None) -> ThreadRow:
 async def events(manager: RunManager, run_id: str, after: int = 0
                  ) -> list[tuple[int, dict[str, Any]]]:
     """The run's Tambo-dialect events after position `after`, until the run ends."""
-    return [item async for item in tambo_events(manager.entries(run_id), after)]
+    return [item async for item in positioned(manager.entries(run_id), TamboDialect(), after)]
 
 
 def types(items: list[tuple[int, dict[str, Any]]]) -> list[str]:

@@ -175,6 +175,24 @@ async def acapture_and_verify(
     return _parse("capture.mjs", code, stdout, stderr)
 
 
+def run_agui_agent(plan: dict, timeout: float = 60) -> dict:
+    """Run `HttpAgent` (@ag-ui/client 1.0) through the steps of ``plan`` (see agui_agent.mjs).
+
+    Returns ``{threadId, runs: [{runId, events, error, outcome, pendingToolCallIds}], messages,
+    state, warnings}``; a run whose stream failed HttpAgent's own verification has ``error``.
+    """
+    cmd = ["node", str(ensure_node_packages() / "agui_agent.mjs")]
+    try:
+        proc = subprocess.run(cmd, check=False, cwd=CONFORMANCE_DIR, input=json.dumps(plan),
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise NodeHarnessError(
+            f"agui_agent.mjs timed out after {timeout}s\nstderr:\n{exc.stderr}") from exc
+    result = _parse("agui_agent.mjs", proc.returncode, proc.stdout, proc.stderr)
+    result["_stderr"] = proc.stderr[-4000:]
+    return result
+
+
 async def _acommunicate(
     cmd: list[str], env: dict, stdin: str | None, timeout: float
 ) -> tuple[str, str, int]:

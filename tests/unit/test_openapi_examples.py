@@ -55,7 +55,9 @@ def test_operation_has_valid_examples(path: str, method: str, op: dict[str, Any]
             if media == "text/event-stream":
                 events = _sse_events(content["example"])
                 assert [int(i) for i, _ in events] == list(range(1, len(events) + 1))
-                event_schema = {"$ref": "#/components/schemas/TamboEvent"}
+                sse_message = content["schema"]["$ref"].rsplit("/", 1)[-1]
+                event_schema = DOCUMENT["components"]["schemas"][sse_message]["properties"][
+                    "data"]["contentSchema"]
                 for _, event in events:
                     assert not _errors(event_schema, event), (event, _errors(event_schema, event))
             else:

@@ -15,7 +15,7 @@ import jsonpatch
 import pytest
 
 from gateway.protocol import timbal
-from gateway.protocol.agui_tambo import TamboTranslator
+from gateway.protocol.dialects.tambo import TamboDialect as TamboTranslator
 
 LOGS = Path(__file__).parent / "frame_logs"
 NAMES = sorted(p.stem for p in LOGS.glob("*.ndjson"))

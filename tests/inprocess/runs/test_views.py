@@ -68,7 +68,7 @@ async def test_a_cursor_past_what_a_dead_process_saved_still_gets_run_lost(
 
 
 async def _events_so_far(manager: RunManager, run_id: str) -> list[object]:
-    from gateway.protocol.agui_tambo import TamboTranslator
+    from gateway.protocol.dialects.tambo import TamboDialect
 
-    translator = TamboTranslator()
+    translator = TamboDialect()
     return [e for entry in manager.live_log(run_id).entries for e in translator.feed(entry.frame)]

@@ -1,0 +1,111 @@
+"""AG-UI 1.0 endpoints: `HttpAgent` and CopilotKit run the gateway's agent here.
+
+`POST /v1/agui/agents/{agent}/run` takes a `RunAgentInput` (parsed with `ag_ui.core`'s own
+model) and answers with the run's AG-UI 1.0 events. The client chooses the ids: its `threadId`
+is the gateway thread's id (created on first use, an ordinary thread the Tambo endpoints see
+too) and its `runId` the run's. A retried request with a `runId` the thread already ran replays
+that run instead of starting another. A `threadId` outside the caller's project or user scope is
+answered as if it did not exist (404).
+
+The run is the same run the Tambo endpoints serve, so a stream can be resumed from its cursor
+(`GET /v1/agui/threads/{threadId}/runs/{runId}` with `Last-Event-ID` or `?after=`), and a
+run is cancelled with `DELETE` on the same path; its stream then ends with
+`RUN_FINISHED {outcome: cancelled}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from sqlalchemy.exc import IntegrityError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..protocol import agui_input
+from ..protocol.clock import now_ms
+from ..protocol.dialects import agui
+from ..protocol.problems import ApiError
+from ..store.tables import ThreadRow
+from .context import body_user_key, json_body, project_of, query_user_key, services
+from .runs import cancel_run, event_cursor, event_stream, run_in_thread
+from .threads import initial_message_row
+
+AGENT = "default"  # the gateway runs one agent; the path leaves room for more
+
+
+def agui_stream(request: Request, run: Any, after: int = 0,
+                extra_headers: dict[str, str] | None = None) -> Response:
+    return event_stream(request, run, after, extra_headers, dialect=agui.AguiDialect,
+                        encode=agui.encode)
+
+
+async def run_agent(request: Request) -> Response:
+    agent = request.path_params["agent"]
+    if agent != AGENT:
+        raise ApiError(404, "AGENT_NOT_FOUND", f"No agent {agent!r}; this gateway serves "
+                       f"{AGENT!r}", agent=agent[:100])
+    body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
+    project = project_of(request)
+    user_key = query_user_key(request) or body_user_key(agui_input.forwarded(body, "userKey"))
+    svc = services(request)
+    thread = await _scoped_thread(request, project, body.thread_id, user_key)
+    existing = await svc.store.get_run(body.run_id)
+    if existing is not None:
+        if thread is None or existing.thread_id != thread.id:
+            raise ApiError(409, "RUN_ID_IN_USE", f"Run id {body.run_id} is already used",
+                           runId=body.run_id)
+        return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
+    if thread is None:
+        run_request = agui_input.run_request(body, set(), None)
+        thread = await _create_thread(request, project, body, user_key)
+        started = await svc.runs.start_on(project, thread, run_request, run_id=body.run_id)
+    else:
+        pending = {p["toolCallId"] for p in thread.pending_tool_calls or []}
+        run_request = agui_input.run_request(body, pending, thread.last_completed_run_id)
+        started = await svc.runs.start(project, thread, run_request, run_id=body.run_id)
+    return agui_stream(request, started.run)
+
+
+async def _scoped_thread(request: Request, project: str, thread_id: str,
+                         user_key: str | None) -> ThreadRow | None:
+    thread = await services(request).store.get_thread(project, thread_id)
+    if thread is not None and user_key is not None and thread.user_key not in (None, user_key):
+        raise _not_found(thread_id)
+    return thread
+
+
+async def _create_thread(request: Request, project: str, body: RunAgentInput,
+                         user_key: str | None) -> ThreadRow:
+    """The client's thread, with the history it sent; a thread id taken outside the caller's
+    scope is answered as absent."""
+    now = now_ms()
+    thread = ThreadRow(id=body.thread_id, project_id=project, user_key=user_key,
+                       created_ms=now, updated_ms=now)
+    rows = [initial_message_row(thread.id, m, now) for m in agui_input.initial_messages(body)]
+    try:
+        await services(request).store.add(thread, *rows)
+    except IntegrityError:  # created meanwhile by a racing request, or someone else's id
+        raced = await _scoped_thread(request, project, body.thread_id, user_key)
+        if raced is None:
+            raise _not_found(body.thread_id) from None
+        return raced
+    return thread
+
+
+def _not_found(thread_id: str) -> ApiError:
+    return ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread_id} not found", threadId=thread_id)
+
+
+async def get_run(request: Request) -> Response:
+    """Reconnect: the run's AG-UI events after the cursor, live until the run ends."""
+    run = await run_in_thread(request)
+    return agui_stream(request, run, event_cursor(request))
+
+
+routes = [
+    Route("/v1/agui/agents/{agent}/run", run_agent, methods=["POST"]),
+    Route("/v1/agui/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/v1/agui/threads/{thread_id}/runs/{run_id}", cancel_run, methods=["DELETE"]),
+]

@@ -1,0 +1,238 @@
+"""Timbal views of threads and runs: NDJSON over HTTP, and a WebSocket per the Timbal HTTP layer.
+
+- `GET /v1/timbal/threads/{id}/runs/{runId}`: the run's log, one frame per line
+  (`application/x-ndjson`), live until the run ends; `?after=N` skips the first N frames.
+- `GET /v1/timbal/threads/{id}` (`?since=`): the thread's completed messages as set frames, then,
+  if a run is active, that run's frames live until it ends.
+- `WS /v1/timbal/threads/{id}/stream`: the frames of every run on the thread as it happens, one
+  frame per text message. The client may send `{"c":"sync","since":...}` (the legacy
+  `{"request":"sync"}` too): the completed messages with `t >= since` come back as set frames,
+  closed by our `{"c":"synced","count":N}`; `{"c":"unsub","s":...}` stops the live frames until
+  the next `sync`. A malformed request gets an `error` control frame; unparseable data closes
+  the socket with 1003, a thread that is not there (after waiting `THREAD_WAIT_SECONDS` for it
+  to be created) with 4004, a deleted thread with 4009, an internal failure with 1011.
+
+Writing goes through the run endpoints; these views only read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..protocol import timbal
+from ..protocol.dialects import timbal as view
+from ..protocol.dialects.base import positioned
+from ..protocol.problems import ApiError
+from ..store.tables import ThreadRow
+from .context import Services, project_of, query_user_key, services, thread_for
+from .runs import event_cursor, run_in_thread
+
+log = logging.getLogger(__name__)
+
+NDJSON = "application/x-ndjson"
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+POLL_SECONDS = 0.25  # how often a socket looks for a new run on its thread
+THREAD_WAIT_SECONDS = 30.0  # Timbal HTTP: a client may connect before the thread exists
+CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_ERROR = 1003, 1008, 1011
+CLOSE_NOT_FOUND, CLOSE_ENDED = 4004, 4009
+
+
+def _since(request: Request) -> int | None:
+    try:
+        return view.since_ms(request.query_params.get("since"))
+    except ValueError:
+        raise ApiError(400, "VALIDATION_ERROR", "since must be an ISO-8601 time with a zone, "
+                       "e.g. 2025-01-15T14:30:00.000Z", errors={"since": "not an ISO-8601 "
+                                                                           "time"}) from None
+
+
+def _lines(frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
+    async def body() -> AsyncIterator[str]:
+        async with contextlib.aclosing(frames) as source:
+            async for frame in source:
+                yield view.encode(frame) + "\n"
+
+    return StreamingResponse(body(), media_type=NDJSON, headers=HEADERS)
+
+
+async def run_frames(request: Request) -> Response:
+    run = await run_in_thread(request)
+    after = event_cursor(request)
+    svc = services(request)
+
+    async def frames() -> AsyncGenerator[timbal.Frame, None]:
+        async with contextlib.aclosing(svc.runs.entries(run.id)) as entries:
+            async for _, frame in positioned(entries, view.TimbalDialect(), after):
+                yield frame
+
+    return _lines(frames())
+
+
+def _current_run(thread: ThreadRow) -> str | None:
+    return thread.current_run_id if thread.run_status != "idle" else None
+
+
+async def thread_frames(request: Request) -> Response:
+    thread = await thread_for(request)
+    since = _since(request)
+    svc = services(request)
+    current = _current_run(thread)
+    rows = await svc.store.history(thread.id)
+
+    async def frames() -> AsyncGenerator[timbal.Frame, None]:
+        for frame in view.history(rows, since, skip_run=current):
+            yield frame
+        if current is not None:
+            async with contextlib.aclosing(svc.runs.entries(current)) as entries:
+                async for entry in entries:
+                    if view.live_since(entry.frame, entry.ts, since):
+                        yield entry.frame
+
+    return _lines(frames())
+
+
+# -- the WebSocket ------------------------------------------------------------------------------
+
+
+class ThreadSocket:
+    """One client's socket on one thread: live frames of its runs, and sync answers."""
+
+    def __init__(self, ws: WebSocket, svc: Services, project: str, thread: ThreadRow) -> None:
+        self.ws, self.svc, self.project, self.thread = ws, svc, project, thread
+        self.subscribed = True
+        self._send_lock = asyncio.Lock()
+
+    async def send(self, frame: timbal.Frame) -> None:
+        async with self._send_lock:
+            await self.ws.send_text(view.encode(frame))
+
+    async def serve(self) -> None:
+        live = asyncio.create_task(self.follow_runs())
+        try:
+            while True:
+                text = await self.ws.receive_text()
+                if not await self.handle(text):
+                    return
+        except WebSocketDisconnect:
+            pass
+        finally:
+            live.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await live
+
+    async def handle(self, text: str) -> bool:
+        """Answer one client frame; False once the socket is closed."""
+        try:
+            frame = json.loads(text)
+        except ValueError:
+            frame = None
+        if not isinstance(frame, dict):
+            await self.ws.close(CLOSE_INVALID_DATA, "a frame must be a JSON object")
+            return False
+        name = frame.get("c") if isinstance(frame.get("c"), str) else (
+            "sync" if frame.get("request") == "sync" else None)
+        if name == "sync":
+            try:
+                since = view.since_ms(frame.get("since"))
+            except (TypeError, ValueError):
+                await self.send(_error("invalid_request", "since must be an ISO-8601 time "
+                                                          "with a zone"))
+                return True
+            self.subscribed = True
+            await self.sync(since)
+        elif name == "unsub":
+            if not isinstance(frame.get("s"), str):
+                await self.send(_error("invalid_request", "unsub needs the stream id `s`"))
+            else:
+                self.subscribed = False
+        elif "i" in frame:
+            await self.send(_error("invalid_request", "this stream is read-only: start runs "
+                                                      "with POST .../runs"))
+        return True  # other control frames are ignored, as Timbal requires
+
+    async def sync(self, since: int | None) -> None:
+        rows = await self.svc.store.history(self.thread.id)
+        count = 0
+        for frame in view.history(rows, since):
+            await self.send(frame)
+            count += 1
+        await self.send(view.synced(count, since))
+
+    async def follow_runs(self) -> None:
+        """Send the frames of each run on the thread, from its first frame, as it happens."""
+        thread = self.thread
+        seen = {thread.last_completed_run_id}
+        try:
+            while True:
+                run_id = _current_run(thread) or thread.last_completed_run_id
+                if run_id is not None and run_id not in seen:
+                    seen.add(run_id)
+                    async with contextlib.aclosing(self.svc.runs.entries(run_id)) as entries:
+                        async for entry in entries:
+                            if self.subscribed:
+                                await self.send(entry.frame)
+                else:
+                    await asyncio.sleep(POLL_SECONDS)
+                fresh = await self.svc.store.get_thread(self.project, thread.id)
+                if fresh is None:
+                    await self.ws.close(CLOSE_ENDED, "the thread was deleted")
+                    return
+                thread = fresh
+        except (WebSocketDisconnect, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("timbal socket on thread %s failed", thread.id)
+            with contextlib.suppress(Exception):
+                await self.ws.close(CLOSE_ERROR, "internal error")
+
+
+def _error(code: str, message: str) -> timbal.Frame:
+    return timbal.control(timbal.ERROR, code=code, message=message)
+
+
+async def thread_socket(ws: WebSocket) -> None:
+    svc = services(ws)  # type: ignore[arg-type]
+    try:
+        project = project_of(ws)  # type: ignore[arg-type]
+        user_key = query_user_key(ws)  # type: ignore[arg-type]
+    except ApiError:
+        await ws.close(CLOSE_POLICY)  # before accepting: the handshake is refused (403)
+        return
+    await ws.accept()
+    thread_id = ws.path_params["thread_id"]
+    thread = await _wait_for_thread(svc, project, thread_id, user_key)
+    if thread is None:
+        await ws.close(CLOSE_NOT_FOUND, "thread not found")
+        return
+    await ThreadSocket(ws, svc, project, thread).serve()
+
+
+async def _wait_for_thread(svc: Services, project: str, thread_id: str, user_key: str | None
+                           ) -> ThreadRow | None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + THREAD_WAIT_SECONDS
+    while True:
+        thread = await svc.store.get_thread(project, thread_id)
+        if thread is not None:
+            visible = user_key is None or thread.user_key in (None, user_key)
+            return thread if visible else None
+        if loop.time() >= deadline:
+            return None
+        await asyncio.sleep(0.5)
+
+
+routes: list[Any] = [
+    Route("/v1/timbal/threads/{thread_id}", thread_frames, methods=["GET"]),
+    Route("/v1/timbal/threads/{thread_id}/runs/{run_id}", run_frames, methods=["GET"]),
+    WebSocketRoute("/v1/timbal/threads/{thread_id}/stream", thread_socket),
+]

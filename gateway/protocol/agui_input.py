@@ -1,0 +1,140 @@
+"""An AG-UI 1.0 `RunAgentInput` -> the gateway's run request, on the client's thread.
+
+AG-UI clients send the whole conversation with every run; the gateway's thread is the record of
+it, so only what is new is taken: the client tool results the thread is waiting for (from `tool`
+messages or `resume` entries) and the closing `user` message. On a thread that does not exist
+yet, the messages before that one become its history. Everything else of the input maps onto
+the run: `tools` are client tools, `context` and `state` reach the model as the message's
+additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
+`name`, `description`, `propsSchema`, `stateSchema`), `userKey` and `onDisconnect`; the whole of
+it is kept as the run's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from ag_ui.core import (
+    AssistantMessage,
+    DeveloperMessage,
+    RunAgentInput,
+    SystemMessage,
+    TextInputContent,
+    ToolMessage,
+    UserMessage,
+)
+from pydantic import Field
+
+from .problems import ApiError
+from .tambo import InitialMessage, InputMessage, RunRequest, TextBlock, ToolResultBlock
+
+ID_MAX = 64  # thread and run ids are the gateway's own ids
+
+
+GatewayId = Annotated[str, Field(min_length=1, max_length=ID_MAX,
+                                 pattern=r"^[^/\x00-\x1f\x7f]*$")]
+
+
+class GatewayRunInput(RunAgentInput):
+    """`RunAgentInput` whose ids fit the gateway's thread and run ids (what it validates is what
+    the OpenAPI document publishes)."""
+
+    thread_id: GatewayId
+    run_id: GatewayId
+
+
+def forwarded(body: RunAgentInput, key: str) -> Any:
+    props = body.forwarded_props
+    return props.get(key) if isinstance(props, dict) else None
+
+
+def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | None
+                ) -> RunRequest:
+    """The run this input asks for, on a thread waiting for the `pending` tool call ids."""
+    blocks: list[Any] = _tool_results(body, pending)
+    user = _new_user_message(body)
+    if user is not None:
+        blocks.append(TextBlock(type="text", text=_text(user.content) or " "))
+    if not blocks:
+        message = ("must end with a user message, or answer the pending tool calls with tool "
+                   "messages or resume entries")
+        raise ApiError(400, "NO_NEW_INPUT", f"Nothing to run: messages {message}",
+                       errors={"messages": message})
+    context: dict[str, Any] = {}
+    if body.context:
+        context["context"] = [c.model_dump(by_alias=True) for c in body.context]
+    if body.state not in (None, {}, []):
+        context["state"] = body.state
+    fields: dict[str, Any] = {
+        "message": InputMessage(role="user", content=blocks,
+                                additionalContext=context or None),
+        "tools": [{"name": t.name, "description": t.description,
+                   **({"inputSchema": t.parameters} if isinstance(t.parameters, dict) else {})}
+                  for t in body.tools or []],
+        "previousRunId": previous_run_id,
+        "runMetadata": {"agui": {"forwardedProps": body.forwarded_props,
+                                 "parentRunId": body.parent_run_id}},
+    }
+    components = forwarded(body, "components")
+    if components is not None:
+        fields["availableComponents"] = components
+    on_disconnect = forwarded(body, "onDisconnect")
+    if on_disconnect is not None:
+        fields["onDisconnect"] = on_disconnect
+    try:
+        return RunRequest.model_validate(fields)
+    except ValueError as exc:
+        raise _invalid("forwardedProps", str(exc).splitlines()[0]) from None
+
+
+def initial_messages(body: RunAgentInput) -> list[InitialMessage]:
+    """The conversation before the new user message, for a thread the gateway does not have."""
+    new = _new_user_message(body)
+    history = body.messages[:-1] if new is not None else body.messages
+    out: list[InitialMessage] = []
+    for message in history:
+        if isinstance(message, (SystemMessage, DeveloperMessage)):
+            out.append(InitialMessage(role="system", content=message.content))
+        elif isinstance(message, UserMessage):
+            out.append(InitialMessage(role="user", content=_text(message.content)))
+        elif isinstance(message, AssistantMessage) and message.content:
+            out.append(InitialMessage(role="assistant", content=message.content))
+    return out
+
+
+def _new_user_message(body: RunAgentInput) -> UserMessage | None:
+    last = body.messages[-1] if body.messages else None
+    return last if isinstance(last, UserMessage) else None
+
+
+def _tool_results(body: RunAgentInput, pending: set[str]) -> list[ToolResultBlock]:
+    """Results for the pending calls: the latest `tool` message for each, then `resume`."""
+    results: dict[str, ToolResultBlock] = {}
+    for message in body.messages:
+        if isinstance(message, ToolMessage) and message.tool_call_id in pending:
+            error = message.error
+            results[message.tool_call_id] = ToolResultBlock(
+                type="tool_result", toolUseId=message.tool_call_id,
+                content=error if error else _text(message.content), isError=bool(error))
+    for entry in body.resume or []:
+        if entry.interrupt_id in pending and entry.interrupt_id not in results:
+            cancelled = entry.status == "cancelled"
+            payload = entry.payload
+            text = ("The user cancelled this tool call" if cancelled else
+                    payload if isinstance(payload, str) else json.dumps(payload))
+            results[entry.interrupt_id] = ToolResultBlock(
+                type="tool_result", toolUseId=entry.interrupt_id, content=text,
+                isError=cancelled)
+    return list(results.values())
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.text for p in content or [] if isinstance(p, TextInputContent))
+
+
+def _invalid(field: str, message: str) -> ApiError:
+    return ApiError(400, "VALIDATION_ERROR", f"Invalid request: {field}: {message}",
+                    errors={field: message})

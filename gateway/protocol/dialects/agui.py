@@ -1,0 +1,247 @@
+"""AG-UI 1.0 proper (what `HttpAgent` from `@ag-ui/client` and CopilotKit read).
+
+Every event is built with `ag_ui.core`'s own types, so a stream is 1.0 by construction:
+reasoning is `REASONING_*` (a span and one reasoning message), server tool results are
+`TOOL_CALL_RESULT` with their own message id, a pause for client tools is
+`RUN_FINISHED {outcome: {type: success, pendingToolCallIds}}`, and a cancel is
+`RUN_FINISHED {outcome: {type: cancelled}}` after every open item is closed.
+
+Components are tool calls named after the component (their arguments are the props as they
+stream) answered by the gateway itself, plus the gateway's agent state: `state.components` maps
+a component id to `{componentId, name, messageId, toolCallId, props, state}`. The first
+component of a run sends a `STATE_SNAPSHOT` of it, later changes `STATE_DELTA`s (a component's
+state changes under `/components/{id}/state`). The client's own state keys are not kept: AG-UI
+state is the agent's, and a snapshot replaces it.
+
+Input the client sent itself (the user's message, client tool results) is in the log too, but it
+is never echoed back: the client already holds it under its own ids.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    CustomEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+
+from .. import timbal
+from ..props_stream import pointer
+from .base import Dialect, Item
+
+COMPONENTS = "components"  # the member of the agent state that holds the run's components
+CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed
+
+
+class AguiDialect(Dialect[BaseEvent]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[str] = []
+        self.components: set[str] = set()  # components in the state this run sent
+
+    def on_start(self, item: Item) -> list[BaseEvent] | None:
+        meta = item.meta
+        if item.type == "agent":
+            return [TextMessageStartEvent(message_id=item.message_id, role="assistant")]
+        if item.type == "thinking":
+            return [ReasoningStartEvent(message_id=_span(item.i)),
+                    ReasoningMessageStartEvent(message_id=item.i, role="reasoning")]
+        if item.type == "tool_call":
+            return [ToolCallStartEvent(tool_call_id=meta["toolCallId"],
+                                       tool_call_name=meta["name"],
+                                       parent_message_id=item.message_id)]
+        if item.type == "x-component":
+            return [ToolCallStartEvent(tool_call_id=_component_call_id(meta),
+                                       tool_call_name=meta["name"],
+                                       parent_message_id=item.message_id),
+                    self._put_component(meta, {}, {})]
+        return None
+
+    def on_append(self, item: Item, text: str) -> list[BaseEvent]:
+        if item.type == "agent":
+            return [TextMessageContentEvent(message_id=item.message_id, delta=text)]
+        if item.type == "thinking":
+            return [ReasoningMessageContentEvent(message_id=item.i, delta=text)]
+        if item.type == "tool_call":
+            return [ToolCallArgsEvent(tool_call_id=item.meta["toolCallId"], delta=text)]
+        if item.type == "x-component":
+            return [ToolCallArgsEvent(tool_call_id=_component_call_id(item.meta), delta=text)]
+        return []
+
+    def on_end(self, item: Item, value: dict[str, Any]) -> list[BaseEvent]:
+        if item.type in ("agent", "thinking"):
+            rest = item.rest_of(value.get("content", ""))
+            tail = self.on_append(item, rest) if rest else []
+            return tail + self.on_close(item)
+        if item.type == "tool_call":
+            return self.on_close(item)
+        if item.type == "x-component" and value.get("type") == "x-component":
+            call_id = _component_call_id(item.meta)
+            events: list[BaseEvent] = []
+            if not item.sent:  # props that never streamed still reach the call's arguments
+                events.append(ToolCallArgsEvent(tool_call_id=call_id,
+                                                delta=json.dumps(value.get("props") or {})))
+            events.append(ToolCallEndEvent(tool_call_id=call_id))
+            return events + self._component_done(item.i, value)
+        return []
+
+    def on_whole(self, i: str, value: dict[str, Any]) -> list[BaseEvent]:
+        vtype, message_id = value.get("type"), value.get("messageId", "")
+        if vtype == "agent":
+            content = value.get("content", "")
+            text: list[BaseEvent] = [TextMessageStartEvent(message_id=message_id,
+                                                           role="assistant")]
+            if content:
+                text.append(TextMessageContentEvent(message_id=message_id, delta=content))
+            return text + [TextMessageEndEvent(message_id=message_id)]
+        if vtype == "thinking":
+            content = value.get("content", "")
+            events: list[BaseEvent] = [ReasoningStartEvent(message_id=_span(i)),
+                      ReasoningMessageStartEvent(message_id=i, role="reasoning")]
+            if content:
+                events.append(ReasoningMessageContentEvent(message_id=i, delta=content))
+            return events + [ReasoningMessageEndEvent(message_id=i),
+                             ReasoningEndEvent(message_id=_span(i))]
+        if vtype == "tool_call":
+            call_id = value["toolCallId"]
+            return [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=value["name"],
+                                       parent_message_id=message_id),
+                    ToolCallArgsEvent(tool_call_id=call_id,
+                                      delta=json.dumps(value.get("arguments") or {})),
+                    ToolCallEndEvent(tool_call_id=call_id)]
+        if vtype == "tool_result" and value.get("origin") != "client":
+            return [ToolCallResultEvent(message_id=i, tool_call_id=value["toolCallId"],
+                                        content=timbal.tool_result_text(value), role="tool")]
+        if vtype == "x-component":
+            call_id = _component_call_id(value)
+            props = value.get("props") or {}
+            return [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=value["name"],
+                                       parent_message_id=message_id),
+                    ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(props)),
+                    ToolCallEndEvent(tool_call_id=call_id),
+                    self._put_component(value, props, value.get("state") or {}),
+                    _rendered(i, value)]
+        return []
+
+    def on_close(self, item: Item) -> list[BaseEvent]:
+        if item.type == "agent":
+            return [TextMessageEndEvent(message_id=item.message_id)]
+        if item.type == "thinking":
+            return [ReasoningMessageEndEvent(message_id=item.i),
+                    ReasoningEndEvent(message_id=_span(item.i))]
+        if item.type == "tool_call":
+            return [ToolCallEndEvent(tool_call_id=item.meta["toolCallId"])]
+        if item.type == "x-component":
+            return [ToolCallEndEvent(tool_call_id=_component_call_id(item.meta))]
+        return []
+
+    def on_control(self, name: str, frame: timbal.Frame) -> list[BaseEvent]:
+        if name == timbal.RUN_STARTED:
+            return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id,
+                                    protocol_version=PROTOCOL_VERSION)]
+        if name == timbal.RUN_AWAITING_INPUT:
+            self.pending = [p["toolCallId"] for p in frame["pendingToolCalls"]]
+            return []
+        if name == timbal.COMPONENT_STATE:
+            return [self._state_change(frame["componentId"], frame["operations"],
+                                       frame["revision"])]
+        if name == timbal.RUN_FINISHED:
+            outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=self.pending or None)
+            return self.close_open() + [RunFinishedEvent(thread_id=self.thread_id,
+                                                         run_id=self.run_id, outcome=outcome)]
+        if name == timbal.RUN_CANCELLED:
+            return self.close_open() + [RunFinishedEvent(
+                thread_id=self.thread_id, run_id=self.run_id,
+                outcome=RunFinishedCancelledOutcome())]
+        if name == timbal.ERROR:
+            return [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
+                                  code=frame.get("code") or "INTERNAL_ERROR")]
+        return []
+
+    def stamp(self, event: BaseEvent, ts: int) -> BaseEvent:
+        event.timestamp = ts
+        return event
+
+    # -- components as agent state -----------------------------------------------------------
+
+    def _put_component(self, meta: dict[str, Any], props: dict[str, Any],
+                       state: dict[str, Any]) -> BaseEvent:
+        component_id = meta["componentId"]
+        entry = {"componentId": component_id, "name": meta["name"],
+                 "messageId": meta.get("messageId"), "toolCallId": _component_call_id(meta),
+                 "props": props, "state": state}
+        if not self.components:
+            self.components.add(component_id)
+            return StateSnapshotEvent(snapshot={COMPONENTS: {component_id: entry}})
+        self.components.add(component_id)
+        return StateDeltaEvent(delta=[{"op": "add", "path": _path(component_id),
+                                       "value": entry}])
+
+    def _component_done(self, i: str, value: dict[str, Any]) -> list[BaseEvent]:
+        base = _path(value["componentId"])
+        ops = [{"op": "replace", "path": f"{base}/props", "value": value.get("props") or {}}]
+        if value.get("state") is not None:
+            ops.append({"op": "replace", "path": f"{base}/state", "value": value["state"]})
+        return [StateDeltaEvent(delta=ops), _rendered(i, value)]
+
+    def _state_change(self, component_id: str, operations: list[dict[str, Any]],
+                      revision: int) -> BaseEvent:
+        if component_id in self.components:
+            base = _path(component_id) + "/state"
+            return StateDeltaEvent(delta=[_prefixed(op, base) for op in operations])
+        return CustomEvent(name=CUSTOM_STATE, value={"componentId": component_id,
+                                                     "operations": operations,
+                                                     "revision": revision})
+
+
+def encode(event: BaseEvent) -> str:
+    """An event as the JSON of one SSE `data:` line (camelCase, unset fields omitted)."""
+    return event.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def _span(i: str) -> str:
+    return f"{i}:span"
+
+
+def _component_call_id(meta: dict[str, Any]) -> str:
+    return meta.get("toolCallId") or meta["componentId"]
+
+
+def _path(component_id: str) -> str:
+    return f"/{COMPONENTS}{pointer(component_id)}"
+
+
+def _prefixed(op: dict[str, Any], base: str) -> dict[str, Any]:
+    moved = {**op, "path": base + op["path"]}
+    if "from" in op:
+        moved["from"] = base + op["from"]
+    return moved
+
+
+def _rendered(i: str, value: dict[str, Any]) -> ToolCallResultEvent:
+    """The gateway's own answer to a component call: the client must not answer it."""
+    return ToolCallResultEvent(
+        message_id=f"{i}:result", tool_call_id=_component_call_id(value), role="tool",
+        content=json.dumps({"rendered": value["name"], "componentId": value["componentId"]}))

@@ -1,0 +1,151 @@
+"""The part every wire dialect shares: which items of a frame log are open, and event positions.
+
+A dialect is a deterministic translation of a run's Timbal log: the same frames always give the
+same events. That is what lets an SSE `id:` be an event's position in the run and a reconnect
+replay exactly what was missed. `Dialect` walks the frames and keeps the only state a translation
+needs (the items that are open and what they have streamed so far); a subclass says what events
+an item's start, appends and end, a whole message, and a control frame become.
+
+`positioned` numbers the events of a log (1, 2, ...) and skips those a reader already has. A
+reader resuming after event `n` re-translates from the first frame and skips the first `n`: no
+gaps, no duplicates, whatever process serves it. One exception, after a crash: a reader may have
+seen events built from frames its process never persisted, so its cursor can point past the end
+of the log as saved. It still gets the run's `RUN_LOST` error (at its own, lower, position), so it
+always learns how the run ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from .. import timbal
+
+E = TypeVar("E")
+
+
+@dataclass
+class Item:
+    """A streamed Timbal message between its start and its set frame."""
+
+    i: str
+    type: str
+    message_id: str
+    meta: dict[str, Any]
+    sent: list[str] = field(default_factory=list)  # appends so far (joined once, at the end)
+    state: Any = None  # what the dialect keeps per item (a props stream, ...)
+
+    def text(self) -> str:
+        return "".join(self.sent)
+
+    def rest_of(self, final: str) -> str:
+        """What the final value adds to the streamed text ("" if it does not extend it)."""
+        sent = self.text()
+        return final[len(sent):] if final.startswith(sent) else ""
+
+
+class Dialect(Generic[E]):
+    """Frame log -> events of one wire dialect; one instance per reader of one run."""
+
+    def __init__(self) -> None:
+        self.thread_id = ""
+        self.run_id = ""
+        self.open: dict[str, Item] = {}
+        self.finished = False
+
+    def feed(self, frame: timbal.Frame) -> list[E]:
+        """Translate one frame; returns zero or more events (without timestamps)."""
+        if self.finished:
+            return []
+        kind = timbal.kind(frame)
+        if kind == "control":
+            name = frame["c"]
+            if name == timbal.RUN_STARTED:
+                self.thread_id, self.run_id = frame["threadId"], frame["runId"]
+            elif name in timbal.TERMINAL_CONTROLS:
+                self.finished = True
+            return self.on_control(name, frame)
+        if kind == "start":
+            i, meta = frame["i"], frame.get("m") or {}
+            if i in self.open:  # a reset of an open item: no dialect can restate it
+                return []
+            item = Item(i, str(meta.get("type") or ""), str(meta.get("messageId") or i), meta)
+            events = self.on_start(item)
+            if events is None:
+                return []
+            self.open[i] = item
+            return events
+        if kind == "append":
+            streaming = self.open.get(frame["i"])
+            text = frame["a"]
+            if streaming is None or text == "":
+                return []
+            streaming.sent.append(text)
+            return self.on_append(streaming, text)
+        if kind == "set":
+            ending = self.open.pop(frame["i"], None)
+            if ending is None:
+                return self.on_whole(frame["i"], frame["v"])
+            return self.on_end(ending, frame["v"])
+        return []
+
+    def close_open(self) -> list[E]:
+        """Close every open item (a truncated or cancelled log), in the order they opened."""
+        events: list[E] = []
+        for item in self.open.values():
+            events.extend(self.on_close(item))
+        self.open.clear()
+        return events
+
+    # -- what a dialect defines -----------------------------------------------------------------
+
+    def on_start(self, item: Item) -> list[E] | None:
+        """Events that open the item, or None for an item this dialect does not stream."""
+        return None
+
+    def on_append(self, item: Item, text: str) -> list[E]:
+        return []
+
+    def on_end(self, item: Item, value: dict[str, Any]) -> list[E]:
+        """The item's set frame: its final value."""
+        return []
+
+    def on_whole(self, i: str, value: dict[str, Any]) -> list[E]:
+        """A message that arrives complete (never streamed, or started before a late join)."""
+        return []
+
+    def on_close(self, item: Item) -> list[E]:
+        """Close an item whose set frame never came."""
+        return []
+
+    def on_control(self, name: str, frame: timbal.Frame) -> list[E]:
+        return []
+
+    def stamp(self, event: E, ts: int) -> E:
+        """The event with its timestamp (epoch ms of the frame it came from)."""
+        raise NotImplementedError
+
+
+class LogEntry(Protocol):
+    @property
+    def ts(self) -> int: ...
+
+    @property
+    def frame(self) -> dict[str, Any]: ...
+
+
+async def positioned(entries: AsyncIterator[LogEntry], dialect: Dialect[E], after: int = 0
+                     ) -> AsyncIterator[tuple[int, E]]:
+    """The dialect's events of a log with their positions, after the reader's cursor."""
+    position = 0
+    for_lost: tuple[int, E] | None = None
+    async for entry in entries:
+        for event in dialect.feed(entry.frame):
+            position += 1
+            if position > after:
+                yield position, dialect.stamp(event, entry.ts)
+            elif timbal.is_lost(entry.frame):
+                for_lost = position, dialect.stamp(event, entry.ts)
+    if for_lost is not None:
+        yield for_lost

@@ -1,0 +1,212 @@
+"""The Tambo dialect of AG-UI (what `@tambo-ai/client` 1.1.3 reads).
+
+The dialect is AG-UI 0.0.44's event set plus `tambo.*` CUSTOM events: reasoning is
+`THINKING_TEXT_MESSAGE_*` (the 1.0 `REASONING_*` events are fatal in the Tambo reducer),
+components stream as JSON Patch `operations`, and a cancel is `RUN_ERROR {code: CANCELLED}`.
+Where the Tambo v1 proposal names other fields (`delta`, `props`, `input`, ...) they are sent too:
+clients ignore extra fields. Events are plain dicts: `ag-ui-protocol` 1.0 cannot build the
+`THINKING_*` events this dialect needs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from .. import timbal
+from ..props_stream import PropsStream
+from .base import Dialect, Item
+
+Event = dict[str, Any]
+
+
+class TamboDialect(Dialect[Event]):
+    def on_start(self, item: Item) -> list[Event] | None:
+        meta = item.meta
+        if item.type == "agent":
+            return [{"type": "TEXT_MESSAGE_START", "messageId": item.message_id,
+                     "role": "assistant"}]
+        if item.type == "thinking":
+            return [{"type": "THINKING_TEXT_MESSAGE_START"}]
+        if item.type == "tool_call":
+            return [_tool_call_start(meta["toolCallId"], meta["name"], item.message_id)]
+        if item.type == "x-component":
+            item.state = PropsStream()
+            return [_component_start(item.message_id, meta["componentId"], meta["name"])]
+        return None
+
+    def on_append(self, item: Item, text: str) -> list[Event]:
+        if item.type == "agent":
+            return [{"type": "TEXT_MESSAGE_CONTENT", "messageId": item.message_id, "delta": text}]
+        if item.type == "thinking":
+            return [{"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": text}]
+        if item.type == "tool_call":
+            return [{"type": "TOOL_CALL_ARGS", "toolCallId": item.meta["toolCallId"],
+                     "delta": text}]
+        if item.type == "x-component":
+            ops = item.state.feed(text)
+            return [_props_delta(item.meta["componentId"], item.state, ops, text)] if ops else []
+        return []
+
+    def on_end(self, item: Item, value: dict[str, Any]) -> list[Event]:
+        if item.type == "agent":
+            rest = item.rest_of(value.get("content", ""))
+            events = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": item.message_id, "delta": rest}]
+            return (events if rest else []) + [
+                {"type": "TEXT_MESSAGE_END", "messageId": item.message_id}]
+        if item.type == "thinking":
+            rest = item.rest_of(value.get("content", ""))
+            events = [{"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": rest}] if rest else []
+            return events + [{"type": "THINKING_TEXT_MESSAGE_END"}]
+        if item.type == "tool_call":
+            return [{"type": "TOOL_CALL_END", "toolCallId": item.meta["toolCallId"]}]
+        if item.type == "x-component" and value.get("type") == "x-component":
+            events = []
+            ops = item.state.finish(value.get("props") or {})
+            if ops:
+                events.append(_props_delta(item.meta["componentId"], item.state, ops, ""))
+            return events + [_component_end(value)]
+        return []
+
+    def on_whole(self, i: str, value: dict[str, Any]) -> list[Event]:
+        vtype, message_id = value.get("type"), value.get("messageId", "")
+        if vtype == "agent":
+            content = value.get("content", "")
+            events: list[Event] = [
+                {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}
+            ]
+            if content:
+                events.append(
+                    {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": content}
+                )
+            return events + [{"type": "TEXT_MESSAGE_END", "messageId": message_id}]
+        if vtype == "tool_call":
+            call_id = value["toolCallId"]
+            return [
+                _tool_call_start(call_id, value["name"], message_id),
+                {"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
+                 "delta": json.dumps(value.get("arguments") or {})},
+                {"type": "TOOL_CALL_END", "toolCallId": call_id},
+            ]
+        if vtype == "tool_result" and value.get("origin") != "client":
+            return [{
+                "type": "TOOL_CALL_RESULT",
+                "messageId": message_id,
+                "toolCallId": value["toolCallId"],
+                "content": timbal.tool_result_text(value),
+                "role": "tool",
+            }]
+        if vtype == "x-component":
+            props = PropsStream()
+            ops = props.finish(value.get("props") or {})
+            events = [_component_start(message_id, value["componentId"], value["name"])]
+            if ops:
+                events.append(_props_delta(value["componentId"], props, ops,
+                                           json.dumps(value.get("props") or {})))
+            return events + [_component_end(value)]
+        return []
+
+    def on_close(self, item: Item) -> list[Event]:
+        if item.type == "agent":
+            return [{"type": "TEXT_MESSAGE_END", "messageId": item.message_id}]
+        if item.type == "thinking":
+            return [{"type": "THINKING_TEXT_MESSAGE_END"}]
+        if item.type == "tool_call":
+            return [{"type": "TOOL_CALL_END", "toolCallId": item.meta["toolCallId"]}]
+        return []
+
+    def on_control(self, name: str, frame: timbal.Frame) -> list[Event]:
+        if name == timbal.RUN_STARTED:
+            return [{"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}]
+        if name == timbal.RUN_AWAITING_INPUT:
+            return [{
+                "type": "CUSTOM",
+                "name": "tambo.run.awaiting_input",
+                "value": {
+                    "threadId": self.thread_id,
+                    "runId": self.run_id,
+                    "pendingToolCalls": frame["pendingToolCalls"],
+                },
+            }]
+        if name == timbal.COMPONENT_STATE:
+            component_id = frame["componentId"]
+            events: list[Event] = [{
+                "type": "CUSTOM",
+                "name": "tambo.component.state_delta",
+                "value": {
+                    "componentId": component_id,
+                    "operations": frame["operations"],
+                    "delta": frame["operations"],
+                    "revision": frame["revision"],
+                },
+            }]
+            if not any(item.meta.get("componentId") == component_id
+                       for item in self.open.values()):
+                # The Tambo reducer marks a component "streaming" on every state delta; for one
+                # whose props are complete, an end marks it "done" again.
+                events.append({"type": "CUSTOM", "name": "tambo.component.end",
+                               "value": {"componentId": component_id}})
+            return events
+        if name == timbal.RUN_FINISHED:
+            # A truncated log may have left items open: RUN_FINISHED never leaves them open.
+            return self.close_open() + [
+                {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
+            ]
+        if name == timbal.RUN_CANCELLED:
+            return [{"type": "RUN_ERROR", "message": "Run cancelled", "code": "CANCELLED"}]
+        if name == timbal.ERROR:
+            event = {
+                "type": "RUN_ERROR",
+                "message": frame.get("message") or "An internal error occurred",
+                "code": frame.get("code") or "INTERNAL_ERROR",
+                "category": frame.get("category") or "server_error",
+                "isRetryable": bool(frame.get("isRetryable", False)),
+            }
+            if frame.get("status") is not None:
+                event["status"] = frame["status"]
+            return [event]
+        return []
+
+    def stamp(self, event: Event, ts: int) -> Event:
+        return {**event, "timestamp": ts}
+
+
+def encode(event: Event) -> str:
+    """An event as the compact JSON of one SSE `data:` line, once per event per reader: orjson
+    takes about 0.2 µs where `json.dumps` takes 2.8 (the same text, except floats in exponent
+    form: `1e-5`, not `1e-05`). What orjson refuses (integers beyond 64 bits, a lone surrogate)
+    goes the old way."""
+    try:
+        return orjson.dumps(event).decode()
+    except TypeError:
+        return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+
+
+def _tool_call_start(call_id: str, name: str, message_id: str) -> Event:
+    return {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name,
+            "parentMessageId": message_id}
+
+
+def _component_start(message_id: str, component_id: str, name: str) -> Event:
+    return {"type": "CUSTOM", "name": "tambo.component.start",
+            "value": {"messageId": message_id, "componentId": component_id,
+                      "componentName": name}}
+
+
+def _props_delta(component_id: str, props: PropsStream, ops: list[dict[str, Any]],
+                 delta: str) -> Event:
+    return {"type": "CUSTOM", "name": "tambo.component.props_delta",
+            "value": {"componentId": component_id, "operations": ops, "delta": delta,
+                      "streamingStatus": props.streaming_status()}}
+
+
+def _component_end(value: dict[str, Any]) -> Event:
+    props, state = value.get("props") or {}, value.get("state")
+    end: dict[str, Any] = {"componentId": value["componentId"], "props": props,
+                           "finalProps": props}
+    if state is not None:
+        end["state"] = state
+        end["finalState"] = state
+    return {"type": "CUSTOM", "name": "tambo.component.end", "value": end}

@@ -1,0 +1,67 @@
+/**
+ * Drive `HttpAgent` from @ag-ui/client 1.0.0 against a Gateway's AG-UI 1.0 endpoint.
+ *
+ * Usage: node agui_agent.mjs '<json plan>'   (or the plan on stdin)
+ *
+ * The plan: {url, headers?, threadId?, steps: [{user?, tools?, forwardedProps?, answerPending?}]}.
+ * Each step adds the user's message (`user`) and/or a `tool` message answering every tool call
+ * the previous run left pending (`answerPending`: the result text), then `agent.runAgent()`.
+ * HttpAgent applies its own pipeline to the response (enforceEvents, transformChunks and
+ * verifyEvents), so a stream that is not valid AG-UI makes `runAgent` reject: that rejection is
+ * recorded as the run's `error`. What the client printed with console.warn (for instance a
+ * STATE_DELTA it could not apply) is recorded as `warnings`.
+ *
+ * Prints one JSON line: {threadId, runs: [{runId, events, error, outcome, pendingToolCallIds}],
+ * messages, state, warnings}.
+ */
+import { HttpAgent } from "@ag-ui/client";
+
+async function readPlan() {
+  if (process.argv[2]) return JSON.parse(process.argv[2]);
+  let text = "";
+  for await (const chunk of process.stdin) text += chunk;
+  return JSON.parse(text);
+}
+
+const plan = await readPlan();
+const warnings = [];
+const originalWarn = console.warn;
+console.warn = (...args) => {
+  warnings.push(args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" "));
+  originalWarn("[agui_agent]", ...args);
+};
+
+const agent = new HttpAgent({ url: plan.url, headers: plan.headers ?? {}, threadId: plan.threadId });
+const runs = [];
+let pending = [];
+let counter = 0;
+
+for (const step of plan.steps) {
+  for (const toolCallId of step.answerPending !== undefined ? pending : []) {
+    agent.addMessage({ id: `tool-result-${++counter}`, role: "tool", toolCallId,
+                       content: step.answerPending });
+  }
+  if (step.user !== undefined) {
+    agent.addMessage({ id: `user-${++counter}`, role: "user", content: step.user });
+  }
+  const run = { runId: null, events: [], error: null, outcome: null, pendingToolCallIds: [] };
+  runs.push(run);
+  try {
+    await agent.runAgent({ tools: step.tools ?? [], forwardedProps: step.forwardedProps ?? {} }, {
+      onEvent: ({ event }) => {
+        run.events.push(event);
+        if (event.type === "RUN_STARTED") run.runId = event.runId;
+      },
+      onRunFinishedEvent: ({ outcome, pendingToolCallIds }) => {
+        run.outcome = outcome;
+        run.pendingToolCallIds = pendingToolCallIds ?? [];
+      },
+    });
+  } catch (err) {
+    run.error = err?.message ?? String(err);
+  }
+  pending = run.pendingToolCallIds;
+}
+
+console.log(JSON.stringify({ threadId: agent.threadId, runs, messages: agent.messages,
+                             state: agent.state, warnings }));

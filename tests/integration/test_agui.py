@@ -1,0 +1,169 @@
+"""The AG-UI 1.0 endpoint over loopback HTTP: reconnect from a cursor, cancel, retries with the
+same runId, refused input, and scopes. (The real `HttpAgent` is in tests/conformance.)"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from ag_ui.core import Event
+from pydantic import TypeAdapter
+
+from tests.conftest import scripted_env
+from tests.support.gateway_server import GatewayServer
+from tests.support.run_stream import open_stream, read_until, slow_turn
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import SseEvent, run_events, text_of
+
+RUN = "/v1/agui/agents/default/run"
+EVENT = TypeAdapter(Event)
+
+
+def agui_input(thread_id: str | None = None, run_id: str | None = None, text: str = "hi",
+               **extra: Any) -> dict[str, Any]:
+    return {"threadId": thread_id or f"t-{uuid.uuid4()}", "runId": run_id or f"r-{uuid.uuid4()}",
+            "messages": [{"id": f"m-{uuid.uuid4()}", "role": "user", "content": text}],
+            "tools": [], "context": [], "state": {}, "forwardedProps": {}, **extra}
+
+
+def run_path(body: dict[str, Any]) -> str:
+    return f"/v1/agui/threads/{body['threadId']}/runs/{body['runId']}"
+
+
+def valid(events: list[SseEvent]) -> list[SseEvent]:
+    for event in events:
+        EVENT.validate_python(event.data)
+    return events
+
+
+def test_reconnect_from_a_cursor_gives_exactly_the_missed_events(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue(slow_turn(30, 0.02))
+    body = agui_input()
+    with open_stream(client, "POST", RUN, json=body) as (_, events):
+        first = read_until(events, lambda seen: len(seen) >= 6)
+    assert [e.id for e in first] == list(range(1, 7))
+    rest = valid(run_events(client, "GET", run_path(body), headers={"last-event-id": "6"}))
+    whole = valid(run_events(client, "GET", run_path(body)))
+
+    assert [e.id for e in rest] == list(range(7, len(whole) + 1))
+    assert [e.data for e in first + rest] == [e.data for e in whole]
+    by_query = run_events(client, "GET", run_path(body) + "?after=20")
+    assert [e.data for e in by_query] == [e.data for e in whole[20:]]
+    assert text_of(whole) == "".join(f"t{i} " for i in range(1, 31))
+    assert whole[-1].type == "RUN_FINISHED" and whole[-1].data["outcome"] == {"type": "success"}
+
+
+def test_cancel_ends_the_stream_with_a_cancelled_outcome(client: httpx.Client,
+                                                         scripted_model: ScriptedModel):
+    scripted_model.enqueue(slow_turn(200, 0.05))
+    body = agui_input()
+    with open_stream(client, "POST", RUN, json=body) as (_, events):
+        seen = read_until(events, lambda s: any(e.type == "TEXT_MESSAGE_CONTENT" for e in s))
+        response = client.delete(run_path(body))
+        assert response.status_code == 200 and response.json()["status"] == "cancelled"
+        seen += list(events)
+    valid(seen)
+    types = [e.type for e in seen]
+    assert types[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert seen[-1].data["outcome"] == {"type": "cancelled"}
+    assert "RUN_ERROR" not in types
+
+
+def test_a_retried_run_id_replays_that_run(client: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "Once."}])
+    body = agui_input()
+    first = run_events(client, "POST", RUN, json=body)
+    again = client.post(RUN, json=body, headers={"accept": "text/event-stream"})
+
+    assert again.headers["idempotent-replayed"] == "true"
+    assert len(scripted_model.requests) == 1
+    assert text_of(first) == "Once." and again.text.count("Once.") == 1
+    other_thread = client.post(RUN, json={**body, "threadId": f"t-{uuid.uuid4()}"})
+    assert other_thread.status_code == 409 and other_thread.json()["code"] == "RUN_ID_IN_USE"
+
+
+def test_history_and_context_reach_the_model(client: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "Sure."}], [{"content": "Again."}])
+    body = agui_input(text="and now?", context=[{"description": "page", "value": "checkout"}])
+    body["messages"][:0] = [{"id": "s", "role": "system", "content": "Be brief."},
+                            {"id": "u0", "role": "user", "content": "earlier"},
+                            {"id": "a0", "role": "assistant", "content": "earlier answer"}]
+    run_events(client, "POST", RUN, json=body)
+    follow_up = agui_input(body["threadId"], text="more")
+    run_events(client, "POST", RUN, json=follow_up)
+
+    first, second = (r["messages"] for r in scripted_model.requests)
+    assert [(m["role"], m["content"][:14]) for m in first] == [
+        ("system", "Be brief."), ("user", "earlier"), ("assistant", "earlier answer"),
+        ("user", "and now?\n\nAddi")]
+    assert "checkout" in first[-1]["content"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user", "assistant",
+                                           "user"]
+    thread = client.get(f"/v1/threads/{body['threadId']}").json()
+    assert thread["lastCompletedRunId"] == follow_up["runId"]
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"runId": 7}, "runId"),
+    ({"threadId": "x" * 65}, "threadId"),
+    ({"messages": [{"id": "m", "role": "tool", "content": "no call id"}]},
+     "messages.0.tool.toolCallId"),
+    ({"tools": [{"name": "t"}]}, "tools.0.description"),
+    ({"forwardedProps": {"components": [{"name": ""}]}}, "forwardedProps"),
+])
+def test_malformed_input_is_a_400_naming_the_field(client: httpx.Client, change: dict,
+                                                   field: str):
+    response = client.post(RUN, json={**agui_input(), **change})
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["code"] == "VALIDATION_ERROR" and field in problem["errors"], problem
+
+
+def test_input_with_nothing_new_is_refused(client: httpx.Client):
+    response = client.post(RUN, json={**agui_input(), "messages": []})
+    assert response.status_code == 400 and response.json()["code"] == "NO_NEW_INPUT"
+    assert "messages" in response.json()["errors"]
+
+
+def test_unknown_agent_is_404(client: httpx.Client):
+    response = client.post("/v1/agui/agents/other/run", json=agui_input())
+    assert response.status_code == 404 and response.json()["code"] == "AGENT_NOT_FOUND"
+
+
+def test_a_thread_of_another_user_is_404(client: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "For alice."}])
+    body = agui_input(forwardedProps={"userKey": "alice"})
+    run_events(client, "POST", RUN, json=body)
+
+    as_bob = client.post(RUN + "?userKey=bob", json=agui_input(body["threadId"], text="mine?"))
+    assert as_bob.status_code == 404 and as_bob.json()["code"] == "THREAD_NOT_FOUND"
+    assert "For alice" not in as_bob.text
+    assert len(scripted_model.requests) == 1
+
+
+@pytest.fixture(scope="module")
+def keyed_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[GatewayServer]:
+    server = GatewayServer(tmp_path_factory.mktemp("agui-keyed"), scripted_env(
+        scripted_model, GATEWAY_API_KEYS="key-a:project-a,key-b:project-b"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_a_thread_of_another_project_is_404(keyed_gateway: GatewayServer,
+                                            scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "Project A's secret."}])
+    body = agui_input()
+    with httpx.Client(base_url=keyed_gateway.url, timeout=30) as http:
+        run_events(http, "POST", RUN, json=body, headers={"x-api-key": "key-a"})
+        other = http.post(RUN, json=agui_input(body["threadId"]), headers={"x-api-key": "key-b"})
+        replay = http.get(run_path(body), headers={"x-api-key": "key-b"})
+    assert other.status_code == 404 and other.json()["code"] == "THREAD_NOT_FOUND"
+    assert replay.status_code == 404 and "secret" not in replay.text
+    assert len(scripted_model.requests) == 1
