@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import socket
 import sys
@@ -32,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--allow-remote", action="store_true",
+                       help="listen on a non-loopback --host even in development mode "
+                            "(no GATEWAY_API_KEYS: any key is accepted)")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
     serve.add_argument("--model", help="overrides GATEWAY_MODEL")
@@ -122,6 +126,24 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine; a name we cannot judge counts as remote."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: Settings, host: str, allow_remote: bool) -> None:
+    """Development mode accepts any API key, so it stays on loopback unless the operator
+    says otherwise: an open gateway in front of a paid model must be a decision, not a typo."""
+    if not settings.api_keys and not allow_remote and not is_loopback(host):
+        raise StartupError(f"refusing to listen on {host} in development mode (no "
+                           "GATEWAY_API_KEYS): set keys, or pass --allow-remote")
+
+
 def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     import uvicorn
 
@@ -202,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(prepare_database(settings.database_url))
             print(f"database is up to date: {mask_url(settings.database_url)}")
             return 0
+        check_exposure(settings, args.host, args.allow_remote)
         return serve(settings, args.host, args.port, args.log_level)
     except StartupError as error:
         print(f"gateway: {error}", file=sys.stderr)
