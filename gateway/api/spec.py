@@ -89,7 +89,8 @@ CODES: dict[str, ErrorCode] = {
                                                "credentials."),
     "LLM_TIMEOUT": ErrorCode(502, "The model provider did not answer in time."),
     "LLM_CONTEXT_WINDOW_EXCEEDED": ErrorCode(502, "The thread is too long for the model."),
-
+    "DATABASE_UNAVAILABLE": ErrorCode(503, "The gateway cannot reach its database for a moment "
+                                           "(a restart, a network blip); retry shortly."),
 }
 
 ParamIn = Literal["query", "header", "path"]
@@ -142,6 +143,8 @@ class Operation:
         if "{thread_id}" in self.path:
             implied.append("THREAD_NOT_FOUND")
         wanted = {*implied, *self.errors, "INTERNAL_ERROR"}
+        if not self.public:  # every operation that reads or writes the database
+            wanted.add("DATABASE_UNAVAILABLE")
         return [code for code in CODES if code in wanted]
 
 
