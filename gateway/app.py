@@ -22,7 +22,7 @@ from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
-from .config import DEMO_MODEL, Settings
+from .config import DEMO_MODEL, Settings, load_settings
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
@@ -31,6 +31,7 @@ from .loop_lag import monitor_loop_lag
 from .observability.logs import RequestIdMiddleware
 from .observability.metrics import MeteredModel, metrics_endpoint
 from .observability.ready import ready
+from .runs.fanout import fanout_over
 from .runs.manager import RunManager
 from .runs.supervisor import RunSupervisor
 from .store.db import create_engine, migrate
@@ -105,11 +106,17 @@ class CorsOutermost(Starlette):
         return app
 
 
+def app_from_environment() -> Starlette:
+    """The app of one `gateway serve --workers N` worker (each reads the environment itself;
+    the parent has already validated it)."""
+    return create_app(load_settings())
+
+
 def create_app(settings: Settings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         load_litellm()
-        engine = create_engine(settings.database_url)
+        engine = create_engine(settings.database_url, settings.database_pool_size)
         await migrate(engine)
         store = Store(engine)
         adapter = model_adapter(settings.model, settings.model_api_base,
@@ -118,15 +125,18 @@ def create_app(settings: Settings) -> Starlette:
         model = MeteredModel(adapter)
         stack = contextlib.AsyncExitStack()
         server_tools = await open_server_tools(settings, stack)
+        fanout = fanout_over(settings.redis_url, store)
         manager = RunManager(store, model, max_steps=settings.max_steps,
                              tool_timeout=settings.tool_timeout_seconds,
                              lease_seconds=settings.lease_seconds,
                              disconnect_grace_seconds=settings.disconnect_grace_seconds,
                              server_tools=server_tools,
-                             idempotency_ttl_seconds=settings.idempotency_ttl_seconds)
-        # Cancel flags from other processes, lease renewal, and failing the runs of dead
-        # processes (at start-up too): one background task for the whole process.
+                             idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
+                             remote_feed=fanout.feed, signals=fanout.signals)
+        # Lease renewal and failing the runs of dead processes (at start-up too); cancels
+        # signalled by other processes: two background tasks for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
+        cancels = asyncio.create_task(manager.listen_for_signals(), name="signals")
         lag_monitor = (asyncio.create_task(monitor_loop_lag(settings.loop_lag_log_seconds))
                        if settings.loop_lag_log_seconds else None)
         identity = IdentityProviders(
@@ -159,8 +169,10 @@ def create_app(settings: Settings) -> Starlette:
             supervisor.cancel()
             if lag_monitor is not None:
                 lag_monitor.cancel()
+            cancels.cancel()
             await manager.shutdown()
             await stack.aclose()
+            await fanout.close()
             if isinstance(adapter, DirectModel):
                 await adapter.aclose()
             await engine.dispose()

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import ipaddress
 import logging
+import os
 import socket
 import sys
 from types import FrameType
@@ -28,6 +29,10 @@ class StartupError(Exception):
     """A start-up step failed for a reason the operator must fix; the message is one line."""
 
 
+class UsageError(Exception):
+    """Options that cannot go together; the message is one line (exit status 2)."""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -41,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="overrides GATEWAY_MODEL")
     serve.add_argument("--log-level", default="info", choices=LOG_LEVELS,
                        help="for the gateway's own loggers and uvicorn's (default: info)")
+    serve.add_argument("--workers", type=int, default=1,
+                       help="worker processes on this port (PostgreSQL only; default: 1)")
     migrate = commands.add_parser("migrate", help="create or upgrade the database schema, "
                                                   "then exit")
     migrate.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
@@ -144,6 +151,27 @@ def check_exposure(settings: Settings, host: str, allow_remote: bool) -> None:
                            "GATEWAY_API_KEYS): set keys, or pass --allow-remote")
 
 
+def serve_workers(settings: Settings, host: str, port: int, log_level: str,
+                  workers: int) -> int:
+    """`--workers N`: uvicorn's supervisor and N worker processes sharing one socket, each with
+    its own app (and run manager). The schema is migrated once, here, before they start."""
+    import uvicorn
+
+    if settings.database_url.startswith("sqlite"):
+        # SQLite takes one writer at a time: more workers would queue on its lock instead of
+        # adding capacity, so this is refused rather than made to work slowly.
+        raise UsageError(f"--workers {workers} needs PostgreSQL; set "
+                         "GATEWAY_DATABASE_URL=postgresql://... (SQLite serves one worker)")
+    sock = listen(host, port)
+    asyncio.run(prepare_database(settings.database_url))
+    # Each worker reads its settings again: pass the command-line overrides on.
+    os.environ["GATEWAY_DATABASE_URL"] = settings.database_url
+    os.environ["GATEWAY_MODEL"] = settings.model
+    uvicorn.run("gateway.app:app_from_environment", factory=True, workers=workers,
+                fd=sock.fileno(), log_level=log_level, timeout_graceful_shutdown=5)
+    return 0
+
+
 def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     import uvicorn
 
@@ -225,7 +253,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"database is up to date: {mask_url(settings.database_url)}")
             return 0
         check_exposure(settings, args.host, args.allow_remote)
+        if args.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        if args.workers > 1:
+            return serve_workers(settings, args.host, args.port, args.log_level, args.workers)
         return serve(settings, args.host, args.port, args.log_level)
+    except UsageError as error:
+        print(f"gateway: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except StartupError as error:
         print(f"gateway: {error}", file=sys.stderr)
         return EXIT_STARTUP

@@ -52,6 +52,24 @@ def parse_api_keys(raw: str) -> dict[str, str]:
     return keys
 
 
+DATABASE_URL_FORMS = ("postgresql://", "postgres://", "postgresql+asyncpg://", "sqlite:///path",
+                      "sqlite+aiosqlite:///path")
+
+
+def normalise_database_url(raw: str) -> str:
+    """The async-driver URL for the forms people paste: `postgresql://` and `postgres://` go to
+    asyncpg, `sqlite:///path` to aiosqlite; anything else is refused in one line."""
+    scheme, sep, rest = raw.strip().partition("://")
+    scheme = scheme.lower()
+    if sep and rest:
+        if scheme in ("postgresql", "postgres", "postgresql+asyncpg"):
+            return f"postgresql+asyncpg://{rest}"
+        if scheme in ("sqlite", "sqlite+aiosqlite") and rest.startswith("/"):
+            return f"sqlite+aiosqlite://{rest}"
+    raise ValueError("not a supported database URL; accepted forms: "
+                     + ", ".join(DATABASE_URL_FORMS))
+
+
 def _comma_list(raw: Any) -> Any:
     if isinstance(raw, str):
         return tuple(item.strip() for item in raw.split(",") if item.strip())
@@ -70,6 +88,16 @@ class Settings(BaseSettings):
         description="SQLAlchemy async URL of the database: `sqlite+aiosqlite:///path` or "
                     "`postgresql+asyncpg://user:password@host/db`. Default: `./data/gateway.db`.",
         json_schema_extra={"secret_parts": "password"})
+    database_pool_size: int = Field(
+        10, ge=1, le=1000,
+        description="PostgreSQL connections each process keeps open (and as many again in "
+                    "bursts). Size it so processes x 2 x this stays under the server's "
+                    "`max_connections`. Not used with SQLite.")
+    redis_url: str | None = Field(
+        None, json_schema_extra={"secret_parts": "password"},
+        description="`redis://host:port/db`: live tails and cancels across processes go "
+                    "through Redis (streams and pub/sub) instead of database polling. Unset: "
+                    "one process, or several that poll the database.")
     model: str = Field(
         DEMO_MODEL, min_length=1,
         description="The litellm model string (`openai/gpt-4o-mini`, `anthropic/...`); "
@@ -171,6 +199,7 @@ class Settings(BaseSettings):
             raise ValueError("GATEWAY_OIDC_ISSUERS needs an audience: a token issued for "
                              "another application must not sign its users in here")
         return audience
+    _normalise_database_url = field_validator("database_url")(normalise_database_url)
 
     @property
     def development_mode(self) -> bool:
@@ -217,4 +246,4 @@ def load_settings(**overrides: object) -> Settings:
 
 def _is_secret(field_name: str) -> bool:
     return field_name in {"model_api_key", "api_keys", "database_url", "oauth_hs256_secret",
-                          "token_secret"}
+                          "token_secret", "redis_url"}

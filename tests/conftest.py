@@ -12,8 +12,22 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support import engines
+from tests.support.gateway_server import USER, GatewayCluster, GatewayServer
 from tests.support.scripted_model import ScriptedModel
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`GATEWAY_TEST_BACKEND=postgres`: every gateway of the session runs on a throwaway
+    PostgreSQL and Redis (tests/support/engines.py); the default is SQLite in one process."""
+    if engines.backend() == "postgres" and engines.ENGINES is None:
+        engines.ENGINES = engines.Engines().start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if engines.ENGINES is not None:
+        engines.ENGINES.stop()
+        engines.ENGINES = None
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +59,11 @@ def scripted_env(model: ScriptedModel, **extra: str) -> dict[str, str]:
 def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[GatewayServer]:
     """A gateway driven by the scripted model: streamed through the direct adapter (`auto`),
-    non-streamed calls through litellm's real OpenAI path."""
-    server = GatewayServer(tmp_path_factory.mktemp("gateway"), scripted_env(scripted_model))
+    non-streamed calls through litellm's real OpenAI path. One process on SQLite, or two on
+    PostgreSQL + Redis behind a round-robin proxy."""
+    workdir, env = tmp_path_factory.mktemp("gateway"), scripted_env(scripted_model)
+    server = (GatewayCluster(workdir, env) if engines.ENGINES is not None
+              else GatewayServer(workdir, env))
     server.start()
     yield server
     server.stop()

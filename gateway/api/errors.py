@@ -20,6 +20,7 @@ from starlette.routing import Match, Route
 
 from ..protocol.problems import ApiError
 from ..runs.component_state import ComponentStateError
+from ..store.base import UNAVAILABLE
 from ..store.cursors import InvalidCursor
 from .spec import CODES
 
@@ -108,6 +109,14 @@ async def cursor_error_handler(_: Request, exc: Exception) -> JSONResponse:
     return problem(400, "INVALID_CURSOR", "The pagination cursor is not valid")
 
 
+async def database_unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database unreachable on %s %s: %s", request.method, request.url.path,
+                type(exc).__name__)
+    return problem(503, "DATABASE_UNAVAILABLE",
+                   "The gateway cannot reach its database right now; retry shortly",
+                   isRetryable=True)
+
+
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
     incident = uuid.uuid4().hex[:12]
     log.exception("unexpected error %s on %s %s", incident, request.method, request.url.path)
@@ -120,5 +129,6 @@ HANDLERS = {
     ValidationError: validation_error_handler,
     HTTPException: http_error_handler,
     InvalidCursor: cursor_error_handler,
+    **{error: database_unavailable_handler for error in UNAVAILABLE},
     Exception: unexpected_error_handler,
 }

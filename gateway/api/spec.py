@@ -102,7 +102,6 @@ CODES: dict[str, ErrorCode] = {
                                       "(connection refused, unknown host, connect timeout)."),
     "SHUTTING_DOWN": ErrorCode(503, "The gateway is shutting down and starts no new run; retry "
                                     "after `Retry-After` seconds (another process may take it)."),
-
 }
 
 ParamIn = Literal["query", "header", "path"]
@@ -156,6 +155,8 @@ class Operation:
         if "{thread_id}" in self.path:
             implied.append("THREAD_NOT_FOUND")
         wanted = {*implied, *self.errors, "INTERNAL_ERROR"}
+        if not self.public:  # every operation that reads or writes the database
+            wanted.add("DATABASE_UNAVAILABLE")
         return [code for code in CODES if code in wanted]
 
 

@@ -21,7 +21,7 @@ import json
 import logging
 import random
 import weakref
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -87,8 +87,11 @@ class ComponentState:
 class ComponentStates:
     """Reads and updates component state; publishes each update to the thread's live run."""
 
-    def __init__(self, store: Store, runs: RunLookup) -> None:
+    def __init__(self, store: Store, runs: RunLookup,
+                 relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None) -> None:
         self.store, self.runs = store, runs
+        # Hands an update to the other processes when the thread's run is not here.
+        self.relay = relay
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
         # Per live run (its frame sink): the last revision of each component it published.
@@ -157,6 +160,22 @@ class ComponentStates:
     async def _publish(self, thread_id: str, component_id: str, base: int,
                        old: dict[str, Any], new: dict[str, Any],
                        ops: list[dict[str, Any]]) -> None:
+        """Send the change to the run streaming on this thread: here if it runs here, else
+        through `relay` to the process that runs it (if any does)."""
+        if not await self._publish_here(thread_id, component_id, base, old, new, ops) and \
+                self.relay is not None:
+            await self.relay(thread_id, {"kind": "component_state", "componentId": component_id,
+                                         "base": base, "old": old, "new": new, "ops": ops})
+
+    async def deliver(self, thread_id: str, event: dict[str, Any]) -> None:
+        """A thread event another process published: publish it to our run on the thread."""
+        if event.get("kind") == "component_state":
+            await self._publish_here(thread_id, event["componentId"], event["base"],
+                                     event["old"], event["new"], event["ops"])
+
+    async def _publish_here(self, thread_id: str, component_id: str, base: int,
+                            old: dict[str, Any], new: dict[str, Any],
+                            ops: list[dict[str, Any]]) -> bool:
         """Send the change to the run streaming on this thread in this process, if any.
 
         Its subscribers apply the ops to their copy, which is only known to be at `base` if
@@ -166,15 +185,18 @@ class ComponentStates:
         """
         active = self.runs.active_run_for_thread(thread_id)
         if active is None or active.recorder is None or active.live.closed:
-            return
+            return False
         sink = active.recorder
         published = self._published.setdefault(sink, {})
         known = published.get(component_id, 0 if base == 0 and not old else None)
+        if known is not None and base < known:
+            return True  # relayed late: a newer revision went out already
         if known != base:
             ops = [{"op": "replace", "path": "", "value": new}]
         published[component_id] = base + 1
         await sink.emit(timbal.control(timbal.COMPONENT_STATE, componentId=component_id,
                                        operations=ops, revision=base + 1))
+        return True
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Leaving is not cancelling. A run's `onDisconnect` decides:
 A run that has reached `awaiting_input` or any terminal state is never cancelled by a
 disconnect: the Tambo clients close the stream on purpose the moment they read
 `awaiting_input`. A follower in another process (it reads the log from the database) counts as
-a subscriber too: it marks the run as watched every second (`views.WATCH_TOUCH_MS`).
+a subscriber too: it marks the run as watched every second (`feeds_db.WATCH_TOUCH_MS`).
 """
 
 from __future__ import annotations

@@ -28,17 +28,19 @@ log = logging.getLogger(__name__)
 class LogWriter:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._queue: list[tuple[str, Sequence[FrameEntry], asyncio.Future[bool]]] = []
+        self._queue: list[tuple[str, Sequence[FrameEntry], str | None,
+                                asyncio.Future[bool]]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    async def append(self, run_id: str, entries: Sequence[FrameEntry]) -> bool:
-        """Persist a batch of a run's log; False if the run was fenced out (as
-        `Store.append_frames`). Returns once the commit that holds it is done."""
+    async def append(self, run_id: str, entries: Sequence[FrameEntry],
+                     owner: str | None = None) -> bool:
+        """Persist a batch of a run's log, under `owner`'s lease; False if the run was fenced
+        out (as `Store.append_frames`). Returns once the commit that holds it is done."""
         if not entries:
             return True
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queue.append((run_id, entries, future))
+        self._queue.append((run_id, entries, owner, future))
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._write(), name="run log writer")
@@ -53,7 +55,7 @@ class LogWriter:
                 pass
 
     async def _write(self) -> None:
-        batch: list[tuple[str, Sequence[FrameEntry], asyncio.Future[bool]]] = []
+        batch: list[tuple[str, Sequence[FrameEntry], str | None, asyncio.Future[bool]]] = []
         try:
             while True:
                 await self._wake.wait()
@@ -62,16 +64,16 @@ class LogWriter:
                 batch, self._queue = self._queue, []
                 try:
                     fenced = await self.store.append_frames_batch(
-                        [(run_id, entries) for run_id, entries, _ in batch])
+                        [(run_id, entries, owner) for run_id, entries, owner, _ in batch])
                 except Exception as exc:  # each run's recorder decides (it retries the batch)
-                    for _, _, future in batch:
+                    for _, _, _, future in batch:
                         if not future.done():
                             future.set_exception(exc)
                     continue
-                for run_id, _, future in batch:
+                for run_id, _, _, future in batch:
                     if not future.done():
                         future.set_result(run_id not in fenced)
         finally:  # closed: nobody may wait for a commit that will never come
-            for _, _, future in [*batch, *self._queue]:
+            for _, _, _, future in [*batch, *self._queue]:
                 if not future.done():
                     future.cancel()

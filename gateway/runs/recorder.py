@@ -55,12 +55,16 @@ async def durably(write: Awaitable[T]) -> T:
 
 class RunRecorder:
     def __init__(self, store: Store, live: LiveLog, thread_id: str, run_id: str,
-                 state_schemas: dict[str, Any] | None = None,
+                 state_schemas: dict[str, Any] | None = None, owner: str | None = None,
+                 on_fenced: Callable[[], None] | None = None,
                  writer: LogWriter | None = None) -> None:
         self.store, self.live = store, live
         # Flushes go through the process's shared writer when there is one (one commit for
         # the flushes of every run), else straight to the store.
         self._append = writer.append if writer is not None else store.append_frames
+        self.owner = owner  # the lease's fencing token: writes are refused once it is stale
+        self.fence = (run_id, owner) if owner else None
+        self._on_fenced = on_fenced  # the run is stopped at once, not at the next lease renewal
         self.thread_id, self.run_id = thread_id, run_id
         self.state_schemas = state_schemas or {}
         self._flushed = 0
@@ -93,10 +97,8 @@ class RunRecorder:
             pending = self.live.entries[self._flushed:]
             if not pending or self.fenced:
                 return
-            if not await durably(self._append(self.run_id, _rows(pending))):
-                log.warning("run %s: its log was ended by another process; not writing it "
-                            "any more", self.run_id)
-                self.fenced = True
+            if not await durably(self._append(self.run_id, _rows(pending), self.owner)):
+                self._fenced_out()
                 return
             self._flushed += len(pending)
 
@@ -127,8 +129,12 @@ class RunRecorder:
             await self._flusher
         except asyncio.CancelledError:
             pass
-        await self.flush()
-        self.live.close()
+        try:
+            await self.flush()
+        except Exception:  # the database is unreachable: subscribers must still be released
+            log.exception("run %s: the last flush of its log failed", self.run_id)
+        finally:
+            self.live.close()
 
     async def _flush_periodically(self) -> None:
         while True:
@@ -148,13 +154,17 @@ class RunRecorder:
         cancelled = bool(value.get("cancelled"))
         if parts is None:
             self._messages[message_id] = [part]
-            await self.store.add(MessageRow(
+            written = await self.store.add(MessageRow(
                 id=message_id, thread_id=self.thread_id, run_id=self.run_id, role="assistant",
-                parts=[part], created_ms=now_ms(), is_cancelled=cancelled))
+                parts=[part], created_ms=now_ms(), is_cancelled=cancelled), fence=self.fence)
         else:
             parts[:] = [p for p in parts if p["id"] != i] + [part]
             cancelled = cancelled or any(p.get("cancelled") for p in parts)
-            await self.store.save_message_parts(message_id, list(parts), cancelled)
+            written = await self.store.save_message_parts(message_id, list(parts), cancelled,
+                                                          fence=self.fence)
+        if not written:
+            self._fenced_out()
+            return
         if value.get("type") == "x-component":
             await self._put_component(value, value.get("props") or {}, value.get("state"))
 
@@ -162,10 +172,20 @@ class RunRecorder:
                              state: dict[str, Any] | None) -> None:
         """Create the component row at its start; at its set, refresh only its props (its state
         may have been updated meanwhile, through `ComponentStates`)."""
-        await self.store.put_component(ComponentRow(
-            id=value["componentId"], thread_id=self.thread_id, message_id=value["messageId"],
-            name=value["name"], props=props, state=state,
-            state_schema=self.state_schemas.get(value["name"]), revision=0, updated_ms=now_ms()))
+        if not await self.store.put_component(ComponentRow(
+                id=value["componentId"], thread_id=self.thread_id, message_id=value["messageId"],
+                name=value["name"], props=props, state=state,
+                state_schema=self.state_schemas.get(value["name"]), revision=0,
+                updated_ms=now_ms()), fence=self.fence):
+            self._fenced_out()
+
+    def _fenced_out(self) -> None:
+        if self.fenced:
+            return
+        log.warning("run %s: its lease was taken over; not writing it any more", self.run_id)
+        self.fenced = True
+        if self._on_fenced is not None:
+            self._on_fenced()
 
 
 def _rows(entries: Sequence[Entry]) -> list[FrameEntry]:

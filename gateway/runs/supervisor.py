@@ -2,9 +2,6 @@
 
 One task per process, a few cheap queries per tick, never anything per token:
 
-- cancel flags: a `DELETE` that reached another process flags the run in the database; every
-  `CANCEL_POLL_SECONDS` (only while this process runs something) one query finds the flagged
-  runs this process owns, and they are cancelled here;
 - leases: every run holds a lease renewed every third of `lease_seconds`. A run whose lease
   could not be renewed was ended by a reaper meanwhile (this process stalled): it is stopped
   here without writing anything more (fenced);
@@ -17,17 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Collection
+from typing import Protocol
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.timbal import RUN_LOST
+from ..store.repository import Store
 from .salvage import save_partial_answer
 
-if TYPE_CHECKING:
-    from .manager import RunManager
-
-CANCEL_POLL_SECONDS = 0.25
+TICK_SECONDS = 0.25
 
 RUN_LOST_ERROR = {
     "code": RUN_LOST,
@@ -44,12 +40,24 @@ def lost_frame() -> timbal.Frame:
     return timbal.control(timbal.ERROR, **RUN_LOST_ERROR)
 
 
+class Supervised(Protocol):
+    """What the supervisor needs of the run manager."""
+
+    store: Store
+    owner: str
+    lease_seconds: float
+
+    @property
+    def active(self) -> Collection[str]: ...
+    def lose(self, run_id: str) -> None: ...
+
+
 class RunSupervisor:
-    def __init__(self, manager: RunManager) -> None:
+    def __init__(self, manager: Supervised) -> None:
         self.manager = manager
         lease = manager.lease_seconds
-        self.renew_every = max(CANCEL_POLL_SECONDS, lease / 3)
-        self.reap_every = max(CANCEL_POLL_SECONDS, lease / 4)
+        self.renew_every = max(TICK_SECONDS, lease / 3)
+        self.reap_every = max(TICK_SECONDS, lease / 4)
 
     async def run(self) -> None:
         """Tick forever (until cancelled at shutdown); a failing tick is logged and retried."""
@@ -58,7 +66,6 @@ class RunSupervisor:
         while True:
             now = loop.time()
             try:
-                await self.check_cancels()
                 if now >= next_renew:
                     next_renew = now + self.renew_every
                     await self.renew()
@@ -69,14 +76,7 @@ class RunSupervisor:
                 raise
             except Exception:
                 log.exception("run supervisor tick failed")
-            await asyncio.sleep(CANCEL_POLL_SECONDS)
-
-    async def check_cancels(self) -> None:
-        manager = self.manager
-        if not manager.active:
-            return
-        for run_id in await manager.store.cancel_requested(list(manager.active)):
-            manager.request_local_cancel(run_id)
+            await asyncio.sleep(TICK_SECONDS)
 
     async def renew(self) -> None:
         manager = self.manager

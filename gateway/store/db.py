@@ -11,7 +11,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -19,10 +19,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How long a query may wait for the process's SQLite connection before failing.
 SQLITE_POOL_TIMEOUT_SECONDS = 120
+MIGRATION_LOCK = 0x6761746577  # any constant: the advisory lock all gateways migrate under
 
 
-def create_engine(url: str) -> AsyncEngine:
-    """An async engine; for SQLite, WAL mode and a busy timeout so readers never block writers."""
+def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+    """An async engine; for SQLite, WAL mode and a busy timeout so readers never block writers;
+    for PostgreSQL, a pool of `pool_size` connections (as many again in bursts)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -46,7 +48,8 @@ def create_engine(url: str) -> AsyncEngine:
             cursor.close()
 
         return engine
-    return create_async_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_async_engine(url, pool_pre_ping=True, pool_size=pool_size,
+                               max_overflow=pool_size)
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
@@ -64,6 +67,11 @@ async def migrate(engine: AsyncEngine) -> None:
     """Upgrade the schema to the newest revision."""
 
     def upgrade(connection: Connection) -> None:
+        if connection.dialect.name == "postgresql":
+            # Several processes start at once (`--workers`, replicas): one migrates, the others
+            # wait for it here and then find the schema up to date.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                               {"key": MIGRATION_LOCK})
         command.upgrade(alembic_config(connection), "head")
 
     async with engine.begin() as connection:

@@ -12,7 +12,6 @@ the gateway emits, so the check cannot pass vacuously.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -24,8 +23,9 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
+from gateway.store.repository import Store
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import USER, GatewayServer, read_store
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, iter_events, run_events
 
@@ -54,7 +54,6 @@ def call(call_id: str | None, name: str | None, arguments: str, index: int = 0) 
     if call_id:
         fragment.update(id=call_id, name=name)
     return {"tool_call": fragment}
-
 
 @dataclass
 class Captured:
@@ -172,20 +171,16 @@ def test_every_event_matches_the_union_and_its_own_schema(captured: Captured) ->
     assert codes == {"LLM_SERVER_ERROR", "CANCELLED"}
 
 
-def read_db(server: GatewayServer, query: str, params: tuple) -> list[tuple]:
-    with sqlite3.connect(server.workdir / "gateway.db") as db:
-        return db.execute(query, params).fetchall()
-
-
 def stored_frames(server: GatewayServer, run_ids: set[str]) -> list[dict[str, Any]]:
     """Every frame of the runs, once each run's log is complete on disk (it is written in
     batches, the last one just after the terminal event)."""
-    marks = ",".join("?" * len(run_ids))
+    async def frames_of(store: Store) -> list[tuple[str, dict[str, Any]]]:
+        return [(run_id, row.frame) for run_id in sorted(run_ids)
+                for row in await store.read_frames(run_id)]
+
     deadline = time.monotonic() + 10
     while True:
-        rows = read_db(server, f"SELECT run_id, frame FROM run_frames WHERE run_id IN ({marks}) "
-                               "ORDER BY run_id, seq", tuple(run_ids))
-        frames = [(run_id, json.loads(frame)) for run_id, frame in rows]
+        frames = read_store(server, frames_of)
         ended = {run_id for run_id, frame in frames
                  if frame.get("c") in ("run.finished", "run.cancelled", "error")}
         if ended == run_ids or time.monotonic() > deadline:
@@ -229,9 +224,10 @@ def test_run_logs_match_the_timbal_frame_schemas(schema_gateway: GatewayServer,
 
 def test_stored_messages_match_the_timbal_value_schemas(schema_gateway: GatewayServer,
                                                          captured: Captured) -> None:
-    marks = ",".join("?" * len(captured.thread_ids))
-    rows = read_db(schema_gateway, f"SELECT parts FROM messages WHERE thread_id IN ({marks})",
-                   tuple(captured.thread_ids))
-    parts = [part for (raw,) in rows for part in json.loads(raw)]
+    async def messages(store: Store) -> list[Any]:
+        return [row for thread_id in sorted(captured.thread_ids)
+                for row in await store.history(thread_id)]
+
+    parts = [part for row in read_store(schema_gateway, messages) for part in row.parts]
     seen = check_all(parts, "timbal.value", "timbal.values", value_name)
     assert seen == set(INDEX["types"]["timbal.values"])

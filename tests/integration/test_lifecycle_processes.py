@@ -8,6 +8,8 @@ below are upper bounds for polling, never assertions.
 
 from __future__ import annotations
 
+import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import USER, GatewayServer, read_store
 from tests.support.run_stream import (
     disconnects_after,
     ids,
@@ -138,6 +140,40 @@ def test_continue_policy_outlives_the_grace_window(pair, scripted_model: Scripte
                          json={**BODY, "onDisconnect": "continue"}) as (_, events):
             run = started_ids(read_until(events, lambda seen: texts(seen) >= 1))
         assert wait_for_status(on_a, *run, "completed", "cancelled")["status"] == "completed"
+
+
+def test_a_stalled_owner_past_its_lease_writes_nothing_more(pair,
+                                                            scripted_model: ScriptedModel):
+    """A process frozen past its lease (SIGSTOP: a long GC pause, a stalled VM) is failed by
+    the other one; once it wakes up, its lease token is stale and nothing it does reaches the
+    database: no frame after the loss, no assistant message of that run."""
+    a, b = pair
+    scripted_model.enqueue(slow_turn(60, 0.03), [{"content": "Next."}])
+    body = {**BODY, "onDisconnect": "continue"}
+    with http(a) as on_a, http(b) as on_b:
+        run = started_ids(read_and_leave(on_a, "/v1/threads/runs", body, 5))
+        assert a.process is not None
+        a.process.send_signal(signal.SIGSTOP)
+        try:
+            status = wait_for_status(on_b, *run, "failed", timeout=20)
+        finally:
+            a.process.send_signal(signal.SIGCONT)
+        assert status["error"]["code"] == "RUN_LOST"
+        time.sleep(3)  # A resumes: its model stream ends, it tries to save and to finish
+
+        async def frames(store) -> list[dict]:
+            return [row.frame for row in await store.read_frames(run[1])]
+
+        saved = read_store(b, frames)
+        assert [f.get("code") for f in saved if f.get("c") == "error"] == ["RUN_LOST"]
+        assert saved[-1].get("code") == "RUN_LOST", "nothing was written after the loss"
+        # The reaper may keep the part of the answer that was saved (marked failed); the stale
+        # owner, which went on streaming to the end, must not have saved the whole answer.
+        messages = on_b.get(f"/v1/threads/{run[0]}/messages").json()["messages"]
+        assert not any(slow_text(60).strip() in json.dumps(m) for m in messages)
+        follow_up = run_events(on_b, "POST", f"/v1/threads/{run[0]}/runs",
+                               json={"message": message("next"), "previousRunId": run[1]})
+        assert text_of(follow_up) == "Next."
 
 
 def test_a_surviving_process_fails_the_run_of_a_dead_one(pair, scripted_model: ScriptedModel):

@@ -60,11 +60,20 @@ def test_an_unreachable_database_ends_serve_with_one_line_and_no_password(tmp_pa
     assert PASSWORD not in result.stdout + result.stderr
 
 
-def test_a_synchronous_database_url_is_one_line(tmp_path: Path) -> None:
+def test_a_pasted_synchronous_sqlite_url_uses_the_async_driver(tmp_path: Path) -> None:
     result = gateway("migrate", cwd=tmp_path,
                      GATEWAY_DATABASE_URL=f"sqlite:///{tmp_path / 'sync.db'}")
-    assert result.returncode == 1
-    assert "is not async" in one_line(result)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"database is up to date: sqlite+aiosqlite:///{tmp_path}/sync.db"
+
+
+def test_an_unsupported_database_driver_is_one_line(tmp_path: Path) -> None:
+    result = gateway("migrate", cwd=tmp_path,
+                     GATEWAY_DATABASE_URL="postgresql+psycopg2://gw@127.0.0.1/gw")
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith("gateway: invalid setting GATEWAY_DATABASE_URL: not a supported")
+    assert "postgresql://" in line and "sqlite:///path" in line
 
 
 def test_a_failed_migration_ends_serve_with_one_line(tmp_path: Path) -> None:

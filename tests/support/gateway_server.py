@@ -6,6 +6,7 @@ and restarted on the same database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -13,11 +14,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from gateway.store.repository import Store
 
 
 def free_port() -> int:
@@ -27,18 +34,19 @@ def free_port() -> int:
 
 
 class GatewayServer:
-    def __init__(self, workdir: Path, env: dict[str, str] | None = None) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = ()) -> None:
+        self.workdir, self.args = workdir, args
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.env = {
-            "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}",
-            # `stop()` is a SIGTERM: runs left going by a test get a short drain, not 20 s.
-            "GATEWAY_DRAIN_SECONDS": "3",
-            **(env or {}),
-        }
+        from tests.support import engines  # the selected configuration's database and Redis
+
+        storage = (engines.ENGINES.env_for(workdir) if engines.ENGINES is not None else
+                   {"GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"})
+        # `stop()` is a SIGTERM: runs left going by a test get a short drain, not 20 s.
+        self.env = {**storage, "GATEWAY_DRAIN_SECONDS": "3", **(env or {})}
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
-        self.log_path = workdir / "gateway.log"
+        self.log_path = workdir / f"gateway-{self.port}.log"
 
     @property
     def url(self) -> str:
@@ -53,7 +61,7 @@ class GatewayServer:
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning"],
+             "--port", str(self.port), "--log-level", "warning", *self.args],
             cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
@@ -114,3 +122,55 @@ def _default_user(request: httpx.Request) -> None:
 
 
 USER = {"request": [_default_user]}
+class GatewayCluster:
+    """Several gateway processes on one database behind HAProxy (round robin, no stickiness):
+    what an operator runs to scale out. Used as the session gateway in the PostgreSQL + Redis
+    configuration, so every test's requests land on whichever process comes next."""
+
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None, size: int = 2) -> None:
+        self.workdir = workdir
+        self.servers = [GatewayServer(workdir, env) for _ in range(size)]
+        self.proxy = None
+
+    @property
+    def url(self) -> str:
+        return self.proxy.url
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+    def start(self) -> "GatewayCluster":
+        from tests.support.engines import HAProxy
+
+        for server in self.servers:
+            server.start()
+        self.proxy = HAProxy(self.workdir, [s.port for s in self.servers]).start()
+        return self
+
+    def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+        for server in self.servers:
+            server.stop()
+
+    def log(self) -> str:
+        return "\n".join(server.log() for server in self.servers)
+
+
+def read_store(server: GatewayServer | GatewayCluster,
+               read: Callable[[Store], Awaitable[T]]) -> T:
+    """Read a gateway's database through the gateway's own store (SQLite or PostgreSQL)."""
+    from gateway.config import normalise_database_url
+    from gateway.store.db import create_engine
+    from gateway.store.repository import Store
+
+    env = server.servers[0].env if isinstance(server, GatewayCluster) else server.env
+
+    async def go() -> T:
+        engine = create_engine(normalise_database_url(env["GATEWAY_DATABASE_URL"]))
+        try:
+            return await read(Store(engine))
+        finally:
+            await engine.dispose()
+    return asyncio.run(go())

@@ -60,3 +60,28 @@ def test_serve_with_a_bad_value_exits_2_with_one_line() -> None:
         "gateway: invalid setting GATEWAY_LEASE_SECONDS='soon': Input should be a valid "
         "number, unable to parse string as a number"]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("pasted, used", [
+    ("postgresql://u:p@db:5432/gw", "postgresql+asyncpg://u:p@db:5432/gw"),
+    ("postgres://u:p@db/gw", "postgresql+asyncpg://u:p@db/gw"),
+    ("postgresql+asyncpg://u@db/gw", "postgresql+asyncpg://u@db/gw"),
+    ("sqlite:///var/lib/gw.db", "sqlite+aiosqlite:///var/lib/gw.db"),
+    ("sqlite+aiosqlite:///./data/gw.db", "sqlite+aiosqlite:///./data/gw.db"),
+])
+def test_pasted_database_urls_map_to_the_async_drivers(monkeypatch: pytest.MonkeyPatch,
+                                                        pasted: str, used: str) -> None:
+    assert _load(monkeypatch, GATEWAY_DATABASE_URL=pasted).database_url == used
+
+
+@pytest.mark.parametrize("url", ["mysql://u:secretpw@db/gw", "gateway.db", "sqlite://",
+                                 "postgresql+psycopg2://u:secretpw@db/gw"])
+def test_serve_with_an_unsupported_database_url_exits_2_with_one_line(url: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--port", "1"], capture_output=True,
+        text=True, env={"PATH": "/usr/bin:/bin", "GATEWAY_DATABASE_URL": url}, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gateway: invalid setting GATEWAY_DATABASE_URL")
+    assert "postgresql://" in lines[0] and "sqlite:///path" in lines[0]
+    assert "secretpw" not in result.stderr and "Traceback" not in result.stderr

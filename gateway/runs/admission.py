@@ -1,0 +1,180 @@
+"""Admission: a run request is checked against its thread and persisted with the thread's lock.
+
+Starting a run validates the request against the thread, then takes the thread's lock in the
+transaction that persists the run, on the condition that the thread is still as validated: two
+racing requests can never both pass, a retried request with the same `Idempotency-Key`
+attaches to the run the first one started, and a crash can never leave a lock without its run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.clock import new_id, now_ms
+from ..protocol.problems import ApiError
+from ..protocol.tambo import InputMessage, ResourceBlock, RunRequest, TextBlock
+from ..store.repository import Store
+from ..store.tables import MessageRow, RunRow, ThreadRow
+
+# Retries of the optimistic start when the thread changed between validation and locking.
+START_ATTEMPTS = 3
+
+
+def fingerprint(request: RunRequest, user_key: str | None) -> str:
+    """What a retry must repeat exactly to be the same request: its body and its user."""
+    body = request.model_dump(mode="json", exclude_none=True)
+    canonical = json.dumps([body, user_key], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def reused(key: str) -> ApiError:
+    return ApiError(422, "IDEMPOTENCY_KEY_REUSED",
+                    "This Idempotency-Key was already used with a different request; use a new "
+                    "key for a new request", idempotencyKey=key)
+
+
+def check_same_request(run: RunRow, request_fingerprint: str, key: str) -> None:
+    recorded = (run.request or {}).get("fingerprint")
+    if recorded is not None and recorded != request_fingerprint:
+        raise reused(key)
+
+
+def expired(created_ms: int, ttl_seconds: float) -> bool:
+    return now_ms() - created_ms > ttl_seconds * 1000
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    run: RunRow
+    attached: bool  # an earlier request with the same Idempotency-Key started it
+
+
+async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread: ThreadRow,
+                request: RunRequest, idempotency_key: str | None,
+                idempotency_ttl_seconds: float, run_id: str | None = None) -> StartedRun:
+    """Persist a new run on the thread under `owner`'s lease (`attached=False`: the caller
+    launches it), or return the run `idempotency_key` already started (`attached=True`).
+    `run_id` is the client's own id for the run when it chooses one (AG-UI clients do)."""
+    for _ in range(START_ATTEMPTS):
+        if idempotency_key:
+            existing = await store.find_run_by_idempotency_key(thread.id, idempotency_key)
+            if existing is not None and expired(existing.created_ms, idempotency_ttl_seconds):
+                await store.forget_run_idempotency_key(existing.id)
+            elif existing is not None:
+                check_same_request(existing, fingerprint(request, thread.user_key),
+                                   idempotency_key)
+                return StartedRun(existing, attached=True)
+        current = await store.get_thread(project_id, thread.id)
+        if current is None:
+            raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread.id} not found",
+                           threadId=thread.id)
+        if current.run_status != "idle":
+            raise ApiError(409, "CONCURRENT_RUN",
+                           f"A run is already active on thread {thread.id}",
+                           threadId=thread.id, currentRunId=current.current_run_id)
+        new_run_id, now = run_id or new_id("run_"), now_ms()
+        inputs = await validated_inputs(current, request, new_run_id, now)
+        run = RunRow(
+            id=new_run_id, thread_id=thread.id, project_id=project_id, status="queued",
+            previous_run_id=request.previousRunId, created_ms=now,
+            request=request_snapshot(request, thread.user_key if idempotency_key else None,
+                                     idempotency_key is not None),
+            idempotency_key=idempotency_key,
+            on_disconnect=request.onDisconnect or "grace",
+            lease_owner=owner, lease_expires_ms=now + lease_ms,
+        )
+        outcome = await store.start_run(run, inputs, now, current.last_completed_run_id)
+        if outcome == "started":
+            return StartedRun(run, attached=False)
+        # `conflict` or `duplicate`: the thread moved on meanwhile; look again.
+    raise ApiError(409, "CONCURRENT_RUN",
+                   f"Thread {thread.id} changed while the run was starting; please retry",
+                   threadId=thread.id)
+
+
+async def validated_inputs(thread: ThreadRow, request: RunRequest, run_id: str,
+                           now: int) -> list[MessageRow]:
+    previous = request.previousRunId
+    if previous is None and thread.last_completed_run_id is not None:
+        # As the real server: continuing a thread that has runs must name the last one, so
+        # a client with a stale view of the thread cannot talk over a newer run.
+        raise ApiError(400, "INVALID_PREVIOUS_RUN",
+                       "previousRunId is required when continuing a thread with existing "
+                       "messages", lastCompletedRunId=thread.last_completed_run_id)
+    if previous is not None and previous != thread.last_completed_run_id:
+        raise ApiError(400, "INVALID_PREVIOUS_RUN",
+                       f"previousRunId {previous} does not match last completed run "
+                       f"{thread.last_completed_run_id or '(none)'}",
+                       lastCompletedRunId=thread.last_completed_run_id)
+    message = request.message
+    results = message.tool_results()
+    pending = {p["toolCallId"]: p for p in thread.pending_tool_calls or []}
+    given = [r.toolUseId for r in results]
+    duplicates = sorted({i for i in given if given.count(i) > 1})
+    missing = sorted(set(pending) - set(given))
+    extra = sorted(set(given) - set(pending))
+    if duplicates:
+        raise ApiError(400, "INVALID_TOOL_RESULT",
+                       f"Tool results given more than once: {', '.join(duplicates)}",
+                       reason="DUPLICATE_RESULTS", duplicateToolCallIds=duplicates)
+    if missing:
+        raise ApiError(400, "INVALID_TOOL_RESULT",
+                       f"Missing tool results for pending tool calls: {', '.join(missing)}",
+                       reason="MISSING_RESULTS", missingToolCallIds=missing)
+    if extra:
+        raise ApiError(400, "INVALID_TOOL_RESULT",
+                       f"Tool results provided for unknown tool calls: {', '.join(extra)}",
+                       reason="EXTRA_RESULTS", extraToolCallIds=extra)
+    return [MessageRow(id=new_id(), thread_id=thread.id, run_id=run_id, role="user",
+                       parts=input_parts(message, pending), created_ms=now)]
+
+
+def input_parts(message: InputMessage, pending: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The input message as Timbal values: client tool results first, then the user's text."""
+    parts: list[dict[str, Any]] = []
+    for result in message.tool_results():
+        blocks = result.content if isinstance(result.content, list) else [
+            TextBlock(type="text", text=result.content)]
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+        value: dict[str, Any] = {
+            "id": new_id(), "type": "tool_result", "origin": "client",
+            "toolCallId": result.toolUseId,
+            "name": pending.get(result.toolUseId, {}).get("toolName"),
+            "blocks": [b.model_dump(exclude_none=True) for b in blocks],
+        }
+        if result.isError:
+            value.update(status="error", error=text)
+        else:
+            value.update(status="success", output=text)
+        parts.append(value)
+    blocks = [b for b in message.content if isinstance(b, (TextBlock, ResourceBlock))]
+    if blocks:
+        user: dict[str, Any] = {
+            "id": new_id(), "type": "user", "content": message.text(),
+            "blocks": [b.model_dump(exclude_none=True) for b in blocks],
+        }
+        if message.additionalContext:
+            user["context"] = message.additionalContext
+        if message.metadata:
+            user["metadata"] = message.metadata
+        parts.append(user)
+    elif message.additionalContext:
+        # A tool-result continuation: React sends the page's context with it too.
+        parts.append({"id": new_id(), "type": "x-context", "context": message.additionalContext})
+    return parts
+
+
+def request_snapshot(request: RunRequest, user_key: str | None = None,
+                     with_fingerprint: bool = False) -> dict[str, Any]:
+    """What the run needs from its request, kept on the run row (the task reads it from there),
+    and, for a run started with an Idempotency-Key, the fingerprint a retry must match."""
+    data = request.model_dump(mode="json", exclude_none=True,
+                              include={"availableComponents", "tools", "toolChoice",
+                                       "forceComponent", "maxTokens", "temperature",
+                                       "runMetadata", "model"})
+    if with_fingerprint:
+        data["fingerprint"] = fingerprint(request, user_key)
+    return data

@@ -1,0 +1,203 @@
+"""Execution: a run's task, from `running` through its agent loop to its committed end.
+
+Every way a run can end goes through `_end`: the terminal state is committed with the end of the
+log, under the run's lease (a process whose lease was taken over is fenced out and only shows
+the run's loss locally).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..engine.deltas import ModelError
+from ..engine.history import to_model_messages
+from ..engine.loop import Model, RunInput, ServerToolSpec, run_agent
+from ..observability import logs, metrics
+from ..protocol import timbal
+from ..protocol.clock import now_ms
+from ..store.repository import UNAVAILABLE, Store
+from ..store.tables import MessageRow, RunRow
+from .component_state import ComponentStates, bind_run
+from .log_writer import LogWriter
+from .phase import RunPhase
+from .recorder import RunRecorder, durably
+from .registry import ActiveRun
+from .supervisor import lost_frame
+
+log = logging.getLogger(__name__)
+
+CANCELLED_ERROR = {"code": "CANCELLED", "message": "Run cancelled"}
+SHUTDOWN_ERROR = {"code": "SERVER_SHUTDOWN", "message": "The gateway is restarting",
+                  "category": "server_error", "isRetryable": True, "status": 503}
+UNAVAILABLE_ERROR = {"code": "DATABASE_UNAVAILABLE",
+                     "message": "The gateway lost its database during this run",
+                     "category": "server_error", "isRetryable": True, "status": 503}
+COMMIT_RETRY_SECONDS = 0.5
+INTERNAL_ERROR = {"code": "INTERNAL_ERROR", "message": "An internal error occurred",
+                  "category": "server_error", "isRetryable": False}
+
+
+class RunExecutor:
+    def __init__(self, store: Store, model: Model, components: ComponentStates, *, owner: str,
+                 lease_ms: int, max_steps: int, tool_timeout: float,
+                 server_tools: dict[str, ServerToolSpec],
+                 lose: Callable[[str], None], retire: Callable[[ActiveRun], None],
+                 writer: LogWriter | None = None) -> None:
+        self.store, self.model, self.components = store, model, components
+        self.owner, self.lease_ms = owner, lease_ms
+        self.max_steps, self.tool_timeout, self.server_tools = max_steps, tool_timeout, server_tools
+        self._lose, self._retire = lose, retire
+        self.writer = writer
+
+    async def execute(self, active: ActiveRun) -> None:
+        run = active.row
+        snapshot = run.request or {}
+        logs.run_id.set(run.id)  # this task's context: every line it logs names the run
+        schemas = {c["name"]: c.get("stateSchema")
+                   for c in snapshot.get("availableComponents", []) if c.get("stateSchema")}
+        recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas,
+                               owner=self.owner, on_fenced=lambda: self._lose(run.id),
+                               writer=self.writer)
+        active.recorder = recorder
+        bind_run(self.components, run.thread_id)
+        try:
+            await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
+                                               runId=run.id))
+            now = now_ms()
+            if not await durably(self.store.mark_running(run.id, run.thread_id, self.owner, now,
+                                                         now + self.lease_ms)):
+                self._lose(run.id)
+                raise asyncio.CancelledError
+            if active.phase is RunPhase.STARTING:
+                active.phase = RunPhase.RUNNING
+            await self._finish(active, recorder, await self._agent(run, snapshot, recorder))
+        except asyncio.CancelledError:
+            if active.phase is RunPhase.LOST:  # a reaper ended it; its log on disk says so
+                recorder.show(lost_frame())
+            elif active.cancel_requested:
+                await self._end(active, recorder, "cancelled",
+                                [timbal.control(timbal.RUN_CANCELLED)], error=CANCELLED_ERROR)
+            else:  # the process is shutting down: the client may simply retry
+                await self._end(active, recorder, "failed",
+                                [timbal.control(timbal.ERROR, **SHUTDOWN_ERROR)],
+                                error=SHUTDOWN_ERROR)
+                raise
+        except ModelError as exc:
+            error = {"code": exc.code, "message": exc.message, "category": exc.category,
+                     "isRetryable": exc.retryable, "status": exc.status}
+            await self._end(active, recorder, "failed", [timbal.control(timbal.ERROR, **error)],
+                            error=error)
+        except UNAVAILABLE as error:
+            log.warning("run %s: the database became unreachable (%s); ending it", run.id,
+                        type(error).__name__)
+            await self._end(active, recorder, "failed",
+                            [timbal.control(timbal.ERROR, **UNAVAILABLE_ERROR)],
+                            error=UNAVAILABLE_ERROR)
+        except Exception:
+            log.exception("run %s failed", run.id)
+            await self._end(active, recorder, "failed",
+                            [timbal.control(timbal.ERROR, **INTERNAL_ERROR)],
+                            error=INTERNAL_ERROR)
+        finally:
+            try:
+                await recorder.close()
+            finally:
+                if active.phase is not RunPhase.LOST:
+                    active.phase = RunPhase.DONE
+                metrics.ACTIVE_RUNS.dec()
+                active.done.set()
+                if active.unattended is not None:
+                    active.unattended.cancel()
+                self._retire(active)
+
+    async def _agent(self, run: RunRow, snapshot: dict[str, Any], recorder: RunRecorder):
+        rows = await self.store.history(run.thread_id)
+        for row in rows:  # the run's input, so that the log is the whole transcript
+            if row.run_id == run.id and row.role == "user":
+                for part in row.parts:
+                    await recorder.emit(timbal.part_frame(part, row.created_ms))
+        components = await self.store.components_of(run.thread_id)
+        states = {cid: c.state for cid, c in components.items()}
+        run_input = RunInput(
+            history=to_model_messages(rows, states),
+            client_tools=snapshot.get("tools", []),
+            components=snapshot.get("availableComponents", []),
+            server_tools=self.server_tools,
+            tool_choice=snapshot.get("toolChoice"),
+            force_component=snapshot.get("forceComponent"),
+            max_tokens=snapshot.get("maxTokens"),
+            temperature=snapshot.get("temperature"),
+            model=snapshot.get("model"),
+            max_steps=self.max_steps,
+            tool_timeout=self.tool_timeout,
+            call_counts=tool_call_counts(rows),
+        )
+        return await run_agent(self.model, run_input, recorder)
+
+    async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
+        finished = timbal.control(timbal.RUN_FINISHED)
+        if outcome.pending:
+            pending = [{k: p[k] for k in ("toolCallId", "toolName", "arguments")}
+                       for p in outcome.pending]
+            awaiting = timbal.control(timbal.RUN_AWAITING_INPUT, pendingToolCalls=outcome.pending)
+            await self._end(active, recorder, "awaiting_input", [awaiting, finished],
+                            pending=pending)
+        else:
+            await self._end(active, recorder, "completed", [finished])
+
+    async def _end(self, active: ActiveRun, recorder: RunRecorder, status: str,
+                   frames: list[timbal.Frame], *, pending: list[dict[str, Any]] | None = None,
+                   error: dict[str, Any] | None = None) -> None:
+        """Commit the terminal state together with the end of the log, then show the terminal
+        events: the Tambo client closes the stream the moment it reads `awaiting_input` and
+        posts the continuation within milliseconds, so the thread must already be idle."""
+        if active.phase.live:
+            active.phase = RunPhase.ENDING
+        run = active.row
+
+        async def commit(entries: list[tuple[int, int, dict[str, Any]]]) -> bool:
+            return await self.store.finish_run(run.id, run.thread_id, status, now_ms(),
+                                               pending=pending, error=error, owner=self.owner,
+                                               frames=entries)
+
+        committed = await self._committed(run, recorder, frames, commit)
+        metrics.RUNS_ENDED.labels(status if committed else "lost",
+                                  (error or {}).get("code", "")).inc()
+        if not committed:
+            log.warning("run %s was ended by another process (lease lost) before it could "
+                        "finish as %s", run.id, status)
+            recorder.show(lost_frame())
+
+    async def _committed(self, run: RunRow, recorder: RunRecorder, frames: list[timbal.Frame],
+                         commit: Callable[[list[tuple[int, int, dict[str, Any]]]],
+                                          Awaitable[bool]]) -> bool:
+        """`recorder.finish`, retried while the database is unreachable (a restart, a network
+        blip) for up to the lease: the run then ends as decided, once. If the database stays
+        away longer, the run is left to the reaper (RUN_LOST) and its subscribers here get a
+        retryable error."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.lease_ms / 1000
+        while True:
+            try:
+                return await recorder.finish(frames, commit)
+            except Exception as error:
+                if loop.time() > deadline:
+                    log.error("run %s: could not record its end (%s)", run.id, error)
+                    recorder.show(timbal.control(timbal.ERROR, **UNAVAILABLE_ERROR))
+                    return True
+                log.warning("run %s: recording its end failed (%s); retrying", run.id, error)
+                await asyncio.sleep(COMMIT_RETRY_SECONDS)
+
+
+def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        for part in row.parts:
+            if part.get("type") == "tool_call":
+                counts[part["name"]] = counts.get(part["name"], 0) + 1
+    return counts
+
+

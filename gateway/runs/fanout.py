@@ -1,0 +1,36 @@
+"""How this process reaches the others: a run feed and signals, over Redis or the database."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ..store.repository import Store
+from .feed import RunFeed
+from .feeds_db import DatabaseFeed
+from .signals import DatabaseSignals, Signals
+
+
+@dataclass(frozen=True)
+class Fanout:
+    feed: RunFeed
+    signals: Signals
+    close: Callable[[], Awaitable[None]]
+
+
+async def _nothing() -> None:
+    return None
+
+
+def fanout_over(redis_url: str | None, store: Store) -> Fanout:
+    """Redis streams and pub/sub with `redis_url`; else database polling (one process, or a
+    few sharing a database, as before Redis)."""
+    if not redis_url:
+        return Fanout(DatabaseFeed(store), DatabaseSignals(store), _nothing)
+    from redis.asyncio import Redis
+
+    from .feeds_redis import RedisFeed
+    from .signals_redis import RedisSignals
+
+    redis = Redis.from_url(redis_url, socket_connect_timeout=2, health_check_interval=10)
+    return Fanout(RedisFeed(store, redis), RedisSignals(store, redis), redis.aclose)

@@ -1,0 +1,81 @@
+"""The run feed read from the database: for a run that runs in another process, or ended.
+
+The owner flushes its log every 100 ms (`recorder.FLUSH_SECONDS`); a follower polls soon after
+new frames, backing off to `POLL_SECONDS` while nothing arrives. Such a follower also marks the
+run as watched, so the owner's disconnect policy knows it is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Callable
+
+from ..protocol import timbal
+from ..protocol.clock import now_ms
+from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
+from .log import Entry, LiveLog
+
+MIN_POLL_SECONDS = 0.05
+POLL_SECONDS = 0.25
+PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
+WATCH_TOUCH_MS = 1000  # how often a follower in another process says it is still watching
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseFeed:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def publish(self, live: LiveLog, stopped: Callable[[], bool]) -> None:
+        """Nothing to do: the run's recorder writes its log to the database."""
+
+    async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
+        store = self.store
+        seq, touched, delay = after, 0, MIN_POLL_SECONDS
+        while True:
+            try:
+                # Read the status first: a run's terminal state commits together with the end
+                # of its log, so if it had ended by now, the reads below see its last frame.
+                row = await store.get_run(run_id)
+                active = row is not None and row.status in ACTIVE_RUN_STATUSES
+                before = seq
+                async for entry in self.persisted(run_id, seq):
+                    seq = entry.seq
+                    yield entry
+                    if timbal.is_terminal(entry.frame):
+                        return
+                if not active:
+                    if seq == before:
+                        async for entry in self._end_behind(run_id, seq):
+                            yield entry
+                    return
+                now = now_ms()
+                if now - touched >= WATCH_TOUCH_MS:
+                    touched = now
+                    await store.touch_watched(run_id, now)
+            except UNAVAILABLE as error:  # unreachable for a moment: the reader waits, resumes
+                log.warning("run %s: reading its log failed (%s); retrying", run_id,
+                            type(error).__name__)
+                before = -1
+            delay = MIN_POLL_SECONDS if seq > before else min(delay * 2, POLL_SECONDS)
+            await asyncio.sleep(delay)
+
+    async def _end_behind(self, run_id: str, seq: int) -> AsyncGenerator[Entry, None]:
+        """A run that ended without its end after `seq`: its process died after showing
+        frames it never persisted, and the reaper's `RUN_LOST` went after the last persisted
+        one. The reader still gets that end, so it always learns how the run ended."""
+        last = await self.store.last_frame(run_id)
+        if last is not None and last.seq <= seq and timbal.is_terminal(last.frame):
+            yield Entry(last.seq, last.ts_ms, last.frame)
+
+    async def persisted(self, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
+        """The entries on disk now with `seq > after`, read in pages."""
+        while True:
+            rows = await self.store.read_frames(run_id, after, PAGE_FRAMES)
+            for row in rows:
+                after = row.seq
+                yield Entry(row.seq, row.ts_ms, row.frame)
+            if len(rows) < PAGE_FRAMES:
+                return

@@ -1,0 +1,71 @@
+"""Signals between processes: a cancel requested wherever a `DELETE` lands reaches the process
+that runs the run; a thread event (a component state update) made on one process reaches the
+run streaming on that thread in another.
+
+The database flag is the durable signal: it is always written, and every process polls it for
+the runs it owns (one query per tick, only while it runs something), so a cancel is never lost
+even when a faster channel is down. `DatabaseSignals` is that alone; `signals_redis` adds
+Redis pub/sub in front of it, which delivers within milliseconds instead of a poll interval.
+Thread events have no durable form (the state itself is in the database): without Redis they
+reach only the runs of the process they were made on, as before Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Protocol
+
+from ..protocol.clock import now_ms
+from ..store.repository import Store
+
+CANCEL_POLL_SECONDS = 0.25
+
+log = logging.getLogger(__name__)
+
+OnCancel = Callable[[str], None]
+ThreadEvent = dict[str, Any]
+OnThreadEvent = Callable[[str, ThreadEvent], Awaitable[None]]
+OwnedRuns = Callable[[], Collection[str]]
+
+
+class Signals(Protocol):
+    async def request_cancel(self, run_id: str) -> None:
+        """Ask whichever process runs `run_id` to cancel it."""
+        ...
+
+    async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
+        """Tell the other processes about `event` on the thread (JSON-serialisable)."""
+        ...
+
+    async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
+                     on_thread_event: OnThreadEvent) -> None:
+        """Call `on_cancel(run_id)` for each cancel requested for one of the `owned()` runs,
+        and `on_thread_event` for each event another process published; until cancelled."""
+        ...
+
+
+class DatabaseSignals:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def request_cancel(self, run_id: str) -> None:
+        await self.store.request_cancel(run_id, now_ms())
+
+    async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
+        """Nothing: without a bus, thread events stay in the process they were made on."""
+
+    async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
+                     on_thread_event: OnThreadEvent | None = None) -> None:
+        while True:
+            try:
+                ids = list(owned())
+                if ids:
+                    for run_id in await self.store.cancel_requested(ids):
+                        on_cancel(run_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("polling cancel flags failed")
+            await asyncio.sleep(CANCEL_POLL_SECONDS)

@@ -1,0 +1,235 @@
+"""The run aggregate: the thread's run lock, run rows, leases and cancel flags."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, func, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from . import cursors
+from .base import ACTIVE_RUN_STATUSES, FrameEntry, Page, Queries, _page
+from .frames import insert_frames
+from .tables import MessageRow, RunFrameRow, RunRow, ThreadRow
+
+
+class RunQueries(Queries):
+
+    async def start_run(self, run: RunRow, inputs: Sequence[MessageRow], now: int,
+                        last_completed_run_id: str | None) -> str:
+        """Take the thread's run lock, persist the run and its input, in one transaction.
+
+        The lock is taken only if the thread is idle *and* still has the `lastCompletedRunId`
+        the caller validated the request against (every terminal state changes it), so a
+        request can never start on a thread state it did not check, and a crash can never
+        leave a lock without its run. Returns `started`, `conflict` (busy, or changed since
+        it was read: re-read and decide) or `duplicate` (the run's idempotency key is taken).
+        """
+        last = ThreadRow.last_completed_run_id
+        async with self.session() as session:
+            result = await session.execute(update(ThreadRow)
+                .where(ThreadRow.id == run.thread_id, ThreadRow.run_status == "idle",
+                       last.is_(None) if last_completed_run_id is None
+                       else last == last_completed_run_id)
+                .values(run_status="waiting", current_run_id=run.id, last_run_cancelled=False,
+                        last_run_error=None, pending_tool_calls=None, updated_ms=now)
+            )
+            if result.rowcount != 1:
+                await session.rollback()
+                return "conflict"
+            session.add(run)
+            session.add_all(inputs)
+            try:
+                await session.commit()
+            except IntegrityError:
+                await session.rollback()
+                return "duplicate"
+            return "started"
+
+    async def mark_running(self, run_id: str, thread_id: str, owner: str, now: int,
+                           lease_until: int) -> bool:
+        """queued -> running, only while `owner` still holds the run's lease."""
+        async with self.session() as session:
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run_id, RunRow.lease_owner == owner,
+                       RunRow.status.in_(ACTIVE_RUN_STATUSES))
+                .values(status="running", started_ms=now, lease_expires_ms=lease_until)
+            )
+            if result.rowcount != 1:
+                await session.rollback()
+                return False
+            await session.execute(update(ThreadRow)
+                .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
+                .values(run_status="streaming")
+            )
+            await session.commit()
+            return True
+
+    async def finish_run(
+        self,
+        run_id: str,
+        thread_id: str,
+        status: str,
+        now: int,
+        *,
+        pending: list[dict[str, Any]] | None = None,
+        error: dict[str, Any] | None = None,
+        owner: str | None = None,
+        frames: Sequence[FrameEntry] = (),
+    ) -> bool:
+        """Record a run's terminal state, the rest of its log, and release the thread, in one
+        transaction: once a run reads as finished, its log is complete on disk.
+
+        Every terminal state sets `lastCompletedRunId`: the clients send it back as
+        `previousRunId` whatever the outcome. With `owner` (a fencing token) nothing is written
+        unless that process still holds the run's lease and the run is still active; a reaper
+        that already failed the run wins, and False is returned.
+        """
+        async with self.session() as session:
+            query = update(RunRow).where(RunRow.id == run_id)
+            if owner is not None:
+                query = query.where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                                    RunRow.lease_owner == owner)
+            result = await session.execute(
+                query.values(status=status, finished_ms=now, pending_tool_calls=pending,
+                             error=error, lease_owner=None, lease_expires_ms=None)
+            )
+            if result.rowcount != 1:
+                await session.rollback()
+                return False
+            try:
+                await insert_frames(session, run_id, frames)
+                await self._release_thread(session, run_id, thread_id, status, now, pending,
+                                           error)
+                await session.commit()
+            except IntegrityError:  # another writer took these log positions: we were fenced
+                await session.rollback()
+                return False
+            return True
+
+    async def end_orphaned_run(self, run: RunRow, now: int, status: str,
+                               error: dict[str, Any], frame: dict[str, Any]) -> bool:
+        """End a run whose owner process is gone (its lease expired), from any process.
+
+        Fenced on the lease as it was read: if the owner renewed it meanwhile (it was only
+        slow), nothing happens. The terminal frame goes after the last persisted frame, in the
+        same transaction, so a reconnect replays what was saved and then this frame.
+        """
+        async with self.session() as session:
+            owner = RunRow.lease_owner
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run.id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                       owner.is_(None) if run.lease_owner is None else owner == run.lease_owner,
+                       or_(RunRow.lease_expires_ms < now, RunRow.lease_expires_ms.is_(None)))
+                .values(status=status, finished_ms=now, error=error, lease_owner=None,
+                        lease_expires_ms=None)
+            )
+            if result.rowcount != 1:
+                await session.rollback()
+                return False
+            last = (await session.exec(
+                select(func.max(RunFrameRow.seq)).where(RunFrameRow.run_id == run.id))).one()
+            session.add(RunFrameRow(run_id=run.id, seq=(last or 0) + 1, ts_ms=now, frame=frame))
+            await self._release_thread(session, run.id, run.thread_id, status, now, None, error)
+            await session.commit()
+            return True
+
+    @staticmethod
+    async def _release_thread(session: AsyncSession, run_id: str, thread_id: str, status: str,
+                              now: int, pending: list[dict[str, Any]] | None,
+                              error: dict[str, Any] | None) -> None:
+        await session.execute(update(ThreadRow)
+            .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
+            .values(run_status="idle", current_run_id=None, last_completed_run_id=run_id,
+                    last_run_cancelled=status == "cancelled",
+                    last_run_error=_thread_error(error), pending_tool_calls=pending,
+                    updated_ms=now)
+        )
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRow | None:
+        async with self.session() as session:
+            return await session.get(RunRow, run_id)
+
+    async def find_run_by_idempotency_key(self, thread_id: str, key: str) -> RunRow | None:
+        async with self.session() as session:
+            query = select(RunRow).where(RunRow.thread_id == thread_id,
+                                         RunRow.idempotency_key == key)
+            return (await session.exec(query)).first()
+
+    async def forget_run_idempotency_key(self, run_id: str) -> None:
+        """Let an expired key be used again on the thread (its unique constraint)."""
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id)
+                                  .values(idempotency_key=None))
+            await session.commit()
+
+    async def list_runs(self, thread_id: str, limit: int, cursor: str | None) -> Page:
+        query = select(RunRow).where(RunRow.thread_id == thread_id)
+        if cursor:
+            created, run_id = cursors.decode(cursor, (int, str))
+            query = query.where(or_(RunRow.created_ms < created,
+                                    and_(RunRow.created_ms == created, RunRow.id < run_id)))
+        query = query.order_by(RunRow.created_ms.desc(), RunRow.id.desc()).limit(limit + 1)
+        async with self.session() as session:
+            rows = list((await session.exec(query)).all())
+        return _page(rows, limit, lambda row: [row.created_ms, row.id])
+
+    async def renew_leases(self, run_ids: Sequence[str], owner: str, until: int) -> set[str]:
+        """Extend `owner`'s leases; returns the runs it still holds (the others were reaped)."""
+        if not run_ids:
+            return set()
+        ids = list(run_ids)
+        async with self.session() as session:
+            await session.execute(update(RunRow)
+                .where(RunRow.id.in_(ids), RunRow.lease_owner == owner,
+                       RunRow.status.in_(ACTIVE_RUN_STATUSES))
+                .values(lease_expires_ms=until)
+            )
+            held = (await session.exec(select(RunRow.id).where(
+                RunRow.id.in_(ids), RunRow.lease_owner == owner))).all()
+            await session.commit()
+            return set(held)
+
+    async def expired_runs(self, now: int) -> list[RunRow]:
+        query = select(RunRow).where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                                     or_(RunRow.lease_expires_ms < now,
+                                         RunRow.lease_expires_ms.is_(None)))
+        async with self.session() as session:
+            return list((await session.exec(query)).all())
+
+    async def request_cancel(self, run_id: str, now: int) -> bool:
+        """Flag an active run for cancellation by whichever process owns it."""
+        async with self.session() as session:
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                       RunRow.cancel_requested_ms.is_(None))
+                .values(cancel_requested_ms=now)
+            )
+            await session.commit()
+            return result.rowcount == 1
+
+    async def cancel_requested(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of these runs another process asked to cancel: one query for all of them."""
+        if not run_ids:
+            return []
+        query = select(RunRow.id).where(RunRow.id.in_(list(run_ids)),
+                                        RunRow.cancel_requested_ms.is_not(None))
+        async with self.session() as session:
+            return list((await session.exec(query)).all())
+
+    async def touch_watched(self, run_id: str, now: int) -> None:
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id)
+                                  .values(watched_ms=now))
+            await session.commit()
+
+
+def _thread_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not error or error.get("code") == "CANCELLED":
+        return None
+    return {"message": error.get("message", ""), "code": error.get("code")}

@@ -1,0 +1,104 @@
+"""The thread aggregate: threads and their messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, update
+from sqlmodel import select
+
+from . import cursors
+from .base import Fence, Page, Queries, _page, holds_lease
+from .tables import ComponentRow, MessageRow, RunFrameRow, RunRow, ThreadRow
+
+
+class ThreadQueries(Queries):
+
+    async def add(self, *rows: Any, fence: Fence | None = None) -> bool:
+        """Insert the rows; with `fence`, only while that run's lease is held (else False)."""
+        async with self.session() as session:
+            if not await holds_lease(session, fence):
+                await session.rollback()
+                return False
+            session.add_all(rows)
+            await session.commit()
+            return True
+
+    async def get_thread(self, project_id: str, thread_id: str) -> ThreadRow | None:
+        async with self.session() as session:
+            row = await session.get(ThreadRow, thread_id)
+            return row if row is not None and row.project_id == project_id else None
+
+    async def list_threads(
+        self, project_id: str, user_key: str | None, limit: int, cursor: str | None
+    ) -> Page:
+        query = select(ThreadRow).where(ThreadRow.project_id == project_id)
+        if user_key is not None:
+            query = query.where(ThreadRow.user_key == user_key)
+        if cursor:
+            created, thread_id = cursors.decode(cursor, (int, str))
+            query = query.where(
+                or_(ThreadRow.created_ms < created,
+                    and_(ThreadRow.created_ms == created, ThreadRow.id < thread_id))
+            )
+        query = query.order_by(ThreadRow.created_ms.desc(), ThreadRow.id.desc()).limit(limit + 1)
+        async with self.session() as session:
+            rows = list((await session.exec(query)).all())
+        return _page(rows, limit, lambda row: [row.created_ms, row.id])
+
+    async def update_thread(self, thread_id: str, **values: Any) -> None:
+        async with self.session() as session:
+            await session.execute(update(ThreadRow).where(ThreadRow.id == thread_id).values(**values))
+            await session.commit()
+
+    async def delete_thread(self, thread_id: str) -> None:
+        async with self.session() as session:
+            run_ids = select(RunRow.id).where(RunRow.thread_id == thread_id)
+            await session.execute(delete(RunFrameRow).where(RunFrameRow.run_id.in_(run_ids)))
+            for table in (RunRow, MessageRow, ComponentRow):
+                await session.execute(delete(table).where(table.thread_id == thread_id))
+            await session.execute(delete(ThreadRow).where(ThreadRow.id == thread_id))
+            await session.commit()
+
+
+    async def history(self, thread_id: str) -> list[MessageRow]:
+        query = select(MessageRow).where(MessageRow.thread_id == thread_id).order_by(MessageRow.seq)
+        async with self.session() as session:
+            return list((await session.exec(query)).all())
+
+    async def list_messages(
+        self, thread_id: str, limit: int, cursor: str | None, descending: bool
+    ) -> Page:
+        query = select(MessageRow).where(MessageRow.thread_id == thread_id)
+        if cursor:
+            (seq,) = cursors.decode(cursor, (int,))
+            query = query.where(MessageRow.seq < seq if descending else MessageRow.seq > seq)
+        order = MessageRow.seq.desc() if descending else MessageRow.seq
+        query = query.order_by(order).limit(limit + 1)
+        async with self.session() as session:
+            rows = list((await session.exec(query)).all())
+        return _page(rows, limit, lambda row: [row.seq])
+
+    async def get_message(self, thread_id: str, message_id: str) -> MessageRow | None:
+        query = select(MessageRow).where(MessageRow.thread_id == thread_id,
+                                         MessageRow.id == message_id)
+        async with self.session() as session:
+            return (await session.exec(query)).first()
+
+    async def save_message_parts(self, message_id: str, parts: list[dict[str, Any]],
+                                 cancelled: bool = False, fence: Fence | None = None) -> bool:
+        async with self.session() as session:
+            if not await holds_lease(session, fence):
+                await session.rollback()
+                return False
+            await session.execute(update(MessageRow).where(MessageRow.id == message_id)
+                               .values(parts=parts, is_cancelled=cancelled))
+            await session.commit()
+            return True
+
+    async def save_message_meta(self, message_id: str, meta: dict[str, Any]) -> None:
+        async with self.session() as session:
+            await session.execute(update(MessageRow).where(MessageRow.id == message_id)
+                                  .values(meta=meta))
+            await session.commit()
+
