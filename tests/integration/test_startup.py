@@ -149,5 +149,5 @@ def test_a_broken_tools_module_ends_serve_with_one_line_not_a_traceback(tmp_path
     output = result.stdout + result.stderr
     assert "Traceback" not in output
     [line] = [row for row in output.splitlines() if "cannot start" in row]
-    assert line.endswith(f"FileNotFoundError: [Errno 2] No such file or directory: "
-                         f"'{missing}'")
+    assert "FileNotFoundError: [Errno 2] No such file or directory" in line
+    assert str(missing) in line
