@@ -124,7 +124,14 @@ def create_app(settings: Settings) -> Starlette:
                                 if settings.model_api_key else None, settings.model_adapter)
         model = MeteredModel(adapter)
         stack = contextlib.AsyncExitStack()
-        server_tools = await open_server_tools(settings, stack)
+        try:
+            server_tools = await open_server_tools(settings, stack)
+        except Exception as exc:  # a tools module or MCP server the operator must fix
+            reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            log.error("cannot start: the server tools failed to load: %s: %s",
+                      type(exc).__name__, reason)
+            await engine.dispose()
+            raise
         fanout = fanout_over(settings.redis_url, store)
         manager = RunManager(store, model, max_steps=settings.max_steps,
                              tool_timeout=settings.tool_timeout_seconds,

@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 from types import FrameType
+from typing import Any
 
 from .config import Settings, SettingsError, load_settings
 
@@ -172,6 +173,24 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
     return 0
 
 
+def quiet_startup_failure(app: Any) -> Any:
+    """The app, minus the traceback uvicorn prints when its start-up fails: the lifespan has
+    already logged one line saying why (Starlette hands uvicorn the formatted traceback)."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            return await app(scope, receive, send)
+
+        async def send_quietly(message: Any) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                message = {**message, "message": ""}
+            await send(message)
+
+        await app(scope, receive, send_quietly)
+
+    return wrapped
+
+
 def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     import uvicorn
 
@@ -213,7 +232,7 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
-    app = create_app(settings)
+    app = quiet_startup_failure(create_app(settings))
     # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
                             timeout_graceful_shutdown=5)

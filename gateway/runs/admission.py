@@ -72,6 +72,9 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
             raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread.id} not found",
                            threadId=thread.id)
         if current.run_status != "idle":
+            if idempotency_key and await store.find_run_by_idempotency_key(
+                    thread.id, idempotency_key) is not None:
+                continue  # a racing request with this key started it meanwhile: attach
             raise ApiError(409, "CONCURRENT_RUN",
                            f"A run is already active on thread {thread.id}",
                            threadId=thread.id, currentRunId=current.current_run_id)

@@ -217,7 +217,8 @@ def test_api_reference_renders_offline_with_examples_and_tries_a_call(
 
     # Reached from the playground's link (no key typed: the playground's thread list is
     # refused, the docs need none); every operation listed, the markdown rendered.
-    step("open", expected_error="status of 401")
+    step("open", expected_error="status of 401",
+         until={"selector": "#error", "text": "UNAUTHORIZED"})
     docs = step("click", "11-docs", selector='a[href="/docs"]',
                 until={"selector": ".opblock", "count": operations})
     assert docs["url"] == "/docs"

@@ -148,3 +148,15 @@ def test_log_level_governs_the_gateways_own_loggers(tmp_path: Path) -> None:
     output = (tmp_path / "serve.log").read_text()
     assert "development mode" not in output
     assert "WARNING" not in output and "INFO" not in output
+
+
+def test_a_broken_tools_module_ends_serve_with_one_line_not_a_traceback(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-tools.py"
+    result = gateway("serve", "--port", str(free_port()), "--log-level", "warning",
+                     cwd=tmp_path, timeout=120, GATEWAY_TOOLS=str(missing))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output
+    [line] = [row for row in output.splitlines() if "cannot start" in row]
+    assert "FileNotFoundError: [Errno 2] No such file or directory" in line
+    assert str(missing) in line

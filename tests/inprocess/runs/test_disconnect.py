@@ -19,7 +19,7 @@ from tests.inprocess.conftest import (
     user,
 )
 
-GRACE = 0.2
+GRACE = 0.5  # long enough that a loaded machine does not cancel early
 
 
 async def read_and_leave(manager: RunManager, run_id: str, count: int) -> None:
@@ -42,7 +42,7 @@ async def test_an_unwatched_run_is_cancelled_after_the_grace_window(
     model.enqueue(text_turn("working ") + [asyncio.Event()])
     run = (await manager.start(PROJECT, thread, user("go"))).run
     await read_and_leave(manager, run.id, 2)
-    assert await status_after(store, run.id, GRACE / 4) == "running"  # leaving is not cancelling
+    assert await status_after(store, run.id, GRACE / 5) == "running"  # leaving is not cancelling
     assert await status_after(store, run.id, GRACE * 2) == "cancelled"
 
 

@@ -45,15 +45,15 @@ async def test_a_stalled_owner_is_fenced_after_a_peer_reaped_its_run(
 
 async def test_a_live_owner_that_renews_in_time_is_not_reaped(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
-    owner = managers(lease_seconds=0.3)
+    owner = managers(lease_seconds=1.0)  # renewed every third of it
     thread = await new_thread(store)
     hold = asyncio.Event()
     model.enqueue([hold])
     run = (await owner.start(PROJECT, thread, user("go"))).run
     supervisor = asyncio.create_task(RunSupervisor(owner).run())
     try:
-        await asyncio.sleep(0.6)
-        assert await RunSupervisor(managers(lease_seconds=0.3)).reap() == 0
+        await asyncio.sleep(1.3)  # past the first lease
+        assert await RunSupervisor(managers(lease_seconds=1.0)).reap() == 0
         hold.set()
         assert (await events(owner, run.id))[-1][1]["type"] == "RUN_FINISHED"
     finally:

@@ -1,0 +1,32 @@
+"""`LiveLog`: positions, waking readers, and closing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.runs.log import LiveLog
+
+
+async def test_positions_follow_appends_and_readers_wake_once_per_change() -> None:
+    log = LiveLog("run_1")
+    waiting = [asyncio.create_task(log.wait_beyond(0)) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert not any(task.done() for task in waiting)
+    assert log.append({"c": "run.started"}).seq == 1
+    await asyncio.wait_for(asyncio.gather(*waiting), 1)
+    ahead = [log.next_entry({"c": "a"}), log.next_entry({"c": "b"}, 1)]
+    log.extend(ahead)
+    assert [e.seq for e in log.entries] == [1, 2, 3]
+    with pytest.raises(ValueError, match="out of order"):
+        log.extend([ahead[0]])
+
+
+async def test_closing_releases_every_reader() -> None:
+    log = LiveLog("run_1")
+    reader = asyncio.create_task(log.wait_beyond(5))
+    await asyncio.sleep(0)
+    log.close()
+    await asyncio.wait_for(reader, 1)
+    assert log.closed
