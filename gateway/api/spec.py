@@ -343,7 +343,7 @@ AGUI_STREAM = (
 AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"
 AGUI_OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/agui/agents/{agent}/run", "aguiRunAgent",
-              "Run the agent for an AG-UI 1.0 client (`HttpAgent`, CopilotKit)", "agui",
+              "Run the agent for an AG-UI 1.0 client (HttpAgent, CopilotKit)", "agui",
               description="Takes a `RunAgentInput`; `threadId` and `runId` become the thread's "
                           "and the run's ids (at most 64 characters). A new thread starts with "
                           "the messages before the last user message; an existing one takes "

@@ -65,3 +65,10 @@ def test_operation_has_valid_examples(path: str, method: str, op: dict[str, Any]
                 assert not problems, f"{op['operationId']} {status}: {problems}"
     if op["operationId"] != "deleteThread":
         assert shown, f"{op['operationId']}: no response example"
+
+
+def test_summaries_are_plain_text() -> None:
+    """API reference viewers show an operation's summary as it is (only descriptions are
+    markdown), so a backtick there is shown literally."""
+    marked = [op["operationId"] for _, _, op in OPERATIONS if "`" in op.get("summary", "")]
+    assert marked == []
