@@ -36,6 +36,7 @@ from .log import Entry, LiveLog
 from .log_writer import LogWriter
 from .phase import RunPhase
 from .registry import ActiveRun, RunRegistry
+from .salvage import save_partial_answer
 from .signals import DatabaseSignals, Signals
 
 log = logging.getLogger(__name__)
@@ -157,8 +158,10 @@ class RunManager:
             return row
         now = now_ms()
         if row.lease_expires_ms is None or row.lease_expires_ms < now:
-            await self.store.end_orphaned_run(row, now, "cancelled", CANCELLED_ERROR,
-                                              timbal.control(timbal.RUN_CANCELLED))
+            # Its process died: end it here, keeping what it had said (as the reaper does).
+            if await self.store.end_orphaned_run(row, now, "cancelled", CANCELLED_ERROR,
+                                                 timbal.control(timbal.RUN_CANCELLED)):
+                await save_partial_answer(self.store, row, CANCELLED_ERROR)
         else:
             await self.signals.request_cancel(run_id)
         loop = asyncio.get_running_loop()

@@ -100,3 +100,26 @@ async def test_a_stalled_owner_writing_before_it_renews_is_fenced_by_the_log_its
     saved = [r.frame for r in await store.read_frames(run.id, 0, 1000)]
     assert saved[-1].get("code") == "RUN_LOST" and "after the stall" not in str(saved)
     assert (await store.get_run(run.id)).status == "failed"
+
+
+async def test_cancelling_the_run_of_a_dead_process_keeps_what_it_had_said(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    owner = managers(lease_seconds=0.2)
+    thread = await new_thread(store)
+    stall = asyncio.Event()
+    model.enqueue(text_turn("said before ", "the crash") + [stall] + text_turn("never said"))
+    run = (await owner.start(PROJECT, thread, user("go"))).run
+    while len(owner.live_log(run.id).entries) < 4:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.3)  # flushed, then the owner stalls past its lease, as if dead
+
+    row = await managers(lease_seconds=0.2).cancel(run.id)
+    assert row is not None and row.status == "cancelled"
+    answers = [m for m in await store.history(thread.id) if m.role == "assistant"]
+    assert len(answers) == 1 and answers[0].is_cancelled
+    assert [p.get("content") for p in answers[0].parts] == ["said before the crash"]
+    stall.set()  # the owner wakes fenced: it adds nothing
+    await RunSupervisor(owner).renew()
+    with contextlib.suppress(Exception):
+        await events(owner, run.id)
+    assert "never said" not in str(await store.history(thread.id))
