@@ -216,7 +216,7 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
         def _drain_then_exit(self, sig: int, frame: FrameType | None) -> None:
             async def run() -> None:
                 try:
-                    await drain(app.state.services.runs, settings.drain_seconds)
+                    await drain(gateway_app.state.services.runs, settings.drain_seconds)
                 finally:
                     super(Server, self).handle_exit(sig, frame)
 
@@ -232,7 +232,8 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
-    app = quiet_startup_failure(create_app(settings))
+    gateway_app = create_app(settings)
+    app = quiet_startup_failure(gateway_app)
     # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
                             timeout_graceful_shutdown=5)

@@ -171,18 +171,13 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
         raise
 
 
-async def thread_for(request: Request, *body_candidates: str | None,
-                     scope_optional: bool = False) -> ThreadRow:
+async def thread_for(request: Request, *body_candidates: str | None) -> ThreadRow:
     """The thread in the path, if the caller may see it.
 
     A thread outside the caller's scope is hidden (404, as if absent). A signed-in user sees
-    only threads of their own scope. A call without any scope on a user's thread is refused
-    (400), as on the real server (a thread started with no scope, as AG-UI clients may, is the
-    project's), except where `@tambo-ai/client` sends none (`scope_optional`: thread fetch and
-    rename, cancel and a run's status, thread names, the older suggestion paths; and the
-    read-only Timbal thread view): there a thread of the API key's project is accepted unless it
-    belongs to a signed-in user, because the API key is public in a browser app and the user's
-    token is not.
+    only threads of their own scope. Without any scope, a thread of the API key's project is
+    accepted, because `@tambo-ai/client` sends no userKey on thread fetch and cancel, unless it
+    belongs to a signed-in user: the API key is public in a browser app, the user's token is not.
     """
     thread_id = request.path_params["thread_id"]
     who = caller(request)
@@ -194,9 +189,6 @@ async def thread_for(request: Request, *body_candidates: str | None,
         hidden = True  # a signed-in user's thread needs their token, never just the API key
     else:
         hidden = thread is None or (key is not None and thread.user_key not in (None, key))
-        if (not hidden and key is None and not scope_optional and thread is not None
-                and thread.user_key is not None):
-            required_user_scope(request)  # a user's thread needs that user's scope: 400
     if hidden:
         raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread_id} not found",
                        threadId=thread_id)

@@ -57,7 +57,7 @@ async def list_threads(request: Request) -> Response:
 
 
 async def get_thread(request: Request) -> Response:
-    thread = await thread_for(request, scope_optional=True)
+    thread = await thread_for(request)
     store = services(request).store
     rows = await store.history(thread.id)
     components = await store.components_of(thread.id)
@@ -68,7 +68,7 @@ async def get_thread(request: Request) -> Response:
 
 async def update_thread(request: Request) -> Response:
     body: ThreadUpdateRequest = await json_body(request, ThreadUpdateRequest)
-    thread = await thread_for(request, scope_optional=True)  # TamboClient renames without one
+    thread = await thread_for(request)
     changes: dict[str, Any] = {"updated_ms": now_ms()}
     if "name" in body.model_fields_set:
         changes["name"] = body.name

@@ -83,7 +83,7 @@ def _current_run(thread: ThreadRow) -> str | None:
 
 
 async def thread_frames(request: Request) -> Response:
-    thread = await thread_for(request, scope_optional=True)
+    thread = await thread_for(request)
     since = _since(request)
     svc = services(request)
     current = _current_run(thread)
