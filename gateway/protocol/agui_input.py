@@ -32,8 +32,10 @@ from .tambo import InitialMessage, InputMessage, RunRequest, TextBlock, ToolResu
 ID_MAX = 64  # thread and run ids are the gateway's own ids
 
 
+# Printable ASCII without `/`: the ids travel in URLs, in response headers (`X-Run-Id`, which
+# HTTP limits to Latin-1) and in Redis keys. Clients generate UUIDs or similar, which all fit.
 GatewayId = Annotated[str, Field(min_length=1, max_length=ID_MAX,
-                                 pattern=r"^[^/\x00-\x1f\x7f]*$")]
+                                 pattern=r"^[\x21-\x2e\x30-\x7e]+$")]
 
 
 class GatewayRunInput(RunAgentInput):

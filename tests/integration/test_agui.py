@@ -110,6 +110,7 @@ def test_history_and_context_reach_the_model(client: httpx.Client, scripted_mode
 @pytest.mark.parametrize(("change", "field"), [
     ({"runId": 7}, "runId"),
     ({"threadId": "x" * 65}, "threadId"),
+    ({"runId": "run-\u00e9t\u00e9"}, "runId"),  # ids go into headers and URLs: ASCII
     ({"messages": [{"id": "m", "role": "tool", "content": "no call id"}]},
      "messages.0.tool.toolCallId"),
     ({"tools": [{"name": "t"}]}, "tools.0.description"),
