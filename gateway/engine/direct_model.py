@@ -86,15 +86,8 @@ class DirectModel:
             "messages": request.messages,
             "stream": True,
             "stream_options": {"include_usage": True},
+            **request.options(),
         }
-        if request.tools:
-            body["tools"] = request.tools
-            if request.tool_choice is not None:
-                body["tool_choice"] = request.tool_choice
-        if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
         try:
             async with self.client.stream(
                     "POST", "/chat/completions", content=orjson.dumps(body),

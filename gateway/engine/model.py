@@ -27,6 +27,20 @@ class ModelRequest:
     temperature: float | None = None
     model: str | None = None  # None: the gateway's configured model
 
+    def options(self) -> dict[str, Any]:
+        """The chat-completions parameters this request sets, in the OpenAI names both
+        adapters send (a tool choice only means something with tools)."""
+        options: dict[str, Any] = {}
+        if self.tools:
+            options["tools"] = self.tools
+            if self.tool_choice is not None:
+                options["tool_choice"] = self.tool_choice
+        if self.max_tokens is not None:
+            options["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        return options
+
 
 @dataclass
 class LiteLLMModel:
@@ -49,14 +63,7 @@ class LiteLLMModel:
             params["api_base"] = self.api_base
         if self.api_key:
             params["api_key"] = self.api_key
-        if request.tools:
-            params["tools"] = request.tools
-            if request.tool_choice is not None:
-                params["tool_choice"] = request.tool_choice
-        if request.max_tokens is not None:
-            params["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
+        params.update(request.options())
         try:
             stream = await litellm.acompletion(**params)
         except Exception as exc:
