@@ -84,6 +84,8 @@ class RunRow(SQLModel, table=True):
     # Last time a follower in another process read the run's log (the disconnect grace
     # policy must not cancel a run someone is still watching through another process).
     watched_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    # The model that answered (one of a fallback list); None until the model is first called.
+    model: str | None = Field(default=None, max_length=255)
 
 
 class RunFrameRow(SQLModel, table=True):
