@@ -28,7 +28,7 @@ from ..protocol.clock import now_ms
 from ..protocol.dialects import agui
 from ..protocol.problems import ApiError
 from ..store.tables import ThreadRow
-from .context import body_user_key, json_body, project_of, query_user_key, services
+from .context import json_body, may_see, project_of, services, user_scope
 from .runs import cancel_run, event_cursor, event_stream, run_in_thread
 from .threads import initial_message_row
 
@@ -48,7 +48,7 @@ async def run_agent(request: Request) -> Response:
                        f"{AGENT!r}", agent=agent[:100])
     body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
     project = project_of(request)
-    user_key = query_user_key(request) or body_user_key(agui_input.forwarded(body, "userKey"))
+    user_key = user_scope(request, agui_input.forwarded(body, "userKey"))
     svc = services(request)
     thread = await _scoped_thread(request, project, body.thread_id, user_key)
     existing = await svc.store.get_run(body.run_id)
@@ -71,7 +71,7 @@ async def run_agent(request: Request) -> Response:
 async def _scoped_thread(request: Request, project: str, thread_id: str,
                          user_key: str | None) -> ThreadRow | None:
     thread = await services(request).store.get_thread(project, thread_id)
-    if thread is not None and user_key is not None and thread.user_key not in (None, user_key):
+    if thread is not None and not may_see(request, thread, user_key):
         raise _not_found(thread_id)
     return thread
 

@@ -34,7 +34,7 @@ async def generate_name(request: Request) -> Response:
     A thread that already has a name keeps it: React 1.3 does not load names after a reload, so
     it asks again, and a name the user set with PATCH must not be replaced behind their back.
     """
-    thread = await thread_for(request)
+    thread = await thread_for(request, scope_optional=True)
     svc = services(request)
     if not thread.name:
         history = to_model_messages(await svc.store.history(thread.id))
@@ -51,7 +51,9 @@ async def generate_name(request: Request) -> Response:
 
 
 async def _message(request: Request, user_key: str | None = None) -> MessageRow:
-    thread = await thread_for(request, user_key)
+    # `TamboClient`'s suggestion calls (the older, non-v1 paths) name no user.
+    thread = await thread_for(request, user_key,
+                              scope_optional=not request.url.path.startswith("/v1/"))
     message_id = request.path_params["message_id"]
     row = await services(request).store.get_message(thread.id, message_id)
     if row is None:

@@ -171,29 +171,40 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
         raise
 
 
-async def thread_for(request: Request, *body_candidates: str | None) -> ThreadRow:
-    """The thread in the path, if the caller may see it.
-
-    A thread outside the caller's scope is hidden (404, as if absent). A signed-in user sees
-    only threads of their own scope. Without any scope, a thread of the API key's project is
-    accepted, because `@tambo-ai/client` sends no userKey on thread fetch and cancel, unless it
-    belongs to a signed-in user: the API key is public in a browser app, the user's token is not.
-    """
+async def thread_for(request: Request, *body_candidates: str | None,
+                     scope_optional: bool = False) -> ThreadRow:
+    """The thread in the path, if the caller may see it (`may_see`); else 404, as if absent."""
     thread_id = request.path_params["thread_id"]
-    who = caller(request)
-    key = user_scope(request, *body_candidates)
-    thread = await services(request).store.get_thread(who.project, thread_id)
-    if who.signed_in_scope is not None:
-        hidden = thread is None or thread.user_key != who.signed_in_scope
-    elif thread is not None and is_signed_in_scope(thread.user_key):
-        hidden = True  # a signed-in user's thread needs their token, never just the API key
-    else:
-        hidden = thread is None or (key is not None and thread.user_key not in (None, key))
-    if hidden:
+    scope = user_scope(request, *body_candidates)
+    thread = await services(request).store.get_thread(project_of(request), thread_id)
+    if thread is None or not may_see(request, thread, scope, scope_optional=scope_optional):
         raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread_id} not found",
                        threadId=thread_id)
-    assert thread is not None
     return thread
+
+
+def may_see(request: Request, thread: ThreadRow, scope: str | None, *,
+            scope_optional: bool = False) -> bool:
+    """Whether the caller, in user scope `scope` (`user_scope`), may see a thread of its project.
+
+    A signed-in user sees only threads of their own scope, and a signed-in user's thread needs
+    their token, never just the API key: the key is public in a browser app, the token is not.
+    A caller naming a scope sees that scope's threads and those started with none (as AG-UI
+    clients may start them: such a thread is the project's). A call without any scope on a
+    user's thread is refused (400 `USER_SCOPE_REQUIRED`), as on the real server, except where
+    the Tambo clients send none (`scope_optional`: thread fetch and rename, its message list,
+    cancel and a run's status or stream, thread names, the older suggestion paths; and the
+    read-only Timbal thread views).
+    """
+    if caller(request).signed_in_scope is not None:
+        return thread.user_key == scope
+    if is_signed_in_scope(thread.user_key):
+        return False
+    if scope is not None:
+        return thread.user_key in (None, scope)
+    if thread.user_key is not None and not scope_optional:
+        required_user_scope(request)  # raises: a user's thread needs that user's scope
+    return True
 
 
 def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:

@@ -136,7 +136,7 @@ async def run_thread(request: Request) -> Response:
 
 
 async def run_in_thread(request: Request) -> RunRow:
-    thread = await thread_for(request)
+    thread = await thread_for(request, scope_optional=True)
     run_id = request.path_params["run_id"]
     run = await services(request).store.get_run(run_id)
     if run is None or run.thread_id != thread.id:

@@ -37,8 +37,9 @@ CODES: dict[str, ErrorCode] = {
                                           "tool calls (`reason`: MISSING_RESULTS, EXTRA_RESULTS "
                                           "or DUPLICATE_RESULTS)."),
     "INVALID_JSON_PATCH": ErrorCode(400, "The JSON Patch is malformed or cannot be applied."),
-    "USER_SCOPE_REQUIRED": ErrorCode(400, "Listing or creating threads needs a user scope: a "
-                                          "`userKey` or a bearer token from `/oauth/token`."),
+    "USER_SCOPE_REQUIRED": ErrorCode(400, "Listing or creating threads, and this call on a "
+                                          "user's thread, need a user scope: a `userKey` or a "
+                                          "bearer token from `/oauth/token`."),
     "MODEL_NOT_ALLOWED": ErrorCode(400, "The request's `model` is not in the allow-list "
                                         "(`GATEWAY_MODELS`); `allowedModels` lists it."),
     "INVALID_ATTACHMENT": ErrorCode(400, "A `resource` block's `blob` is not valid base64."),
@@ -211,6 +212,12 @@ BETA_AND_V1 = (("/v1/threads", "", ""),
                ("/threads", "Beta", " (the beta path the Tambo clients call)"))
 COMPONENT_STATE = "/v1/threads/{thread_id}/components/{component_id}/state"
 
+
+def scoped(prefix: str) -> tuple[str, ...]:
+    """The suggestion calls need a user scope on a user's thread on /v1 only: the clients call
+    the beta paths without one."""
+    return ("USER_SCOPE_REQUIRED",) if prefix.startswith("/v1") else ()
+
 # -- the operations -------------------------------------------------------------------------------
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -240,7 +247,8 @@ OPERATIONS: tuple[Operation, ...] = (
               "its metadata", "threads", body=tambo.ThreadUpdateRequest, params=KEYS,
               result=tambo.Thread),
     Operation("DELETE", "/v1/threads/{thread_id}", "deleteThread", "Delete a thread (cancelling "
-              "its active run)", "threads", params=KEYS, status=204),
+              "its active run)", "threads", params=KEYS, status=204,
+              errors=("USER_SCOPE_REQUIRED",)),
     *(Operation("POST", f"{prefix}/{{thread_id}}/generate-name", f"generateThreadName{alias}",
                 "Name the thread from its history" + note, "threads", params=KEYS,
                 result=tambo.NamedThread, errors=MODEL_ERRORS)
@@ -254,18 +262,19 @@ OPERATIONS: tuple[Operation, ...] = (
               result=tambo.MessageList, errors=("INVALID_CURSOR",)),
     Operation("GET", "/v1/threads/{thread_id}/messages/{message_id}", "getMessage",
               "One message", "messages", params=KEYS, result=tambo.Message,
-              errors=("MESSAGE_NOT_FOUND",)),
+              errors=("MESSAGE_NOT_FOUND", "USER_SCOPE_REQUIRED")),
     *(op for prefix, alias, note in BETA_AND_V1 for op in (
         Operation("GET", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
                   f"listSuggestions{alias}", "A message's stored suggestions" + note,
                   "suggestions", params=KEYS,
                   result=tambo.SuggestionList if prefix.startswith("/v1") else list[
-                      tambo.Suggestion], errors=("MESSAGE_NOT_FOUND",)),
+                      tambo.Suggestion], errors=("MESSAGE_NOT_FOUND", *scoped(prefix))),
         Operation("POST", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
                   f"createSuggestions{alias}", "Generate follow-up suggestions" + note,
                   "suggestions", body=tambo.SuggestionsRequest, params=KEYS, status=201,
                   result=tambo.SuggestionList if prefix.startswith("/v1") else list[
-                      tambo.Suggestion], errors=("MESSAGE_NOT_FOUND", *MODEL_ERRORS)))),
+                      tambo.Suggestion],
+                  errors=("MESSAGE_NOT_FOUND", *scoped(prefix), *MODEL_ERRORS)))),
     # signed-in users
     Operation("POST", "/oauth/token", "exchangeToken", "Exchange an identity provider's token "
               "for a gateway access token (RFC 8693)", "auth",
@@ -282,14 +291,14 @@ OPERATIONS: tuple[Operation, ...] = (
                                                  "A revision ETag (`\"3\"`) the client has.")),
               result=tambo.ComponentStateResponse, headers={"ETag": "The revision (`\"3\"`)."},
               other={304: "The state is still at the revision `If-None-Match` names."},
-              errors=("COMPONENT_NOT_FOUND",)),
+              errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED")),
     Operation("POST", COMPONENT_STATE, "updateComponentState",
               "Replace or patch (RFC 6902) a component's state", "components",
               body=tambo.ComponentStateUpdate,
               params=(*KEYS, Param("If-Match", "header", {"type": "string"},
                                    "Refuse the update unless the state is at this revision.")),
               result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
-              errors=("COMPONENT_NOT_FOUND", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
+              errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
                       "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION")),
     # voice input
     Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
@@ -308,10 +317,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
               params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
-              errors=RUN_ERRORS),
+              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/threads/{thread_id}/runs", "listRuns", "List a thread's runs",
               "runs", params=(*KEYS, limit(20, 100), CURSOR), result=tambo.RunList,
-              errors=("INVALID_CURSOR",)),
+              errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/threads/{thread_id}/runs/{run_id}", "getRun",
               "Reconnect to a run's stream, or its status", "runs",
               description="With `Accept: application/json` (and not `text/event-stream`): the "
@@ -351,7 +360,8 @@ AGUI_OPERATIONS: tuple[Operation, ...] = (
                           "answering its pending tool calls. `forwardedProps` may carry "
                           "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
               body=GatewayRunInput, params=KEYS, stream="agui", headers=STREAM_HEADERS,
-              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE", *RUN_ERRORS)),
+              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
+                      "USER_SCOPE_REQUIRED", *RUN_ERRORS)),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "
                           "live until the run ends. " + AGUI_STREAM,

@@ -57,7 +57,7 @@ async def list_threads(request: Request) -> Response:
 
 
 async def get_thread(request: Request) -> Response:
-    thread = await thread_for(request)
+    thread = await thread_for(request, scope_optional=True)
     store = services(request).store
     rows = await store.history(thread.id)
     components = await store.components_of(thread.id)
@@ -68,7 +68,7 @@ async def get_thread(request: Request) -> Response:
 
 async def update_thread(request: Request) -> Response:
     body: ThreadUpdateRequest = await json_body(request, ThreadUpdateRequest)
-    thread = await thread_for(request)
+    thread = await thread_for(request, scope_optional=True)  # TamboClient renames without one
     changes: dict[str, Any] = {"updated_ms": now_ms()}
     if "name" in body.model_fields_set:
         changes["name"] = body.name
@@ -91,7 +91,7 @@ async def delete_thread(request: Request) -> Response:
 
 
 async def list_messages(request: Request) -> Response:
-    thread = await thread_for(request)
+    thread = await thread_for(request, scope_optional=True)  # @tambo-ai/react lists without one
     order = request.query_params.get("order", "asc")
     if order not in ("asc", "desc"):
         raise ApiError(400, "VALIDATION_ERROR", "order must be 'asc' or 'desc'")

@@ -34,7 +34,7 @@ from ..protocol.dialects import timbal as view
 from ..protocol.dialects.base import positioned
 from ..protocol.problems import ApiError
 from ..store.tables import ThreadRow
-from .context import Services, project_of, query_user_key, services, thread_for
+from .context import Services, may_see, project_of, services, thread_for, user_scope
 from .runs import event_cursor, run_in_thread
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def _current_run(thread: ThreadRow) -> str | None:
 
 
 async def thread_frames(request: Request) -> Response:
-    thread = await thread_for(request)
+    thread = await thread_for(request, scope_optional=True)
     since = _since(request)
     svc = services(request)
     current = _current_run(thread)
@@ -204,27 +204,27 @@ async def thread_socket(ws: WebSocket) -> None:
     svc = services(ws)  # type: ignore[arg-type]
     try:
         project = project_of(ws)  # type: ignore[arg-type]
-        user_key = query_user_key(ws)  # type: ignore[arg-type]
+        user_key = user_scope(ws)  # type: ignore[arg-type]
     except ApiError:
         await ws.close(CLOSE_POLICY)  # before accepting: the handshake is refused (403)
         return
     await ws.accept()
     thread_id = ws.path_params["thread_id"]
-    thread = await _wait_for_thread(svc, project, thread_id, user_key)
+    thread = await _wait_for_thread(ws, svc, project, thread_id, user_key)
     if thread is None:
         await ws.close(CLOSE_NOT_FOUND, "thread not found")
         return
     await ThreadSocket(ws, svc, project, thread).serve()
 
 
-async def _wait_for_thread(svc: Services, project: str, thread_id: str, user_key: str | None
-                           ) -> ThreadRow | None:
+async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id: str,
+                           user_key: str | None) -> ThreadRow | None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + THREAD_WAIT_SECONDS
     while True:
         thread = await svc.store.get_thread(project, thread_id)
         if thread is not None:
-            visible = user_key is None or thread.user_key in (None, user_key)
+            visible = may_see(ws, thread, user_key, scope_optional=True)  # type: ignore[arg-type]
             return thread if visible else None
         if loop.time() >= deadline:
             return None

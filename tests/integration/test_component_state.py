@@ -18,7 +18,7 @@ import jsonpatch
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, iter_events, run_events
@@ -46,7 +46,7 @@ def custom(events: list[SseEvent], name: str) -> list[dict[str, Any]]:
 
 
 def render_table(client: httpx.Client, model: ScriptedModel, component: dict | None = None,
-                 user_key: str = "u1") -> tuple[str, str, str]:
+                 user_key: str = DEFAULT_USER) -> tuple[str, str, str]:
     """Run a new thread whose model renders one component; (threadId, componentId, runId)."""
     model.enqueue(table_call())
     events = run_events(client, "POST", "/v1/threads/runs", json={
@@ -61,8 +61,9 @@ def state_url(thread_id: str, component_id: str) -> str:
     return f"/v1/threads/{thread_id}/components/{component_id}/state"
 
 
-def stored(client: httpx.Client, thread_id: str, component_id: str) -> tuple[dict, int]:
-    response = client.get(state_url(thread_id, component_id))
+def stored(client: httpx.Client, thread_id: str, component_id: str,
+           user_key: str = DEFAULT_USER) -> tuple[dict, int]:
+    response = client.get(state_url(thread_id, component_id), params={"userKey": user_key})
     assert response.status_code == 200, response.text
     body = response.json()
     assert response.headers["etag"] == f'"{body["revision"]}"'
@@ -74,7 +75,7 @@ def test_updates_errors_and_revisions(client: httpx.Client, scripted_model: Scri
     url = state_url(thread_id, component_id)
     assert stored(client, thread_id, component_id) == ({}, 0)
 
-    replaced = client.post(url, json={"state": {"rows": [], "loading": True}, "userKey": "u1"})
+    replaced = client.post(url, json={"state": {"rows": [], "loading": True}, "userKey": DEFAULT_USER})
     assert replaced.status_code == 200, replaced.text
     assert replaced.json() == {"componentId": component_id,
                                "state": {"rows": [], "loading": True}, "revision": 1}
@@ -168,7 +169,7 @@ def test_user_key_in_query_or_body(client: httpx.Client, scripted_model: Scripte
     assert client.get(url, params={"userKey": "intruder"}).status_code == 404
     ok = client.post(url, params={"userKey": "owner"}, json={"state": {"x": 1}, "userKey": "owner"})
     assert ok.status_code == 200
-    assert stored(client, thread_id, component_id) == ({"x": 1}, 1)
+    assert stored(client, thread_id, component_id, "owner") == ({"x": 1}, 1)
 
 
 def test_state_schema_is_enforced(client: httpx.Client, scripted_model: ScriptedModel):
@@ -228,7 +229,7 @@ async def concurrent_patches(urls: list[str], thread_id: str, component_id: str,
                                  limits=httpx.Limits(max_connections=count)) as http:
         async def one(i: int) -> int:
             url = urls[i % len(urls)] + state_url(thread_id, component_id)
-            response = await http.post(url, json={"patch": [
+            response = await http.post(url, params={"userKey": DEFAULT_USER}, json={"patch": [
                 {"op": "add", "path": f"/k{i}", "value": i}]})
             return response.status_code
 
@@ -361,7 +362,7 @@ def test_tambo_client_applies_state_deltas(gateway: GatewayServer, scripted_mode
     assert block["state"] == expected
     assert block["streamingState"] == "done"
     with httpx.Client(base_url=gateway.url, event_hooks=USER, headers={"x-api-key": "test-key"}) as http:
-        assert stored(http, result["threadId"], result["componentId"]) == (expected, 2)
+        assert stored(http, result["threadId"], result["componentId"], "user-1") == (expected, 2)
 
     # The same stream, replayed from the log, through @ag-ui/client's verifier.
     verified = capture_and_verify(

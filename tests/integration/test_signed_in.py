@@ -5,6 +5,7 @@ threads."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,16 +134,33 @@ def test_a_bearer_gets_404_on_another_users_thread_on_every_endpoint(http, idp,
         ("POST", f"/threads/{thread_id}/generate-name", None),
         ("GET", f"/v1/threads/{thread_id}/components/c1/state", None),
         ("POST", f"/v1/threads/{thread_id}/components/c1/state", {"state": {}}),
+        ("GET", f"/v1/agui/threads/{thread_id}/runs/{run_id}", None),
+        ("DELETE", f"/v1/agui/threads/{thread_id}/runs/{run_id}", None),
+        ("POST", "/v1/agui/agents/default/run", agui_run(thread_id)),
+        ("GET", f"/v1/timbal/threads/{thread_id}", None),
+        ("GET", f"/v1/timbal/threads/{thread_id}/runs/{run_id}", None),
         ("DELETE", f"/v1/threads/{thread_id}", None),
     ]
     for method, path, body in calls:
         response = http.request(method, path, json=body, headers={
             **intruder, "accept": "application/json"})
         problem(response, 404, "THREAD_NOT_FOUND")
+    # The API key alone (public in a browser app) reaches none of it either, whatever the
+    # dialect: not even the calls that are lenient for clients sending no user scope.
+    for method, path, body in calls:
+        response = http.request(method, path, json=body, headers={"accept": "application/json"})
+        problem(response, 404, "THREAD_NOT_FOUND")
     # Nothing changed for the owner.
     thread = http.get(f"/v1/threads/{thread_id}", headers=owner).json()
     assert "name" not in thread and len(thread["messages"]) == 2
     assert scripted_model.pending() == 0  # the intruder's run never reached the model
+
+
+def agui_run(thread_id: str) -> dict:
+    """An AG-UI 1.0 `RunAgentInput` continuing `thread_id`."""
+    return {"threadId": thread_id, "runId": f"r-{uuid.uuid4()}", "state": {}, "tools": [],
+            "context": [], "forwardedProps": {},
+            "messages": [{"id": f"m-{uuid.uuid4()}", "role": "user", "content": "x"}]}
 
 
 def test_tokens_that_identify_no_one_get_the_documented_errors(http, idp):
@@ -201,6 +219,29 @@ def test_listing_or_creating_threads_needs_a_user_scope(http):
     assert http.get(f"/v1/threads/{created.json()['id']}").status_code == 200
     assert http.get(f"/v1/threads/{created.json()['id']}",
                     headers={"x-api-key": "other-key"}).status_code == 404
+    thread = created.json()["id"]
+    # Everything else about a user's thread needs the scope, as on the real server: the Tambo
+    # clients send it there (in the query or the run body), and so must an AG-UI client.
+    for method, path, body in [
+            ("GET", f"/v1/threads/{thread}/runs", None),
+            ("DELETE", f"/v1/threads/{thread}", None),
+            ("POST", f"/v1/threads/{thread}/runs", {"message": {
+                "role": "user", "content": [{"type": "text", "text": "hi"}]}}),
+            ("GET", f"/v1/threads/{thread}/components/c1/state", None),
+            ("POST", f"/v1/threads/{thread}/components/c1/state", {"state": {"a": 1}}),
+            ("POST", "/v1/agui/agents/default/run", agui_run(thread))]:
+        problem(http.request(method, path, json=body), 400, "USER_SCOPE_REQUIRED")
+    # With it, the same calls reach the thread.
+    runs = http.get(f"/v1/threads/{thread}/runs", params={"userKey": "u-1"})
+    assert runs.status_code == 200 and runs.json()["runs"] == []
+    # The calls the clients make without one keep working: renaming (TamboClient) and the
+    # message list (@tambo-ai/react).
+    assert http.patch(f"/v1/threads/{thread}", json={"name": "n"}).status_code == 200
+    listed = http.get(f"/v1/threads/{thread}/messages")
+    assert listed.status_code == 200 and listed.json()["messages"] == []
+    # Another user's key is as good as a wrong thread id.
+    problem(http.get(f"/v1/threads/{thread}/messages", params={"userKey": "u-2"}), 404,
+            "THREAD_NOT_FOUND")
 
 
 def test_token_exchange_is_refused_clearly_when_not_configured(tmp_path: Path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -98,13 +99,24 @@ class GatewayServer:
 DEFAULT_USER = "test-user"
 
 
+# The calls that work without a user scope, because the Tambo clients send none there.
+SCOPE_OPTIONAL = re.compile(r"^(GET|PATCH) /v1/threads/[^/]+$"
+                            r"|^GET /v1/threads/[^/]+/messages$"
+                            r"|^(GET|DELETE) /v1/threads/[^/]+/runs/[^/]+$"
+                            r"|^POST /v1/threads/[^/]+/generate-name$")
+
+
+def needs_user_scope(method: str, path: str) -> bool:
+    return (path.startswith("/v1/threads")
+            and not SCOPE_OPTIONAL.match(f"{method} {path}"))
+
+
 def _default_user(request: httpx.Request) -> None:
     """Give a request that names no user scope the default one (`?userKey=`): listing threads,
     creating them and starting runs need one, as on the real server. A request that names its
     own (query, body `userKey`/`contextKey`, `thread.userKey`) or a bearer token is left alone,
-    and so are the calls that work without one (reads of a thread, cancel)."""
-    path = request.url.path
-    if path not in ("/v1/threads", "/v1/threads/runs"):
+    and so are the calls that work without one (`SCOPE_OPTIONAL`)."""
+    if not needs_user_scope(request.method, request.url.path):
         return
     if "userKey" in request.url.params or "contextKey" in request.url.params:
         return
