@@ -104,7 +104,7 @@ def bare_app(events_file: Path) -> Any:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from gateway.api.runs import SLOW_READER_SECONDS
+    from gateway.runs.timings import Timings
 
     events = json.loads(events_file.read_text())
 
@@ -113,7 +113,7 @@ def bare_app(events_file: Path) -> Any:
             for event_id, data in events:
                 yield {"data": data, "id": event_id}
 
-        return EventSourceResponse(frames(), ping=2, sep="\n", send_timeout=SLOW_READER_SECONDS,
+        return EventSourceResponse(frames(), ping=2, sep="\n", send_timeout=Timings().slow_reader_seconds,
                                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     return Starlette(routes=[Route("/stream", stream)])
