@@ -2,8 +2,8 @@
 
     .venv/bin/python -m bench.hot_path [--tokens 2000] [--repeats 5] [--py-spy PATH]
 
-DESIGN.md principle 6 says the gateway does O(1) work per streamed token; this measures it
-against the limits it cannot beat. Every server is its own process, so a reader in this process
+The gateway should do O(1) work per streamed token; this measures what it does against the
+limits it cannot beat. Every server is its own process, so a reader in this process
 never shares an interpreter lock with what it measures (on 2 cores, the measured server has one
 to itself): the scripted model (`tests/support/scripted_model.py`, each numbered text token
 stamped with the monotonic time it left), one real gateway (`gateway serve`, SQLite), and a bare
