@@ -124,7 +124,7 @@ def bare_app() -> Any:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from gateway.api.runs import SLOW_READER_SECONDS
+    from gateway.runs.timings import Timings
 
     async def stream(request: Any) -> EventSourceResponse:
         tokens = int(request.query_params["tokens"])
@@ -140,7 +140,7 @@ def bare_app() -> Any:
             yield {"data": '{"type":"RUN_FINISHED","threadId":"thr","runId":"run"}',
                    "id": str(tokens + 2)}
 
-        return EventSourceResponse(events(), ping=15, sep="\n", send_timeout=SLOW_READER_SECONDS,
+        return EventSourceResponse(events(), ping=15, sep="\n", send_timeout=Timings().slow_reader_seconds,
                                    headers={"Cache-Control": "no-cache",
                                             "X-Accel-Buffering": "no"})
 

@@ -2,8 +2,8 @@
 
     .venv/bin/python -m bench.hot_path [--tokens 2000] [--repeats 5] [--py-spy PATH]
 
-DESIGN.md principle 6 says the gateway does O(1) work per streamed token; this measures it
-against the limits it cannot beat. Every server is its own process, so a reader in this process
+The gateway should do O(1) work per streamed token; this measures what it does against the
+limits it cannot beat. Every server is its own process, so a reader in this process
 never shares an interpreter lock with what it measures (on 2 cores, the measured server has one
 to itself): the scripted model (`tests/support/scripted_model.py`, each numbered text token
 stamped with the monotonic time it left), one real gateway (`gateway serve`, SQLite), and a bare
@@ -104,7 +104,7 @@ def bare_app(events_file: Path) -> Any:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from gateway.api.runs import SLOW_READER_SECONDS
+    from gateway.runs.timings import Timings
 
     events = json.loads(events_file.read_text())
 
@@ -113,7 +113,7 @@ def bare_app(events_file: Path) -> Any:
             for event_id, data in events:
                 yield {"data": data, "id": event_id}
 
-        return EventSourceResponse(frames(), ping=2, sep="\n", send_timeout=SLOW_READER_SECONDS,
+        return EventSourceResponse(frames(), ping=2, sep="\n", send_timeout=Timings().slow_reader_seconds,
                                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     return Starlette(routes=[Route("/stream", stream)])

@@ -34,6 +34,7 @@ from .observability.ready import ready
 from .runs.fanout import fanout_over
 from .runs.manager import RunManager
 from .runs.supervisor import RunSupervisor
+from .runs.timings import Timings
 from .store.db import create_engine, migrate
 from .store.repository import Store
 
@@ -132,11 +133,10 @@ def create_app(settings: Settings) -> Starlette:
                       type(exc).__name__, reason)
             await engine.dispose()
             raise
-        fanout = fanout_over(settings.redis_url, store)
+        timings = Timings.from_settings(settings)
+        fanout = fanout_over(settings.redis_url, store, timings)
         manager = RunManager(store, model, max_steps=settings.max_steps,
-                             tool_timeout=settings.tool_timeout_seconds,
-                             lease_seconds=settings.lease_seconds,
-                             disconnect_grace_seconds=settings.disconnect_grace_seconds,
+                             tool_timeout=settings.tool_timeout_seconds, timings=timings,
                              server_tools=server_tools,
                              idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
                              remote_feed=fanout.feed, signals=fanout.signals)

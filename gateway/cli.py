@@ -216,7 +216,7 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
         def _drain_then_exit(self, sig: int, frame: FrameType | None) -> None:
             async def run() -> None:
                 try:
-                    await drain(gateway_app.state.services.runs, settings.drain_seconds)
+                    await drain(gateway_app.state.services.runs)
                 finally:
                     super(Server, self).handle_exit(sig, frame)
 

@@ -4,7 +4,7 @@ uvicorn, on SIGTERM, stops reading new requests and gives open connections a sho
 closing them, and sse-starlette ends every event stream at once; a run's subscribers would lose
 their stream with no terminal event. So the drain runs first, while the server still serves:
 new runs are refused (503 `SHUTTING_DOWN` with `Retry-After`), running runs have
-`GATEWAY_DRAIN_SECONDS` to finish, and the rest are cancelled, which ends each with one
+`GATEWAY_DRAIN_SECONDS` (`Timings.drain_seconds`) to finish, and the rest are cancelled, which ends each with one
 retryable `RUN_ERROR` and releases its thread in the same commit, so a client's retry can start
 on another process at once. Only then is uvicorn told to exit.
 """
@@ -21,8 +21,6 @@ log = logging.getLogger(__name__)
 
 # What a refused client is told to wait: long enough for a restart behind a load balancer.
 RETRY_AFTER_SECONDS = 5
-# After the last run ended: time for its subscribers' responses to send the terminal events.
-FLUSH_SECONDS = 0.5
 
 
 class ShuttingDown(ApiError):
@@ -34,8 +32,9 @@ class ShuttingDown(ApiError):
         self.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
-async def drain(manager: RunManager, seconds: float) -> None:
-    """Stop taking runs, wait up to `seconds` for the running ones, then end the rest."""
+async def drain(manager: RunManager) -> None:
+    """Stop taking runs, wait up to `drain_seconds` for the running ones, then end the rest."""
+    seconds, flush = manager.timings.drain_seconds, manager.timings.shutdown_flush_seconds
     manager.refusal = ShuttingDown
     running = [a.done for a in manager.active.values()]
     if running:
@@ -49,6 +48,6 @@ async def drain(manager: RunManager, seconds: float) -> None:
         log.warning("shutting down: ending %d run(s) still running after %g s with a "
                     "retryable error", len(manager.active), seconds)
         await manager.shutdown()
-        await asyncio.sleep(FLUSH_SECONDS)
+        await asyncio.sleep(flush)
     elif running:
-        await asyncio.sleep(FLUSH_SECONDS)
+        await asyncio.sleep(flush)

@@ -7,7 +7,7 @@ live. Closing it never loses anything: `GET /v1/threads/{id}/runs/{runId}` with 
 
 Streams are proxy-safe: `: ping` comments while idle (`GATEWAY_HEARTBEAT_SECONDS`),
 `X-Accel-Buffering: no`, `Cache-Control: no-cache`. A reader that stops reading is never
-buffered for: once its socket buffer is full, sending waits, and after `SLOW_READER_SECONDS` of
+buffered for: once its socket buffer is full, sending waits, and after `slow_reader_seconds` of
 that it is disconnected (it can resume with its cursor). The run and other readers never wait.
 """
 
@@ -35,8 +35,6 @@ from .context import int_param, json_body, project_of, required_user_scope, serv
 from .render import page_json
 from .threads import create_thread_row
 
-# A reader whose socket accepted nothing for this long is disconnected (see the module doc).
-SLOW_READER_SECONDS = 30.0
 IDEMPOTENCY_KEY_MAX = 255
 
 
@@ -55,8 +53,9 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
     headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
                "X-Accel-Buffering": "no", "X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
                **(extra_headers or {})}
-    return EventSourceResponse(frames(), ping=svc.settings.heartbeat_seconds, sep="\n",
-                               headers=headers, send_timeout=SLOW_READER_SECONDS)
+    timings = svc.runs.timings
+    return EventSourceResponse(frames(), ping=timings.heartbeat_seconds, sep="\n",
+                               headers=headers, send_timeout=timings.slow_reader_seconds)
 
 
 def _started_stream(request: Request, started: StartedRun) -> EventSourceResponse:

@@ -9,8 +9,8 @@
   `{"request":"sync"}` too): the completed messages with `t >= since` come back as set frames,
   closed by our `{"c":"synced","count":N}`; `{"c":"unsub","s":...}` stops the live frames until
   the next `sync`. A malformed request gets an `error` control frame; unparseable data closes
-  the socket with 1003, a thread that is not there (after waiting `THREAD_WAIT_SECONDS` for it
-  to be created) with 4004, a deleted thread with 4009, an internal failure with 1011.
+  the socket with 1003, a thread that is not there (after waiting for it to be created,
+  `Timings.timbal_thread_wait_seconds`) with 4004, a deleted thread with 4009, an internal failure with 1011.
 
 Writing goes through the run endpoints; these views only read.
 """
@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 
 NDJSON = "application/x-ndjson"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-POLL_SECONDS = 0.25  # how often a socket looks for a new run on its thread
-THREAD_WAIT_SECONDS = 30.0  # Timbal HTTP: a client may connect before the thread exists
 CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_ERROR = 1003, 1008, 1011
 CLOSE_NOT_FOUND, CLOSE_ENDED = 4004, 4009
 
@@ -182,7 +180,7 @@ class ThreadSocket:
                             if self.subscribed:
                                 await self.send(entry.frame)
                 else:
-                    await asyncio.sleep(POLL_SECONDS)
+                    await asyncio.sleep(self.svc.runs.timings.timbal_poll_seconds)
                 fresh = await self.svc.store.get_thread(self.project, thread.id)
                 if fresh is None:
                     await self.ws.close(CLOSE_ENDED, "the thread was deleted")
@@ -220,7 +218,7 @@ async def thread_socket(ws: WebSocket) -> None:
 async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id: str,
                            user_key: str | None) -> ThreadRow | None:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + THREAD_WAIT_SECONDS
+    deadline = loop.time() + svc.runs.timings.timbal_thread_wait_seconds
     while True:
         thread = await svc.store.get_thread(project, thread_id)
         if thread is not None:

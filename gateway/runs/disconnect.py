@@ -11,7 +11,7 @@ Leaving is not cancelling. A run's `onDisconnect` decides:
 A run that has reached `awaiting_input` or any terminal state is never cancelled by a
 disconnect: the Tambo clients close the stream on purpose the moment they read
 `awaiting_input`. A follower in another process (it reads the log from the database) counts as
-a subscriber too: it marks the run as watched every second (`feeds_db.WATCH_TOUCH_MS`).
+a subscriber too: it marks the run as watched every second (`Timings.watch_touch_ms`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from typing import Protocol
 
 from ..protocol.clock import now_ms
 from ..store.repository import Store
-
-WATCH_FRESH_MS = 3000  # a remote follower that touched the run this recently is still there
-RECHECK_SECONDS = 1.0
+from .timings import Timings
 
 
 class Attended(Protocol):
@@ -45,7 +43,7 @@ def grace_for(policy: str, grace_seconds: float) -> float | None:
     return 0.0 if policy == "cancel" else grace_seconds
 
 
-async def cancel_when_unwatched(run: Attended, grace: float, store: Store,
+async def cancel_when_unwatched(run: Attended, grace: float, store: Store, timings: Timings,
                                 cancel: Callable[[], Awaitable[object]]) -> None:
     """Cancel `run` unless a subscriber is back `grace` seconds from now (re-armed by the
     manager at each departure, so the window counts from the last one)."""
@@ -54,7 +52,7 @@ async def cancel_when_unwatched(run: Attended, grace: float, store: Store,
         row = await store.get_run(run.run_id)
         if row is None:
             return
-        if row.watched_ms is None or now_ms() - row.watched_ms > WATCH_FRESH_MS:
+        if row.watched_ms is None or now_ms() - row.watched_ms > timings.watch_fresh_ms:
             await cancel()
             return
-        await asyncio.sleep(RECHECK_SECONDS)
+        await asyncio.sleep(timings.watch_recheck_seconds)

@@ -26,6 +26,7 @@ from .phase import RunPhase
 from .recorder import RunRecorder, durably
 from .registry import ActiveRun
 from .supervisor import lost_frame
+from .timings import Timings
 
 log = logging.getLogger(__name__)
 
@@ -35,19 +36,18 @@ SHUTDOWN_ERROR = {"code": "SERVER_SHUTDOWN", "message": "The gateway is restarti
 UNAVAILABLE_ERROR = {"code": "DATABASE_UNAVAILABLE",
                      "message": "The gateway lost its database during this run",
                      "category": "server_error", "isRetryable": True, "status": 503}
-COMMIT_RETRY_SECONDS = 0.5
 INTERNAL_ERROR = {"code": "INTERNAL_ERROR", "message": "An internal error occurred",
                   "category": "server_error", "isRetryable": False}
 
 
 class RunExecutor:
     def __init__(self, store: Store, model: Model, components: ComponentStates, *, owner: str,
-                 lease_ms: int, max_steps: int, tool_timeout: float,
+                 timings: Timings, max_steps: int, tool_timeout: float,
                  server_tools: dict[str, ServerToolSpec],
                  lose: Callable[[str], None], retire: Callable[[ActiveRun], None],
                  writer: LogWriter | None = None) -> None:
         self.store, self.model, self.components = store, model, components
-        self.owner, self.lease_ms = owner, lease_ms
+        self.owner, self.timings, self.lease_ms = owner, timings, timings.lease_ms
         self.max_steps, self.tool_timeout, self.server_tools = max_steps, tool_timeout, server_tools
         self._lose, self._retire = lose, retire
         self.writer = writer
@@ -189,7 +189,7 @@ class RunExecutor:
                     recorder.show(timbal.control(timbal.ERROR, **UNAVAILABLE_ERROR))
                     return True
                 log.warning("run %s: recording its end failed (%s); retrying", run.id, error)
-                await asyncio.sleep(COMMIT_RETRY_SECONDS)
+                await asyncio.sleep(self.timings.commit_retry_seconds)
 
 
 def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:

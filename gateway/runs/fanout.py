@@ -9,6 +9,7 @@ from ..store.repository import Store
 from .feed import RunFeed
 from .feeds_db import DatabaseFeed
 from .signals import DatabaseSignals, Signals
+from .timings import Timings
 
 
 @dataclass(frozen=True)
@@ -22,15 +23,16 @@ async def _nothing() -> None:
     return None
 
 
-def fanout_over(redis_url: str | None, store: Store) -> Fanout:
+def fanout_over(redis_url: str | None, store: Store, timings: Timings) -> Fanout:
     """Redis streams and pub/sub with `redis_url`; else database polling (one process, or a
     few sharing a database, as before Redis)."""
     if not redis_url:
-        return Fanout(DatabaseFeed(store), DatabaseSignals(store), _nothing)
+        return Fanout(DatabaseFeed(store, timings), DatabaseSignals(store, timings), _nothing)
     from redis.asyncio import Redis
 
     from .feeds_redis import RedisFeed
     from .signals_redis import RedisSignals
 
     redis = Redis.from_url(redis_url, socket_connect_timeout=2, health_check_interval=10)
-    return Fanout(RedisFeed(store, redis), RedisSignals(store, redis), redis.aclose)
+    return Fanout(RedisFeed(store, redis, timings), RedisSignals(store, redis, timings),
+                  redis.aclose)

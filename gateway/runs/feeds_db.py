@@ -1,7 +1,7 @@
 """The run feed read from the database: for a run that runs in another process, or ended.
 
 The owner flushes its log every 100 ms (`recorder.FLUSH_SECONDS`); a follower polls soon after
-new frames, backing off to `POLL_SECONDS` while nothing arrives. Such a follower also marks the
+new frames, backing off to `Timings.feed_poll_seconds` while nothing arrives. Such a follower also marks the
 run as watched, so the owner's disconnect policy knows it is there.
 """
 
@@ -15,25 +15,24 @@ from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
 from .log import Entry, LiveLog
+from .timings import Timings
 
-MIN_POLL_SECONDS = 0.05
-POLL_SECONDS = 0.25
 PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
-WATCH_TOUCH_MS = 1000  # how often a follower in another process says it is still watching
 
 log = logging.getLogger(__name__)
 
 
 class DatabaseFeed:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Store, timings: Timings) -> None:
+        self.store, self.timings = store, timings
 
     async def publish(self, live: LiveLog, stopped: Callable[[], bool]) -> None:
         """Nothing to do: the run's recorder writes its log to the database."""
 
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
         store = self.store
-        seq, touched, delay = after, 0, MIN_POLL_SECONDS
+        timings = self.timings
+        seq, touched, delay = after, 0, timings.feed_min_poll_seconds
         while True:
             try:
                 # Read the status first: a run's terminal state commits together with the end
@@ -52,14 +51,15 @@ class DatabaseFeed:
                             yield entry
                     return
                 now = now_ms()
-                if now - touched >= WATCH_TOUCH_MS:
+                if now - touched >= timings.watch_touch_ms:
                     touched = now
                     await store.touch_watched(run_id, now)
             except UNAVAILABLE as error:  # unreachable for a moment: the reader waits, resumes
                 log.warning("run %s: reading its log failed (%s); retrying", run_id,
                             type(error).__name__)
                 before = -1
-            delay = MIN_POLL_SECONDS if seq > before else min(delay * 2, POLL_SECONDS)
+            delay = (timings.feed_min_poll_seconds if seq > before
+                     else min(delay * 2, timings.feed_poll_seconds))
             await asyncio.sleep(delay)
 
     async def _end_behind(self, run_id: str, seq: int) -> AsyncGenerator[Entry, None]:

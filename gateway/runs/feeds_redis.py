@@ -26,10 +26,10 @@ from redis.exceptions import RedisError
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
-from .feeds_db import WATCH_TOUCH_MS, DatabaseFeed
+from .feeds_db import DatabaseFeed
 from .log import Entry, LiveLog
+from .timings import Timings
 
-BLOCK_MS = 1000  # a blocked read wakes this often to see whether the run ended elsewhere
 READ_COUNT = 500
 ACTIVE_TTL_SECONDS = 3600  # refreshed with each batch: an owner that died leaves no litter
 ENDED_TTL_SECONDS = 60  # late subscribers of a finished run are served by the database anyway
@@ -43,9 +43,9 @@ def stream_key(run_id: str) -> str:
 
 
 class RedisFeed:
-    def __init__(self, store: Store, redis: Redis) -> None:
+    def __init__(self, store: Store, redis: Redis, timings: Timings) -> None:
         self.store, self.redis = store, redis
-        self.database = DatabaseFeed(store)
+        self.database, self.timings = DatabaseFeed(store, timings), timings
 
     # -- the owner's side -------------------------------------------------------------------------
 
@@ -105,7 +105,7 @@ class RedisFeed:
         while True:
             try:
                 reply: Any = await self.redis.xread({key: f"0-{seq}"}, count=READ_COUNT,
-                                                    block=BLOCK_MS)
+                                                    block=self.timings.redis_block_ms)
             except (RedisError, OSError) as error:
                 log.warning("run %s: reading its stream failed (%s); reading the database",
                             run_id, error)
@@ -126,7 +126,7 @@ class RedisFeed:
                 break
             try:
                 now = now_ms()
-                if now - touched >= WATCH_TOUCH_MS:
+                if now - touched >= self.timings.watch_touch_ms:
                     touched = now
                     await store.touch_watched(run_id, now)
                 if not entries:

@@ -20,20 +20,18 @@ from ..protocol.tambo import RunRequest
 from ..store.repository import Store
 from ..store.tables import IdempotencyKeyRow, ThreadRow
 from .admission import StartedRun, check_same_request, expired, fingerprint, reused
+from .timings import Timings
 
 StartOn = Callable[[str, ThreadRow, RunRequest, str], Awaitable[StartedRun]]
 
-WAIT_SECONDS = 10.0
-POLL_SECONDS = 0.05
-
 
 async def start_new_thread_once(store: Store, start_on: StartOn, ttl_seconds: float,
-                                project_id: str,
+                                timings: Timings, project_id: str,
                                 create_thread: Callable[[], Awaitable[ThreadRow]],
                                 request: RunRequest, user_key: str | None,
                                 key: str) -> StartedRun:
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
+    deadline = loop.time() + timings.idempotency_wait_seconds
     while True:
         claim = await store.claim_idempotency_key(project_id, key, now_ms())
         if claim is not None and expired(claim.created_ms, ttl_seconds):
@@ -56,7 +54,7 @@ async def start_new_thread_once(store: Store, start_on: StartOn, ttl_seconds: fl
             raise ApiError(409, "IDEMPOTENCY_KEY_IN_USE",
                            "A request with this Idempotency-Key is still being processed; "
                            "retry later", idempotencyKey=key)
-        await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(timings.idempotency_poll_seconds)
 
 
 async def _attach(store: Store, project_id: str, claim: IdempotencyKeyRow,

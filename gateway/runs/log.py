@@ -5,7 +5,7 @@ written to the database in batches by `RunRecorder`, never once per token. Subsc
 the shared list at their own pace, so a slow reader never slows the run or other readers, and a
 reader costs one index into the shared list, not a buffer of its own: the only per-reader buffer
 is its socket's (bounded by uvicorn's flow control; a reader stuck on it is disconnected, see
-`api.runs.SLOW_READER_SECONDS`, and resumes with its cursor).
+`Timings.slow_reader_seconds`, and resumes with its cursor).
 """
 
 from __future__ import annotations

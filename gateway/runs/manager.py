@@ -38,28 +38,23 @@ from .phase import RunPhase
 from .registry import ActiveRun, RunRegistry
 from .salvage import save_partial_answer
 from .signals import DatabaseSignals, Signals
+from .timings import Timings
 
 log = logging.getLogger(__name__)
-
-# How long a DELETE waits for a run in another process to end before answering 202.
-REMOTE_CANCEL_WAIT_SECONDS = 5.0
-REMOTE_CANCEL_POLL_SECONDS = 0.02
 
 
 class RunManager:
     def __init__(self, store: Store, model: Model, *, max_steps: int = 10,
-                 tool_timeout: float = 30.0, lease_seconds: float = 30.0,
-                 disconnect_grace_seconds: float = 30.0,
+                 tool_timeout: float = 30.0, timings: Timings | None = None,
                  server_tools: dict[str, ServerToolSpec] | None = None,
                  remote_feed: RunFeed | None = None, signals: Signals | None = None,
                  idempotency_ttl_seconds: float = 86400.0) -> None:
         self.store, self.model = store, model
         self.idempotency_ttl_seconds = idempotency_ttl_seconds
-        self.lease_seconds = lease_seconds
-        self.disconnect_grace_seconds = disconnect_grace_seconds
+        self.timings = timings = timings or Timings()
         # Where runs of other processes are read from, and how cancels reach them.
-        self.remote_feed: RunFeed = remote_feed or DatabaseFeed(store)
-        self.signals: Signals = signals or DatabaseSignals(store)
+        self.remote_feed: RunFeed = remote_feed or DatabaseFeed(store, timings)
+        self.signals: Signals = signals or DatabaseSignals(store, timings)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
         self.registry = RunRegistry()
         # Set while the process drains for shutdown: makes the error a new run is refused with.
@@ -70,7 +65,7 @@ class RunManager:
         # Component state updates from the API and from server tools (`run_components()`).
         self.components = ComponentStates(store, self, self.signals.publish_thread_event)
         self.executor = RunExecutor(
-            store, model, self.components, owner=self.owner, lease_ms=self._lease_ms(),
+            store, model, self.components, owner=self.owner, timings=timings,
             max_steps=max_steps, tool_timeout=tool_timeout, server_tools=server_tools or {},
             lose=self.lose, retire=self.registry.retire, writer=self.log_writer)
 
@@ -87,7 +82,7 @@ class RunManager:
         `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
         gateway makes one."""
         self._refuse_if_closed()
-        started = await admit(self.store, self.owner, self._lease_ms(), project_id, thread,
+        started = await admit(self.store, self.owner, self.timings.lease_ms, project_id, thread,
                               request, idempotency_key, self.idempotency_ttl_seconds, run_id)
         if not started.attached:
             self._launch(started.run)
@@ -103,7 +98,8 @@ class RunManager:
         if not idempotency_key:
             return await self.start_on(project_id, await create_thread(), request)
         return await start_new_thread_once(self.store, self.start_on,
-                                           self.idempotency_ttl_seconds, project_id,
+                                           self.idempotency_ttl_seconds, self.timings,
+                                           project_id,
                                            create_thread, request, user_key, idempotency_key)
 
     async def start_on(self, project_id: str, thread: ThreadRow, request: RunRequest,
@@ -123,9 +119,6 @@ class RunManager:
             error = self.refusal()
             metrics.REFUSALS.labels(getattr(error, "code", "REFUSED")).inc()
             raise error
-
-    def _lease_ms(self) -> int:
-        return int(self.lease_seconds * 1000)
 
     def _launch(self, run: RunRow) -> None:
         active = ActiveRun(row=run, live=LiveLog(run.id))
@@ -165,12 +158,12 @@ class RunManager:
         else:
             await self.signals.request_cancel(run_id)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + REMOTE_CANCEL_WAIT_SECONDS
+        deadline = loop.time() + self.timings.remote_cancel_wait_seconds
         while True:
             row = await self.store.get_run(run_id)
             if row is None or row.status not in ACTIVE_RUN_STATUSES or loop.time() > deadline:
                 return row
-            await asyncio.sleep(REMOTE_CANCEL_POLL_SECONDS)
+            await asyncio.sleep(self.timings.remote_cancel_poll_seconds)
 
     def request_local_cancel(self, run_id: str) -> None:
         """Cancel a run of this process unless it is already ending (idempotent)."""
@@ -228,13 +221,13 @@ class RunManager:
         active = self.active.get(run_id)
         if active is None or active.ending or active.subscribers > 0:
             return
-        grace = grace_for(active.row.on_disconnect, self.disconnect_grace_seconds)
+        grace = grace_for(active.row.on_disconnect, self.timings.disconnect_grace_seconds)
         if grace is None:
             return
         if active.unattended is not None:
             active.unattended.cancel()  # the window counts from the last departure
         active.unattended = asyncio.create_task(
-            cancel_when_unwatched(active, grace, self.store,
+            cancel_when_unwatched(active, grace, self.store, self.timings,
                                   lambda: self._cancel_unwatched(run_id)),
             name=f"disconnect policy {run_id}")
 
@@ -250,5 +243,5 @@ class RunManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         # Let the tails of those runs' endings reach the other processes, briefly.
         if self._publishing:
-            await asyncio.wait([*self._publishing], timeout=1.0)
+            await asyncio.wait([*self._publishing], timeout=self.timings.publish_wait_seconds)
         await self.log_writer.close()

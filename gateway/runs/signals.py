@@ -19,8 +19,7 @@ from typing import Any, Protocol
 
 from ..protocol.clock import now_ms
 from ..store.repository import Store
-
-CANCEL_POLL_SECONDS = 0.25
+from .timings import Timings
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +46,8 @@ class Signals(Protocol):
 
 
 class DatabaseSignals:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Store, timings: Timings) -> None:
+        self.store, self.poll_seconds = store, timings.cancel_poll_seconds
 
     async def request_cancel(self, run_id: str) -> None:
         await self.store.request_cancel(run_id, now_ms())
@@ -68,4 +67,4 @@ class DatabaseSignals:
                 raise
             except Exception:
                 log.exception("polling cancel flags failed")
-            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            await asyncio.sleep(self.poll_seconds)

@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from ..store.repository import Store
 from .signals import DatabaseSignals, OnCancel, OnThreadEvent, OwnedRuns, ThreadEvent
+from .timings import Timings
 
 CANCEL_CHANNEL = "gateway:cancel"
 THREAD_EVENTS_CHANNEL = "gateway:thread-events"
@@ -26,9 +27,9 @@ log = logging.getLogger(__name__)
 
 
 class RedisSignals:
-    def __init__(self, store: Store, redis: Redis) -> None:
+    def __init__(self, store: Store, redis: Redis, timings: Timings) -> None:
         self.redis = redis
-        self.database = DatabaseSignals(store)
+        self.database = DatabaseSignals(store, timings)
 
     async def request_cancel(self, run_id: str) -> None:
         # Published first: the owner cancels as soon as it hears, without waiting for the

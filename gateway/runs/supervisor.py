@@ -22,8 +22,7 @@ from ..protocol.clock import now_ms
 from ..protocol.timbal import RUN_LOST
 from ..store.repository import Store
 from .salvage import save_partial_answer
-
-TICK_SECONDS = 0.25
+from .timings import Timings
 
 RUN_LOST_ERROR = {
     "code": RUN_LOST,
@@ -45,7 +44,7 @@ class Supervised(Protocol):
 
     store: Store
     owner: str
-    lease_seconds: float
+    timings: Timings
 
     @property
     def active(self) -> Collection[str]: ...
@@ -55,9 +54,9 @@ class Supervised(Protocol):
 class RunSupervisor:
     def __init__(self, manager: Supervised) -> None:
         self.manager = manager
-        lease = manager.lease_seconds
-        self.renew_every = max(TICK_SECONDS, lease / 3)
-        self.reap_every = max(TICK_SECONDS, lease / 4)
+        lease, self.tick = manager.timings.lease_seconds, manager.timings.supervisor_tick_seconds
+        self.renew_every = max(self.tick, lease / 3)
+        self.reap_every = max(self.tick, lease / 4)
 
     async def run(self) -> None:
         """Tick forever (until cancelled at shutdown); a failing tick is logged and retried."""
@@ -76,14 +75,14 @@ class RunSupervisor:
                 raise
             except Exception:
                 log.exception("run supervisor tick failed")
-            await asyncio.sleep(TICK_SECONDS)
+            await asyncio.sleep(self.tick)
 
     async def renew(self) -> None:
         manager = self.manager
         ids = list(manager.active)
         if not ids:
             return
-        until = now_ms() + int(manager.lease_seconds * 1000)
+        until = now_ms() + manager.timings.lease_ms
         held = await manager.store.renew_leases(ids, manager.owner, until)
         for run_id in set(ids) - held:
             manager.lose(run_id)

@@ -14,37 +14,18 @@
 //
 // Usage: node browser.mjs <app-url> <gateway-url>   (CHROMIUM overrides /usr/bin/chromium)
 
-import { createInterface } from "node:readline";
-import { chromium } from "playwright-core";
+import { WAIT_MS, launch, recordPageErrors, seen, serve } from "./driver.mjs";
 
 const [appUrl, gatewayUrl] = process.argv.slice(2);
-const WAIT_MS = Number(process.env.E2E_WAIT_MS || 20000);
 
-// Flags for this machine: no sandbox as root, no GPU, and nothing that phones home (the network
-// is closed, so background fetches only fail and slow the start). Playwright's launch() gives
-// the browser a new, empty --user-data-dir of its own, deleted on close.
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    // A fake microphone (a beep) that needs no permission prompt, for voice input.
-    "--use-fake-device-for-media-stream",
-    "--use-fake-ui-for-media-stream",
-  ],
-});
+const browser = await launch([
+  // A fake microphone (a beep) that needs no permission prompt, for voice input.
+  "--use-fake-device-for-media-stream",
+  "--use-fake-ui-for-media-stream",
+]);
 
 let context = null;
 let page = null;
-let requests = [];
-let errors = [];
 
 /** A fresh context per scenario: empty localStorage, fixed size and time zone. */
 async function openPage(cmd) {
@@ -62,20 +43,17 @@ async function openPage(cmd) {
     }, cmd.localStorage);
   }
   page = await context.newPage();
-  page.on("console", (msg) => {
-    if (msg.type() === "error") errors.push(`console: ${msg.text().slice(0, 500)}`);
-  });
-  page.on("pageerror", (err) => errors.push(`page error: ${String(err).slice(0, 500)}`));
+  recordPageErrors(page);
   page.on("requestfailed", (req) => {
     // A run stream the SDK closes on purpose after tambo.run.awaiting_input is not an error.
     const aborted = req.failure()?.errorText === "net::ERR_ABORTED" && req.url().includes("/runs");
-    if (!aborted) errors.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText}`);
+    if (!aborted) seen.errors.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText}`);
   });
   page.on("response", (res) => {
     const req = res.request();
     if (!req.url().startsWith(gatewayUrl)) return;
     const url = new URL(req.url());
-    requests.push({ method: req.method(), path: url.pathname, query: url.search,
+    seen.requests.push({ method: req.method(), path: url.pathname, query: url.search,
                     status: res.status(), body: req.postData() ?? null });
   });
   // A response to wait for is watched from before the page loads (a new page has no earlier one).
@@ -192,30 +170,4 @@ async function perform(cmd) {
   if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
 }
 
-function reply(value) {
-  process.stdout.write(JSON.stringify(value) + "\n");
-}
-
-const lines = createInterface({ input: process.stdin });
-for await (const line of lines) {
-  if (!line.trim()) continue;
-  const cmd = JSON.parse(line);
-  if (cmd.action === "close") break;
-  try {
-    await perform(cmd);
-    reply({ ok: true, page: await snapshot(), requests, errors });
-  } catch (err) {
-    let shown = null;
-    try {
-      if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
-      shown = await snapshot();
-    } catch {
-      // The page itself is gone: report what we have.
-    }
-    reply({ ok: false, error: String(err?.message || err).slice(0, 2000), page: shown, requests, errors });
-  }
-  requests = [];
-  errors = [];
-}
-if (context) await context.close();
-await browser.close();
+await serve({ browser, current: () => ({ page, context }), perform, snapshot });

@@ -14,37 +14,25 @@
 //
 // Usage: node playground.mjs <gateway-url>/ <gateway-url>
 
-import { createInterface } from "node:readline";
-import { chromium } from "playwright-core";
+import { WAIT_MS, launch, recordPageErrors, seen, serve } from "./driver.mjs";
 
 const [pageUrl] = process.argv.slice(2);
-const WAIT_MS = Number(process.env.E2E_WAIT_MS || 20000);
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
+const browser = await launch();
 
 let context = null;
 let page = null;
-let requests = [];
-let errors = [];
 
 async function openPage(cmd) {
   if (context) await context.close();
   context = await browser.newContext({ viewport: { width: 1400, height: 860 }, locale: "en-GB" });
   page = await context.newPage();
-  page.on("console", (msg) => {
-    if (msg.type() === "error") errors.push(`console: ${msg.text().slice(0, 500)}`);
-  });
-  page.on("pageerror", (err) => errors.push(`page error: ${String(err).slice(0, 500)}`));
-  page.on("request", (req) => requests.push({ method: req.method(), url: req.url() }));
+  recordPageErrors(page);
+  page.on("request", (req) => seen.requests.push({ method: req.method(), url: req.url() }));
   page.on("requestfailed", (req) => {
     // Streams the playground closes on purpose (reconnect, a new thread) end as ERR_ABORTED.
     if (req.failure()?.errorText !== "net::ERR_ABORTED") {
-      errors.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText}`);
+      seen.errors.push(`request failed: ${req.method()} ${req.url()} ${req.failure()?.errorText}`);
     }
   });
   await page.goto(cmd.url || pageUrl);
@@ -131,30 +119,4 @@ async function perform(cmd) {
   if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
 }
 
-function reply(value) {
-  process.stdout.write(JSON.stringify(value) + "\n");
-}
-
-const lines = createInterface({ input: process.stdin });
-for await (const line of lines) {
-  if (!line.trim()) continue;
-  const cmd = JSON.parse(line);
-  if (cmd.action === "close") break;
-  try {
-    await perform(cmd);
-    reply({ ok: true, page: await snapshot(), requests, errors });
-  } catch (err) {
-    let shown = null;
-    try {
-      if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
-      shown = await snapshot();
-    } catch {
-      // The page itself is gone: report what we have.
-    }
-    reply({ ok: false, error: String(err?.message || err).slice(0, 2000), page: shown, requests, errors });
-  }
-  requests = [];
-  errors = [];
-}
-if (context) await context.close();
-await browser.close();
+await serve({ browser, current: () => ({ page, context }), perform, snapshot });

@@ -33,6 +33,7 @@ from gateway.protocol.dialects.base import positioned
 from gateway.protocol.dialects.tambo import TamboDialect
 from gateway.protocol.tambo import RunRequest
 from gateway.runs.manager import RunManager
+from gateway.runs.timings import Timings
 from gateway.store.db import create_engine, migrate
 from gateway.store.repository import Store
 from gateway.store.tables import ThreadRow
@@ -129,15 +130,30 @@ def model() -> ScriptedDeltas:
 
 ManagerFactory = Callable[..., RunManager]
 
+# The server's polls, shrunk: the database every few ms instead of every 250 ms, so a test of
+# a cancel, a follower or an idempotent retry takes milliseconds. Upper bounds (how long a
+# retry or a cancel may wait) keep their defaults: they cost nothing when things work, and a
+# loaded machine must not fail a test. A test shrinks or stretches any of them further by
+# name: `managers(lease_seconds=0.2)`.
+FAST = Timings(supervisor_tick_seconds=0.01, cancel_poll_seconds=0.01,
+               feed_min_poll_seconds=0.005, feed_poll_seconds=0.02, watch_touch_ms=50,
+               watch_fresh_ms=300, watch_recheck_seconds=0.02, commit_retry_seconds=0.02,
+               idempotency_poll_seconds=0.005, remote_cancel_poll_seconds=0.005,
+               publish_wait_seconds=0.2, shutdown_flush_seconds=0.01)
+TIMING_NAMES = {f.name for f in dataclasses.fields(Timings)}
+
 
 @pytest.fixture
 async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[ManagerFactory]:
     """Make run managers on the test's store (several: one per simulated process), with
-    timings short enough for tests; each is shut down at the end."""
+    `FAST` timings, of which any keyword named like a `Timings` field overrides one; the other
+    keywords go to `RunManager`. Each is shut down at the end."""
     made: list[RunManager] = []
 
     def make(model_: Any = None, **options: Any) -> RunManager:
-        manager = RunManager(store, model_ or model, **options)
+        timings = dataclasses.replace(
+            FAST, **{k: options.pop(k) for k in TIMING_NAMES & options.keys()})
+        manager = RunManager(store, model_ or model, timings=timings, **options)
         made.append(manager)
         return manager
 

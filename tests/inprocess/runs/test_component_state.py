@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import jsonpatch
 import pytest
 
 from gateway.runs.component_state import ComponentStateError
@@ -97,3 +98,23 @@ async def test_an_update_during_a_run_reaches_its_stream_as_a_state_delta(
               "tambo.component.state_delta"]
     assert [d["revision"] for d in deltas] == [1, 2]
     assert deltas[1]["operations"] == [{"op": "add", "path": "/items/-", "value": 2}]
+
+
+async def test_racing_updates_during_a_run_reach_its_stream_in_revision_order(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    hold = asyncio.Event()
+    thread_id, run_id, card = await rendered_card(manager, store, model, then=[hold])
+    reader = asyncio.create_task(events(manager, run_id))
+    await manager.components.update(thread_id, card, state={"items": []})
+    await asyncio.gather(*[manager.components.update(
+        thread_id, card, patch=[{"op": "add", "path": "/items/-", "value": n}])
+        for n in range(20)])
+    hold.set()
+    deltas = [e["value"] for _, e in await reader if e.get("name") ==
+              "tambo.component.state_delta"]
+    assert [d["revision"] for d in deltas] == list(range(1, 22))
+    copy: dict = {}  # what a client holds, patched delta by delta
+    for delta in deltas:
+        copy = jsonpatch.apply_patch(copy, delta["operations"])
+    assert copy == (await manager.components.get(thread_id, card)).state
+    assert sorted(copy["items"]) == list(range(20))

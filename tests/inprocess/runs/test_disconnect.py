@@ -13,6 +13,7 @@ from tests.inprocess.conftest import (
     ManagerFactory,
     ScriptedDeltas,
     events,
+    finished,
     new_thread,
     text_turn,
     tool_turn,
@@ -85,3 +86,47 @@ async def test_a_paused_run_is_not_cancelled_when_its_client_leaves(
     seen = await events(manager, run.id)
     assert any(e.get("name") == "tambo.run.awaiting_input" for _, e in seen)
     assert await status_after(store, run.id, 0.1) == "awaiting_input"
+
+
+async def test_cancel_policy_cancels_as_soon_as_the_only_subscriber_leaves(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    thread = await new_thread(store)
+    model.enqueue(text_turn("working ") + [asyncio.Event()])
+    run = (await manager.start(PROJECT, thread, user("go", onDisconnect="cancel"))).run
+    await read_and_leave(manager, run.id, 2)
+    await finished(manager, run.id)
+    assert (await store.get_run(run.id)).status == "cancelled"
+    after = await store.get_thread(PROJECT, thread.id)
+    assert after.run_status == "idle" and after.last_run_cancelled
+    replay = await events(manager, run.id)
+    assert replay[-1][1]["type"] == "RUN_ERROR" and replay[-1][1]["code"] == "CANCELLED"
+
+
+async def test_by_default_a_run_its_subscriber_left_runs_to_its_end(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    """The default grace (30 s) is longer than the run: leaving changes nothing."""
+    thread = await new_thread(store)
+    model.enqueue(text_turn("working ") + [0.1] + text_turn("done"))
+    run = (await manager.start(PROJECT, thread, user("go"))).run
+    await read_and_leave(manager, run.id, 2)
+    await finished(manager, run.id)
+    assert (await store.get_run(run.id)).status == "completed"
+    answer = [m for m in await store.history(thread.id) if m.role == "assistant"][0]
+    assert [p.get("content") for p in answer.parts] == ["working done"]
+
+
+async def test_a_follower_in_another_process_keeps_an_unwatched_run_going(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    """It reads the log from the database and marks the run as watched; the owner's grace
+    window runs out, but the run has a subscriber and goes on."""
+    owner = managers(disconnect_grace_seconds=0.05)
+    thread = await new_thread(store)
+    model.enqueue(text_turn("working ") + [0.6] + text_turn("done"))
+    run = (await owner.start(PROJECT, thread, user("go"))).run
+    while len(await store.read_frames(run.id)) < 2:  # flushed: the follower has a log to read
+        await asyncio.sleep(0.01)
+    follower = asyncio.create_task(events(managers(), run.id))
+    await read_and_leave(owner, run.id, 2)
+    followed = await follower
+    assert followed[-1][1]["type"] == "RUN_FINISHED"
+    assert (await store.get_run(run.id)).status == "completed"

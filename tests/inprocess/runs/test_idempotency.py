@@ -44,3 +44,17 @@ async def test_racing_retries_of_a_new_thread_run_create_one_thread(
     await events(manager, started[0].run.id)
     page = await store.list_threads(PROJECT, None, 10, None)
     assert len(page.rows) == 1
+
+
+async def test_a_retry_long_after_the_run_ended_gets_that_run_again(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    async def create_thread() -> ThreadRow:
+        return await new_thread(store)
+
+    first = await manager.start_new_thread(PROJECT, create_thread, user("once"), None, "key-3")
+    done = await events(manager, first.run.id)
+    late = await manager.start_new_thread(PROJECT, create_thread, user("once"), None, "key-3")
+    assert (late.run.id, late.attached) == (first.run.id, True)
+    assert await events(manager, late.run.id) == done  # a full replay
+    assert len(model.requests) == 1
+    assert len((await store.list_threads(PROJECT, None, 10, None)).rows) == 1

@@ -120,3 +120,38 @@ async def test_cancel_ends_the_run_cancelled_and_keeps_the_partial_message(
     assert (await manager.cancel(run.id)).status == "cancelled"  # idempotent
     thread_after = await store.get_thread(PROJECT, thread.id)
     assert thread_after.run_status == "idle" and thread_after.last_run_cancelled
+
+
+async def test_cancelling_an_ended_run_reports_how_it_ended(
+        manager: RunManager, store: Store) -> None:
+    thread = await new_thread(store)
+    run = (await manager.start(PROJECT, thread, user("go"))).run
+    await events(manager, run.id)
+    for _ in range(2):
+        assert (await manager.cancel(run.id)).status == "completed"
+    assert not (await store.get_thread(PROJECT, thread.id)).last_run_cancelled
+
+
+async def test_the_thread_of_a_cancelled_run_takes_a_new_run_at_once(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    """The cancel returns only once the thread is free: no window where a retry is refused."""
+    thread = await new_thread(store)
+    model.enqueue(text_turn("long ") + [asyncio.Event()], text_turn("Fresh answer."))
+    run = (await manager.start(PROJECT, thread, user("long"))).run
+    while not manager.live_log(run.id) or len(manager.live_log(run.id).entries) < 3:
+        await asyncio.sleep(0.005)
+    await manager.cancel(run.id)
+    freed = await store.get_thread(PROJECT, thread.id)
+    again = (await manager.start(PROJECT, freed, user("next", previousRunId=run.id))).run
+    assert types(await events(manager, again.id))[-1] == "RUN_FINISHED"
+    answer = [m for m in await store.history(thread.id) if m.role == "assistant"][-1]
+    assert [p.get("content") for p in answer.parts] == ["Fresh answer."]
+
+
+async def test_two_subscribers_of_a_live_run_get_identical_events(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    thread = await new_thread(store)
+    model.enqueue(text_turn("a ") + [0.05] + text_turn("b ") + [0.05] + text_turn("c"))
+    run = (await manager.start(PROJECT, thread, user("go"))).run
+    mine, theirs = await asyncio.gather(events(manager, run.id), events(manager, run.id))
+    assert mine == theirs and types(mine)[-1] == "RUN_FINISHED"
