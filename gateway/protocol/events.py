@@ -1,8 +1,10 @@
 """The Tambo dialect's SSE events, as types: what `dialects.tambo.TamboDialect` emits, on the wire.
 
-These types describe the translator; they do not drive it. They exist so that `schemas/` and the
-OpenAPI document are generated from one definition, and so that tests can check every event of a
-real run against it (an event the translator emits that these types do not describe fails there,
+These types describe the translator and type-check it: each event `X` has an `XBody` (the same
+without `timestamp`), and `dialects.tambo` builds plain dict literals typed as those bodies, so
+mypy checks every event it builds against the published shape at no cost per token. They also
+generate `schemas/` and the OpenAPI document, and tests check every event of a real run against
+them (an event the translator emits that these types do not describe fails there,
 which is how a new field reaches the published schemas).
 
 Each event is a closed object (`extra="forbid"`): the published schema lists every field the
@@ -54,28 +56,40 @@ JsonPatchOp = Annotated[PatchValueOp | PatchRemoveOp | PatchMoveOp,
 
 
 @with_config(CLOSED)
-class RunStarted(TypedDict):
-    """Always the first event of a run; written only once the run has started."""
+class RunStartedBody(TypedDict):
+    """`RunStarted` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["RUN_STARTED"]
     threadId: NonEmpty
     runId: NonEmpty
+
+
+@with_config(CLOSED)
+class RunStarted(RunStartedBody):
+    """Always the first event of a run; written only once the run has started."""
+
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class RunFinished(TypedDict):
-    """The run ended normally (completed, or paused for client tools after `awaiting_input`)."""
+class RunFinishedBody(TypedDict):
+    """`RunFinished` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["RUN_FINISHED"]
     threadId: NonEmpty
     runId: NonEmpty
+
+
+@with_config(CLOSED)
+class RunFinished(RunFinishedBody):
+    """The run ended normally (completed, or paused for client tools after `awaiting_input`)."""
+
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class RunError(TypedDict):
-    """The run failed or was cancelled (`code: CANCELLED`): the last event of its stream."""
+class RunErrorBody(TypedDict):
+    """`RunError` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["RUN_ERROR"]
     message: str
@@ -83,6 +97,12 @@ class RunError(TypedDict):
     category: NotRequired[Literal["client_error", "server_error"]]
     isRetryable: NotRequired[bool]
     status: NotRequired[int]
+
+
+@with_config(CLOSED)
+class RunError(RunErrorBody):
+    """The run failed or was cancelled (`code: CANCELLED`): the last event of its stream."""
+
     timestamp: EpochMs
 
 
@@ -90,46 +110,82 @@ class RunError(TypedDict):
 
 
 @with_config(CLOSED)
-class TextMessageStart(TypedDict):
+class TextMessageStartBody(TypedDict):
+    """`TextMessageStart` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["TEXT_MESSAGE_START"]
     messageId: NonEmpty
     role: Literal["assistant"]
+
+
+@with_config(CLOSED)
+class TextMessageStart(TextMessageStartBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class TextMessageContent(TypedDict):
+class TextMessageContentBody(TypedDict):
+    """`TextMessageContent` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["TEXT_MESSAGE_CONTENT"]
     messageId: NonEmpty
     delta: NonEmpty
+
+
+@with_config(CLOSED)
+class TextMessageContent(TextMessageContentBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class TextMessageEnd(TypedDict):
+class TextMessageEndBody(TypedDict):
+    """`TextMessageEnd` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["TEXT_MESSAGE_END"]
     messageId: NonEmpty
+
+
+@with_config(CLOSED)
+class TextMessageEnd(TextMessageEndBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ThinkingTextMessageStart(TypedDict):
-    """Reasoning starts. The Tambo dialect has no `messageId` here (contract 7.1)."""
+class ThinkingTextMessageStartBody(TypedDict):
+    """`ThinkingTextMessageStart` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["THINKING_TEXT_MESSAGE_START"]
+
+
+@with_config(CLOSED)
+class ThinkingTextMessageStart(ThinkingTextMessageStartBody):
+    """Reasoning starts. The Tambo dialect has no `messageId` here (contract 7.1)."""
+
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ThinkingTextMessageContent(TypedDict):
+class ThinkingTextMessageContentBody(TypedDict):
+    """`ThinkingTextMessageContent` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["THINKING_TEXT_MESSAGE_CONTENT"]
     delta: NonEmpty
+
+
+@with_config(CLOSED)
+class ThinkingTextMessageContent(ThinkingTextMessageContentBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ThinkingTextMessageEnd(TypedDict):
+class ThinkingTextMessageEndBody(TypedDict):
+    """`ThinkingTextMessageEnd` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["THINKING_TEXT_MESSAGE_END"]
+
+
+@with_config(CLOSED)
+class ThinkingTextMessageEnd(ThinkingTextMessageEndBody):
     timestamp: EpochMs
 
 
@@ -137,42 +193,66 @@ class ThinkingTextMessageEnd(TypedDict):
 
 
 @with_config(CLOSED)
-class ToolCallStart(TypedDict):
-    """A client or server tool call starts (components never emit TOOL_CALL_* events)."""
+class ToolCallStartBody(TypedDict):
+    """`ToolCallStart` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["TOOL_CALL_START"]
     toolCallId: NonEmpty
     toolCallName: NonEmpty
     parentMessageId: NonEmpty
+
+
+@with_config(CLOSED)
+class ToolCallStart(ToolCallStartBody):
+    """A client or server tool call starts (components never emit TOOL_CALL_* events)."""
+
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ToolCallArgs(TypedDict):
-    """A fragment of the call's arguments as JSON text; the fragments concatenate to the JSON."""
+class ToolCallArgsBody(TypedDict):
+    """`ToolCallArgs` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["TOOL_CALL_ARGS"]
     toolCallId: NonEmpty
     delta: str
+
+
+@with_config(CLOSED)
+class ToolCallArgs(ToolCallArgsBody):
+    """A fragment of the call's arguments as JSON text; the fragments concatenate to the JSON."""
+
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ToolCallEnd(TypedDict):
+class ToolCallEndBody(TypedDict):
+    """`ToolCallEnd` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["TOOL_CALL_END"]
     toolCallId: NonEmpty
+
+
+@with_config(CLOSED)
+class ToolCallEnd(ToolCallEndBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ToolCallResult(TypedDict):
-    """A server tool's result (client tool results come from the client, never as events)."""
+class ToolCallResultBody(TypedDict):
+    """`ToolCallResult` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["TOOL_CALL_RESULT"]
     messageId: NonEmpty
     toolCallId: NonEmpty
     content: str
     role: Literal["tool"]
+
+
+@with_config(CLOSED)
+class ToolCallResult(ToolCallResultBody):
+    """A server tool's result (client tool results come from the client, never as events)."""
+
     timestamp: EpochMs
 
 
@@ -208,11 +288,13 @@ class ComponentStateDeltaValue(TypedDict):
 
 @with_config(CLOSED)
 class ComponentEndValue(TypedDict):
-    """`finalProps`/`finalState` (the clients' names) and `props`/`state` (the proposal's)."""
+    """`finalProps`/`finalState` (the clients' names) and `props`/`state` (the proposal's).
+    The end sent after a state delta to a component whose props were complete carries only
+    `componentId` (it marks the component done again in the Tambo reducer)."""
 
     componentId: NonEmpty
-    props: dict[str, Any]
-    finalProps: dict[str, Any]
+    props: NotRequired[dict[str, Any]]
+    finalProps: NotRequired[dict[str, Any]]
     state: NotRequired[Any]
     finalState: NotRequired[Any]
 
@@ -241,57 +323,93 @@ class MessageParentValue(TypedDict):
 
 
 @with_config(CLOSED)
-class ComponentStart(TypedDict):
-    """A component (a `show_component_<Name>` call) starts; its props start at `{}`."""
+class ComponentStartBody(TypedDict):
+    """`ComponentStart` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["CUSTOM"]
     name: Literal["tambo.component.start"]
     value: ComponentStartValue
+
+
+@with_config(CLOSED)
+class ComponentStart(ComponentStartBody):
+    """A component (a `show_component_<Name>` call) starts; its props start at `{}`."""
+
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ComponentPropsDelta(TypedDict):
+class ComponentPropsDeltaBody(TypedDict):
+    """`ComponentPropsDelta` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["CUSTOM"]
     name: Literal["tambo.component.props_delta"]
     value: ComponentPropsDeltaValue
+
+
+@with_config(CLOSED)
+class ComponentPropsDelta(ComponentPropsDeltaBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ComponentStateDelta(TypedDict):
+class ComponentStateDeltaBody(TypedDict):
+    """`ComponentStateDelta` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["CUSTOM"]
     name: Literal["tambo.component.state_delta"]
     value: ComponentStateDeltaValue
+
+
+@with_config(CLOSED)
+class ComponentStateDelta(ComponentStateDeltaBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class ComponentEnd(TypedDict):
+class ComponentEndBody(TypedDict):
+    """`ComponentEnd` as the dialect builds it, before the SSE view stamps it."""
+
     type: Literal["CUSTOM"]
     name: Literal["tambo.component.end"]
     value: ComponentEndValue
+
+
+@with_config(CLOSED)
+class ComponentEnd(ComponentEndBody):
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class RunAwaitingInput(TypedDict):
-    """Client tools must run: written after the run's paused state is committed, before
-    RUN_FINISHED."""
+class RunAwaitingInputBody(TypedDict):
+    """`RunAwaitingInput` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["CUSTOM"]
     name: Literal["tambo.run.awaiting_input"]
     value: AwaitingInputValue
+
+
+@with_config(CLOSED)
+class RunAwaitingInput(RunAwaitingInputBody):
+    """Client tools must run: written after the run's paused state is committed, before
+    RUN_FINISHED."""
+
     timestamp: EpochMs
 
 
 @with_config(CLOSED)
-class MessageParent(TypedDict):
-    """Links a child message to its parent (reserved by the dialect; not emitted yet)."""
+class MessageParentBody(TypedDict):
+    """`MessageParent` as the dialect builds it, before the SSE view stamps it."""
 
     type: Literal["CUSTOM"]
     name: Literal["tambo.message.parent"]
     value: MessageParentValue
+
+
+@with_config(CLOSED)
+class MessageParent(MessageParentBody):
+    """Links a child message to its parent (reserved by the dialect; not emitted yet)."""
+
     timestamp: EpochMs
 
 
@@ -332,3 +450,6 @@ TamboEvent = Annotated[
 """Any event of a Tambo-dialect run stream (the `data:` of one SSE message)."""
 
 tambo_event = TypeAdapter(TamboEvent)
+
+TamboEventBody = RunStartedBody | RunFinishedBody | RunErrorBody | TextMessageStartBody | TextMessageContentBody | TextMessageEndBody | ThinkingTextMessageStartBody | ThinkingTextMessageContentBody | ThinkingTextMessageEndBody | ToolCallStartBody | ToolCallArgsBody | ToolCallEndBody | ToolCallResultBody | ComponentStartBody | ComponentPropsDeltaBody | ComponentStateDeltaBody | ComponentEndBody | RunAwaitingInputBody | MessageParentBody
+"""An event as `dialects.tambo.TamboDialect` builds it: `stamp` adds its `timestamp`."""

@@ -16,9 +16,12 @@ it is parsed, and a fragment that neither ends a member nor triggers a parse cos
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from partial_json_parser import loads as partial_loads
+
+# A member's streaming status as `tambo.component.props_delta` reports it (`protocol/events.py`).
+Status = Literal["started", "streaming", "done"]
 
 
 def pointer(key: str) -> str:
@@ -81,8 +84,8 @@ class PropsStream:
             final_props = parsed if isinstance(parsed, dict) else {}
         return self._publish(dict(final_props))
 
-    def streaming_status(self) -> dict[str, str]:
-        status = {key: "done" for key in self.complete}
+    def streaming_status(self) -> dict[str, Status]:
+        status: dict[str, Status] = {key: "done" for key in self.complete}
         if self._partial_key is not None and self._partial_key not in status:
             status[self._partial_key] = "streaming"
         return status
