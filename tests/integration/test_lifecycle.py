@@ -15,7 +15,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
 from tests.support.run_stream import (
     disconnects_after,
     ids,
@@ -36,13 +36,13 @@ from tests.support.sse import run_events, text_of
 
 
 def new_thread(client: httpx.Client) -> str:
-    response = client.post("/v1/threads", json={"userKey": "u1"})
+    response = client.post("/v1/threads", json={"userKey": DEFAULT_USER})
     assert response.status_code == 201, response.text
     return response.json()["id"]
 
 
 def start_body(text: str = "go", **extra) -> dict:
-    return {"message": message(text), "thread": {"userKey": "u1"}, **extra}
+    return {"message": message(text), "thread": {"userKey": DEFAULT_USER}, **extra}
 
 
 # -- reconnect -----------------------------------------------------------------------------------

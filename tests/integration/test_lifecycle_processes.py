@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer, read_store
+from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer, read_store
 from tests.support.run_stream import (
     disconnects_after,
     ids,
@@ -40,7 +40,7 @@ from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
 SHORT = {"GATEWAY_DISCONNECT_GRACE_SECONDS": "1", "GATEWAY_LEASE_SECONDS": "2"}
-BODY = {"message": message("go"), "thread": {"userKey": "u1"}}
+BODY = {"message": message("go"), "thread": {"userKey": DEFAULT_USER}}
 
 
 def http(server: GatewayServer) -> httpx.Client:
