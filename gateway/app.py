@@ -22,6 +22,7 @@ from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
+from .api.keyring import KeyRing, KeyRingMiddleware
 from .config import DEMO_MODEL, Settings, load_settings
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
@@ -33,6 +34,7 @@ from .observability.metrics import MeteredModel, metrics_endpoint
 from .observability.ready import ready
 from .runs.fanout import fanout_over
 from .runs.manager import RunManager
+from .runs.quotas import MemoryCounters, Quotas, RedisCounters
 from .runs.supervisor import RunSupervisor
 from .runs.timings import Timings
 from .store.db import create_engine, migrate
@@ -135,11 +137,17 @@ def create_app(settings: Settings) -> Starlette:
             raise
         timings = Timings.from_settings(settings)
         fanout = fanout_over(settings.redis_url, store, timings)
+        # A quota slot outlives a crashed process by at most a run's longest life.
+        slot_ttl_ms = int((settings.run_max_seconds + settings.lease_seconds) * 1000)
+        quotas = Quotas(RedisCounters(fanout.redis, slot_ttl_ms) if fanout.redis is not None
+                        else MemoryCounters())
         manager = RunManager(store, model, max_steps=settings.max_steps,
                              tool_timeout=settings.tool_timeout_seconds, timings=timings,
                              server_tools=server_tools,
                              idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
-                             remote_feed=fanout.feed, signals=fanout.signals)
+                             remote_feed=fanout.feed, signals=fanout.signals, quotas=quotas,
+                             run_max_seconds=settings.run_max_seconds,
+                             max_output_tokens=settings.run_max_output_tokens or None)
         # Lease renewal and failing the runs of dead processes (at start-up too); cancels
         # signalled by other processes: two background tasks for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
@@ -151,9 +159,10 @@ def create_app(settings: Settings) -> Starlette:
             settings.oauth_hs256_secret.get_secret_value() if settings.oauth_hs256_secret else None,
             settings.token_secret.get_secret_value() if settings.token_secret else None,
             settings.token_ttl_seconds)
+        keyring = KeyRing(store, settings.key_cache_seconds)
         app.state.services = Services(settings=settings, store=store, runs=manager, model=model,
-                                      identity=identity)
-        if settings.development_mode:
+                                      identity=identity, keyring=keyring)
+        if settings.development_mode and not await keyring.any_usable():
             log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
                         "accepted and all callers share one project. Set it before exposing "
                         "the gateway.")
@@ -195,7 +204,8 @@ def create_app(settings: Settings) -> Starlette:
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
                                                "X-Request-Id", "Retry-After"], max_age=600),
                     Middleware(RequestIdMiddleware),
-                    Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)],
+                    Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+                    Middleware(KeyRingMiddleware)],
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )

@@ -1,4 +1,4 @@
-"""`gateway serve | migrate | config | openapi`.
+"""`gateway serve | migrate | config | openapi | keys`.
 
 Every way start-up can fail for a reason the operator must fix (a bad setting, a port in use,
 a database that cannot be reached or migrated) ends the process at once with one line on stderr
@@ -18,6 +18,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from . import keys_cli
 from .config import Settings, SettingsError, load_settings
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
                                                   "then exit")
     migrate.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
     commands.add_parser("config", help="print the effective settings (secrets masked)")
+    keys_cli.add_parser(commands)
     openapi = commands.add_parser("openapi", help="regenerate openapi/, schemas/ and "
                                                   "docs/settings.md")
     openapi.add_argument("--root", default=".", help="the repository root (default: .)")
@@ -146,10 +148,14 @@ def is_loopback(host: str) -> bool:
 
 def check_exposure(settings: Settings, host: str, allow_remote: bool) -> None:
     """Development mode accepts any API key, so it stays on loopback unless the operator
-    says otherwise: an open gateway in front of a paid model must be a decision, not a typo."""
-    if not settings.api_keys and not allow_remote and not is_loopback(host):
+    says otherwise: an open gateway in front of a paid model must be a decision, not a typo.
+    Managed keys (`gateway keys create`) end development mode as `GATEWAY_API_KEYS` does."""
+    if settings.api_keys or allow_remote or is_loopback(host):
+        return
+    if not asyncio.run(keys_cli.managed_keys_exist(settings.database_url)):
         raise StartupError(f"refusing to listen on {host} in development mode (no "
-                           "GATEWAY_API_KEYS): set keys, or pass --allow-remote")
+                           "GATEWAY_API_KEYS and no managed keys): create keys (gateway keys "
+                           "create), or pass --allow-remote")
 
 
 def serve_workers(settings: Settings, host: str, port: int, log_level: str,
@@ -266,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print("\n".join(effective_lines(settings)))
             return 0
+        if args.command == "keys":
+            asyncio.run(prepare_database(settings.database_url))
+            return keys_cli.run(settings, args)
         if args.command == "migrate":
             from .settings_report import mask_url
 

@@ -127,7 +127,57 @@ class Settings(BaseSettings):
         30.0, gt=0, description="How long a server tool may run before the model sees a "
                                 "timeout error.")
     max_steps: int = Field(
-        10, ge=1, description="Model calls per run (server tools make the loop take several).")
+        10, ge=1, le=1000, description="Model calls per run (server tools make the loop take "
+                                       "several); a run that needs more ends with `RUN_ERROR` "
+                                       "`MAX_STEPS_EXCEEDED`.")
+    run_max_seconds: float = Field(
+        600.0, gt=0, le=86400, description="Wall time a run may take; a longer one ends with "
+                                           "one `RUN_ERROR` `RUN_TIME_LIMIT` and its thread is "
+                                           "released.")
+    run_max_output_tokens: int = Field(
+        0, ge=0, description="Output tokens a run may use over all its model calls (0: no "
+                             "limit), counted from the usage the model reports: a run that "
+                             "reaches it ends with `RUN_ERROR` `OUTPUT_TOKEN_LIMIT` before its "
+                             "next model call, and a request's `maxTokens` is capped to what "
+                             "is left.")
+    max_message_chars: int = Field(
+        200_000, ge=1, description="Characters of text a run's input message may carry (text "
+                                   "blocks and tool results, attachments not counted); more "
+                                   "is refused with 413 `MESSAGE_TOO_LARGE`.")
+    max_tools: int = Field(
+        128, ge=0, description="Client tools a run request may declare; more is refused "
+                               "with 400 `TOO_MANY_TOOLS`.")
+    max_components: int = Field(
+        128, ge=0, description="Components a run request may declare; more is refused with "
+                               "400 `TOO_MANY_COMPONENTS`.")
+    max_schema_bytes: int = Field(
+        64 * 1024, ge=1, description="Size (as JSON) of one tool's or component's schemas; "
+                                     "larger is refused with 413 `SCHEMA_TOO_LARGE`.")
+    max_json_depth: int = Field(
+        64, ge=2, le=10_000, description="Nesting depth of a JSON request body; deeper is "
+                                         "refused with 400 `JSON_TOO_DEEP` before it is "
+                                         "parsed.")
+    key_concurrent_runs: int = Field(
+        100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
+                               "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "
+                               "set its own.")
+    key_runs_per_minute: int = Field(
+        600, ge=0, description="Runs an API key may start per minute (0: no limit); one more "
+                               "gets 429 `RATE_LIMITED`. A managed key may set its own.")
+    key_daily_tokens: int = Field(
+        0, ge=0, description="Model tokens (input and output) an API key's runs may use per "
+                             "UTC day (0: no budget); once spent, new runs get 429 "
+                             "`TOKEN_BUDGET_EXCEEDED`. A managed key may set its own.")
+    user_concurrent_runs: int = Field(
+        10, ge=0, description="Runs one user scope (userKey or signed-in user) may have going "
+                              "at once (0: no limit); 429 `TOO_MANY_CONCURRENT_RUNS`.")
+    user_runs_per_minute: int = Field(
+        120, ge=0, description="Runs one user scope may start per minute (0: no limit); 429 "
+                               "`RATE_LIMITED`.")
+    key_cache_seconds: float = Field(
+        2.0, ge=0, le=60, description="How long a process trusts its lookup of a managed API "
+                                      "key: a revoked key stops working everywhere within "
+                                      "this time.")
     heartbeat_seconds: float = Field(
         15.0, gt=0, description="SSE comment heartbeat while a stream is idle (keeps proxies "
                                 "from closing it).")

@@ -28,7 +28,8 @@ from ..protocol.clock import now_ms
 from ..protocol.dialects import agui
 from ..protocol.problems import ApiError
 from ..store.tables import ThreadRow
-from .context import json_body, may_see, project_of, services, user_scope
+from .context import json_body, may_see, project_of, quota_subjects, services, user_scope
+from .request_limits import check_run_request
 from .runs import cancel_run, event_cursor, event_stream, run_in_thread
 from .threads import initial_message_row
 
@@ -59,12 +60,16 @@ async def run_agent(request: Request) -> Response:
         return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
     if thread is None:
         run_request = agui_input.run_request(body, set(), None)
+        check_run_request(svc.settings, run_request)
         thread = await _create_thread(request, project, body, user_key)
-        started = await svc.runs.start_on(project, thread, run_request, run_id=body.run_id)
+        started = await svc.runs.start_on(project, thread, run_request, run_id=body.run_id,
+                                          subjects=quota_subjects(request, thread.user_key))
     else:
         pending = {p["toolCallId"] for p in thread.pending_tool_calls or []}
         run_request = agui_input.run_request(body, pending, thread.last_completed_run_id)
-        started = await svc.runs.start(project, thread, run_request, run_id=body.run_id)
+        check_run_request(svc.settings, run_request)
+        started = await svc.runs.start(project, thread, run_request, run_id=body.run_id,
+                                       subjects=quota_subjects(request, thread.user_key))
     return agui_stream(request, started.run)
 
 

@@ -3,6 +3,7 @@ the caller may see."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from ..config import Settings
 from ..protocol.problems import ApiError
 from ..protocol.tambo import checked_user_key
 from ..runs.manager import RunManager
+from ..runs.quotas import Limits, Subject, key_subject, user_subject
 from ..store.repository import Store
 from ..store.tables import ThreadRow
 from .identity import (
@@ -23,6 +25,8 @@ from .identity import (
     is_signed_in_scope,
     looks_like_jwt,
 )
+from .keyring import Credentials, KeyRing, ManagedKey
+from .request_limits import check_json_depth
 
 INTEGER = re.compile(r"-?[0-9]+")
 
@@ -34,6 +38,7 @@ class Services:
     runs: RunManager
     model: Any
     identity: IdentityProviders
+    keyring: KeyRing
 
 
 def services(request: Request) -> Services:
@@ -42,10 +47,30 @@ def services(request: Request) -> Services:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: the project, and for a signed-in user (bearer token) their scope."""
+    """Who is calling: the project, the API key (None in development mode) and, for a
+    signed-in user (bearer token), their scope."""
 
     project: str
     signed_in_scope: str | None = None
+    key_id: str | None = None
+    managed: ManagedKey | None = None  # the managed key's own limits
+
+
+def env_key_id(key: str) -> str:
+    """A `GATEWAY_API_KEYS` key's id for quotas and tokens: a hash, never the key."""
+    return "env-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _key_project(settings: Settings, creds: Credentials | None,
+                 key: str) -> tuple[str, str | None, ManagedKey | None] | None:
+    """(project, key id, managed key) of a presented key: `GATEWAY_API_KEYS` first."""
+    project = settings.api_keys.get(key)
+    if project is not None:
+        return project, env_key_id(key), None
+    managed = creds.managed.get(key) if creds is not None else None
+    if managed is not None:
+        return managed.project, managed.id, managed
+    return None
 
 
 def caller(request: Request) -> Caller:
@@ -61,33 +86,38 @@ def caller(request: Request) -> Caller:
         return known
     svc = services(request)
     settings = svc.settings
+    creds: Credentials | None = getattr(request.state, "credentials", None)  # KeyRingMiddleware
+    if creds is not None and creds.unavailable:
+        raise ApiError(503, "DATABASE_UNAVAILABLE", "The gateway cannot check the API key "
+                       "right now; retry shortly", isRetryable=True)
+    development = settings.development_mode and not (creds and creds.managed_keys_exist)
     key = request.headers.get("x-api-key")
     auth = request.headers.get("authorization", "")
     bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-    key_project = None
+    found = None
     if key:
-        key_project = "default" if settings.development_mode else settings.api_keys.get(key)
-        if key_project is None:
+        found = ("default", None, None) if development else _key_project(settings, creds, key)
+        if found is None:
             raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
     if bearer and looks_like_jwt(bearer):
         try:
-            project, scope = svc.identity.verify_access_token(bearer)
+            project, scope, token_key = svc.identity.verify_access_token(bearer)
         except TokenRejected as exc:
             raise ApiError(401, "TOKEN_EXPIRED" if exc.expired else "INVALID_TOKEN",
                            f"Invalid bearer token: {exc.reason}") from None
-        if key_project is not None and key_project != project:
+        if found is not None and found[0] != project:
             raise ApiError(401, "INVALID_TOKEN",
                            "Invalid bearer token: it was issued for another project")
-        who = Caller(project, scope)
-    elif key_project is not None:
-        who = Caller(key_project)
-    elif settings.development_mode:
+        who = Caller(project, scope, token_key)
+    elif found is not None:
+        who = Caller(found[0], None, found[1], found[2])
+    elif development:
         who = Caller("default")
     elif bearer:
-        bearer_project = settings.api_keys.get(bearer)
-        if bearer_project is None:
+        found = _key_project(settings, creds, bearer)
+        if found is None:
             raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
-        who = Caller(bearer_project)
+        who = Caller(found[0], None, found[1], found[2])
     else:
         raise ApiError(401, "UNAUTHORIZED", "Missing API key: send it in the x-api-key header")
     request.state.caller = who
@@ -96,6 +126,28 @@ def caller(request: Request) -> Caller:
 
 def project_of(request: Request) -> str:
     return caller(request).project
+
+
+def quota_subjects(request: Request, user_key: str | None) -> list[Subject]:
+    """Whose quotas a new run counts against: the API key and the thread's user scope.
+    Development mode has no keys, and no quotas."""
+    who = caller(request)
+    if who.key_id is None:
+        return []
+    settings = services(request).settings
+    own = who.managed or ManagedKey("", who.project)  # no limits of its own: the defaults
+    key_limits = Limits(_own(own.max_concurrent_runs, settings.key_concurrent_runs),
+                        _own(own.runs_per_minute, settings.key_runs_per_minute),
+                        _own(own.daily_tokens, settings.key_daily_tokens))
+    subjects = [key_subject(who.key_id, key_limits)]
+    if user_key is not None:
+        subjects.append(user_subject(who.project, user_key, Limits(
+            settings.user_concurrent_runs, settings.user_runs_per_minute)))
+    return subjects
+
+
+def _own(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def user_scope(request: Request, *body_candidates: str | None) -> str | None:
@@ -163,6 +215,7 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
         raise ApiError(413, "PAYLOAD_TOO_LARGE", f"The request body is larger than {limit} bytes")
     if not raw.strip():
         raise ApiError(400, "VALIDATION_ERROR", "The request body must be a JSON object")
+    check_json_depth(raw, services(request).settings.max_json_depth)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:

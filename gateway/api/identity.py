@@ -152,19 +152,25 @@ class IdentityProviders:
         return Identity(user_scope=f"{SIGNED_IN_PREFIX}{provider}:{subject}",
                         expires_at=int(claims["exp"]))
 
-    def issue(self, project: str, identity: Identity) -> tuple[str, int]:
-        """A gateway access token for the user in the project, and its lifetime in seconds."""
+    def issue(self, project: str, identity: Identity,
+              key_id: str | None = None) -> tuple[str, int]:
+        """A gateway access token for the user in the project, and its lifetime in seconds;
+        `key_id` names the API key it was exchanged with (its runs count against that key)."""
         now = int(time.time())
         lifetime = max(1, min(self.token_ttl, identity.expires_at - now))
-        claims = {"iss": GATEWAY_ISSUER, "aud": GATEWAY_AUDIENCE, "sub": identity.user_scope,
-                  "project": project, "iat": now, "exp": now + lifetime}
+        claims: dict[str, Any] = {"iss": GATEWAY_ISSUER, "aud": GATEWAY_AUDIENCE,
+                                  "sub": identity.user_scope, "project": project, "iat": now,
+                                  "exp": now + lifetime}
+        if key_id is not None:
+            claims["key"] = key_id
         return jwt.encode(claims, self.token_secret, algorithm="HS256"), lifetime
 
-    def verify_access_token(self, token: str) -> tuple[str, str]:
-        """(project, user scope) of a gateway access token, or `TokenRejected`."""
+    def verify_access_token(self, token: str) -> tuple[str, str, str | None]:
+        """(project, user scope, API key id) of a gateway access token, or `TokenRejected`."""
         claims = _decode(token, self.token_secret, ["HS256"], GATEWAY_AUDIENCE, GATEWAY_ISSUER,
                          {"require": ["exp", "sub", "project"]})
-        return str(claims["project"]), str(claims["sub"])
+        key = claims.get("key")
+        return str(claims["project"]), str(claims["sub"]), key if isinstance(key, str) else None
 
 
 def looks_like_jwt(value: str) -> bool:

@@ -64,7 +64,7 @@ async def exchange_token(request: Request) -> Response:
     except TokenRejected as exc:
         raise _refused(401, "TOKEN_EXPIRED" if exc.expired else "INVALID_TOKEN",
                        "invalid_grant", f"Invalid OAuth subject token: {exc.reason}") from None
-    token, lifetime = identity.issue(who.project, user)
+    token, lifetime = identity.issue(who.project, user, who.key_id)
     return JSONResponse({"access_token": token, "token_type": "Bearer", "expires_in": lifetime,
                          "issued_token_type": ACCESS_TOKEN_TYPE},
                         headers={"Cache-Control": "no-store"})

@@ -31,8 +31,17 @@ from ..protocol.tambo import ResourceBlock, RunRequest
 from ..runs.idempotency import StartedRun
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow, ThreadRow
-from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
+from .context import (
+    int_param,
+    json_body,
+    project_of,
+    quota_subjects,
+    required_user_scope,
+    services,
+    thread_for,
+)
 from .render import page_json
+from .request_limits import check_run_request
 from .threads import create_thread_row
 
 IDEMPOTENCY_KEY_MAX = 255
@@ -105,10 +114,16 @@ def check_attachments(request: Request, body: RunRequest) -> None:
                        str(exc)) from None
 
 
-async def run_new_thread(request: Request) -> Response:
-    body: RunRequest = await json_body(request, RunRequest)
+def check_run(request: Request, body: RunRequest) -> None:
+    """Everything about a run request that can be refused before its thread is looked at."""
     check_model(request, body)
     check_attachments(request, body)
+    check_run_request(services(request).settings, body)
+
+
+async def run_new_thread(request: Request) -> Response:
+    body: RunRequest = await json_body(request, RunRequest)
+    check_run(request, body)
     project = project_of(request)
     init = body.thread
     user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
@@ -120,17 +135,18 @@ async def run_new_thread(request: Request) -> Response:
                                  init.initialMessages if init else None)
 
     started = await services(request).runs.start_new_thread(
-        project, create_thread, body, user_key, idempotency_key(request))
+        project, create_thread, body, user_key, idempotency_key(request),
+        subjects=quota_subjects(request, user_key))
     return _started_stream(request, started)
 
 
 async def run_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
-    check_model(request, body)
-    check_attachments(request, body)
+    check_run(request, body)
     thread = await thread_for(request, body.userKey, body.contextKey)
     started = await services(request).runs.start(thread.project_id, thread, body,
-                                                 idempotency_key(request))
+                                                 idempotency_key(request),
+                                                 subjects=quota_subjects(request, thread.user_key))
     return _started_stream(request, started)
 
 

@@ -81,6 +81,24 @@ CODES: dict[str, ErrorCode] = {
                                         "`GATEWAY_MAX_BODY_BYTES` (default 10 MiB)."),
     "ATTACHMENT_TOO_LARGE": ErrorCode(413, "An attachment is larger than "
                                            "`GATEWAY_MAX_ATTACHMENT_BYTES`."),
+    "MESSAGE_TOO_LARGE": ErrorCode(413, "The message's text is longer than "
+                                        "`GATEWAY_MAX_MESSAGE_CHARS`."),
+    "SCHEMA_TOO_LARGE": ErrorCode(413, "A tool's or component's schemas are larger than "
+                                       "`GATEWAY_MAX_SCHEMA_BYTES`."),
+    "TOO_MANY_TOOLS": ErrorCode(400, "The request declares more tools than "
+                                     "`GATEWAY_MAX_TOOLS`."),
+    "TOO_MANY_COMPONENTS": ErrorCode(400, "The request declares more components than "
+                                          "`GATEWAY_MAX_COMPONENTS`."),
+    "JSON_TOO_DEEP": ErrorCode(400, "The body nests arrays and objects deeper than "
+                                    "`GATEWAY_MAX_JSON_DEPTH`."),
+    "RATE_LIMITED": ErrorCode(429, "The API key or user started its runs per minute; retry "
+                                   "after `Retry-After` seconds (`limitScope`: apiKey or "
+                                   "user)."),
+    "TOO_MANY_CONCURRENT_RUNS": ErrorCode(429, "The API key or user has its limit of runs "
+                                               "going at once; retry after `Retry-After` "
+                                               "seconds or when one ends."),
+    "TOKEN_BUDGET_EXCEEDED": ErrorCode(429, "The API key's daily token budget is spent; "
+                                            "`Retry-After` says when the UTC day ends."),
     "IDEMPOTENCY_KEY_REUSED": ErrorCode(422, "This Idempotency-Key was already used with a "
                                              "different request (body or user)."),
     "STATE_SCHEMA_VIOLATION": ErrorCode(422, "The new state does not match the component's "
@@ -148,6 +166,8 @@ class Operation:
                                                      "TOKEN_EXPIRED"]
         if self.body is not None:
             implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
+            if self.body_media_type == "application/json":
+                implied.append("JSON_TOO_DEEP")
         if any(p.where == "query" and p.name in ("userKey", "limit", "order")
                for p in self.params):
             implied.append("VALIDATION_ERROR")
@@ -194,7 +214,9 @@ STREAM_HEADERS = {"X-Run-Id": "The run's id.", "X-Thread-Id": "The thread's id."
 RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "IDEMPOTENCY_KEY_IN_USE", "IDEMPOTENCY_KEY_REUSED", "MODEL_NOT_ALLOWED",
               "INVALID_ATTACHMENT", "UNSUPPORTED_ATTACHMENT", "ATTACHMENT_TOO_LARGE",
-              "SHUTTING_DOWN")
+              "SHUTTING_DOWN", "MESSAGE_TOO_LARGE", "SCHEMA_TOO_LARGE", "TOO_MANY_TOOLS",
+              "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
+              "TOKEN_BUDGET_EXCEEDED")
 RUN_STREAM = (
     "The run as Server-Sent Events in the Tambo dialect of AG-UI: each message is an `id:` line "
     "(the event's position in the run, for `Last-Event-ID`) and a `data:` line holding one "

@@ -20,7 +20,7 @@ from partial_json_parser import loads as partial_loads
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.timbal import tool_result_text
-from .deltas import Delta, ModelError, ReasoningDelta, TextDelta, ToolCallDelta
+from .deltas import Delta, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
 from .history import COMPONENT_TOOL_PREFIX
 from .model import ModelRequest
 
@@ -56,6 +56,8 @@ class RunInput:
     temperature: float | None = None
     model: str | None = None  # a model the request picked (checked against the allow-list)
     max_steps: int = 10
+    # Output tokens the whole run may use (None: no limit), counted from reported usage.
+    max_output_tokens: int | None = None
     tool_timeout: float = 30.0
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
     call_counts: dict[str, int] = field(default_factory=dict)
@@ -276,15 +278,18 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     messages = list(run.history)
     components = {c["name"] for c in run.components}
     tool_choice = model_tool_choice(run)
+    output_tokens = 0
     for _ in range(run.max_steps):
         client_tools = {t["name"] for t in run.client_tools} - exhausted_tools(run)
         tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools)
         request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,
-                               max_tokens=run.max_tokens, temperature=run.temperature,
-                               model=run.model)
+                               max_tokens=call_max_tokens(run, output_tokens),
+                               temperature=run.temperature, model=run.model)
         try:
             async for delta in model.stream(request):
+                if isinstance(delta, Usage):
+                    output_tokens += delta.output_tokens
                 await turn.feed(delta)
         except asyncio.CancelledError:
             await turn.close(cancelled=True)
@@ -319,11 +324,24 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
             ])
         if not ran_tools:
             return Outcome()
+        if run.max_output_tokens is not None and output_tokens >= run.max_output_tokens:
+            raise ModelError("OUTPUT_TOKEN_LIMIT",
+                             f"The run used its {run.max_output_tokens} output tokens before "
+                             "the model answered", "server_error", False)
         if tool_choice == "required" or isinstance(tool_choice, dict):
             tool_choice = "auto"  # a forced call is satisfied; forcing again would loop forever
     raise ModelError("MAX_STEPS_EXCEEDED",
                      f"The run stopped after {run.max_steps} model calls without an answer",
                      "server_error", False)
+
+
+def call_max_tokens(run: RunInput, used: int) -> int | None:
+    """A model call's `max_tokens`: the request's, never more than the run has left. Without
+    one in the request none is sent (reasoning models refuse `max_tokens`), and the run's
+    limit is enforced between calls from the usage the model reports."""
+    if run.max_tokens is None or run.max_output_tokens is None:
+        return run.max_tokens
+    return max(1, min(run.max_tokens, run.max_output_tokens - used))
 
 
 async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ TIME_TO_FIRST_TOKEN = Histogram(
 TOKENS_STREAMED = Counter("gateway_tokens_streamed", "Content chunks streamed from the model.")
 MODEL_ERRORS = Counter("gateway_model_errors", "Failed model calls, by error code.", ["code"])
 REFUSALS = Counter("gateway_refusals", "Requests refused before a run started, by code "
-                   "(shutting down, payload too large).", ["code"])
+                   "(shutting down, payload too large, a quota).", ["code"])
 
 
 async def metrics_endpoint(_: Request) -> Response:

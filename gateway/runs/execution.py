@@ -8,13 +8,15 @@ the run's loss locally).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from ..engine.deltas import ModelError
+from ..engine.deltas import Delta, ModelError, Usage
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, RunInput, ServerToolSpec, run_agent
+from ..engine.model import ModelRequest
 from ..observability import logs, metrics
 from ..protocol import timbal
 from ..protocol.clock import now_ms
@@ -23,6 +25,7 @@ from ..store.tables import MessageRow, RunRow
 from .component_state import ComponentStates, bind_run
 from .log_writer import LogWriter
 from .phase import RunPhase
+from .quotas import Ticket
 from .recorder import RunRecorder, durably
 from .registry import ActiveRun
 from .supervisor import lost_frame
@@ -45,9 +48,11 @@ class RunExecutor:
                  timings: Timings, max_steps: int, tool_timeout: float,
                  server_tools: dict[str, ServerToolSpec],
                  lose: Callable[[str], None], retire: Callable[[ActiveRun], None],
-                 writer: LogWriter | None = None) -> None:
+                 writer: LogWriter | None = None, run_max_seconds: float | None = None,
+                 max_output_tokens: int | None = None) -> None:
         self.store, self.model, self.components = store, model, components
         self.owner, self.timings, self.lease_ms = owner, timings, timings.lease_ms
+        self.run_max_seconds, self.max_output_tokens = run_max_seconds, max_output_tokens
         self.max_steps, self.tool_timeout, self.server_tools = max_steps, tool_timeout, server_tools
         self._lose, self._retire = lose, retire
         self.writer = writer
@@ -73,7 +78,8 @@ class RunExecutor:
                 raise asyncio.CancelledError
             if active.phase is RunPhase.STARTING:
                 active.phase = RunPhase.RUNNING
-            await self._finish(active, recorder, await self._agent(run, snapshot, recorder))
+            await self._finish(active, recorder, await self._timed(
+                self._agent(run, snapshot, recorder, active.ticket)))
         except asyncio.CancelledError:
             if active.phase is RunPhase.LOST:  # a reaper ended it; its log on disk says so
                 recorder.show(lost_frame())
@@ -105,6 +111,8 @@ class RunExecutor:
             try:
                 await recorder.close()
             finally:
+                if active.ticket is not None:  # every way a run ends passes here
+                    await active.ticket.release()
                 if active.phase is not RunPhase.LOST:
                     active.phase = RunPhase.DONE
                 metrics.ACTIVE_RUNS.dec()
@@ -113,7 +121,20 @@ class RunExecutor:
                     active.unattended.cancel()
                 self._retire(active)
 
-    async def _agent(self, run: RunRow, snapshot: dict[str, Any], recorder: RunRecorder):
+    async def _timed(self, agent: Awaitable[Any]) -> Any:
+        """The agent loop within the run's wall time (`GATEWAY_RUN_MAX_SECONDS`)."""
+        limit = asyncio.timeout(self.run_max_seconds)
+        try:
+            async with limit:
+                return await agent
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise ModelError("RUN_TIME_LIMIT", f"The run exceeded its time limit of "
+                             f"{self.run_max_seconds:g} s", "server_error", False) from None
+
+    async def _agent(self, run: RunRow, snapshot: dict[str, Any], recorder: RunRecorder,
+                     ticket: Ticket | None = None):
         rows = await self.store.history(run.thread_id)
         for row in rows:  # the run's input, so that the log is the whole transcript
             if row.run_id == run.id and row.role == "user":
@@ -132,10 +153,13 @@ class RunExecutor:
             temperature=snapshot.get("temperature"),
             model=snapshot.get("model"),
             max_steps=self.max_steps,
+            max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
         )
-        return await run_agent(self.model, run_input, recorder)
+        model = (TokenCounted(self.model, ticket) if ticket is not None and ticket.counts_tokens
+                 else self.model)
+        return await run_agent(model, run_input, recorder)
 
     async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
         finished = timbal.control(timbal.RUN_FINISHED)
@@ -159,9 +183,14 @@ class RunExecutor:
         run = active.row
 
         async def commit(entries: list[tuple[int, int, dict[str, Any]]]) -> bool:
-            return await self.store.finish_run(run.id, run.thread_id, status, now_ms(),
-                                               pending=pending, error=error, owner=self.owner,
-                                               frames=entries)
+            ended = await self.store.finish_run(run.id, run.thread_id, status, now_ms(),
+                                                pending=pending, error=error, owner=self.owner,
+                                                frames=entries)
+            # Freed before the client reads the end: a continuation it posts at once (client
+            # tools) must find the slot free, as it finds the thread idle.
+            if active.ticket is not None:
+                await active.ticket.release()
+            return ended
 
         committed = await self._committed(run, recorder, frames, commit)
         metrics.RUNS_ENDED.labels(status if committed else "lost",
@@ -190,6 +219,21 @@ class RunExecutor:
                     return True
                 log.warning("run %s: recording its end failed (%s); retrying", run.id, error)
                 await asyncio.sleep(self.timings.commit_retry_seconds)
+
+
+class TokenCounted:
+    """The model, with the tokens each call reports added to the run's quota ticket (the
+    API key's daily budget)."""
+
+    def __init__(self, model: Model, ticket: Ticket) -> None:
+        self.model, self.ticket = model, ticket
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+        async with contextlib.aclosing(self.model.stream(request)) as deltas:  # type: ignore[type-var]
+            async for delta in deltas:
+                if isinstance(delta, Usage):
+                    await self.ticket.add_tokens(delta.input_tokens + delta.output_tokens)
+                yield delta
 
 
 def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:

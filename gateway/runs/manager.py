@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 from ..engine.loop import Model, ServerToolSpec
 from ..observability import metrics
@@ -35,6 +36,7 @@ from .idempotency import start_new_thread_once
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
 from .phase import RunPhase
+from .quotas import NO_QUOTA, MemoryCounters, Quotas, Subject, Ticket
 from .registry import ActiveRun, RunRegistry
 from .salvage import save_partial_answer
 from .signals import DatabaseSignals, Signals
@@ -48,8 +50,12 @@ class RunManager:
                  tool_timeout: float = 30.0, timings: Timings | None = None,
                  server_tools: dict[str, ServerToolSpec] | None = None,
                  remote_feed: RunFeed | None = None, signals: Signals | None = None,
-                 idempotency_ttl_seconds: float = 86400.0) -> None:
+                 idempotency_ttl_seconds: float = 86400.0, quotas: Quotas | None = None,
+                 run_max_seconds: float | None = None,
+                 max_output_tokens: int | None = None) -> None:
         self.store, self.model = store, model
+        # Runs per minute, concurrent runs and daily tokens per API key and user scope.
+        self.quotas = quotas or Quotas(MemoryCounters())
         self.idempotency_ttl_seconds = idempotency_ttl_seconds
         self.timings = timings = timings or Timings()
         # Where runs of other processes are read from, and how cancels reach them.
@@ -67,7 +73,8 @@ class RunManager:
         self.executor = RunExecutor(
             store, model, self.components, owner=self.owner, timings=timings,
             max_steps=max_steps, tool_timeout=tool_timeout, server_tools=server_tools or {},
-            lose=self.lose, retire=self.registry.retire, writer=self.log_writer)
+            lose=self.lose, retire=self.registry.retire, writer=self.log_writer,
+            run_max_seconds=run_max_seconds, max_output_tokens=max_output_tokens)
 
     @property
     def active(self) -> dict[str, ActiveRun]:
@@ -76,39 +83,52 @@ class RunManager:
     # -- starting -------------------------------------------------------------------------------
 
     async def start(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                    idempotency_key: str | None = None, run_id: str | None = None) -> StartedRun:
+                    idempotency_key: str | None = None, run_id: str | None = None,
+                    subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start a run on the thread, or attach to the run `idempotency_key` already started.
 
         `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
-        gateway makes one."""
+        gateway makes one. `subjects` are the API key and user scope whose quotas the run
+        counts against (a 429 when one is over); the run holds their slots until it ends."""
         self._refuse_if_closed()
-        started = await admit(self.store, self.owner, self.timings.lease_ms, project_id, thread,
-                              request, idempotency_key, self.idempotency_ttl_seconds, run_id)
-        if not started.attached:
-            self._launch(started.run)
+        ticket = await self.quotas.acquire(subjects)
+        try:
+            started = await admit(self.store, self.owner, self.timings.lease_ms, project_id, thread,
+                                  request, idempotency_key, self.idempotency_ttl_seconds, run_id)
+        except BaseException:
+            await ticket.release()
+            raise
+        if started.attached:
+            await ticket.release()
+        else:
+            self._launch(started.run, ticket)
         return started
 
     async def start_new_thread(self, project_id: str,
                                create_thread: Callable[[], Awaitable[ThreadRow]],
                                request: RunRequest, user_key: str | None,
-                               idempotency_key: str | None = None) -> StartedRun:
+                               idempotency_key: str | None = None,
+                               subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Create a thread and start a run on it; with `idempotency_key`, a retry gets the
         thread and run the first request created, not a second thread."""
         self._refuse_if_closed()
+        start_on = functools.partial(self.start_on, subjects=subjects)
         if not idempotency_key:
-            return await self.start_on(project_id, await create_thread(), request)
-        return await start_new_thread_once(self.store, self.start_on,
+            return await start_on(project_id, await create_thread(), request)
+        return await start_new_thread_once(self.store, start_on,
                                            self.idempotency_ttl_seconds, self.timings,
                                            project_id,
                                            create_thread, request, user_key, idempotency_key)
 
     async def start_on(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                       idempotency_key: str | None = None, run_id: str | None = None
-                       ) -> StartedRun:
+                       idempotency_key: str | None = None, run_id: str | None = None,
+                       subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start the first run on a thread just created for it; if the run is refused (its
-        continuation is invalid), the thread goes too: a refused request leaves nothing."""
+        continuation is invalid, a quota is spent), the thread goes too: a refused request
+        leaves nothing."""
         try:
-            return await self.start(project_id, thread, request, idempotency_key, run_id)
+            return await self.start(project_id, thread, request, idempotency_key, run_id,
+                                    subjects)
         except ApiError:
             await self.store.delete_thread(thread.id)
             raise
@@ -120,8 +140,8 @@ class RunManager:
             metrics.REFUSALS.labels(getattr(error, "code", "REFUSED")).inc()
             raise error
 
-    def _launch(self, run: RunRow) -> None:
-        active = ActiveRun(row=run, live=LiveLog(run.id))
+    def _launch(self, run: RunRow, ticket: Ticket) -> None:
+        active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket)
         self.registry.add(active)
         metrics.RUNS_STARTED.inc()
         metrics.ACTIVE_RUNS.inc()

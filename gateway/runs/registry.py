@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..store.tables import RunRow
 from .log import LiveLog
 from .phase import RunPhase
+from .quotas import Ticket
 from .recorder import RunRecorder
 
 # How long a finished run's log stays in memory for late subscribers (it is on disk anyway).
@@ -24,6 +25,7 @@ class ActiveRun:
     recorder: RunRecorder | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     unattended: asyncio.Task[None] | None = None  # the disconnect policy's pending cancel
+    ticket: Ticket | None = None  # its quota slots, released when it ends
 
     @property
     def run_id(self) -> str:

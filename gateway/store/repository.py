@@ -1,11 +1,12 @@
 """The store: one object with the queries of every aggregate, so call sites stay simple.
 
 Each aggregate's queries live in their own module (`threads`, `runs`, `frames`, `components`,
-`idempotency`); this facade only puts them together on one engine.
+`idempotency`, `api_keys`); this facade only puts them together on one engine.
 """
 
 from __future__ import annotations
 
+from .api_keys import ApiKeyQueries
 from .base import ACTIVE_RUN_STATUSES, UNAVAILABLE, FrameEntry, Page
 from .components import ComponentQueries
 from .frames import FrameLog
@@ -16,5 +17,6 @@ from .threads import ThreadQueries
 __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 
 
-class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys):
-    """Threads, runs and leases, the frame log, components and idempotency keys."""
+class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
+            ApiKeyQueries):
+    """Threads, runs and leases, the frame log, components, idempotency keys and API keys."""

@@ -132,7 +132,28 @@ class ComponentRow(SQLModel, table=True):
     updated_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+class ApiKeyRow(SQLModel, table=True):
+    """A managed API key (`gateway keys create`). Only the key's SHA-256 is kept: the key is
+    shown once, when it is made. The limits are this key's own; unset ones take the defaults
+    (`GATEWAY_KEY_*`)."""
+
+    __tablename__ = "api_keys"
+
+    id: str = Field(primary_key=True, max_length=64)
+    project_id: str = Field(max_length=128, index=True)
+    key_hash: str = Field(max_length=64, unique=True)
+    # The key's first characters, so an operator can tell keys apart in `gateway keys list`.
+    prefix: str = Field(max_length=16)
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    expires_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    revoked_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    max_concurrent_runs: int | None = None
+    runs_per_minute: int | None = None
+    daily_tokens: int | None = Field(default=None, sa_column=Column(BigInteger))
+
+
 __all__ = [
+    "ApiKeyRow",
     "ComponentRow",
     "IdempotencyKeyRow",
     "MessageRow",

@@ -37,3 +37,15 @@ def test_keys_or_the_flag_allow_a_public_host(monkeypatch: pytest.MonkeyPatch):
     check_exposure(load_settings(), "0.0.0.0", allow_remote=True)
     monkeypatch.setenv("GATEWAY_API_KEYS", "k1:proj")
     check_exposure(load_settings(), "0.0.0.0", allow_remote=False)
+
+
+def test_a_managed_key_allows_a_public_host(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    from gateway.cli import StartupError, check_exposure, main
+    from gateway.config import load_settings
+
+    monkeypatch.delenv("GATEWAY_API_KEYS", raising=False)
+    monkeypatch.setenv("GATEWAY_DATABASE_URL", f"sqlite:///{tmp_path / 'gateway.db'}")
+    with pytest.raises(StartupError):
+        check_exposure(load_settings(), "0.0.0.0", allow_remote=False)
+    assert main(["keys", "create", "--project", "shop"]) == 0
+    check_exposure(load_settings(), "0.0.0.0", allow_remote=False)

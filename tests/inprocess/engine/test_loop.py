@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway import server_tool
-from gateway.engine.deltas import ModelError, TextDelta
+from gateway.engine.deltas import Finish, ModelError, TextDelta, Usage
 from gateway.engine.loop import RunInput, run_agent
 from gateway.engine.tools import spec_for
 from gateway.protocol import timbal
@@ -114,6 +114,25 @@ async def test_max_steps_bounds_a_model_that_keeps_calling_tools() -> None:
         await run_agent(model, RunInput(history=history("loop"), server_tools=TOOLS,
                                         max_steps=3), sink)
     assert stopped.value.code == "MAX_STEPS_EXCEEDED" and len(model.requests) == 3
+
+
+async def test_the_runs_output_tokens_stop_it_before_the_next_model_call() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(*[[*tool_turn(f"call_{n}", "add", '{"a": 1, "b": 1}'), Usage(10, 40)]
+                    for n in range(3)])
+    with pytest.raises(ModelError) as stopped:
+        await run_agent(model, RunInput(history=history("loop"), server_tools=TOOLS,
+                                        max_output_tokens=70, max_tokens=50), sink)
+    assert stopped.value.code == "OUTPUT_TOKEN_LIMIT" and len(model.requests) == 2
+    # The request's maxTokens, capped to what the run had left for each call.
+    assert [r.max_tokens for r in model.requests] == [50, 30]
+
+
+async def test_without_max_tokens_in_the_request_none_is_sent() -> None:
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue([TextDelta("fine"), Usage(5, 5), Finish("stop")])
+    await run_agent(model, RunInput(history=history("hi"), max_output_tokens=100), sink)
+    assert model.requests[0].max_tokens is None
 
 
 async def test_a_provider_error_mid_stream_closes_the_partial_message() -> None:

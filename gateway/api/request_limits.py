@@ -1,0 +1,84 @@
+"""Limits on what one request may ask of the gateway, checked before anything starts.
+
+Each refusal is a problem+json with its own code, so a client can tell which limit it met and
+an operator which setting to raise (`GATEWAY_MAX_*`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..config import Settings
+from ..protocol.problems import ApiError
+from ..protocol.tambo import RunRequest, TextBlock, ToolResultBlock
+
+# A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_OPENERS = frozenset(b"[{")
+
+
+def json_depth(raw: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON text, read in one pass of the
+    regular-expression engine (no parsing: a deep body must be refused before the parser
+    recurses into it)."""
+    depth = deepest = 0
+    for match in _STRUCTURE.finditer(raw):
+        token = match.group()
+        if len(token) != 1:
+            continue  # a string
+        if token[0] in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def check_json_depth(raw: bytes, limit: int) -> None:
+    if json_depth(raw) > limit:
+        raise ApiError(400, "JSON_TOO_DEEP",
+                       f"The request body nests arrays and objects deeper than {limit} levels",
+                       limit=limit)
+
+
+def message_chars(body: RunRequest) -> int:
+    """Characters of text the input message carries (text blocks and tool results)."""
+    total = 0
+    for block in body.message.content:
+        if isinstance(block, TextBlock):
+            total += len(block.text)
+        elif isinstance(block, ToolResultBlock):
+            content = block.content
+            total += len(content) if isinstance(content, str) else sum(
+                len(b.text) for b in content if isinstance(b, TextBlock))
+    return total
+
+
+def _schema_bytes(*schemas: Any) -> int:
+    return sum(len(json.dumps(s, separators=(",", ":"))) for s in schemas if s is not None)
+
+
+def check_run_request(settings: Settings, body: RunRequest) -> None:
+    """The run request's message, tools and components within the configured limits."""
+    chars = message_chars(body)
+    if chars > settings.max_message_chars:
+        raise ApiError(413, "MESSAGE_TOO_LARGE",
+                       f"The message carries {chars} characters of text; the limit is "
+                       f"{settings.max_message_chars}", limit=settings.max_message_chars)
+    for kind, items, limit in (("tools", body.tools, settings.max_tools),
+                               ("components", body.availableComponents,
+                                settings.max_components)):
+        if len(items) > limit:
+            raise ApiError(400, f"TOO_MANY_{kind.upper()}",
+                           f"The request declares {len(items)} {kind}; the limit is {limit}",
+                           limit=limit)
+    named = [(t.name, t.inputSchema, t.outputSchema) for t in body.tools] + [
+        (c.name, c.propsSchema, c.stateSchema) for c in body.availableComponents]
+    for name, *schemas in named:
+        size = _schema_bytes(*schemas)
+        if size > settings.max_schema_bytes:
+            raise ApiError(413, "SCHEMA_TOO_LARGE",
+                           f"The schemas of {name[:200]!r} take {size} bytes; the limit is "
+                           f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)

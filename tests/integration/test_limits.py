@@ -1,0 +1,176 @@
+"""Limits, quotas and managed keys, from outside: real gateway processes, keys made with the
+real `gateway keys` command, requests over HTTP.
+
+On SQLite this is one process; with `GATEWAY_TEST_BACKEND=postgres` it is three processes
+behind a round-robin proxy sharing PostgreSQL and Redis, so each request lands on whichever
+process comes next and the limits must hold across them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import scripted_env
+from tests.support import engines
+from tests.support.gateway_server import GatewayCluster, GatewayServer
+from tests.support.run_stream import message, open_stream, read_until, slow_turn
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import SseEvent
+
+RUN_MAX_SECONDS = 6  # the held runs below end by it, which frees their slots
+PROJECT = "shop"
+
+
+def keys_command(env: dict[str, str], workdir: Path, *args: str) -> str:
+    result = subprocess.run([sys.executable, "-m", "gateway", "keys", *args],
+                            env={**os.environ, **env}, cwd=workdir, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def create_key(gateway: GatewayServer | GatewayCluster, *limits: str) -> str:
+    out = keys_command(env_of(gateway), gateway.workdir, "create", "--project", PROJECT,
+                       *limits)
+    return out.strip().splitlines()[-1]
+
+
+def env_of(gateway: GatewayServer | GatewayCluster) -> dict[str, str]:
+    return gateway.servers[0].env if isinstance(gateway, GatewayCluster) else gateway.env
+
+
+def processes(gateway: GatewayServer | GatewayCluster) -> list[GatewayServer]:
+    return gateway.servers if isinstance(gateway, GatewayCluster) else [gateway]
+
+
+@pytest.fixture(scope="module")
+def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[GatewayServer | GatewayCluster]:
+    workdir = tmp_path_factory.mktemp("limits")
+    env = scripted_env(scripted_model, GATEWAY_RUN_MAX_SECONDS=str(RUN_MAX_SECONDS),
+                       GATEWAY_KEY_CACHE_SECONDS="1")
+    server = (GatewayCluster(workdir, env, size=3) if engines.ENGINES is not None
+              else GatewayServer(workdir, env))
+    # A managed key exists before the first start: no development mode, ever.
+    create_key(server)
+    server.start()
+    yield server
+    server.stop()
+
+
+def client(gateway: GatewayServer | GatewayCluster, key: str,
+           url: str | None = None) -> httpx.Client:
+    return httpx.Client(base_url=url or gateway.url, timeout=30, headers={"x-api-key": key})
+
+
+def stream(http: httpx.Client, method: str, url: str, **kwargs: object):
+    """`open_stream` with this client's key (it sends the suite's default key otherwise)."""
+    return open_stream(http, method, url, headers={"x-api-key": http.headers["x-api-key"]},
+                       **kwargs)
+
+
+def run(http: httpx.Client, body: dict[str, object]) -> list[SseEvent]:
+    with stream(http, "POST", "/v1/threads/runs", json=body) as (_, events):
+        return list(events)
+
+
+def run_body(text: str = "go", user: str = "buyer", **extra: object) -> dict[str, object]:
+    return {"message": message(text), "thread": {"userKey": user},
+            "onDisconnect": "continue", **extra}
+
+
+def test_a_key_limited_to_two_concurrent_runs_gets_429_on_the_third_from_any_process(
+        gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel) -> None:
+    key = create_key(gateway, "--max-concurrent-runs", "2")
+    scripted_model.enqueue(slow_turn(400, 0.05), slow_turn(400, 0.05))  # 20 s each
+    held = []
+    with client(gateway, key) as http:
+        for _ in range(2):
+            with stream(http, "POST", "/v1/threads/runs", json=run_body()) as (_, events):
+                seen = read_until(events, lambda seen: len(seen) >= 3)
+            held.append((seen[0].data["threadId"], seen[0].data["runId"]))
+        # The third, on every process in turn (round robin behind the proxy).
+        for server in processes(gateway):
+            with client(gateway, key, server.url) as direct:
+                third = direct.post("/v1/threads/runs", json=run_body())
+            assert third.status_code == 429, third.text
+            assert third.headers["content-type"] == "application/problem+json"
+            assert third.json()["code"] == "TOO_MANY_CONCURRENT_RUNS"
+            assert third.json()["limitScope"] == "apiKey"
+            assert int(third.headers["Retry-After"]) >= 1
+        # The two end by the run wall time: one RUN_ERROR each, and their slots come back.
+        for ids in held:
+            with stream(http, "GET", "/v1/threads/{}/runs/{}".format(*ids)) as (_, events):
+                events = list(events)
+            errors = [e for e in events if e.type == "RUN_ERROR"]
+            assert len(errors) == 1 and events[-1].type == "RUN_ERROR"
+            assert errors[0].data["code"] == "RUN_TIME_LIMIT"
+            thread = http.get(f"/v1/threads/{ids[0]}", params={"userKey": "buyer"}).json()
+            assert thread["runStatus"] == "idle"
+        again = run(http, run_body())
+        assert again[-1].type == "RUN_FINISHED"
+    metrics = "".join(httpx.get(f"{s.url}/metrics").text for s in processes(gateway))
+    assert 'gateway_refusals_total{code="TOO_MANY_CONCURRENT_RUNS"}' in metrics
+
+
+def test_runs_per_minute_and_the_daily_token_budget_answer_429(
+        gateway: GatewayServer | GatewayCluster) -> None:
+    per_minute = create_key(gateway, "--runs-per-minute", "1")
+    budget = create_key(gateway, "--daily-tokens", "1")
+    for key, code in ((per_minute, "RATE_LIMITED"), (budget, "TOKEN_BUDGET_EXCEEDED")):
+        with client(gateway, key) as http:
+            first = run(http, run_body())
+            assert first[-1].type == "RUN_FINISHED"
+            refused = http.post("/v1/threads/runs", json=run_body())
+        assert refused.status_code == 429 and refused.json()["code"] == code, refused.text
+        assert int(refused.headers["Retry-After"]) >= 1
+
+
+def test_requests_over_a_limit_are_refused_before_anything_starts(
+        gateway: GatewayServer | GatewayCluster) -> None:
+    key = create_key(gateway)
+    deep = b'{"message": ' + b"[" * 100 + b"]" * 100 + b"}"
+    with client(gateway, key) as http:
+        too_deep = http.post("/v1/threads/runs", content=deep,
+                             headers={"content-type": "application/json"})
+        too_long = http.post("/v1/threads/runs", json=run_body("x" * 200_001, "refused"))
+        too_many = http.post("/v1/threads/runs", json=run_body(
+            user="refused", tools=[{"name": f"t{n}"} for n in range(129)]))
+        threads = http.get("/v1/threads", params={"userKey": "refused"}).json()["threads"]
+    for response, status, code in ((too_deep, 400, "JSON_TOO_DEEP"),
+                                   (too_long, 413, "MESSAGE_TOO_LARGE"),
+                                   (too_many, 400, "TOO_MANY_TOOLS")):
+        assert response.status_code == status, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["code"] == code
+    assert threads == []  # nothing was created by the refused requests
+
+
+def test_keys_list_never_shows_a_key_and_revoke_stops_it_in_every_process(
+        gateway: GatewayServer | GatewayCluster) -> None:
+    key = create_key(gateway, "--expires", "30d")
+    listing = keys_command(env_of(gateway), gateway.workdir, "list", "--project", PROJECT)
+    assert key not in listing and key[:8] in listing
+    key_id = next(line.split("\t")[0] for line in listing.splitlines()
+                  if line.split("\t")[2] == key[:8] + "...")
+    for server in processes(gateway):
+        with client(gateway, key, server.url) as http:
+            assert http.get("/v1/threads", params={"userKey": "u"}).status_code == 200
+    keys_command(env_of(gateway), gateway.workdir, "revoke", "--project", PROJECT, key_id)
+    from tests.support.run_stream import wait_for
+
+    for server in processes(gateway):  # within GATEWAY_KEY_CACHE_SECONDS (1 s here)
+        with client(gateway, key, server.url) as http:
+            wait_for(lambda: http.get("/v1/threads", params={"userKey": "u"}).status_code
+                     == 401, timeout=10, what="the revoked key to be refused")
+    with httpx.Client(base_url=gateway.url) as http:
+        unknown = http.get("/v1/threads", params={"userKey": "u"},
+                           headers={"x-api-key": "gwk_not-a-key"})
+    assert unknown.status_code == 401 and unknown.json()["code"] == "UNAUTHORIZED"
