@@ -36,7 +36,7 @@ from .idempotency import start_new_thread_once
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
 from .phase import RunPhase
-from .quotas import NO_QUOTA, MemoryCounters, Quotas, Subject, Ticket
+from .quotas import NO_QUOTA, MemoryCounters, QuotaExceeded, Quotas, Subject, Ticket
 from .registry import ActiveRun, RunRegistry
 from .salvage import save_partial_answer
 from .signals import DatabaseSignals, Signals
@@ -91,7 +91,14 @@ class RunManager:
         gateway makes one. `subjects` are the API key and user scope whose quotas the run
         counts against (a 429 when one is over); the run holds their slots until it ends."""
         self._refuse_if_closed()
-        ticket = await self.quotas.acquire(subjects)
+        try:
+            ticket = await self.quotas.acquire(subjects)
+        except QuotaExceeded:
+            # A retry of a request that started its run only attaches to it: no new slot.
+            if idempotency_key is None or await self.store.find_run_by_idempotency_key(
+                    thread.id, idempotency_key) is None:
+                raise
+            ticket = Ticket(self.quotas, NO_QUOTA)
         try:
             started = await admit(self.store, self.owner, self.timings.lease_ms, project_id, thread,
                                   request, idempotency_key, self.idempotency_ttl_seconds, run_id)

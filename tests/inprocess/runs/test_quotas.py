@@ -181,3 +181,14 @@ async def test_a_refused_run_leaves_no_slot_and_no_thread_lock(
         await manager.start(PROJECT, thread, user("x", previousRunId="run_nope"),
                             subjects=ONE_AT_A_TIME)
     await _completed(manager, store, ScriptedDeltas())
+
+
+async def test_a_retry_with_its_idempotency_key_attaches_even_at_the_limit(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    manager = managers(quotas=Quotas(MemoryCounters()))
+    model.enqueue([TextDelta("..."), asyncio.Event()])
+    thread = await new_thread(store, "u1")
+    first = await manager.start(PROJECT, thread, user("go"), "key-1", subjects=ONE_AT_A_TIME)
+    retry = await manager.start(PROJECT, thread, user("go"), "key-1", subjects=ONE_AT_A_TIME)
+    assert retry.attached and retry.run.id == first.run.id
+    await refused(manager, store)  # a new request still is refused

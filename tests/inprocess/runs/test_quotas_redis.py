@@ -1,0 +1,71 @@
+"""The Redis counters: two processes' counters on one real Redis share every limit, and the
+slot of a process that died expires on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from gateway.runs.quotas import Limits, QuotaExceeded, Quotas, RedisCounters, key_subject
+from tests.support.engines import RedisServer
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                reason="redis-server not installed")
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(Path(tmp_path_factory.mktemp("quota-redis"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url)
+    await client.flushdb()
+    yield client
+    await client.aclose()
+
+
+async def test_two_processes_share_a_concurrency_limit(redis: Redis) -> None:
+    one, two = (Quotas(RedisCounters(redis, slot_ttl_ms=60_000)) for _ in range(2))
+    subjects = [key_subject("shared", Limits(concurrent_runs=2, runs_per_minute=100))]
+    first = await one.acquire(subjects)
+    await two.acquire(subjects)
+    for quotas in (one, two):
+        with pytest.raises(QuotaExceeded) as third:
+            await quotas.acquire(subjects)
+        assert third.value.code == "TOO_MANY_CONCURRENT_RUNS"
+    await first.release()
+    await two.acquire(subjects)  # the freed slot, taken by the other process
+
+
+async def test_runs_per_minute_and_tokens_are_shared(redis: Redis) -> None:
+    one, two = (Quotas(RedisCounters(redis, slot_ttl_ms=60_000)) for _ in range(2))
+    rate = [key_subject("rate", Limits(runs_per_minute=2))]
+    await (await one.acquire(rate)).release()
+    await (await two.acquire(rate)).release()
+    with pytest.raises(QuotaExceeded) as over:
+        await one.acquire(rate)
+    assert over.value.code == "RATE_LIMITED" and 1 <= int(over.value.headers["Retry-After"]) <= 60
+    budget = [key_subject("budget", Limits(daily_tokens=100))]
+    ticket = await one.acquire(budget)
+    await ticket.add_tokens(100)
+    await ticket.release()
+    with pytest.raises(QuotaExceeded) as spent:
+        await two.acquire(budget)
+    assert spent.value.code == "TOKEN_BUDGET_EXCEEDED"
+
+
+async def test_a_dead_processs_slot_expires(redis: Redis) -> None:
+    dead = Quotas(RedisCounters(redis, slot_ttl_ms=1))  # its slots are stale at once
+    subjects = [key_subject("crashed", Limits(concurrent_runs=1))]
+    await dead.acquire(subjects)  # never released: the process "died"
+    await asyncio.sleep(0.01)
+    await dead.acquire(subjects)  # the stale slot was dropped
