@@ -100,8 +100,9 @@ class RunManager:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
         try:
-            started = await admit(self.store, self.owner, self.timings.lease_ms, project_id, thread,
-                                  request, idempotency_key, self.idempotency_ttl_seconds, run_id)
+            started = await admit(self.store, self.owner, self.timings.lease_ms, project_id,
+                                  thread, request, idempotency_key,
+                                  self.idempotency_ttl_seconds, run_id)
         except BaseException:
             await ticket.release()
             raise
