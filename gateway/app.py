@@ -35,6 +35,7 @@ from .runs.fanout import fanout_over
 from .runs.manager import RunManager
 from .runs.supervisor import RunSupervisor
 from .runs.timings import Timings
+from .shutdown import DrainOnSignals
 from .store.db import create_engine, migrate
 from .store.repository import Store
 
@@ -110,10 +111,14 @@ class CorsOutermost(Starlette):
 def app_from_environment() -> Starlette:
     """The app of one `gateway serve --workers N` worker (each reads the environment itself;
     the parent has already validated it)."""
-    return create_app(load_settings())
+    return create_app(load_settings(), drain_on_signals=True)
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlette:
+    """The gateway as an ASGI app. `drain_on_signals`: on SIGTERM/SIGINT, drain the runs before
+    the server that runs the app stops (`gateway.shutdown`); `gateway serve` sets it, an app
+    embedded in another server leaves signals to that server."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         load_litellm()
@@ -153,6 +158,7 @@ def create_app(settings: Settings) -> Starlette:
             settings.token_ttl_seconds)
         app.state.services = Services(settings=settings, store=store, runs=manager, model=model,
                                       identity=identity)
+        signals = DrainOnSignals.install(manager) if drain_on_signals else None
         if settings.development_mode:
             log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
                         "accepted and all callers share one project. Set it before exposing "
@@ -173,6 +179,8 @@ def create_app(settings: Settings) -> Starlette:
         try:
             yield
         finally:
+            if signals is not None:
+                signals.uninstall()
             supervisor.cancel()
             if lag_monitor is not None:
                 lag_monitor.cancel()
