@@ -29,7 +29,7 @@ from .engine.loop import ServerToolSpec
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
 from .observability.logs import RequestIdMiddleware
-from .observability.metrics import MeteredModel, metrics_endpoint
+from .observability.metrics import MeteredModel, metrics_endpoint, time_store_operations
 from .observability.ready import ready
 from .runs.fanout import fanout_over
 from .runs.manager import RunManager
@@ -124,7 +124,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         load_litellm()
         engine = create_engine(settings.database_url, settings.database_pool_size)
         await migrate(engine)
-        store = Store(engine)
+        store = time_store_operations(Store(engine))
         adapter = model_adapter(settings.model, settings.model_api_base,
                                 settings.model_api_key.get_secret_value()
                                 if settings.model_api_key else None, settings.model_adapter)
@@ -157,7 +157,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
             settings.token_secret.get_secret_value() if settings.token_secret else None,
             settings.token_ttl_seconds)
         app.state.services = Services(settings=settings, store=store, runs=manager, model=model,
-                                      identity=identity)
+                                      identity=identity, redis=fanout.redis)
         signals = DrainOnSignals.install(manager) if drain_on_signals else None
         if settings.development_mode:
             log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "

@@ -34,6 +34,7 @@ class Services:
     runs: RunManager
     model: Any
     identity: IdentityProviders
+    redis: Any = None  # redis.asyncio.Redis with GATEWAY_REDIS_URL
 
 
 def services(request: Request) -> Services:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..store.repository import Store
 from .feed import RunFeed
@@ -17,6 +18,7 @@ class Fanout:
     feed: RunFeed
     signals: Signals
     close: Callable[[], Awaitable[None]]
+    redis: Any = None  # the Redis client, when there is one (`/ready` pings it)
 
 
 async def _nothing() -> None:
@@ -35,4 +37,4 @@ def fanout_over(redis_url: str | None, store: Store, timings: Timings) -> Fanout
 
     redis = Redis.from_url(redis_url, socket_connect_timeout=2, health_check_interval=10)
     return Fanout(RedisFeed(store, redis, timings), RedisSignals(store, redis, timings),
-                  redis.aclose)
+                  redis.aclose, redis)
