@@ -26,8 +26,10 @@ from .config import DEMO_MODEL, Settings, load_settings
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
+from .engine.routed_model import Deployment
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
+from .observability import tracing
 from .observability.logs import RequestIdMiddleware
 from .observability.metrics import MeteredModel, metrics_endpoint, time_store_operations
 from .observability.ready import ready
@@ -125,10 +127,14 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         engine = create_engine(settings.database_url, settings.database_pool_size)
         await migrate(engine)
         store = time_store_operations(Store(engine))
-        adapter = model_adapter(settings.model, settings.model_api_base,
-                                settings.model_api_key.get_secret_value()
-                                if settings.model_api_key else None, settings.model_adapter)
-        model = MeteredModel(adapter)
+        adapter = model_adapter(
+            settings.model, settings.model_api_base,
+            settings.model_api_key.get_secret_value() if settings.model_api_key else None,
+            settings.model_adapter,
+            [Deployment(f.model, f.api_base, f.api_key.get_secret_value() if f.api_key else None)
+             for f in settings.model_fallbacks], settings.model_retries)
+        model = MeteredModel(adapter, settings.model)
+        tracing.start()
         stack = contextlib.AsyncExitStack()
         try:
             server_tools = await open_server_tools(settings, stack)
@@ -144,7 +150,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
                              tool_timeout=settings.tool_timeout_seconds, timings=timings,
                              server_tools=server_tools,
                              idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
-                             remote_feed=fanout.feed, signals=fanout.signals)
+                             remote_feed=fanout.feed, signals=fanout.signals,
+                             model_name=settings.model)
         # Lease renewal and failing the runs of dead processes (at start-up too); cancels
         # signalled by other processes: two background tasks for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
@@ -191,6 +198,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
             if isinstance(adapter, DirectModel):
                 await adapter.aclose()
             await engine.dispose()
+            tracing.stop()
 
     return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]),

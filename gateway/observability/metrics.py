@@ -19,7 +19,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, ge
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..engine.deltas import Delta, ModelError, ReasoningDelta, TextDelta, ToolCallDelta
+from ..engine.deltas import (
+    Delta,
+    ModelError,
+    ReasoningDelta,
+    Served,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from . import tracing
 
 RUNS_STARTED = Counter("gateway_runs_started", "Runs started by this process.")
 RUNS_ENDED = Counter("gateway_runs_ended", "Runs ended by this process, by final status and "
@@ -67,8 +76,9 @@ class MeteredModel:
     the same way; everything else (`complete`, attributes) goes to the wrapped adapter.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, name: str | None = None) -> None:
         self._model = model
+        self._name = name  # the configured model (a request may pick another)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
@@ -79,6 +89,8 @@ class MeteredModel:
         first = last = 0.0
         chunks = handed = 0
         working = 0.0  # the consumer's time between taking a delta and asking for the next
+        span = tracing.model_span(request.model or self._name)
+        served = usage = code = None
         try:
             # aclosing: when the run stops reading (cancel), the adapter's own `finally` must
             # close the upstream now, not when the garbage collector finds the generator.
@@ -92,12 +104,21 @@ class MeteredModel:
                         if chunks == 1:
                             first = now
                             TIME_TO_FIRST_TOKEN.observe(now - started)
+                    elif span is not None:  # once or twice a call: what the span reports
+                        if isinstance(delta, Usage):
+                            usage = delta
+                        elif isinstance(delta, Served):
+                            served = delta.model
                     yield delta
                     working += clock() - now
                     handed += 1
         except ModelError as error:
             MODEL_ERRORS.labels(error.code).inc()
+            code = error.code
             raise
+        finally:
+            if span is not None:
+                tracing.model_ended(span, served, usage, code)
         if handed:
             ADDED_LATENCY.observe(working / handed)
         if chunks > 1 and last > first:

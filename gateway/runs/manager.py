@@ -48,7 +48,8 @@ class RunManager:
                  tool_timeout: float = 30.0, timings: Timings | None = None,
                  server_tools: dict[str, ServerToolSpec] | None = None,
                  remote_feed: RunFeed | None = None, signals: Signals | None = None,
-                 idempotency_ttl_seconds: float = 86400.0) -> None:
+                 idempotency_ttl_seconds: float = 86400.0, model_name: str | None = None
+                 ) -> None:
         self.store, self.model = store, model
         self.idempotency_ttl_seconds = idempotency_ttl_seconds
         self.timings = timings = timings or Timings()
@@ -67,7 +68,8 @@ class RunManager:
         self.executor = RunExecutor(
             store, model, self.components, owner=self.owner, timings=timings,
             max_steps=max_steps, tool_timeout=tool_timeout, server_tools=server_tools or {},
-            lose=self.lose, retire=self.registry.retire, writer=self.log_writer)
+            lose=self.lose, retire=self.registry.retire, writer=self.log_writer,
+            model_name=model_name)
 
     @property
     def active(self) -> dict[str, ActiveRun]:
