@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -123,7 +125,11 @@ def test_sigterm_drains_every_worker(scripted_model: ScriptedModel,
         for client, context, _, _ in streams:
             context.__exit__(None, None, None)
             client.close()
+        workers = children(server.process.pid)
         server.kill()
+        for pid in workers:  # a SIGKILLed supervisor leaves its workers behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     assert short[-1].type == "RUN_FINISHED" and text_of(short) == slow_text(10)
     for _, _, _, seen in streams:
