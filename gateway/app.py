@@ -27,16 +27,19 @@ from .config import DEMO_MODEL, Settings, load_settings
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
+from .engine.routed_model import Deployment
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
+from .observability import tracing
 from .observability.logs import RequestIdMiddleware
-from .observability.metrics import MeteredModel, metrics_endpoint
+from .observability.metrics import MeteredModel, metrics_endpoint, time_store_operations
 from .observability.ready import ready
 from .runs.fanout import fanout_over
 from .runs.manager import RunManager
 from .runs.quotas import MemoryCounters, Quotas, RedisCounters
 from .runs.supervisor import RunSupervisor
 from .runs.timings import Timings
+from .shutdown import DrainOnSignals
 from .store.db import create_engine, migrate
 from .store.repository import Store
 
@@ -112,20 +115,28 @@ class CorsOutermost(Starlette):
 def app_from_environment() -> Starlette:
     """The app of one `gateway serve --workers N` worker (each reads the environment itself;
     the parent has already validated it)."""
-    return create_app(load_settings())
+    return create_app(load_settings(), drain_on_signals=True)
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlette:
+    """The gateway as an ASGI app. `drain_on_signals`: on SIGTERM/SIGINT, drain the runs before
+    the server that runs the app stops (`gateway.shutdown`); `gateway serve` sets it, an app
+    embedded in another server leaves signals to that server."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         load_litellm()
         engine = create_engine(settings.database_url, settings.database_pool_size)
         await migrate(engine)
-        store = Store(engine)
-        adapter = model_adapter(settings.model, settings.model_api_base,
-                                settings.model_api_key.get_secret_value()
-                                if settings.model_api_key else None, settings.model_adapter)
-        model = MeteredModel(adapter)
+        store = time_store_operations(Store(engine))
+        adapter = model_adapter(
+            settings.model, settings.model_api_base,
+            settings.model_api_key.get_secret_value() if settings.model_api_key else None,
+            settings.model_adapter,
+            [Deployment(f.model, f.api_base, f.api_key.get_secret_value() if f.api_key else None)
+             for f in settings.model_fallbacks], settings.model_retries)
+        model = MeteredModel(adapter, settings.model)
+        tracing.start()
         stack = contextlib.AsyncExitStack()
         try:
             server_tools = await open_server_tools(settings, stack)
@@ -147,7 +158,8 @@ def create_app(settings: Settings) -> Starlette:
                              idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
                              remote_feed=fanout.feed, signals=fanout.signals, quotas=quotas,
                              run_max_seconds=settings.run_max_seconds,
-                             max_output_tokens=settings.run_max_output_tokens or None)
+                             max_output_tokens=settings.run_max_output_tokens or None,
+                             model_name=settings.model)
         # Lease renewal and failing the runs of dead processes (at start-up too); cancels
         # signalled by other processes: two background tasks for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
@@ -161,7 +173,8 @@ def create_app(settings: Settings) -> Starlette:
             settings.token_ttl_seconds)
         keyring = KeyRing(store, settings.key_cache_seconds)
         app.state.services = Services(settings=settings, store=store, runs=manager, model=model,
-                                      identity=identity, keyring=keyring)
+                                      identity=identity, keyring=keyring, redis=fanout.redis)
+        signals = DrainOnSignals.install(manager) if drain_on_signals else None
         if settings.development_mode and not await keyring.any_usable():
             log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
                         "accepted and all callers share one project. Set it before exposing "
@@ -182,6 +195,8 @@ def create_app(settings: Settings) -> Starlette:
         try:
             yield
         finally:
+            if signals is not None:
+                signals.uninstall()
             supervisor.cancel()
             if lag_monitor is not None:
                 lag_monitor.cancel()
@@ -192,6 +207,7 @@ def create_app(settings: Settings) -> Starlette:
             if isinstance(adapter, DirectModel):
                 await adapter.aclose()
             await engine.dispose()
+            tracing.stop()
 
     return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]),

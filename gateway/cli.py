@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 import sys
-from types import FrameType
 from typing import Any
 
 from . import keys_cli
@@ -201,35 +200,12 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     import uvicorn
 
     from .app import create_app
-    from .shutdown import drain
 
     class Server(uvicorn.Server):
-        """Says where it listens once started (uvicorn is silent about a socket it is given),
-        and drains the runs on the first SIGTERM/SIGINT before letting uvicorn stop (see
-        `gateway.shutdown`); a second signal stops at once."""
-
-        draining = False
-        loop: asyncio.AbstractEventLoop | None = None
-        drain_task: asyncio.Future[None] | None = None  # held so it is not collected
-
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            if self.draining or self.loop is None or not self.started:
-                super().handle_exit(sig, frame)
-                return
-            self.draining = True
-            self.loop.call_soon_threadsafe(self._drain_then_exit, sig, frame)
-
-        def _drain_then_exit(self, sig: int, frame: FrameType | None) -> None:
-            async def run() -> None:
-                try:
-                    await drain(gateway_app.state.services.runs)
-                finally:
-                    super(Server, self).handle_exit(sig, frame)
-
-            self.drain_task = asyncio.ensure_future(run())
+        """Says where it listens once started (uvicorn is silent about a socket it is given).
+        The drain on SIGTERM is the app's own (`gateway.shutdown.DrainOnSignals`)."""
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            self.loop = asyncio.get_running_loop()
             await super().startup(sockets)
             if self.started:
                 url = f"http://{host}:{port}"
@@ -238,8 +214,7 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
-    gateway_app = create_app(settings)
-    app = quiet_startup_failure(gateway_app)
+    app = quiet_startup_failure(create_app(settings, drain_on_signals=True))
     # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
                             timeout_graceful_shutdown=5)

@@ -9,11 +9,20 @@ with different settings in one process.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEMO_MODEL = "gateway/demo"
@@ -70,6 +79,30 @@ def normalise_database_url(raw: str) -> str:
                      + ", ".join(DATABASE_URL_FORMS))
 
 
+class FallbackModel(BaseModel):
+    """One entry of `GATEWAY_MODEL_FALLBACKS`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1, description="litellm model string")
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+
+
+def parse_fallbacks(raw: Any) -> Any:
+    """A JSON list of `{"model", "api_base"?, "api_key"?}` objects, or comma-separated model
+    strings (each reached with its provider's defaults: its URL and its key variable)."""
+    if not isinstance(raw, str):
+        return raw
+    if raw.strip().startswith("["):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ValueError("not a JSON list of {\"model\", \"api_base\", \"api_key\"} "
+                             "objects") from None
+    return [{"model": item} for item in _comma_list(raw)]
+
+
 def _comma_list(raw: Any) -> Any:
     if isinstance(raw, str):
         return tuple(item.strip() for item in raw.split(",") if item.strip())
@@ -111,6 +144,19 @@ class Settings(BaseSettings):
                             "OpenAI-compatible chat-completions stream itself (far less CPU per "
                             "token), `litellm` goes through litellm, `auto` uses `direct` for "
                             "providers litellm knows as OpenAI-compatible and litellm otherwise.")
+    model_fallbacks: Annotated[tuple[FallbackModel, ...], NoDecode] = Field(
+        (), json_schema_extra={"secret_parts": "api_key"},
+        description="Models tried in order when `GATEWAY_MODEL` fails before it streams "
+                    "anything (429, 5xx, timeout, unreachable), through litellm's Router: "
+                    "comma-separated litellm model strings (each reached with its provider's "
+                    "own URL and key variable), or a JSON list of `{\"model\", \"api_base\", "
+                    "\"api_key\"}`. The run's status shows the model that answered. Set, "
+                    "streamed calls go through litellm (not the direct adapter).")
+    model_retries: int = Field(
+        0, ge=0, le=10,
+        description="Retries of each model (`GATEWAY_MODEL` and each fallback) on a retryable "
+                    "failure before streaming, through litellm's Router, before the next "
+                    "fallback is tried. 0: none (the client decides, from `isRetryable`).")
     loop_lag_log_seconds: float = Field(
         0.0, ge=0, description="Benchmarks: every this many seconds, log the event loop's "
                                "largest and 99th-percentile lag (0: off).")
@@ -240,6 +286,7 @@ class Settings(BaseSettings):
         lambda raw: parse_api_keys(raw) if isinstance(raw, str) else raw)
     _parse_origins = field_validator("cors_origins", mode="before")(_comma_list)
     _parse_models = field_validator("models", mode="before")(_comma_list)
+    _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)
 
     @field_validator("oidc_audience")
@@ -296,4 +343,4 @@ def load_settings(**overrides: object) -> Settings:
 
 def _is_secret(field_name: str) -> bool:
     return field_name in {"model_api_key", "api_keys", "database_url", "oauth_hs256_secret",
-                          "token_secret", "redis_url"}
+                          "token_secret", "redis_url", "model_fallbacks"}

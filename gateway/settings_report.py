@@ -54,6 +54,12 @@ def shown_value(name: str, value: Any) -> str:
         return MASK
     if name == "api_keys":
         return ",".join(f"{MASK}:{project}" for project in value.values())
+    if name == "model_fallbacks":  # model (api base, key masked), ...
+        return ",".join(
+            f.model + "".join(f" ({part})" for part in (
+                f.api_base and f"api_base={mask_url(f.api_base)}",
+                f.api_key and f"api_key={MASK}") if part)
+            for f in value)
     if isinstance(value, tuple):
         return ",".join(value)
     if name in ("database_url", "model_api_base"):

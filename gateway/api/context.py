@@ -39,6 +39,7 @@ class Services:
     model: Any
     identity: IdentityProviders
     keyring: KeyRing
+    redis: Any = None  # redis.asyncio.Redis with GATEWAY_REDIS_URL
 
 
 def services(request: Request) -> Services:

@@ -172,6 +172,7 @@ def run_json(run: RunRow) -> dict[str, Any]:
         "pendingToolCalls": run.pending_tool_calls,
         "error": run.error if run.status in ("failed", "cancelled") else None,
         "onDisconnect": run.on_disconnect,
+        "model": run.model,
         "cancelRequested": True if run.cancel_requested_ms is not None
         and run.status in ACTIVE_RUN_STATUSES else None,
     }

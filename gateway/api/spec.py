@@ -117,6 +117,8 @@ CODES: dict[str, ErrorCode] = {
     "LLM_CONTEXT_WINDOW_EXCEEDED": ErrorCode(502, "The thread is too long for the model."),
     "DATABASE_UNAVAILABLE": ErrorCode(503, "The gateway cannot reach its database for a moment "
                                            "(a restart, a network blip); retry shortly."),
+    "REDIS_UNAVAILABLE": ErrorCode(503, "Redis (`GATEWAY_REDIS_URL`) does not answer; the "
+                                        "process should get no traffic until it does."),
     "LLM_UNREACHABLE": ErrorCode(502, "The gateway cannot connect to the model provider "
                                       "(connection refused, unknown host, connect timeout)."),
     "SHUTTING_DOWN": ErrorCode(503, "The gateway is shutting down and starts no new run; retry "
@@ -245,9 +247,10 @@ def scoped(prefix: str) -> tuple[str, ...]:
 OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/health", "health", "Liveness check", "meta", public=True,
               result=dict[str, str]),
-    Operation("GET", "/ready", "ready", "Readiness check: the database answers and the "
-              "process is not shutting down", "meta", public=True, result=dict[str, Any],
-              errors=("DATABASE_UNAVAILABLE", "SHUTTING_DOWN")),
+    Operation("GET", "/ready", "ready", "Readiness check: the database (and Redis, when "
+              "configured) answers and the process is not shutting down", "meta", public=True,
+              result=dict[str, Any], errors=("DATABASE_UNAVAILABLE", "REDIS_UNAVAILABLE",
+                                             "SHUTTING_DOWN")),
     Operation("GET", "/metrics", "metrics", "Prometheus metrics (text exposition format)",
               "meta", public=True, result=str, media_type="text/plain"),
     Operation("GET", "/openapi.json", "openapi", "This OpenAPI document", "meta", public=True,

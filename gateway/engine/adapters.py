@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Literal
 
 from .direct_model import DirectModel
 from .model import LiteLLMModel
+from .routed_model import Deployment, RoutedModel
 
 Adapter = Literal["auto", "litellm", "direct"]
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -28,8 +30,21 @@ class AdapterError(ValueError):
 
 
 def model_adapter(model: str, api_base: str | None, api_key: str | None,
-                  adapter: Adapter = "auto") -> LiteLLMModel | DirectModel:
-    """The adapter for `model`; litellm must already be imported (`app.load_litellm`)."""
+                  adapter: Adapter = "auto", fallbacks: Sequence[Deployment] = (),
+                  retries: int = 0) -> LiteLLMModel | DirectModel:
+    """The adapter for `model`; litellm must already be imported (`app.load_litellm`).
+
+    With fallbacks or retries, litellm's Router makes the streamed calls (`RoutedModel`):
+    resilience is bought with litellm's cost per token, so `direct` cannot be combined with it.
+    """
+    if fallbacks or retries:
+        if adapter == "direct":
+            raise AdapterError("GATEWAY_MODEL_ADAPTER=direct cannot be combined with "
+                               "GATEWAY_MODEL_FALLBACKS or GATEWAY_MODEL_RETRIES (they go "
+                               "through litellm's Router)")
+        log.info("model %s streams through litellm's Router (fallbacks: %s; retries: %d)",
+                 model, ", ".join(f.model for f in fallbacks) or "none", retries)
+        return RoutedModel([Deployment(model, api_base, api_key), *fallbacks], retries)
     fallback = LiteLLMModel(model, api_base, api_key)
     if adapter == "litellm":
         return fallback

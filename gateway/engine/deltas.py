@@ -36,7 +36,14 @@ class Usage:
     output_tokens: int
 
 
-Delta = TextDelta | ReasoningDelta | ToolCallDelta | Finish | Usage
+@dataclass(frozen=True, slots=True)
+class Served:
+    """Which model answered, when it may not be the one asked for (a fallback list)."""
+
+    model: str
+
+
+Delta = TextDelta | ReasoningDelta | ToolCallDelta | Finish | Usage | Served
 
 
 @dataclass(eq=False)

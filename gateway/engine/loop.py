@@ -20,7 +20,7 @@ from partial_json_parser import loads as partial_loads
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.timbal import tool_result_text
-from .deltas import Delta, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .history import COMPONENT_TOOL_PREFIX
 from .model import ModelRequest
 
@@ -61,6 +61,8 @@ class RunInput:
     tool_timeout: float = 30.0
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
     call_counts: dict[str, int] = field(default_factory=dict)
+    # Told which model answered a call when the adapter says (a fallback list).
+    on_model: Callable[[str], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -89,8 +91,9 @@ class Turn:
     """One model call's output, written as Timbal frames as the deltas arrive."""
 
     def __init__(self, sink: FrameSink, components: set[str], server_tools: set[str],
-                 client_tools: set[str]) -> None:
-        self.sink = sink
+                 client_tools: set[str],
+                 on_model: Callable[[str], Awaitable[None]] | None = None) -> None:
+        self.sink, self.on_model = sink, on_model
         self.message_id = new_id()
         self.components, self.server_tools, self.client_tools = (
             components, server_tools, client_tools)
@@ -125,6 +128,8 @@ class Turn:
             await self._close_thinking()
             await self._close_agent()
             await self._tool_call(delta)
+        elif isinstance(delta, Served) and self.on_model is not None:
+            await self.on_model(delta.model)
 
     async def _tool_call(self, delta: ToolCallDelta) -> None:
         call = self.calls.get(delta.index)
@@ -282,7 +287,7 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     for _ in range(run.max_steps):
         client_tools = {t["name"] for t in run.client_tools} - exhausted_tools(run)
         tools = model_tools(run)
-        turn = Turn(sink, components, set(run.server_tools), client_tools)
+        turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model)
         request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,
                                max_tokens=call_max_tokens(run, output_tokens),
                                temperature=run.temperature, model=run.model)

@@ -13,7 +13,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+from .deltas import (
+    Delta,
+    Finish,
+    ModelError,
+    ReasoningDelta,
+    Served,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +58,26 @@ class LiteLLMModel:
     api_key: str | None = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+        stream = await self._open(request)
+        first = True
+        try:
+            async for chunk in stream:
+                if first:
+                    first = False
+                    served = self._served_by(stream)
+                    if served is not None:
+                        yield Served(served)
+                for delta in _deltas(chunk):
+                    yield delta
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise self.failed(exc) from None
+        finally:
+            await stream.aclose()
+
+    async def _open(self, request: ModelRequest) -> Any:
+        """The call's stream (litellm's wrapper), or the call's failure as a `ModelError`."""
         import litellm
 
         params: dict[str, Any] = {
@@ -65,19 +94,13 @@ class LiteLLMModel:
             params["api_key"] = self.api_key
         params.update(request.options())
         try:
-            stream = await litellm.acompletion(**params)
+            return await litellm.acompletion(**params)
         except Exception as exc:
             raise self.failed(exc) from None
-        try:
-            async for chunk in stream:
-                for delta in _deltas(chunk):
-                    yield delta
-        except ModelError:
-            raise
-        except Exception as exc:
-            raise self.failed(exc) from None
-        finally:
-            await stream.aclose()
+
+    def _served_by(self, stream: Any) -> str | None:
+        """Which model answered, when it may not be the one asked (the Router's fallbacks)."""
+        return None
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
                        task: str | None = None) -> str:

@@ -403,6 +403,9 @@ class Run(StrictModel):
     error: RunErrorInfo | None = None
     onDisconnect: Literal["cancel", "continue", "grace"] | None = None
     cancelRequested: bool | None = None
+    model: str | None = Field(None, description="The model that answered the run (the "
+                              "litellm model string; with `GATEWAY_MODEL_FALLBACKS`, the one "
+                              "that served it). Absent until the run has started.")
 
 
 class RunList(StrictModel):

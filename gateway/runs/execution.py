@@ -17,7 +17,7 @@ from ..engine.deltas import Delta, ModelError, Usage
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, RunInput, ServerToolSpec, run_agent
 from ..engine.model import ModelRequest
-from ..observability import logs, metrics
+from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..store.repository import UNAVAILABLE, Store
@@ -49,15 +49,22 @@ class RunExecutor:
                  server_tools: dict[str, ServerToolSpec],
                  lose: Callable[[str], None], retire: Callable[[ActiveRun], None],
                  writer: LogWriter | None = None, run_max_seconds: float | None = None,
-                 max_output_tokens: int | None = None) -> None:
+                 max_output_tokens: int | None = None, model_name: str | None = None) -> None:
         self.store, self.model, self.components = store, model, components
         self.owner, self.timings, self.lease_ms = owner, timings, timings.lease_ms
         self.run_max_seconds, self.max_output_tokens = run_max_seconds, max_output_tokens
         self.max_steps, self.tool_timeout, self.server_tools = max_steps, tool_timeout, server_tools
         self._lose, self._retire = lose, retire
         self.writer = writer
+        self.model_name = model_name  # the configured model, when a run names none
 
     async def execute(self, active: ActiveRun) -> None:
+        run = active.row
+        with tracing.run_span(run.id, run.thread_id,
+                              (run.request or {}).get("model") or self.model_name):
+            await self._execute(active)
+
+    async def _execute(self, active: ActiveRun) -> None:
         run = active.row
         snapshot = run.request or {}
         logs.run_id.set(run.id)  # this task's context: every line it logs names the run
@@ -72,8 +79,9 @@ class RunExecutor:
             await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
                                                runId=run.id))
             now = now_ms()
-            if not await durably(self.store.mark_running(run.id, run.thread_id, self.owner, now,
-                                                         now + self.lease_ms)):
+            if not await durably(self.store.mark_running(
+                    run.id, run.thread_id, self.owner, now, now + self.lease_ms,
+                    model=snapshot.get("model") or self.model_name)):
                 self._lose(run.id)
                 raise asyncio.CancelledError
             if active.phase is RunPhase.STARTING:
@@ -156,10 +164,24 @@ class RunExecutor:
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
+            on_model=self._model_recorder(run.id, snapshot.get("model") or self.model_name),
         )
         model = (TokenCounted(self.model, ticket) if ticket is not None and ticket.counts_tokens
                  else self.model)
         return await run_agent(model, run_input, recorder)
+
+    def _model_recorder(self, run_id: str, expected: str | None
+                        ) -> Callable[[str], Awaitable[None]]:
+        """Records the model that answered when it is not the one the run started with (a
+        fallback served it): one write per change, none on the usual path."""
+        recorded = [expected]
+
+        async def record(model: str) -> None:
+            if model != recorded[0]:
+                recorded[0] = model
+                await self.store.set_run_model(run_id, model)
+
+        return record
 
     async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
         finished = timbal.control(timbal.RUN_FINISHED)
@@ -195,6 +217,7 @@ class RunExecutor:
         committed = await self._committed(run, recorder, frames, commit)
         metrics.RUNS_ENDED.labels(status if committed else "lost",
                                   (error or {}).get("code", "")).inc()
+        tracing.run_ended(status if committed else "lost", (error or {}).get("code"))
         if not committed:
             log.warning("run %s was ended by another process (lease lost) before it could "
                         "finish as %s", run.id, status)

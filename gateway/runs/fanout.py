@@ -18,7 +18,7 @@ class Fanout:
     feed: RunFeed
     signals: Signals
     close: Callable[[], Awaitable[None]]
-    redis: Any = None  # the client, when there is Redis (quotas count in it too)
+    redis: Any = None  # the Redis client, when there is one (quotas count in it, `/ready` pings it)
 
 
 async def _nothing() -> None:

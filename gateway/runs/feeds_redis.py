@@ -23,6 +23,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
@@ -62,7 +63,8 @@ class RedisFeed:
                         pipe.xadd(key, {"ts": entry.ts, "f": json.dumps(entry.frame)},
                                   id=f"0-{entry.seq}")
                     pipe.expire(key, ACTIVE_TTL_SECONDS)
-                    await pipe.execute()
+                    with metrics.timed_redis("append"):
+                        await pipe.execute()
                     published += len(batch)
                     if not healthy:
                         log.info("run %s: publishing to Redis again", live.run_id)

@@ -52,7 +52,7 @@ class RunManager:
                  remote_feed: RunFeed | None = None, signals: Signals | None = None,
                  idempotency_ttl_seconds: float = 86400.0, quotas: Quotas | None = None,
                  run_max_seconds: float | None = None,
-                 max_output_tokens: int | None = None) -> None:
+                 max_output_tokens: int | None = None, model_name: str | None = None) -> None:
         self.store, self.model = store, model
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
         self.quotas = quotas or Quotas(MemoryCounters())
@@ -74,7 +74,8 @@ class RunManager:
             store, model, self.components, owner=self.owner, timings=timings,
             max_steps=max_steps, tool_timeout=tool_timeout, server_tools=server_tools or {},
             lose=self.lose, retire=self.registry.retire, writer=self.log_writer,
-            run_max_seconds=run_max_seconds, max_output_tokens=max_output_tokens)
+            run_max_seconds=run_max_seconds, max_output_tokens=max_output_tokens,
+            model_name=model_name)
 
     @property
     def active(self) -> dict[str, ActiveRun]:

@@ -15,6 +15,7 @@ import logging
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from ..observability import metrics
 from ..store.repository import Store
 from .signals import DatabaseSignals, OnCancel, OnThreadEvent, OwnedRuns, ThreadEvent
 from .timings import Timings
@@ -35,7 +36,8 @@ class RedisSignals:
         # Published first: the owner cancels as soon as it hears, without waiting for the
         # database write; the flag follows for the case the message is lost with Redis.
         try:
-            await self.redis.publish(CANCEL_CHANNEL, run_id)
+            with metrics.timed_redis("publish"):
+                await self.redis.publish(CANCEL_CHANNEL, run_id)
         except (RedisError, OSError) as error:
             log.warning("cancel of run %s not published to Redis (%s); its process will see "
                         "the database flag", run_id, error)
@@ -43,8 +45,9 @@ class RedisSignals:
 
     async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
         try:
-            await self.redis.publish(THREAD_EVENTS_CHANNEL,
-                                     json.dumps({"threadId": thread_id, "event": event}))
+            with metrics.timed_redis("publish"):
+                await self.redis.publish(THREAD_EVENTS_CHANNEL,
+                                         json.dumps({"threadId": thread_id, "event": event}))
         except (RedisError, OSError) as error:
             log.warning("thread event on %s not published (%s)", thread_id, error)
 

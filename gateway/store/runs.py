@@ -50,13 +50,15 @@ class RunQueries(Queries):
             return "started"
 
     async def mark_running(self, run_id: str, thread_id: str, owner: str, now: int,
-                           lease_until: int) -> bool:
-        """queued -> running, only while `owner` still holds the run's lease."""
+                           lease_until: int, model: str | None = None) -> bool:
+        """queued -> running, only while `owner` still holds the run's lease; `model` is the
+        model the run is about to call."""
         async with self.session() as session:
             result = await session.execute(update(RunRow)
                 .where(RunRow.id == run_id, RunRow.lease_owner == owner,
                        RunRow.status.in_(ACTIVE_RUN_STATUSES))
-                .values(status="running", started_ms=now, lease_expires_ms=lease_until)
+                .values(status="running", started_ms=now, lease_expires_ms=lease_until,
+                        model=model)
             )
             if result.rowcount != 1:
                 await session.rollback()
@@ -67,6 +69,12 @@ class RunQueries(Queries):
             )
             await session.commit()
             return True
+
+    async def set_run_model(self, run_id: str, model: str) -> None:
+        """The model that answered the run, when a fallback did (see `mark_running`)."""
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id).values(model=model))
+            await session.commit()
 
     async def finish_run(
         self,

@@ -83,6 +83,18 @@ def test_metrics_count_a_run_its_tokens_and_time_to_first_token(
     ttft = ("gateway_time_to_first_token_seconds_count", ())
     assert after[ttft] == before[ttft] + 1
     assert after[("gateway_active_runs", ())] == 0
+    # One model call: its tokens per second and the gateway's own time per token.
+    for per_call in ("gateway_model_tokens_per_second", "gateway_added_latency_per_token_seconds"):
+        assert after[(f"{per_call}_count", ())] == before.get((f"{per_call}_count", ()), 0) + 1
+        assert after[(f"{per_call}_sum", ())] > before.get((f"{per_call}_sum", ()), 0)
+    # Database latency, by store operation: the run's start was timed while it ran, its end after.
+    started = ("gateway_database_operation_seconds_count", (("operation", "mark_running"),))
+    finished = ("gateway_database_operation_seconds_count", (("operation", "finish_run"),))
+    assert during[started] >= before.get(started, 0) + 1
+    assert after[finished] >= before.get(finished, 0) + 1
+    if "GATEWAY_REDIS_URL" in ops.env:  # the run's live tail went through Redis
+        appended = ("gateway_redis_operation_seconds_count", (("operation", "append"),))
+        assert after[appended] > before.get(appended, 0)
 
 
 def test_json_logs_carry_the_request_id_and_the_run_id(
@@ -115,7 +127,8 @@ def test_ready_checks_the_database_and_health_stays_liveness(ops: GatewayServer)
     with http(ops) as client:
         ready = client.get("/ready")
         assert ready.status_code == 200
-        assert ready.json() == {"status": "ready", "checks": {"database": "ok"}}
+        checks = {"database": "ok", **({"redis": "ok"} if "GATEWAY_REDIS_URL" in ops.env else {})}
+        assert ready.json() == {"status": "ready", "checks": checks}
         assert client.get("/health").json() == {"status": "ok"}
 
 

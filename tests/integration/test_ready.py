@@ -1,26 +1,31 @@
-"""`GET /ready` follows the database: 200 while it answers, 503 `DATABASE_UNAVAILABLE` while it
-is down (PostgreSQL stopped under a running gateway), 200 again once it is back, while
-`/health` (liveness) stays 200 throughout."""
+"""`GET /ready` follows the database and Redis: 200 while they answer, 503
+`DATABASE_UNAVAILABLE` / `REDIS_UNAVAILABLE` while one is down (stopped under a running gateway),
+200 again once it is back, while `/health` (liveness) stays 200 throughout."""
 
 from __future__ import annotations
 
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.engines import RedisServer
 from tests.support.gateway_server import GatewayServer, free_port
 from tests.support.run_stream import wait_for
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
-pytestmark = pytest.mark.skipif(not (PG_BIN / "initdb").exists(),
-                                reason="PostgreSQL 15 is not installed (scripts/test installs it)")
+needs_postgres = pytest.mark.skipif(not (PG_BIN / "initdb").exists(),
+                                    reason="PostgreSQL 15 is not installed (scripts/test "
+                                           "installs it)")
+needs_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                 reason="redis-server is not installed (scripts/test installs it)")
 
 
 class ThrowawayPostgres:
@@ -73,19 +78,51 @@ def postgres() -> Iterator[ThrowawayPostgres]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@needs_postgres
 def test_ready_fails_while_the_database_is_down(postgres: ThrowawayPostgres, tmp_path: Path):
     gateway = GatewayServer(tmp_path / "gw", {"GATEWAY_DATABASE_URL": postgres.url}).start()
     try:
         with httpx.Client(base_url=gateway.url, timeout=30) as client:
             assert client.get("/ready").status_code == 200
             postgres.stop()
-            down = client.get("/ready")
-            assert down.status_code == 503
-            assert down.headers["content-type"] == "application/problem+json"
-            assert down.json()["code"] == "DATABASE_UNAVAILABLE"
-            assert client.get("/health").status_code == 200
-            postgres.start()
-            wait_for(lambda: client.get("/ready").status_code == 200 or None, 30,
-                     what="/ready to recover")
+            assert_unready_until_back(client, "DATABASE_UNAVAILABLE", postgres.start)
     finally:
         gateway.stop()
+
+
+def assert_unready_until_back(client: httpx.Client, code: str, restart: Callable[[], object]
+                              ) -> None:
+    """With a dependency down: /ready is a 503 problem with `code` while /health stays 200;
+    after `restart()`, /ready is 200 again (the gateway reconnects by itself)."""
+    down = client.get("/ready")
+    assert down.status_code == 503
+    assert down.headers["content-type"] == "application/problem+json"
+    assert down.json()["code"] == code
+    assert client.get("/health").status_code == 200
+    restart()
+    wait_for(lambda: client.get("/ready").status_code == 200 or None, 30,
+             what="/ready to recover")
+
+
+@needs_redis
+def test_ready_fails_while_redis_is_down(tmp_path: Path):
+    redis = RedisServer(tmp_path).start()
+    gateway = GatewayServer(tmp_path / "gw", {"GATEWAY_REDIS_URL": redis.url}).start()
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=30) as client:
+            up = client.get("/ready")
+            assert up.status_code == 200
+            assert up.json()["checks"]["redis"] == "ok"
+            assert redis.process is not None
+            redis.process.send_signal(signal.SIGSTOP)  # hung: connected, but no answer
+            try:
+                hung = client.get("/ready")
+            finally:
+                redis.process.send_signal(signal.SIGCONT)
+            assert hung.status_code == 503
+            assert hung.json()["code"] == "REDIS_UNAVAILABLE"
+            redis.stop()  # gone: connection refused
+            assert_unready_until_back(client, "REDIS_UNAVAILABLE", redis.start)
+    finally:
+        gateway.stop()
+        redis.stop()

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.gateway_server import GatewayServer
-from tests.support.run_stream import message
+from tests.support.gateway_server import USER, GatewayServer, read_store
+from tests.support.run_stream import (
+    message,
+    open_stream,
+    read_until,
+    slow_text,
+    slow_turn,
+    started_ids,
+    texts,
+)
 from tests.support.scripted_model import ScriptedModel
-from tests.support.sse import run_events, text_of
+from tests.support.sse import SseEvent, run_events, text_of
 
 
 def test_several_workers_on_sqlite_are_refused_in_one_line(tmp_path: Path) -> None:
@@ -67,3 +80,78 @@ def test_two_workers_serve_runs_on_one_port(scripted_model: ScriptedModel,
         assert answers == [f"Answer {n}." for n in range(4)]
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(engines.backend() != "postgres",
+                    reason="needs the PostgreSQL + Redis configuration")
+def test_sigterm_drains_every_worker(scripted_model: ScriptedModel,
+                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    """SIGTERM to the supervisor reaches each worker, and each drains as one process does:
+    a run that fits in the drain finishes, the others end with one retryable RUN_ERROR, and
+    every thread is released."""
+    server = GatewayServer(tmp_path_factory.mktemp("workers-drain"),
+                           scripted_env(scripted_model, GATEWAY_DRAIN_SECONDS="3"),
+                           args=("--workers", "2"))
+    server.start()
+    assert server.process is not None
+    streams: list[tuple[httpx.Client, Any, Iterator[SseEvent], list[SseEvent]]] = []
+    try:
+        # Long runs until both workers hold one (which worker accepts is the kernel's choice).
+        for _ in range(8):
+            scripted_model.enqueue({"steps": slow_turn(400, 0.05), "stream": True})
+            client = httpx.Client(base_url=server.url, timeout=30, event_hooks=USER,
+                                  headers={"x-api-key": "test-key"})
+            context = open_stream(client, "POST", "/v1/threads/runs",
+                                  json={"message": message("long")})
+            _, events = context.__enter__()
+            streams.append((client, context, events,
+                            read_until(events, lambda seen: texts(seen) >= 1)))
+            owners = read_store(server, lambda store: _owners(store, streams))
+            if len(owners) >= 2:
+                break
+        assert len(owners) == 2, f"runs on one worker only: {owners}"
+        scripted_model.enqueue({"steps": slow_turn(10, 0.1), "stream": True})
+        with httpx.Client(base_url=server.url, timeout=30, event_hooks=USER,
+                          headers={"x-api-key": "test-key"}) as client:
+            with open_stream(client, "POST", "/v1/threads/runs",
+                             json={"message": message("short")}) as (_, events):
+                short = read_until(events, lambda seen: texts(seen) >= 1)
+                server.process.send_signal(signal.SIGTERM)
+                short += list(events)
+        for _, _, events, seen in streams:
+            seen += list(events)
+        server.process.wait(timeout=60)
+    finally:
+        for client, context, _, _ in streams:
+            context.__exit__(None, None, None)
+            client.close()
+        workers = children(server.process.pid)
+        server.kill()
+        for pid in workers:  # a SIGKILLed supervisor leaves its workers behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    assert short[-1].type == "RUN_FINISHED" and text_of(short) == slow_text(10)
+    for _, _, _, seen in streams:
+        errors = [e for e in seen if e.type == "RUN_ERROR"]
+        assert len(errors) == 1 and seen[-1] is errors[0], [e.type for e in seen[-3:]]
+        assert errors[0].data["code"] == "SERVER_SHUTDOWN"
+        assert errors[0].data["isRetryable"] is True
+    thread_ids = [started_ids(seen)[0] for _, _, _, seen in streams]
+    threads = read_store(server, lambda store: _threads(store, thread_ids))
+    assert all(thread.run_status == "idle" for thread in threads), threads
+
+
+async def _owners(store: Any, streams: list[Any]) -> set[str]:
+    """The worker processes (pid in the lease owner) of the streams' runs."""
+    owners = set()
+    for _, _, _, seen in streams:
+        thread_id, run_id = started_ids(seen)
+        run = await store.get_run(run_id)
+        if run is not None and run.lease_owner:
+            owners.add(run.lease_owner.split(":")[1])
+    return owners
+
+
+async def _threads(store: Any, thread_ids: list[str]) -> list[Any]:
+    return [await store.get_thread("default", thread_id) for thread_id in thread_ids]

@@ -36,6 +36,9 @@ def test_api_keys_with_and_without_projects(monkeypatch: pytest.MonkeyPatch) -> 
     ("GATEWAY_API_KEYS", '["k1"]'),
     ("GATEWAY_API_KEYS", ",,"),
     ("GATEWAY_API_KEYS", "k1:bad project"),
+    ("GATEWAY_MODEL_FALLBACKS", '[{"model": "openai/x", "api_bsae": "typo"}]'),
+    ("GATEWAY_MODEL_FALLBACKS", '[{"model": "openai/x"'),
+    ("GATEWAY_MODEL_RETRIES", "11"),
 ])
 def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, name: str,
                                         value: str) -> None:
@@ -43,6 +46,22 @@ def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, name: s
         _load(monkeypatch, **{name: value})
     assert str(error.value).startswith(f"invalid setting {name}")
     assert "\n" not in str(error.value)
+
+
+def test_model_fallbacks_as_model_strings_or_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.settings_report import shown_value
+
+    plain = _load(monkeypatch, GATEWAY_MODEL_FALLBACKS="openai/a, anthropic/b")
+    assert [f.model for f in plain.model_fallbacks] == ["openai/a", "anthropic/b"]
+    assert all(f.api_base is None and f.api_key is None for f in plain.model_fallbacks)
+    listed = _load(monkeypatch, GATEWAY_MODEL_FALLBACKS='[{"model": "openai/c", "api_base": '
+                   '"http://10.0.0.5:8080/v1", "api_key": "sk-fallback-secret"}]')
+    [fallback] = listed.model_fallbacks
+    assert (fallback.model, fallback.api_base) == ("openai/c", "http://10.0.0.5:8080/v1")
+    assert fallback.api_key is not None
+    assert fallback.api_key.get_secret_value() == "sk-fallback-secret"
+    shown = shown_value("model_fallbacks", listed.model_fallbacks)
+    assert "openai/c" in shown and "sk-fallback-secret" not in shown
 
 
 def test_a_bad_key_list_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
