@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
@@ -49,7 +49,7 @@ class MeteredModel:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
-    async def stream(self, request: Any) -> AsyncIterator[Delta]:
+    async def stream(self, request: Any) -> AsyncGenerator[Delta, None]:
         started = time.perf_counter()
         first = True
         try:
