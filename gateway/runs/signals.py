@@ -46,6 +46,19 @@ class Signals(Protocol):
         ...
 
 
+async def deliver_in_order(events: asyncio.Queue[tuple[str, ThreadEvent]],
+                           on_thread_event: OnThreadEvent) -> None:
+    """Deliver thread events one at a time, in arrival order, apart from the listener that
+    received them: a delivery awaits (it writes a frame), and a cancel must never wait behind
+    one. Until cancelled."""
+    while True:
+        thread_id, event = await events.get()
+        try:
+            await on_thread_event(thread_id, event)
+        except Exception:
+            log.exception("delivering a thread event on %s failed", thread_id)
+
+
 class DatabaseSignals:
     def __init__(self, store: Store, timings: Timings) -> None:
         self.store, self.poll_seconds = store, timings.cancel_poll_seconds

@@ -24,7 +24,14 @@ import asyncpg
 from sqlalchemy import text
 
 from ..store.repository import UNAVAILABLE, Store
-from .signals import DatabaseSignals, OnCancel, OnThreadEvent, OwnedRuns, ThreadEvent
+from .signals import (
+    DatabaseSignals,
+    OnCancel,
+    OnThreadEvent,
+    OwnedRuns,
+    ThreadEvent,
+    deliver_in_order,
+)
 from .timings import Timings
 
 CANCEL_CHANNEL = "gateway_cancel"
@@ -86,33 +93,29 @@ class PostgresSignals:
     async def _listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                       on_thread_event: OnThreadEvent) -> None:
         """Until the connection is lost: cancels at once (in the driver's callback), thread
-        events in order through a queue (delivering one awaits)."""
-        events: asyncio.Queue[str | None] = asyncio.Queue()
+        events in order, apart (delivering one awaits)."""
+        events: asyncio.Queue[tuple[str, ThreadEvent]] = asyncio.Queue()
+        lost = asyncio.Event()
 
         def heard(_connection: object, _pid: int, channel: str, payload: str) -> None:
             if channel == THREAD_EVENTS_CHANNEL:
-                events.put_nowait(payload)
+                body = json.loads(payload)
+                events.put_nowait((body["threadId"], body["event"]))
             elif payload in owned():
                 on_cancel(payload)
 
         connection = await asyncpg.connect(self.dsn, timeout=5)
+        delivering = asyncio.create_task(deliver_in_order(events, on_thread_event))
         try:
-            connection.add_termination_listener(lambda _connection: events.put_nowait(None))
+            connection.add_termination_listener(lambda _connection: lost.set())
             await connection.add_listener(CANCEL_CHANNEL, heard)
             await connection.add_listener(THREAD_EVENTS_CHANNEL, heard)
-            while True:
+            while not lost.is_set():
                 try:
-                    payload = await asyncio.wait_for(events.get(), HEALTH_SECONDS)
+                    await asyncio.wait_for(lost.wait(), HEALTH_SECONDS)
                 except TimeoutError:
                     # A connection cut without a FIN shows only when it is used.
                     await connection.fetchval("SELECT 1", timeout=HEALTH_SECONDS)
-                    continue
-                if payload is None:
-                    return
-                body = json.loads(payload)
-                try:
-                    await on_thread_event(body["threadId"], body["event"])
-                except Exception:
-                    log.exception("delivering a thread event on %s failed", body["threadId"])
         finally:
+            delivering.cancel()
             connection.terminate()
