@@ -12,7 +12,8 @@ and real gateway processes:
 - cancel: `DELETE` for a run of A, sent to process B (the cancel travels by Redis pub/sub) and,
   interleaved with it as the control, to A itself (no signal at all): to the upstream model
   seeing its stream closed, to the subscriber's `RUN_ERROR`, to the DELETE's answer. What the
-  two share (the request, the database reads, the run's end) shows what the signal adds;
+  two share (the request, the database reads, the run's end) shows what the signal adds. Then
+  the same across two processes on PostgreSQL without Redis (`LISTEN`/`NOTIFY`);
 - capacity: `gateway serve --workers 1` and `--workers 2` in front of the paced upstream of
   `bench/concurrency.py` (its own process; each token stamped with the monotonic time it left).
   C runs at once (started over one second, `--rate` tokens a second for `--seconds`), read by
@@ -290,6 +291,25 @@ def cancels(model: ScriptedModel, owner: httpx.Client, canceller: httpx.Client, 
             summary(f"cancel, {label}: DELETE answered", [s[0] for s in samples])]
 
 
+def notify_cancels(model: ScriptedModel, workdir: Path, env: dict[str, str], runs: int
+                   ) -> list[str]:
+    """The cancel on another process without Redis: PostgreSQL's LISTEN/NOTIFY carries it."""
+    env = {**env, "GATEWAY_REDIS_URL": ""}
+    a, b = GatewayServer(workdir, env), GatewayServer(workdir, env)
+    try:
+        a.start()
+        b.start()
+        with httpx.Client(base_url=a.url, timeout=30) as on_a, \
+                httpx.Client(base_url=b.url, timeout=30) as on_b:
+            for _ in range(3):
+                cancel(model, on_a, on_b)
+            lines = cancels(model, on_a, on_b, "other process, no Redis (NOTIFY)", runs)
+        return [*lines, f"  load average: {os.getloadavg()}"]
+    finally:
+        a.stop()
+        b.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -331,6 +351,7 @@ def main() -> None:
                     lines.append(f"  load average: {os.getloadavg()}")
             a.stop()
             b.stop()
+            lines += notify_cancels(model, workdir / "without-redis", env, options.runs)
         if not options.skip_capacity:
             upstream = Source("upstream")
             rows: list[dict[str, Any]] = []
