@@ -1,19 +1,28 @@
 """Scaled out on PostgreSQL + Redis: cross-process follow lag, cross-process cancel, and how many
 concurrent runs one worker and two workers carry.
 
-    .venv/bin/python -m bench.scale_out [--runs 30] [--skip-capacity]
+    .venv/bin/python -m bench.scale_out [--runs 30] [--skip-capacity | --only-capacity]
 
-Starts a throwaway PostgreSQL and Redis (as `tests/` does with `GATEWAY_TEST_BACKEND=postgres`),
-the scripted OpenAI-compatible model in this process, and real gateway processes:
+Starts a throwaway PostgreSQL and Redis (as `tests/` does with `GATEWAY_TEST_BACKEND=postgres`)
+and real gateway processes:
 
-- lag: a run on process A (tokens 10 ms apart) is read at once by its own client on A and by a
-  subscriber on process B (through the run's Redis stream); for each live event, the time B
-  received it minus the time A's client did;
-- cancel: `DELETE` sent to process B for a run of process A, to the upstream model seeing its
-  stream closed (the cancel travels by Redis pub/sub);
-- capacity: `gateway serve --workers 1` and `--workers 2`; C runs at once (each 100 tokens,
-  20 ms apart), growing C by half while the p99 gap between consecutive events at the clients stays
-  under the bound (`--bound-ms`, default 100); prints the largest C that held.
+- lag: a run on process A (tokens 10 ms apart, from the scripted model in this process) is read
+  at once by its own client on A and by a subscriber on process B (through the run's Redis
+  stream); for each live event, the time B received it minus the time A's client did;
+- cancel: `DELETE` for a run of A, sent to process B (the cancel travels by Redis pub/sub) and,
+  interleaved with it as the control, to A itself (no signal at all): to the upstream model
+  seeing its stream closed, to the subscriber's `RUN_ERROR`, to the DELETE's answer. What the
+  two share (the request, the database reads, the run's end) shows what the signal adds. Then
+  the same across two processes on PostgreSQL without Redis (`LISTEN`/`NOTIFY`);
+- capacity: `gateway serve --workers 1` and `--workers 2` in front of the paced upstream of
+  `bench/concurrency.py` (its own process; each token stamped with the monotonic time it left).
+  C runs at once (started over one second, `--rate` tokens a second for `--seconds`), read by
+  `--readers` client processes that use nothing but asyncio sockets and a regular expression
+  for the stamps; C grows by half while every run finishes and the added latency (token
+  arrival at the client minus its departure from the upstream) stays within `--bound-ms` at
+  p99. Prints the largest C that held, and per level the CPU (% of one core, over the level's
+  wall time, from /proc) of the gateway processes, PostgreSQL, Redis, the upstream, the
+  clients, and whatever else the machine ran meanwhile (other jobs).
 
 Prints median / p90 / p99 / max in milliseconds. Not part of the pass/fail suite.
 """
@@ -21,23 +30,26 @@ Prints median / p90 / p99 / max in milliseconds. Not part of the pass/fail suite
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import multiprocessing
 import os
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from bench.lifecycle import cancel, summary
+from bench.concurrency import STAMP, Source, cpu_seconds
+from bench.lifecycle import BODY, cancel, summary
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.gateway_server import GatewayServer
-from tests.support.run_stream import ids, message, open_stream, slow_turn, started_ids
+from tests.support.run_stream import ids, open_stream, slow_turn, started_ids
 from tests.support.scripted_model import ScriptedModel
-
-BODY = {"message": message("bench"), "thread": {"userKey": "bench"}}
 
 
 def follow_lag(model: ScriptedModel, on_a: httpx.Client, on_b: httpx.Client) -> list[float]:
@@ -67,53 +79,249 @@ def follow_lag(model: ScriptedModel, on_a: httpx.Client, on_b: httpx.Client) -> 
     return [at_b[i] - at_a[i] for i in live]
 
 
-def capacity(model: ScriptedModel, url: str, concurrent: int) -> float:
-    """p99 gap (s) between consecutive events at the clients of `concurrent` runs at once."""
-    for _ in range(concurrent):
-        model.enqueue({"steps": slow_turn(100, 0.02), "stream": True})
+# ---- capacity: one worker against two --------------------------------------------------------
 
-    def one(_: int) -> list[float]:
-        gaps, last = [], None
-        with httpx.Client(base_url=url, timeout=60) as client:
-            with open_stream(client, "POST", "/v1/threads/runs", json=BODY) as (_, events):
-                for event in events:
-                    now = time.perf_counter()
-                    if last is not None and event.type == "TEXT_MESSAGE_CONTENT":
-                        gaps.append(now - last)
-                    last = now
-        return gaps
-
-    with ThreadPoolExecutor(concurrent) as pool:
-        gaps = sorted(g for run in pool.map(one, range(concurrent)) for g in run)
-    return gaps[min(len(gaps) - 1, round(0.99 * (len(gaps) - 1)))]
+def tree_cpu(roots: list[int]) -> float:
+    """CPU seconds (user + system) of the processes `roots` and all their descendants."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
+            except (OSError, IndexError):
+                continue
+    members, grew = set(roots), True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in members} - members
+        members |= more
+        grew = bool(more)
+    return sum(cpu_seconds_or_zero(pid) for pid in members)
 
 
-def max_concurrency(model: ScriptedModel, workdir: Path, workers: int, bound: float,
-                    limit: int) -> tuple[int, list[str]]:
-    server = GatewayServer(workdir / f"w{workers}", scripted_env(model),
-                           args=("--workers", str(workers)))
-    server.start()
-    held, notes, concurrent = 0, [], 4
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds_or_zero(pid: int) -> float:
     try:
-        capacity(model, server.url, 2)  # warm up
-        while concurrent <= limit:
-            p99 = capacity(model, server.url, concurrent)
-            notes.append(f"  workers={workers} runs at once={concurrent:<4} p99 gap "
-                         f"{p99 * 1000:7.1f} ms")
-            if p99 > bound:
+        return cpu_seconds(pid)
+    except (OSError, IndexError):
+        return 0.0  # exited meanwhile
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, every core, every job."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
+async def read_raw(host: str, port: int, prompt: str, delay: float) -> tuple[list[float], bool]:
+    """One run through the gateway, read off the socket with nothing but asyncio: per stamped
+    token, arrival minus the time it left the upstream (ms); and whether the run finished."""
+    await asyncio.sleep(delay)
+    body = json.dumps({"message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
+                       "thread": {"userKey": "bench"}}).encode()
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(b"POST /v1/threads/runs HTTP/1.1\r\nHost: bench\r\nx-api-key: bench\r\n"
+                 b"accept: text/event-stream\r\ncontent-type: application/json\r\n"
+                 b"connection: close\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body))
+    latencies: list[float] = []
+    carry, ended = b"", False
+    try:
+        while not ended:
+            piece = await reader.read(65536)
+            if not piece:
                 break
-            held, concurrent = concurrent, concurrent + max(4, concurrent // 2)
+            now = time.monotonic_ns()
+            data = carry + piece
+            end = 0
+            for match in STAMP.finditer(data):
+                latencies.append((now - int(match.group(2))) / 1e6)
+                end = match.end()
+            ended = b'"RUN_FINISHED"' in data
+            carry = data[end:][-200:]
+    finally:
+        writer.close()
+    return latencies, ended
+
+
+def reader_process(url: str, count: int, tokens: int, rate: int, start_at: float,
+                   spread: float, out: Any) -> None:
+    """A reader process: `count` runs, their starts spread evenly over `spread` seconds from
+    `start_at`; sends back the latencies, how many finished, and its own CPU time."""
+    import resource
+
+    import uvloop
+
+    host, port = url.removeprefix("http://").split(":")
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    async def read_all() -> tuple[list[Any], float]:
+        await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+        started = cpu()  # the reading only, not this process's start-up
+        results = await asyncio.gather(*(
+            read_raw(host, int(port), f"paced {tokens} {rate}", spread * i / count)
+            for i in range(count)), return_exceptions=True)
+        return results, cpu() - started
+
+    results, used = uvloop.run(read_all())
+    done = [r for r in results if isinstance(r, tuple)]
+    out.send({"latencies": [x for r in done for x in r[0]],
+              "finished": sum(r[1] and len(r[0]) == tokens for r in done),
+              "errors": sorted({f"{type(r).__name__}: {r}"[:120] for r in results
+                                if isinstance(r, BaseException)}),
+              "cpu": used})
+    out.close()
+
+
+@dataclass
+class Parties:
+    """The processes whose CPU a level reports, each a list of process-tree roots."""
+
+    gateway: list[int]
+    upstream: list[int]
+    postgres: list[int]
+    redis: list[int]
+
+
+def level(url: str, parties: Parties, runs: int, rate: int, seconds: float,
+          readers: int) -> dict[str, Any]:
+    """`runs` runs at once (started over the first second), `seconds` of tokens at `rate` each:
+    the per-token added latency and everyone's CPU, in % of one core over the level's wall."""
+    tokens = max(1, int(seconds * rate))
+    context = multiprocessing.get_context("spawn")
+    shares = [s for s in (runs // readers + (i < runs % readers) for i in range(readers)) if s]
+    start_at = time.monotonic() + 2.0
+    pipes, processes = [], []
+    for share in shares:
+        receiver, sender = context.Pipe(duplex=False)
+        process = context.Process(target=reader_process,
+                                  args=(url, share, tokens, rate, start_at, 1.0, sender))
+        process.start()
+        pipes.append(receiver)
+        processes.append(process)
+    while time.monotonic() < start_at:
+        time.sleep(0.01)
+    groups = {name: getattr(parties, name) for name in ("gateway", "upstream", "postgres",
+                                                        "redis")}
+    before = {name: tree_cpu(roots) for name, roots in groups.items()}
+    busy_before, total_before = machine_busy()
+    results = [receiver.recv() for receiver in pipes]
+    wall = time.monotonic() - start_at
+    busy_after, total_after = machine_busy()
+    cpu = {name: tree_cpu(roots) - before[name] for name, roots in groups.items()}
+    for process in processes:
+        process.join()
+    cpu["clients"] = sum(r["cpu"] for r in results)
+    latencies = sorted(x for r in results for x in r["latencies"])
+    cores = (total_after - total_before) / wall
+    machine = 100 * (busy_after - busy_before) / wall
+    row = {"runs": runs, "finished": sum(r["finished"] for r in results),
+           "latency_p50_ms": round(percentile(latencies, 0.5), 1),
+           "latency_p99_ms": round(percentile(latencies, 0.99), 1),
+           **{f"cpu_{name}": round(100 * seconds_ / wall) for name, seconds_ in cpu.items()},
+           "cpu_machine": round(machine), "cores": round(cores),
+           "errors": sorted({e for r in results for e in r["errors"]})[:3]}
+    row["cpu_others"] = max(0, row["cpu_machine"] - sum(
+        row[f"cpu_{name}"] for name in ("gateway", "upstream", "postgres", "redis", "clients")))
+    return row
+
+
+def percentile(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
+
+
+def max_concurrency(workdir: Path, upstream: Source, workers: int, options: argparse.Namespace
+                    ) -> tuple[int, list[dict[str, Any]]]:
+    """The largest C (growing by half) whose runs all finish with the added latency p99 within
+    the bound, on `gateway serve --workers N`."""
+    assert engines.ENGINES is not None
+    server = GatewayServer(workdir / f"w{workers}", {
+        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
+        "GATEWAY_MODEL_API_KEY": "sk-bench"}, args=("--workers", str(workers)))
+    server.start()
+    assert server.process is not None
+    postmaster = int((engines.ENGINES.postgres.dir / "data" / "postmaster.pid")
+                     .read_text().split()[0])
+    redis = engines.ENGINES.redis.process
+    parties = Parties([server.process.pid], [upstream.pid], [postmaster],
+                      [redis.pid] if redis is not None else [])
+    held, rows, runs = 0, [], options.start_concurrent
+    try:
+        level(server.url, parties, 2 * workers, options.rate, 1.0, 1)  # warm every worker up
+        while runs <= options.max_concurrent:
+            row = {"workers": workers, **level(server.url, parties, runs, options.rate,
+                                               options.seconds, options.readers)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if row["finished"] < runs or row["latency_p99_ms"] > options.bound_ms:
+                break
+            held, runs = runs, max(runs + 1, round(runs * 1.5))
     finally:
         server.stop()
-    return held, notes
+    return held, rows
+
+
+CAPACITY_COLUMNS = [("workers", "workers"), ("runs", "C"), ("finished", "finished"),
+                    ("latency_p50_ms", "added p50 ms"), ("latency_p99_ms", "added p99 ms"),
+                    ("cpu_gateway", "gateway %"), ("cpu_postgres", "PostgreSQL %"),
+                    ("cpu_redis", "Redis %"), ("cpu_upstream", "upstream %"),
+                    ("cpu_clients", "clients %"), ("cpu_others", "other jobs %"),
+                    ("cpu_machine", "machine %")]
+
+
+def capacity_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| " + " | ".join(title for _, title in CAPACITY_COLUMNS) + " |",
+             "|" + "---:|" * len(CAPACITY_COLUMNS)]
+    lines += ["| " + " | ".join(str(row[key]) for key, _ in CAPACITY_COLUMNS) + " |"
+              for row in rows]
+    return lines
+
+
+def cancels(model: ScriptedModel, owner: httpx.Client, canceller: httpx.Client, label: str,
+            runs: int) -> list[str]:
+    samples = [cancel(model, owner, canceller) for _ in range(runs)]
+    return [summary(f"cancel, {label}: upstream closed", [s[2] for s in samples]),
+            summary(f"cancel, {label}: RUN_ERROR at subscriber", [s[1] for s in samples]),
+            summary(f"cancel, {label}: DELETE answered", [s[0] for s in samples])]
+
+
+def notify_cancels(model: ScriptedModel, workdir: Path, env: dict[str, str], runs: int
+                   ) -> list[str]:
+    """The cancel on another process without Redis: PostgreSQL's LISTEN/NOTIFY carries it."""
+    env = {**env, "GATEWAY_REDIS_URL": ""}
+    a, b = GatewayServer(workdir, env), GatewayServer(workdir, env)
+    try:
+        a.start()
+        b.start()
+        with httpx.Client(base_url=a.url, timeout=30) as on_a, \
+                httpx.Client(base_url=b.url, timeout=30) as on_b:
+            for _ in range(3):
+                cancel(model, on_a, on_b)
+            lines = cancels(model, on_a, on_b, "other process, no Redis (NOTIFY)", runs)
+        return [*lines, f"  load average: {os.getloadavg()}"]
+    finally:
+        a.stop()
+        b.stop()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--bound-ms", type=float, default=100.0)
-    parser.add_argument("--max-concurrent", type=int, default=256)
+    parser.add_argument("--bound-ms", type=float, default=50.0,
+                        help="capacity: largest added latency p99 a level may have")
+    parser.add_argument("--rate", type=int, default=50, help="capacity: tokens per second")
+    parser.add_argument("--seconds", type=float, default=4.0, help="capacity: a run's length")
+    parser.add_argument("--readers", type=int, default=2, help="capacity: client processes")
+    parser.add_argument("--start-concurrent", type=int, default=10)
+    parser.add_argument("--max-concurrent", type=int, default=600)
     parser.add_argument("--skip-capacity", action="store_true")
+    parser.add_argument("--only-capacity", action="store_true")
     options = parser.parse_args()
 
     engines.ENGINES = engines.Engines().start()
@@ -122,33 +330,41 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-scale-out-"))
     env = scripted_env(model)
     a, b = GatewayServer(workdir, env), GatewayServer(workdir, env)
-    lines = [f"load average before: {os.getloadavg()}"]
+    lines = [f"{os.cpu_count()} cores; load average before: {os.getloadavg()}"]
     try:
-        a.start()
-        b.start()
-        with httpx.Client(base_url=a.url, timeout=30) as on_a, \
-                httpx.Client(base_url=b.url, timeout=30) as on_b:
-            for _ in range(3):  # warm up both processes
-                follow_lag(model, on_a, on_b)
-                cancel(model, on_a, on_b)
-            lag = [s for _ in range(options.runs) for s in follow_lag(model, on_a, on_b)]
-            lines.append(summary("follow lag, other process (Redis stream), per event", lag))
-            samples = [cancel(model, on_a, on_b) for _ in range(options.runs)]
-            lines += [
-                summary("cancel on other process: DELETE answered", [s[0] for s in samples]),
-                summary("cancel on other process: RUN_ERROR at subscriber",
-                        [s[1] for s in samples]),
-                summary("cancel on other process: upstream closed", [s[2] for s in samples]),
-            ]
-        a.stop()
-        b.stop()
+        if not options.only_capacity:
+            a.start()
+            b.start()
+            with httpx.Client(base_url=a.url, timeout=30) as on_a, \
+                    httpx.Client(base_url=b.url, timeout=30) as on_b:
+                for _ in range(3):  # warm up both processes
+                    follow_lag(model, on_a, on_b)
+                    cancel(model, on_a, on_b)
+                    cancel(model, on_a, on_a)
+                lag = [s for _ in range(options.runs) for s in follow_lag(model, on_a, on_b)]
+                lines.append(summary("follow lag, other process (Redis stream), per event", lag))
+                lines.append(f"  load average: {os.getloadavg()}")
+                # Interleaved in pairs, so that load from other jobs hits both alike.
+                for _ in range(2):
+                    lines += cancels(model, on_a, on_b, "other process", options.runs // 2)
+                    lines += cancels(model, on_a, on_a, "same process", options.runs // 2)
+                    lines.append(f"  load average: {os.getloadavg()}")
+            a.stop()
+            b.stop()
+            lines += notify_cancels(model, workdir / "without-redis", env, options.runs)
         if not options.skip_capacity:
-            for workers in (1, 2):
-                held, notes = max_concurrency(model, workdir, workers, options.bound_ms / 1000,
-                                              options.max_concurrent)
-                lines += notes
-                lines.append(f"workers={workers}: {held} runs at once within a p99 gap of "
-                             f"{options.bound_ms:.0f} ms")
+            upstream = Source("upstream")
+            rows: list[dict[str, Any]] = []
+            try:
+                for workers in (1, 2):
+                    held, found = max_concurrency(workdir, upstream, workers, options)
+                    rows += found
+                    lines.append(f"workers={workers}: {held} runs at once ({options.rate} tokens/s "
+                                 f"each) with an added latency p99 within {options.bound_ms:.0f} ms"
+                                 f"; load average {os.getloadavg()}")
+            finally:
+                upstream.stop()
+            lines += capacity_table(rows)
         lines.append(f"load average after: {os.getloadavg()}")
         print("\n".join(lines))
     finally:

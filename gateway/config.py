@@ -128,9 +128,10 @@ class Settings(BaseSettings):
                     "`max_connections`. Not used with SQLite.")
     redis_url: str | None = Field(
         None, json_schema_extra={"secret_parts": "password"},
-        description="`redis://host:port/db`: live tails and cancels across processes go "
-                    "through Redis (streams and pub/sub) instead of database polling. Unset: "
-                    "one process, or several that poll the database.")
+        description="`redis://host:port/db`: live tails, cancels and state updates across "
+                    "processes go through Redis (streams and pub/sub). Unset: processes "
+                    "sharing a database follow each other's runs by polling it, and on "
+                    "PostgreSQL send cancels and state updates by LISTEN/NOTIFY.")
     model: str = Field(
         DEMO_MODEL, min_length=1,
         description="The litellm model string (`openai/gpt-4o-mini`, `anthropic/...`); "

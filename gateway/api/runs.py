@@ -13,6 +13,7 @@ that it is disconnected (it can resume with its cursor). The run and other reade
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -151,9 +152,10 @@ async def run_thread(request: Request) -> Response:
 
 
 async def run_in_thread(request: Request) -> RunRow:
-    thread = await thread_for(request, scope_optional=True)
+    # Both reads at once: on a cancel they are the wait before the signal can leave.
     run_id = request.path_params["run_id"]
-    run = await services(request).store.get_run(run_id)
+    thread, run = await asyncio.gather(thread_for(request, scope_optional=True),
+                                       services(request).store.get_run(run_id))
     if run is None or run.thread_id != thread.id:
         raise ApiError(404, "RUN_NOT_FOUND", f"Run {run_id} not found on thread {thread.id}",
                        threadId=thread.id, runId=run_id)
@@ -215,7 +217,7 @@ async def cancel_run(request: Request) -> Response:
     """Cancel a run; idempotent. A run that already ended reports how it ended (200); a run in
     another process that has not ended yet after a few seconds is still being cancelled (202)."""
     run = await run_in_thread(request)
-    final = await services(request).runs.cancel(run.id) or run
+    final = await services(request).runs.cancel(run.id, run) or run
     active = final.status in ACTIVE_RUN_STATUSES
     return JSONResponse({"runId": run.id, "status": final.status, **(
         {"cancelRequested": True} if active else {})}, status_code=202 if active else 200)

@@ -10,8 +10,9 @@ databases or HTTP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,7 +31,7 @@ class FrameSink(Protocol):
 
 
 class Model(Protocol):
-    def stream(self, request: ModelRequest) -> AsyncIterator[Delta]: ...
+    def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]: ...
 
 
 ServerTool = Callable[[dict[str, Any]], Awaitable[Any]]
@@ -292,10 +293,14 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
                                max_tokens=call_max_tokens(run, output_tokens),
                                temperature=run.temperature, model=run.model)
         try:
-            async for delta in model.stream(request):
-                if isinstance(delta, Usage):
-                    output_tokens += delta.output_tokens
-                await turn.feed(delta)
+            # aclosing: a cancel that lands outside the stream (while a frame is saved) closes
+            # the upstream now, before the partial answer is written, not when the generator
+            # is collected.
+            async with contextlib.aclosing(model.stream(request)) as deltas:
+                async for delta in deltas:
+                    if isinstance(delta, Usage):
+                        output_tokens += delta.output_tokens
+                    await turn.feed(delta)
         except asyncio.CancelledError:
             await turn.close(cancelled=True)
             raise

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import inspect
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
@@ -83,7 +83,7 @@ class MeteredModel:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
-    async def stream(self, request: Any) -> AsyncIterator[Delta]:
+    async def stream(self, request: Any) -> AsyncGenerator[Delta, None]:
         clock = time.perf_counter
         started = clock()
         first = last = 0.0

@@ -168,10 +168,21 @@ class ComponentStates:
                                          "base": base, "old": old, "new": new, "ops": ops})
 
     async def deliver(self, thread_id: str, event: dict[str, Any]) -> None:
-        """A thread event another process published: publish it to our run on the thread."""
-        if event.get("kind") == "component_state":
-            await self._publish_here(thread_id, event["componentId"], event["base"],
-                                     event["old"], event["new"], event["ops"])
+        """A thread event another process published: publish it to our run on the thread.
+        One sent as a reference only (`reload`: it was too large for the channel) is read
+        back from the database and sent whole."""
+        if event.get("kind") != "component_state":
+            return
+        if event.get("reload"):
+            if self.runs.active_run_for_thread(thread_id) is None:
+                return
+            row = await self._row(thread_id, event["componentId"])
+            state = row.state or {}
+            await self._publish_here(thread_id, row.id, row.revision - 1, state, state,
+                                     [{"op": "replace", "path": "", "value": state}])
+            return
+        await self._publish_here(thread_id, event["componentId"], event["base"],
+                                 event["old"], event["new"], event["ops"])
 
     async def _publish_here(self, thread_id: str, component_id: str, base: int,
                             old: dict[str, Any], new: dict[str, Any],

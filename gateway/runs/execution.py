@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from ..engine.deltas import Delta, ModelError, Usage
@@ -251,8 +251,8 @@ class TokenCounted:
     def __init__(self, model: Model, ticket: Ticket) -> None:
         self.model, self.ticket = model, ticket
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
-        async with contextlib.aclosing(self.model.stream(request)) as deltas:  # type: ignore[type-var]
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
+        async with contextlib.aclosing(self.model.stream(request)) as deltas:
             async for delta in deltas:
                 if isinstance(delta, Usage):
                     await self.ticket.add_tokens(delta.input_tokens + delta.output_tokens)

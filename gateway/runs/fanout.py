@@ -26,9 +26,17 @@ async def _nothing() -> None:
 
 
 def fanout_over(redis_url: str | None, store: Store, timings: Timings) -> Fanout:
-    """Redis streams and pub/sub with `redis_url`; else database polling (one process, or a
-    few sharing a database, as before Redis)."""
+    """Redis streams and pub/sub with `redis_url`; else database polling for run feeds and,
+    on PostgreSQL, LISTEN/NOTIFY for signals (on SQLite, the database flag alone: one
+    process, or a few sharing a file)."""
     if not redis_url:
+        url = store.engine.url
+        if url.get_backend_name() == "postgresql":
+            from .signals_pg import PostgresSignals
+
+            dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+            return Fanout(DatabaseFeed(store, timings), PostgresSignals(store, dsn, timings),
+                          _nothing)
         return Fanout(DatabaseFeed(store, timings), DatabaseSignals(store, timings), _nothing)
     from redis.asyncio import Redis
 

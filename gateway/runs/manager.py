@@ -163,8 +163,10 @@ class RunManager:
 
     # -- cancelling -----------------------------------------------------------------------------
 
-    async def cancel(self, run_id: str) -> RunRow | None:
+    async def cancel(self, run_id: str, row: RunRow | None = None) -> RunRow | None:
         """Cancel a run wherever it executes; the run as it stands afterwards (None: unknown).
+        `row` is the run as the caller just read it, which saves reading it again before the
+        signal leaves.
 
         Here, its task is cancelled at once. In another process, the cancel is signalled to it
         (`signals`); this waits (bounded) for the outcome. A run whose process died (lease
@@ -175,7 +177,8 @@ class RunManager:
             self.request_local_cancel(run_id)
             await asyncio.shield(active.done.wait())
             return await self.store.get_run(run_id)
-        row = await self.store.get_run(run_id)
+        if row is None:
+            row = await self.store.get_run(run_id)
         if row is None or row.status not in ACTIVE_RUN_STATUSES:
             return row
         now = now_ms()

@@ -4,10 +4,11 @@ run streaming on that thread in another.
 
 The database flag is the durable signal: it is always written, and every process polls it for
 the runs it owns (one query per tick, only while it runs something), so a cancel is never lost
-even when a faster channel is down. `DatabaseSignals` is that alone; `signals_redis` adds
-Redis pub/sub in front of it, which delivers within milliseconds instead of a poll interval.
-Thread events have no durable form (the state itself is in the database): without Redis they
-reach only the runs of the process they were made on, as before Redis.
+even when a faster channel is down. `DatabaseSignals` is that alone; `signals_redis` (Redis
+pub/sub) and `signals_pg` (PostgreSQL LISTEN/NOTIFY, when there is no Redis) add a channel in
+front of it that delivers within milliseconds instead of a poll interval. Thread events have no
+durable form (the state itself is in the database): they travel on that channel, and on SQLite,
+which has none, they reach only the runs of the process they were made on.
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ class Signals(Protocol):
         """Call `on_cancel(run_id)` for each cancel requested for one of the `owned()` runs,
         and `on_thread_event` for each event another process published; until cancelled."""
         ...
+
+
+async def deliver_in_order(events: asyncio.Queue[tuple[str, ThreadEvent]],
+                           on_thread_event: OnThreadEvent) -> None:
+    """Deliver thread events one at a time, in arrival order, apart from the listener that
+    received them: a delivery awaits (it writes a frame), and a cancel must never wait behind
+    one. Until cancelled."""
+    while True:
+        thread_id, event = await events.get()
+        try:
+            await on_thread_event(thread_id, event)
+        except Exception:
+            log.exception("delivering a thread event on %s failed", thread_id)
 
 
 class DatabaseSignals:

@@ -17,7 +17,14 @@ from redis.exceptions import RedisError
 
 from ..observability import metrics
 from ..store.repository import Store
-from .signals import DatabaseSignals, OnCancel, OnThreadEvent, OwnedRuns, ThreadEvent
+from .signals import (
+    DatabaseSignals,
+    OnCancel,
+    OnThreadEvent,
+    OwnedRuns,
+    ThreadEvent,
+    deliver_in_order,
+)
 from .timings import Timings
 
 CANCEL_CHANNEL = "gateway:cancel"
@@ -66,16 +73,18 @@ class RedisSignals:
 
     async def _subscribe(self, owned: OwnedRuns, on_cancel: OnCancel,
                          on_thread_event: OnThreadEvent) -> None:
-        async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-            await pubsub.subscribe(CANCEL_CHANNEL, THREAD_EVENTS_CHANNEL)
-            async for message in pubsub.listen():
-                if message["channel"] == CANCEL_CHANNEL.encode():
-                    run_id = message["data"].decode()
-                    if run_id in owned():
-                        on_cancel(run_id)
-                    continue
-                body = json.loads(message["data"])
-                try:
-                    await on_thread_event(body["threadId"], body["event"])
-                except Exception:
-                    log.exception("delivering a thread event on %s failed", body["threadId"])
+        events: asyncio.Queue[tuple[str, ThreadEvent]] = asyncio.Queue()
+        delivering = asyncio.create_task(deliver_in_order(events, on_thread_event))
+        try:
+            async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                await pubsub.subscribe(CANCEL_CHANNEL, THREAD_EVENTS_CHANNEL)
+                async for message in pubsub.listen():
+                    if message["channel"] == CANCEL_CHANNEL.encode():
+                        run_id = message["data"].decode()
+                        if run_id in owned():
+                            on_cancel(run_id)
+                        continue
+                    body = json.loads(message["data"])
+                    events.put_nowait((body["threadId"], body["event"]))
+        finally:
+            delivering.cancel()

@@ -18,6 +18,7 @@ import jsonpatch
 import pytest
 
 from tests.conftest import scripted_env
+from tests.support import engines
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
@@ -392,3 +393,67 @@ def test_component_from_an_earlier_run_is_resent_whole(client: httpx.Client,
     for delta in deltas:
         stale_copy = jsonpatch.apply_patch(stale_copy, delta["operations"])
     assert stale_copy == stored(client, thread_id, component_id)[0] == {"rows": [1, 2, 3]}
+
+
+@pytest.fixture(scope="module")
+def postgres_without_redis(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                           ) -> Iterator[list[GatewayServer]]:
+    """Two gateway processes on one PostgreSQL database and no Redis: signals go through
+    PostgreSQL's LISTEN/NOTIFY."""
+    if engines.backend() != "postgres":
+        pytest.skip("needs the PostgreSQL configuration")
+    workdir = tmp_path_factory.mktemp("postgres-without-redis")
+    servers = [GatewayServer(workdir, scripted_env(scripted_model, GATEWAY_REDIS_URL=""))
+               for _ in range(2)]
+    for server in servers:
+        server.start()
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def test_updates_and_cancel_on_another_process_without_redis(
+        postgres_without_redis: list[GatewayServer], scripted_model: ScriptedModel):
+    """The run streams from its process; state updates and the cancel are sent to the other
+    one, which reaches it through the database's notifications. The second update is larger
+    than a notification may be, so it travels as a reference and is read back."""
+    owner, other = postgres_without_redis
+    scripted_model.enqueue(table_call() + [{"delay": 20}])
+    big = "x" * 10000
+    body = {"message": {"role": "user", "content": [{"type": "text", "text": "show users"}]},
+            "thread": {"userKey": DEFAULT_USER}, "availableComponents": [TABLE]}
+    headers = {"accept": "text/event-stream", "x-api-key": "test-key"}
+    events: list[SseEvent] = []
+    posted: list[httpx.Response] = []
+    cancelled: httpx.Response | None = None
+    scope = {"userKey": DEFAULT_USER}
+    with httpx.Client(base_url=owner.url, timeout=30, headers={"x-api-key": "test-key"}) as mine, \
+            httpx.Client(base_url=other.url, timeout=30, params=scope,
+                         headers={"x-api-key": "test-key"}) as theirs:
+        with mine.stream("POST", "/v1/threads/runs", json=body, headers=headers) as response:
+            for event in iter_events(response):
+                events.append(event)
+                if event.type == "CUSTOM" and event.data["name"] == "tambo.component.start":
+                    component_id = event.data["value"]["componentId"]
+                    url = state_url(events[0].data["threadId"], component_id)
+                    posted.append(theirs.post(url, json={"state": {"rows": [], "note": ""}}))
+                    posted.append(theirs.post(url, json={"patch": [
+                        {"op": "add", "path": "/rows/-", "value": {"id": 1}},
+                        {"op": "replace", "path": "/note", "value": big}]}))
+                deltas = custom(events, "tambo.component.state_delta")
+                if len(deltas) == 2 and cancelled is None:
+                    cancelled = theirs.delete(f"/v1/threads/{events[0].data['threadId']}"
+                                              f"/runs/{events[0].data['runId']}")
+        thread_id = events[0].data["threadId"]
+        state, revision = stored(theirs, thread_id, component_id)
+
+    assert [p.status_code for p in posted] == [200, 200], [p.text for p in posted]
+    assert [d["revision"] for d in deltas] == [1, 2]
+    copy: dict[str, Any] = {}
+    for delta in deltas:
+        copy = jsonpatch.apply_patch(copy, delta["operations"])
+    assert copy == state == {"rows": [{"id": 1}], "note": big} and revision == 2
+    assert cancelled is not None and cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    assert [e.data["code"] for e in events if e.type == "RUN_ERROR"] == ["CANCELLED"]
+    assert events[-1].type == "RUN_ERROR"
+    assert scripted_model.disconnects, "the model's stream was never closed"

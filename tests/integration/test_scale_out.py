@@ -154,7 +154,7 @@ def test_sigkill_of_the_owner_fails_the_run_with_run_lost(cluster: GatewayCluste
             replay = resume(http, run, seen[-1].id)
             errors = [e for e in replay if e.type == "RUN_ERROR"]
             assert [e.data["code"] for e in errors] == ["RUN_LOST"] and replay[-1] is errors[0]
-        after = run_events(http, "POST", f"/v1/threads/{run[0]}/runs",
+        after = run_events(http, "POST", f"/v1/threads/{run[0]}/runs", params={"userKey": "u1"},
                            json={"message": message("again"), "previousRunId": run[1]})
         assert text_of(after) == "A new run." and after[-1].type == "RUN_FINISHED"
     finally:

@@ -142,3 +142,37 @@ async def test_a_provider_error_mid_stream_closes_the_partial_message() -> None:
         await run_agent(model, RunInput(history=history("go")), sink)
     [agent] = sink.values()
     assert agent["content"] == "half " and agent["cancelled"] is True
+
+
+async def test_a_cancel_during_a_frame_write_closes_the_model_stream_before_saving() -> None:
+    """A cancel that lands while a frame is written (not inside the model stream) closes the
+    upstream before the partial answer is saved, not whenever its generator is collected."""
+    order: list[str] = []
+    writing = asyncio.Event()
+
+    class HeldOpen:
+        async def stream(self, request: Any) -> Any:
+            try:
+                yield TextDelta("half ")
+                await asyncio.Event().wait()
+            finally:
+                order.append("stream closed")
+
+    class SlowSink(ListSink):
+        async def emit(self, frame: timbal.Frame) -> None:
+            self.frames.append(frame)
+            if timbal.kind(frame) == "set":
+                order.append("answer saved")
+            elif timbal.kind(frame) == "append" and not writing.is_set():
+                writing.set()
+                await asyncio.Event().wait()  # the write the cancel lands in
+
+    sink = SlowSink()
+    run = asyncio.create_task(run_agent(HeldOpen(), RunInput(history=history("go")), sink))
+    await writing.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert order[0] == "stream closed" and "answer saved" in order
+    [agent] = sink.values()
+    assert agent["content"] == "half " and agent["cancelled"] is True

@@ -1,0 +1,121 @@
+"""Signals through PostgreSQL LISTEN/NOTIFY: cancels and thread events between processes that
+share a PostgreSQL database and no Redis.
+
+The database is already the one thing every process reaches, and it carries notifications: a
+cancel is a `NOTIFY` on `CANCEL_CHANNEL` in front of the database flag (the owner cancels as
+soon as it hears, the flag's poll stays as the durable path), a thread event (a component
+state update) a `NOTIFY` on `THREAD_EVENTS_CHANNEL`. Each process listens on one dedicated
+connection of its own, outside the pool. PostgreSQL refuses a notification over 8000 bytes; an
+event larger than that goes out as a reference (its `kind`, `componentId` and `reload: true`),
+and the receiver reads the state itself from the database.
+
+Notifications are lost while a listener is disconnected; the listener reconnects by itself.
+A lost cancel still arrives through the flag; a lost state update reaches viewers with the
+next one (sent whole when the revisions do not follow), or on their next read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import asyncpg
+from sqlalchemy import text
+
+from ..store.repository import UNAVAILABLE, Store
+from .signals import (
+    DatabaseSignals,
+    OnCancel,
+    OnThreadEvent,
+    OwnedRuns,
+    ThreadEvent,
+    deliver_in_order,
+)
+from .timings import Timings
+
+CANCEL_CHANNEL = "gateway_cancel"
+THREAD_EVENTS_CHANNEL = "gateway_thread_events"
+MAX_PAYLOAD_BYTES = 7999  # PostgreSQL's limit is 8000 bytes
+HEALTH_SECONDS = 5.0  # an idle listener checks its connection this often
+RETRY_SECONDS = 0.5
+
+log = logging.getLogger(__name__)
+
+
+class PostgresSignals:
+    def __init__(self, store: Store, dsn: str, timings: Timings) -> None:
+        self.store, self.dsn = store, dsn
+        self.database = DatabaseSignals(store, timings)
+
+    async def request_cancel(self, run_id: str) -> None:
+        # Notified first, as on Redis: the owner cancels without waiting for the flag's write.
+        try:
+            await self._notify(CANCEL_CHANNEL, run_id)
+        except UNAVAILABLE as error:
+            log.warning("cancel of run %s not notified (%s); its process will see the "
+                        "database flag", run_id, type(error).__name__)
+        await self.database.request_cancel(run_id)
+
+    async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
+        payload = json.dumps({"threadId": thread_id, "event": event})
+        if len(payload.encode()) > MAX_PAYLOAD_BYTES:
+            payload = json.dumps({"threadId": thread_id, "event": {
+                "kind": event.get("kind"), "componentId": event.get("componentId"),
+                "reload": True}})
+        try:
+            await self._notify(THREAD_EVENTS_CHANNEL, payload)
+        except UNAVAILABLE as error:
+            log.warning("thread event on %s not notified (%s)", thread_id,
+                        type(error).__name__)
+
+    async def _notify(self, channel: str, payload: str) -> None:
+        async with self.store.engine.connect() as connection:
+            await connection.execute(text("SELECT pg_notify(:channel, :payload)"),
+                                     {"channel": channel, "payload": payload})
+            await connection.commit()
+
+    async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
+                     on_thread_event: OnThreadEvent) -> None:
+        polling = asyncio.create_task(self.database.listen(owned, on_cancel))
+        try:
+            while True:
+                try:
+                    await self._listen(owned, on_cancel, on_thread_event)
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                        TimeoutError) as error:
+                    log.warning("notification channel lost (%s); reconnecting",
+                                type(error).__name__)
+                await asyncio.sleep(RETRY_SECONDS)
+        finally:
+            polling.cancel()
+
+    async def _listen(self, owned: OwnedRuns, on_cancel: OnCancel,
+                      on_thread_event: OnThreadEvent) -> None:
+        """Until the connection is lost: cancels at once (in the driver's callback), thread
+        events in order, apart (delivering one awaits)."""
+        events: asyncio.Queue[tuple[str, ThreadEvent]] = asyncio.Queue()
+        lost = asyncio.Event()
+
+        def heard(_connection: object, _pid: int, channel: str, payload: str) -> None:
+            if channel == THREAD_EVENTS_CHANNEL:
+                body = json.loads(payload)
+                events.put_nowait((body["threadId"], body["event"]))
+            elif payload in owned():
+                on_cancel(payload)
+
+        connection = await asyncpg.connect(self.dsn, timeout=5)
+        delivering = asyncio.create_task(deliver_in_order(events, on_thread_event))
+        try:
+            connection.add_termination_listener(lambda _connection: lost.set())
+            await connection.add_listener(CANCEL_CHANNEL, heard)
+            await connection.add_listener(THREAD_EVENTS_CHANNEL, heard)
+            while not lost.is_set():
+                try:
+                    await asyncio.wait_for(lost.wait(), HEALTH_SECONDS)
+                except TimeoutError:
+                    # A connection cut without a FIN shows only when it is used.
+                    await connection.fetchval("SELECT 1", timeout=HEALTH_SECONDS)
+        finally:
+            delivering.cancel()
+            connection.terminate()
