@@ -15,9 +15,10 @@ run is cancelled with `DELETE` on the same path; its stream then ends with
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from ag_ui.core import RunAgentInput
+from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 from sqlalchemy.exc import IntegrityError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -38,8 +39,12 @@ AGENT = "default"  # the gateway runs one agent; the path leaves room for more
 
 def agui_stream(request: Request, run: Any, after: int = 0,
                 extra_headers: dict[str, str] | None = None) -> Response:
-    return event_stream(request, run, after, extra_headers, dialect=agui.AguiDialect,
-                        encode=agui.encode)
+    """The run's events for the AG-UI version its client declared when it started the run (a
+    reconnect gets the same shape as the first response); 1.0 for a run a Tambo client began."""
+    started_by = ((run.request or {}).get("runMetadata") or {}).get("agui")
+    version = PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
+    dialect = functools.partial(agui.AguiDialect, version)
+    return event_stream(request, run, after, extra_headers, dialect=dialect, encode=agui.encode)
 
 
 async def run_agent(request: Request) -> Response:

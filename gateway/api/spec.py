@@ -371,7 +371,9 @@ AGUI_STREAM = (
     "position in the run, for `Last-Event-ID`) and a `data:` line holding one event (schema "
     "`AguiEvent`, `ag_ui.core.Event` of ag-ui-protocol 1.0). A pause for client tools ends "
     "with `RUN_FINISHED` whose `outcome.pendingToolCallIds` names them; a cancelled run with "
-    "`outcome: {type: cancelled}`; components are tool calls plus `STATE_SNAPSHOT` / "
+    "`outcome: {type: cancelled}` (a client from before 1.0, whose input declares no "
+    "`protocolVersion`, gets neither: a plain success, and no outcome); components are tool "
+    "calls plus `STATE_SNAPSHOT` / "
     "`STATE_DELTA` under `/components/{componentId}`. After the stream starts, an error is "
     "exactly one `RUN_ERROR` event and nothing after it.")
 AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"

@@ -7,7 +7,8 @@ yet, the messages before that one become its history. Everything else of the inp
 the run: `tools` are client tools, `context` and `state` reach the model as the message's
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
 `name`, `description`, `propsSchema`, `stateSchema`), `userKey` and `onDisconnect`; the whole of
-it is kept as the run's metadata.
+it is kept as the run's metadata, with the `protocolVersion` the client declared (its stream is
+shaped for that version, see `dialects/agui.py`).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | N
                   for t in body.tools or []],
         "previousRunId": previous_run_id,
         "runMetadata": {"agui": {"forwardedProps": body.forwarded_props,
-                                 "parentRunId": body.parent_run_id}},
+                                 "parentRunId": body.parent_run_id,
+                                 "protocolVersion": body.protocol_version}},
     }
     components = forwarded(body, "components")
     if components is not None:

@@ -1,6 +1,6 @@
-// What browser.mjs and playground.mjs share: launching Debian's Chromium for this machine, the
-// page errors every scenario reports, and the command loop (one JSON command per line on stdin,
-// one JSON reply per line on stdout). Each script keeps its own page actions and snapshot.
+// What browser.mjs, playground.mjs and copilotkit.mjs share: launching Debian's Chromium for this
+// machine, the page errors every scenario reports, and the command loop (one JSON command per line
+// on stdin, one JSON reply per line on stdout). Each script keeps its own page actions and snapshot.
 
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";

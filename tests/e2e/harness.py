@@ -61,11 +61,16 @@ def run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = 
 
 def build_app(out_dir: Path, gateway_url: str, user_key: str,
               extra_env: dict[str, str] | None = None) -> Path:
-    """`npm run build` of the example, configured the documented way (VITE_* variables)."""
-    npm_ci(APP_DIR)
-    run(["npm", "run", "build", "--", "--outDir", str(out_dir), "--emptyOutDir"], APP_DIR,
-        timeout=300, env={"VITE_GATEWAY_URL": gateway_url, "VITE_USER_KEY": user_key,
-                          **(extra_env or {})})
+    """`npm run build` of the React example, configured the documented way (VITE_* variables)."""
+    return vite_build(APP_DIR, out_dir, {"VITE_GATEWAY_URL": gateway_url,
+                                         "VITE_USER_KEY": user_key, **(extra_env or {})})
+
+
+def vite_build(app_dir: Path, out_dir: Path, env: dict[str, str]) -> Path:
+    """`npm run build` of an example into `out_dir`, with its VITE_* settings in `env`."""
+    npm_ci(app_dir)
+    run(["npm", "run", "build", "--", "--outDir", str(out_dir), "--emptyOutDir"], app_dir,
+        timeout=300, env=env)
     return out_dir
 
 
@@ -86,6 +91,14 @@ def static_server(directory: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def clean(result: dict[str, Any]) -> dict[str, Any]:
+    """A step's page snapshot, once we know no request failed and nothing was logged as error."""
+    failed = [r for r in result["requests"] if r["status"] >= 400]
+    assert not failed, f"the browser's requests got errors: {json.dumps(failed, indent=1)}"
+    assert not result["errors"], f"browser errors: {result['errors']}"
+    return result["page"]
 
 
 class StepFailed(AssertionError):

@@ -24,21 +24,13 @@ from tests.support.gateway_server import GatewayServer
 from tests.support.scripted_model import ScriptedModel
 
 from .conftest import USER_KEY
-from .harness import Browser
+from .harness import Browser, clean
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def stream_turn(*steps: dict[str, Any]) -> dict[str, Any]:
     return {"steps": list(steps), "stream": True}
-
-
-def clean(result: dict[str, Any]) -> dict[str, Any]:
-    """The step's page snapshot, once we know no request failed and nothing was logged as error."""
-    failed = [r for r in result["requests"] if r["status"] >= 400]
-    assert not failed, f"gateway answered the browser with errors: {json.dumps(failed, indent=1)}"
-    assert not result["errors"], f"browser errors: {result['errors']}"
-    return result["page"]
 
 
 def calls(result: dict[str, Any], method: str, suffix: str) -> list[dict[str, Any]]:

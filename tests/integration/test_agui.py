@@ -24,7 +24,9 @@ EVENT = TypeAdapter(Event)
 
 def agui_input(thread_id: str | None = None, run_id: str | None = None, text: str = "hi",
                **extra: Any) -> dict[str, Any]:
+    """What `HttpAgent` 1.0 posts (it declares `protocolVersion`; older clients do not)."""
     return {"threadId": thread_id or f"t-{uuid.uuid4()}", "runId": run_id or f"r-{uuid.uuid4()}",
+            "protocolVersion": "1.0",
             "messages": [{"id": f"m-{uuid.uuid4()}", "role": "user", "content": text}],
             "tools": [], "context": [], "state": {}, "forwardedProps": {}, **extra}
 
@@ -71,6 +73,41 @@ def test_cancel_ends_the_stream_with_a_cancelled_outcome(client: httpx.Client,
     assert types[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
     assert seen[-1].data["outcome"] == {"type": "cancelled"}
     assert "RUN_ERROR" not in types
+
+
+LOOKUP = {"name": "lookup", "description": "Look it up in the browser",
+          "parameters": {"type": "object", "properties": {}}}
+
+
+def test_a_client_from_before_1_0_gets_the_outcomes_its_schema_knows(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    """CopilotKit 1.7x bundles `@ag-ui/client` 0.0.x: it sends no `protocolVersion`, and its strict
+    `RUN_FINISHED` schema fails the whole run over `pendingToolCallIds` or a `cancelled` outcome.
+    So it gets the spec's downgrade: a plain success (it finds its tool calls in the stream),
+    and no outcome for a cancel; a reconnect reads the same."""
+    scripted_model.enqueue([{"tool_call": {"index": 0, "id": "call_l1", "name": "lookup",
+                                           "arguments": "{}"}}],
+                           slow_turn(200, 0.05))
+    paused = agui_input(tools=[LOOKUP])
+    del paused["protocolVersion"]
+    events = valid(run_events(client, "POST", RUN, json=paused))
+    assert [e.data["toolCallName"] for e in events if e.type == "TOOL_CALL_START"] == ["lookup"]
+    assert events[-1].type == "RUN_FINISHED" and events[-1].data["outcome"] == {"type": "success"}
+    assert client.get(f"/v1/threads/{paused['threadId']}").json()["pendingToolCallIds"] == ["call_l1"]
+    replayed = run_events(client, "GET", run_path(paused))
+    assert [e.data for e in replayed] == [e.data for e in events]
+
+    cancelled = agui_input(paused["threadId"], tools=[LOOKUP])
+    del cancelled["protocolVersion"]
+    cancelled["messages"].insert(0, {"id": "tool-1", "role": "tool", "toolCallId": "call_l1",
+                                     "content": "found"})
+    with open_stream(client, "POST", RUN, json=cancelled) as (_, stream):
+        seen = read_until(stream, lambda s: any(e.type == "TEXT_MESSAGE_CONTENT" for e in s))
+        assert client.delete(run_path(cancelled)).json()["status"] == "cancelled"
+        seen += list(stream)
+    assert seen[-1].type == "RUN_FINISHED" and "outcome" not in valid(seen)[-1].data
+    (answer,) = [m for m in scripted_model.requests[1]["messages"] if m["role"] == "tool"]
+    assert answer["tool_call_id"] == "call_l1" and answer["content"] == "found"
 
 
 def test_a_retried_run_id_replays_that_run(client: httpx.Client, scripted_model: ScriptedModel):

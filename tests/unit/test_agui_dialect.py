@@ -79,6 +79,21 @@ def test_cancel_closes_open_items_then_finishes_cancelled():
     assert dialect.feed(timbal.control(timbal.RUN_FINISHED)) == []
 
 
+def test_a_client_from_before_1_0_gets_only_the_outcomes_it_knows():
+    """No `protocolVersion` in the input: `@ag-ui/client` 0.0.x (CopilotKit 1.7x), whose strict
+    schema rejects `pendingToolCallIds` and the `cancelled` outcome. The rest is unchanged."""
+    log = frames("client_tool_pause")
+    older = AguiDialect(client_version=None)
+    events = [json.loads(encode(e)) for frame in log for e in older.feed(frame)]
+    assert events[-1]["outcome"] == {"type": "success"}
+    assert events[:-1] == translate(log)[:-1]
+
+    older = AguiDialect(client_version=None)
+    older.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
+    (finished,) = older.feed(timbal.control(timbal.RUN_CANCELLED))
+    assert json.loads(encode(finished)) == {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+
+
 def test_component_state_changes_are_state_deltas_under_its_path():
     dialect = AguiDialect()
     dialect.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))

@@ -15,6 +15,12 @@ state is the agent's, and a snapshot replaces it.
 
 Input the client sent itself (the user's message, client tool results) is in the log too, but it
 is never echoed back: the client already holds it under its own ids.
+
+A client that declares no `protocolVersion` in its `RunAgentInput` predates 1.0 (the spec reads
+absence so): `@ag-ui/client` 0.0.x, which CopilotKit 1.7x bundles. Its `RUN_FINISHED` schema is
+strict and knows neither `outcome.pendingToolCallIds` nor the `cancelled` outcome, and rejects
+the whole run over either. Such a client gets the spec's downgrade: both are left out (it finds
+the calls it must answer from the tool calls themselves), nothing else changes.
 """
 
 from __future__ import annotations
@@ -56,8 +62,9 @@ CUSTOM_STATE = "gateway.component.state"  # a state change of a component this r
 
 
 class AguiDialect(Dialect[BaseEvent]):
-    def __init__(self) -> None:
+    def __init__(self, client_version: str | None = PROTOCOL_VERSION) -> None:
         super().__init__()
+        self.before_1_0 = client_version is None
         self.pending: list[str] = []
         self.components: set[str] = set()  # components in the state this run sent
 
@@ -168,13 +175,14 @@ class AguiDialect(Dialect[BaseEvent]):
             return [self._state_change(frame["componentId"], frame["operations"],
                                        frame["revision"])]
         if name == timbal.RUN_FINISHED:
-            outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=self.pending or None)
+            pending = None if self.before_1_0 else self.pending or None
+            outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
             return self.close_open() + [RunFinishedEvent(thread_id=self.thread_id,
                                                          run_id=self.run_id, outcome=outcome)]
         if name == timbal.RUN_CANCELLED:
+            cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id,
-                outcome=RunFinishedCancelledOutcome())]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled)]
         if name == timbal.ERROR:
             return [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
                                   code=frame.get("code") or "INTERNAL_ERROR")]

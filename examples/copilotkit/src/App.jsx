@@ -1,0 +1,80 @@
+import {
+  CopilotChat,
+  useAgent,
+  useDefaultRenderTool,
+  useFrontendTool,
+  useRenderTool,
+} from "@copilotkit/react-core/v2";
+import { useState } from "react";
+import { z } from "zod";
+
+/** A frontend action: the model asks, the browser runs the handler and renders the call. */
+function useThemeColorAction(setColor) {
+  useFrontendTool({
+    name: "set_theme_color",
+    description: "Change the page's accent colour.",
+    parameters: z.object({ color: z.string().describe("A CSS colour, e.g. #0ea5e9 or teal") }),
+    handler: async ({ color }) => {
+      setColor(color);
+      return `The accent colour is now ${color}.`;
+    },
+    render: ({ status, args, result }) => (
+      <div className="card" data-testid="theme-card" data-status={status}>
+        <span className="swatch" style={{ background: args.color }} />
+        {status === "complete" ? result : `Setting the accent colour to ${args.color ?? "…"}`}
+      </div>
+    ),
+  });
+}
+
+/** A tool call the gateway runs (its `get_weather` server tool): the page only shows it. */
+function useWeatherCard() {
+  useRenderTool({
+    name: "get_weather",
+    parameters: z.object({ city: z.string() }),
+    render: ({ status, parameters, result }) => {
+      const weather = status === "complete" ? parseJson(result) : null;
+      return (
+        <div className="card" data-testid="weather-card" data-status={status}>
+          <strong>get_weather</strong> {parameters?.city ?? "…"}:{" "}
+          {weather ? `${weather.sky}, ${weather.celsius} °C` : "asking the gateway…"}
+        </div>
+      );
+    },
+  });
+}
+
+function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+export default function App() {
+  const [color, setColor] = useState("#6366f1");
+  useThemeColorAction(setColor);
+  useWeatherCard();
+  useDefaultRenderTool(); // any other tool call: CopilotKit's own card
+  const { agent } = useAgent(); // the runtime's "default" agent: the gateway
+
+  return (
+    <main style={{ "--accent": color, "--copilot-kit-primary-color": color }}>
+      <header>
+        <h1>CopilotKit on the gateway</h1>
+        <p>
+          <span data-testid="status" data-idle={String(!agent.isRunning)}>
+            {agent.isRunning ? "Running…" : "Ready"}
+          </span>{" "}
+          · accent <span className="swatch" /> <code data-testid="accent">{color}</code> · thread{" "}
+          <code data-testid="thread-id">{agent.threadId}</code>
+        </p>
+      </header>
+      <CopilotChat
+        className="chat"
+        labels={{ chatInputPlaceholder: "Ask the gateway's agent…" }}
+      />
+    </main>
+  );
+}

@@ -1,0 +1,240 @@
+"""The CopilotKit example (examples/copilotkit) against a real gateway, in Chromium.
+
+Three processes as a user runs them: the gateway (with the example's `get_weather` server tool),
+the example's CopilotKit runtime (`node server.mjs`, `@copilotkit/runtime` with the gateway's
+AG-UI 1.0 endpoint as an `HttpAgent`), and the page built with Vite (`@copilotkit/react-core`),
+served from a plain static host. Each test types into CopilotChat like a person and checks what
+the page shows, what the gateway stored (REST) and what the model was sent. Every step also
+checks that the page saw no failed request and no console error. Screenshots go to
+test-artifacts/e2e/copilotkit/.
+
+The model is the scripted OpenAI-compatible server, so a frontend action's call is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import artifacts_dir, scripted_env
+from tests.support.gateway_server import GatewayServer, free_port
+from tests.support.scripted_model import ScriptedModel
+
+from .harness import ROOT, Browser, clean, npm_ci, require_tools, static_server, vite_build
+
+pytestmark = pytest.mark.timeout(240)
+
+EXAMPLE = ROOT / "examples" / "copilotkit"
+API_KEY = "copilotkit-e2e"
+USER_KEY = "copilotkit-user"
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    """Its own folder under test-artifacts/e2e/ (the React test clears the PNGs of that one)."""
+    path = artifacts_dir() / "e2e" / "copilotkit"
+    path.mkdir(parents=True, exist_ok=True)
+    for old in path.glob("*.png"):
+        old.unlink()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tools_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[GatewayServer]:
+    """A gateway as the example's README starts it: with its server tool module."""
+    require_tools()
+    server = GatewayServer(tmp_path_factory.mktemp("copilotkit-gateway"), scripted_env(
+        scripted_model, GATEWAY_TOOLS=str(EXAMPLE / "gateway_tools.py")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def runtime_url(tools_gateway: GatewayServer, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[str]:
+    """`npm run server`: the CopilotKit runtime, configured by its documented variables."""
+    npm_ci(EXAMPLE)
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("copilotkit-runtime") / "runtime.log"
+    env = {**os.environ, "GATEWAY_URL": tools_gateway.url, "GATEWAY_API_KEY": API_KEY,
+           "GATEWAY_USER_KEY": USER_KEY, "PORT": str(port),
+           "COPILOTKIT_TELEMETRY_DISABLED": "true"}  # the test machine has no network
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(["node", "server.mjs"], cwd=EXAMPLE, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the CopilotKit runtime did not start:\n{log_path.read_text()}")
+            try:
+                if httpx.get(f"{url}/api/copilotkit/info", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def app_url(runtime_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    dist = vite_build(EXAMPLE, tmp_path_factory.mktemp("copilotkit-dist"),
+                      {"VITE_RUNTIME_URL": f"{runtime_url}/api/copilotkit"})
+    with static_server(dist) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(app_url: str, runtime_url: str, shots: Path) -> Iterator[Browser]:
+    driver = Browser(app_url, runtime_url, shots / "browser.log",
+                     script="copilotkit.mjs")
+    yield driver
+    driver.close()
+
+
+def stream_turn(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"steps": list(steps), "stream": True}
+
+
+def runs(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The RunAgentInput bodies the page posted to the runtime in this step."""
+    return [json.loads(r["body"]) for r in result["requests"]
+            if r["method"] == "POST" and r["path"] == "/api/copilotkit/agent/default/run"]
+
+
+def chat(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(role, text) of what the model was sent, without the system prompt."""
+    return [(m["role"], m.get("content") or "") for m in messages if m["role"] != "system"]
+
+
+def stored(gateway: GatewayServer, thread_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The thread and its messages as the gateway keeps them (the user key the runtime sent)."""
+    with httpx.Client(base_url=gateway.url, params={"userKey": USER_KEY}, timeout=10,
+                      headers={"x-api-key": API_KEY}) as http:
+        thread = http.get(f"/v1/threads/{thread_id}")
+        messages = http.get(f"/v1/threads/{thread_id}/messages")
+    assert thread.status_code == 200, thread.text
+    return thread.json(), messages.json()["messages"]
+
+
+def test_answer_streams_in_and_the_thread_continues(
+        browser: Browser, tools_gateway: GatewayServer, scripted_model: ScriptedModel,
+        shots: Path) -> None:
+    scripted_model.enqueue(stream_turn(
+        {"content": "Hello from the "},
+        {"content": "scripted model, "},
+        {"delay": 2.0},
+        {"content": "streamed through CopilotKit."},
+    ))
+    clean(browser.step("open"))
+    sent = browser.step(
+        "send", text="Hi gateway, are you there?",
+        until={"text": "scripted model,", "absent": "streamed through CopilotKit.", "idle": False},
+        screenshot=str(shots / "01-streaming.png"))
+    assert clean(sent)["status"] == "Running…"
+    done = browser.step("wait", until={"text": "streamed through CopilotKit."},
+                        screenshot=str(shots / "02-answer.png"))
+    page = clean(done)
+    assert [m["role"] for m in page["messages"]] == ["user", "assistant"]
+    assert page["messages"][1]["text"] == ("Hello from the scripted model, "
+                                           "streamed through CopilotKit.")
+    thread_id = page["threadId"]
+    (first_run,) = runs(sent)
+    assert first_run["threadId"] == thread_id
+
+    # The thread CopilotKit named is an ordinary gateway thread, under the runtime's user key.
+    _, messages = stored(tools_gateway, thread_id)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+
+    # CopilotKit posts the whole conversation again; the model still sees each turn once.
+    scripted_model.enqueue(stream_turn({"content": "Second answer, same thread."}))
+    page = clean(browser.step("send", text="Tell me more.",
+                              until={"text": "Second answer, same thread."},
+                              screenshot=str(shots / "03-follow-up.png")))
+    assert page["threadId"] == thread_id and len(page["messages"]) == 4
+    assert chat(scripted_model.requests[-1]["messages"]) == [
+        ("user", "Hi gateway, are you there?"),
+        ("assistant", "Hello from the scripted model, streamed through CopilotKit."),
+        ("user", "Tell me more.")]
+
+
+def test_frontend_action_renders_runs_in_the_browser_and_reaches_the_model(
+        browser: Browser, tools_gateway: GatewayServer, scripted_model: ScriptedModel,
+        shots: Path) -> None:
+    scripted_model.enqueue(
+        stream_turn({"content": "Changing it now."},
+                    {"tool_call": {"index": 0, "id": "call_theme", "name": "set_theme_color",
+                                   "arguments": '{"color": '}},
+                    {"tool_call": {"index": 0, "arguments": '"#0ea5e9"}'}}),
+        stream_turn({"content": "Done: the page is sky blue now."}),
+    )
+    clean(browser.step("open"))
+    result = browser.step("send", text="Make the page sky blue.",
+                          until={"text": "Done: the page is sky blue now."},
+                          screenshot=str(shots / "10-frontend-action.png"))
+    page = clean(result)
+    assert page["themeCards"] == [{"status": "complete",
+                                   "text": "The accent colour is now #0ea5e9."}]
+    assert page["accent"] == "#0ea5e9" and page["accentStyle"] == "#0ea5e9"
+
+    # The first run offered the action and paused on its call; the browser ran the handler and
+    # posted its result as a `tool` message on the same thread.
+    first, continuation = runs(result)
+    assert [t["name"] for t in first["tools"]] == ["set_theme_color"]
+    assert continuation["threadId"] == first["threadId"] == page["threadId"]
+    (answer,) = [m for m in continuation["messages"] if m["role"] == "tool"]
+    assert answer["toolCallId"] == "call_theme"
+
+    offered, resumed = scripted_model.requests[-2:]
+    action = next(t["function"] for t in offered["tools"]
+                  if t["function"]["name"] == "set_theme_color")
+    assert action["parameters"]["properties"]["color"]["type"] == "string"
+    (tool_message,) = [m for m in resumed["messages"] if m["role"] == "tool"]
+    assert tool_message["tool_call_id"] == "call_theme"
+    assert tool_message["content"] == "The accent colour is now #0ea5e9."
+    thread, _ = stored(tools_gateway, page["threadId"])
+    assert thread["pendingToolCallIds"] == []
+
+
+def test_a_tool_the_gateway_runs_is_shown_with_its_result(
+        browser: Browser, tools_gateway: GatewayServer, scripted_model: ScriptedModel,
+        shots: Path) -> None:
+    scripted_model.enqueue(
+        stream_turn({"tool_call": {"index": 0, "id": "call_weather", "name": "get_weather",
+                                   "arguments": '{"city": "Paris"}'}}),
+        stream_turn({"content": "Windy in Paris today."}),
+    )
+    clean(browser.step("open"))
+    result = browser.step("send", text="What is the weather in Paris?",
+                          until={"text": "Windy in Paris today."},
+                          screenshot=str(shots / "20-server-tool.png"))
+    page = clean(result)
+    (card,) = page["weatherCards"]
+    assert card["status"] == "complete"
+    assert "Paris" in card["text"] and "windy, 11 °C" in card["text"]
+    assert page["messages"][-1]["text"].endswith("Windy in Paris today.")
+
+    # One run: the gateway answered its own tool, the browser had nothing to send back.
+    (only,) = runs(result)
+    assert [t["name"] for t in only["tools"]] == ["set_theme_color"]
+    offered, answered = scripted_model.requests[-2:]
+    assert "get_weather" in [t["function"]["name"] for t in offered["tools"]]
+    (tool_message,) = [m for m in answered["messages"] if m["role"] == "tool"]
+    assert json.loads(tool_message["content"]) == {"city": "Paris", "sky": "windy", "celsius": 11}
