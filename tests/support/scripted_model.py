@@ -43,10 +43,13 @@ A turn is a list of steps, consumed FIFO, one per ``POST /v1/chat/completions``:
 A turn may also be ``{"steps": [...], "stream": bool}``: it is then only used
 by a request with that ``stream`` flag, so a background non-streaming call
 (thread name, suggestions) cannot steal a turn meant for the agent loop.
+``enqueue_for(prompt, *turns)`` reserves turns for requests whose last user text
+is exactly ``prompt`` (taken before the shared FIFO): many concurrent runs, each
+with its own known reply, whatever order their requests arrive in.
 With no matching turn queued, the reply echoes ``You said: <last user text>``.
 
 The same controls exist over HTTP for other processes: ``POST /_script``
-(``{"turns": [...]}``), ``GET /_requests``, ``GET /_disconnects``,
+(``{"turns": [...]}``, with ``"for": prompt`` to reserve them), ``GET /_requests``, ``GET /_disconnects``,
 ``POST /_reset``. Run standalone with ``python -m tests.support.scripted_model``.
 """
 
@@ -157,6 +160,7 @@ class ScriptedModel:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._turns: deque[dict] = deque()
+        self._turns_for: dict[str, deque[dict]] = {}
         self._requests: list[dict] = []
         self._disconnects: list[tuple[float, int]] = []
         self._transcripts: deque[str] = deque()
@@ -205,6 +209,12 @@ class ScriptedModel:
         with self._lock:
             self._turns.extend(checked)
 
+    def enqueue_for(self, prompt: str, *turns: Any) -> None:
+        """Queue replies only for requests whose last user text is `prompt`, FIFO."""
+        checked = [_validate_turn(t) for t in turns]
+        with self._lock:
+            self._turns_for.setdefault(prompt, deque()).extend(checked)
+
     def enqueue_transcript(self, *texts: str) -> None:
         """Queue transcripts, one per `/audio/transcriptions` request, FIFO."""
         with self._lock:
@@ -219,12 +229,13 @@ class ScriptedModel:
     def pending(self) -> int:
         """Number of scripted turns not yet consumed."""
         with self._lock:
-            return len(self._turns)
+            return len(self._turns) + sum(len(q) for q in self._turns_for.values())
 
     def reset(self) -> None:
         """Forget queued turns, recorded requests and disconnects."""
         with self._lock:
             self._turns.clear()
+            self._turns_for.clear()
             self._requests.clear()
             self._disconnects.clear()
             self._transcripts.clear()
@@ -280,13 +291,19 @@ class ScriptedModel:
     def _take_turn(self, body: dict) -> tuple[int, dict]:
         """Record the request and pop the first turn usable for its stream flag."""
         stream = bool(body.get("stream"))
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        prompt = _message_text(users[-1]) if users else None
         with self._lock:
             self._requests.append(body)
             index = len(self._requests) - 1
-            for turn in self._turns:
-                if turn["stream"] is None or turn["stream"] == stream:
-                    self._turns.remove(turn)
-                    return index, turn
+            reserved = self._turns_for.get(prompt, deque()) if prompt is not None else deque()
+            for queue in (reserved, self._turns):
+                for turn in queue:
+                    if turn["stream"] is None or turn["stream"] == stream:
+                        queue.remove(turn)
+                        if queue is reserved and not reserved:
+                            del self._turns_for[prompt]
+                        return index, turn
         return index, _echo_turn(body)
 
     def _record_disconnect(self, index: int) -> None:
@@ -381,7 +398,10 @@ class ScriptedModel:
     async def _http_script(self, request: Request) -> JSONResponse:
         payload = await request.json()
         try:
-            self.enqueue(*payload.get("turns", []))
+            if payload.get("for") is not None:
+                self.enqueue_for(str(payload["for"]), *payload.get("turns", []))
+            else:
+                self.enqueue(*payload.get("turns", []))
         except (TypeError, ValueError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"pending": self.pending()})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,21 +20,39 @@ class SseEvent:
         return self.data["type"]
 
 
+class _Frames:
+    """Lines in, events out: the SSE framing shared by the sync and the async reader."""
+
+    def __init__(self) -> None:
+        self.event_id: int | None = None
+        self.data: list[str] = []
+
+    def feed(self, line: str) -> Iterable[SseEvent]:
+        if line == "":
+            if self.data:
+                yield SseEvent(self.event_id, json.loads("\n".join(self.data)))
+            self.event_id, self.data = None, []
+        elif line.startswith(":"):
+            return
+        elif line.startswith("id:"):
+            self.event_id = int(line[3:].strip())
+        elif line.startswith("data:"):
+            self.data.append(line[5:].removeprefix(" "))
+
+
 def iter_events(response: httpx.Response) -> Iterator[SseEvent]:
     """Parse a streaming response frame by frame; comments (heartbeats) are skipped."""
-    event_id: int | None = None
-    data: list[str] = []
+    frames = _Frames()
     for line in response.iter_lines():
-        if line == "":
-            if data:
-                yield SseEvent(event_id, json.loads("\n".join(data)))
-            event_id, data = None, []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("id:"):
-            event_id = int(line[3:].strip())
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
+        yield from frames.feed(line)
+
+
+async def aiter_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """`iter_events` for an `httpx.AsyncClient` stream (many readers in one event loop)."""
+    frames = _Frames()
+    async for line in response.aiter_lines():
+        for event in frames.feed(line):
+            yield event
 
 
 def run_events(client: httpx.Client, method: str, url: str, **kwargs: Any) -> list[SseEvent]:
