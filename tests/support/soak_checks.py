@@ -144,7 +144,9 @@ async def check_run(http: httpx.AsyncClient, record: RunRecord,
         problems.append(f"{name}: the reader ended after {len(seen)} events, the log has "
                         f"{len(replay)}")
     if record.read_to_end and text_of(seen) != text:
-        problems.append(f"{name}: the reader's text differs from the stored text")
+        problems.append(f"{name}: {status['status']}, the reader's text differs from the "
+                        f"stored text: {text_of(seen)[-30:]!r} vs {text[-30:]!r} (log: "
+                        f"{text_of(replay)[-30:]!r})")
     # The run's outcome, as a user would judge it.
     if status["status"] == "completed":
         if text != record.upstream_text:
