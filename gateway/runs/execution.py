@@ -28,6 +28,7 @@ from .phase import RunPhase
 from .quotas import Ticket
 from .recorder import RunRecorder, durably
 from .registry import ActiveRun
+from .salvage import save_failed_message, save_partial_answer
 from .supervisor import lost_frame
 from .timings import Timings
 
@@ -110,6 +111,7 @@ class RunExecutor:
             await self._end(active, recorder, "failed",
                             [timbal.control(timbal.ERROR, **UNAVAILABLE_ERROR)],
                             error=UNAVAILABLE_ERROR)
+            await self._keep_answer(run, recorder)
         except Exception:
             log.exception("run %s failed", run.id)
             await self._end(active, recorder, "failed",
@@ -182,6 +184,18 @@ class RunExecutor:
                 await self.store.set_run_model(run_id, model)
 
         return record
+
+    async def _keep_answer(self, run: RunRow, recorder: RunRecorder) -> None:
+        """After a database outage ended the run: what it had said is in its log (flushed with
+        its end), but the writes of its messages failed, so the thread would lose the answer
+        the user saw. Write them now, marked failed, as a lost run's partial answer is."""
+        try:
+            for message_id, parts in recorder.unsaved_messages().items():
+                await save_failed_message(self.store, run, message_id, parts, UNAVAILABLE_ERROR)
+            await save_partial_answer(self.store, run, UNAVAILABLE_ERROR)
+        except UNAVAILABLE as error:  # still away: the log keeps it, the thread does not
+            log.error("run %s: could not save its answer to the thread (%s)", run.id,
+                      type(error).__name__)
 
     async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
         finished = timbal.control(timbal.RUN_FINISHED)

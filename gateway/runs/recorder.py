@@ -71,6 +71,7 @@ class RunRecorder:
         self.fenced = False  # another process ended this run: write nothing more
         self._sealed = False  # the terminal frames are in: nothing may follow them
         self._messages: dict[str, list[dict[str, Any]]] = {}
+        self.unsaved: set[str] = set()  # messages whose last write failed (database away)
         self._lock = asyncio.Lock()
         self._flusher = asyncio.create_task(self._flush_periodically())
 
@@ -118,6 +119,10 @@ class RunRecorder:
             self._flushed = len(self.live.entries)
             return True
 
+    def unsaved_messages(self) -> dict[str, list[dict[str, Any]]]:
+        """The parts of each message whose last write failed, as the run last had them."""
+        return {m: list(self._messages.get(m, [])) for m in sorted(self.unsaved)}
+
     def show(self, frame: timbal.Frame) -> None:
         """Append a frame to the live log only (a fenced run's local ending)."""
         self.live.append(frame)
@@ -152,6 +157,7 @@ class RunRecorder:
         part = {"id": i, **({"t": t} if t else {}), **value}
         parts = self._messages.get(message_id)
         cancelled = bool(value.get("cancelled"))
+        self.unsaved.add(message_id)  # until the write below succeeds
         if parts is None:
             self._messages[message_id] = [part]
             written = await self.store.add(MessageRow(
@@ -162,6 +168,7 @@ class RunRecorder:
             cancelled = cancelled or any(p.get("cancelled") for p in parts)
             written = await self.store.save_message_parts(message_id, list(parts), cancelled,
                                                           fence=self.fence)
+        self.unsaved.discard(message_id)
         if not written:
             self._fenced_out()
             return

@@ -5,6 +5,10 @@ are saved when they complete), yet its log on disk holds every flushed fragment.
 ends such a run, the text and reasoning it had streamed are saved to the thread as they stood,
 on a message marked as failed, so the conversation shows what the user saw instead of losing it
 on reload. Unfinished tool calls are left out: their arguments are incomplete JSON.
+
+A run ended by a database outage is the same case seen from the other side: the values it
+completed while the database was away are in its log (flushed once the database was back) but
+their writes failed; `save_failed_message` writes them the same way.
 """
 
 from __future__ import annotations
@@ -44,15 +48,22 @@ async def save_partial_answer(store: Store, run: RunRow, error: dict[str, Any]) 
     for value in values.values():
         if value.get("messageId"):
             by_message.setdefault(value["messageId"], []).append(value)
-    failure = {"runFailed": {"code": error.get("code"), "message": error.get("message")}}
     for message_id, parts in by_message.items():
-        existing = await store.get_message(run.thread_id, message_id)
-        if existing is None:
-            await store.add(MessageRow(id=message_id, thread_id=run.thread_id, run_id=run.id,
-                                       role="assistant", parts=parts, created_ms=now_ms(),
-                                       meta=failure, is_cancelled=True))
-        else:
-            kept = [p for p in existing.parts if p["id"] not in {v["id"] for v in parts}]
-            await store.save_message_parts(message_id, kept + parts, cancelled=True)
-            await store.save_message_meta(message_id, {**(existing.meta or {}), **failure})
+        await save_failed_message(store, run, message_id, parts, error)
     return sum(len(parts) for parts in by_message.values())
+
+
+async def save_failed_message(store: Store, run: RunRow, message_id: str,
+                              parts: list[dict[str, Any]], error: dict[str, Any]) -> None:
+    """Write `parts` into the run's message `message_id` (created if missing), marked as the
+    answer of a run that failed with `error`."""
+    failure = {"runFailed": {"code": error.get("code"), "message": error.get("message")}}
+    existing = await store.get_message(run.thread_id, message_id)
+    if existing is None:
+        await store.add(MessageRow(id=message_id, thread_id=run.thread_id, run_id=run.id,
+                                   role="assistant", parts=parts, created_ms=now_ms(),
+                                   meta=failure, is_cancelled=True))
+    else:
+        kept = [p for p in existing.parts if p["id"] not in {v["id"] for v in parts}]
+        await store.save_message_parts(message_id, kept + parts, cancelled=True)
+        await store.save_message_meta(message_id, {**(existing.meta or {}), **failure})

@@ -155,3 +155,37 @@ async def test_two_subscribers_of_a_live_run_get_identical_events(
     run = (await manager.start(PROJECT, thread, user("go"))).run
     mine, theirs = await asyncio.gather(events(manager, run.id), events(manager, run.id))
     assert mine == theirs and types(mine)[-1] == "RUN_FINISHED"
+
+
+async def test_a_run_ended_by_a_database_outage_keeps_its_answer_in_the_thread(
+        manager: RunManager, store: Store, model: ScriptedDeltas,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database goes away as the answer's message is written: the run ends with one
+    retryable `DATABASE_UNAVAILABLE` error, and once the database is back the thread holds the
+    answer the user saw streamed (found by the soak: it was only in the run's log)."""
+    thread = await new_thread(store)
+    model.enqueue(text_turn("All ", "of ", "it."))
+    add = store.add
+    failures = iter([OSError("connection refused")])
+
+    async def add_while_away(row, *args, **kwargs):
+        if getattr(row, "role", None) == "assistant":
+            failure = next(failures, None)
+            if failure is not None:
+                raise failure
+        return await add(row, *args, **kwargs)
+
+    monkeypatch.setattr(store, "add", add_while_away)
+    run = (await manager.start(PROJECT, thread, user("go"))).run
+    seen = await events(manager, run.id)
+    errors = [event for _, event in seen if event["type"] == "RUN_ERROR"]
+    assert [e["code"] for e in errors] == ["DATABASE_UNAVAILABLE"] and seen[-1][1] is errors[0]
+    streamed = "".join(e["delta"] for _, e in seen if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert streamed == "All of it."
+    ended = await store.get_run(run.id)
+    assert ended.status == "failed"
+    answer = (await store.history(thread.id))[-1]
+    assert (answer.role, answer.run_id) == ("assistant", run.id)
+    assert "".join(p.get("content", "") for p in answer.parts) == streamed
+    assert answer.is_cancelled and answer.meta["runFailed"]["code"] == "DATABASE_UNAVAILABLE"
+    assert (await store.get_thread(PROJECT, thread.id)).run_status == "idle"
