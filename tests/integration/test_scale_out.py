@@ -204,6 +204,9 @@ def test_redis_restart_then_postgres_outage_during_runs(cluster: GatewayCluster,
         else:
             assert len(replay_errors) == 1 and replay[-1].type == "RUN_ERROR", replay_errors
             assert text_of(seen).startswith(text_of(replay))
-    # Recovered by itself: a new run works through any process.
+    # Recovered by itself: every process is ready again and a new run works through any.
+    for server in cluster.servers:
+        wait_for(lambda url=server.url: httpx.get(f"{url}/ready", timeout=5).status_code == 200,
+                 20, what=f"{server.url}/ready to recover")
     fresh = run_events(http, "POST", "/v1/threads/runs", json=BODY)
     assert text_of(fresh) == "Recovered." and fresh[-1].type == "RUN_FINISHED"
