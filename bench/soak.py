@@ -29,6 +29,7 @@ from tests.support.scripted_model import ScriptedModel
 from tests.support.soak import PLANS, SoakSize
 from tests.support.soak_report import SoakReport, run_soak
 
+PROXY_CHECK = "inter 1s fall 3 rise 2"  # as deploy/haproxy.cfg
 RESULTS = Path(__file__).resolve().parent / "results" / "soak.json"
 
 
@@ -80,8 +81,8 @@ def main() -> None:
     model = ScriptedModel().start()
     workdir = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     env = scripted_env(model, GATEWAY_DISCONNECT_GRACE_SECONDS=str(args.grace))
-    server = GatewayCluster(workdir, env) if args.backend == "postgres" else GatewayServer(
-        workdir, env)
+    server = (GatewayCluster(workdir, env, check=PROXY_CHECK) if args.backend == "postgres"
+              else GatewayServer(workdir, env))
     try:
         server.start()
         size = SoakSize(clients=args.clients, seconds=args.seconds,

@@ -23,6 +23,10 @@ from tests.support.scripted_model import ScriptedModel
 from tests.support.soak import SoakSize
 from tests.support.soak_report import SoakReport, processes, run_soak
 
+# HAProxy's health check as in deploy/haproxy.cfg (1 s, three misses), not the suite's
+# 300 ms / one miss: on a loaded machine both processes can miss one check under the soak, and
+# the proxy then answers 503 itself.
+PROXY_CHECK = "inter 1s fall 3 rise 2"
 GRACE = 3.0  # a reconnecting reader is away 1 s at most; an abandoned run is cancelled after this
 
 
@@ -32,7 +36,7 @@ def soak_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPat
     """A gateway of its own: a fresh process whose RSS the soak alone moves."""
     env = scripted_env(scripted_model, GATEWAY_DISCONNECT_GRACE_SECONDS=str(GRACE))
     workdir = tmp_path_factory.mktemp("soak")
-    server = (GatewayCluster(workdir, env) if engines.ENGINES is not None
+    server = (GatewayCluster(workdir, env, check=PROXY_CHECK) if engines.ENGINES is not None
               else GatewayServer(workdir, env))
     server.start()
     yield server

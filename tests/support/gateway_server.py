@@ -139,8 +139,9 @@ class GatewayCluster:
     what an operator runs to scale out. Used as the session gateway in the PostgreSQL + Redis
     configuration, so every test's requests land on whichever process comes next."""
 
-    def __init__(self, workdir: Path, env: dict[str, str] | None = None, size: int = 2) -> None:
-        self.workdir = workdir
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None, size: int = 2,
+                 check: str | None = None) -> None:
+        self.workdir, self.check = workdir, check  # HAProxy's health check (`HAProxy.check`)
         self.servers = [GatewayServer(workdir, env) for _ in range(size)]
         self.proxy = None
 
@@ -157,7 +158,9 @@ class GatewayCluster:
 
         for server in self.servers:
             server.start()
-        self.proxy = HAProxy(self.workdir, [s.port for s in self.servers]).start()
+        ports = [s.port for s in self.servers]
+        self.proxy = (HAProxy(self.workdir, ports, self.check) if self.check
+                      else HAProxy(self.workdir, ports)).start()
         return self
 
     def stop(self) -> None:
