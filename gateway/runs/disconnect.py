@@ -46,13 +46,20 @@ def grace_for(policy: str, grace_seconds: float) -> float | None:
 async def cancel_when_unwatched(run: Attended, grace: float, store: Store, timings: Timings,
                                 cancel: Callable[[], Awaitable[object]]) -> None:
     """Cancel `run` unless a subscriber is back `grace` seconds from now (re-armed by the
-    manager at each departure, so the window counts from the last one)."""
+    manager at each departure, so the window counts from the last one).
+
+    A follower in another process leaves without telling this one: its departure is known
+    only as its last touch, up to `timings.watch_touch_ms` (plus lag) before it left. So it gets its
+    own grace from that touch, plus the freshness margin; with the margin alone, a reader
+    reconnecting through another process was cancelled 2 to 3 s after it left, whatever the
+    grace (found by the soak)."""
     await asyncio.sleep(grace)
     while not run.ending and run.subscribers == 0:
         row = await store.get_run(run.run_id)
         if row is None:
             return
-        if row.watched_ms is None or now_ms() - row.watched_ms > timings.watch_fresh_ms:
+        if (row.watched_ms is None
+                or now_ms() - row.watched_ms > grace * 1000 + timings.watch_fresh_ms):
             await cancel()
             return
         await asyncio.sleep(timings.watch_recheck_seconds)

@@ -126,9 +126,9 @@ class Client:
 
     def __init__(self, number: int, http: httpx.AsyncClient, model: ScriptedModel,
                  size: SoakSize, grace: float, rng: random.Random, result: SoakResult,
-                 plans: dict[str, float]) -> None:
+                 plans: dict[str, float], seed: int) -> None:
         self.number, self.http, self.model, self.size = number, http, model, size
-        self.plans = plans
+        self.plans, self.seed = plans, seed
         self.grace, self.rng, self.result = grace, rng, result
         self.user = f"soak-{number}"
         self.thread_id: str | None = None
@@ -151,7 +151,7 @@ class Client:
 
     async def start(self, plan: str) -> RunRecord | None:
         self.runs += 1
-        prompt = f"soak {self.number} {self.runs}"
+        prompt = f"soak{self.seed} {self.number} {self.runs}"  # unique across rounds
         # An abandoned run outlasts the grace, so the disconnect policy is what ends it.
         tokens = int((self.grace + 3) / self.size.token_interval) if plan == "abandon" else None
         turn, text = reply_for(prompt, self.rng, self.size, tokens)
@@ -295,7 +295,7 @@ async def soak(base_url: str, model: ScriptedModel, size: SoakSize, grace: float
 
     async with http_client(base_url, size.clients) as http:
         clients = [Client(n, http, model, size, grace, random.Random(seed * 100_003 + n), result,
-                          plans) for n in range(size.clients)]
+                          plans, seed) for n in range(size.clients)]
         await asyncio.gather(later(), *(c.loop(deadline) for c in clients))
     result.seconds = time.monotonic() - started
     return result

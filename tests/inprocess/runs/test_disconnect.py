@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.protocol.clock import now_ms
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
@@ -130,3 +131,25 @@ async def test_a_follower_in_another_process_keeps_an_unwatched_run_going(
     followed = await follower
     assert followed[-1][1]["type"] == "RUN_FINISHED"
     assert (await store.get_run(run.id)).status == "completed"
+
+
+async def test_a_follower_in_another_process_that_left_gets_the_whole_grace(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    """The owner's own reader left long ago; a follower in another process (it only touches
+    the run's `watched_ms`) then leaves too: the run is cancelled no sooner than the grace
+    after the follower's last touch. The freshness margin is shrunk (as the recheck period)
+    so that the grace, not the margin, is what decides."""
+    grace = 1.0
+    manager = managers(disconnect_grace_seconds=grace, watch_fresh_ms=100,
+                       watch_recheck_seconds=0.05)
+    thread = await new_thread(store)
+    model.enqueue(text_turn("working ") + [asyncio.Event()])
+    run = (await manager.start(PROJECT, thread, user("go"))).run
+    await read_and_leave(manager, run.id, 2)
+    for _ in range(int(grace / 0.05) + 4):  # the remote follower, past the owner's own grace
+        await store.touch_watched(run.id, now_ms())
+        await asyncio.sleep(0.05)
+    # It left just after its last touch: 0.5 s later the run must still go on (the margin alone
+    # cancelled it 0.1 s after that touch).
+    assert await status_after(store, run.id, grace / 2) == "running"
+    assert await status_after(store, run.id, grace * 2) == "cancelled"
