@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
@@ -166,10 +166,11 @@ def test_force_component_and_text_order(client: httpx.Client, scripted_model: Sc
 def test_thread_name_and_suggestions(client: httpx.Client, scripted_model: ScriptedModel):
     scripted_model.enqueue([{"content": "Paris is lovely."}])
     events = run_events(client, "POST", "/v1/threads/runs",
-                        json={"message": user("Tell me about Paris"), "thread": {"userKey": "n"}})
+                        json={"message": user("Tell me about Paris"),
+                              "thread": {"userKey": DEFAULT_USER}})
     thread_id = events[0].data["threadId"]
     scripted_model.enqueue({"steps": [{"content": '"Trip to Paris"'}], "stream": False})
-    named = client.post(f"/threads/{thread_id}/generate-name", params={"contextKey": "n"})
+    named = client.post(f"/threads/{thread_id}/generate-name", params={"contextKey": DEFAULT_USER})
     assert named.status_code == 200 and named.json()["name"] == "Trip to Paris"
     assert client.get(f"/v1/threads/{thread_id}").json()["name"] == "Trip to Paris"
     client.patch(f"/v1/threads/{thread_id}", json={"name": "My own name"})

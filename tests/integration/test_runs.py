@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from tests.support.gateway_server import DEFAULT_USER
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
@@ -13,7 +14,7 @@ USER = {"role": "user", "content": [{"type": "text", "text": "hello"}]}
 def new_run(client: httpx.Client, text: str = "hello", **body):
     message = {"role": "user", "content": [{"type": "text", "text": text}]}
     return run_events(client, "POST", "/v1/threads/runs",
-                      json={"message": message, "thread": {"userKey": "u1"}, **body})
+                      json={"message": message, "thread": {"userKey": DEFAULT_USER}, **body})
 
 
 def test_run_streams_answer_and_persists_it(client: httpx.Client, scripted_model: ScriptedModel):
@@ -38,7 +39,7 @@ def test_run_streams_answer_and_persists_it(client: httpx.Client, scripted_model
     thread = client.get(f"/v1/threads/{thread_id}").json()
     assert thread["runStatus"] == "idle"
     assert thread["lastCompletedRunId"] == run_id
-    assert thread["userKey"] == "u1"
+    assert thread["userKey"] == DEFAULT_USER
 
 
 def test_follow_up_sends_history_to_the_model(client: httpx.Client, scripted_model: ScriptedModel):
@@ -48,7 +49,7 @@ def test_follow_up_sends_history_to_the_model(client: httpx.Client, scripted_mod
 
     second = run_events(client, "POST", f"/v1/threads/{thread_id}/runs", json={
         "message": {"role": "user", "content": [{"type": "text", "text": "question two"}]},
-        "previousRunId": run_id, "userKey": "u1"})
+        "previousRunId": run_id, "userKey": DEFAULT_USER})
 
     assert text_of(second) == "Second answer."
     sent = scripted_model.requests[-1]["messages"]
