@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from ..config import Settings
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, InvalidRequest
 from ..protocol.tambo import checked_user_key
 from ..runs.manager import RunManager
 from ..runs.quotas import Limits, Subject, key_subject, user_subject
@@ -222,7 +222,7 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise ApiError(400, "INVALID_JSON", "The request body is not valid JSON") from None
-        raise
+        raise InvalidRequest(exc) from None
 
 
 async def thread_for(request: Request, *body_candidates: str | None,

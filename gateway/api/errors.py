@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, InvalidRequest
 from ..runs.component_state import ComponentStateError
 from ..store.base import UNAVAILABLE
 from ..store.cursors import InvalidCursor
@@ -75,8 +75,8 @@ async def component_state_error_handler(_: Request, exc: Exception) -> JSONRespo
 
 
 async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ValidationError)
-    return validation_problem(exc)
+    assert isinstance(exc, InvalidRequest)
+    return validation_problem(exc.error)
 
 
 async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -126,7 +126,7 @@ async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResp
 HANDLERS = {
     ApiError: api_error_handler,
     ComponentStateError: component_state_error_handler,
-    ValidationError: validation_error_handler,
+    InvalidRequest: validation_error_handler,
     HTTPException: http_error_handler,
     InvalidCursor: cursor_error_handler,
     **{error: database_unavailable_handler for error in UNAVAILABLE},

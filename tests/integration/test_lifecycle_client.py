@@ -45,7 +45,8 @@ def test_cancel_run_from_the_tambo_client(gateway: GatewayServer, client: httpx.
     assert result["afterExistingThread"]["eventTypes"][-1] == "RUN_FINISHED"
 
     thread_id = result["threadId"]
-    runs = client.get(f"/v1/threads/{thread_id}/runs").json()["runs"]
+    runs = client.get(f"/v1/threads/{thread_id}/runs",
+                      params={"userKey": "user-1"}).json()["runs"]
     assert [r["status"] for r in runs] == ["completed", "cancelled", "completed", "cancelled"]
     messages = client.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
     texts = [b["text"] for m in messages if m["role"] == "assistant" for b in m["content"]]

@@ -23,7 +23,7 @@ def test_create_get_update_delete(client: httpx.Client):
     assert renamed["name"] == "Trip" and renamed["metadata"] == {"a": 1}
 
     assert client.get(f"/v1/threads/{thread['id']}", params={"userKey": "other"}).status_code == 404
-    assert client.delete(f"/v1/threads/{thread['id']}").status_code == 204
+    assert client.delete(f"/v1/threads/{thread['id']}", params={"userKey": "crud-user"}).status_code == 204
     assert client.get(f"/v1/threads/{thread['id']}").status_code == 404
 
 
