@@ -354,11 +354,35 @@ def measure(path: str, url: str, pid: int, runs: int, rate: int, seconds: float,
         "duration_p50": round(_pct(durations, 0.5), 3),
         "duration_p99": round(_pct(durations, 0.99), 3),
         "cpu_percent": round(100 * cpu / wall, 1),
+        "cpu_s": round(cpu, 3),
         "rss_mib": round(peak[0] / 1024, 1),
         "rss_per_run_kib": round(max(0, peak[0] - (baseline_kib or rss_before)) / runs, 1),
         "loop_lag_p99_ms": round(max(lags), 1) if lags else None,
         "errors": errors[:3],
     }
+
+
+def cpu_cost(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
+             rate: int = 2000, repeats: int = 3) -> dict[str, Any]:
+    """The gateway's CPU per run start and per token: `runs` runs of one token started at once,
+    then `runs` runs of `tokens` tokens (the upstream sends them as fast as `rate`); the
+    difference is the tokens' cost, the rest of the first the starts' (each with its end).
+    CPU used, not time waited for a core, so other load on the machine changes it far less
+    than the wall-clock figures. Median of `repeats`."""
+    per_start, per_token = [], []
+    for _ in range(repeats):
+        small = measure("gateway", url, pid, runs, rate, 1 / rate, readers, None)
+        large = measure("gateway", url, pid, runs, rate, tokens / rate, readers, None)
+        token = (large["cpu_s"] - small["cpu_s"]) / (runs * (tokens - 1))
+        per_token.append(token)
+        per_start.append(small["cpu_s"] / runs - token)
+        if small["completed"] < runs or large["completed"] < runs:
+            raise RuntimeError(f"cost runs did not complete: {small['errors']} {large['errors']}")
+    return {"runs": runs, "tokens": tokens,
+            "cpu_ms_per_start": round(statistics.median(per_start) * 1e3, 2),
+            "cpu_us_per_token": round(statistics.median(per_token) * 1e6, 1),
+            "samples_ms_per_start": [round(x * 1e3, 2) for x in per_start],
+            "samples_us_per_token": [round(x * 1e6, 1) for x in per_token]}
 
 
 # ---- output ---------------------------------------------------------------------------------
@@ -433,6 +457,8 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=2, help="reader processes")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--adapter", default="auto", help="GATEWAY_MODEL_ADAPTER")
+    parser.add_argument("--cost-runs", type=int, default=100,
+                        help="runs per batch of the CPU cost measurement (0: skip it)")
     parser.add_argument("--py-spy", help="py-spy binary: profile the gateway at each level "
                                          "into --out/pyspy-<rate>-<C>.txt (raw format)")
     parser.add_argument("--serve", choices=["upstream", "bare"], help=argparse.SUPPRESS)
@@ -447,6 +473,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     machine_before = machine_line()
     rows: list[dict[str, Any]] = []
+    cost: dict[str, Any] | None = None
     for rate in rates:  # fresh processes per rate: each level's memory is measured from idle
         upstream, bare = Source("upstream"), Source("bare")
         gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), {
@@ -480,15 +507,23 @@ def main() -> None:
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     time.sleep(1.0)
+            if cost is None and args.cost_runs and "gateway" in paths:  # after the levels:
+                # its runs must not count in the idle RSS the levels are measured from
+                cost = cpu_cost(gateway.url, gateway.process.pid, args.readers, args.cost_runs)
+                print(json.dumps({"cost": cost}), flush=True)
         finally:
             gateway.stop()
             upstream.stop()
             bare.stop()
     machine = f"{machine_line()} (at the start: {machine_before.rsplit(', ', 1)[1]})"
     rows.sort(key=lambda r: (r["rate"], r["runs"], PATHS.index(r["path"])))
-    (args.out / "concurrency.json").write_text(json.dumps({"machine": machine, "rows": rows},
-                                                          indent=1))
+    (args.out / "concurrency.json").write_text(json.dumps(
+        {"machine": machine, "cost": cost, "rows": rows}, indent=1))
     table = markdown(rows)
+    if cost is not None:
+        table += (f"\nGateway CPU per run start (with its end): {cost['cpu_ms_per_start']} ms; "
+                  f"per token: {cost['cpu_us_per_token']} µs ({cost['runs']} runs of 1 and of "
+                  f"{cost['tokens']} tokens, median of {len(cost['samples_ms_per_start'])}).\n")
     (args.out / "concurrency.md").write_text(f"Machine: {machine}\n\n{table}")
     chart(rows, args.out / "concurrency.png", machine)
     print(f"\nMachine: {machine}\n\n{table}")

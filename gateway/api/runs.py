@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from sse_starlette import EventSourceResponse
@@ -31,7 +31,7 @@ from ..protocol.problems import ApiError
 from ..protocol.tambo import ResourceBlock, RunRequest
 from ..runs.idempotency import StartedRun
 from ..store.repository import ACTIVE_RUN_STATUSES
-from ..store.tables import RunRow, ThreadRow
+from ..store.tables import RunRow
 from .context import (
     int_param,
     json_body,
@@ -43,7 +43,7 @@ from .context import (
 )
 from .render import page_json
 from .request_limits import check_run_request
-from .threads import create_thread_row
+from .threads import new_thread
 
 IDEMPOTENCY_KEY_MAX = 255
 
@@ -130,13 +130,9 @@ async def run_new_thread(request: Request) -> Response:
     user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
                                    body.contextKey)
     metadata = body.threadMetadata or (init.metadata if init else None)
-
-    def create_thread() -> Awaitable[ThreadRow]:
-        return create_thread_row(request, project, user_key, metadata,
-                                 init.initialMessages if init else None)
-
+    thread = new_thread(project, user_key, metadata, init.initialMessages if init else None)
     started = await services(request).runs.start_new_thread(
-        project, create_thread, body, user_key, idempotency_key(request),
+        project, thread, body, user_key, idempotency_key(request),
         subjects=quota_subjects(request, user_key))
     return _started_stream(request, started)
 

@@ -11,21 +11,21 @@ from starlette.routing import Route
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
 from ..protocol.tambo import InitialMessage, ThreadCreateRequest, ThreadUpdateRequest
+from ..runs.admission import NewThread
 from ..store.tables import MessageRow, ThreadRow
 from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
 from .render import message_json, page_json, thread_json
 
 
-async def create_thread_row(request: Request, project: str, user_key: str | None,
-                            metadata: dict[str, Any] | None,
-                            initial: list[InitialMessage] | None) -> ThreadRow:
-    """Create a thread (and its initial messages); shared by `POST /v1/threads` and new-thread runs."""
+def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
+               initial: list[InitialMessage] | None) -> NewThread:
+    """A thread and its initial messages, not written yet; shared by `POST /v1/threads` and
+    new-thread runs (which write it in the transaction that starts the run)."""
     now = now_ms()
     thread = ThreadRow(id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
                        created_ms=now, updated_ms=now)
-    rows = [initial_message_row(thread.id, message, now) for message in initial or []]
-    await services(request).store.add(thread, *rows)
-    return thread
+    return NewThread(thread, [initial_message_row(thread.id, message, now)
+                              for message in initial or []])
 
 
 def initial_message_row(thread_id: str, message: InitialMessage, now: int) -> MessageRow:
@@ -43,9 +43,9 @@ async def create_thread(request: Request) -> Response:
     body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
     project = project_of(request)
     user_key = required_user_scope(request, body.userKey, body.contextKey)
-    thread = await create_thread_row(request, project, user_key, body.metadata,
-                                     body.initialMessages)
-    return JSONResponse(thread_json(thread), status_code=201)
+    thread = new_thread(project, user_key, body.metadata, body.initialMessages)
+    await services(request).store.add(thread.row, *thread.messages)
+    return JSONResponse(thread_json(thread.row), status_code=201)
 
 
 async def list_threads(request: Request) -> Response:

@@ -4,6 +4,11 @@ Starting a run validates the request against the thread, then takes the thread's
 transaction that persists the run, on the condition that the thread is still as validated: two
 racing requests can never both pass, a retried request with the same `Idempotency-Key`
 attaches to the run the first one started, and a crash can never leave a lock without its run.
+
+A start is one transaction: the thread as the request read it is validated (it is read again
+only if the lock finds it changed), and a new thread is created with the run already holding
+its lock (`admit_new_thread`). The run is persisted as `running`: its task starts in the same
+breath, and a process that dies before it runs leaves a lease for the reaper as any other run.
 """
 
 from __future__ import annotations
@@ -50,15 +55,31 @@ def expired(created_ms: int, ttl_seconds: float) -> bool:
 class StartedRun:
     run: RunRow
     attached: bool  # an earlier request with the same Idempotency-Key started it
+    # The thread's whole history, when the start knows it (a new thread): not read again.
+    history: list[MessageRow] | None = None
+
+
+@dataclass(frozen=True)
+class NewThread:
+    """A thread to create together with the run that starts on it, and its initial messages."""
+
+    row: ThreadRow
+    messages: list[MessageRow]
 
 
 async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread: ThreadRow,
                 request: RunRequest, idempotency_key: str | None,
-                idempotency_ttl_seconds: float, run_id: str | None = None) -> StartedRun:
+                idempotency_ttl_seconds: float, run_id: str | None = None,
+                default_model: str | None = None) -> StartedRun:
     """Persist a new run on the thread under `owner`'s lease (`attached=False`: the caller
     launches it), or return the run `idempotency_key` already started (`attached=True`).
-    `run_id` is the client's own id for the run when it chooses one (AG-UI clients do)."""
-    for _ in range(START_ATTEMPTS):
+    `run_id` is the client's own id for the run when it chooses one (AG-UI clients do);
+    `default_model` is the model the run calls when the request names none."""
+    # The thread as the caller read it: a start that passes on it is safe (the lock is taken
+    # only if the thread is still as validated), and it is read again before a refusal.
+    current: ThreadRow | None = thread
+    fresh = False
+    for _ in range(START_ATTEMPTS + 1):  # one more for the caller's copy
         if idempotency_key:
             existing = await store.find_run_by_idempotency_key(thread.id, idempotency_key)
             if existing is not None and expired(existing.created_ms, idempotency_ttl_seconds):
@@ -67,35 +88,63 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
                 check_same_request(existing, fingerprint(request, thread.user_key),
                                    idempotency_key)
                 return StartedRun(existing, attached=True)
-        current = await store.get_thread(project_id, thread.id)
+        if current is None:
+            current, fresh = await store.get_thread(project_id, thread.id), True
         if current is None:
             raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread.id} not found",
                            threadId=thread.id)
-        if current.run_status != "idle":
-            if idempotency_key and await store.find_run_by_idempotency_key(
-                    thread.id, idempotency_key) is not None:
-                continue  # a racing request with this key started it meanwhile: attach
-            raise ApiError(409, "CONCURRENT_RUN",
-                           f"A run is already active on thread {thread.id}",
-                           threadId=thread.id, currentRunId=current.current_run_id)
         new_run_id, now = run_id or new_id("run_"), now_ms()
-        inputs = await validated_inputs(current, request, new_run_id, now)
-        run = RunRow(
-            id=new_run_id, thread_id=thread.id, project_id=project_id, status="queued",
-            previous_run_id=request.previousRunId, created_ms=now,
-            request=request_snapshot(request, thread.user_key if idempotency_key else None,
-                                     idempotency_key is not None),
-            idempotency_key=idempotency_key,
-            on_disconnect=request.onDisconnect or "grace",
-            lease_owner=owner, lease_expires_ms=now + lease_ms,
-        )
+        try:
+            if current.run_status != "idle":
+                if idempotency_key and await store.find_run_by_idempotency_key(
+                        thread.id, idempotency_key) is not None:
+                    current = None
+                    continue  # a racing request with this key started it meanwhile: attach
+                raise ApiError(409, "CONCURRENT_RUN",
+                               f"A run is already active on thread {thread.id}",
+                               threadId=thread.id, currentRunId=current.current_run_id)
+            inputs = await validated_inputs(current, request, new_run_id, now)
+        except ApiError:
+            if fresh:
+                raise
+            current = None  # refused on the caller's copy: decide on the thread as it is
+            continue
+        run = new_run(new_run_id, thread, request, idempotency_key, owner, now, lease_ms,
+                      default_model)
         outcome = await store.start_run(run, inputs, now, current.last_completed_run_id)
         if outcome == "started":
             return StartedRun(run, attached=False)
-        # `conflict` or `duplicate`: the thread moved on meanwhile; look again.
+        current = None  # `conflict` or `duplicate`: the thread moved on meanwhile; look again.
     raise ApiError(409, "CONCURRENT_RUN",
                    f"Thread {thread.id} changed while the run was starting; please retry",
                    threadId=thread.id)
+
+
+async def admit_new_thread(store: Store, owner: str, lease_ms: int, thread: NewThread,
+                           request: RunRequest, default_model: str | None = None) -> StartedRun:
+    """Create `thread` with a run on it under `owner`'s lease, in one transaction; nothing is
+    written if the request is refused."""
+    run_id, now = new_id("run_"), now_ms()
+    inputs = await validated_inputs(thread.row, request, run_id, now)
+    run = new_run(run_id, thread.row, request, None, owner, now, lease_ms, default_model)
+    await store.start_run_on_new_thread(thread.row, thread.messages, run, inputs)
+    return StartedRun(run, attached=False, history=[*thread.messages, *inputs])
+
+
+def new_run(run_id: str, thread: ThreadRow, request: RunRequest, idempotency_key: str | None,
+            owner: str, now: int, lease_ms: int, default_model: str | None) -> RunRow:
+    """The run as its start persists it: already running (its task starts at once), with the
+    model it is about to call (`set_run_model` replaces it if a fallback answers)."""
+    return RunRow(
+        id=run_id, thread_id=thread.id, project_id=thread.project_id, status="running",
+        previous_run_id=request.previousRunId, created_ms=now, started_ms=now,
+        request=request_snapshot(request, thread.user_key if idempotency_key else None,
+                                 idempotency_key is not None),
+        idempotency_key=idempotency_key,
+        on_disconnect=request.onDisconnect or "grace",
+        lease_owner=owner, lease_expires_ms=now + lease_ms,
+        model=request.model or default_model,
+    )
 
 
 async def validated_inputs(thread: ThreadRow, request: RunRequest, run_id: str,

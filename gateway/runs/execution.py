@@ -26,7 +26,7 @@ from .component_state import ComponentStates, bind_run
 from .log_writer import LogWriter
 from .phase import RunPhase
 from .quotas import Ticket
-from .recorder import RunRecorder, durably
+from .recorder import RunRecorder
 from .registry import ActiveRun
 from .salvage import save_failed_message, save_partial_answer
 from .supervisor import lost_frame
@@ -79,16 +79,10 @@ class RunExecutor:
         try:
             await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
                                                runId=run.id))
-            now = now_ms()
-            if not await durably(self.store.mark_running(
-                    run.id, run.thread_id, self.owner, now, now + self.lease_ms,
-                    model=snapshot.get("model") or self.model_name)):
-                self._lose(run.id)
-                raise asyncio.CancelledError
             if active.phase is RunPhase.STARTING:
                 active.phase = RunPhase.RUNNING
             await self._finish(active, recorder, await self._timed(
-                self._agent(run, snapshot, recorder, active.ticket)))
+                self._agent(active, snapshot, recorder)))
         except asyncio.CancelledError:
             if active.phase is RunPhase.LOST:  # a reaper ended it; its log on disk says so
                 recorder.show(lost_frame())
@@ -143,15 +137,18 @@ class RunExecutor:
             raise ModelError("RUN_TIME_LIMIT", f"The run exceeded its time limit of "
                              f"{self.run_max_seconds:g} s", "server_error", False) from None
 
-    async def _agent(self, run: RunRow, snapshot: dict[str, Any], recorder: RunRecorder,
-                     ticket: Ticket | None = None):
-        rows = await self.store.history(run.thread_id)
+    async def _agent(self, active: ActiveRun, snapshot: dict[str, Any], recorder: RunRecorder):
+        run, ticket = active.row, active.ticket
+        if active.history is not None:  # a new thread: its history is what the start wrote
+            rows, states = active.history, {}
+            active.history = None
+        else:
+            rows, components = await self.store.thread_context(run.thread_id)
+            states = {cid: c.state for cid, c in components.items()}
         for row in rows:  # the run's input, so that the log is the whole transcript
             if row.run_id == run.id and row.role == "user":
                 for part in row.parts:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
-        components = await self.store.components_of(run.thread_id)
-        states = {cid: c.state for cid, c in components.items()}
         run_input = RunInput(
             history=to_model_messages(rows, states),
             client_tools=snapshot.get("tools", []),

@@ -26,7 +26,7 @@ from ..protocol.problems import ApiError
 from ..protocol.tambo import RunRequest
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import RunRow, ThreadRow
-from .admission import StartedRun, admit
+from .admission import NewThread, StartedRun, admit, admit_new_thread
 from .component_state import ComponentStates
 from .disconnect import cancel_when_unwatched, grace_for
 from .execution import CANCELLED_ERROR, RunExecutor
@@ -57,6 +57,7 @@ class RunManager:
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
         self.quotas = quotas or Quotas(MemoryCounters())
         self.idempotency_ttl_seconds = idempotency_ttl_seconds
+        self.model_name = model_name  # the configured model, written on runs that name none
         self.timings = timings = timings or Timings()
         # Where runs of other processes are read from, and how cancels reach them.
         self.remote_feed: RunFeed = remote_feed or DatabaseFeed(store, timings)
@@ -100,30 +101,28 @@ class RunManager:
                     thread.id, idempotency_key) is None:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
-        try:
-            started = await admit(self.store, self.owner, self.timings.lease_ms, project_id,
-                                  thread, request, idempotency_key,
-                                  self.idempotency_ttl_seconds, run_id)
-        except BaseException:
-            await ticket.release()
-            raise
-        if started.attached:
-            await ticket.release()
-        else:
-            self._launch(started.run, ticket)
-        return started
+        return await self._launched(ticket, admit(
+            self.store, self.owner, self.timings.lease_ms, project_id, thread, request,
+            idempotency_key, self.idempotency_ttl_seconds, run_id, self.model_name))
 
-    async def start_new_thread(self, project_id: str,
-                               create_thread: Callable[[], Awaitable[ThreadRow]],
-                               request: RunRequest, user_key: str | None,
+    async def start_new_thread(self, project_id: str, thread: NewThread, request: RunRequest,
+                               user_key: str | None,
                                idempotency_key: str | None = None,
                                subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
-        """Create a thread and start a run on it; with `idempotency_key`, a retry gets the
-        thread and run the first request created, not a second thread."""
+        """Create a thread and start a run on it (one transaction); with `idempotency_key`, a
+        retry gets the thread and run the first request created, not a second thread."""
         self._refuse_if_closed()
+        if not idempotency_key:  # nothing is written if the run is refused
+            ticket = await self.quotas.acquire(subjects)
+            return await self._launched(ticket, admit_new_thread(
+                self.store, self.owner, self.timings.lease_ms, thread, request,
+                self.model_name))
         start_on = functools.partial(self.start_on, subjects=subjects)
-        if not idempotency_key:
-            return await start_on(project_id, await create_thread(), request)
+
+        async def create_thread() -> ThreadRow:
+            await self.store.add(thread.row, *thread.messages)
+            return thread.row
+
         return await start_new_thread_once(self.store, start_on,
                                            self.idempotency_ttl_seconds, self.timings,
                                            project_id,
@@ -149,8 +148,24 @@ class RunManager:
             metrics.REFUSALS.labels(getattr(error, "code", "REFUSED")).inc()
             raise error
 
-    def _launch(self, run: RunRow, ticket: Ticket) -> None:
-        active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket)
+    async def _launched(self, ticket: Ticket, admission: Awaitable[StartedRun]) -> StartedRun:
+        """Launch the run `admission` persists, holding `ticket`'s quota slots; the slots go
+        back at once if nothing is started (refused, or a retry attached to its run)."""
+        try:
+            started = await admission
+        except BaseException:
+            await ticket.release()
+            raise
+        if started.attached:
+            await ticket.release()
+        else:
+            self._launch(started, ticket)
+        return started
+
+    def _launch(self, started: StartedRun, ticket: Ticket) -> None:
+        run = started.run
+        active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
+                           history=started.history)
         self.registry.add(active)
         metrics.RUNS_STARTED.inc()
         metrics.ACTIVE_RUNS.inc()

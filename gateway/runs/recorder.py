@@ -1,8 +1,9 @@
 """The frame sink a run writes to: the live log, batched log persistence, and message values.
 
 Completed message values (set frames) are saved as they complete, one write per message; the
-frames themselves are flushed every `FLUSH_SECONDS` or `FLUSH_FRAMES`, whichever comes first.
-The terminal frames are written in the transaction that commits the run's terminal state
+frames themselves are written by the process's log writer, on its timer (every
+`log_writer.FLUSH_SECONDS`, with every other run's) or once `FLUSH_FRAMES` are pending. The
+terminal frames are written in the transaction that commits the run's terminal state
 (`finish`), so a run that reads as ended always has its whole log on disk.
 
 Database writes here finish even if the run is cancelled meanwhile (`durably`): a cancel lands
@@ -19,12 +20,14 @@ from typing import Any, TypeVar
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..store.frames import LogBatch
 from ..store.repository import FrameEntry, Store
 from ..store.tables import ComponentRow, MessageRow
 from .log import Entry, LiveLog
-from .log_writer import LogWriter
+from .log_writer import FLUSH_SECONDS, LogWriter
 
-FLUSH_SECONDS = 0.1
+__all__ = ["FLUSH_FRAMES", "FLUSH_SECONDS", "RunRecorder", "durably"]
+
 FLUSH_FRAMES = 256
 
 log = logging.getLogger(__name__)
@@ -59,21 +62,23 @@ class RunRecorder:
                  on_fenced: Callable[[], None] | None = None,
                  writer: LogWriter | None = None) -> None:
         self.store, self.live = store, live
-        # Flushes go through the process's shared writer when there is one (one commit for
-        # the flushes of every run), else straight to the store.
-        self._append = writer.append if writer is not None else store.append_frames
+        # The frames go through the process's shared writer (one timer and one commit for
+        # every run); a recorder on its own gets a writer of its own.
+        self._own_writer = writer is None
+        self.writer = writer or LogWriter(store)
         self.owner = owner  # the lease's fencing token: writes are refused once it is stale
         self.fence = (run_id, owner) if owner else None
         self._on_fenced = on_fenced  # the run is stopped at once, not at the next lease renewal
         self.thread_id, self.run_id = thread_id, run_id
         self.state_schemas = state_schemas or {}
         self._flushed = 0
+        self._claimed = 0  # frames in the writer's commit under way (`_writing`)
+        self._writing: asyncio.Future[None] | None = None
         self.fenced = False  # another process ended this run: write nothing more
         self._sealed = False  # the terminal frames are in: nothing may follow them
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self.unsaved: set[str] = set()  # messages whose last write failed (database away)
-        self._lock = asyncio.Lock()
-        self._flusher = asyncio.create_task(self._flush_periodically())
+        self.writer.register(self)
 
     async def emit(self, frame: timbal.Frame) -> None:
         if self._sealed:
@@ -94,30 +99,50 @@ class RunRecorder:
             await self.flush()
 
     async def flush(self) -> None:
-        async with self._lock:
-            pending = self.live.entries[self._flushed:]
-            if not pending or self.fenced:
-                return
-            if not await durably(self._append(self.run_id, _rows(pending), self.owner)):
-                self._fenced_out()
-                return
-            self._flushed += len(pending)
+        """Write the frames not written yet now (in the writer's next commit)."""
+        if not self.fenced and not self._sealed:
+            await durably(self.writer.flush(self))
+
+    def claim(self) -> LogBatch | None:
+        """For the writer's next commit: the frames not written yet (see `log_writer.Source`).
+        The first batch of the run also shows its thread as streaming."""
+        if self.fenced or self._sealed or self._writing is not None:
+            return None
+        pending = self.live.entries[self._flushed:]
+        if not pending:
+            return None
+        self._writing = asyncio.get_running_loop().create_future()
+        self._claimed = len(pending)
+        return LogBatch(self.run_id, _rows(pending), self.owner,
+                        self.thread_id if self._flushed == 0 else None)
+
+    def written(self, outcome: bool | BaseException) -> None:
+        writing, self._writing = self._writing, None
+        if outcome is True:
+            self._flushed += self._claimed
+        elif outcome is False:
+            self._fenced_out()
+        else:  # keep the run going; the next commit (or the final one) retries the batch
+            log.error("writing the log of run %s failed: %s", self.run_id, outcome)
+        if writing is not None:
+            writing.set_result(None)
 
     async def finish(self, frames: Sequence[timbal.Frame],
                      commit: Callable[[list[FrameEntry]], Awaitable[bool]]) -> bool:
         """End the log with `frames`: `commit` persists the unflushed rest of the log with them,
         in the transaction that records the run's terminal state; only after it succeeds do
         subscribers see them. False (nothing shown) if the commit was refused (fenced out)."""
-        self._sealed = True
-        async with self._lock:
-            pending = self.live.entries[self._flushed:]
-            terminal = [self.live.next_entry(f, k) for k, f in enumerate(frames)]
-            if self.fenced or not await durably(commit(_rows([*pending, *terminal]))):
-                self.fenced = True
-                return False
-            self.live.extend(terminal)
-            self._flushed = len(self.live.entries)
-            return True
+        self._sealed = True  # the writer claims nothing more of this run
+        while self._writing is not None:  # a commit with our frames is under way: after it
+            await asyncio.shield(self._writing)
+        pending = self.live.entries[self._flushed:]
+        terminal = [self.live.next_entry(f, k) for k, f in enumerate(frames)]
+        if self.fenced or not await durably(commit(_rows([*pending, *terminal]))):
+            self.fenced = True
+            return False
+        self.live.extend(terminal)
+        self._flushed = len(self.live.entries)
+        return True
 
     def unsaved_messages(self) -> dict[str, list[dict[str, Any]]]:
         """The parts of each message whose last write failed, as the run last had them."""
@@ -128,26 +153,16 @@ class RunRecorder:
         self.live.append(frame)
 
     async def close(self) -> None:
-        """Flush everything (unless fenced) and close the live log."""
-        self._flusher.cancel()
-        try:
-            await self._flusher
-        except asyncio.CancelledError:
-            pass
+        """Write everything (unless fenced or ended) and close the live log."""
         try:
             await self.flush()
         except Exception:  # the database is unreachable: subscribers must still be released
             log.exception("run %s: the last flush of its log failed", self.run_id)
         finally:
+            self.writer.unregister(self)
+            if self._own_writer:
+                await self.writer.close()
             self.live.close()
-
-    async def _flush_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_SECONDS)
-            try:
-                await self.flush()
-            except Exception:  # keep the run going; the final flush will retry the batch
-                log.exception("flushing the log of run %s failed", self.run_id)
 
     async def _save_value(self, i: str, value: dict[str, Any], t: str | None) -> None:
         message_id = value.get("messageId")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ..store.tables import RunRow
+from ..store.tables import MessageRow, RunRow
 from .log import LiveLog
 from .phase import RunPhase
 from .quotas import Ticket
@@ -26,6 +26,8 @@ class ActiveRun:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     unattended: asyncio.Task[None] | None = None  # the disconnect policy's pending cancel
     ticket: Ticket | None = None  # its quota slots, released when it ends
+    # The thread's history as the start wrote it (a new thread), so the run need not read it.
+    history: list[MessageRow] | None = None
 
     @property
     def run_id(self) -> str:

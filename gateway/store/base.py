@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from asyncpg.exceptions import CannotConnectNowError
-from sqlalchemy import update
+from sqlalchemy import Table, bindparam, inspect, update
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
@@ -46,18 +48,48 @@ def _page(rows: list[Any], limit: int, key: Callable[[Any], list[Any]]) -> Page:
 Fence = tuple[str, str]
 
 
-async def holds_lease(session: AsyncSession, fence: Fence | None) -> bool:
-    """In `session`'s transaction: does the fence's owner still hold the run's lease? The no-op
-    UPDATE takes the run row's lock, so a reaper ending the run concurrently waits for this
-    transaction (and then finds the writes in it) or has already taken the lease (and then
+def table(model: type[SQLModel]) -> Table:
+    """The Core table of a model: statements on it skip the ORM (no identity map to
+    synchronise, no unit of work), which is most of a query's CPU on the hot paths."""
+    return model.__table__
+
+
+@cache
+def _columns(model: type[SQLModel]) -> tuple[tuple[str, str, bool], ...]:
+    """(attribute, column, generated): `generated` for a key the database numbers."""
+    return tuple((attr.key, attr.columns[0].key,
+                  attr.columns[0].primary_key and attr.columns[0].autoincrement is True)
+                 for attr in inspect(model).column_attrs)
+
+
+def values_of(row: SQLModel) -> dict[str, Any]:
+    """A model instance as the column values of a Core INSERT (a key the database numbers is
+    left to it while unset)."""
+    values = {}
+    for attr, column, generated in _columns(type(row)):
+        value = getattr(row, attr)
+        if value is not None or not generated:
+            values[column] = value
+    return values
+
+
+_runs = table(RunRow)
+# Built once: building and caching a statement costs more than executing it on SQLite.
+_HOLD_LEASE = (update(_runs)
+               .where(_runs.c.id == bindparam("run_id"), _runs.c.lease_owner == bindparam("owner"),
+                      _runs.c.status.in_(ACTIVE_RUN_STATUSES))
+               .values(lease_owner=bindparam("owner")))
+
+
+async def holds_lease(connection: AsyncSession | AsyncConnection, fence: Fence | None) -> bool:
+    """In the transaction of `connection`: does the fence's owner still hold the run's lease?
+    The no-op UPDATE takes the run row's lock, so a reaper ending the run concurrently waits for
+    this transaction (and then finds the writes in it) or has already taken the lease (and then
     this returns False and the caller writes nothing)."""
     if fence is None:
         return True
     run_id, owner = fence
-    held = await session.execute(update(RunRow)
-        .where(RunRow.id == run_id, RunRow.lease_owner == owner,
-               RunRow.status.in_(ACTIVE_RUN_STATUSES))
-        .values(lease_owner=owner))
+    held = await connection.execute(_HOLD_LEASE, {"run_id": run_id, "owner": owner})
     return held.rowcount == 1
 
 

@@ -3,22 +3,51 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .base import FrameEntry, Queries, holds_lease
-from .tables import RunFrameRow
+from .base import ACTIVE_RUN_STATUSES, FrameEntry, Queries, table
+from .tables import RunFrameRow, RunRow, ThreadRow
+
+_frames, _threads, _runs = table(RunFrameRow), table(ThreadRow), table(RunRow)
+_INSERT = insert(_frames)
+# `base.holds_lease` for many runs of one owner at once: all are held if all rows match.
+_HOLD_LEASES = (update(_runs)
+                .where(_runs.c.id.in_(bindparam("run_ids", expanding=True)),
+                       _runs.c.lease_owner == bindparam("owner"),
+                       _runs.c.status.in_(ACTIVE_RUN_STATUSES))
+                .values(lease_owner=bindparam("owner")))
+# A run's thread is `waiting` from its start until the first frames of the run are written.
+# (A run id belongs to one thread, so matching both lists matches the pairs.)
+_STREAMING = (update(_threads)
+              .where(_threads.c.id.in_(bindparam("thread_ids", expanding=True)),
+                     _threads.c.current_run_id.in_(bindparam("run_ids", expanding=True)),
+                     _threads.c.run_status == "waiting")
+              .values(run_status="streaming"))
 
 
-async def insert_frames(session: AsyncSession, run_id: str, entries: Sequence[FrameEntry]
-                         ) -> None:
+@dataclass(frozen=True)
+class LogBatch:
+    """Frames of one run to persist under its lease (`owner`, the fencing token); `thread_id`
+    with the run's first frames, whose thread then shows the run as streaming."""
+
+    run_id: str
+    entries: Sequence[FrameEntry]
+    owner: str | None = None
+    thread_id: str | None = None
+
+
+async def insert_frames(connection: AsyncSession | AsyncConnection, run_id: str,
+                        entries: Sequence[FrameEntry]) -> None:
     """One Core INSERT for a batch of log frames: an ORM object per frame cost ~45 us each,
     most of the gateway's own per-token CPU (bench/README.md)."""
     if entries:
-        await session.execute(insert(RunFrameRow), [
+        await connection.execute(_INSERT, [
             {"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
             for seq, ts, frame in entries])
 
@@ -39,36 +68,21 @@ class FrameLog(Queries):
         """
         if not entries:
             return True
-        async with self.session() as session:
-            if not await holds_lease(session, (run_id, owner) if owner else None):
-                await session.rollback()
-                return False
-            try:  # the Core INSERT fails at execute time, before the commit
-                await insert_frames(session, run_id, entries)
-                await session.commit()
-            except IntegrityError:
-                await session.rollback()
-                return False
-            return True
+        return not await self.append_frames_batch([LogBatch(run_id, entries, owner)])
 
-    async def append_frames_batch(
-            self, batches: Sequence[tuple[str, Sequence[FrameEntry], str | None]]) -> set[str]:
-        """Persist batches of several runs' logs (run id, entries, lease owner) in one
-        transaction; returns the runs that were fenced out (see `append_frames`). The common
-        case is one commit for all of them; if a run's lease is gone or a position was taken,
-        each run is retried on its own to find which."""
-        async with self.session() as session:
-            try:
-                for run_id, entries, owner in batches:
-                    if not await holds_lease(session, (run_id, owner) if owner else None):
-                        raise LeaseLost(run_id)
-                    await insert_frames(session, run_id, entries)
-                await session.commit()
-                return set()
-            except (IntegrityError, LeaseLost):
-                await session.rollback()
-        return {run_id for run_id, entries, owner in batches
-                if not await self.append_frames(run_id, entries, owner)}
+    async def append_frames_batch(self, batches: Sequence[LogBatch]) -> set[str]:
+        """Persist batches of several runs' logs in one transaction; returns the runs that were
+        fenced out (see `append_frames`). The common case is one commit for all of them, with
+        one lease check per owner and one INSERT; if a run's lease is gone or a position was
+        taken, each run is retried on its own to find which."""
+        try:
+            async with self.engine.begin() as connection:
+                await _write(connection, batches)
+            return set()
+        except (IntegrityError, LeaseLost):
+            if len(batches) == 1:
+                return {batches[0].run_id}
+        return {run_id for b in batches for run_id in await self.append_frames_batch([b])}
 
     async def read_frames(self, run_id: str, after_seq: int = 0,
                           limit: int | None = None) -> list[RunFrameRow]:
@@ -86,3 +100,23 @@ class FrameLog(Queries):
                  .order_by(RunFrameRow.seq.desc()).limit(1))
         async with self.session() as session:
             return (await session.exec(query)).first()
+
+
+async def _write(connection: AsyncConnection, batches: Sequence[LogBatch]) -> None:
+    owners: dict[str, set[str]] = {}
+    for batch in batches:
+        if batch.owner is not None:
+            owners.setdefault(batch.owner, set()).add(batch.run_id)
+    for owner, run_ids in owners.items():  # see `base.holds_lease`
+        held = await connection.execute(_HOLD_LEASES, {"run_ids": sorted(run_ids),
+                                                       "owner": owner})
+        if held.rowcount != len(run_ids):
+            raise LeaseLost(owner)
+    rows = [{"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
+            for batch in batches for seq, ts, frame in batch.entries]
+    if rows:
+        await connection.execute(_INSERT, rows)
+    starting = [batch for batch in batches if batch.thread_id is not None]
+    if starting:
+        await connection.execute(_STREAMING, {"thread_ids": [b.thread_id for b in starting],
+                                              "run_ids": [b.run_id for b in starting]})

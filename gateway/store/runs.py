@@ -5,15 +5,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, or_, update
+from sqlalchemy import and_, bindparam, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
-from .base import ACTIVE_RUN_STATUSES, FrameEntry, Page, Queries, _page
+from .base import ACTIVE_RUN_STATUSES, FrameEntry, Page, Queries, _page, table, values_of
 from .frames import insert_frames
 from .tables import MessageRow, RunFrameRow, RunRow, ThreadRow
+
+_threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
+
+# The statements of a run's start and end, built once (see `base.table`).
+_LOCK = (update(_threads)
+         .where(_threads.c.id == bindparam("thread_id"), _threads.c.run_status == "idle")
+         .values(run_status="waiting", current_run_id=bindparam("run_id"),
+                 last_run_cancelled=False, last_run_error=None, pending_tool_calls=None,
+                 updated_ms=bindparam("now")))
+_LOCK_IDLE = _LOCK.where(_threads.c.last_completed_run_id.is_(None))
+_LOCK_AFTER = _LOCK.where(_threads.c.last_completed_run_id == bindparam("last"))
+_FINISH = (update(_runs).where(_runs.c.id == bindparam("run_id"))
+           .values(status=bindparam("to_status"), finished_ms=bindparam("now"),
+                   pending_tool_calls=bindparam("pending"), error=bindparam("run_error"),
+                   lease_owner=None, lease_expires_ms=None))
+_FINISH_FENCED = _FINISH.where(_runs.c.status.in_(ACTIVE_RUN_STATUSES),
+                               _runs.c.lease_owner == bindparam("owner"))
+_RELEASE = (update(_threads)
+            .where(_threads.c.id == bindparam("thread_id"),
+                   _threads.c.current_run_id == bindparam("run_id"))
+            .values(run_status="idle", current_run_id=None,
+                    last_completed_run_id=bindparam("run_id"),
+                    last_run_cancelled=bindparam("cancelled"),
+                    last_run_error=bindparam("thread_error"),
+                    pending_tool_calls=bindparam("pending"), updated_ms=bindparam("now")))
 
 
 class RunQueries(Queries):
@@ -28,50 +54,33 @@ class RunQueries(Queries):
         leave a lock without its run. Returns `started`, `conflict` (busy, or changed since
         it was read: re-read and decide) or `duplicate` (the run's idempotency key is taken).
         """
-        last = ThreadRow.last_completed_run_id
-        async with self.session() as session:
-            result = await session.execute(update(ThreadRow)
-                .where(ThreadRow.id == run.thread_id, ThreadRow.run_status == "idle",
-                       last.is_(None) if last_completed_run_id is None
-                       else last == last_completed_run_id)
-                .values(run_status="waiting", current_run_id=run.id, last_run_cancelled=False,
-                        last_run_error=None, pending_tool_calls=None, updated_ms=now)
-            )
-            if result.rowcount != 1:
-                await session.rollback()
-                return "conflict"
-            session.add(run)
-            session.add_all(inputs)
-            try:
-                await session.commit()
-            except IntegrityError:
-                await session.rollback()
-                return "duplicate"
-            return "started"
+        lock = _LOCK_IDLE if last_completed_run_id is None else _LOCK_AFTER
+        try:
+            async with self.engine.begin() as connection:
+                result = await connection.execute(lock, {
+                    "thread_id": run.thread_id, "last": last_completed_run_id,
+                    "run_id": run.id, "now": now})
+                if result.rowcount != 1:
+                    await connection.rollback()
+                    return "conflict"
+                await _insert_run(connection, run, inputs)
+        except IntegrityError:
+            return "duplicate"
+        return "started"
 
-    async def mark_running(self, run_id: str, thread_id: str, owner: str, now: int,
-                           lease_until: int, model: str | None = None) -> bool:
-        """queued -> running, only while `owner` still holds the run's lease; `model` is the
-        model the run is about to call."""
-        async with self.session() as session:
-            result = await session.execute(update(RunRow)
-                .where(RunRow.id == run_id, RunRow.lease_owner == owner,
-                       RunRow.status.in_(ACTIVE_RUN_STATUSES))
-                .values(status="running", started_ms=now, lease_expires_ms=lease_until,
-                        model=model)
-            )
-            if result.rowcount != 1:
-                await session.rollback()
-                return False
-            await session.execute(update(ThreadRow)
-                .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
-                .values(run_status="streaming")
-            )
-            await session.commit()
-            return True
+    async def start_run_on_new_thread(self, thread: ThreadRow, messages: Sequence[MessageRow],
+                                      run: RunRow, inputs: Sequence[MessageRow]) -> None:
+        """Create a thread with its first run already holding its lock, in one transaction:
+        nobody can know a thread before it exists, so there is nothing to lock against, and a
+        new-thread start costs one commit instead of a thread insert, a re-read and a lock."""
+        thread.run_status, thread.current_run_id = "waiting", run.id
+        async with self.engine.begin() as connection:
+            await connection.execute(insert(_threads), [values_of(thread)])
+            await _insert_run(connection, run, [*messages, *inputs])
 
     async def set_run_model(self, run_id: str, model: str) -> None:
-        """The model that answered the run, when a fallback did (see `mark_running`)."""
+        """The model that answered the run, when a fallback did (the run is written with the
+        model it expects to call)."""
         async with self.session() as session:
             await session.execute(update(RunRow).where(RunRow.id == run_id).values(model=model))
             await session.commit()
@@ -96,27 +105,21 @@ class RunQueries(Queries):
         unless that process still holds the run's lease and the run is still active; a reaper
         that already failed the run wins, and False is returned.
         """
-        async with self.session() as session:
-            query = update(RunRow).where(RunRow.id == run_id)
-            if owner is not None:
-                query = query.where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
-                                    RunRow.lease_owner == owner)
-            result = await session.execute(
-                query.values(status=status, finished_ms=now, pending_tool_calls=pending,
-                             error=error, lease_owner=None, lease_expires_ms=None)
-            )
-            if result.rowcount != 1:
-                await session.rollback()
-                return False
-            try:
-                await insert_frames(session, run_id, frames)
-                await self._release_thread(session, run_id, thread_id, status, now, pending,
-                                           error)
-                await session.commit()
-            except IntegrityError:  # another writer took these log positions: we were fenced
-                await session.rollback()
-                return False
-            return True
+        try:
+            async with self.engine.begin() as connection:
+                result = await connection.execute(
+                    _FINISH if owner is None else _FINISH_FENCED,
+                    {"run_id": run_id, "owner": owner, "to_status": status, "now": now,
+                     "pending": pending, "run_error": error})
+                if result.rowcount != 1:
+                    await connection.rollback()
+                    return False
+                await insert_frames(connection, run_id, frames)
+                await connection.execute(_RELEASE, _release_values(run_id, thread_id, status,
+                                                                   now, pending, error))
+        except IntegrityError:  # another writer took these log positions: we were fenced
+            return False
+        return True
 
     async def end_orphaned_run(self, run: RunRow, now: int, status: str,
                                error: dict[str, Any], frame: dict[str, Any]) -> bool:
@@ -149,13 +152,8 @@ class RunQueries(Queries):
     async def _release_thread(session: AsyncSession, run_id: str, thread_id: str, status: str,
                               now: int, pending: list[dict[str, Any]] | None,
                               error: dict[str, Any] | None) -> None:
-        await session.execute(update(ThreadRow)
-            .where(ThreadRow.id == thread_id, ThreadRow.current_run_id == run_id)
-            .values(run_status="idle", current_run_id=None, last_completed_run_id=run_id,
-                    last_run_cancelled=status == "cancelled",
-                    last_run_error=_thread_error(error), pending_tool_calls=pending,
-                    updated_ms=now)
-        )
+        await session.execute(_RELEASE, _release_values(run_id, thread_id, status, now, pending,
+                                                        error))
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -235,6 +233,20 @@ class RunQueries(Queries):
             await session.execute(update(RunRow).where(RunRow.id == run_id)
                                   .values(watched_ms=now))
             await session.commit()
+
+
+async def _insert_run(connection: AsyncConnection, run: RunRow,
+                      messages: Sequence[MessageRow]) -> None:
+    await connection.execute(insert(_runs), [values_of(run)])
+    if messages:
+        await connection.execute(insert(_messages), [values_of(m) for m in messages])
+
+
+def _release_values(run_id: str, thread_id: str, status: str, now: int,
+                    pending: list[dict[str, Any]] | None,
+                    error: dict[str, Any] | None) -> dict[str, Any]:
+    return {"thread_id": thread_id, "run_id": run_id, "cancelled": status == "cancelled",
+            "thread_error": _thread_error(error), "pending": pending, "now": now}
 
 
 def _thread_error(error: dict[str, Any] | None) -> dict[str, Any] | None:

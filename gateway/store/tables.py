@@ -84,7 +84,8 @@ class RunRow(SQLModel, table=True):
     # Last time a follower in another process read the run's log (the disconnect grace
     # policy must not cancel a run someone is still watching through another process).
     watched_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
-    # The model that answered (one of a fallback list); None until the model is first called.
+    # The model the run calls, written with the run; replaced by the one that answered when a
+    # fallback of a list did.
     model: str | None = Field(default=None, max_length=255)
 
 

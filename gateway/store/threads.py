@@ -62,9 +62,17 @@ class ThreadQueries(Queries):
 
 
     async def history(self, thread_id: str) -> list[MessageRow]:
-        query = select(MessageRow).where(MessageRow.thread_id == thread_id).order_by(MessageRow.seq)
         async with self.session() as session:
-            return list((await session.exec(query)).all())
+            return list((await session.exec(_history(thread_id))).all())
+
+    async def thread_context(self, thread_id: str
+                             ) -> tuple[list[MessageRow], dict[str, ComponentRow]]:
+        """What a run on the thread starts from: its history and its components (one read)."""
+        async with self.session() as session:
+            rows = list((await session.exec(_history(thread_id))).all())
+            components = (await session.exec(
+                select(ComponentRow).where(ComponentRow.thread_id == thread_id))).all()
+        return rows, {row.id: row for row in components}
 
     async def list_messages(
         self, thread_id: str, limit: int, cursor: str | None, descending: bool
@@ -102,3 +110,6 @@ class ThreadQueries(Queries):
                                   .values(meta=meta))
             await session.commit()
 
+
+def _history(thread_id: str) -> Any:
+    return select(MessageRow).where(MessageRow.thread_id == thread_id).order_by(MessageRow.seq)

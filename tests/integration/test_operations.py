@@ -87,8 +87,10 @@ def test_metrics_count_a_run_its_tokens_and_time_to_first_token(
     for per_call in ("gateway_model_tokens_per_second", "gateway_added_latency_per_token_seconds"):
         assert after[(f"{per_call}_count", ())] == before.get((f"{per_call}_count", ()), 0) + 1
         assert after[(f"{per_call}_sum", ())] > before.get((f"{per_call}_sum", ()), 0)
-    # Database latency, by store operation: the run's start was timed while it ran, its end after.
-    started = ("gateway_database_operation_seconds_count", (("operation", "mark_running"),))
+    # Database latency, by store operation: the run's start (one transaction with its new
+    # thread) was timed while it ran, its end after.
+    started = ("gateway_database_operation_seconds_count",
+               (("operation", "start_run_on_new_thread"),))
     finished = ("gateway_database_operation_seconds_count", (("operation", "finish_run"),))
     assert during[started] >= before.get(started, 0) + 1
     assert after[finished] >= before.get(finished, 0) + 1

@@ -11,6 +11,7 @@ from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
     PROJECT,
+    ManagerFactory,
     ScriptedDeltas,
     events,
     new_thread,
@@ -189,3 +190,19 @@ async def test_a_run_ended_by_a_database_outage_keeps_its_answer_in_the_thread(
     assert "".join(p.get("content", "") for p in answer.parts) == streamed
     assert answer.is_cancelled and answer.meta["runFailed"]["code"] == "DATABASE_UNAVAILABLE"
     assert (await store.get_thread(PROJECT, thread.id)).run_status == "idle"
+
+
+async def test_a_run_is_written_with_the_model_it_calls(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    # Its start is its only write before the model answers: the run's status names the model
+    # from then on (the configured one, or the one the request asks for).
+    manager = managers(model_name="openai/configured")
+    model.enqueue([asyncio.Event()], [asyncio.Event()])
+    configured = (await manager.start(PROJECT, await new_thread(store), user("hi"))).run
+    asked = (await manager.start(PROJECT, await new_thread(store),
+                                 user("hi", model="openai/asked"))).run
+    assert (await store.get_run(configured.id)).model == "openai/configured"
+    assert (await store.get_run(asked.id)).model == "openai/asked"
+    for run in (configured, asked):
+        assert (await store.get_run(run.id)).status == "running"
+        await manager.cancel(run.id)

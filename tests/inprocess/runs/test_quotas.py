@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from gateway.engine.deltas import ModelError, TextDelta, Usage
+from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.problems import ApiError
+from gateway.runs.admission import NewThread
 from gateway.runs.manager import RunManager
 from gateway.runs.quotas import (
     Limits,
@@ -20,6 +22,7 @@ from gateway.runs.quotas import (
     user_subject,
 )
 from gateway.store.repository import Store
+from gateway.store.tables import ThreadRow
 from tests.inprocess.conftest import (
     PROJECT,
     ManagerFactory,
@@ -181,6 +184,32 @@ async def test_a_refused_run_leaves_no_slot_and_no_thread_lock(
         await manager.start(PROJECT, thread, user("x", previousRunId="run_nope"),
                             subjects=ONE_AT_A_TIME)
     await _completed(manager, store, ScriptedDeltas())
+
+
+async def test_a_new_thread_run_holds_its_slot_and_a_refused_one_leaves_nothing(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    # A run on a new thread is started in one transaction with its thread (no thread first).
+    manager = managers(quotas=Quotas(MemoryCounters()))
+
+    def thread() -> NewThread:
+        now = now_ms()
+        return NewThread(ThreadRow(id=new_id("thr_"), project_id=PROJECT, user_key="u1",
+                                   created_ms=now, updated_ms=now), [])
+
+    with pytest.raises(ApiError):  # refused at admission: a continuation on a new thread
+        await manager.start_new_thread(PROJECT, thread(), user("x", previousRunId="run_nope"),
+                                       "u1", subjects=ONE_AT_A_TIME)
+    assert (await store.list_threads(PROJECT, None, 10, None)).rows == []
+    model.enqueue([TextDelta("..."), asyncio.Event()])
+    held = await manager.start_new_thread(PROJECT, thread(), user("go"), "u1",
+                                          subjects=ONE_AT_A_TIME)
+    with pytest.raises(QuotaExceeded):  # it holds the one slot while it runs
+        await manager.start_new_thread(PROJECT, thread(), user("go"), "u1",
+                                       subjects=ONE_AT_A_TIME)
+    assert [t.id for t in (await store.list_threads(PROJECT, None, 10, None)).rows] == [
+        held.run.thread_id]
+    assert (await manager.cancel(held.run.id)).status == "cancelled"
+    await _completed(manager, store, model)  # the slot came back
 
 
 async def test_a_retry_with_its_idempotency_key_attaches_even_at_the_limit(
