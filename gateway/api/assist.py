@@ -7,8 +7,6 @@ alias. Suggestions live in the message's metadata, so they need no table of thei
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -18,10 +16,10 @@ from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..protocol.clock import iso_ms, new_id, now_ms
 from ..protocol.problems import ApiError
-from ..protocol.tambo import SuggestionsRequest
+from ..protocol.tambo import NamedThread, Suggestion, SuggestionList, SuggestionsRequest, wire
 from ..store.tables import MessageRow
 from .context import json_body, services, thread_for
-from .render import thread_json
+from .render import thread_model
 
 
 def _model_failed(exc: ModelError) -> ApiError:
@@ -45,9 +43,8 @@ async def generate_name(request: Request) -> Response:
         await svc.store.update_thread(thread.id, name=name, updated_ms=now_ms())
     updated = await svc.store.get_thread(thread.project_id, thread.id)
     assert updated is not None
-    body = thread_json(updated)
-    body.update(projectId=updated.project_id, contextKey=updated.user_key)
-    return JSONResponse(body)
+    return JSONResponse(wire(thread_model(updated, NamedThread, projectId=updated.project_id,
+                                          contextKey=updated.user_key)))
 
 
 async def _message(request: Request, user_key: str | None = None) -> MessageRow:
@@ -62,21 +59,22 @@ async def _message(request: Request, user_key: str | None = None) -> MessageRow:
     return row
 
 
-def _suggestions_response(request: Request, suggestions: list[dict[str, Any]],
+def _suggestions_response(request: Request, suggestions: list[Suggestion],
                           status_code: int = 200) -> Response:
     """The v1 paths answer with the list envelope; the older non-v1 paths, which
     `TamboClient.listSuggestions()` / `generateSuggestions()` call and `.map` over, with the
     bare array, as the real server does."""
     if request.url.path.startswith("/v1/"):
-        return JSONResponse({"suggestions": suggestions, "hasMore": False},
+        return JSONResponse(wire(SuggestionList(suggestions=suggestions, hasMore=False)),
                             status_code=status_code)
-    return JSONResponse(suggestions, status_code=status_code)
+    return JSONResponse([wire(s) for s in suggestions], status_code=status_code)
 
 
 async def list_suggestions(request: Request) -> Response:
     """Stored suggestions; `[]` (never 404) once the message exists, as React expects."""
     row = await _message(request)
-    return _suggestions_response(request, (row.meta or {}).get("suggestions", []))
+    stored = (row.meta or {}).get("suggestions", [])
+    return _suggestions_response(request, [Suggestion.model_validate(s) for s in stored])
 
 
 async def create_suggestions(request: Request) -> Response:
@@ -91,11 +89,12 @@ async def create_suggestions(request: Request) -> Response:
     except ModelError as exc:
         raise _model_failed(exc) from None
     created = iso_ms(now_ms())
-    suggestions = [{"id": new_id("sug_"), "messageId": row.id, "title": s["title"],
-                    "detailedSuggestion": s["detailedSuggestion"],
-                    "description": s["detailedSuggestion"], "createdAt": created}
+    suggestions = [Suggestion(id=new_id("sug_"), messageId=row.id, title=s["title"],
+                              detailedSuggestion=s["detailedSuggestion"],
+                              description=s["detailedSuggestion"], createdAt=created)
                    for s in generated]
-    await svc.store.save_message_meta(row.id, {**(row.meta or {}), "suggestions": suggestions})
+    await svc.store.save_message_meta(row.id, {**(row.meta or {}),
+                                               "suggestions": [wire(s) for s in suggestions]})
     return _suggestions_response(request, suggestions, status_code=201)
 
 

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..protocol.tambo import ComponentStateResponse, ComponentStateUpdate
+from ..protocol.tambo import ComponentStateResponse, ComponentStateUpdate, wire
 from ..runs.component_state import ComponentStates
 from .context import json_body, services, thread_for
 
@@ -45,7 +45,7 @@ def entity_tags(header: str | None) -> set[int] | None:
 
 def state_response(component_id: str, state: dict[str, Any], revision: int) -> JSONResponse:
     body = ComponentStateResponse(componentId=component_id, state=state, revision=revision)
-    return JSONResponse(body.model_dump(), headers={"ETag": etag(revision)})
+    return JSONResponse(wire(body), headers={"ETag": etag(revision)})
 
 
 async def get_state(request: Request) -> Response:

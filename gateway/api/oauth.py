@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..protocol.problems import ApiError
+from ..protocol.tambo import TokenResponse, wire
 from .context import caller, services
 from .identity import TokenRejected
 
@@ -65,9 +66,9 @@ async def exchange_token(request: Request) -> Response:
         raise _refused(401, "TOKEN_EXPIRED" if exc.expired else "INVALID_TOKEN",
                        "invalid_grant", f"Invalid OAuth subject token: {exc.reason}") from None
     token, lifetime = identity.issue(who.project, user, who.key_id)
-    return JSONResponse({"access_token": token, "token_type": "Bearer", "expires_in": lifetime,
-                         "issued_token_type": ACCESS_TOKEN_TYPE},
-                        headers={"Cache-Control": "no-store"})
+    body = TokenResponse(access_token=token, token_type="Bearer", expires_in=lifetime,
+                         issued_token_type=ACCESS_TOKEN_TYPE)
+    return JSONResponse(wire(body), headers={"Cache-Control": "no-store"})
 
 
 routes = [Route("/oauth/token", exchange_token, methods=["POST"])]

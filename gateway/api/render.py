@@ -1,42 +1,41 @@
-"""Stored rows -> the Tambo REST shapes the clients read."""
+"""Stored rows -> the Tambo REST shapes the clients read.
+
+Each body is built as its response model (`protocol/tambo.py`) and dumped with `wire()`, so what
+the clients receive is what the OpenAPI document, generated from the same models, publishes.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ..protocol.clock import iso_ms
+from ..protocol.tambo import Message, Run, Thread
 from ..protocol.timbal import tool_result_text
-from ..store.tables import ComponentRow, MessageRow, ThreadRow
+from ..store.repository import ACTIVE_RUN_STATUSES
+from ..store.tables import ComponentRow, MessageRow, RunRow, ThreadRow
 
 
-def page_json(name: str, items: list[dict[str, Any]], page: Any) -> dict[str, Any]:
-    """The list envelope every listing shares: `{<name>: [...], hasMore, nextCursor?}`."""
-    body: dict[str, Any] = {name: items, "hasMore": page.has_more}
-    if page.next_cursor:
-        body["nextCursor"] = page.next_cursor
-    return body
+def thread_model(row: ThreadRow, model: type[Thread] = Thread, **extra: Any) -> Thread:
+    """A thread row as `Thread`, or as a model that extends it with `extra` fields."""
+    return model(
+        id=row.id,
+        createdAt=iso_ms(row.created_ms),
+        updatedAt=iso_ms(row.updated_ms),
+        runStatus=row.run_status,
+        name=row.name,
+        metadata=row.meta,
+        userKey=row.user_key,
+        currentRunId=row.current_run_id,
+        lastCompletedRunId=row.last_completed_run_id,
+        lastRunCancelled=row.last_run_cancelled,
+        lastRunError=row.last_run_error,
+        pendingToolCallIds=[p["toolCallId"] for p in row.pending_tool_calls or []],
+        **extra,
+    )
 
 
-def thread_json(row: ThreadRow) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": row.id,
-        "createdAt": iso_ms(row.created_ms),
-        "updatedAt": iso_ms(row.updated_ms),
-        "runStatus": row.run_status,
-        "name": row.name,
-        "metadata": row.meta,
-        "userKey": row.user_key,
-        "currentRunId": row.current_run_id,
-        "lastCompletedRunId": row.last_completed_run_id,
-        "lastRunCancelled": row.last_run_cancelled,
-        "lastRunError": row.last_run_error,
-        "pendingToolCallIds": [p["toolCallId"] for p in row.pending_tool_calls or []],
-    }
-    return {k: v for k, v in body.items() if v is not None}
-
-
-def message_json(row: MessageRow, components: Mapping[str, ComponentRow] | None = None
-                 ) -> dict[str, Any]:
+def message_model(row: MessageRow, components: Mapping[str, ComponentRow] | None = None
+                  ) -> Message:
     components = components or {}
     blocks: list[dict[str, Any]] = []
     reasoning: list[str] = []
@@ -69,17 +68,24 @@ def message_json(row: MessageRow, components: Mapping[str, ComponentRow] | None 
     role = row.role
     if role == "user" and blocks and all(b["type"] == "tool_result" for b in blocks):
         role = "assistant"  # as the real server reads back client tool results
-    body: dict[str, Any] = {
-        "id": row.id,
-        "role": role,
-        "content": blocks,
-        "createdAt": iso_ms(row.created_ms),
-        "runId": row.run_id,
-    }
-    if reasoning:
-        body["reasoning"] = reasoning
-    if row.is_cancelled:
-        body["isCancelled"] = True
-    if row.meta:
-        body["metadata"] = row.meta
-    return body
+    return Message(id=row.id, role=role, content=blocks, createdAt=iso_ms(row.created_ms),
+                   runId=row.run_id, reasoning=reasoning or None,
+                   isCancelled=True if row.is_cancelled else None, metadata=row.meta or None)
+
+
+def run_model(run: RunRow) -> Run:
+    return Run(
+        id=run.id,
+        threadId=run.thread_id,
+        status=run.status,
+        createdAt=iso_ms(run.created_ms),
+        startedAt=iso_ms(run.started_ms) if run.started_ms else None,
+        finishedAt=iso_ms(run.finished_ms) if run.finished_ms else None,
+        previousRunId=run.previous_run_id,
+        pendingToolCalls=run.pending_tool_calls,
+        error=run.error if run.status in ("failed", "cancelled") else None,
+        onDisconnect=run.on_disconnect,
+        model=run.model,
+        cancelRequested=True if run.cancel_requested_ms is not None
+        and run.status in ACTIVE_RUN_STATUSES else None,
+    )

@@ -24,11 +24,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine import attachments
-from ..protocol.clock import iso_ms
 from ..protocol.dialects import tambo
 from ..protocol.dialects.base import Dialect, positioned
 from ..protocol.problems import ApiError
-from ..protocol.tambo import ResourceBlock, RunRequest
+from ..protocol.tambo import CancelResponse, ResourceBlock, RunList, RunRequest, wire
 from ..runs.idempotency import StartedRun
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
@@ -41,7 +40,7 @@ from .context import (
     services,
     thread_for,
 )
-from .render import page_json
+from .render import run_model
 from .request_limits import check_run_request
 from .threads import new_thread
 
@@ -158,31 +157,12 @@ async def run_in_thread(request: Request) -> RunRow:
     return run
 
 
-def run_json(run: RunRow) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": run.id,
-        "threadId": run.thread_id,
-        "status": run.status,
-        "createdAt": iso_ms(run.created_ms),
-        "startedAt": iso_ms(run.started_ms) if run.started_ms else None,
-        "finishedAt": iso_ms(run.finished_ms) if run.finished_ms else None,
-        "previousRunId": run.previous_run_id,
-        "pendingToolCalls": run.pending_tool_calls,
-        "error": run.error if run.status in ("failed", "cancelled") else None,
-        "onDisconnect": run.on_disconnect,
-        "model": run.model,
-        "cancelRequested": True if run.cancel_requested_ms is not None
-        and run.status in ACTIVE_RUN_STATUSES else None,
-    }
-    return {k: v for k, v in body.items() if v is not None}
-
-
 async def get_run(request: Request) -> Response:
     """Reconnect (SSE from a cursor) or, with `Accept: application/json`, the run's status."""
     run = await run_in_thread(request)
     accept = request.headers.get("accept", "")
     if "application/json" in accept and "text/event-stream" not in accept:
-        return JSONResponse(run_json(run))
+        return JSONResponse(wire(run_model(run)))
     return event_stream(request, run, event_cursor(request))
 
 
@@ -206,7 +186,8 @@ async def list_runs(request: Request) -> Response:
     limit = int_param(request, "limit", 20, 1, 100)
     page = await services(request).store.list_runs(thread.id, limit,
                                                    request.query_params.get("cursor"))
-    return JSONResponse(page_json("runs", [run_json(r) for r in page.rows], page))
+    return JSONResponse(wire(RunList(runs=[run_model(r) for r in page.rows],
+                                     hasMore=page.has_more, nextCursor=page.next_cursor)))
 
 
 async def cancel_run(request: Request) -> Response:
@@ -215,8 +196,8 @@ async def cancel_run(request: Request) -> Response:
     run = await run_in_thread(request)
     final = await services(request).runs.cancel(run.id, run) or run
     active = final.status in ACTIVE_RUN_STATUSES
-    return JSONResponse({"runId": run.id, "status": final.status, **(
-        {"cancelRequested": True} if active else {})}, status_code=202 if active else 200)
+    body = CancelResponse(runId=run.id, status=final.status, cancelRequested=active or None)
+    return JSONResponse(wire(body), status_code=202 if active else 200)
 
 
 routes = [

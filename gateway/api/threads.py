@@ -10,11 +10,19 @@ from starlette.routing import Route
 
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
-from ..protocol.tambo import InitialMessage, ThreadCreateRequest, ThreadUpdateRequest
+from ..protocol.tambo import (
+    InitialMessage,
+    MessageList,
+    ThreadCreateRequest,
+    ThreadList,
+    ThreadUpdateRequest,
+    ThreadWithMessages,
+    wire,
+)
 from ..runs.admission import NewThread
 from ..store.tables import MessageRow, ThreadRow
 from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
-from .render import message_json, page_json, thread_json
+from .render import message_model, thread_model
 
 
 def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
@@ -45,7 +53,7 @@ async def create_thread(request: Request) -> Response:
     user_key = required_user_scope(request, body.userKey, body.contextKey)
     thread = new_thread(project, user_key, body.metadata, body.initialMessages)
     await services(request).store.add(thread.row, *thread.messages)
-    return JSONResponse(thread_json(thread.row), status_code=201)
+    return JSONResponse(wire(thread_model(thread.row)), status_code=201)
 
 
 async def list_threads(request: Request) -> Response:
@@ -53,7 +61,8 @@ async def list_threads(request: Request) -> Response:
     limit = int_param(request, "limit", 20, 1, 100)
     page = await services(request).store.list_threads(
         project, required_user_scope(request), limit, request.query_params.get("cursor"))
-    return JSONResponse(page_json("threads", [thread_json(t) for t in page.rows], page))
+    return JSONResponse(wire(ThreadList(threads=[thread_model(t) for t in page.rows],
+                                        hasMore=page.has_more, nextCursor=page.next_cursor)))
 
 
 async def get_thread(request: Request) -> Response:
@@ -61,9 +70,8 @@ async def get_thread(request: Request) -> Response:
     store = services(request).store
     rows = await store.history(thread.id)
     components = await store.components_of(thread.id)
-    body = thread_json(thread)
-    body["messages"] = [message_json(row, components) for row in rows]
-    return JSONResponse(body)
+    messages = [message_model(row, components) for row in rows]
+    return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages)))
 
 
 async def update_thread(request: Request) -> Response:
@@ -78,7 +86,7 @@ async def update_thread(request: Request) -> Response:
     await store.update_thread(thread.id, **changes)
     updated = await store.get_thread(thread.project_id, thread.id)
     assert updated is not None
-    return JSONResponse(thread_json(updated))
+    return JSONResponse(wire(thread_model(updated)))
 
 
 async def delete_thread(request: Request) -> Response:
@@ -100,8 +108,9 @@ async def list_messages(request: Request) -> Response:
     page = await store.list_messages(thread.id, limit, request.query_params.get("cursor"),
                                      descending=order == "desc")
     components = await store.components_of(thread.id)
-    return JSONResponse(page_json("messages", [message_json(r, components) for r in page.rows],
-                                  page))
+    return JSONResponse(wire(MessageList(
+        messages=[message_model(r, components) for r in page.rows], hasMore=page.has_more,
+        nextCursor=page.next_cursor)))
 
 
 async def get_message(request: Request) -> Response:
@@ -112,7 +121,7 @@ async def get_message(request: Request) -> Response:
     if row is None:
         raise ApiError(404, "MESSAGE_NOT_FOUND", f"Message {message_id} not found",
                        threadId=thread.id, messageId=message_id)
-    return JSONResponse(message_json(row, await store.components_of(thread.id)))
+    return JSONResponse(wire(message_model(row, await store.components_of(thread.id))))
 
 
 routes = [

@@ -20,6 +20,14 @@ from partial_json_parser import loads as partial_loads
 
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
+from ..protocol.frames_schema import (
+    AgentValue,
+    ComponentStartMeta,
+    ComponentValue,
+    ServerToolResultValue,
+    ToolCallStartMeta,
+    ToolCallValue,
+)
 from ..protocol.timbal import tool_result_text
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .history import COMPONENT_TOOL_PREFIX
@@ -143,7 +151,9 @@ class Turn:
             early = self._waiting.pop(delta.index, None)
             call = self._new_call(delta, (early.arguments if early else "") + delta.arguments)
             self.calls[delta.index] = call
+            meta: ComponentStartMeta | ToolCallStartMeta
             if call.kind == "component":
+                assert call.component_id is not None
                 meta = {"type": "x-component", "messageId": self.message_id,
                         "componentId": call.component_id, "name": call.name,
                         "toolCallId": call.tool_call_id}
@@ -178,7 +188,7 @@ class Turn:
 
     async def _close_agent(self, cancelled: bool = False) -> None:
         if self._agent is not None:
-            value: dict[str, Any] = {"type": "agent", "messageId": self.message_id,
+            value: AgentValue = {"type": "agent", "messageId": self.message_id,
                                      "content": "".join(self._agent_texts)}
             if cancelled:
                 value["cancelled"] = True
@@ -230,9 +240,10 @@ def parse_arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def call_value(call: _Call, message_id: str) -> dict[str, Any]:
+def call_value(call: _Call, message_id: str) -> ToolCallValue | ComponentValue:
     arguments = parse_arguments(call.arguments)
     if call.kind == "component":
+        assert call.component_id is not None
         return {"type": "x-component", "messageId": message_id, "componentId": call.component_id,
                 "name": call.name, "toolCallId": call.tool_call_id, "props": arguments}
     return {"type": "tool_call", "messageId": message_id, "toolCallId": call.tool_call_id,
@@ -354,18 +365,29 @@ def call_max_tokens(run: RunInput, used: int) -> int | None:
     return max(1, min(run.max_tokens, run.max_output_tokens - used))
 
 
-async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:
-    base = {"type": "tool_result", "messageId": message_id, "toolCallId": call.tool_call_id,
-            "name": call.name}
+def _server_result(call: _Call, message_id: str, output: Any = None,
+                   error: str | None = None) -> ServerToolResultValue:
+    value: ServerToolResultValue = {"type": "tool_result", "messageId": message_id,
+                                    "toolCallId": call.tool_call_id, "name": call.name,
+                                    "status": "success" if error is None else "error"}
+    if error is None:
+        value["output"] = output
+    else:
+        value["error"] = error
+    return value
+
+
+async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> ServerToolResultValue:
     spec = run.server_tools.get(call.name)
     if spec is None:
-        return {**base, "status": "error", "error": f"Tool {call.name} is not available in this run"}
+        return _server_result(call, message_id,
+                              error=f"Tool {call.name} is not available in this run")
     try:
         async with asyncio.timeout(run.tool_timeout):
             output = await spec.call(parse_arguments(call.arguments))
     except TimeoutError:
-        return {**base, "status": "error",
-                "error": f"Tool {call.name} timed out after {run.tool_timeout:g} s"}
+        return _server_result(call, message_id, error=f"Tool {call.name} timed out after "
+                                                      f"{run.tool_timeout:g} s")
     except Exception as exc:  # a failing tool is a result the model sees, not a crashed run
-        return {**base, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:2000]}
-    return {**base, "status": "success", "output": output}
+        return _server_result(call, message_id, error=f"{type(exc).__name__}: {exc}"[:2000])
+    return _server_result(call, message_id, output)

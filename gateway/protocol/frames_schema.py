@@ -5,7 +5,9 @@ frames, `runs/manager.py` the control frames); a stored Tambo message is a list 
 `MessageValue`s (the `v` of set frames, including the run's input, which `runs/manager.py`
 stores and then writes as the first set frames of the run; `api/threads.py` stores seeded
 messages directly). Like `events.py`, these types describe the writers, they do not
-drive them; `schemas/timbal/` is generated from them and tests check real logs against it.
+drive them: `timbal.start` and `timbal.set_value` take their metas and values, so mypy checks
+the message frames the engine builds (plain dicts, no cost per token); `schemas/timbal/` is
+generated from them and tests check real logs against it.
 
 Closed objects (`extra="forbid"`) because they describe exactly what we write. Timbal readers
 must ignore unknown fields (framing section 5), so a reader of our logs stays compatible with a

@@ -284,6 +284,25 @@ class ComponentStateUpdate(WireModel):
 
 
 # -- responses ------------------------------------------------------------------------------------
+#
+# The API renders every response body through these models (`api/render.py`, `wire()`), so the
+# bodies and the published OpenAPI document have one definition. A body holds the fields its
+# renderer gave (`exclude_unset`), and an `omitted()` field given None is left out rather than
+# sent as null, so a renderer can pass a row's nullable column as it is.
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def omitted() -> Any:
+    """An optional response field that is absent from the body, never null, when unset."""
+    return Field(default=None, exclude_if=_is_none)
+
+
+def wire(model: BaseModel) -> Any:
+    """A response model as the JSON body the clients receive."""
+    return model.model_dump(mode="json", exclude_unset=True)
 
 
 class LastRunError(StrictModel):
@@ -296,11 +315,12 @@ class Message(StrictModel):
     role: Literal["user", "assistant", "system"]
     content: list[ContentBlock]
     createdAt: str
-    isCancelled: bool | None = None
-    metadata: dict[str, Any] | None = None
-    parentMessageId: str | None = None
-    runId: str | None = None
-    reasoning: list[str] | None = None
+    runId: str | None = Field(default=None, description="null for a message seeded with its "
+                                                        "thread (`initialMessages`)")
+    reasoning: list[str] | None = omitted()
+    isCancelled: bool | None = omitted()
+    metadata: dict[str, Any] | None = omitted()
+    parentMessageId: str | None = omitted()
 
 
 class Thread(StrictModel):
@@ -308,15 +328,15 @@ class Thread(StrictModel):
     createdAt: str
     updatedAt: str
     runStatus: Literal["idle", "waiting", "streaming"]
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
-    userKey: str | None = None
-    currentRunId: str | None = None
-    lastCompletedRunId: str | None = None
-    lastRunCancelled: bool | None = None
-    lastRunError: LastRunError | None = None
-    pendingToolCallIds: list[str] | None = None
-    statusMessage: str | None = None
+    name: str | None = omitted()
+    metadata: dict[str, Any] | None = omitted()
+    userKey: str | None = omitted()
+    currentRunId: str | None = omitted()
+    lastCompletedRunId: str | None = omitted()
+    lastRunCancelled: bool | None = omitted()
+    lastRunError: LastRunError | None = omitted()
+    pendingToolCallIds: list[str] | None = omitted()
+    statusMessage: str | None = omitted()
 
 
 class ThreadWithMessages(Thread):
@@ -333,13 +353,13 @@ class NamedThread(Thread):
 class ThreadList(StrictModel):
     threads: list[Thread]
     hasMore: bool
-    nextCursor: str | None = None
+    nextCursor: str | None = omitted()
 
 
 class MessageList(StrictModel):
     messages: list[Message]
     hasMore: bool
-    nextCursor: str | None = None
+    nextCursor: str | None = omitted()
 
 
 class Suggestion(StrictModel):
@@ -349,13 +369,13 @@ class Suggestion(StrictModel):
     detailedSuggestion: str
     description: str
     createdAt: str
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = omitted()
 
 
 class SuggestionList(StrictModel):
     suggestions: list[Suggestion]
     hasMore: bool
-    nextCursor: str | None = None
+    nextCursor: str | None = omitted()
 
 
 class ComponentStateResponse(StrictModel):
@@ -372,7 +392,7 @@ class CancelResponse(StrictModel):
 
     runId: str
     status: RunStatus
-    cancelRequested: bool | None = None
+    cancelRequested: bool | None = omitted()
 
 
 class PendingToolCallInfo(StrictModel):
@@ -396,22 +416,22 @@ class Run(StrictModel):
     threadId: str
     status: RunStatus
     createdAt: str
-    startedAt: str | None = None
-    finishedAt: str | None = None
-    previousRunId: str | None = None
-    pendingToolCalls: list[PendingToolCallInfo] | None = None
-    error: RunErrorInfo | None = None
-    onDisconnect: Literal["cancel", "continue", "grace"] | None = None
-    cancelRequested: bool | None = None
-    model: str | None = Field(None, description="The model that answered the run (the "
-                              "litellm model string; with `GATEWAY_MODEL_FALLBACKS`, the one "
-                              "that served it). Absent until the run has started.")
+    startedAt: str | None = omitted()
+    finishedAt: str | None = omitted()
+    previousRunId: str | None = omitted()
+    pendingToolCalls: list[PendingToolCallInfo] | None = omitted()
+    error: RunErrorInfo | None = omitted()
+    onDisconnect: Literal["cancel", "continue", "grace"] | None = omitted()
+    model: str | None = Field(None, exclude_if=_is_none, description=(
+        "The model that answered the run (the litellm model string; with "
+        "`GATEWAY_MODEL_FALLBACKS`, the one that served it). Absent until the run has started."))
+    cancelRequested: bool | None = omitted()
 
 
 class RunList(StrictModel):
     runs: list[Run]
     hasMore: bool
-    nextCursor: str | None = None
+    nextCursor: str | None = omitted()
 
 
 class TokenExchangeRequest(WireModel):
