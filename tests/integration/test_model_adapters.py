@@ -28,6 +28,7 @@ from gateway.engine.deltas import (
 )
 from gateway.engine.direct_model import DirectModel
 from gateway.engine.model import LiteLLMModel, ModelRequest
+from tests.support.model_stream import outcome
 from tests.support.scripted_model import ScriptedModel
 
 KEY = "sk-test-secret-key-1234"
@@ -131,18 +132,6 @@ SCENARIOS: dict[str, tuple[list[dict[str, Any]], list[Any]]] = {
         [TextDelta("Partial "), TextDelta("answer"), ("LLM_SERVER_ERROR", True, 500)],
     ),
 }
-
-
-async def outcome(model: Any) -> list[Any]:
-    """What the loop sees: the deltas, then the error if the stream failed."""
-    seen: list[Any] = []
-    try:
-        async for delta in model.stream(ModelRequest(messages=[{"role": "user",
-                                                                "content": "hi"}])):
-            seen.append(delta)
-    except ModelError as error:
-        seen.append(error)
-    return seen
 
 
 def comparable(items: list[Any]) -> list[Any]:

@@ -1,0 +1,101 @@
+"""The direct adapter against a real OpenAI-compatible upstream on loopback (the scripted
+model): what it sends, the deltas it reads, and its errors worded as litellm's.
+
+The full comparison with the litellm adapter, recorded provider streams and disconnects are
+in tests/integration/test_model_adapters.py; these are the core cases, one adapter, fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.app import load_litellm
+from gateway.engine.adapters import model_adapter
+from gateway.engine.deltas import (
+    Finish,
+    ModelError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from gateway.engine.direct_model import DirectModel
+from gateway.engine.model import ModelRequest
+from tests.support.gateway_server import free_port
+from tests.support.model_stream import HI, outcome
+from tests.support.scripted_model import ScriptedModel
+
+load_litellm()
+KEY = "sk-test-secret-key-1234"
+
+
+def direct(base_url: str) -> DirectModel:
+    model = model_adapter("openai/scripted", base_url, KEY, "direct")
+    assert isinstance(model, DirectModel)
+    return model
+
+
+async def closed_outcome(model: DirectModel, request: ModelRequest | None = None) -> list[Any]:
+    try:
+        return await outcome(model, request)
+    finally:
+        await model.aclose()
+
+
+async def test_it_streams_reasoning_text_tool_calls_and_usage(
+        scripted_model: ScriptedModel) -> None:
+    scripted_model.enqueue([
+        {"reasoning": "Look it up."}, {"content": "Checking."},
+        {"tool_call": {"index": 0, "id": "call_1", "name": "get_weather",
+                       "arguments": '{"city"'}},
+        {"tool_call": {"index": 0, "arguments": ': "Paris"}'}},
+        {"usage": {"prompt_tokens": 11, "completion_tokens": 4}}])
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+
+    seen = await closed_outcome(direct(scripted_model.base_url),
+                                ModelRequest(messages=HI, tools=[tool], max_tokens=50))
+
+    assert seen == [ReasoningDelta("Look it up."), TextDelta("Checking."),
+                    ToolCallDelta(0, "call_1", "get_weather", '{"city"'),
+                    ToolCallDelta(0, None, None, ': "Paris"}'), Finish("tool_calls"),
+                    Usage(11, 4)]
+    [sent] = scripted_model.requests
+    assert (sent["model"], sent["stream"], sent["max_tokens"]) == ("scripted", True, 50)
+    assert sent["messages"] == HI and sent["tools"] == [tool]
+
+
+async def test_another_model_of_the_same_upstream_is_streamed_directly_by_its_name(
+        scripted_model: ScriptedModel) -> None:
+    scripted_model.enqueue([{"content": "From the other one."}])
+    seen = await closed_outcome(direct(scripted_model.base_url),
+                                ModelRequest(messages=HI, model="openai/other"))
+    assert TextDelta("From the other one.") in seen
+    assert [r["model"] for r in scripted_model.requests] == ["other"]
+
+
+@pytest.mark.parametrize(("status", "code", "retryable"), [
+    (429, "LLM_RATE_LIMITED", True), (401, "LLM_AUTHENTICATION_ERROR", False),
+    (400, "LLM_CLIENT_ERROR", False), (503, "LLM_SERVER_ERROR", True)])
+async def test_an_error_answer_is_classified_without_the_key(
+        scripted_model: ScriptedModel, status: int, code: str, retryable: bool) -> None:
+    scripted_model.enqueue([{"error": status, "message": f"refused for key {KEY}"}])
+    [error] = await closed_outcome(direct(scripted_model.base_url))
+    assert isinstance(error, ModelError)
+    assert (error.code, error.retryable, error.status) == (code, retryable, status)
+    assert KEY not in error.message
+
+
+async def test_a_stream_cut_after_content_keeps_the_content_then_fails(
+        scripted_model: ScriptedModel) -> None:
+    scripted_model.enqueue([{"content": "Partial "}, {"error": 500, "message": "cut"}])
+    seen = await closed_outcome(direct(scripted_model.base_url))
+    assert seen[0] == TextDelta("Partial ")
+    assert isinstance(seen[-1], ModelError) and seen[-1].code == "LLM_SERVER_ERROR"
+
+
+async def test_an_upstream_nothing_listens_on_is_unreachable() -> None:
+    [error] = await closed_outcome(direct(f"http://127.0.0.1:{free_port()}/v1"))
+    assert isinstance(error, ModelError)
+    assert (error.code, error.retryable, error.status) == ("LLM_UNREACHABLE", True, 502)
