@@ -82,3 +82,23 @@ class DatabaseSignals:
             except Exception:
                 log.exception("polling cancel flags failed")
             await asyncio.sleep(self.poll_seconds)
+
+
+async def listen_with_reconnects(database: DatabaseSignals, owned: OwnedRuns,
+                                 on_cancel: OnCancel,
+                                 channel: Callable[[], Awaitable[None]],
+                                 lost: tuple[type[BaseException], ...], what: str,
+                                 retry_seconds: float) -> None:
+    """Listen on a fast `channel` (until its connection is `lost`, then again, forever), with
+    the database flag polled beside it: a cancel sent while the channel was down still lands."""
+    polling = asyncio.create_task(database.listen(owned, on_cancel))
+    try:
+        while True:
+            try:
+                await channel()
+            except lost as error:
+                log.warning("%s lost (%s); reconnecting", what, type(error).__name__)
+            await asyncio.sleep(retry_seconds)
+    finally:
+        polling.cancel()
+

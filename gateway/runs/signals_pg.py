@@ -31,6 +31,7 @@ from .signals import (
     OwnedRuns,
     ThreadEvent,
     deliver_in_order,
+    listen_with_reconnects,
 )
 from .timings import Timings
 
@@ -77,18 +78,11 @@ class PostgresSignals:
 
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent) -> None:
-        polling = asyncio.create_task(self.database.listen(owned, on_cancel))
-        try:
-            while True:
-                try:
-                    await self._listen(owned, on_cancel, on_thread_event)
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
-                        TimeoutError) as error:
-                    log.warning("notification channel lost (%s); reconnecting",
-                                type(error).__name__)
-                await asyncio.sleep(RETRY_SECONDS)
-        finally:
-            polling.cancel()
+        await listen_with_reconnects(
+            self.database, owned, on_cancel,
+            lambda: self._listen(owned, on_cancel, on_thread_event),
+            (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError),
+            "notification channel", RETRY_SECONDS)
 
     async def _listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                       on_thread_event: OnThreadEvent) -> None:

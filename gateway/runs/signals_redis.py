@@ -24,6 +24,7 @@ from .signals import (
     OwnedRuns,
     ThreadEvent,
     deliver_in_order,
+    listen_with_reconnects,
 )
 from .timings import Timings
 
@@ -60,16 +61,10 @@ class RedisSignals:
 
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent) -> None:
-        polling = asyncio.create_task(self.database.listen(owned, on_cancel))
-        try:
-            while True:
-                try:
-                    await self._subscribe(owned, on_cancel, on_thread_event)
-                except (RedisError, OSError) as error:
-                    log.warning("cancel channel lost (%s); retrying", error)
-                await asyncio.sleep(RETRY_SECONDS)
-        finally:
-            polling.cancel()
+        await listen_with_reconnects(
+            self.database, owned, on_cancel,
+            lambda: self._subscribe(owned, on_cancel, on_thread_event),
+            (RedisError, OSError), "cancel channel", RETRY_SECONDS)
 
     async def _subscribe(self, owned: OwnedRuns, on_cancel: OnCancel,
                          on_thread_event: OnThreadEvent) -> None:
