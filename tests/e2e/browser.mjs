@@ -14,7 +14,7 @@
 //
 // Usage: node browser.mjs <app-url> <gateway-url>   (CHROMIUM overrides /usr/bin/chromium)
 
-import { WAIT_MS, launch, recordPageErrors, seen, serve } from "./driver.mjs";
+import { WAIT_MS, launch, recordPageErrors, seen, serve, waitFor } from "./driver.mjs";
 
 const [appUrl, gatewayUrl] = process.argv.slice(2);
 
@@ -70,8 +70,7 @@ async function openPage(cmd) {
 
 /** Wait until the page shows `text` (and lacks `absent`), and, unless busy is allowed, is idle. */
 async function waitUntil(until) {
-  if (!until) return;
-  await page.waitForFunction(
+  await waitFor(page,
     ({ text, absent, idle, titleNot, input, listed }) => {
       const body = document.body.innerText;
       if (listed && !document.querySelector(`[data-thread-id="${listed}"]`)) return false;
@@ -88,9 +87,7 @@ async function waitUntil(until) {
       }
       return true;
     },
-    until,
-    { timeout: until.timeoutMs || WAIT_MS, polling: 50 },
-  );
+    until);
 }
 
 /** What a person would read off the page, as data. */

@@ -14,7 +14,7 @@
 //
 // Usage: node copilotkit.mjs <app-url> <runtime-url>   (CHROMIUM overrides /usr/bin/chromium)
 
-import { WAIT_MS, launch, recordPageErrors, seen, serve } from "./driver.mjs";
+import { WAIT_MS, launch, recordPageErrors, seen, serve, waitFor } from "./driver.mjs";
 
 const [appUrl, runtimeUrl] = process.argv.slice(2);
 
@@ -43,8 +43,7 @@ async function openPage() {
 
 /** Wait until the page shows `text` (and lacks `absent`) and, unless told not to, is idle. */
 async function waitUntil(until) {
-  if (!until) return;
-  await page.waitForFunction(
+  await waitFor(page,
     ({ text, absent, idle }) => {
       const body = document.body.innerText;
       if (text && ![text].flat().every((t) => body.includes(t))) return false;
@@ -54,9 +53,7 @@ async function waitUntil(until) {
       }
       return true;
     },
-    until,
-    { timeout: until.timeoutMs || WAIT_MS, polling: 50 },
-  );
+    until);
 }
 
 /** What a person would read off the page, as data. */

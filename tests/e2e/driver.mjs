@@ -20,6 +20,13 @@ export function launch(extraArgs = []) {
   });
 }
 
+/** Wait until `predicate(until)` holds in the page (polled every 50 ms); no `until`, no wait. */
+export async function waitFor(page, predicate, until) {
+  if (!until) return;
+  await page.waitForFunction(predicate, until,
+                             { timeout: until.timeoutMs || WAIT_MS, polling: 50 });
+}
+
 /** Console errors and uncaught exceptions of `page` go to `seen.errors`. */
 export function recordPageErrors(page) {
   page.on("console", (msg) => {

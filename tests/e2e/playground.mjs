@@ -14,7 +14,7 @@
 //
 // Usage: node playground.mjs <gateway-url>/ <gateway-url>
 
-import { WAIT_MS, launch, recordPageErrors, seen, serve } from "./driver.mjs";
+import { WAIT_MS, launch, recordPageErrors, seen, serve, waitFor } from "./driver.mjs";
 
 const [pageUrl] = process.argv.slice(2);
 
@@ -40,8 +40,7 @@ async function openPage(cmd) {
 }
 
 async function waitUntil(until) {
-  if (!until) return;
-  await page.waitForFunction(
+  await waitFor(page,
     ({ selector, text, count, absent }) => {
       const found = [...document.querySelectorAll(selector)];
       if (found.length < (count ?? 1)) return false;
@@ -50,9 +49,7 @@ async function waitUntil(until) {
       if (absent && shown.includes(absent)) return false;
       return true;
     },
-    until,
-    { timeout: until.timeoutMs || WAIT_MS, polling: 50 },
-  );
+    until);
 }
 
 /** What a person reads off the page, as data (the playground's parts, or any page's text). */
