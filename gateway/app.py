@@ -45,6 +45,8 @@ from .store.repository import Store
 
 log = logging.getLogger("gateway")
 SWITCH_INTERVAL_SECONDS = 0.0005
+# Garbage collection thresholds of a serving process (young, middle, old generations).
+GC_THRESHOLDS = (20_000, 50, 100)
 
 
 def load_litellm() -> None:
@@ -159,7 +161,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
                              remote_feed=fanout.feed, signals=fanout.signals, quotas=quotas,
                              run_max_seconds=settings.run_max_seconds,
                              max_output_tokens=settings.run_max_output_tokens or None,
-                             model_name=settings.model)
+                             model_name=settings.model,
+                             start_concurrency=settings.start_concurrency)
         # Lease renewal and failing the runs of dead processes (at start-up too); cancels
         # signalled by other processes: two background tasks for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")
@@ -187,6 +190,12 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         # for hundreds of ms. Freezing them keeps collections to what requests allocate.
         gc.collect()
         gc.freeze()
+        # With hundreds of runs streaming, the default thresholds (700, 10, 10) ran about a
+        # hundred collections a second and a full one every few seconds, each over every live
+        # run's objects: single pauses of 70 to 240 ms at 300 runs. Most of what a token
+        # allocates dies young without a cycle (reference counting frees it), so collecting
+        # far less often costs little memory (bench/README.md, "Many streams at once").
+        gc.set_threshold(*GC_THRESHOLDS)
         # Every SQLite call is a hop to aiosqlite's thread and back; while the event loop is
         # busy, that thread waits for the GIL until the loop thread's switch interval runs out
         # (5 ms by default), several times per query. At 200 runs started at once, 0.5 ms

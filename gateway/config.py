@@ -204,6 +204,11 @@ class Settings(BaseSettings):
         64, ge=2, le=10_000, description="Nesting depth of a JSON request body; deeper is "
                                          "refused with 400 `JSON_TOO_DEEP` before it is "
                                          "parsed.")
+    start_concurrency: int = Field(
+        16, ge=1, le=10_000,
+        description="Run starts one process works on at once; more wait for their turn, in "
+                    "order, so that a burst of new runs does not stall the streams already "
+                    "running (`gateway_starts_waiting` counts the waiting).")
     key_concurrent_runs: int = Field(
         100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
                                "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "

@@ -31,7 +31,7 @@ from ..protocol.problems import ApiError
 from ..store.tables import ThreadRow
 from .context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from .request_limits import check_run_request
-from .runs import cancel_run, event_cursor, event_stream, run_in_thread
+from .runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
 from .threads import initial_message_row
 
 AGENT = "default"  # the gateway runs one agent; the path leaves room for more
@@ -47,6 +47,7 @@ def agui_stream(request: Request, run: Any, after: int = 0,
     return event_stream(request, run, after, extra_headers, dialect=dialect, encode=agui.encode)
 
 
+@gated
 async def run_agent(request: Request) -> Response:
     agent = request.path_params["agent"]
     if agent != AGENT:

@@ -11,10 +11,13 @@ Keys from `GATEWAY_API_KEYS` are checked first and never touch the database.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -26,6 +29,8 @@ from ..store.tables import ApiKeyRow
 KEY_PREFIX = "gwk_"
 # Bound on cached lookups, so a flood of made-up keys cannot grow the cache without end.
 CACHE_ENTRIES = 10_000
+
+T = TypeVar("T")
 
 
 def hash_key(key: str) -> str:
@@ -67,30 +72,50 @@ def key_row(key: str, project: str, expires_ms: int | None = None,
 
 
 class KeyRing:
-    """Looks managed keys up by hash, with a short per-process cache."""
+    """Looks managed keys up by hash, with a short per-process cache.
+
+    A lookup already under way is shared: when a burst of requests finds the cache empty or
+    stale at once (a few hundred runs started together), they wait for one query instead of
+    each sending its own to the database every run start also needs."""
 
     def __init__(self, store: Store, cache_seconds: float) -> None:
         self.store, self.cache_seconds = store, cache_seconds
         self._keys: dict[str, tuple[float, ApiKeyRow | None]] = {}
         self._any: tuple[float, bool] | None = None
+        self._looking: dict[str, asyncio.Future[Any]] = {}
 
     async def resolve(self, key: str) -> ManagedKey | None:
         digest = hash_key(key)
-        now = time.monotonic()
         cached = self._keys.get(digest)
-        if cached is None or now - cached[0] > self.cache_seconds:
-            row = await self.store.find_api_key(digest)
-            if len(self._keys) >= CACHE_ENTRIES:
-                self._keys.clear()
-            self._keys[digest] = cached = (now, row)
+        if cached is None or time.monotonic() - cached[0] > self.cache_seconds:
+            cached = await self._shared(digest, lambda: self._look_up(digest))
         return usable(cached[1], now_ms())
 
     async def any_usable(self) -> bool:
         """Whether any managed key can be used (then development mode is off)."""
-        now = time.monotonic()
-        if self._any is None or now - self._any[0] > self.cache_seconds:
-            self._any = (now, await self.store.count_usable_api_keys(now_ms()) > 0)
+        if self._any is None or time.monotonic() - self._any[0] > self.cache_seconds:
+            self._any = await self._shared("", self._count)
         return self._any[1]
+
+    async def _look_up(self, digest: str) -> tuple[float, ApiKeyRow | None]:
+        row = await self.store.find_api_key(digest)
+        if len(self._keys) >= CACHE_ENTRIES:
+            self._keys.clear()
+        self._keys[digest] = found = (time.monotonic(), row)
+        return found
+
+    async def _count(self) -> tuple[float, bool]:
+        return time.monotonic(), await self.store.count_usable_api_keys(now_ms()) > 0
+
+    async def _shared(self, name: str, query: Callable[[], Awaitable[T]]) -> T:
+        """The result of the query `name` under way, or of a new one; a caller that goes away
+        does not cancel it for the others."""
+        pending = self._looking.get(name)
+        if pending is None:
+            pending = self._looking[name] = asyncio.ensure_future(query())
+            pending.add_done_callback(lambda _: self._looking.pop(name, None))
+        result: T = await asyncio.shield(pending)
+        return result
 
 
 @dataclass(frozen=True)

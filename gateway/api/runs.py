@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from sse_starlette import EventSourceResponse
@@ -121,6 +122,21 @@ def check_run(request: Request, body: RunRequest) -> None:
     check_run_request(services(request).settings, body)
 
 
+def gated(handler: Callable[[Request], Awaitable[Response]]
+          ) -> Callable[[Request], Awaitable[Response]]:
+    """A run-start endpoint, whole (its request parsed and checked, the run admitted and
+    launched), inside the process's start gate (`runs/start_gate.py`). The response's stream
+    is read after the turn ends."""
+
+    @functools.wraps(handler)
+    async def in_turn(request: Request) -> Response:
+        async with services(request).runs.start_gate:
+            return await handler(request)
+
+    return in_turn
+
+
+@gated
 async def run_new_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
     check_run(request, body)
@@ -136,6 +152,7 @@ async def run_new_thread(request: Request) -> Response:
     return _started_stream(request, started)
 
 
+@gated
 async def run_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
     check_run(request, body)

@@ -35,6 +35,8 @@ RUNS_ENDED = Counter("gateway_runs_ended", "Runs ended by this process, by final
                      "error code (empty when none).", ["status", "code"])
 ACTIVE_RUNS = Gauge("gateway_active_runs", "Runs executing in this process.")
 ACTIVE_SUBSCRIBERS = Gauge("gateway_active_subscribers", "Clients reading a run's event stream.")
+STARTS_WAITING = Gauge("gateway_starts_waiting", "Run requests waiting for their turn to start "
+                       "(GATEWAY_START_CONCURRENCY).")
 TIME_TO_FIRST_TOKEN = Histogram(
     "gateway_time_to_first_token_seconds",
     "From a model call to its first streamed content (text, reasoning or tool call).",

@@ -40,6 +40,7 @@ from .quotas import NO_QUOTA, MemoryCounters, QuotaExceeded, Quotas, Subject, Ti
 from .registry import ActiveRun, RunRegistry
 from .salvage import save_partial_answer
 from .signals import DatabaseSignals, Signals
+from .start_gate import StartGate
 from .timings import Timings
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,11 @@ class RunManager:
                  remote_feed: RunFeed | None = None, signals: Signals | None = None,
                  idempotency_ttl_seconds: float = 86400.0, quotas: Quotas | None = None,
                  run_max_seconds: float | None = None,
-                 max_output_tokens: int | None = None, model_name: str | None = None) -> None:
+                 max_output_tokens: int | None = None, model_name: str | None = None,
+                 start_concurrency: int = 16) -> None:
         self.store, self.model = store, model
+        # Run requests take turns at it (the API's run-start handlers hold it, see `start_gate`).
+        self.start_gate = StartGate(start_concurrency)
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
         self.quotas = quotas or Quotas(MemoryCounters())
         self.idempotency_ttl_seconds = idempotency_ttl_seconds

@@ -1,10 +1,14 @@
-"""Managed API keys in the store: found by hash, revoked once, counted while usable."""
+"""Managed API keys in the store: found by hash, revoked once, counted while usable; looked
+up once by a burst of requests."""
 
 from __future__ import annotations
 
-from gateway.api.keyring import hash_key, key_row, usable
+import asyncio
+
+from gateway.api.keyring import KeyRing, hash_key, key_row, usable
 from gateway.protocol.clock import now_ms
 from gateway.store.repository import Store
+from gateway.store.tables import ApiKeyRow
 from tests.inprocess.conftest import PROJECT
 
 
@@ -56,3 +60,31 @@ async def test_only_keys_neither_revoked_nor_expired_count_as_usable(store: Stor
     assert await store.count_usable_api_keys(now + 120_000) == 1
     assert usable(await store.find_api_key(hash_key("gw_expired")), now) is None
     assert usable(await store.find_api_key(hash_key("gw_expires-later")), now) is not None
+
+
+async def test_a_burst_of_lookups_shares_one_query(store: Store) -> None:
+    """Hundreds of run starts at once find the key cache cold together: they wait for one
+    query each, not one each."""
+    await store.add_api_key(key_row("gw_shared-key", PROJECT))
+    ring = KeyRing(store, cache_seconds=60)
+    queries: list[str] = []
+    find, count = store.find_api_key, store.count_usable_api_keys
+
+    async def counted_find(digest: str) -> ApiKeyRow | None:
+        queries.append("find")
+        return await find(digest)
+
+    async def counted_count(now: int) -> int:
+        queries.append("count")
+        return await count(now)
+
+    store.find_api_key = counted_find  # type: ignore[method-assign]
+    store.count_usable_api_keys = counted_count  # type: ignore[method-assign]
+    found = await asyncio.gather(*(ring.resolve("gw_shared-key") for _ in range(50)),
+                                 *(ring.resolve("gw_unknown-key") for _ in range(50)))
+    usable_ones = await asyncio.gather(*(ring.any_usable() for _ in range(50)))
+
+    assert sorted(queries) == ["count", "find", "find"]
+    assert all(k is not None and k.project == PROJECT for k in found[:50])
+    assert all(k is None for k in found[50:])
+    assert all(usable_ones)
