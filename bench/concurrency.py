@@ -53,7 +53,7 @@ import httpx
 
 from tests.support.gateway_server import ROOT, GatewayServer, free_port
 
-LEVELS = (10, 50, 100, 200, 500)
+LEVELS = (10, 50, 100, 200, 300, 500)
 RATES = (20, 50)
 STAMP = re.compile(rb"t(\d+)@(\d+) ")
 LAG = re.compile(r"loop lag ms: ticks=\d+ p50=[\d.]+ p99=([\d.]+) max=([\d.]+)")

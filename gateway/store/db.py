@@ -16,6 +16,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from .sqlite_driver import one_trip_dbapi
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How long a query may wait for the process's SQLite connection before failing.
 SQLITE_POOL_TIMEOUT_SECONDS = 120
@@ -34,7 +36,9 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         # sleeps in steps of up to 100 ms while holding a pooled connection; at 100 concurrent
         # runs, starts waited for seconds. On one connection they queue in order instead, with
         # no sleeping. (Other processes on the same file still meet the busy timeout.)
-        engine = create_async_engine(url, connect_args={"timeout": 30}, pool_size=1,
+        # Each statement in one trip to aiosqlite's thread (`sqlite_driver`).
+        engine = create_async_engine(url, module=one_trip_dbapi(),
+                                     connect_args={"timeout": 30}, pool_size=1,
                                      max_overflow=0, pool_timeout=SQLITE_POOL_TIMEOUT_SECONDS,
                                      pool_reset_on_return=None)
 

@@ -1,0 +1,129 @@
+"""SQLite statements in one trip to aiosqlite's thread instead of three or four.
+
+aiosqlite runs every call on its own thread, and SQLAlchemy's adapter makes a call of each
+DB-API step: open a cursor, execute, fetch the rows, close the cursor. Each call is a round trip
+that waits for the event loop (and for the GIL) twice, so on a busy process a run's start, its
+message and its end, about a dozen statements, spent more time handing calls over than in
+SQLite: about 37 trips per run (bench/README.md). Here a statement's steps run together on the
+thread, in one trip: the same sqlite3 calls in the same order on the same connection, so
+transactions, errors and results are SQLite's own as before.
+
+Server-side cursors (`stream_results`) keep SQLAlchemy's own cursor; the gateway uses none.
+"""
+
+from __future__ import annotations
+
+import collections
+import sqlite3
+from typing import Any
+
+import aiosqlite
+from sqlalchemy.dialects.sqlite.aiosqlite import (
+    AsyncAdapt_aiosqlite_connection,
+    AsyncAdapt_aiosqlite_cursor,
+    AsyncAdapt_aiosqlite_dbapi,
+)
+from sqlalchemy.util import EMPTY_DICT
+from sqlalchemy.util.concurrency import await_
+
+Outcome = tuple[Any, list[Any], int, int | None]  # description, rows, rowcount, lastrowid
+
+
+def _run(connection: sqlite3.Connection, operation: str, parameters: Any,
+         many: bool) -> Outcome:
+    """On aiosqlite's thread: what SQLAlchemy's adapter did in separate calls."""
+    cursor = connection.cursor()
+    try:
+        if many:
+            cursor.executemany(operation, parameters)
+        elif parameters is None:
+            cursor.execute(operation)
+        else:
+            cursor.execute(operation, parameters)
+        description = cursor.description
+        rows = cursor.fetchall() if description else []
+        return description, rows, cursor.rowcount, cursor.lastrowid
+    finally:
+        cursor.close()
+
+
+class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
+    """A buffered cursor whose `execute` is one call on aiosqlite's thread; it holds no
+    sqlite3 cursor between calls, so there is nothing to open or close."""
+
+    __slots__ = ("_outcome",)
+
+    def __init__(self, adapt_connection: Any) -> None:
+        self._adapt_connection = adapt_connection
+        self._connection = adapt_connection._connection
+        self._cursor = None  # type: ignore[assignment]
+        self._soft_closed_memoized = EMPTY_DICT
+        self._rows = collections.deque()
+        self._outcome: Outcome = (None, [], -1, None)
+
+    @property
+    def description(self) -> Any:
+        return self._outcome[0]
+
+    @property
+    def rowcount(self) -> int:
+        return self._outcome[2]
+
+    @property
+    def lastrowid(self) -> Any:
+        return self._outcome[3]
+
+    @property
+    def arraysize(self) -> int:
+        return 1
+
+    @arraysize.setter
+    def arraysize(self, value: int) -> None:
+        pass
+
+    def execute(self, operation: Any, parameters: Any = None) -> Any:
+        return self._execute(operation, parameters, False)
+
+    def executemany(self, operation: Any, seq_of_parameters: Any) -> Any:
+        return self._execute(operation, seq_of_parameters, True)
+
+    def _execute(self, operation: Any, parameters: Any, many: bool) -> None:
+        try:
+            await_(self._in_one_trip(operation, parameters, many))
+        except Exception as error:
+            self._adapt_connection._handle_exception(error)
+
+    async def _in_one_trip(self, operation: Any, parameters: Any, many: bool) -> None:
+        connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
+        async with self._adapt_connection._execute_mutex:
+            self._outcome = await connection._execute(
+                _run, connection._conn, operation, parameters, many)
+        self._rows = collections.deque(self._outcome[1])
+
+    async def _async_soft_close(self) -> None:
+        """Nothing to close: the rows are already here."""
+
+    def close(self) -> None:
+        self._rows.clear()
+
+    def setinputsizes(self, *inputsizes: Any) -> None:
+        """sqlite3 ignores them too."""
+
+
+class OneTripConnection(AsyncAdapt_aiosqlite_connection):
+    __slots__ = ()
+    _cursor_cls = OneTripCursor
+
+
+class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
+    """SQLAlchemy's aiosqlite DB-API adapter, whose connections make `OneTripCursor`s."""
+
+    def connect(self, *arg: Any, **kw: Any) -> OneTripConnection:
+        connection = super().connect(*arg, **kw)
+        connection.__class__ = OneTripConnection  # the same slots: only the cursor differs
+        return connection  # type: ignore[return-value]
+
+
+def one_trip_dbapi() -> OneTripDBAPI:
+    """The `module` for `create_async_engine` on an `sqlite+aiosqlite` URL."""
+    return OneTripDBAPI(aiosqlite, sqlite3)
