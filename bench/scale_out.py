@@ -81,8 +81,8 @@ def follow_lag(model: ScriptedModel, on_a: httpx.Client, on_b: httpx.Client) -> 
 
 # ---- capacity: one worker against two --------------------------------------------------------
 
-def tree_cpu(roots: list[int]) -> float:
-    """CPU seconds (user + system) of the processes `roots` and all their descendants."""
+def tree_cpu(roots: list[int]) -> dict[int, float]:
+    """CPU seconds (user + system) of the processes `roots` and all their descendants, by pid."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -95,7 +95,14 @@ def tree_cpu(roots: list[int]) -> float:
         more = {pid for pid, parent in parents.items() if parent in members} - members
         members |= more
         grew = bool(more)
-    return sum(cpu_seconds_or_zero(pid) for pid in members)
+    return {pid: cpu_seconds_or_zero(pid) for pid in members}
+
+
+def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
+    """The CPU the processes used between two `tree_cpu` readings. A process that exited in
+    between (a PostgreSQL backend whose connection closed) took its figure with it: it counts
+    as nothing, so the sum can only be short, never negative."""
+    return sum(max(0.0, used - before.get(pid, 0.0)) for pid, used in after.items())
 
 
 def _stat(pid: int) -> list[str]:
@@ -214,7 +221,8 @@ def level(url: str, parties: Parties, runs: int, rate: int, seconds: float,
     results = [receiver.recv() for receiver in pipes]
     wall = time.monotonic() - start_at
     busy_after, total_after = machine_busy()
-    cpu = {name: tree_cpu(roots) - before[name] for name, roots in groups.items()}
+    cpu = {name: cpu_between(before[name], tree_cpu(roots))
+           for name, roots in groups.items()}
     for process in processes:
         process.join()
     cpu["clients"] = sum(r["cpu"] for r in results)
@@ -238,7 +246,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def max_concurrency(workdir: Path, upstream: Source, workers: int, options: argparse.Namespace
                     ) -> tuple[int, list[dict[str, Any]]]:
-    """The largest C (growing by half) whose runs all finish with the added latency p99 within
+    """The largest C (growing by `--growth` each level) whose runs all finish with the added latency p99 within
     the bound, on `gateway serve --workers N`."""
     assert engines.ENGINES is not None
     server = GatewayServer(workdir / f"w{workers}", {
@@ -261,7 +269,7 @@ def max_concurrency(workdir: Path, upstream: Source, workers: int, options: argp
             print(json.dumps(row), flush=True)
             if row["finished"] < runs or row["latency_p99_ms"] > options.bound_ms:
                 break
-            held, runs = runs, max(runs + 1, round(runs * 1.5))
+            held, runs = runs, max(runs + 1, round(runs * options.growth))
     finally:
         server.stop()
     return held, rows
@@ -319,6 +327,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="capacity: a run's length")
     parser.add_argument("--readers", type=int, default=2, help="capacity: client processes")
     parser.add_argument("--start-concurrent", type=int, default=10)
+    parser.add_argument("--growth", type=float, default=1.5,
+                        help="capacity: each level's C over the last one's")
     parser.add_argument("--max-concurrent", type=int, default=600)
     parser.add_argument("--skip-capacity", action="store_true")
     parser.add_argument("--only-capacity", action="store_true")

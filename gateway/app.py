@@ -192,9 +192,9 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         gc.freeze()
         # With hundreds of runs streaming, the default thresholds (700, 10, 10) ran about a
         # hundred collections a second and a full one every few seconds, each over every live
-        # run's objects: single pauses of 70 to 240 ms at 300 runs. Most of what a token
+        # run's objects: single pauses of up to 130 ms at 300 runs. Most of what a token
         # allocates dies young without a cycle (reference counting frees it), so collecting
-        # far less often costs little memory (bench/README.md, "Many streams at once").
+        # far less often costs little memory (bench/README.md, "Concurrency").
         gc.set_threshold(*GC_THRESHOLDS)
         # Every SQLite call is a hop to aiosqlite's thread and back; while the event loop is
         # busy, that thread waits for the GIL until the loop thread's switch interval runs out
