@@ -177,6 +177,10 @@ class RunExecutor:
 
         async def record(model: str) -> None:
             if model != recorded[0]:
+                # Worth an operator's attention: the run was served, but the model it should
+                # have used failed (its error went to the Router, not to the run).
+                log.warning("run %s: %s failed; fallback model %s answered", run_id,
+                            recorded[0], model)
                 recorded[0] = model
                 await self.store.set_run_model(run_id, model)
 

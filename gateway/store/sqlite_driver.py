@@ -3,9 +3,9 @@
 aiosqlite runs every call on its own thread, and SQLAlchemy's adapter makes a call of each
 DB-API step: open a cursor, execute, fetch the rows, close the cursor. Each call is a round trip
 that waits for the event loop (and for the GIL) twice, so on a busy process a run's start, its
-message and its end, about a dozen statements, spent more time handing calls over than in
-SQLite: about 37 trips per run (bench/README.md). Here a statement's steps run together on the
-thread, in one trip: the same sqlite3 calls in the same order on the same connection, so
+message and its end, about a dozen statements, cost about 37 trips (bench/README.md), each a
+wait in the queue of a loop that every stream shares. Here a statement's steps run together on
+the thread, in one trip: the same sqlite3 calls in the same order on the same connection, so
 transactions, errors and results are SQLite's own as before.
 
 Server-side cursors (`stream_results`) keep SQLAlchemy's own cursor; the gateway uses none.

@@ -62,6 +62,10 @@ def test_a_failing_first_model_falls_back_to_the_second(
     assert status_body["model"] == SECOND
     assert len([r for r in scripted_model.requests if r.get("stream")]) == 1
     assert len([r for r in second.requests if r.get("stream")]) == 1
+    # The operator hears of it: the run succeeded, but its model did not answer.
+    run_id = status_body["id"]
+    assert f"run {run_id}: openai/scripted failed; fallback model {SECOND} answered" in \
+        resilient.log()
 
 
 def test_the_first_model_serves_when_it_answers(
