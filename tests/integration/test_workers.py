@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -96,9 +97,13 @@ def test_sigterm_drains_every_worker(scripted_model: ScriptedModel,
     assert server.process is not None
     streams: list[tuple[httpx.Client, Any, Iterator[SseEvent], list[SseEvent]]] = []
     try:
-        # Long runs until both workers hold one (which worker accepts is the kernel's choice).
-        for _ in range(8):
-            scripted_model.enqueue({"steps": slow_turn(400, 0.05), "stream": True})
+        # Long runs until both workers hold one: which worker accepts is the kernel's choice,
+        # and on a loaded machine the second worker may still be starting when the first
+        # answers; so keep trying, a little apart, for up to 30 s. The runs outlast that (60 s);
+        # SIGTERM and the 3 s drain end them.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            scripted_model.enqueue({"steps": slow_turn(1200, 0.05), "stream": True})
             client = httpx.Client(base_url=server.url, timeout=30, event_hooks=USER,
                                   headers={"x-api-key": "test-key"})
             context = open_stream(client, "POST", "/v1/threads/runs",
@@ -109,6 +114,7 @@ def test_sigterm_drains_every_worker(scripted_model: ScriptedModel,
             owners = read_store(server, lambda store: _owners(store, streams))
             if len(owners) >= 2:
                 break
+            time.sleep(0.5)
         assert len(owners) == 2, f"runs on one worker only: {owners}"
         scripted_model.enqueue({"steps": slow_turn(10, 0.1), "stream": True})
         with httpx.Client(base_url=server.url, timeout=30, event_hooks=USER,
