@@ -246,8 +246,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def max_concurrency(workdir: Path, upstream: Source, workers: int, options: argparse.Namespace
                     ) -> tuple[int, list[dict[str, Any]]]:
-    """The largest C (growing by `--growth` each level) whose runs all finish with the added latency p99 within
-    the bound, on `gateway serve --workers N`."""
+    """The largest C (growing by `--growth` each level) whose runs all finish with the added
+    latency p99 within the bound, on `gateway serve --workers N`."""
     assert engines.ENGINES is not None
     server = GatewayServer(workdir / f"w{workers}", {
         "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
