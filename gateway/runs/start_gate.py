@@ -22,7 +22,6 @@ class StartGate:
     semaphore wakes waiters first come, first served)."""
 
     def __init__(self, width: int) -> None:
-        self.width = width
         self._slots = asyncio.Semaphore(width)
 
     async def __aenter__(self) -> None:

@@ -163,8 +163,6 @@ async function perform(cmd) {
       throw new Error(`unknown action ${cmd.action}`);
   }
   if (response) await (await response).finished();
-  await waitUntil(cmd.until);
-  if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
 }
 
-await serve({ browser, current: () => ({ page, context }), perform, snapshot });
+await serve({ browser, current: () => ({ page, context }), perform, waitUntil, snapshot });

@@ -50,12 +50,14 @@ function taken() {
 }
 
 /**
- * Run the commands read from stdin until "close": `perform(cmd)` each, then reply with
- * `snapshot()` and what the page did meanwhile (`seen`). A failed command is replied to with
- * its error, a screenshot if asked, and what can still be read off the page. `current()` gives
- * the script's page and context of the moment; at the end they and `browser` are closed.
+ * Run the commands read from stdin until "close": `perform(cmd)` each, then wait until the page
+ * shows `cmd.until` (`waitUntil`, the script's own predicate), take `cmd.screenshot` if asked,
+ * and reply with `snapshot()` and what the page did meanwhile (`seen`). A failed command is
+ * replied to with its error, a screenshot if asked, and what can still be read off the page.
+ * `current()` gives the script's page and context of the moment; at the end they and `browser`
+ * are closed.
  */
-export async function serve({ browser, current, perform, snapshot }) {
+export async function serve({ browser, current, perform, waitUntil, snapshot }) {
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
     if (!line.trim()) continue;
@@ -63,6 +65,8 @@ export async function serve({ browser, current, perform, snapshot }) {
     if (cmd.action === "close") break;
     try {
       await perform(cmd);
+      await waitUntil(cmd.until);
+      if (cmd.screenshot) await current().page.screenshot({ path: cmd.screenshot, fullPage: true });
       const page = await snapshot();
       reply({ ok: true, page, ...taken() });
     } catch (err) {

@@ -112,8 +112,6 @@ async function perform(cmd) {
     default:
       throw new Error(`unknown action ${cmd.action}`);
   }
-  await waitUntil(cmd.until);
-  if (cmd.screenshot) await page.screenshot({ path: cmd.screenshot, fullPage: true });
 }
 
-await serve({ browser, current: () => ({ page, context }), perform, snapshot });
+await serve({ browser, current: () => ({ page, context }), perform, waitUntil, snapshot });
