@@ -471,10 +471,10 @@ async def our_code_per_delta(deltas: list[Any], dialect: str = "tambo") -> list[
     for delta in deltas:
         started = time.perf_counter_ns()
         await turn.feed(delta)
-        for entry in live.entries[seen:]:
+        for entry in live.since(seen):
             for event in translator.feed(entry.frame):
                 encode(translator.stamp(event, entry.ts))
-        seen = len(live.entries)
+        seen = live.last
         samples.append(time.perf_counter_ns() - started)
     return samples
 

@@ -8,10 +8,18 @@ per place a log can be read from: this process's memory (`LiveFeed`), the databa
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
+from ..store.repository import UNAVAILABLE, Store
+from .feeds_db import read_persisted
 from .log import Entry, LiveLog
+from .timings import Timings
+
+log = logging.getLogger(__name__)
 
 
 class RunFeed(Protocol):
@@ -26,22 +34,53 @@ class RunFeed(Protocol):
 
 
 class LiveFeed:
-    """The log of a run that runs (or just ended) in this process, read from memory."""
+    """The log of a run that runs (or just ended) in this process, read from memory; what
+    memory no longer holds (see `log.LiveLog.forget`) is read from the database first."""
 
-    def __init__(self, live: LiveLog) -> None:
-        self.live = live
+    def __init__(self, live: LiveLog, store: Store, timings: Timings) -> None:
+        self.live, self.store, self.timings = live, store, timings
 
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
         live = self.live
         live.subscribers += 1
         try:
-            index = after
+            seq = after
             while True:
-                while index < len(live.entries):
-                    yield live.entries[index]
-                    index += 1
-                if live.closed:
+                if seq < live.first:
+                    async with contextlib.aclosing(self._forgotten(run_id, seq)) as forgotten:
+                        async for entry in forgotten:
+                            yield entry
+                            seq = entry.seq
+                    continue
+                for entry in live.since(seq):
+                    yield entry
+                    seq = entry.seq
+                if live.closed and seq >= live.last:
                     return
-                await live.wait_beyond(index)
+                await live.wait_beyond(seq)
         finally:
             live.subscribers -= 1
+
+    async def _forgotten(self, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
+        """The entries after `after` that memory forgot, from the database: up to `live.first`
+        only, since past it a fenced run's memory and the database can differ (the reaper's
+        end), and memory is what this process has shown."""
+        live, seq = self.live, after
+        while seq < live.first:
+            before = seq
+            try:
+                async with contextlib.aclosing(
+                        read_persisted(self.store, run_id, seq)) as persisted:
+                    async for entry in persisted:
+                        if entry.seq > live.first:
+                            break
+                        yield entry
+                        seq = entry.seq
+            except UNAVAILABLE as error:  # the reader waits; the run goes on
+                log.warning("run %s: reading its log failed (%s); retrying", run_id,
+                            type(error).__name__)
+                await asyncio.sleep(self.timings.feed_poll_seconds)
+                continue
+            if seq == before:
+                raise RuntimeError(f"run {run_id}: positions {seq + 1} to {live.first} are "
+                                   "neither in memory nor in the database")

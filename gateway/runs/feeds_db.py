@@ -40,7 +40,7 @@ class DatabaseFeed:
                 row = await store.get_run(run_id)
                 active = row is not None and row.status in ACTIVE_RUN_STATUSES
                 before = seq
-                async for entry in self.persisted(run_id, seq):
+                async for entry in read_persisted(store, run_id, seq):
                     seq = entry.seq
                     yield entry
                     if timbal.is_terminal(entry.frame):
@@ -70,12 +70,14 @@ class DatabaseFeed:
         if last is not None and last.seq <= seq and timbal.is_terminal(last.frame):
             yield Entry(last.seq, last.ts_ms, last.frame)
 
-    async def persisted(self, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
-        """The entries on disk now with `seq > after`, read in pages."""
-        while True:
-            rows = await self.store.read_frames(run_id, after, PAGE_FRAMES)
-            for row in rows:
-                after = row.seq
-                yield Entry(row.seq, row.ts_ms, row.frame)
-            if len(rows) < PAGE_FRAMES:
-                return
+
+
+async def read_persisted(store: Store, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
+    """The entries on disk now with `seq > after`, read in pages."""
+    while True:
+        rows = await store.read_frames(run_id, after, PAGE_FRAMES)
+        for row in rows:
+            after = row.seq
+            yield Entry(row.seq, row.ts_ms, row.frame)
+        if len(rows) < PAGE_FRAMES:
+            return

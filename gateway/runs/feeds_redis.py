@@ -54,36 +54,43 @@ class RedisFeed:
         """Append the live log's entries to the run's stream until the log closes; stop early if
         `stopped()` (the run was taken over by another process, which owns its end)."""
         key, published, healthy = stream_key(live.run_id), 0, True
-        while not stopped():
-            batch = live.entries[published:]
-            if batch:
-                try:
-                    pipe = self.redis.pipeline(transaction=False)
-                    for entry in batch:
-                        pipe.xadd(key, {"ts": entry.ts, "f": json.dumps(entry.frame)},
-                                  id=f"0-{entry.seq}")
-                    pipe.expire(key, ACTIVE_TTL_SECONDS)
-                    with metrics.timed_redis("append"):
-                        await pipe.execute()
-                    published += len(batch)
+        live.hold("redis", published)
+        try:
+            while not stopped():
+                batch = live.since(published)
+                if batch:
+                    try:
+                        await self._append(key, batch)
+                    except (RedisError, OSError) as error:
+                        if healthy:
+                            log.warning("run %s: Redis unavailable (%s); its subscribers read the "
+                                        "database meanwhile", live.run_id, error)
+                            healthy = False
+                        await asyncio.sleep(RETRY_SECONDS)
+                        published = await self._published(key, published)
+                        continue
+                    published = batch[-1].seq
+                    live.hold("redis", published)
                     if not healthy:
                         log.info("run %s: publishing to Redis again", live.run_id)
                         healthy = True
-                except (RedisError, OSError) as error:
-                    if healthy:
-                        log.warning("run %s: Redis unavailable (%s); its subscribers read the "
-                                    "database meanwhile", live.run_id, error)
-                        healthy = False
-                    await asyncio.sleep(RETRY_SECONDS)
-                    published = await self._published(key, published)
-                    continue
-            if live.closed and published >= len(live.entries):
-                break
-            await live.wait_beyond(published)
+                if live.closed and published >= live.last:
+                    break
+                await live.wait_beyond(published)
+        finally:
+            live.release("redis")  # memory may forget what this run published
         try:
             await self.redis.expire(key, ENDED_TTL_SECONDS)
         except (RedisError, OSError):
             pass  # it expires with ACTIVE_TTL_SECONDS
+
+    async def _append(self, key: str, batch: list[Entry]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for entry in batch:
+            pipe.xadd(key, {"ts": entry.ts, "f": json.dumps(entry.frame)}, id=f"0-{entry.seq}")
+        pipe.expire(key, ACTIVE_TTL_SECONDS)
+        with metrics.timed_redis("append"):
+            await pipe.execute()
 
     async def _published(self, key: str, fallback: int) -> int:
         """How much of the log the stream holds (after an error: maybe all, maybe none if Redis

@@ -3,9 +3,15 @@
 While a run is active its log lives in memory (`LiveLog`) and subscribers follow it there; it is
 written to the database in batches by `RunRecorder`, never once per token. Subscribers pull from
 the shared list at their own pace, so a slow reader never slows the run or other readers, and a
-reader costs one index into the shared list, not a buffer of its own: the only per-reader buffer
+reader costs one position in the log, not a buffer of its own: the only per-reader buffer
 is its socket's (bounded by uvicorn's flow control; a reader stuck on it is disconnected, see
 `Timings.slow_reader_seconds`, and resumes with its cursor).
+
+Only the tail of the log stays in memory: once a batch is on disk, the recorder `forget`s the
+batch before it (one batch of slack for readers a little behind). Kept whole, the log cost about
+350 bytes per token for the run's lifetime, most of a run's memory at a few hundred concurrent
+runs (bench/README.md); a reader whose position was forgotten reads the database up to the tail
+(`feed.LiveFeed`). A holder that must see every entry (the Redis publisher) `hold`s its position.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ class Entry:
 class LiveLog:
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-        self.entries: list[Entry] = []
+        self.first = 0  # the positions up to this one are on disk and no longer in memory
+        self.entries: list[Entry] = []  # the tail: positions first + 1 to last
+        self.holds: dict[str, int] = {}  # holder -> the position it has consumed
         self.closed = False
         self.subscribers = 0
         self._changed = asyncio.Event()
@@ -38,14 +46,38 @@ class LiveLog:
         self._notify()
         return entry
 
+    @property
+    def last(self) -> int:
+        """The position of the last entry (0 while empty)."""
+        return self.first + len(self.entries)
+
+    def since(self, seq: int) -> list[Entry]:
+        """The entries in memory after position `seq` (from `first + 1` if `seq` is older)."""
+        return self.entries[max(0, seq - self.first):]
+
+    def forget(self, seq: int) -> None:
+        """Drop the entries up to `seq` (on disk by now) from memory, except what a holder has
+        not consumed yet."""
+        upto = min(seq, *self.holds.values()) if self.holds else seq
+        if upto > self.first:
+            del self.entries[:upto - self.first]
+            self.first = upto
+
+    def hold(self, holder: str, seq: int) -> None:
+        """Keep the entries after `seq` in memory for `holder` (until `release`)."""
+        self.holds[holder] = seq
+
+    def release(self, holder: str) -> None:
+        self.holds.pop(holder, None)
+
     def next_entry(self, frame: dict[str, Any], offset: int = 0) -> Entry:
         """The entry `frame` would get `offset` positions after the next append."""
-        return Entry(len(self.entries) + 1 + offset, now_ms(), frame)
+        return Entry(self.last + 1 + offset, now_ms(), frame)
 
     def extend(self, entries: list[Entry]) -> None:
         """Publish entries built ahead with `next_entry` (persisted before being shown)."""
         for entry in entries:
-            if entry.seq != len(self.entries) + 1:
+            if entry.seq != self.last + 1:
                 raise ValueError(f"log position {entry.seq} out of order in run {self.run_id}")
             self.entries.append(entry)
         self._notify()
@@ -56,7 +88,7 @@ class LiveLog:
 
     async def wait_beyond(self, count: int) -> None:
         """Return once the log has more than `count` entries or is closed."""
-        while len(self.entries) <= count and not self.closed:
+        while self.last <= count and not self.closed:
             await self._changed.wait()
 
     def _notify(self) -> None:

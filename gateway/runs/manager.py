@@ -257,7 +257,7 @@ class RunManager:
         Leaving before the end is a disconnect: the run goes on, and its policy decides
         whether it is cancelled later (`disconnect`)."""
         live = self.live_log(run_id)
-        feed = LiveFeed(live) if live is not None else self.remote_feed
+        feed = LiveFeed(live, self.store, self.timings) if live is not None else self.remote_feed
         metrics.ACTIVE_SUBSCRIBERS.inc()
         try:
             async with contextlib.aclosing(feed.subscribe(run_id, after)) as source:

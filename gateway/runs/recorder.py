@@ -71,7 +71,8 @@ class RunRecorder:
         self._on_fenced = on_fenced  # the run is stopped at once, not at the next lease renewal
         self.thread_id, self.run_id = thread_id, run_id
         self.state_schemas = state_schemas or {}
-        self._flushed = 0
+        self._flushed = 0  # the log's position up to which it is on disk
+        self._forgettable = 0  # on disk one write ago: memory may drop it (`LiveLog.forget`)
         self._claimed = 0  # frames in the writer's commit under way (`_writing`)
         self._writing: asyncio.Future[None] | None = None
         self.fenced = False  # another process ended this run: write nothing more
@@ -95,7 +96,7 @@ class RunRecorder:
         self.live.append(frame)
         if kind == "set":
             await durably(self._save_value(frame["i"], frame["v"], frame.get("t")))
-        if len(self.live.entries) - self._flushed >= FLUSH_FRAMES:
+        if self.live.last - self._flushed >= FLUSH_FRAMES:
             await self.flush()
 
     async def flush(self) -> None:
@@ -108,7 +109,7 @@ class RunRecorder:
         The first batch of the run also shows its thread as streaming."""
         if self.fenced or self._sealed or self._writing is not None:
             return None
-        pending = self.live.entries[self._flushed:]
+        pending = self.live.since(self._flushed)
         if not pending:
             return None
         self._writing = asyncio.get_running_loop().create_future()
@@ -120,6 +121,8 @@ class RunRecorder:
         writing, self._writing = self._writing, None
         if outcome is True:
             self._flushed += self._claimed
+            self.live.forget(self._forgettable)
+            self._forgettable = self._flushed
         elif outcome is False:
             self._fenced_out()
         else:  # keep the run going; the next commit (or the final one) retries the batch
@@ -135,13 +138,13 @@ class RunRecorder:
         self._sealed = True  # the writer claims nothing more of this run
         while self._writing is not None:  # a commit with our frames is under way: after it
             await asyncio.shield(self._writing)
-        pending = self.live.entries[self._flushed:]
+        pending = self.live.since(self._flushed)
         terminal = [self.live.next_entry(f, k) for k, f in enumerate(frames)]
         if self.fenced or not await durably(commit(_rows([*pending, *terminal]))):
             self.fenced = True
             return False
         self.live.extend(terminal)
-        self._flushed = len(self.live.entries)
+        self._flushed = self.live.last
         return True
 
     def unsaved_messages(self) -> dict[str, list[dict[str, Any]]]:

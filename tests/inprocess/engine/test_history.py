@@ -46,7 +46,7 @@ async def test_history_answers_every_call_and_shows_component_state(
     model.enqueue([*tool_turn("call_x", "get_time", "{}")[:-1], hold])
     fourth = (await manager.start(PROJECT, thread, user("again", previousRunId=third.id,
                                                         tools=[TOOL]))).run
-    while not manager.live_log(fourth.id) or len(manager.live_log(fourth.id).entries) < 4:
+    while not manager.live_log(fourth.id) or manager.live_log(fourth.id).last < 4:
         await asyncio.sleep(0.005)
     await manager.cancel(fourth.id)
 

@@ -30,3 +30,20 @@ async def test_closing_releases_every_reader() -> None:
     log.close()
     await asyncio.wait_for(reader, 1)
     assert log.closed
+
+
+def test_forgetting_keeps_positions_and_what_a_holder_has_not_consumed() -> None:
+    log = LiveLog("run_1")
+    for k in range(10):
+        log.append({"c": k})
+    log.hold("publisher", 4)
+    log.forget(7)
+    assert (log.first, log.last) == (4, 10)  # the holder is at 4: 5 and later stay
+    assert [e.seq for e in log.since(0)] == [5, 6, 7, 8, 9, 10]
+    assert [e.seq for e in log.since(8)] == [9, 10]
+    log.release("publisher")
+    log.forget(7)
+    assert [e.seq for e in log.since(0)] == [8, 9, 10]
+    log.forget(3)  # never backwards
+    assert log.first == 7
+    assert log.append({"c": "next"}).seq == 11

@@ -110,7 +110,7 @@ async def test_cancel_ends_the_run_cancelled_and_keeps_the_partial_message(
     model.enqueue(text_turn("partial ") + [hold])
     run = (await manager.start(PROJECT, thread, user("go"))).run
     reader = asyncio.create_task(events(manager, run.id))
-    while not manager.live_log(run.id) or len(manager.live_log(run.id).entries) < 3:
+    while not manager.live_log(run.id) or manager.live_log(run.id).last < 3:
         await asyncio.sleep(0.005)
     ended = await manager.cancel(run.id)
     assert ended.status == "cancelled"
@@ -139,7 +139,7 @@ async def test_the_thread_of_a_cancelled_run_takes_a_new_run_at_once(
     thread = await new_thread(store)
     model.enqueue(text_turn("long ") + [asyncio.Event()], text_turn("Fresh answer."))
     run = (await manager.start(PROJECT, thread, user("long"))).run
-    while not manager.live_log(run.id) or len(manager.live_log(run.id).entries) < 3:
+    while not manager.live_log(run.id) or manager.live_log(run.id).last < 3:
         await asyncio.sleep(0.005)
     await manager.cancel(run.id)
     freed = await store.get_thread(PROJECT, thread.id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.runs.feeds_db import read_persisted
 from gateway.runs.manager import RunManager
 from gateway.runs.supervisor import RunSupervisor
 from gateway.store.repository import Store
@@ -51,9 +52,9 @@ async def test_a_cursor_past_what_a_dead_process_saved_still_gets_run_lost(
     thread = await new_thread(store)
     model.enqueue(text_turn("seen ", "by ", "a ", "reader ") + [asyncio.Event()])
     run = (await dead.start(PROJECT, thread, user("go"))).run
-    while len(dead.live_log(run.id).entries) < 6:
+    while dead.live_log(run.id).last < 6:
         await asyncio.sleep(0.005)
-    cursor = len(await _events_so_far(dead, run.id))
+    cursor = len(await _events_so_far(dead, store, run.id))
     # The process "dies": nothing more of it runs, its lease runs out, a peer reaps the run.
     dead.active[run.id].recorder.fenced = True
     await asyncio.sleep(0.3)
@@ -67,8 +68,12 @@ async def test_a_cursor_past_what_a_dead_process_saved_still_gets_run_lost(
     assert tail[0][1]["isRetryable"] is True
 
 
-async def _events_so_far(manager: RunManager, run_id: str) -> list[object]:
+async def _events_so_far(manager: RunManager, store: Store, run_id: str) -> list[object]:
+    """What a reader of the run has been shown: what memory forgot from the database, then
+    memory."""
     from gateway.protocol.dialects.tambo import TamboDialect
 
+    live = manager.live_log(run_id)
+    forgotten = [e async for e in read_persisted(store, run_id, 0) if e.seq <= live.first]
     translator = TamboDialect()
-    return [e for entry in manager.live_log(run_id).entries for e in translator.feed(entry.frame)]
+    return [e for entry in [*forgotten, *live.since(0)] for e in translator.feed(entry.frame)]

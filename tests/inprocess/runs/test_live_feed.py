@@ -1,0 +1,92 @@
+"""A run's log read from this process's memory, which keeps only its tail: once a batch is on
+disk, the batch before it is forgotten, and readers behind that read the database first."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gateway.engine.deltas import TextDelta
+from gateway.runs.feeds_db import read_persisted
+from gateway.runs.log import Entry
+from gateway.runs.manager import RunManager
+from gateway.store.repository import Store
+from tests.inprocess.conftest import (
+    PROJECT,
+    ScriptedDeltas,
+    Step,
+    events,
+    finished,
+    new_thread,
+    user,
+)
+
+TOKENS = 80
+
+
+def paced_tokens(hold: asyncio.Event) -> list[Step]:
+    """80 tokens 10 ms apart (several of the log writer's 100 ms batches), then held open."""
+    steps: list[Step] = []
+    for k in range(TOKENS):
+        steps += [TextDelta(f"t{k} "), 0.01]
+    return [*steps, hold]
+
+
+async def read(manager: RunManager, run_id: str, after: int = 0, pause_after: int | None = None,
+               resume: asyncio.Event | None = None) -> list[Entry]:
+    entries: list[Entry] = []
+    async for entry in manager.entries(run_id, after):
+        entries.append(entry)
+        if pause_after is not None and len(entries) == pause_after and resume is not None:
+            await resume.wait()
+    return entries
+
+
+async def until(condition: Any) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+async def test_memory_keeps_the_tail_and_late_and_slow_readers_get_every_entry_once(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    hold, resume = asyncio.Event(), asyncio.Event()
+    model.enqueue(paced_tokens(hold))
+    run = (await manager.start(PROJECT, await new_thread(store), user("go"))).run
+    live = manager.live_log(run.id)
+    assert live is not None
+    follower = asyncio.create_task(read(manager, run.id))
+    slow = asyncio.create_task(read(manager, run.id, pause_after=3, resume=resume))
+    await until(lambda: live.first > 30)
+    assert len(live.entries) < live.last - 30  # the head is no longer in memory
+    late = asyncio.create_task(read(manager, run.id))  # from the start, after it was forgotten
+    resume.set()  # the slow reader is at 3, long forgotten: it goes on from the database
+    await until(lambda: live.last >= TOKENS)
+    hold.set()
+    await finished(manager, run.id)
+
+    whole = [e async for e in read_persisted(store, run.id, 0)]
+    assert [e.seq for e in whole] == list(range(1, len(whole) + 1))
+    assert len(whole) > TOKENS
+    for reader in (follower, slow, late):
+        got = await asyncio.wait_for(reader, 10)
+        assert [(e.seq, e.frame) for e in got] == [(e.seq, e.frame) for e in whole]
+
+
+async def test_a_reconnect_from_a_forgotten_cursor_sees_the_same_events_as_a_live_reader(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    hold = asyncio.Event()
+    model.enqueue(paced_tokens(hold))
+    run = (await manager.start(PROJECT, await new_thread(store), user("go"))).run
+    live = manager.live_log(run.id)
+    assert live is not None
+    following = asyncio.create_task(events(manager, run.id))
+    await until(lambda: live.first > 30)
+    reconnect = asyncio.create_task(events(manager, run.id, after=10))
+    hold.set()
+    everything = await asyncio.wait_for(following, 10)
+    assert await asyncio.wait_for(reconnect, 10) == everything[10:]
+    text = "".join(e.get("delta", "") for _, e in everything if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "".join(f"t{k} " for k in range(TOKENS))
