@@ -30,6 +30,7 @@ from ..protocol.frames_schema import (
 )
 from ..protocol.timbal import tool_result_text
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
+from .fragments import Fragments
 from .history import COMPONENT_TOOL_PREFIX
 from .model import ModelRequest
 
@@ -88,12 +89,12 @@ class _Call:
     tool_call_id: str
     name: str
     kind: str  # "client" | "server" | "component" | "unknown"
-    fragments: list[str] = field(default_factory=list)  # joined when read, never per fragment
+    fragments: Fragments = field(default_factory=Fragments)  # joined when read
     component_id: str | None = None
 
     @property
     def arguments(self) -> str:
-        return "".join(self.fragments)
+        return str(self.fragments)
 
 
 class Turn:
@@ -106,11 +107,10 @@ class Turn:
         self.message_id = new_id()
         self.components, self.server_tools, self.client_tools = (
             components, server_tools, client_tools)
-        # Text so far as lists of deltas: appending to a growing string would copy it per token.
-        self._texts: list[str] = []
-        self._thinking: tuple[str, list[str]] | None = None  # (i, content so far)
+        self._texts = Fragments()
+        self._thinking: tuple[str, Fragments] | None = None  # (i, content so far)
         self._agent: str | None = None
-        self._agent_texts: list[str] = []
+        self._agent_texts = Fragments()
         self.calls: dict[int, _Call] = {}
         self._waiting: dict[int, ToolCallDelta] = {}  # fragments before their name arrived
 
@@ -118,7 +118,7 @@ class Turn:
         if isinstance(delta, ReasoningDelta):
             if self._thinking is None:
                 i = new_id()
-                self._thinking = (i, [])
+                self._thinking = (i, Fragments())
                 await self.sink.emit(timbal.start(i, {"type": "thinking",
                                                       "messageId": self.message_id}))
             i, content = self._thinking
@@ -173,26 +173,26 @@ class Turn:
         call_id = delta.id or new_id("call_")
         if name.startswith(COMPONENT_TOOL_PREFIX) and name[len(COMPONENT_TOOL_PREFIX):] in self.components:
             return _Call(delta.index, new_id(), call_id, name[len(COMPONENT_TOOL_PREFIX):],
-                         "component", [arguments], component_id=new_id("comp_"))
+                         "component", Fragments(arguments), component_id=new_id("comp_"))
         kind = ("client" if name in self.client_tools
                 else "server" if name in self.server_tools else "unknown")
-        return _Call(delta.index, new_id(), call_id, name, kind, [arguments])
+        return _Call(delta.index, new_id(), call_id, name, kind, Fragments(arguments))
 
     async def _close_thinking(self) -> None:
         if self._thinking is not None:
             i, content = self._thinking
             self._thinking = None
             await self.sink.emit(timbal.set_value(
-                i, {"type": "thinking", "messageId": self.message_id, "content": "".join(content)},
+                i, {"type": "thinking", "messageId": self.message_id, "content": str(content)},
                 now_ms()))
 
     async def _close_agent(self, cancelled: bool = False) -> None:
         if self._agent is not None:
             value: AgentValue = {"type": "agent", "messageId": self.message_id,
-                                     "content": "".join(self._agent_texts)}
+                                     "content": str(self._agent_texts)}
             if cancelled:
                 value["cancelled"] = True
-            i, self._agent, self._agent_texts = self._agent, None, []
+            i, self._agent, self._agent_texts = self._agent, None, Fragments()
             await self.sink.emit(timbal.set_value(i, value, now_ms()))
 
     async def close(self, cancelled: bool = False) -> None:
@@ -208,7 +208,7 @@ class Turn:
     @property
     def text(self) -> str:
         """All the turn's text so far."""
-        return "".join(self._texts)
+        return str(self._texts)
 
     def ordered_calls(self) -> list[_Call]:
         return [self.calls[index] for index in sorted(self.calls)]
