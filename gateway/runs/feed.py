@@ -35,7 +35,12 @@ class RunFeed(Protocol):
 
 class LiveFeed:
     """The log of a run that runs (or just ended) in this process, read from memory; what
-    memory no longer holds (see `log.LiveLog.forget`) is read from the database first."""
+    memory no longer holds (see `log.LiveLog.forget`) is read from the database first.
+
+    A reader in memory holds its position, so memory keeps what it has not read: a reader a
+    little behind a fast run must not be sent to the database (several times the CPU per
+    entry). A reader stuck on its socket is disconnected after `slow_reader_seconds`, which
+    bounds what it can hold."""
 
     def __init__(self, live: LiveLog, store: Store, timings: Timings) -> None:
         self.live, self.store, self.timings = live, store, timings
@@ -43,6 +48,7 @@ class LiveFeed:
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
         live = self.live
         live.subscribers += 1
+        holder = f"reader-{id(self)}"  # what this reader has not read stays in memory
         try:
             seq = after
             while True:
@@ -52,13 +58,16 @@ class LiveFeed:
                             yield entry
                             seq = entry.seq
                     continue
+                live.hold(holder, seq)
                 for entry in live.since(seq):
                     yield entry
                     seq = entry.seq
                 if live.closed and seq >= live.last:
                     return
+                live.hold(holder, seq)
                 await live.wait_beyond(seq)
         finally:
+            live.release(holder)
             live.subscribers -= 1
 
     async def _forgotten(self, run_id: str, after: int) -> AsyncGenerator[Entry, None]:

@@ -7,11 +7,10 @@ reader costs one position in the log, not a buffer of its own: the only per-read
 is its socket's (bounded by uvicorn's flow control; a reader stuck on it is disconnected, see
 `Timings.slow_reader_seconds`, and resumes with its cursor).
 
-Only the tail of the log stays in memory: once a batch is on disk, the recorder `forget`s the
-batch before it (one batch of slack for readers a little behind). Kept whole, the log cost about
-350 bytes per token for the run's lifetime, most of a run's memory at a few hundred concurrent
-runs (bench/README.md); a reader whose position was forgotten reads the database up to the tail
-(`feed.LiveFeed`). A holder that must see every entry (the Redis publisher) `hold`s its position.
+Only the tail of the log stays in memory: once a batch is on disk, the recorder `forget`s it,
+except what a holder has not consumed yet (each reader in memory, the Redis publisher `hold`
+their positions). Kept whole, the log cost about 350 bytes per token for the run's lifetime; a
+reader that comes with an older cursor reads the database up to the tail (`feed.LiveFeed`).
 """
 
 from __future__ import annotations

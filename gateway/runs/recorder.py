@@ -72,7 +72,6 @@ class RunRecorder:
         self.thread_id, self.run_id = thread_id, run_id
         self.state_schemas = state_schemas or {}
         self._flushed = 0  # the log's position up to which it is on disk
-        self._forgettable = 0  # on disk one write ago: memory may drop it (`LiveLog.forget`)
         self._claimed = 0  # frames in the writer's commit under way (`_writing`)
         self._writing: asyncio.Future[None] | None = None
         self.fenced = False  # another process ended this run: write nothing more
@@ -121,8 +120,7 @@ class RunRecorder:
         writing, self._writing = self._writing, None
         if outcome is True:
             self._flushed += self._claimed
-            self.live.forget(self._forgettable)
-            self._forgettable = self._flushed
+            self.live.forget(self._flushed)  # on disk: memory keeps only what readers hold
         elif outcome is False:
             self._fenced_out()
         else:  # keep the run going; the next commit (or the final one) retries the batch
@@ -145,6 +143,7 @@ class RunRecorder:
             return False
         self.live.extend(terminal)
         self._flushed = self.live.last
+        self.live.forget(self._flushed)
         return True
 
     def unsaved_messages(self) -> dict[str, list[dict[str, Any]]]:
