@@ -122,7 +122,18 @@ class LiteLLMModel:
         if self.api_key:
             params["api_key"] = self.api_key
         try:
-            response = await litellm.acompletion(**params)
+            try:
+                response = await litellm.acompletion(**params)
+            except Exception as exc:
+                if not _connection_lost(exc):
+                    raise
+                # Once more, on a fresh connection: litellm's aiohttp transport can pick a
+                # pooled keep-alive connection the upstream is closing that very moment (its
+                # idle timeout; uvicorn's is 5 s), and fails with "Can not write request body"
+                # before the upstream saw anything. These calls are side-effect free.
+                log.info("model call lost its connection (%s); trying once more",
+                         type(exc).__name__)
+                response = await litellm.acompletion(**params)
         except Exception as exc:
             raise self.failed(exc) from None
         return response.choices[0].message.content or ""
@@ -213,6 +224,23 @@ def _unreachable(exc: BaseException) -> BaseException | None:
     chain = _chain(exc)
     hits = [e for e in chain if isinstance(e, kinds)]
     return hits[-1] if hits else None
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether the call failed on its connection (refused, reset, closed before an answer),
+    not on an answer or a timeout."""
+    import httpx
+
+    kinds: tuple[type[BaseException], ...] = (httpx.TransportError,)
+    try:
+        import aiohttp
+
+        kinds += (aiohttp.ClientConnectionError,)
+    except ImportError:  # pragma: no cover - litellm's default transport needs it
+        pass
+    chain = _chain(exc)
+    return (any(isinstance(e, kinds) for e in chain)
+            and not any(isinstance(e, (TimeoutError, httpx.TimeoutException)) for e in chain))
 
 
 def _address(api_base: str | None, exc: BaseException) -> str:
