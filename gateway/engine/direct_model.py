@@ -18,6 +18,7 @@ closed in a `finally`); an abandoned connection is never returned to the pool.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from .model import LiteLLMModel, ModelRequest
 # own deadline is the caller's business).
 READ_TIMEOUT_SECONDS = 600.0
 CONNECT_TIMEOUT_SECONDS = 10.0
+DRAIN_SECONDS = 1.0  # reading what follows `[DONE]`, at most (`_drain`)
 
 
 @dataclass
@@ -96,8 +98,10 @@ class DirectModel:
                     await response.aread()
                     raise self._status_error(response.status_code, response.text,
                                              response.headers)
-                async for payload in _sse_data(response):
+                payloads = _sse_data(response)
+                async for payload in payloads:
                     if payload == b"[DONE]":
+                        await _drain(payloads)
                         return
                     chunk = orjson.loads(payload)
                     if "error" in chunk and not chunk.get("choices"):
@@ -161,6 +165,20 @@ class DirectModel:
         except Exception as exc:  # exception_type raises the mapped exception
             mapped = exc
         return self.fallback.failed(mapped, transport)
+
+
+async def _drain(rest: AsyncIterator[bytes]) -> None:
+    """Read a response to its end after `[DONE]` (what is left is the body's last bytes), so
+    that httpx hands its connection back to the pool: it closes a connection whose response was
+    left unread, and the next run would pay for a new one (with a hosted provider, a TLS
+    handshake: CPU here and round trips before the first token). Not for long, though: an
+    upstream that keeps the stream open after `[DONE]` loses its connection instead."""
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in rest:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
 
 
 async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -163,6 +163,7 @@ class ScriptedModel:
         self._turns_for: dict[str, deque[dict]] = {}
         self._requests: list[dict] = []
         self._disconnects: list[tuple[float, int]] = []
+        self._peers: list[int] = []  # the client port of each chat request
         self._transcripts: deque[str] = deque()
         self._transcriptions: list[dict] = []
         self._server: uvicorn.Server | None = None
@@ -196,6 +197,13 @@ class ScriptedModel:
         """Snapshot of every received chat-completions JSON body, in order."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def peers(self) -> list[int]:
+        """The client's port for each chat-completions request, in order: requests from the
+        same port came over the same (kept-alive) connection."""
+        with self._lock:
+            return list(self._peers)
 
     @property
     def disconnects(self) -> list[tuple[float, int]]:
@@ -238,6 +246,7 @@ class ScriptedModel:
             self._turns_for.clear()
             self._requests.clear()
             self._disconnects.clear()
+            self._peers.clear()
             self._transcripts.clear()
             self._transcriptions.clear()
 
@@ -313,6 +322,9 @@ class ScriptedModel:
     async def _chat_endpoint(self, request: Request):
         """Starlette entry; the real work is a raw ASGI app so disconnects are seen at once."""
         body = await request.json()
+        if request.client is not None:
+            with self._lock:
+                self._peers.append(request.client.port)
         index, turn = self._take_turn(body)
         steps = turn["steps"]
         if steps and "error" in steps[0]:

@@ -44,6 +44,20 @@ async def closed_outcome(model: DirectModel, request: ModelRequest | None = None
         await model.aclose()
 
 
+async def test_runs_one_after_another_reuse_one_connection(scripted_model: ScriptedModel) -> None:
+    """A stream is read to its end after `[DONE]`, so its connection goes back to the pool: a
+    new connection per run would cost a hosted provider's TLS handshake each time."""
+    scripted_model.enqueue([{"content": "one"}], [{"content": "two"}], [{"content": "three"}])
+    model = direct(scripted_model.base_url)
+    try:
+        texts = [await outcome(model) for _ in range(3)]
+    finally:
+        await model.aclose()
+    assert [seen[0] for seen in texts] == [TextDelta("one"), TextDelta("two"), TextDelta("three")]
+    ports = scripted_model.peers
+    assert len(ports) == 3 and len(set(ports)) == 1
+
+
 async def test_it_streams_reasoning_text_tool_calls_and_usage(
         scripted_model: ScriptedModel) -> None:
     scripted_model.enqueue([
