@@ -9,9 +9,10 @@ from typing import Any
 
 from gateway.engine.deltas import TextDelta
 from gateway.runs.feeds_db import read_persisted
-from gateway.runs.log import Entry
+from gateway.runs.log import Entry, LiveLog
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
+from gateway.store.tables import RunRow
 from tests.inprocess.conftest import (
     PROJECT,
     ScriptedDeltas,
@@ -43,6 +44,15 @@ async def read(manager: RunManager, run_id: str, after: int = 0, pause_after: in
     return entries
 
 
+async def start_paced(manager: RunManager, store: Store, model: ScriptedDeltas,
+                      hold: asyncio.Event) -> tuple[RunRow, LiveLog]:
+    model.enqueue(paced_tokens(hold))
+    run = (await manager.start(PROJECT, await new_thread(store), user("go"))).run
+    live = manager.live_log(run.id)
+    assert live is not None
+    return run, live
+
+
 async def until(condition: Any) -> None:
     for _ in range(1000):
         if condition():
@@ -54,10 +64,7 @@ async def until(condition: Any) -> None:
 async def test_memory_keeps_the_tail_and_a_late_reader_gets_every_entry_once(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     hold = asyncio.Event()
-    model.enqueue(paced_tokens(hold))
-    run = (await manager.start(PROJECT, await new_thread(store), user("go"))).run
-    live = manager.live_log(run.id)
-    assert live is not None
+    run, live = await start_paced(manager, store, model, hold)
     follower = asyncio.create_task(read(manager, run.id))
     await until(lambda: live.first > 30)
     assert len(live.entries) < live.last - 30  # the head is no longer in memory
@@ -77,10 +84,7 @@ async def test_memory_keeps_the_tail_and_a_late_reader_gets_every_entry_once(
 async def test_memory_keeps_what_a_slow_reader_has_not_read(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     hold, resume = asyncio.Event(), asyncio.Event()
-    model.enqueue(paced_tokens(hold))
-    run = (await manager.start(PROJECT, await new_thread(store), user("go"))).run
-    live = manager.live_log(run.id)
-    assert live is not None
+    run, live = await start_paced(manager, store, model, hold)
     slow = asyncio.create_task(read(manager, run.id, pause_after=3, resume=resume))
     await until(lambda: live.last >= TOKENS // 2)  # several batches on disk by now
     assert live.first <= 3  # nothing the slow reader has not read was forgotten
@@ -96,10 +100,7 @@ async def test_memory_keeps_what_a_slow_reader_has_not_read(
 async def test_a_reconnect_from_a_forgotten_cursor_sees_the_same_events_as_a_live_reader(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     hold = asyncio.Event()
-    model.enqueue(paced_tokens(hold))
-    run = (await manager.start(PROJECT, await new_thread(store), user("go"))).run
-    live = manager.live_log(run.id)
-    assert live is not None
+    run, live = await start_paced(manager, store, model, hold)
     following = asyncio.create_task(events(manager, run.id))
     await until(lambda: live.first > 30)
     reconnect = asyncio.create_task(events(manager, run.id, after=10))
