@@ -71,7 +71,6 @@ class DatabaseFeed:
             yield Entry(last.seq, last.ts_ms, last.frame)
 
 
-
 async def read_persisted(store: Store, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
     """The entries on disk now with `seq > after`, read in pages."""
     while True:

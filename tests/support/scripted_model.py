@@ -5,7 +5,8 @@ is a real HTTP upstream that litellm reaches through its ordinary OpenAI path
 (``GATEWAY_MODEL=openai/scripted``, ``GATEWAY_MODEL_API_BASE=<base_url>``).
 Tests script each model reply exactly (one step = one SSE chunk), so the
 deltas the gateway emits are predictable, and they can inspect what the model
-was sent (``requests``) and when a stream was abandoned (``disconnects``).
+was sent (``requests``), on which connection (``peers``), and when a stream was
+abandoned (``disconnects``).
 It also answers OpenAI's ``POST /v1/audio/transcriptions`` with scripted
 transcripts (``enqueue_transcript``), recording what it heard
 (``transcriptions``).
