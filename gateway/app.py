@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 
@@ -116,8 +117,12 @@ class CorsOutermost(Starlette):
 
 def app_from_environment() -> Starlette:
     """The app of one `gateway serve --workers N` worker (each reads the environment itself;
-    the parent has already validated it)."""
-    return create_app(load_settings(), drain_on_signals=True)
+    the parent has already validated it), logging as the parent does."""
+    from .cli import WORKER_LOG_LEVEL, configure_logging
+
+    settings = load_settings()
+    configure_logging(os.environ.get(WORKER_LOG_LEVEL, "info"), settings.log_format)
+    return create_app(settings, drain_on_signals=True)
 
 
 def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlette:

@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# How `serve --workers` tells its workers its `--log-level` (they start as fresh interpreters).
+WORKER_LOG_LEVEL = "_GATEWAY_WORKER_LOG_LEVEL"
+
+
 def configure_logging(level_name: str, log_format: str = "auto") -> None:
     """One level for the gateway's loggers (and the root), so `--log-level` means what it says;
     one handler on the root (JSON or text, `GATEWAY_LOG_FORMAT`) that uvicorn's loggers share."""
@@ -173,8 +177,12 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
     # Each worker reads its settings again: pass the command-line overrides on.
     os.environ["GATEWAY_DATABASE_URL"] = settings.database_url
     os.environ["GATEWAY_MODEL"] = settings.model
+    os.environ[WORKER_LOG_LEVEL] = log_level
+    # log_config=None: uvicorn leaves logging alone, and each worker configures it as `serve`
+    # does (`app_from_environment`), so every process logs in the one format.
     uvicorn.run("gateway.app:app_from_environment", factory=True, workers=workers,
-                fd=sock.fileno(), log_level=log_level, timeout_graceful_shutdown=5)
+                fd=sock.fileno(), log_level=log_level, log_config=None,
+                timeout_graceful_shutdown=5)
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -60,7 +61,7 @@ def children(pid: int) -> list[int]:
 def test_two_workers_serve_runs_on_one_port(scripted_model: ScriptedModel,
                                             tmp_path_factory: pytest.TempPathFactory) -> None:
     server = GatewayServer(tmp_path_factory.mktemp("workers"), scripted_env(scripted_model),
-                           args=("--workers", "2"))
+                           args=("--workers", "2", "--log-level", "info"))
     server.start()
     try:
         assert server.process is not None
@@ -81,6 +82,13 @@ def test_two_workers_serve_runs_on_one_port(scripted_model: ScriptedModel,
         assert answers == [f"Answer {n}." for n in range(4)]
     finally:
         server.stop()
+    # Every process logs as one `serve` does (JSON: stderr is not a terminal), uvicorn's own
+    # lines included: an operator's log pipeline parses every line.
+    lines = [line for line in server.log_path.read_text().splitlines() if line.strip()]
+    assert any("Started server process" in line for line in lines)
+    for line in lines:
+        record = json.loads(line)
+        assert {"time", "level", "logger", "message"} <= record.keys(), line
 
 
 @pytest.mark.skipif(engines.backend() != "postgres",
