@@ -58,13 +58,13 @@ class LiveFeed:
                             yield entry
                             seq = entry.seq
                     continue
-                live.hold(holder, seq)
+                live.hold(holder, seq)  # once per wake-up: until the next, memory keeps a
+                # little more than this reader needs, never less
                 for entry in live.since(seq):
                     yield entry
                     seq = entry.seq
                 if live.closed and seq >= live.last:
                     return
-                live.hold(holder, seq)
                 await live.wait_beyond(seq)
         finally:
             live.release(holder)
