@@ -211,16 +211,11 @@ def _unreachable(exc: BaseException) -> BaseException | None:
     litellm reports a refused connection as a 500 InternalServerError; only the exception
     chain tells it apart from a provider that answered with a 5xx.
     """
+    import aiohttp  # litellm's default transport, one of its requirements
     import httpx
 
-    kinds: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror,
-                                              httpx.ConnectError, httpx.ConnectTimeout)
-    try:
-        import aiohttp
-
-        kinds += (aiohttp.ClientConnectorError,)
-    except ImportError:  # pragma: no cover - litellm's default transport needs it
-        pass
+    kinds = (ConnectionRefusedError, socket.gaierror, httpx.ConnectError, httpx.ConnectTimeout,
+             aiohttp.ClientConnectorError)
     chain = _chain(exc)
     hits = [e for e in chain if isinstance(e, kinds)]
     return hits[-1] if hits else None
@@ -229,17 +224,12 @@ def _unreachable(exc: BaseException) -> BaseException | None:
 def _connection_lost(exc: BaseException) -> bool:
     """Whether the call failed on its connection (refused, reset, closed before an answer),
     not on an answer or a timeout."""
+    import aiohttp
     import httpx
 
-    kinds: tuple[type[BaseException], ...] = (httpx.TransportError,)
-    try:
-        import aiohttp
-
-        kinds += (aiohttp.ClientConnectionError,)
-    except ImportError:  # pragma: no cover - litellm's default transport needs it
-        pass
     chain = _chain(exc)
-    return (any(isinstance(e, kinds) for e in chain)
+    return (any(isinstance(e, (httpx.TransportError, aiohttp.ClientConnectionError))
+                for e in chain)
             and not any(isinstance(e, (TimeoutError, httpx.TimeoutException)) for e in chain))
 
 
