@@ -32,7 +32,7 @@ from .engine.routed_model import Deployment
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
 from .observability import tracing
-from .observability.logs import RequestIdMiddleware
+from .observability.logs import RequestIdMiddleware, configure_levels
 from .observability.metrics import MeteredModel, metrics_endpoint, time_store_operations
 from .observability.ready import ready
 from .runs.fanout import fanout_over
@@ -115,13 +115,15 @@ class CorsOutermost(Starlette):
         return app
 
 
+# How `serve --workers` hands its `--log-level` to its workers (fresh interpreters).
+WORKER_LOG_LEVEL = "_GATEWAY_WORKER_LOG_LEVEL"
+
+
 def app_from_environment() -> Starlette:
     """The app of one `gateway serve --workers N` worker (each reads the environment itself;
     the parent has already validated it), logging as the parent does."""
-    from .cli import WORKER_LOG_LEVEL, configure_logging
-
     settings = load_settings()
-    configure_logging(os.environ.get(WORKER_LOG_LEVEL, "info"), settings.log_format)
+    configure_levels(os.environ.get(WORKER_LOG_LEVEL, "info"), settings.log_format)
     return create_app(settings, drain_on_signals=True)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import keys_cli
 from .config import Settings, SettingsError, load_settings
+from .observability.logs import configure_levels
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 # Exit statuses: 2 is a bad setting or usage (argparse's own), 1 anything else at start-up.
@@ -60,21 +61,6 @@ def _parser() -> argparse.ArgumentParser:
     openapi.add_argument("--check", action="store_true",
                          help="only report stale files; exit 1 if any")
     return parser
-
-
-# How `serve --workers` tells its workers its `--log-level` (they start as fresh interpreters).
-WORKER_LOG_LEVEL = "_GATEWAY_WORKER_LOG_LEVEL"
-
-
-def configure_logging(level_name: str, log_format: str = "auto") -> None:
-    """One level for the gateway's loggers (and the root), so `--log-level` means what it says;
-    one handler on the root (JSON or text, `GATEWAY_LOG_FORMAT`) that uvicorn's loggers share."""
-    from .observability.logs import configure
-
-    level = logging.DEBUG if level_name == "trace" else getattr(logging, level_name.upper())
-    configure(level, log_format)
-    logging.getLogger("gateway").setLevel(level)
-    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
 
 
 def _one_line(exc: BaseException, secret: str | None) -> str:
@@ -167,6 +153,8 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
     its own app (and run manager). The schema is migrated once, here, before they start."""
     import uvicorn
 
+    from .app import WORKER_LOG_LEVEL
+
     if settings.database_url.startswith("sqlite"):
         # SQLite takes one writer at a time: more workers would queue on its lock instead of
         # adding capacity, so this is refused rather than made to work slowly.
@@ -240,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as error:
         print(f"gateway: {error}", file=sys.stderr)
         return EXIT_USAGE
-    configure_logging(getattr(args, "log_level", "info" if args.command == "serve"
+    configure_levels(getattr(args, "log_level", "info" if args.command == "serve"
                                                     else "warning"), settings.log_format)
 
     try:

@@ -88,6 +88,15 @@ def configure(level: int, log_format: str = "auto") -> None:
     root.setLevel(level)
 
 
+def configure_levels(level_name: str, log_format: str = "auto") -> None:
+    """`configure` for a `--log-level` name: one level for the gateway's loggers (and the root),
+    so the flag means what it says; alembic's only from warnings up."""
+    level = logging.DEBUG if level_name == "trace" else getattr(logging, level_name.upper())
+    configure(level, log_format)
+    logging.getLogger("gateway").setLevel(level)
+    logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
+
+
 class RequestIdMiddleware:
     """Takes `X-Request-Id` from the caller (a proxy's id) or makes one, and echoes it back."""
 
