@@ -51,7 +51,7 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
     """A buffered cursor whose `execute` is one call on aiosqlite's thread; it holds no
     sqlite3 cursor between calls, so there is nothing to open or close."""
 
-    __slots__ = ("_outcome",)
+    __slots__ = ("_meta",)
 
     def __init__(self, adapt_connection: Any) -> None:
         self._adapt_connection = adapt_connection
@@ -59,19 +59,20 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
         self._cursor = None  # type: ignore[assignment]
         self._soft_closed_memoized = EMPTY_DICT
         self._rows = collections.deque()
-        self._outcome: Outcome = (None, [], -1, None)
+        # description, rowcount, lastrowid of the last statement; its rows are in `_rows`
+        self._meta: tuple[Any, int, int | None] = (None, -1, None)
 
     @property
     def description(self) -> Any:
-        return self._outcome[0]
+        return self._meta[0]
 
     @property
     def rowcount(self) -> int:
-        return self._outcome[2]
+        return self._meta[1]
 
     @property
     def lastrowid(self) -> Any:
-        return self._outcome[3]
+        return self._meta[2]
 
     @property
     def arraysize(self) -> int:
@@ -96,9 +97,10 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
     async def _in_one_trip(self, operation: Any, parameters: Any, many: bool) -> None:
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
         async with self._adapt_connection._execute_mutex:
-            self._outcome = await connection._execute(
+            description, rows, rowcount, lastrowid = await connection._execute(
                 _run, connection._conn, operation, parameters, many)
-        self._rows = collections.deque(self._outcome[1])
+        self._meta = (description, rowcount, lastrowid)
+        self._rows = collections.deque(rows)
 
     async def _async_soft_close(self) -> None:
         """Nothing to close: the rows are already here."""
