@@ -23,16 +23,17 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
 from .feeds_db import DatabaseFeed
 from .log import Entry, LiveLog
+from .redis_appends import StreamAppends
 from .timings import Timings
 
 READ_COUNT = 500
-ACTIVE_TTL_SECONDS = 3600  # refreshed with each batch: an owner that died leaves no litter
+ACTIVE_TTL_SECONDS = 3600  # an owner that died leaves no litter
+TTL_REFRESH_SECONDS = 60  # how often a live run's stream has its expiry pushed back
 ENDED_TTL_SECONDS = 60  # late subscribers of a finished run are served by the database anyway
 RETRY_SECONDS = 0.5
 
@@ -47,6 +48,7 @@ class RedisFeed:
     def __init__(self, store: Store, redis: Redis, timings: Timings) -> None:
         self.store, self.redis = store, redis
         self.database, self.timings = DatabaseFeed(store, timings), timings
+        self.appends = StreamAppends(redis)
 
     # -- the owner's side -------------------------------------------------------------------------
 
@@ -54,14 +56,20 @@ class RedisFeed:
         """Append the live log's entries to the run's stream until the log closes; stop early if
         `stopped()` (the run was taken over by another process, which owns its end)."""
         key, published, healthy = stream_key(live.run_id), 0, True
+        expiry_due = 0.0  # when the stream's expiry is next pushed back (monotonic)
         live.hold("redis", published)
         try:
             while not stopped():
                 batch = live.since(published)
                 if batch:
+                    now = asyncio.get_running_loop().time()
+                    ttl = ACTIVE_TTL_SECONDS if now >= expiry_due else None
                     try:
-                        await self._append(key, batch)
+                        await self.appends.append(key, [
+                            (f"0-{entry.seq}", {"ts": entry.ts, "f": json.dumps(entry.frame)})
+                            for entry in batch], ttl)
                     except (RedisError, OSError) as error:
+                        expiry_due = 0.0  # Redis may have restarted empty
                         if healthy:
                             log.warning("run %s: Redis unavailable (%s); its subscribers read the "
                                         "database meanwhile", live.run_id, error)
@@ -70,6 +78,8 @@ class RedisFeed:
                         published = await self._published(key, published)
                         continue
                     published = batch[-1].seq
+                    if ttl is not None:
+                        expiry_due = now + TTL_REFRESH_SECONDS
                     live.hold("redis", published)
                     if not healthy:
                         log.info("run %s: publishing to Redis again", live.run_id)
@@ -83,14 +93,6 @@ class RedisFeed:
             await self.redis.expire(key, ENDED_TTL_SECONDS)
         except (RedisError, OSError):
             pass  # it expires with ACTIVE_TTL_SECONDS
-
-    async def _append(self, key: str, batch: list[Entry]) -> None:
-        pipe = self.redis.pipeline(transaction=False)
-        for entry in batch:
-            pipe.xadd(key, {"ts": entry.ts, "f": json.dumps(entry.frame)}, id=f"0-{entry.seq}")
-        pipe.expire(key, ACTIVE_TTL_SECONDS)
-        with metrics.timed_redis("append"):
-            await pipe.execute()
 
     async def _published(self, key: str, fallback: int) -> int:
         """How much of the log the stream holds (after an error: maybe all, maybe none if Redis

@@ -1,0 +1,93 @@
+"""The process's Redis stream appends on a real Redis: every run's entries land in its own
+stream, in order; appends made while a pipeline is on the wire share the next one; a command
+Redis refuses fails only the run it belongs to."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from gateway.runs.redis_appends import StreamAppends
+from tests.support.engines import RedisServer
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
+                                reason="redis-server not installed")
+
+
+class CountingRedis(Redis):
+    """A real client that counts the pipelines it sends."""
+
+    pipelines = 0
+
+    def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+        self.pipelines += 1
+        return super().pipeline(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(Path(tmp_path_factory.mktemp("appends-redis"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[CountingRedis]:
+    client = CountingRedis.from_url(redis_server.url)
+    await client.flushdb()
+    yield client
+    await client.aclose()
+
+
+def entries(run: int, first: int, count: int) -> list[tuple[str, dict[Any, Any]]]:
+    return [(f"0-{seq}", {"f": f"run {run} entry {seq}"}) for seq in range(first, first + count)]
+
+
+async def test_many_runs_share_pipelines_and_keep_their_order(redis: CountingRedis) -> None:
+    appends = StreamAppends(redis)
+
+    async def run(number: int) -> None:
+        for first in range(1, 31, 3):  # ten batches of three entries, one after the other
+            await appends.append(f"run:{number}", entries(number, first, 3),
+                                 ttl_seconds=600 if first == 1 else None)
+
+    await asyncio.gather(*(run(n) for n in range(20)))
+    for number in range(20):
+        stream = await redis.xrange(f"run:{number}")
+        assert [entry_id for entry_id, _ in stream] == [f"0-{s}".encode() for s in range(1, 31)]
+        assert [fields[b"f"] for _, fields in stream] == [
+            f"run {number} entry {s}".encode() for s in range(1, 31)]
+        assert 0 < await redis.ttl(f"run:{number}") <= 600
+    # 200 batches; one pipeline each would be 200
+    assert redis.pipelines <= 40, redis.pipelines
+
+
+async def test_a_refused_entry_fails_only_its_own_run(redis: CountingRedis) -> None:
+    await redis.xadd("ahead", {"f": "already here"}, id="0-5")
+    appends = StreamAppends(redis)
+    behind = asyncio.ensure_future(appends.append("ahead", entries(1, 3, 1)))
+    fine = asyncio.ensure_future(appends.append("fine", entries(2, 1, 2)))
+    with pytest.raises(ResponseError):
+        await behind
+    await fine
+    assert [i for i, _ in await redis.xrange("fine")] == [b"0-1", b"0-2"]
+    assert [i for i, _ in await redis.xrange("ahead")] == [b"0-5"]
+    await appends.append("ahead", entries(1, 6, 1))  # the next append of that run goes through
+    assert [i for i, _ in await redis.xrange("ahead")] == [b"0-5", b"0-6"]
+
+
+async def test_a_lost_connection_fails_every_waiting_append() -> None:
+    dead = Redis(host="127.0.0.1", port=1, socket_connect_timeout=1)  # nobody listens there
+    appends = StreamAppends(dead)
+    results = await asyncio.gather(*(appends.append(f"run:{n}", entries(n, 1, 1))
+                                     for n in range(3)), return_exceptions=True)
+    # what the run's publisher catches: it then reads the database and retries
+    assert all(isinstance(r, (RedisError, OSError)) for r in results), results
+    await dead.aclose()
