@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..engine import attachments
+from ..protocol import timbal
+from ..protocol.clock import now_ms
 from ..protocol.dialects import tambo
 from ..protocol.dialects.base import Dialect, positioned
 from ..protocol.problems import ApiError
@@ -47,6 +50,17 @@ from .threads import new_thread
 
 IDEMPOTENCY_KEY_MAX = 255
 
+log = logging.getLogger(__name__)
+
+
+def stream_failed() -> timbal.Frame:
+    """The error a stream ends with when reading the run's log fails in this process: the run
+    itself may go on, so it is retryable (reconnect with the cursor)."""
+    return timbal.control(timbal.ERROR, code="STREAM_FAILED", category="server_error",
+                          isRetryable=True,
+                          message="This stream failed on the server; the run may still be going. "
+                                  "Reconnect with Last-Event-ID to continue after the last event.")
+
 
 def event_stream(request: Request, run: RunRow, after: int = 0,
                  extra_headers: dict[str, str] | None = None,
@@ -56,9 +70,18 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
     svc = services(request)
 
     async def frames() -> AsyncIterator[dict[str, str]]:
-        async with contextlib.aclosing(svc.runs.entries(run.id)) as entries:
-            async for position, event in positioned(entries, dialect(), after):
-                yield {"data": encode(event), "id": str(position)}
+        reader = dialect()
+        try:
+            async with contextlib.aclosing(svc.runs.entries(run.id)) as entries:
+                async for position, event in positioned(entries, reader, after):
+                    yield {"data": encode(event), "id": str(position)}
+        except Exception:
+            # Headers are sent: the client gets one RUN_ERROR instead of a cut connection (its
+            # SDK would report a network error, and the AG-UI verifier a stream without an end).
+            # It has no id, so the client's Last-Event-ID stays on the last event it got.
+            log.exception("run %s: its event stream failed", run.id)
+            for event in reader.feed(stream_failed()):
+                yield {"data": encode(reader.stamp(event, now_ms()))}
 
     headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
                "X-Accel-Buffering": "no", "X-Run-Id": run.id, "X-Thread-Id": run.thread_id,

@@ -12,7 +12,7 @@ import asyncio
 import copy
 import dataclasses
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from gateway.runs.timings import Timings
 from gateway.store.db import create_engine, migrate
 from gateway.store.repository import Store
 from gateway.store.tables import ThreadRow
+from tests.support.engines import RedisServer
 
 PROJECT = "project-1"
 Step = Delta | float | ModelError | asyncio.Event
@@ -121,6 +122,15 @@ async def store(migrated_db: Path, tmp_path: Path) -> AsyncIterator[Store]:
     engine = create_engine(f"sqlite+aiosqlite:///{path}")
     yield Store(engine)
     await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A throwaway Redis on loopback for the tests that need one (they skip without
+    `redis-server`); each test flushes it first."""
+    server = RedisServer(Path(tmp_path_factory.mktemp("redis"))).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import httpx
+from sqlalchemy import update
 
-from tests.support.gateway_server import DEFAULT_USER
+from gateway.store.repository import Store
+from gateway.store.tables import RunFrameRow
+from tests.support.gateway_server import DEFAULT_USER, GatewayServer, read_store
+from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
-from tests.support.sse import run_events, text_of
+from tests.support.sse import events_of, run_events, text_of
 
 USER = {"role": "user", "content": [{"type": "text", "text": "hello"}]}
 
@@ -160,3 +164,32 @@ def test_heartbeat_comment_while_model_is_silent(
         raw = response.read().decode()
     assert "\n: ping" in raw or raw.startswith(": ping")
     assert '"delta":"late"' in raw
+
+
+def test_a_stream_that_fails_on_the_server_ends_with_one_retryable_run_error(
+        client: httpx.Client, scripted_model: ScriptedModel, gateway: GatewayServer) -> None:
+    scripted_model.enqueue([{"content": "one "}, {"content": "two "}, {"content": "three"}])
+    whole = new_run(client)
+    thread_id, run_id = whole[0].data["threadId"], whole[0].data["runId"]
+
+    async def corrupt_third_frame(store: Store) -> None:  # a row the reader cannot take
+        async with store.engine.begin() as connection:
+            await connection.execute(update(RunFrameRow).where(
+                RunFrameRow.run_id == run_id, RunFrameRow.seq == 3).values(frame=42))
+
+    read_store(gateway, corrupt_third_frame)
+    response = client.get(f"/v1/threads/{thread_id}/runs/{run_id}",
+                          headers={"accept": "text/event-stream"})
+    assert response.status_code == 200
+    replay = events_of(response.text)
+
+    # what the log held up to the bad row, then its end: one RUN_ERROR, nothing after it
+    assert [e.type for e in replay[:-1]] == [e.type for e in whole[:len(replay) - 1]]
+    assert [e.id for e in replay[:-1]] == [e.id for e in whole[:len(replay) - 1]]
+    error = replay[-1]
+    assert error.type == "RUN_ERROR" and [e.type for e in replay].count("RUN_ERROR") == 1
+    assert error.data["code"] == "STREAM_FAILED" and error.data["isRetryable"] is True
+    assert error.id is None  # the client's cursor stays on the last real event
+    assert "Traceback" not in response.text and "TypeError" not in response.text
+    # the operator sees why, with the run's id
+    assert wait_for(lambda: run_id in gateway.log() and "event stream failed" in gateway.log())

@@ -47,6 +47,12 @@ def iter_events(response: httpx.Response) -> Iterator[SseEvent]:
         yield from frames.feed(line)
 
 
+def events_of(body: str) -> list[SseEvent]:
+    """The events of a whole SSE body already read."""
+    frames = _Frames()
+    return [event for line in body.splitlines() for event in frames.feed(line)]
+
+
 async def aiter_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
     """`iter_events` for an `httpx.AsyncClient` stream (many readers in one event loop)."""
     frames = _Frames()

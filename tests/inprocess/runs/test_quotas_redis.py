@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -16,13 +15,6 @@ from tests.support.engines import RedisServer
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server not installed")
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(Path(tmp_path_factory.mktemp("quota-redis"))).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -29,13 +28,6 @@ class CountingRedis(Redis):
     def pipeline(self, *args: Any, **kwargs: Any) -> Any:
         self.pipelines += 1
         return super().pipeline(*args, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(Path(tmp_path_factory.mktemp("appends-redis"))).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
