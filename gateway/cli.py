@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gateway: {error}", file=sys.stderr)
         return EXIT_USAGE
     configure_levels(getattr(args, "log_level", "info" if args.command == "serve"
-                                                    else "warning"), settings.log_format)
+                                                  else "warning"), settings.log_format)
 
     try:
         if args.command == "openapi":
