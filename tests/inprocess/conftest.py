@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
 from gateway.engine.deltas import (
     Delta,
@@ -131,6 +132,15 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(Path(tmp_path_factory.mktemp("redis"))).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
+    """A client of `redis_server`, on an empty database."""
+    client = Redis.from_url(redis_server.url)
+    await client.flushdb()
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture

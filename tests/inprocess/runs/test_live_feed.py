@@ -53,6 +53,15 @@ async def start_paced(manager: RunManager, store: Store, model: ScriptedDeltas,
     return run, live
 
 
+async def on_disk(store: Store, run_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """The run's whole log as the database has it: what every reader must have got."""
+    return [(e.seq, e.frame) async for e in read_persisted(store, run_id, 0)]
+
+
+def got(entries: list[Entry]) -> list[tuple[int, dict[str, Any]]]:
+    return [(e.seq, e.frame) for e in entries]
+
+
 async def until(condition: Any) -> None:
     for _ in range(1000):
         if condition():
@@ -73,12 +82,11 @@ async def test_memory_keeps_the_tail_and_a_late_reader_gets_every_entry_once(
     hold.set()
     await finished(manager, run.id)
 
-    whole = [e async for e in read_persisted(store, run.id, 0)]
-    assert [e.seq for e in whole] == list(range(1, len(whole) + 1))
+    whole = await on_disk(store, run.id)
+    assert [seq for seq, _ in whole] == list(range(1, len(whole) + 1))
     assert len(whole) > TOKENS
     for reader in (follower, late):
-        got = await asyncio.wait_for(reader, 10)
-        assert [(e.seq, e.frame) for e in got] == [(e.seq, e.frame) for e in whole]
+        assert got(await asyncio.wait_for(reader, 10)) == whole
 
 
 async def test_memory_keeps_what_a_slow_reader_has_not_read(
@@ -92,9 +100,7 @@ async def test_memory_keeps_what_a_slow_reader_has_not_read(
     await until(lambda: live.first > TOKENS // 2)  # once it reads on, memory lets go
     hold.set()
     await finished(manager, run.id)
-    got = await asyncio.wait_for(slow, 10)
-    whole = [e async for e in read_persisted(store, run.id, 0)]
-    assert [(e.seq, e.frame) for e in got] == [(e.seq, e.frame) for e in whole]
+    assert got(await asyncio.wait_for(slow, 10)) == await on_disk(store, run.id)
 
 
 async def test_a_reconnect_from_a_forgotten_cursor_sees_the_same_events_as_a_live_reader(

@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
 
 from gateway.runs.quotas import Limits, QuotaExceeded, Quotas, RedisCounters, key_subject
-from tests.support.engines import RedisServer
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server not installed")
-
-
-@pytest.fixture
-async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_server.url)
-    await client.flushdb()
-    yield client
-    await client.aclose()
 
 
 async def test_two_processes_share_a_concurrency_limit(redis: Redis) -> None:
