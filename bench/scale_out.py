@@ -219,14 +219,18 @@ class CpuBudget:
     def confine(self, pids: list[int]) -> None:
         for pid in pids:
             group = self.root / f"gateway-bench-{pid}"
-            group.mkdir(exist_ok=True)
-            if self.v2:
-                (group / "cpu.max").write_text(f"{self.quota_us} {CGROUP_PERIOD_US}")
-            else:
-                (group / "cpu.cfs_period_us").write_text(str(CGROUP_PERIOD_US))
-                (group / "cpu.cfs_quota_us").write_text(str(self.quota_us))
-            (group / "cgroup.procs").write_text(str(pid))
-            self.groups.append(group)
+            try:
+                group.mkdir(exist_ok=True)
+                self.groups.append(group)
+                if self.v2:
+                    (group / "cpu.max").write_text(f"{self.quota_us} {CGROUP_PERIOD_US}")
+                else:
+                    (group / "cpu.cfs_period_us").write_text(str(CGROUP_PERIOD_US))
+                    (group / "cpu.cfs_quota_us").write_text(str(self.quota_us))
+                (group / "cgroup.procs").write_text(str(pid))
+            except OSError as error:
+                raise SystemExit(f"--worker-cpu: cannot cap process {pid} in {group} ({error}); "
+                                 "it needs root and a writable cgroup cpu controller") from None
 
     def throttled_ms(self) -> float:
         """How long the confined processes were held back by their cap, in all."""
@@ -402,6 +406,13 @@ def notify_cancels(model: ScriptedModel, workdir: Path, env: dict[str, str], run
         b.stop()
 
 
+def percent(text: str) -> float:
+    value = float(text)
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not a share of one core from 1 to 100")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -416,7 +427,7 @@ def main() -> None:
     parser.add_argument("--max-concurrent", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=1,
                         help="capacity: trials per level, judged by their median p99")
-    parser.add_argument("--worker-cpu", type=float, default=None, metavar="PERCENT",
+    parser.add_argument("--worker-cpu", type=percent, default=None, metavar="PERCENT",
                         help="capacity: cap each gateway process at PERCENT of one core "
                              "(a cgroup each; needs root)")
     parser.add_argument("--skip-capacity", action="store_true")
