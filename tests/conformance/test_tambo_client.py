@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from sqlalchemy import update
 
-from tests.support.gateway_server import GatewayServer
+from gateway.store.repository import Store
+from gateway.store.tables import RunFrameRow
+from tests.support.gateway_server import GatewayServer, read_store
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
 
@@ -182,3 +185,31 @@ def test_streams_pass_the_ag_ui_verifier(gateway: GatewayServer, scripted_model:
     types = [e["type"] for e in result["events"]]
     assert types[0] == "RUN_STARTED"
     assert types[-1] in ("RUN_FINISHED", "RUN_ERROR")
+
+
+def test_a_stream_that_fails_on_the_server_still_passes_the_verifier(
+        gateway: GatewayServer, scripted_model: ScriptedModel):
+    """A replay that breaks on a corrupted log row ends with the one RUN_ERROR the verifier
+    requires, not a cut connection."""
+    scripted_model.enqueue([{"content": "one "}, {"content": "two "}, {"content": "three"}])
+    headers = {"x-api-key": "test-key", "accept": "text/event-stream"}
+    first = capture_and_verify(f"{gateway.url}/v1/threads/runs", {
+        "message": {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        "thread": {"userKey": "user-1"}}, headers)
+    started = first["events"][0]
+    thread_id, run_id = started["threadId"], started["runId"]
+
+    async def corrupt_third_frame(store: Store) -> None:
+        async with store.engine.begin() as connection:
+            await connection.execute(update(RunFrameRow).where(
+                RunFrameRow.run_id == run_id, RunFrameRow.seq == 3).values(frame=42))
+
+    read_store(gateway, corrupt_third_frame)
+    replay = capture_and_verify(f"{gateway.url}/v1/threads/{thread_id}/runs/{run_id}"
+                                "?userKey=user-1", None, headers, method="GET")
+
+    assert replay["errors"] == [], replay
+    types = [e["type"] for e in replay["events"]]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_ERROR"
+    assert types.count("RUN_ERROR") == 1
+    assert replay["events"][-1]["code"] == "STREAM_FAILED"
