@@ -53,13 +53,13 @@ IDEMPOTENCY_KEY_MAX = 255
 log = logging.getLogger(__name__)
 
 
-def stream_failed() -> timbal.Frame:
-    """The error a stream ends with when reading the run's log fails in this process: the run
-    itself may go on, so it is retryable (reconnect with the cursor)."""
-    return timbal.control(timbal.ERROR, code="STREAM_FAILED", category="server_error",
-                          isRetryable=True,
-                          message="This stream failed on the server; the run may still be going. "
-                                  "Reconnect with Last-Event-ID to continue after the last event.")
+# The error a stream ends with when reading the run's log fails in this process: the run itself
+# may go on, so it is retryable (reconnect with the cursor). As the run's own errors are
+# (`runs/execution.py`), a `timbal.ERROR` frame's fields.
+STREAM_FAILED_ERROR = {
+    "code": "STREAM_FAILED", "category": "server_error", "isRetryable": True,
+    "message": "This stream failed on the server; the run may still be going. "
+               "Reconnect with Last-Event-ID to continue after the last event."}
 
 
 def event_stream(request: Request, run: RunRow, after: int = 0,
@@ -80,7 +80,7 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
             # SDK would report a network error, and the AG-UI verifier a stream without an end).
             # It has no id, so the client's Last-Event-ID stays on the last event it got.
             log.exception("run %s: its event stream failed", run.id)
-            for event in reader.feed(stream_failed()):
+            for event in reader.feed(timbal.control(timbal.ERROR, **STREAM_FAILED_ERROR)):
                 yield {"data": encode(reader.stamp(event, now_ms()))}
 
     headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
