@@ -25,13 +25,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..dialects.tambo.input import keyed, run_spec
 from ..engine import attachments
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.dialects import tambo
 from ..protocol.dialects.base import Dialect, positioned
 from ..protocol.problems import ApiError
-from ..protocol.tambo import CancelResponse, ResourceBlock, RunList, RunRequest, wire
+from ..protocol.run_spec import RunSpec
+from ..protocol.tambo import CancelResponse, RunList, RunRequest, wire
 from ..runs.idempotency import StartedRun
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
@@ -109,40 +111,39 @@ def idempotency_key(request: Request) -> str | None:
     return key
 
 
-def check_model(request: Request, body: RunRequest) -> None:
+def check_model(request: Request, spec: RunSpec) -> None:
     """A run may pick its model only from the allow-list (`GATEWAY_MODELS`): a browser must
     never choose an arbitrary, possibly expensive, model on the operator's key."""
-    if body.model is None:
+    if spec.model is None:
         return
     settings = services(request).settings
     allowed = (settings.model, *settings.models)
-    if body.model not in allowed:
+    if spec.model not in allowed:
         raise ApiError(400, "MODEL_NOT_ALLOWED",
-                       f"Model {body.model[:200]!r} is not allowed on this gateway; allowed: "
+                       f"Model {spec.model[:200]!r} is not allowed on this gateway; allowed: "
                        f"{', '.join(allowed)} (set GATEWAY_MODELS to allow more)",
                        allowedModels=list(allowed))
 
 
-def check_attachments(request: Request, body: RunRequest) -> None:
+def check_attachments(request: Request, spec: RunSpec) -> None:
     """Attachments the model cannot take are refused before anything starts (400/413)."""
-    blocks = [b.model_dump(exclude_none=True) for b in body.message.content
-              if isinstance(b, ResourceBlock)]
+    blocks = [b for b in spec.user.blocks if b.get("type") == "resource"] if spec.user else []
     if not blocks:
         return
     settings = services(request).settings
     try:
         attachments.check(blocks, settings.max_attachment_bytes,
-                          attachments.capabilities(body.model or settings.model))
+                          attachments.capabilities(spec.model or settings.model))
     except attachments.AttachmentError as exc:
         raise ApiError(413 if exc.code == "ATTACHMENT_TOO_LARGE" else 400, exc.code,
                        str(exc)) from None
 
 
-def check_run(request: Request, body: RunRequest) -> None:
+def check_run(request: Request, spec: RunSpec) -> None:
     """Everything about a run request that can be refused before its thread is looked at."""
-    check_model(request, body)
-    check_attachments(request, body)
-    check_run_request(services(request).settings, body)
+    check_model(request, spec)
+    check_attachments(request, spec)
+    check_run_request(services(request).settings, spec)
 
 
 def gated(handler: Callable[[Request], Awaitable[Response]]
@@ -162,15 +163,16 @@ def gated(handler: Callable[[Request], Awaitable[Response]]
 @gated
 async def run_new_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
-    check_run(request, body)
+    spec = run_spec(body)
+    check_run(request, spec)
     project = project_of(request)
     init = body.thread
     user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
                                    body.contextKey)
     metadata = body.threadMetadata or (init.metadata if init else None)
-    thread = new_thread(project, user_key, metadata, init.initialMessages if init else None)
+    thread = new_thread(project, user_key, metadata, spec.seed_messages)
     started = await services(request).runs.start_new_thread(
-        project, thread, body, user_key, idempotency_key(request),
+        project, thread, keyed(spec, body, idempotency_key(request)), user_key,
         subjects=quota_subjects(request, user_key))
     return _started_stream(request, started)
 
@@ -178,11 +180,12 @@ async def run_new_thread(request: Request) -> Response:
 @gated
 async def run_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
-    check_run(request, body)
+    spec = run_spec(body)
+    check_run(request, spec)
     thread = await thread_for(request, body.userKey, body.contextKey)
-    started = await services(request).runs.start(thread.project_id, thread, body,
-                                                 idempotency_key(request),
-                                                 subjects=quota_subjects(request, thread.user_key))
+    started = await services(request).runs.start(
+        thread.project_id, thread, keyed(spec, body, idempotency_key(request)),
+        subjects=quota_subjects(request, thread.user_key))
     return _started_stream(request, started)
 
 

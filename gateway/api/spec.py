@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ..dialects.agui.input import GatewayRunInput
 from ..protocol import tambo
-from ..protocol.agui_input import GatewayRunInput
 from ..protocol.frames_schema import Frame as TimbalFrame
 
 
