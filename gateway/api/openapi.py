@@ -1,4 +1,5 @@
-"""The OpenAPI 3.1 document, generated from `spec.OPERATIONS` and the models they name.
+"""The OpenAPI 3.1 document, generated from the operations (`spec.OPERATIONS` and each
+dialect's, `gateway/dialects/registry.py`) and the models they name.
 
 It is checked in (`openapi/openapi.json`), served at `/openapi.json`, and fuzzed in CI; the same
 function produces all three, so they cannot differ.
@@ -11,13 +12,11 @@ from functools import lru_cache
 from importlib.metadata import version
 from typing import Any
 
-from ag_ui.core import Event as AguiEvent
-
+from ..dialects.registry import DIALECTS, all_operations
 from ..protocol import tambo
-from ..protocol.events import TamboEvent
 from ..protocol.jsonschema import canonical, definitions
-from .examples import PATH_PARAMS, QUERY_PARAMS, example_for
-from .spec import CODES, OPERATIONS, Operation, Param
+from .examples import EXAMPLES, PATH_PARAMS, QUERY_PARAMS, example_for
+from .spec import CODES, Operation, Param
 
 REF = "#/components/schemas/{model}"
 TITLE = "Gateway API"
@@ -30,7 +29,9 @@ DESCRIPTION = (
     "`GATEWAY_API_KEYS` the gateway is in development mode and accepts any key. Scope threads "
     "to an end user with `userKey`.\n\n"
     "| code | status | meaning |\n|---|---|---|\n")
-
+# Every operation's examples: those of `api/examples.py`, then each dialect's.
+ALL_EXAMPLES = {**EXAMPLES, **{k: v for d in DIALECTS for k, v in d.examples.items()}}
+SSE_MESSAGES = {d.events.name: d.events.sse_message for d in DIALECTS if d.events is not None}
 
 
 def sse_message(event: str) -> dict[str, Any]:
@@ -108,13 +109,13 @@ def _success(op: Operation, result_schema: dict[str, Any] | None,
              description: str = "") -> dict[str, Any]:
     response: dict[str, Any] = {"description": description or op.summary}
     content: dict[str, Any] = {}
-    examples = example_for(op.id)
+    examples = example_for(op.id, ALL_EXAMPLES)
     if result_schema is not None:
         content[op.media_type] = {"schema": result_schema}
         if "response" in examples:
             content[op.media_type]["example"] = examples["response"]
     if op.stream:
-        message = "AguiSseMessage" if op.stream == "agui" else "TamboSseMessage"
+        message = SSE_MESSAGES[op.stream]
         content["text/event-stream"] = {"schema": {"$ref": REF.format(model=message)}}
         if "stream" in examples:
             content["text/event-stream"]["example"] = examples["stream"]
@@ -144,18 +145,19 @@ def _operation(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
         body["description"] = op.description
     if op.body is not None:
         media: dict[str, Any] = {"schema": refs[f"{op.id}.body"]}
-        if "request" in example_for(op.id):
-            media["example"] = example_for(op.id)["request"]
+        if "request" in example_for(op.id, ALL_EXAMPLES):
+            media["example"] = example_for(op.id, ALL_EXAMPLES)["request"]
         body["requestBody"] = {"required": True, "content": {op.body_media_type: media}}
     if op.public:
         body["security"] = []
     return body
 
 
-def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
+def build(operations: tuple[Operation, ...] | None = None) -> dict[str, Any]:
+    operations = all_operations() if operations is None else operations
+    events = [d.events for d in DIALECTS if d.events is not None]
     types: list[tuple[str, Any, Any]] = [("Problem", tambo.Problem, "serialization"),
-                                         ("TamboEvent", TamboEvent, "serialization"),
-                                         ("AguiEvent", AguiEvent, "serialization")]
+                                         *((e.name, e.type, "serialization") for e in events)]
     for op in operations:
         if op.body is not None:
             types.append((f"{op.id}.body", op.body, "validation"))
@@ -163,10 +165,9 @@ def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
             types.append((f"{op.id}.result", op.result, "serialization"))
     refs, defs = definitions(types, REF)
     _require_discriminators(defs)
-    defs["TamboEvent"] = refs["TamboEvent"]
-    defs["TamboSseMessage"] = sse_message("TamboEvent")
-    defs["AguiEvent"] = refs["AguiEvent"]
-    defs["AguiSseMessage"] = sse_message("AguiEvent")
+    for event in events:
+        defs[event.name] = refs[event.name]
+        defs[event.sse_message] = sse_message(event.name)
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
         paths.setdefault(openapi_path(op.path), {})[op.method.lower()] = _operation(op, refs)

@@ -1,4 +1,6 @@
-"""Runs: start (streaming), reconnect, status, list, cancel.
+"""What the run endpoints of every dialect share: a run's events as SSE, the start gate, the
+checks on a `RunSpec`, a run found in its thread, and cancelling it. The endpoints themselves are
+each dialect's (`gateway/dialects/<name>/routes.py`).
 
 A run response is only a subscriber of the run's log: it flushes SSE headers at once (the SDK's
 timeout covers only the wait for headers), then replays the log from the cursor and follows it
@@ -23,34 +25,18 @@ from typing import Any
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from ..dialects.tambo.input import keyed, run_spec
 from ..engine import attachments
 from ..protocol import timbal
 from ..protocol.clock import now_ms
-from ..protocol.dialects import tambo
-from ..protocol.dialects.base import Dialect, positioned
 from ..protocol.problems import ApiError
 from ..protocol.run_spec import RunSpec
-from ..protocol.tambo import CancelResponse, RunList, RunRequest, wire
-from ..runs.idempotency import StartedRun
+from ..protocol.tambo import CancelResponse, wire
+from ..protocol.translation import Dialect, positioned
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
-from .context import (
-    int_param,
-    json_body,
-    project_of,
-    quota_subjects,
-    required_user_scope,
-    services,
-    thread_for,
-)
-from .render import run_model
+from .context import services, thread_for
 from .request_limits import check_run_request
-from .threads import new_thread
-
-IDEMPOTENCY_KEY_MAX = 255
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +51,10 @@ STREAM_FAILED_ERROR = {
 
 
 def event_stream(request: Request, run: RunRow, after: int = 0,
-                 extra_headers: dict[str, str] | None = None,
-                 dialect: Callable[[], Dialect[Any]] = tambo.TamboDialect,
-                 encode: Callable[[Any], str] = tambo.encode) -> EventSourceResponse:
-    """A run's events in `dialect` (the Tambo one unless the endpoint says otherwise)."""
+                 extra_headers: dict[str, str] | None = None, *,
+                 dialect: Callable[[], Dialect[Any]],
+                 encode: Callable[[Any], str]) -> EventSourceResponse:
+    """A run's events in `dialect`, each written with `encode`, from after event `after`."""
     svc = services(request)
 
     async def frames() -> AsyncIterator[dict[str, str]]:
@@ -91,24 +77,6 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
     timings = svc.runs.timings
     return EventSourceResponse(frames(), ping=timings.heartbeat_seconds, sep="\n",
                                headers=headers, send_timeout=timings.slow_reader_seconds)
-
-
-def _started_stream(request: Request, started: StartedRun) -> EventSourceResponse:
-    """The response of a run request: the run's events from the first (a retry that attached
-    to the run its key started replays it whole)."""
-    extra = {"Idempotent-Replayed": "true"} if started.attached else None
-    return event_stream(request, started.run, extra_headers=extra)
-
-
-def idempotency_key(request: Request) -> str | None:
-    key = request.headers.get("idempotency-key")
-    if key is None:
-        return None
-    key = key.strip()
-    if not key or len(key) > IDEMPOTENCY_KEY_MAX:
-        raise ApiError(400, "VALIDATION_ERROR",
-                       f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} characters")
-    return key
 
 
 def check_model(request: Request, spec: RunSpec) -> None:
@@ -160,35 +128,6 @@ def gated(handler: Callable[[Request], Awaitable[Response]]
     return in_turn
 
 
-@gated
-async def run_new_thread(request: Request) -> Response:
-    body: RunRequest = await json_body(request, RunRequest)
-    spec = run_spec(body)
-    check_run(request, spec)
-    project = project_of(request)
-    init = body.thread
-    user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
-                                   body.contextKey)
-    metadata = body.threadMetadata or (init.metadata if init else None)
-    thread = new_thread(project, user_key, metadata, spec.seed_messages)
-    started = await services(request).runs.start_new_thread(
-        project, thread, keyed(spec, body, idempotency_key(request)), user_key,
-        subjects=quota_subjects(request, user_key))
-    return _started_stream(request, started)
-
-
-@gated
-async def run_thread(request: Request) -> Response:
-    body: RunRequest = await json_body(request, RunRequest)
-    spec = run_spec(body)
-    check_run(request, spec)
-    thread = await thread_for(request, body.userKey, body.contextKey)
-    started = await services(request).runs.start(
-        thread.project_id, thread, keyed(spec, body, idempotency_key(request)),
-        subjects=quota_subjects(request, thread.user_key))
-    return _started_stream(request, started)
-
-
 async def run_in_thread(request: Request) -> RunRow:
     # Both reads at once: on a cancel they are the wait before the signal can leave.
     run_id = request.path_params["run_id"]
@@ -198,15 +137,6 @@ async def run_in_thread(request: Request) -> RunRow:
         raise ApiError(404, "RUN_NOT_FOUND", f"Run {run_id} not found on thread {thread.id}",
                        threadId=thread.id, runId=run_id)
     return run
-
-
-async def get_run(request: Request) -> Response:
-    """Reconnect (SSE from a cursor) or, with `Accept: application/json`, the run's status."""
-    run = await run_in_thread(request)
-    accept = request.headers.get("accept", "")
-    if "application/json" in accept and "text/event-stream" not in accept:
-        return JSONResponse(wire(run_model(run)))
-    return event_stream(request, run, event_cursor(request))
 
 
 def event_cursor(request: Request) -> int:
@@ -224,15 +154,6 @@ def event_cursor(request: Request) -> int:
     return int(cursor) if cursor else 0
 
 
-async def list_runs(request: Request) -> Response:
-    thread = await thread_for(request)
-    limit = int_param(request, "limit", 20, 1, 100)
-    page = await services(request).store.list_runs(thread.id, limit,
-                                                   request.query_params.get("cursor"))
-    return JSONResponse(wire(RunList(runs=[run_model(r) for r in page.rows],
-                                     hasMore=page.has_more, nextCursor=page.next_cursor)))
-
-
 async def cancel_run(request: Request) -> Response:
     """Cancel a run; idempotent. A run that already ended reports how it ended (200); a run in
     another process that has not ended yet after a few seconds is still being cancelled (202)."""
@@ -242,11 +163,3 @@ async def cancel_run(request: Request) -> Response:
     body = CancelResponse(runId=run.id, status=final.status, cancelRequested=active or None)
     return JSONResponse(wire(body), status_code=202 if active else 200)
 
-
-routes = [
-    Route("/v1/threads/runs", run_new_thread, methods=["POST"]),
-    Route("/v1/threads/{thread_id}/runs", run_thread, methods=["POST"]),
-    Route("/v1/threads/{thread_id}/runs", list_runs, methods=["GET"]),
-    Route("/v1/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
-    Route("/v1/threads/{thread_id}/runs/{run_id}", cancel_run, methods=["DELETE"]),
-]

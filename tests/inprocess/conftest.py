@@ -21,6 +21,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.dialects.tambo.input import keyed, run_spec
+from gateway.dialects.tambo.translate import TamboDialect
 from gateway.engine.deltas import (
     Delta,
     Finish,
@@ -31,10 +32,9 @@ from gateway.engine.deltas import (
 )
 from gateway.engine.model import ModelRequest
 from gateway.protocol.clock import new_id, now_ms
-from gateway.protocol.dialects.base import positioned
-from gateway.protocol.dialects.tambo import TamboDialect
 from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
+from gateway.protocol.translation import positioned
 from gateway.runs.manager import RunManager
 from gateway.runs.timings import Timings
 from gateway.store.db import create_engine, migrate

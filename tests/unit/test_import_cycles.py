@@ -106,3 +106,18 @@ def test_the_import_checker_resolves_relative_imports(tmp_path: Path) -> None:
     module = GATEWAY / "runs" / "manager.py"
     assert "gateway.protocol.run_spec.RunSpec" in imported_modules(module)
     assert "gateway.store.repository" in imported_modules(module)
+
+
+def test_a_dialects_parsing_translation_and_events_are_pure() -> None:
+    """Only `routes.py` and `dialect.py` of a dialect touch HTTP and the run manager: its
+    request parsing, translation and event types import nothing of ours but `protocol/`."""
+    above = ("gateway.api", "gateway.runs", "gateway.engine", "gateway.store", "gateway.app",
+             "gateway.config", "gateway.observability")
+    dialects = [p for p in (GATEWAY / "dialects").iterdir() if (p / "dialect.py").exists()]
+    assert {p.name for p in dialects} >= {"tambo", "agui", "timbal"}
+    for folder in dialects:
+        for path in folder.glob("*.py"):
+            if path.name in ("routes.py", "dialect.py", "__init__.py"):
+                continue
+            bad = [m for m in imported_modules(path) if m.startswith(above)]
+            assert bad == [], f"{path.relative_to(GATEWAY)} imports {bad}"

@@ -72,3 +72,23 @@ def test_an_idempotency_key_keeps_the_request_as_sent() -> None:
     assert spec.idempotency is not None and spec.idempotency.key == "key-1"
     assert spec.idempotency.request == request.model_dump(mode="json", exclude_none=True)
     assert "idempotency" not in spec.snapshot()
+
+
+def test_an_agui_reconnect_reads_the_version_from_a_row_written_before_run_spec() -> None:
+    from gateway.dialects.agui.input import GatewayRunInput
+    from gateway.dialects.agui.input import run_spec as agui_spec
+    from gateway.dialects.agui.routes import protocol_version
+    from gateway.store.tables import RunRow
+
+    def row(snapshot: dict[str, object]) -> RunRow:
+        return RunRow(id="run_1", thread_id="thr_1", project_id="p", status="awaiting_input",
+                      created_ms=0, request=snapshot)
+
+    old = {"runMetadata": {"agui": {"forwardedProps": {}, "parentRunId": None,
+                                    "protocolVersion": None}}}
+    assert protocol_version(row(old)) is None  # a pre-1.0 client: still downgraded
+    body = GatewayRunInput.model_validate({
+        "threadId": "thr_1", "runId": "run_1", "state": {}, "context": [], "tools": [],
+        "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "hi"}]})
+    assert protocol_version(row(agui_spec(body, set(), None).snapshot())) is None
+    assert protocol_version(row({})) == "1.0"  # a run a Tambo client began

@@ -16,7 +16,6 @@ run is cancelled with `DELETE` on the same path; its stream then ends with
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 from sqlalchemy.exc import IntegrityError
@@ -24,27 +23,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..dialects.agui import input as agui_input
-from ..protocol.clock import now_ms
-from ..protocol.dialects import agui
-from ..protocol.problems import ApiError
-from ..protocol.run_spec import RunSpec
-from ..store.tables import ThreadRow
-from .context import json_body, may_see, project_of, quota_subjects, services, user_scope
-from .request_limits import check_run_request
-from .runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
-from .threads import initial_message_row
+from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
+from ...api.request_limits import check_run_request
+from ...api.runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
+from ...api.threads import initial_message_row
+from ...protocol.clock import now_ms
+from ...protocol.problems import ApiError
+from ...protocol.run_spec import RunSpec
+from ...store.tables import RunRow, ThreadRow
+from . import input as agui_input
+from . import translate as agui
 
 AGENT = "default"  # the gateway runs one agent; the path leaves room for more
 
 
-def agui_stream(request: Request, run: Any, after: int = 0,
-                extra_headers: dict[str, str] | None = None) -> Response:
-    """The run's events for the AG-UI version its client declared when it started the run (a
-    reconnect gets the same shape as the first response); 1.0 for a run a Tambo client began."""
+def protocol_version(run: RunRow) -> str | None:
+    """The AG-UI version the run's client declared when it started the run (a reconnect gets
+    the same shape as the first response); 1.0 for a run a Tambo client began."""
     started_by = (RunSpec.from_snapshot(run.request).metadata or {}).get("agui")
-    version = PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
-    dialect = functools.partial(agui.AguiDialect, version)
+    return PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
+
+
+def agui_stream(request: Request, run: RunRow, after: int = 0,
+                extra_headers: dict[str, str] | None = None) -> Response:
+    """The run's events in AG-UI, shaped for its client's version."""
+    dialect = functools.partial(agui.AguiDialect, protocol_version(run))
     return event_stream(request, run, after, extra_headers, dialect=dialect, encode=agui.encode)
 
 
