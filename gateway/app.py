@@ -25,7 +25,7 @@ from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
 from .api.keyring import KeyRing, KeyRingMiddleware
 from .config import DEMO_MODEL, Settings, load_settings
-from .dialects.registry import DIALECTS
+from .dialects import registry
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
@@ -230,7 +230,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         routes=[Route("/health", health, methods=["GET"]),
                 Route("/ready", ready, methods=["GET"]),
                 Route("/metrics", metrics_endpoint, methods=["GET"]),
-                *(route for dialect in DIALECTS for route in dialect.routes),
+                *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),

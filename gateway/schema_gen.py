@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Route
 
 from .api.openapi import openapi_text
 from .api.spec import operation_keys
-from .dialects.registry import DIALECTS, all_operations
+from .dialects import registry
 from .protocol.schema_files import schema_files
 from .settings_report import REFERENCE_PATH, reference_markdown
 
@@ -26,7 +26,7 @@ def generated_files() -> dict[str, str]:
     """Path relative to the repository root -> text, for every generated file."""
     files = {"openapi/openapi.json": openapi_text()}
     files.update({f"schemas/{path}": text
-                  for path, text in schema_files(d.schemas for d in DIALECTS).items()})
+                  for path, text in schema_files(d.schemas for d in registry.DIALECTS).items()})
     files[REFERENCE_PATH] = reference_markdown()
     return files
 
@@ -35,7 +35,7 @@ def route_mismatches(routes: list[BaseRoute]) -> list[str]:
     """Routes without an operation in `api/spec.py`, and operations without a route."""
     served = {(method, route.path) for route in routes if isinstance(route, Route)
               for method in (route.methods or ()) if method != "HEAD"}
-    documented = operation_keys(all_operations())
+    documented = operation_keys(registry.all_operations())
     problems = [f"route {m} {p} has no Operation in gateway/api/spec.py (or its dialect's "
                 f"dialect.py)" for m, p in sorted(served - documented)]
     problems += [f"Operation {m} {p} (gateway/api/spec.py or a dialect's) has no route"

@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib.metadata import version
 from typing import Any
 
-from ..dialects.registry import DIALECTS, all_operations
+from ..dialects import registry
 from ..protocol import tambo
 from ..protocol.jsonschema import canonical, definitions
 from .examples import EXAMPLES, PATH_PARAMS, QUERY_PARAMS, example_for
@@ -29,9 +29,6 @@ DESCRIPTION = (
     "`GATEWAY_API_KEYS` the gateway is in development mode and accepts any key. Scope threads "
     "to an end user with `userKey`.\n\n"
     "| code | status | meaning |\n|---|---|---|\n")
-# Every operation's examples: those of `api/examples.py`, then each dialect's.
-ALL_EXAMPLES = {**EXAMPLES, **{k: v for d in DIALECTS for k, v in d.examples.items()}}
-SSE_MESSAGES = {d.events.name: d.events.sse_message for d in DIALECTS if d.events is not None}
 
 
 def sse_message(event: str) -> dict[str, Any]:
@@ -105,17 +102,22 @@ def problem_example(code: str) -> dict[str, Any]:
             "instance": "urn:tambo:error-instance:0b7c6f1e-4f5d-4a53-9d0e-2c1f3a4b5c6d"}
 
 
+def _examples(operation_id: str) -> dict[str, Any]:
+    """The operation's examples: from `api/examples.py`, or its dialect's."""
+    return example_for(operation_id, {**EXAMPLES, **registry.all_examples()})
+
+
 def _success(op: Operation, result_schema: dict[str, Any] | None,
              description: str = "") -> dict[str, Any]:
     response: dict[str, Any] = {"description": description or op.summary}
     content: dict[str, Any] = {}
-    examples = example_for(op.id, ALL_EXAMPLES)
+    examples = _examples(op.id)
     if result_schema is not None:
         content[op.media_type] = {"schema": result_schema}
         if "response" in examples:
             content[op.media_type]["example"] = examples["response"]
     if op.stream:
-        message = SSE_MESSAGES[op.stream]
+        [message] = [e.sse_message for e in registry.event_schemas() if e.name == op.stream]
         content["text/event-stream"] = {"schema": {"$ref": REF.format(model=message)}}
         if "stream" in examples:
             content["text/event-stream"]["example"] = examples["stream"]
@@ -145,8 +147,8 @@ def _operation(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
         body["description"] = op.description
     if op.body is not None:
         media: dict[str, Any] = {"schema": refs[f"{op.id}.body"]}
-        if "request" in example_for(op.id, ALL_EXAMPLES):
-            media["example"] = example_for(op.id, ALL_EXAMPLES)["request"]
+        if "request" in _examples(op.id):
+            media["example"] = _examples(op.id)["request"]
         body["requestBody"] = {"required": True, "content": {op.body_media_type: media}}
     if op.public:
         body["security"] = []
@@ -154,8 +156,8 @@ def _operation(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(operations: tuple[Operation, ...] | None = None) -> dict[str, Any]:
-    operations = all_operations() if operations is None else operations
-    events = [d.events for d in DIALECTS if d.events is not None]
+    operations = registry.all_operations() if operations is None else operations
+    events = registry.event_schemas()
     types: list[tuple[str, Any, Any]] = [("Problem", tambo.Problem, "serialization"),
                                          *((e.name, e.type, "serialization") for e in events)]
     for op in operations:
