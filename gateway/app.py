@@ -24,6 +24,7 @@ from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
 from .api.keyring import KeyRing, KeyRingMiddleware
+from .backends import fanout_over
 from .config import DEMO_MODEL, Settings, load_settings
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
@@ -35,7 +36,6 @@ from .observability import tracing
 from .observability.logs import RequestIdMiddleware, configure_levels
 from .observability.metrics import MeteredModel, metrics_endpoint, time_store_operations
 from .observability.ready import ready
-from .runs.fanout import fanout_over
 from .runs.manager import RunManager
 from .runs.quotas import MemoryCounters, Quotas, RedisCounters
 from .runs.supervisor import RunSupervisor

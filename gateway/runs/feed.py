@@ -15,9 +15,10 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Protocol
 
 from ..store.repository import UNAVAILABLE, Store
-from .feeds_db import read_persisted
 from .log import Entry, LiveLog
 from .timings import Timings
+
+PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +94,14 @@ class LiveFeed:
             if seq == before:
                 raise RuntimeError(f"run {run_id}: positions {seq + 1} to {live.first} are "
                                    "neither in memory nor in the database")
+
+
+async def read_persisted(store: Store, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
+    """The entries on disk now with `seq > after`, read in pages."""
+    while True:
+        rows = await store.read_frames(run_id, after, PAGE_FRAMES)
+        for row in rows:
+            after = row.seq
+            yield Entry(row.seq, row.ts_ms, row.frame)
+        if len(rows) < PAGE_FRAMES:
+            return

@@ -18,6 +18,7 @@ import os
 import socket
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
+from ..backends.database import DatabaseFeed
 from ..engine.loop import Model, ServerToolSpec
 from ..observability import metrics
 from ..protocol import timbal
@@ -31,7 +32,6 @@ from .component_state import ComponentStates
 from .disconnect import cancel_when_unwatched, grace_for
 from .execution import CANCELLED_ERROR, RunExecutor
 from .feed import LiveFeed, RunFeed
-from .feeds_db import DatabaseFeed
 from .idempotency import start_new_thread_once
 from .log import Entry, LiveLog
 from .log_writer import LogWriter

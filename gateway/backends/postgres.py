@@ -23,8 +23,7 @@ import logging
 import asyncpg
 from sqlalchemy import text
 
-from ..store.repository import UNAVAILABLE, Store
-from .signals import (
+from ..runs.signals import (
     DatabaseSignals,
     OnCancel,
     OnThreadEvent,
@@ -33,7 +32,8 @@ from .signals import (
     deliver_in_order,
     listen_with_reconnects,
 )
-from .timings import Timings
+from ..runs.timings import Timings
+from ..store.repository import UNAVAILABLE, Store
 
 CANCEL_CHANNEL = "gateway_cancel"
 THREAD_EVENTS_CHANNEL = "gateway_thread_events"

@@ -6,11 +6,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..runs.feed import RunFeed
+from ..runs.signals import DatabaseSignals, Signals
+from ..runs.timings import Timings
 from ..store.repository import Store
-from .feed import RunFeed
-from .feeds_db import DatabaseFeed
-from .signals import DatabaseSignals, Signals
-from .timings import Timings
+from .database import DatabaseFeed
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def fanout_over(redis_url: str | None, store: Store, timings: Timings) -> Fanout
     if not redis_url:
         url = store.engine.url
         if url.get_backend_name() == "postgresql":
-            from .signals_pg import PostgresSignals
+            from .postgres import PostgresSignals
 
             dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
             return Fanout(DatabaseFeed(store, timings), PostgresSignals(store, dsn, timings),
@@ -40,8 +40,8 @@ def fanout_over(redis_url: str | None, store: Store, timings: Timings) -> Fanout
         return Fanout(DatabaseFeed(store, timings), DatabaseSignals(store, timings), _nothing)
     from redis.asyncio import Redis
 
-    from .feeds_redis import RedisFeed
-    from .signals_redis import RedisSignals
+    from ..runs.signals_redis import RedisSignals
+    from .redis import RedisFeed
 
     redis = Redis.from_url(redis_url, socket_connect_timeout=2, health_check_interval=10)
     return Fanout(RedisFeed(store, redis, timings), RedisSignals(store, redis, timings),

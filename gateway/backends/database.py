@@ -13,11 +13,10 @@ from collections.abc import AsyncGenerator, Callable
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..runs.feed import read_persisted
+from ..runs.log import Entry, LiveLog
+from ..runs.timings import Timings
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
-from .log import Entry, LiveLog
-from .timings import Timings
-
-PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +68,3 @@ class DatabaseFeed:
         last = await self.store.last_frame(run_id)
         if last is not None and last.seq <= seq and timbal.is_terminal(last.frame):
             yield Entry(last.seq, last.ts_ms, last.frame)
-
-
-async def read_persisted(store: Store, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
-    """The entries on disk now with `seq > after`, read in pages."""
-    while True:
-        rows = await store.read_frames(run_id, after, PAGE_FRAMES)
-        for row in rows:
-            after = row.seq
-            yield Entry(row.seq, row.ts_ms, row.frame)
-        if len(rows) < PAGE_FRAMES:
-            return

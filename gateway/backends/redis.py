@@ -25,11 +25,11 @@ from redis.exceptions import RedisError
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..runs.log import Entry, LiveLog
+from ..runs.redis_appends import StreamAppends
+from ..runs.timings import Timings
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
-from .feeds_db import DatabaseFeed
-from .log import Entry, LiveLog
-from .redis_appends import StreamAppends
-from .timings import Timings
+from .database import DatabaseFeed
 
 READ_COUNT = 500
 ACTIVE_TTL_SECONDS = 3600  # an owner that died leaves no litter
