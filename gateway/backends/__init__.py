@@ -1,48 +1,37 @@
-"""How this process reaches the others: a run feed and signals, over Redis or the database."""
+"""How this process reaches the others: one module per technology, opened in one place.
+
+Each module gives the run lifecycle a `runs.backend.Backend` (a run feed, signals, quota
+counters, the parts `/ready` pings): `database` (polled feeds and the polled cancel flag, for
+SQLite, or several processes sharing one file), `postgres` (the same with LISTEN/NOTIFY in front
+of the flag), `redis` (streams, pub/sub and shared counters), `memory` (the counters of one
+process, which the first two use). A new backend is a module here and a line in `open_backend`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from sqlalchemy.engine import make_url
 
-from ..runs.feed import RunFeed
-from ..runs.signals import DatabaseSignals, Signals
+from ..config import Settings
+from ..runs.backend import Backend
+from ..runs.limits import RunLimits
 from ..runs.timings import Timings
 from ..store.repository import Store
-from .database import DatabaseFeed
+from .database import database_backend
 
 
-@dataclass(frozen=True)
-class Fanout:
-    feed: RunFeed
-    signals: Signals
-    close: Callable[[], Awaitable[None]]
-    redis: Any = None  # the Redis client, when there is one (quotas count in it, `/ready` pings it)
+def open_backend(settings: Settings, store: Store, timings: Timings) -> Backend:
+    """Redis streams and pub/sub with `GATEWAY_REDIS_URL`; else database polling for run feeds
+    and, on PostgreSQL, LISTEN/NOTIFY for signals (on SQLite, the database flag alone: one
+    process, or a few sharing a file). Close it with `backend.close()`."""
+    if settings.redis_url:
+        from .redis import redis_backend
 
+        slot_ttl_ms = RunLimits.from_settings(settings).quota_slot_ms(timings.lease_seconds)
+        return redis_backend(settings.redis_url, store, timings, slot_ttl_ms)
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "postgresql":
+        from .postgres import postgres_backend
 
-async def _nothing() -> None:
-    return None
-
-
-def fanout_over(redis_url: str | None, store: Store, timings: Timings) -> Fanout:
-    """Redis streams and pub/sub with `redis_url`; else database polling for run feeds and,
-    on PostgreSQL, LISTEN/NOTIFY for signals (on SQLite, the database flag alone: one
-    process, or a few sharing a file)."""
-    if not redis_url:
-        url = store.engine.url
-        if url.get_backend_name() == "postgresql":
-            from .postgres import PostgresSignals
-
-            dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-            return Fanout(DatabaseFeed(store, timings), PostgresSignals(store, dsn, timings),
-                          _nothing)
-        return Fanout(DatabaseFeed(store, timings), DatabaseSignals(store, timings), _nothing)
-    from redis.asyncio import Redis
-
-    from ..runs.signals_redis import RedisSignals
-    from .redis import RedisFeed
-
-    redis = Redis.from_url(redis_url, socket_connect_timeout=2, health_check_interval=10)
-    return Fanout(RedisFeed(store, redis, timings), RedisSignals(store, redis, timings),
-                  redis.aclose, redis)
+        dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return postgres_backend(dsn, store, timings)
+    return database_backend(store, timings)

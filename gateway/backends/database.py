@@ -1,24 +1,51 @@
-"""The run feed read from the database: for a run that runs in another process, or ended.
+"""The database as the backend: run feeds polled from the log on disk, cancels through the
+database flag, quota counters in memory. What every deployment without Redis uses (on
+PostgreSQL, `postgres.py` adds LISTEN/NOTIFY in front of the flag).
 
-The owner flushes its log every 100 ms (`recorder.FLUSH_SECONDS`); a follower polls soon after
-new frames, backing off to `Timings.feed_poll_seconds` while nothing arrives. Such a follower also marks the
-run as watched, so the owner's disconnect policy knows it is there.
+Feed: the owner flushes its log every 100 ms (`recorder.FLUSH_SECONDS`); a follower in another
+process polls soon after new frames, backing off to `Timings.feed_poll_seconds` while nothing
+arrives. Such a follower also marks the run as watched, so the owner's disconnect policy knows
+it is there (`runs/subscription.py`).
+
+Signals: the flag is the durable signal. It is always written (by every backend), and every
+process polls it for the runs it owns (one query per tick, only while it runs something), so a
+cancel is never lost even when a faster channel is down. Thread events have no channel here:
+they stay in the process they were made on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
-from ..runs.feed import read_persisted
-from ..runs.log import Entry, LiveLog
+from ..runs.backend import (
+    Backend,
+    OnCancel,
+    OnThreadEvent,
+    OwnedRuns,
+    Probe,
+    ThreadEvent,
+)
+from ..runs.log import Entry, LiveLog, read_persisted
 from ..runs.timings import Timings
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
+from .memory import MemoryCounters
 
 log = logging.getLogger(__name__)
+
+
+def database_backend(store: Store, timings: Timings) -> Backend:
+    """Polled feeds, the polled cancel flag, this process's counters."""
+    return Backend("database", DatabaseFeed(store, timings), DatabaseSignals(store, timings),
+                   MemoryCounters(), (database_probe(store),))
+
+
+def database_probe(store: Store) -> Probe:
+    return Probe("database", "DATABASE_UNAVAILABLE", "The database cannot be reached",
+                 store.ping)
 
 
 class DatabaseFeed:
@@ -68,3 +95,60 @@ class DatabaseFeed:
         last = await self.store.last_frame(run_id)
         if last is not None and last.seq <= seq and timbal.is_terminal(last.frame):
             yield Entry(last.seq, last.ts_ms, last.frame)
+
+
+class DatabaseSignals:
+    def __init__(self, store: Store, timings: Timings) -> None:
+        self.store, self.poll_seconds = store, timings.cancel_poll_seconds
+
+    async def request_cancel(self, run_id: str) -> None:
+        await self.store.request_cancel(run_id, now_ms())
+
+    async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
+        """Nothing: without a bus, thread events stay in the process they were made on."""
+
+    async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
+                     on_thread_event: OnThreadEvent | None = None) -> None:
+        while True:
+            try:
+                ids = list(owned())
+                if ids:
+                    for run_id in await self.store.cancel_requested(ids):
+                        on_cancel(run_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("polling cancel flags failed")
+            await asyncio.sleep(self.poll_seconds)
+
+
+async def deliver_in_order(events: asyncio.Queue[tuple[str, ThreadEvent]],
+                           on_thread_event: OnThreadEvent) -> None:
+    """Deliver thread events one at a time, in arrival order, apart from the listener that
+    received them: a delivery awaits (it writes a frame), and a cancel must never wait behind
+    one. Until cancelled."""
+    while True:
+        thread_id, event = await events.get()
+        try:
+            await on_thread_event(thread_id, event)
+        except Exception:
+            log.exception("delivering a thread event on %s failed", thread_id)
+
+
+async def listen_with_reconnects(database: DatabaseSignals, owned: OwnedRuns,
+                                 on_cancel: OnCancel,
+                                 channel: Callable[[], Awaitable[None]],
+                                 lost: tuple[type[BaseException], ...], what: str,
+                                 retry_seconds: float) -> None:
+    """Listen on a fast `channel` (until its connection is `lost`, then again, forever), with
+    the database flag polled beside it: a cancel sent while the channel was down still lands."""
+    polling = asyncio.create_task(database.listen(owned, on_cancel))
+    try:
+        while True:
+            try:
+                await channel()
+            except lost as error:
+                log.warning("%s lost (%s); reconnecting", what, type(error).__name__)
+            await asyncio.sleep(retry_seconds)
+    finally:
+        polling.cancel()
