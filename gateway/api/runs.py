@@ -32,7 +32,7 @@ from ..protocol.dialects import tambo
 from ..protocol.dialects.base import Dialect, positioned
 from ..protocol.problems import ApiError
 from ..protocol.tambo import CancelResponse, ResourceBlock, RunList, RunRequest, wire
-from ..runs.idempotency import StartedRun
+from ..runs.admission import StartedRun
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
 from .context import (

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ..engine.deltas import Delta, ModelError, Usage
 from ..engine.history import to_model_messages
-from ..engine.loop import Model, RunInput, ServerToolSpec, run_agent
+from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..engine.model import ModelRequest
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
@@ -144,7 +144,7 @@ class RunExecutor:
                 active.done.set()
                 self._retire(active)
 
-    async def _timed(self, agent: Awaitable[Any]) -> Any:
+    async def _timed(self, agent: Awaitable[Outcome]) -> Outcome:
         """The agent loop within the run's wall time (`GATEWAY_RUN_MAX_SECONDS`)."""
         limit = asyncio.timeout(self.run_max_seconds)
         try:
@@ -156,7 +156,8 @@ class RunExecutor:
             raise ModelError("RUN_TIME_LIMIT", f"The run exceeded its time limit of "
                              f"{self.run_max_seconds:g} s", "server_error", False) from None
 
-    async def _agent(self, active: ActiveRun, snapshot: dict[str, Any], recorder: RunRecorder):
+    async def _agent(self, active: ActiveRun, snapshot: dict[str, Any],
+                     recorder: RunRecorder) -> Outcome:
         run, ticket = active.row, active.ticket
         if active.history is not None:  # a new thread: its history is what the start wrote
             rows, states = active.history, {}
@@ -217,7 +218,7 @@ class RunExecutor:
             log.error("run %s: could not save its answer to the thread (%s)", run.id,
                       type(error).__name__)
 
-    async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
+    async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Outcome) -> None:
         finished = timbal.control(timbal.RUN_FINISHED)
         if outcome.pending:
             pending = [{k: p[k] for k in ("toolCallId", "toolName", "arguments")}
