@@ -8,7 +8,7 @@ import gc
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -26,6 +26,8 @@ from .api.identity import IdentityProviders
 from .api.keyring import KeyRing, KeyRingMiddleware
 from .config import DEMO_MODEL, Settings, load_settings
 from .engine.adapters import model_adapter
+from .engine.agents import Agent
+from .engine.agents_file import registry_for
 from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
 from .engine.routed_model import Deployment
@@ -127,10 +129,16 @@ def app_from_environment() -> Starlette:
     return create_app(settings, drain_on_signals=True)
 
 
-def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlette:
+def create_app(settings: Settings, *, drain_on_signals: bool = False,
+               agents: Sequence[Agent] | None = None) -> Starlette:
     """The gateway as an ASGI app. `drain_on_signals`: on SIGTERM/SIGINT, drain the runs before
     the server that runs the app stops (`gateway.shutdown`); `gateway serve` sets it, an app
-    embedded in another server leaves signals to that server."""
+    embedded in another server leaves signals to that server.
+
+    `agents`: the operator's agents, declared in Python instead of `GATEWAY_AGENTS_FILE`;
+    checked here (an `AgentError` names the agent and the field), kept on `app.state.agents`.
+    """
+    registry = registry_for(settings, agents)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -225,7 +233,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
             await engine.dispose()
             tracing.stop()
 
-    return CorsOutermost(
+    app = CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]),
                 Route("/ready", ready, methods=["GET"]),
                 Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
@@ -241,3 +249,5 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )
+    app.state.agents = registry
+    return app
