@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from .api import agents as agents_api
 from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
 from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
@@ -238,7 +239,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                 Route("/ready", ready, methods=["GET"]),
                 Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
+                *docs.routes, *playground.routes, *agui.routes, *timbal.routes,
+                *agents_api.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",

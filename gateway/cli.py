@@ -17,7 +17,7 @@ import socket
 import sys
 from typing import Any
 
-from . import agents_cli, keys_cli
+from . import agents_cli, keys_cli, usage_cli
 from .config import Settings, SettingsError, load_settings
 from .observability.logs import configure_levels
 
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("config", help="print the effective settings (secrets masked)")
     keys_cli.add_parser(commands)
     agents_cli.add_parser(commands)
+    usage_cli.add_parser(commands)
     openapi = commands.add_parser("openapi", help="regenerate openapi/, schemas/ and "
                                                   "docs/settings.md")
     openapi.add_argument("--root", default=".", help="the repository root (default: .)")
@@ -268,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "agents":
             return agents_cli.run(settings, args)
+        if args.command == "usage":
+            asyncio.run(prepare_database(settings.database_url))
+            return usage_cli.run(settings, args)
         check_agents(settings)
         check_exposure(settings, args.host, args.allow_remote)
         if args.workers < 1:

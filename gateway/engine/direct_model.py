@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import orjson
 
-from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, usage_of
 from .model import LiteLLMModel, ModelRequest
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
@@ -214,9 +214,9 @@ async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
 def _deltas(chunk: dict[str, Any]) -> list[Delta]:
     """`model._deltas` for a chunk as plain JSON."""
     out: list[Delta] = []
-    usage = chunk.get("usage")
-    if usage and usage.get("total_tokens"):
-        out.append(Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0))
+    usage = usage_of(chunk.get("usage"))
+    if usage is not None:
+        out.append(usage)
     for choice in chunk.get("choices") or ():
         delta = choice.get("delta") or {}
         reasoning = delta.get("reasoning_content")
