@@ -34,7 +34,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     print(f"{args.file}: {len(registry)} agent{'s' if len(registry) != 1 else ''}, "
           f"default {registry.default_name}")
     for agent in registry:
-        tools = "GATEWAY_TOOLS" if agent.tools is None else f"{len(agent.tools)} tools"
+        count = len(agent.tools or ())
+        tools = ("GATEWAY_TOOLS" if agent.tools is None
+                 else f"{count} tool{'s' if count != 1 else ''}")
         parts = [f"model {agent.model}", tools]
         if agent.instructions:
             parts.append("instructions")
