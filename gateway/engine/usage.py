@@ -13,20 +13,22 @@ The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
 
 from __future__ import annotations
 
-import logging
+import sys
 from typing import Any
 
 from .deltas import Usage
-
-log = logging.getLogger(__name__)
 
 COUNTS = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
 
 
 def call_cost(model: str, usage: Usage) -> float | None:
-    """The price of one call in US dollars, from litellm's price map; None when unknown."""
-    import litellm
+    """The price of one call in US dollars, from litellm's price map; None when unknown.
 
+    Only with litellm already loaded (`app.load_litellm`, offline): importing it here could
+    fetch its price map from the network, on the event loop."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        return None
     try:
         prompt, completion = litellm.cost_per_token(
             model=model, prompt_tokens=usage.input_tokens,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ag_ui.core import RunErrorEvent, RunFinishedEvent
 
 from gateway.engine.deltas import Usage
@@ -44,6 +46,9 @@ def test_the_tambo_run_finished_gets_the_same_list_and_nothing_without_usage() -
 
 
 def test_a_sum_keeps_an_unknown_price_unknown() -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as the server loads it
+    import litellm  # noqa: F401  (prices need it loaded)
+
     usage = RunUsage()
     usage.add("openai/gpt-4o-mini", Usage(1000, 100))
     usage.add("openai/not-a-priced-model", Usage(10, 1))
