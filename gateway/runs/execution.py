@@ -148,6 +148,7 @@ class RunExecutor:
             if row.run_id == run.id and row.role == "user":
                 for part in row.parts:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
+        meter = UsageMeter(active.usage, snapshot.get("model") or self.model_name or "", ticket)
         run_input = RunInput(
             history=to_model_messages(rows, states),
             client_tools=snapshot.get("tools", []),
@@ -162,19 +163,21 @@ class RunExecutor:
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
-            on_model=self._model_recorder(run.id, snapshot.get("model") or self.model_name),
+            on_model=self._model_recorder(run.id, snapshot.get("model") or self.model_name,
+                                          meter),
+            on_usage=meter.add,
         )
-        model = UsageMeter(self.model, active.usage,
-                           snapshot.get("model") or self.model_name or "", ticket)
-        return await run_agent(model, run_input, recorder)
+        return await run_agent(self.model, run_input, recorder)
 
-    def _model_recorder(self, run_id: str, expected: str | None
+    def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter
                         ) -> Callable[[str], Awaitable[None]]:
         """Records the model that answered when it is not the one the run started with (a
-        fallback served it): one write per change, none on the usual path."""
+        fallback served it): one write per change, none on the usual path. The meter counts
+        the call's usage under it."""
         recorded = [expected]
 
         async def record(model: str) -> None:
+            meter.served(model)
             if model != recorded[0]:
                 # Worth an operator's attention: the run was served, but the model it should
                 # have used failed (its error went to the Router, not to the run).

@@ -1,43 +1,39 @@
 """Usage metering: every model call of a run counted once, for the run's record and quotas.
 
-`UsageMeter` wraps the model a run calls: each call's `Usage` (reported once, at the end of its
-stream) is added to the run's `RunUsage` under the model that answered it (the requested one,
-or the one a fallback list says served it) and to the run's quota ticket (the API key's daily
-token budget), so what a user is shown and what a quota counts are the same numbers. The
-run's end writes the sums (`execution.RunExecutor._end`).
+The agent loop hands each call's `Usage` (reported once, at the end of its stream) to its
+`on_usage` hook: `UsageMeter.add` adds it to the run's `RunUsage` under the model that answered
+(the requested one, or the one a fallback list says served it) and to the run's quota ticket
+(the API key's daily token budget), so what a user is shown and what a quota counts are the
+same numbers. No wrapper around the model: nothing more per streamed token. The run's end
+writes the sums (`execution.RunExecutor._end`).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..engine.deltas import Delta, Served, Usage
-from ..engine.loop import Model
-from ..engine.model import ModelRequest
+from ..engine.deltas import Usage
 from ..engine.usage import RunUsage
 from ..protocol import timbal
 from .quotas import Ticket
 
 
 class UsageMeter:
-    def __init__(self, model: Model, usage: RunUsage, default_model: str,
-                 ticket: Ticket | None = None) -> None:
-        self.model, self.usage, self.default_model = model, usage, default_model
+    """Counts each model call's reported usage (the agent loop's `on_usage`) under the model
+    that answered it: the run's, or the one a fallback list says served it (`served`)."""
+
+    def __init__(self, usage: RunUsage, model: str, ticket: Ticket | None = None) -> None:
+        self.usage, self.model = usage, model
         self.ticket = ticket if ticket is not None and ticket.counts_tokens else None
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
-        served = request.model or self.default_model
-        async with contextlib.aclosing(self.model.stream(request)) as deltas:
-            async for delta in deltas:
-                if isinstance(delta, Served):
-                    served = delta.model
-                elif isinstance(delta, Usage):
-                    self.usage.add(served, delta)
-                    if self.ticket is not None:
-                        await self.ticket.add_tokens(delta.input_tokens + delta.output_tokens)
-                yield delta
+    def served(self, model: str) -> None:
+        self.model = model
+
+    async def add(self, usage: Usage) -> None:
+        self.usage.add(self.model, usage)
+        if self.ticket is not None:
+            await self.ticket.add_tokens(usage.input_tokens + usage.output_tokens)
 
 
 def with_usage(frames: list[timbal.Frame], entries: list[dict[str, Any]]
