@@ -19,13 +19,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from .api import agents as agents_api
-from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
+from .api import assist, audio, components, docs, oauth, playground, threads
 from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
 from .api.keyring import KeyRing, KeyRingMiddleware
 from .config import DEMO_MODEL, Settings, load_settings
+from .dialects import registry
 from .engine.adapters import model_adapter
 from .engine.agents import Agent
 from .engine.agents_file import registry_for
@@ -139,7 +140,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
     `agents`: the operator's agents, declared in Python instead of `GATEWAY_AGENTS_FILE`;
     checked here (an `AgentError` names the agent and the field), kept on `app.state.agents`.
     """
-    registry = registry_for(settings, agents)
+    agent_registry = registry_for(settings, agents)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -237,10 +238,10 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
     app = CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]),
                 Route("/ready", ready, methods=["GET"]),
-                Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
+                Route("/metrics", metrics_endpoint, methods=["GET"]),
+                *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agui.routes, *timbal.routes,
-                *agents_api.routes],
+                *docs.routes, *playground.routes, *agents_api.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
@@ -251,5 +252,5 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )
-    app.state.agents = registry
+    app.state.agents = agent_registry
     return app
