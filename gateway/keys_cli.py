@@ -32,6 +32,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     actions = keys.add_subparsers(dest="keys_command", required=True)
     create = actions.add_parser("create", help="make a key and print it (once)")
     create.add_argument("--project", required=True, type=project_name)
+    create.add_argument("--agent", type=agent_name, metavar="NAME",
+                        help="the agent this key's Tambo runs use (default: "
+                             "GATEWAY_DEFAULT_AGENT); checked against the configured agents")
     create.add_argument("--expires", type=expiry, metavar="DURATION|DATE",
                         help="e.g. 30d, 12h, or an ISO date/time (UTC); default: never")
     for flag, what in (("--max-concurrent-runs", "runs at once"),
@@ -53,6 +56,30 @@ def project_name(value: str) -> str:
     if not _PROJECT.match(value):
         raise argparse.ArgumentTypeError("letters, digits and ._- only (at most 128)")
     return value
+
+
+def agent_name(value: str) -> str:
+    from .engine.agents import AGENT_NAME
+
+    if not AGENT_NAME.match(value):
+        raise argparse.ArgumentTypeError("letters, digits, _ and - only (at most 64)")
+    return value
+
+
+def unknown_agent(settings: Settings, name: str | None) -> str | None:
+    """Why a key cannot run agent `name` on this configuration (None: it can)."""
+    from .engine.agents import AgentError
+    from .engine.agents_file import registry_for
+
+    if name is None:
+        return None
+    try:
+        agents = registry_for(settings)
+    except AgentError as exc:
+        return f"the agents cannot be checked: {exc}"
+    if agents.get(name) is None:
+        return f"no agent {name!r} is configured (agents: {', '.join(a.name for a in agents)})"
+    return None
 
 
 def non_negative(value: str) -> int:
@@ -119,6 +146,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
             await engine.dispose()
 
     if args.keys_command == "create":
+        refused = unknown_agent(settings, args.agent)
+        if refused is not None:
+            print(f"gateway: --agent: {refused}")
+            return 2
         return asyncio.run(with_store(lambda store: _create(store, args)))
     if args.keys_command == "list":
         return asyncio.run(with_store(lambda store: _list(store, args.project)))
@@ -130,9 +161,10 @@ async def _create(store: Store, args: argparse.Namespace) -> int:
 
     key = new_key()
     row = key_row(key, args.project, args.expires, args.max_concurrent_runs,
-                  args.runs_per_minute, args.daily_tokens)
+                  args.runs_per_minute, args.daily_tokens, args.agent)
     await store.add_api_key(row)
-    print(f"created {row.id} in project {row.project_id} (expires: {_when(row.expires_ms)})")
+    print(f"created {row.id} in project {row.project_id} (expires: {_when(row.expires_ms)}"
+          f"{f'; agent: {row.agent}' if row.agent else ''})")
     print("the key (shown only now; store it safely):")
     print(key)
     return 0

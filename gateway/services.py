@@ -24,6 +24,8 @@ from .api.keyring import KeyRing
 from .backends import open_backend
 from .config import DEMO_MODEL, Settings
 from .engine.adapters import model_adapter
+from .engine.agents import AgentRegistry
+from .engine.agents_file import registry_for
 from .engine.assist import CompletionModel
 from .engine.direct_model import DirectModel
 from .engine.loop import Model, ServerToolSpec
@@ -59,13 +61,17 @@ class Services:
     runs: RunManager
     identity: IdentityProviders
     keyring: KeyRing
+    agents: AgentRegistry  # the operator's agents (`engine/agents.py`)
 
 
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, *, model: ServedModel | None = None,
-                        timings: Timings | None = None) -> AsyncIterator[Services]:
+                        timings: Timings | None = None, agents: AgentRegistry | None = None
+                        ) -> AsyncIterator[Services]:
     """The services of one process, closed on exit. `model` replaces the configured model (a
-    test's scripted one); `timings` the settings' waits (a test's shrunken ones)."""
+    test's scripted one); `timings` the settings' waits (a test's shrunken ones); `agents` the
+    agents `create_app` already checked (else those of the settings)."""
+    agents = agents if agents is not None else registry_for(settings)
     load_litellm()
     async with contextlib.AsyncExitStack() as stack:
         store = await _open_store(settings, stack)
@@ -76,12 +82,13 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         timings = timings or Timings.from_settings(settings)
         backend = open_backend(settings, store, timings)
         stack.push_async_callback(backend.close)
-        manager = RunManager(store, LoopSetup(served, settings.model, server_tools), backend,
-                             RunLimits.from_settings(settings), timings)
+        setup = LoopSetup(served, settings.model, server_tools, agents,
+                          await agent_tools(settings, agents, stack))
+        manager = RunManager(store, setup, backend, RunLimits.from_settings(settings), timings)
         stack.push_async_callback(manager.shutdown)
         _start_background(manager, settings, stack)
         services = Services(settings, store, served, backend, manager, _identity(settings),
-                            KeyRing(store, settings.key_cache_seconds))
+                            KeyRing(store, settings.key_cache_seconds), agents)
         await _warn_about_defaults(services)
         yield services
 
@@ -189,3 +196,28 @@ async def _server_tools(settings: Settings, stack: contextlib.AsyncExitStack
                 raise ValueError(f"MCP tool {name!r} has the name of a Python server tool")
             tools[name] = spec
     return tools
+
+
+async def agent_tools(settings: Settings, agents: AgentRegistry,
+                      stack: contextlib.AsyncExitStack) -> dict[str, dict[str, ServerToolSpec]]:
+    """The server tools of each agent that does not simply have the project's: its own Python
+    tools (`tools`, else GATEWAY_TOOLS) and its MCP servers' (each file connected once)."""
+    own: dict[str, dict[str, ServerToolSpec]] = {}
+    connected: dict[str, dict[str, ServerToolSpec]] = {}
+    for agent in agents:
+        if agent.tools is None and agent.mcp_servers == (settings.mcp_servers or None):
+            continue
+        tools = dict(agent.tools if agent.tools is not None else
+                     load_python_tools(settings.tools_module) if settings.tools_module else {})
+        if agent.mcp_servers:
+            if agent.mcp_servers not in connected:
+                from .engine.mcp_tools import open_mcp_tools
+
+                connected[agent.mcp_servers] = await open_mcp_tools(agent.mcp_servers, stack)
+            for name, spec in connected[agent.mcp_servers].items():
+                if name in tools:
+                    raise ValueError(f"agent {agent.name}: MCP tool {name!r} has the name of "
+                                     "one of its Python server tools")
+                tools[name] = spec
+        own[agent.name] = tools
+    return own

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..protocol import tambo
+from ..protocol.agents import AgentList
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,13 @@ CODES: dict[str, ErrorCode] = {
                                          "`Allow` header."),
     "NO_NEW_INPUT": ErrorCode(400, "An AG-UI input with nothing new for the thread: no closing "
                                    "user message and no answer to its pending tool calls."),
-    "AGENT_NOT_FOUND": ErrorCode(404, "No such agent (this gateway serves `default`)."),
+    "AGENT_NOT_FOUND": ErrorCode(404, "No such agent (`GET /v1/agents` lists them); also a "
+                                      "thread or API key whose agent is no longer configured."),
+    "SYSTEM_PROMPT_NOT_ALLOWED": ErrorCode(400, "The request carries a `system` or `developer` "
+                                                "message and the agent does not allow client "
+                                                "system prompts (`allow_client_system_prompt`)."),
+    "THREAD_AGENT_MISMATCH": ErrorCode(409, "The thread runs another agent (`agent`): a thread "
+                                            "keeps the agent of its first run."),
     "RUN_ID_IN_USE": ErrorCode(409, "The `runId` names a run of another thread."),
     "CONCURRENT_RUN": ErrorCode(409, "A run is already active on the thread (`currentRunId`)."),
     "IDEMPOTENCY_KEY_IN_USE": ErrorCode(409, "A request with this Idempotency-Key is still being "
@@ -224,7 +231,7 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "INVALID_ATTACHMENT", "UNSUPPORTED_ATTACHMENT", "ATTACHMENT_TOO_LARGE",
               "SHUTTING_DOWN", "MESSAGE_TOO_LARGE", "SCHEMA_TOO_LARGE", "TOO_MANY_TOOLS",
               "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
-              "TOKEN_BUDGET_EXCEEDED")
+              "TOKEN_BUDGET_EXCEEDED", "AGENT_NOT_FOUND", "SYSTEM_PROMPT_NOT_ALLOWED")
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
                 "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
                 "LLM_UNREACHABLE")
@@ -257,10 +264,15 @@ OPERATIONS: tuple[Operation, ...] = (
               "HTML)", "meta", public=True, result=str, media_type="text/html"),
     Operation("GET", "/docs", "docs", "This API reference (Swagger UI, offline)", "meta",
               public=True, result=str, media_type="text/html"),
+    Operation("GET", "/v1/agents", "listAgents", "The agents a client may run", "agents",
+              description="Name and description of each of the operator's agents (from "
+                          "`GATEWAY_AGENTS_FILE`, or the one `default` agent), in the shape of "
+                          "CopilotKit's runtime `info`, so a UI can offer a picker.",
+              result=AgentList),
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
               body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread,
-              errors=("USER_SCOPE_REQUIRED",)),
+              errors=("USER_SCOPE_REQUIRED", "AGENT_NOT_FOUND", "SYSTEM_PROMPT_NOT_ALLOWED")),
     Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
               params=(*KEYS, limit(20, 100), CURSOR), result=tambo.ThreadList,
               errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),

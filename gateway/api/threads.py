@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -21,17 +22,18 @@ from ..protocol.tambo import (
 )
 from ..runs.admission import NewThread
 from ..store.tables import MessageRow, ThreadRow
+from .agent_choice import agent_for, check_client_prompt
 from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
-from .render import message_model, thread_model
+from .render import message_model, thread_model, usage_model
 
 
 def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
-               initial: list[SeedMessage]) -> NewThread:
+               initial: list[SeedMessage], agent: str | None = None) -> NewThread:
     """A thread and its initial messages, not written yet; shared by `POST /v1/threads` and
     new-thread runs (which write it in the transaction that starts the run)."""
     now = now_ms()
     thread = ThreadRow(id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
-                       created_ms=now, updated_ms=now)
+                       created_ms=now, updated_ms=now, agent=agent)
     return NewThread(thread, [initial_message_row(thread.id, message, now)
                               for message in initial])
 
@@ -51,8 +53,10 @@ async def create_thread(request: Request) -> Response:
     body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
     project = project_of(request)
     user_key = required_user_scope(request, body.userKey, body.contextKey)
-    thread = new_thread(project, user_key, body.metadata,
-                        [m.seed() for m in body.initialMessages or []])
+    seeds = [m.seed() for m in body.initialMessages or []]
+    agent = agent_for(request, None)
+    check_client_prompt(agent, seeds)
+    thread = new_thread(project, user_key, body.metadata, seeds, agent.name)
     await services(request).store.add(thread.row, *thread.messages)
     return JSONResponse(wire(thread_model(thread.row)), status_code=201)
 
@@ -69,10 +73,11 @@ async def list_threads(request: Request) -> Response:
 async def get_thread(request: Request) -> Response:
     thread = await thread_for(request, scope_optional=True)
     store = services(request).store
-    rows = await store.history(thread.id)
-    components = await store.components_of(thread.id)
+    rows, components, usage = await asyncio.gather(
+        store.history(thread.id), store.components_of(thread.id), store.thread_usage(thread.id))
     messages = [message_model(row, components) for row in rows]
-    return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages)))
+    return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages,
+                                          usage=usage_model(usage))))
 
 
 async def update_thread(request: Request) -> Response:

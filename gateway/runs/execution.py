@@ -8,32 +8,32 @@ the run's loss locally).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..engine.deltas import Delta, ModelError, Usage
+from ..engine.agents import AgentRegistry, ResolvedAgent
+from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
-from ..engine.model import ModelRequest
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.run_spec import RunSpec
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
+from ..store.usage import usage_rows
 from .component_state import ComponentStates, bind_run
 from .limits import RunLimits
 from .log_writer import LogWriter
 from .phase import RunPhase
-from .quotas import Ticket
 from .recorder import RunRecorder
 from .registry import ActiveRun
 from .salvage import save_failed_message, save_partial_answer
 from .supervisor import lost_frame
 from .timings import Timings
+from .usage import UsageMeter, api_key_id, with_usage
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,31 @@ INTERNAL_ERROR = {"code": "INTERNAL_ERROR", "message": "An internal error occurr
 @dataclass(frozen=True)
 class LoopSetup:
     """What the agent loop of every run is given: the model, the configured model's name
-    (written on runs that name none) and the project's server tools."""
+    (written on runs that name none), the project's server tools, and the operator's agents
+    with the server tools each one has (an agent not in `agent_tools` has the project's)."""
 
     model: Model
     model_name: str | None = None
     server_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
+    agents: AgentRegistry | None = None
+    agent_tools: dict[str, dict[str, ServerToolSpec]] = field(default_factory=dict)
+
+    def agent(self, name: str | None) -> ResolvedAgent | None:
+        """The run's agent (None: no agents given, as in tests of the loop alone)."""
+        if self.agents is None:
+            return None
+        found = self.agents.get(name) if name is not None else self.agents.default
+        if found is None:  # the agents file changed while the run was paused
+            raise ModelError("AGENT_NOT_FOUND", f"The run's agent {name!r} is no longer "
+                             "configured on this gateway", "client_error", False)
+        return found
+
+    def model_of(self, spec: RunSpec) -> str | None:
+        """The model a run calls: the one it picked (allow-listed), else its agent's."""
+        if spec.model is not None:
+            return spec.model
+        agent = self.agents.get(spec.agent or self.agents.default_name) if self.agents else None
+        return agent.model if agent is not None else self.model_name
 
 
 class Host(Protocol):
@@ -80,11 +100,12 @@ class RunExecutor:
         self._lose, self._retire = host.lose, host.retire
         self.writer = host.log_writer
         self.model_name = setup.model_name  # the configured model, when a run names none
+        self.setup = setup
 
     async def execute(self, active: ActiveRun) -> None:
         run = active.row
         with tracing.run_span(run.id, run.thread_id,
-                              RunSpec.from_snapshot(run.request).model or self.model_name):
+                              self.setup.model_of(RunSpec.from_snapshot(run.request))):
             await self._execute(active)
 
     async def _execute(self, active: ActiveRun) -> None:
@@ -169,6 +190,9 @@ class RunExecutor:
             if row.run_id == run.id and row.role == "user":
                 for part in row.parts:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
+        agent = self.setup.agent(spec.agent)
+        model = self.setup.model_of(spec)
+        meter = UsageMeter(active.usage, model or "", ticket)
         run_input = RunInput(
             history=to_model_messages(rows, states),
             client_tools=spec.client_tools,
@@ -178,24 +202,27 @@ class RunExecutor:
             force_component=spec.force_component,
             max_tokens=spec.max_tokens,
             temperature=spec.temperature,
-            model=spec.model,
+            model=model,
             max_steps=self.max_steps,
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
-            on_model=self._model_recorder(run.id, spec.model or self.model_name),
+            on_model=self._model_recorder(run.id, model, meter),
+            on_usage=meter.add,
         )
-        model = (TokenCounted(self.model, ticket) if ticket is not None and ticket.counts_tokens
-                 else self.model)
-        return await run_agent(model, run_input, recorder)
+        if agent is not None:
+            run_input = as_agent(run_input, agent, self.setup.agent_tools)
+        return await run_agent(self.model, run_input, recorder)
 
-    def _model_recorder(self, run_id: str, expected: str | None
+    def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter
                         ) -> Callable[[str], Awaitable[None]]:
         """Records the model that answered when it is not the one the run started with (a
-        fallback served it): one write per change, none on the usual path."""
+        fallback served it): one write per change, none on the usual path. The meter counts
+        the call's usage under it."""
         recorded = [expected]
 
         async def record(model: str) -> None:
+            meter.served(model)
             if model != recorded[0]:
                 # Worth an operator's attention: the run was served, but the model it should
                 # have used failed (its error went to the Router, not to the run).
@@ -238,11 +265,15 @@ class RunExecutor:
         if active.phase.live:
             active.phase = RunPhase.ENDING
         run = active.row
+        usage = active.usage.entries()
+        frames = with_usage(frames, usage)
 
         async def commit(entries: list[tuple[int, int, dict[str, Any]]]) -> bool:
-            ended = await self.store.finish_run(run.id, run.thread_id, status, now_ms(),
-                                                pending=pending, error=error, owner=self.owner,
-                                                frames=entries)
+            now = now_ms()
+            ended = await self.store.finish_run(
+                run.id, run.thread_id, status, now, pending=pending, error=error,
+                owner=self.owner, frames=entries,
+                usage=usage_rows(run, active.agent, api_key_id(active.ticket), usage, now))
             # Freed before the client reads the end: a continuation it posts at once (client
             # tools) must find the slot free, as it finds the thread idle.
             if active.ticket is not None:
@@ -253,6 +284,7 @@ class RunExecutor:
         metrics.RUNS_ENDED.labels(status if committed else "lost",
                                   (error or {}).get("code", "")).inc()
         tracing.run_ended(status if committed else "lost", (error or {}).get("code"))
+        metrics.record_usage(active.agent, usage)
         if not committed:
             log.warning("run %s was ended by another process (lease lost) before it could "
                         "finish as %s", run.id, status)
@@ -279,19 +311,21 @@ class RunExecutor:
                 await asyncio.sleep(self.timings.commit_retry_seconds)
 
 
-class TokenCounted:
-    """The model, with the tokens each call reports added to the run's quota ticket (the
-    API key's daily budget)."""
-
-    def __init__(self, model: Model, ticket: Ticket) -> None:
-        self.model, self.ticket = model, ticket
-
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
-        async with contextlib.aclosing(self.model.stream(request)) as deltas:
-            async for delta in deltas:
-                if isinstance(delta, Usage):
-                    await self.ticket.add_tokens(delta.input_tokens + delta.output_tokens)
-                yield delta
+def as_agent(run_input: RunInput, agent: ResolvedAgent,
+             agent_tools: dict[str, dict[str, ServerToolSpec]]) -> RunInput:
+    """The run as `agent` runs it: its instructions first of all the model receives (a client's
+    system prompt, where the agent allows one, comes after them), its tools and step limit, its
+    temperature unless the request set one, and its `max_tokens` as a ceiling."""
+    history = run_input.history
+    if agent.instructions:
+        history = [{"role": "system", "content": agent.instructions}, *history]
+    max_tokens = min((n for n in (run_input.max_tokens, agent.max_tokens) if n is not None),
+                     default=None)
+    return replace(
+        run_input, history=history, max_steps=agent.max_steps, max_tokens=max_tokens,
+        server_tools=agent_tools.get(agent.name, run_input.server_tools),
+        temperature=(run_input.temperature if run_input.temperature is not None
+                     else agent.temperature))
 
 
 def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:

@@ -55,6 +55,7 @@ class RunManager:
         self.quotas = Quotas(backend.counters)
         self.idempotency_ttl_seconds = limits.idempotency_ttl_seconds
         self.model_name = setup.model_name  # the configured model, written on runs that name none
+        self.setup = setup
         # Where runs of other processes are read from, and how cancels reach them.
         self.remote_feed: RunFeed = backend.feed
         self.signals: Signals = backend.signals
@@ -97,7 +98,7 @@ class RunManager:
             ticket = Ticket(self.quotas, NO_QUOTA)
         return await self._launched(ticket, admit(
             self.store, self.owner, self.timings.lease_ms, project_id, thread, spec,
-            self.idempotency_ttl_seconds, run_id, self.model_name))
+            self.idempotency_ttl_seconds, run_id, self.setup.model_of(spec)))
 
     async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,
@@ -109,7 +110,7 @@ class RunManager:
             ticket = await self.quotas.acquire(subjects)
             return await self._launched(ticket, admit_new_thread(
                 self.store, self.owner, self.timings.lease_ms, thread, spec,
-                self.model_name))
+                self.setup.model_of(spec)))
         start_on = functools.partial(self.start_on, subjects=subjects)
 
         async def create_thread() -> ThreadRow:
@@ -157,6 +158,9 @@ class RunManager:
         run = started.run
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
                            history=started.history)
+        if self.setup.agents is not None:  # for its usage and metrics
+            active.agent = (RunSpec.from_snapshot(run.request).agent
+                            or self.setup.agents.default_name)
         self.registry.add(active)
         metrics.RUNS_STARTED.inc()
         metrics.ACTIVE_RUNS.inc()

@@ -31,6 +31,7 @@ from gateway.engine.deltas import (
     TextDelta,
     ToolCallDelta,
 )
+from gateway.engine.loop import ServerToolSpec
 from gateway.engine.model import ModelRequest
 from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.run_spec import RunSpec
@@ -187,15 +188,17 @@ async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[Manager
     made: list[RunManager] = []
 
     def make(model_: Any = None, *, model_name: str | None = None,
-             counters: Counters | None = None, **options: Any) -> RunManager:
+             counters: Counters | None = None,
+             server_tools: dict[str, ServerToolSpec] | None = None,
+             **options: Any) -> RunManager:
         timings = dataclasses.replace(
             FAST, **{k: options.pop(k) for k in TIMING_NAMES & options.keys()})
         limits = dataclasses.replace(UNLIMITED, **options)
         backend = database_backend(store, timings)
         if counters is not None:
             backend = dataclasses.replace(backend, counters=counters)
-        manager = RunManager(store, LoopSetup(model_ or model, model_name), backend, limits,
-                             timings)
+        setup = LoopSetup(model_ or model, model_name, server_tools or {})
+        manager = RunManager(store, setup, backend, limits, timings)
         made.append(manager)
         return manager
 

@@ -37,7 +37,7 @@ OPERATIONS: tuple[Operation, ...] = (
                           "answering its pending tool calls. `forwardedProps` may carry "
                           "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
               body=GatewayRunInput, params=KEYS, stream=EVENTS.name, headers=STREAM_HEADERS,
-              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
+              errors=("NO_NEW_INPUT", "THREAD_NOT_FOUND", "RUN_ID_IN_USE", "THREAD_AGENT_MISMATCH",
                       "USER_SCOPE_REQUIRED", *RUN_ERRORS)),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "

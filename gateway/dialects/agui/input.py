@@ -136,6 +136,13 @@ def seed_messages(body: RunAgentInput) -> list[SeedMessage]:
     return out
 
 
+def client_prompts(body: RunAgentInput) -> list[SeedMessage]:
+    """The input's own `system` and `developer` messages, anywhere in it: the operator's agent
+    refuses them unless it takes client prompts (`api/agent_choice.py`)."""
+    return [SeedMessage("system", m.content) for m in body.messages
+            if isinstance(m, (SystemMessage, DeveloperMessage))]
+
+
 def _new_user_message(body: RunAgentInput) -> UserMessage | None:
     last = body.messages[-1] if body.messages else None
     return last if isinstance(last, UserMessage) else None

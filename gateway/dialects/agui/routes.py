@@ -16,6 +16,7 @@ run is cancelled with `DELETE` on the same path; its stream then ends with
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 from sqlalchemy.exc import IntegrityError
@@ -23,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...api.agent_choice import agent_for, check_client_prompt
 from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from ...api.request_limits import check_run_request
 from ...api.runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
@@ -33,8 +35,6 @@ from ...protocol.run_spec import RunSpec
 from ...store.tables import RunRow, ThreadRow
 from . import input as agui_input
 from . import translate as agui
-
-AGENT = "default"  # the gateway runs one agent; the path leaves room for more
 
 
 def protocol_version(run: RunRow) -> str | None:
@@ -53,15 +53,16 @@ def agui_stream(request: Request, run: RunRow, after: int = 0,
 
 @gated
 async def run_agent(request: Request) -> Response:
-    agent = request.path_params["agent"]
-    if agent != AGENT:
-        raise ApiError(404, "AGENT_NOT_FOUND", f"No agent {agent!r}; this gateway serves "
-                       f"{AGENT!r}", agent=agent[:100])
+    asked = request.path_params["agent"]
+    agent_for(request, None, asked)  # an unknown agent is a 404 before the body is read
     body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
     project = project_of(request)
     user_key = user_scope(request, agui_input.forwarded(body, "userKey"))
     svc = services(request)
     thread = await _scoped_thread(request, project, body.thread_id, user_key)
+    agent = agent_for(request, thread, asked)
+    if not agent.allow_client_system_prompt:
+        check_client_prompt(agent, agui_input.client_prompts(body))
     existing = await svc.store.get_run(body.run_id)
     if existing is not None:
         if thread is None or existing.thread_id != thread.id:
@@ -69,14 +70,15 @@ async def run_agent(request: Request) -> Response:
                            runId=body.run_id)
         return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
     if thread is None:
-        spec = agui_input.run_spec(body, set(), None)
+        spec = replace(agui_input.run_spec(body, set(), None), agent=agent.name)
         check_run_request(svc.settings, spec)
         thread = await _create_thread(request, project, body, spec, user_key)
         started = await svc.runs.start_on(project, thread, spec, run_id=body.run_id,
                                           subjects=quota_subjects(request, thread.user_key))
     else:
         pending = {p["toolCallId"] for p in thread.pending_tool_calls or []}
-        spec = agui_input.run_spec(body, pending, thread.last_completed_run_id)
+        spec = replace(agui_input.run_spec(body, pending, thread.last_completed_run_id),
+                       agent=agent.name)
         check_run_request(svc.settings, spec)
         started = await svc.runs.start(project, thread, spec, run_id=body.run_id,
                                        subjects=quota_subjects(request, thread.user_key))
@@ -97,7 +99,7 @@ async def _create_thread(request: Request, project: str, body: RunAgentInput, sp
     scope is answered as absent."""
     now = now_ms()
     thread = ThreadRow(id=body.thread_id, project_id=project, user_key=user_key,
-                       created_ms=now, updated_ms=now)
+                       created_ms=now, updated_ms=now, agent=spec.agent)
     rows = [initial_message_row(thread.id, m, now) for m in spec.seed_messages]
     try:
         await services(request).store.add(thread, *rows)

@@ -47,6 +47,7 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
@@ -56,6 +57,7 @@ from ag_ui.core import (
 from ...protocol import timbal
 from ...protocol.props_stream import pointer
 from ...protocol.translation import Dialect, Item
+from ...protocol.usage_events import agui_usage
 
 COMPONENTS = "components"  # the member of the agent state that holds the run's components
 CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed
@@ -177,16 +179,24 @@ class AguiDialect(Dialect[BaseEvent]):
         if name == timbal.RUN_FINISHED:
             pending = None if self.before_1_0 else self.pending or None
             outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
-            return self.close_open() + [RunFinishedEvent(thread_id=self.thread_id,
-                                                         run_id=self.run_id, outcome=outcome)]
+            return self.close_open() + [RunFinishedEvent(
+                thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
+                usage=self._usage(frame))]
         if name == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled)]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled,
+                usage=self._usage(frame))]
         if name == timbal.ERROR:
             return [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
-                                  code=frame.get("code") or "INTERNAL_ERROR")]
+                                  code=frame.get("code") or "INTERNAL_ERROR",
+                                  usage=self._usage(frame))]
         return []
+
+    def _usage(self, frame: timbal.Frame) -> list[TokenUsage] | None:
+        """The run's usage for a 1.0 client (a client before 1.0 rejects fields it does not
+        know on its terminal events)."""
+        return None if self.before_1_0 else agui_usage(frame)
 
     def stamp(self, event: BaseEvent, ts: int) -> BaseEvent:
         event.timestamp = ts

@@ -48,12 +48,26 @@ class RunStarted(RunStartedBody):
 
 
 @with_config(CLOSED)
+class TokenUsage(TypedDict):
+    """One model's tokens in a run, as AG-UI 1.0's `TokenUsage` (docs/agents.md)."""
+
+    provider: NotRequired[str]
+    model: str
+    inputTokens: int
+    outputTokens: int
+    totalTokens: int
+    reasoningTokens: NotRequired[int]
+    cachedInputTokens: NotRequired[int]
+
+
 class RunFinishedBody(TypedDict):
-    """`RunFinished` as the dialect builds it, before the SSE view stamps it."""
+    """`RunFinished` as the dialect builds it, before the SSE view stamps it. `usage` is the
+    gateway's own addition (the Tambo clients ignore fields they do not know)."""
 
     type: Literal["RUN_FINISHED"]
     threadId: NonEmpty
     runId: NonEmpty
+    usage: NotRequired[list[TokenUsage]]
 
 
 @with_config(CLOSED)

@@ -9,11 +9,14 @@ N, for a running, paused or finished run.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ...api.agent_choice import agent_for, check_client_prompt
 from ...api.context import (
     int_param,
     json_body,
@@ -65,12 +68,15 @@ async def run_new_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
     spec = run_spec(body)
     check_run(request, spec)
+    agent = agent_for(request, None)
+    check_client_prompt(agent, spec.seed_messages)
+    spec = dataclasses.replace(spec, agent=agent.name)
     project = project_of(request)
     init = body.thread
     user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
                                    body.contextKey)
     metadata = body.threadMetadata or (init.metadata if init else None)
-    thread = new_thread(project, user_key, metadata, spec.seed_messages)
+    thread = new_thread(project, user_key, metadata, spec.seed_messages, agent.name)
     started = await services(request).runs.start_new_thread(
         project, thread, keyed(spec, body, idempotency_key(request)), user_key,
         subjects=quota_subjects(request, user_key))
@@ -83,6 +89,7 @@ async def run_thread(request: Request) -> Response:
     spec = run_spec(body)
     check_run(request, spec)
     thread = await thread_for(request, body.userKey, body.contextKey)
+    spec = dataclasses.replace(spec, agent=agent_for(request, thread).name)
     started = await services(request).runs.start(
         thread.project_id, thread, keyed(spec, body, idempotency_key(request)),
         subjects=quota_subjects(request, thread.user_key))
@@ -94,7 +101,8 @@ async def get_run(request: Request) -> Response:
     run = await run_in_thread(request)
     accept = request.headers.get("accept", "")
     if "application/json" in accept and "text/event-stream" not in accept:
-        return JSONResponse(wire(run_model(run)))
+        usage = await services(request).store.run_usage(run.id)
+        return JSONResponse(wire(run_model(run, usage)))
     return tambo_stream(request, run, event_cursor(request))
 
 

@@ -20,7 +20,8 @@ import orjson
 from ...protocol import timbal
 from ...protocol.props_stream import PropsStream
 from ...protocol.translation import Dialect, Item
-from .events import ComponentEndValue, RunErrorBody, TamboEventBody
+from ...protocol.usage_events import tambo_usage
+from .events import ComponentEndValue, RunErrorBody, RunFinishedBody, TamboEventBody
 
 Event = TamboEventBody
 
@@ -156,9 +157,12 @@ class TamboDialect(Dialect[Event]):
             return events
         if name == timbal.RUN_FINISHED:
             # A truncated log may have left items open: RUN_FINISHED never leaves them open.
-            return self.close_open() + [
-                {"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id}
-            ]
+            finished: RunFinishedBody = {"type": "RUN_FINISHED", "threadId": self.thread_id,
+                                         "runId": self.run_id}
+            usage = tambo_usage(frame)
+            if usage:
+                finished["usage"] = usage["usage"]
+            return [*self.close_open(), finished]
         if name == timbal.RUN_CANCELLED:
             return [{"type": "RUN_ERROR", "message": "Run cancelled", "code": "CANCELLED"}]
         if name == timbal.ERROR:
