@@ -1,15 +1,43 @@
-"""Every conformance scenario runs against both model adapters: the stream a client sees must
-not depend on whether the gateway read the model through litellm or directly."""
+"""Every conformance scenario runs against both model adapters, and once more with an agents
+file in place: the stream a client sees must not depend on whether the gateway read the model
+through litellm or directly, nor on the operator's agent (its instructions, the usage on the
+terminal events)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from tests.conftest import scripted_env
 from tests.support.gateway_server import GatewayServer
+from tests.support.scripted_model import ScriptedModel
+
+AGENT_INSTRUCTIONS = "You are the shop's assistant."
+AGENTS = f"""
+[agents.shop]
+description = "The shop's assistant"
+instructions = "{AGENT_INSTRUCTIONS}"
+"""
 
 
-@pytest.fixture(params=["direct", "litellm"])
+@pytest.fixture(scope="session")
+def agents_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[GatewayServer]:
+    """A gateway whose one agent (the default) comes from an agents file."""
+    workdir = tmp_path_factory.mktemp("agents-gateway")
+    (workdir / "agents.toml").write_text(AGENTS)
+    server = GatewayServer(workdir, scripted_env(
+        scripted_model, GATEWAY_AGENTS_FILE=str(workdir / "agents.toml")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["direct", "litellm", "agents"])
 def gateway(request: pytest.FixtureRequest, gateway: GatewayServer) -> GatewayServer:
     if request.param == "litellm":
         return request.getfixturevalue("litellm_gateway")
+    if request.param == "agents":
+        return request.getfixturevalue("agents_gateway")
     return gateway

@@ -14,6 +14,7 @@ from sqlalchemy import update
 
 from gateway.store.repository import Store
 from gateway.store.tables import RunFrameRow
+from tests.conformance.conftest import AGENT_INSTRUCTIONS
 from tests.support.gateway_server import GatewayServer, read_store
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
@@ -58,6 +59,8 @@ def test_basic_run_and_follow_up(gateway: GatewayServer, scripted_model: Scripte
     assert texts(second["messages"][-1]) == "Still here."
     assert second["lastCompletedRunId"] == result["runIds"][-1]
     history = scripted_model.requests[-1]["messages"]
+    if history[0]["role"] == "system":  # the operator's instructions (the agents file's)
+        assert history.pop(0)["content"] == AGENT_INSTRUCTIONS
     assert [m["role"] for m in history] == ["user", "assistant", "user"]
     assert history[1]["content"] == "Hello from the model."
 

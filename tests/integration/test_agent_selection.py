@@ -1,0 +1,79 @@
+"""Choosing the agent from outside, on a real gateway with two agents (on SQLite, or PostgreSQL
++ Redis with GATEWAY_TEST_BACKEND=postgres, where the agent columns of migration 0006 live): a
+managed key made with `gateway keys create --agent` runs its agent, a thread keeps it, and a key
+without one gets the default agent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import scripted_env
+from tests.integration.test_limits import PROJECT, create_key, env_of, keys_command
+from tests.support import engines
+from tests.support.gateway_server import GatewayCluster, GatewayServer
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events
+
+AGENTS = """
+[agents.support]
+description = "Answers questions about orders"
+instructions = "You are the support agent."
+
+[agents.billing]
+description = "Explains invoices"
+instructions = "You are the billing agent."
+"""
+
+
+@pytest.fixture(scope="module")
+def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[GatewayServer | GatewayCluster]:
+    workdir = tmp_path_factory.mktemp("agents")
+    (workdir / "agents.toml").write_text(AGENTS)
+    env = scripted_env(scripted_model, GATEWAY_AGENTS_FILE=str(workdir / "agents.toml"),
+                       GATEWAY_DEFAULT_AGENT="support")
+    server = (GatewayCluster(workdir, env) if engines.ENGINES is not None
+              else GatewayServer(workdir, env))
+    server.start()
+    yield server
+    server.stop()
+
+
+def first_message(scripted_model: ScriptedModel) -> str:
+    request = [r for r in scripted_model.requests if r.get("stream")][-1]
+    assert request["messages"][0]["role"] == "system"
+    return str(request["messages"][0]["content"])
+
+
+def run(gateway: GatewayServer | GatewayCluster, key: str, url: str = "/v1/threads/runs",
+        **body: object) -> dict:
+    with httpx.Client(base_url=gateway.url, timeout=30) as http:
+        events = run_events(http, "POST", url, headers={"x-api-key": key}, json={
+            "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            "userKey": "buyer", **body})
+    return events[-1].data
+
+
+def test_a_key_made_for_an_agent_runs_it_and_its_thread_keeps_it(
+        gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel) -> None:
+    billing = create_key(gateway, "--agent", "billing")
+    finished = run(gateway, billing)
+    assert finished["type"] == "RUN_FINISHED"
+    assert first_message(scripted_model) == "You are the billing agent."
+    # The same thread through a key of the default agent: still the billing agent.
+    plain = create_key(gateway)
+    run(gateway, plain, f"/v1/threads/{finished['threadId']}/runs",
+        previousRunId=finished["runId"])
+    assert first_message(scripted_model) == "You are the billing agent."
+    # A new thread with that key: the default agent.
+    run(gateway, plain)
+    assert first_message(scripted_model) == "You are the support agent."
+
+
+def test_keys_list_still_works_with_agent_keys(gateway: GatewayServer | GatewayCluster) -> None:
+    create_key(gateway, "--agent", "support")
+    listing = keys_command(env_of(gateway), gateway.workdir, "list", "--project", PROJECT)
+    assert "gwk_" in listing
