@@ -135,6 +135,8 @@ class InProcessGateway:
             self.call(self._close(), 60)
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
         logging.getLogger().removeHandler(self.logs)
         # The lifespan tunes the process for serving; this process goes on running tests.
         switch_interval, thresholds = self._process_state
