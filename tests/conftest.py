@@ -59,12 +59,12 @@ def scripted_env(model: ScriptedModel, **extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def gateway_process(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[GatewayServer]:
+                    ) -> Iterator[GatewayServer]:
     """A gateway driven by the scripted model: streamed through the direct adapter (`auto`),
     non-streamed calls through litellm's real OpenAI path. One process on SQLite, or two on
     PostgreSQL + Redis behind a round-robin proxy. tests/integration's `gateway` is the same
-    app in the test process (tests/integration/conftest.py); this one is for the tests that
-    need a real process: a port for Node clients and browsers, signals, logs of a process."""
+    app in the test process (tests/integration/conftest.py); this one is for what needs a
+    port: Node clients, browsers, curl, sockets."""
     workdir, env = tmp_path_factory.mktemp("gateway"), scripted_env(scripted_model)
     server = (GatewayCluster(workdir, env) if engines.ENGINES is not None
               else GatewayServer(workdir, env))
@@ -75,6 +75,7 @@ def gateway_process(scripted_model: ScriptedModel, tmp_path_factory: pytest.Temp
 
 @pytest.fixture(scope="session")
 def gateway(gateway_process: GatewayServer) -> GatewayServer:
+    """The gateway process, under the name the conformance and browser tests use."""
     return gateway_process
 
 
