@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import itertools
 import logging
@@ -48,20 +49,27 @@ START_TIMEOUT_SECONDS = 90.0
 _environment = threading.Lock()
 
 
-def settings_from(env: dict[str, str]) -> Settings:
-    """The settings `gateway serve` would read from exactly these `GATEWAY_*` variables (those of
-    the test process itself do not leak in)."""
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """The process environment as `gateway serve` would see it with `env`: these variables set
+    and no other `GATEWAY_*` one (those of the test process do not leak in), then restored."""
     with _environment:
-        saved = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)}
+        saved = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX) or k in env}
         try:
             for name in saved:
                 del os.environ[name]
             os.environ.update(env)
-            return load_settings()
+            yield
         finally:
             for name in env:
                 os.environ.pop(name, None)
             os.environ.update(saved)
+
+
+def settings_from(env: dict[str, str]) -> Settings:
+    """The settings `gateway serve` would read from exactly these variables."""
+    with environment(env):
+        return load_settings()
 
 
 class _LogLines(logging.Handler):
@@ -106,7 +114,10 @@ class InProcessGateway:
         self.app = create_app(settings)
         self.transport = StreamingASGITransport(self.app)
         try:
-            self.call(self._open(), timeout)
+            # What the app reads from the environment itself while it starts (OpenTelemetry's
+            # standard variables) comes from `env` too, as it would in a process of its own.
+            with environment(self.env):
+                self.call(self._open(), timeout)
         except BaseException:
             self.stop()
             raise
