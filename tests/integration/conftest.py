@@ -10,9 +10,10 @@ two apps behind a round-robin transport, so every test's requests alternate betw
 they alternate between processes behind a balancer.
 
 What needs a process asks for it by name: `gateway_process` and `process_client` (tests/
-conftest.py), or a `GatewayServer` of its own: a port for the Node clients, the browser or a
-raw socket; signals, crashes and restarts; `--workers`; start-up and the command line;
-settings the process reads from its own environment (OpenTelemetry).
+conftest.py), or a `GatewayServer` of its own: a port for the Node clients, curl, a WebSocket
+or a stalled socket; signals, crashes and restarts; `--workers`; scale-out and fencing across
+processes; start-up and the command line; a process's own log and metrics (operations); the
+fuzzer (schemathesis speaks to a URL).
 """
 
 from __future__ import annotations
