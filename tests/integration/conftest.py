@@ -13,7 +13,8 @@ What needs a process asks for it by name: `gateway_process` and `process_client`
 conftest.py), or a `GatewayServer` of its own: a port for the Node clients, curl, a WebSocket
 or a stalled socket; signals, crashes and restarts; `--workers`; scale-out and fencing across
 processes; start-up and the command line; a process's own log and metrics (operations); the
-fuzzer (schemathesis speaks to a URL).
+fuzzer (schemathesis speaks to a URL); model fallbacks (litellm's Router writes to litellm's
+process-wide model map).
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """Provider resilience (`GATEWAY_MODEL_FALLBACKS`): two real OpenAI-compatible upstreams, the
 second a fallback of the first through litellm's Router. When the first refuses a run before
 streaming (429, 500), the second answers it and the run's status names the second; when both
-fail, the client sees exactly one RUN_ERROR."""
+fail, the client sees exactly one RUN_ERROR.
+
+A gateway process of its own, not the in-process app: litellm's Router registers its
+deployments in litellm's process-wide model map, which the other apps of the test process would
+then read (a model it lists without vision would refuse their image attachments)."""
 
 from __future__ import annotations
 
@@ -9,11 +13,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER
-from tests.support.inprocess_app import InProcessGateway
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.run_stream import message, run_status, started_ids
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
@@ -29,24 +33,25 @@ def second() -> Iterator[ScriptedModel]:
 
 @pytest.fixture(scope="module")
 def resilient(scripted_model: ScriptedModel, second: ScriptedModel,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
     fallbacks = [{"model": SECOND, "api_base": second.base_url, "api_key": "sk-second-key-5678"}]
-    server = InProcessGateway(tmp_path_factory.mktemp("fallbacks"), scripted_env(
+    server = GatewayServer(tmp_path_factory.mktemp("fallbacks"), scripted_env(
         scripted_model, GATEWAY_MODEL_FALLBACKS=json.dumps(fallbacks)))
     server.start()
     yield server
     server.stop()
 
 
-def run(server: InProcessGateway) -> tuple[list, dict]:
-    with server.client(event_hooks=USER, timeout=60, headers={"x-api-key": "test-key"}) as client:
+def run(server: GatewayServer) -> tuple[list, dict]:
+    with httpx.Client(base_url=server.url, event_hooks=USER, timeout=60,
+                      headers={"x-api-key": "test-key"}) as client:
         events = run_events(client, "POST", "/v1/threads/runs", json={"message": message("hi")})
         return events, run_status(client, *started_ids(events))
 
 
 @pytest.mark.parametrize("status", [429, 500])
 def test_a_failing_first_model_falls_back_to_the_second(
-        resilient: InProcessGateway, scripted_model: ScriptedModel, second: ScriptedModel,
+        resilient: GatewayServer, scripted_model: ScriptedModel, second: ScriptedModel,
         status: int, tmp_path: Path):
     second.reset()
     scripted_model.enqueue({"steps": [{"error": status, "message": "first is down"}],
@@ -68,7 +73,7 @@ def test_a_failing_first_model_falls_back_to_the_second(
 
 
 def test_the_first_model_serves_when_it_answers(
-        resilient: InProcessGateway, scripted_model: ScriptedModel, second: ScriptedModel):
+        resilient: GatewayServer, scripted_model: ScriptedModel, second: ScriptedModel):
     second.reset()
     scripted_model.enqueue({"steps": [{"content": "From the first."}], "stream": True})
     events, status_body = run(resilient)
@@ -78,7 +83,7 @@ def test_the_first_model_serves_when_it_answers(
 
 
 def test_every_model_failing_ends_with_one_run_error(
-        resilient: InProcessGateway, scripted_model: ScriptedModel, second: ScriptedModel):
+        resilient: GatewayServer, scripted_model: ScriptedModel, second: ScriptedModel):
     second.reset()
     scripted_model.enqueue({"steps": [{"error": 500, "message": "first is down"}],
                             "stream": True})
