@@ -3,13 +3,13 @@
 The log's terminal frame (`run.finished`, `run.cancelled` or `error`) carries the run's usage,
 one entry per model (`frames_schema.UsageEntry`); the Timbal view shows it as it is. AG-UI 1.0
 defines `usage` on `RUN_FINISHED` and `RUN_ERROR`: a list of `TokenUsage`, one per provider and
-model, counts only (no cost: `ag_ui.core` keeps content and prices out of it). The Tambo
-dialect adds the same list to its `RUN_FINISHED` (the Tambo clients read the AG-UI core
-schemas, which know the field or drop it). Counts the provider did not break down (reasoning,
-cache) are left out rather than sent as a measured zero, as `TokenUsage` asks.
+model, counts only (no cost: `ag_ui.core` keeps content and prices out of it); the AG-UI
+dialect sets it (`dialects/agui/translate.py`). `tambo_usage` is the same list as an extra
+field of the Tambo `RUN_FINISHED`, not plugged in yet: it waits for a run of the real Tambo
+clients (conformance) showing they accept it. Counts the provider did not break down
+(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks.
 
-    AG-UI:  RunFinishedEvent(..., usage=agui_usage(frame)); RunErrorEvent(..., usage=...)
-    Tambo:  {"type": "RUN_FINISHED", ..., **tambo_usage(frame)}
+    Tambo:  {"type": "RUN_FINISHED", ..., **tambo_usage(frame)}   (dialects/tambo/translate.py)
 """
 
 from __future__ import annotations

@@ -8,12 +8,15 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from ag_ui.core import Event
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import TypeAdapter
 
 from tests.conftest import scripted_env
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
@@ -141,3 +144,21 @@ def test_a_failed_run_reports_what_it_consumed_before_it_failed(
     assert run_status["status"] == "failed"
     assert run_status["usage"]["inputTokens"] == 40
     assert run_status["usage"]["models"][0]["calls"] == 1
+
+
+def test_an_agui_run_finished_carries_the_usage_the_run_status_shows(
+        client: httpx.Client, scripted_model: ScriptedModel) -> None:
+    scripted_model.enqueue([{"content": "Hello!"}, {"usage": REPORTED}])
+    body = {"threadId": f"t-{uuid.uuid4()}", "runId": f"r-{uuid.uuid4()}",
+            "protocolVersion": "1.0", "tools": [], "context": [], "state": {},
+            "forwardedProps": {"userKey": DEFAULT_USER},
+            "messages": [{"id": "m-1", "role": "user", "content": "hi"}]}
+    events = run_events(client, "POST", "/v1/agui/agents/default/run", json=body)
+    finished = events[-1]
+    TypeAdapter(Event).validate_python(finished.data)  # ag_ui.core's own models accept it
+    assert finished.type == "RUN_FINISHED"
+    assert finished.data["usage"] == [{
+        "provider": "openai", "model": PRICED, "inputTokens": 120, "outputTokens": 30,
+        "totalTokens": 150, "reasoningTokens": 10, "cachedInputTokens": 100}]
+    usage = status(client, body["threadId"], body["runId"])["usage"]
+    assert (usage["inputTokens"], usage["outputTokens"]) == (120, 30)

@@ -47,7 +47,6 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
-    TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
@@ -176,27 +175,21 @@ class AguiDialect(Dialect[BaseEvent]):
         if name == timbal.COMPONENT_STATE:
             return [self._state_change(frame["componentId"], frame["operations"],
                                        frame["revision"])]
+        # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
+        usage = None if self.before_1_0 else agui_usage(frame)
         if name == timbal.RUN_FINISHED:
             pending = None if self.before_1_0 else self.pending or None
             outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, outcome=outcome,
-                usage=self._usage(frame))]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=outcome, usage=usage)]
         if name == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled,
-                usage=self._usage(frame))]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage)]
         if name == timbal.ERROR:
             return [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
-                                  code=frame.get("code") or "INTERNAL_ERROR",
-                                  usage=self._usage(frame))]
+                                  code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
         return []
-
-    def _usage(self, frame: timbal.Frame) -> list[TokenUsage] | None:
-        """The run's usage for a 1.0 client (a client before 1.0 rejects fields it does not
-        know on its terminal events)."""
-        return None if self.before_1_0 else agui_usage(frame)
 
     def stamp(self, event: BaseEvent, ts: int) -> BaseEvent:
         event.timestamp = ts
