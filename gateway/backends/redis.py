@@ -367,7 +367,7 @@ PREFIX = "gateway:quota:"
 class RedisCounters:
     """Counters every process shares, in Redis."""
 
-    def __init__(self, redis: Any, slot_ttl_ms: int) -> None:
+    def __init__(self, redis: Redis, slot_ttl_ms: int) -> None:
         self.redis, self.slot_ttl_ms = redis, slot_ttl_ms
         self._acquire = redis.register_script(ACQUIRE)
 
