@@ -18,11 +18,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
+from .api import assist, audio, components, docs, oauth, playground, threads
 from .api.body_limit import BodyLimitMiddleware
 from .api.errors import HANDLERS
 from .api.keyring import KeyRingMiddleware
 from .config import Settings, load_settings
+from .dialects import registry
 from .observability.logs import RequestIdMiddleware, configure_levels
 from .observability.metrics import metrics_endpoint
 from .observability.ready import ready
@@ -114,9 +115,10 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
     return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]),
                 Route("/ready", ready, methods=["GET"]),
-                Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
+                Route("/metrics", metrics_endpoint, methods=["GET"]),
+                *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
+                *docs.routes, *playground.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
