@@ -156,8 +156,8 @@ class RunExecutor:
             raise ModelError("RUN_TIME_LIMIT", f"The run exceeded its time limit of "
                              f"{self.run_max_seconds:g} s", "server_error", False) from None
 
-    async def _agent(self, active: ActiveRun, spec: RunSpec,
-                     recorder: RunRecorder) -> Outcome:
+    async def _agent(self, active: ActiveRun, spec: RunSpec, recorder: RunRecorder
+                     ) -> Outcome:
         run, ticket = active.row, active.ticket
         if active.history is not None:  # a new thread: its history is what the start wrote
             rows, states = active.history, {}
