@@ -13,12 +13,21 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
+from .api import (
+    agui,
+    assist,
+    audio,
+    components,
+    docs,
+    oauth,
+    operations,
+    playground,
+    runs,
+    threads,
+    timbal,
+)
 from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.errors import HANDLERS
@@ -33,8 +42,7 @@ from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
 from .observability import tracing
 from .observability.logs import RequestIdMiddleware, configure_levels
-from .observability.metrics import MeteredModel, metrics_endpoint, time_store_operations
-from .observability.ready import ready
+from .observability.metrics import StoreTimer
 from .runs.fanout import fanout_over
 from .runs.manager import RunManager
 from .runs.quotas import MemoryCounters, Quotas, RedisCounters
@@ -88,10 +96,6 @@ async def open_server_tools(settings: Settings, stack: contextlib.AsyncExitStack
     return tools
 
 
-async def health(_: Request) -> Response:
-    return JSONResponse({"status": "ok"})
-
-
 # Outside the server-error handler, in this order: CORS, then the request id (so the 500 of an
 # unexpected error carries both, and its log line names the request).
 OUTERMOST = (CORSMiddleware, RequestIdMiddleware)
@@ -137,14 +141,13 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         load_litellm()
         engine = create_engine(settings.database_url, settings.database_pool_size)
         await migrate(engine)
-        store = time_store_operations(Store(engine))
+        store = Store(engine, hooks=StoreTimer())
         adapter = model_adapter(
             settings.model, settings.model_api_base,
             settings.model_api_key.get_secret_value() if settings.model_api_key else None,
             settings.model_adapter,
             [Deployment(f.model, f.api_base, f.api_key.get_secret_value() if f.api_key else None)
              for f in settings.model_fallbacks], settings.model_retries)
-        model = MeteredModel(adapter, settings.model)
         tracing.start()
         stack = contextlib.AsyncExitStack()
         try:
@@ -161,7 +164,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         slot_ttl_ms = int((settings.run_max_seconds + settings.lease_seconds) * 1000)
         quotas = Quotas(RedisCounters(fanout.redis, slot_ttl_ms) if fanout.redis is not None
                         else MemoryCounters())
-        manager = RunManager(store, model, max_steps=settings.max_steps,
+        manager = RunManager(store, adapter, max_steps=settings.max_steps,
                              tool_timeout=settings.tool_timeout_seconds, timings=timings,
                              server_tools=server_tools,
                              idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
@@ -182,7 +185,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
             settings.token_secret.get_secret_value() if settings.token_secret else None,
             settings.token_ttl_seconds)
         keyring = KeyRing(store, settings.key_cache_seconds)
-        app.state.services = Services(settings=settings, store=store, runs=manager, model=model,
+        app.state.services = Services(settings=settings, store=store, runs=manager, model=adapter,
                                       identity=identity, keyring=keyring, redis=fanout.redis)
         signals = DrainOnSignals.install(manager) if drain_on_signals else None
         if settings.development_mode and not await keyring.any_usable():
@@ -226,11 +229,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
             tracing.stop()
 
     return CorsOutermost(
-        routes=[Route("/health", health, methods=["GET"]),
-                Route("/ready", ready, methods=["GET"]),
-                Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
-                *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
+        routes=[*operations.routes, *runs.routes, *threads.routes, *assist.routes,
+                *components.routes, *oauth.routes, *audio.routes, *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",

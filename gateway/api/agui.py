@@ -27,7 +27,7 @@ from starlette.routing import Route
 from ..protocol import agui_input
 from ..protocol.clock import now_ms
 from ..protocol.dialects import agui
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..store.tables import ThreadRow
 from .context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from .request_limits import check_run_request
@@ -51,7 +51,7 @@ def agui_stream(request: Request, run: Any, after: int = 0,
 async def run_agent(request: Request) -> Response:
     agent = request.path_params["agent"]
     if agent != AGENT:
-        raise ApiError(404, "AGENT_NOT_FOUND", f"No agent {agent!r}; this gateway serves "
+        raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {agent!r}; this gateway serves "
                        f"{AGENT!r}", agent=agent[:100])
     body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
     project = project_of(request)
@@ -61,7 +61,7 @@ async def run_agent(request: Request) -> Response:
     existing = await svc.store.get_run(body.run_id)
     if existing is not None:
         if thread is None or existing.thread_id != thread.id:
-            raise ApiError(409, "RUN_ID_IN_USE", f"Run id {body.run_id} is already used",
+            raise ApiError(Problem.RUN_ID_IN_USE, f"Run id {body.run_id} is already used",
                            runId=body.run_id)
         return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
     if thread is None:
@@ -106,7 +106,7 @@ async def _create_thread(request: Request, project: str, body: RunAgentInput,
 
 
 def _not_found(thread_id: str) -> ApiError:
-    return ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread_id} not found", threadId=thread_id)
+    return ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread_id} not found", threadId=thread_id)
 
 
 async def get_run(request: Request) -> Response:

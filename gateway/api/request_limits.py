@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..config import Settings
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.tambo import RunRequest, TextBlock, ToolResultBlock
 
 # A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
@@ -38,7 +38,7 @@ def json_depth(raw: bytes) -> int:
 
 def check_json_depth(raw: bytes, limit: int) -> None:
     if json_depth(raw) > limit:
-        raise ApiError(400, "JSON_TOO_DEEP",
+        raise ApiError(Problem.JSON_TOO_DEEP,
                        f"The request body nests arrays and objects deeper than {limit} levels",
                        limit=limit)
 
@@ -64,14 +64,15 @@ def check_run_request(settings: Settings, body: RunRequest) -> None:
     """The run request's message, tools and components within the configured limits."""
     chars = message_chars(body)
     if chars > settings.max_message_chars:
-        raise ApiError(413, "MESSAGE_TOO_LARGE",
+        raise ApiError(Problem.MESSAGE_TOO_LARGE,
                        f"The message carries {chars} characters of text; the limit is "
                        f"{settings.max_message_chars}", limit=settings.max_message_chars)
-    for kind, items, limit in (("tools", body.tools, settings.max_tools),
-                               ("components", body.availableComponents,
-                                settings.max_components)):
+    for kind, items, limit, refused in (
+            ("tools", body.tools, settings.max_tools, Problem.TOO_MANY_TOOLS),
+            ("components", body.availableComponents, settings.max_components,
+             Problem.TOO_MANY_COMPONENTS)):
         if len(items) > limit:
-            raise ApiError(400, f"TOO_MANY_{kind.upper()}",
+            raise ApiError(refused,
                            f"The request declares {len(items)} {kind}; the limit is {limit}",
                            limit=limit)
     named = [(t.name, t.inputSchema, t.outputSchema) for t in body.tools] + [
@@ -79,6 +80,6 @@ def check_run_request(settings: Settings, body: RunRequest) -> None:
     for name, *schemas in named:
         size = _schema_bytes(*schemas)
         if size > settings.max_schema_bytes:
-            raise ApiError(413, "SCHEMA_TOO_LARGE",
+            raise ApiError(Problem.SCHEMA_TOO_LARGE,
                            f"The schemas of {name[:200]!r} take {size} bytes; the limit is "
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)

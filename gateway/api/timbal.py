@@ -32,7 +32,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..protocol import timbal
 from ..protocol.dialects import timbal as view
 from ..protocol.dialects.base import positioned
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..store.tables import ThreadRow
 from .context import Services, may_see, project_of, services, thread_for, user_scope
 from .runs import event_cursor, run_in_thread
@@ -49,7 +49,7 @@ def _since(request: Request) -> int | None:
     try:
         return view.since_ms(request.query_params.get("since"))
     except ValueError:
-        raise ApiError(400, "VALIDATION_ERROR", "since must be an ISO-8601 time with a zone, "
+        raise ApiError(Problem.VALIDATION_ERROR, "since must be an ISO-8601 time with a zone, "
                        "e.g. 2025-01-15T14:30:00.000Z", errors={"since": "not an ISO-8601 "
                                                                            "time"}) from None
 

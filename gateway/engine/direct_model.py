@@ -19,7 +19,7 @@ closed in a `finally`); an abandoned connection is never returned to the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,7 @@ class DirectModel:
             await self._client.aclose()
             self._client = None
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
         name = self.model
         if request.model and request.model != self.litellm_model:
             # A run that picked another allowed model (`GATEWAY_MODELS`): direct too if it is

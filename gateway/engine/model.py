@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ class LiteLLMModel:
     api_base: str | None = None
     api_key: str | None = None
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
         stream = await self._open(request)
         first = True
         try:

@@ -27,7 +27,7 @@ from ag_ui.core import (
 )
 from pydantic import Field
 
-from .problems import ApiError
+from .problems import ApiError, Problem
 from .tambo import InitialMessage, InputMessage, RunRequest, TextBlock, ToolResultBlock
 
 ID_MAX = 64  # thread and run ids are the gateway's own ids
@@ -62,7 +62,7 @@ def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | N
     if not blocks:
         message = ("must end with a user message, or answer the pending tool calls with tool "
                    "messages or resume entries")
-        raise ApiError(400, "NO_NEW_INPUT", f"Nothing to run: messages {message}",
+        raise ApiError(Problem.NO_NEW_INPUT, f"Nothing to run: messages {message}",
                        errors={"messages": message})
     context: dict[str, Any] = {}
     if body.context:
@@ -140,5 +140,5 @@ def _text(content: Any) -> str:
 
 
 def _invalid(field: str, message: str) -> ApiError:
-    return ApiError(400, "VALIDATION_ERROR", f"Invalid request: {field}: {message}",
+    return ApiError(Problem.VALIDATION_ERROR, f"Invalid request: {field}: {message}",
                     errors={field: message})
