@@ -160,8 +160,10 @@ class DirectModel:
         from litellm.litellm_core_utils.exception_mapping_utils import exception_type
 
         try:
-            mapped = exception_type(model=self.litellm_model, original_exception=error,
-                                    custom_llm_provider=self.provider)
+            # litellm's function is untyped.
+            mapped = exception_type(  # type: ignore[no-untyped-call]
+                model=self.litellm_model, original_exception=error,
+                custom_llm_provider=self.provider)
         except Exception as exc:  # exception_type raises the mapped exception
             mapped = exc
         return self.fallback.failed(mapped, transport)
@@ -246,7 +248,7 @@ def _openai_error(status: int, message: str, **extra: Any) -> Exception:
 
 
 def _timeout(exc: Exception, model: str, provider: str) -> Exception:
-    import litellm
+    from litellm.exceptions import Timeout
 
-    return litellm.Timeout(message=f"Request timed out: {exc}", model=model,
+    return Timeout(message=f"Request timed out: {exc}", model=model,
                            llm_provider=provider)
