@@ -15,25 +15,14 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
-from .api import (
-    agui,
-    assist,
-    audio,
-    components,
-    docs,
-    oauth,
-    operations,
-    playground,
-    runs,
-    threads,
-    timbal,
-)
+from .api import assist, audio, components, docs, oauth, operations, playground, threads
 from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
 from .api.keyring import KeyRing, KeyRingMiddleware
 from .config import DEMO_MODEL, Settings, load_settings
+from .dialects import registry
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
@@ -229,8 +218,10 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
             tracing.stop()
 
     return CorsOutermost(
-        routes=[*operations.routes, *runs.routes, *threads.routes, *assist.routes,
-                *components.routes, *oauth.routes, *audio.routes, *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
+        routes=[*operations.routes,
+                *(route for dialect in registry.DIALECTS for route in dialect.routes),
+                *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
+                *docs.routes, *playground.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",

@@ -4,7 +4,7 @@ carries them and the run row keeps them.
 Every way a run fails (a provider error, a lost process, a shutdown, a lost database, a
 cancel, a stream that broke while it was read) builds its error here, so the fields and their
 names (`code`, `message`, `category`, `isRetryable`, `status`) are written in one place; each
-dialect translates the frame into its own event (`protocol/dialects/`).
+dialect translates the frame into its own event (`gateway/dialects/`).
 """
 
 from __future__ import annotations

@@ -14,9 +14,8 @@ LIMIT = 60
 # Being restructured right now by other work of issue 22 (the composition root, the run
 # manager and executor, the dialects as folders); the lead empties this list after merging it.
 ALLOWED_FUNCTIONS = {("gateway/app.py", "create_app"), ("gateway/app.py", "create_app.lifespan")}
-ALLOWED_MODULES = ("gateway/runs/manager.py", "gateway/runs/execution.py",
-                   "gateway/protocol/dialects/", "gateway/api/runs.py", "gateway/api/agui.py",
-                   "gateway/api/timbal.py", "gateway/api/spec.py", "gateway/api/openapi.py")
+ALLOWED_MODULES = ("gateway/runs/manager.py", "gateway/runs/execution.py", "gateway/dialects/",
+                   "gateway/api/runs.py", "gateway/api/spec.py", "gateway/api/openapi.py")
 
 
 def functions(node: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:

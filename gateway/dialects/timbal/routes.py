@@ -29,13 +29,13 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..protocol import timbal
-from ..protocol.dialects import timbal as view
-from ..protocol.dialects.base import positioned
-from ..protocol.problems import ApiError, Problem
-from ..store.tables import ThreadRow
-from .context import Services, may_see, project_of, services, thread_for, user_scope
-from .runs import event_cursor, run_in_thread
+from ...api.context import Services, may_see, project_of, services, thread_for, user_scope
+from ...api.runs import event_cursor, run_in_thread
+from ...protocol import timbal
+from ...protocol.problems import ApiError, Problem
+from ...protocol.translation import positioned
+from ...store.tables import ThreadRow
+from . import translate as view
 
 log = logging.getLogger(__name__)
 
