@@ -33,6 +33,7 @@ from ...api.context import Services, may_see, project_of, services, thread_for, 
 from ...api.runs import event_cursor, run_in_thread
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
+from ...protocol.run_errors import error_frame, run_error
 from ...protocol.translation import positioned
 from ...store.tables import ThreadRow
 from . import translate as view
@@ -195,7 +196,7 @@ class ThreadSocket:
 
 
 def _error(code: str, message: str) -> timbal.Frame:
-    return timbal.control(timbal.ERROR, code=code, message=message)
+    return error_frame(run_error(code, message, category=None, retryable=None))
 
 
 async def thread_socket(ws: WebSocket) -> None:
