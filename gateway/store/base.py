@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from asyncpg.exceptions import CannotConnectNowError
-from sqlalchemy import Table, bindparam, inspect, update
+from sqlalchemy import Table, bindparam, inspect, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel import SQLModel
@@ -107,23 +107,7 @@ class _Untimed:
         pass
 
 
-class Queries:
-    """Every write that must be atomic is one statement or one transaction in a subclass, so the
-    callers (`runs`, `api`) never hold a session across an await on anything else.
-
-    Each public operation is marked `@operation`: its time, waiting for a connection included,
-    goes to `hooks` under the method's name."""
-
-    def __init__(self, engine: AsyncEngine, hooks: StoreHooks | None = None) -> None:
-        self.engine = engine
-        self.hooks: StoreHooks = hooks if hooks is not None else _Untimed()
-        self._sessions = session_factory(engine)
-
-    def session(self) -> AsyncSession:
-        return self._sessions()
-
-
-Q = TypeVar("Q", bound=Queries)
+Q = TypeVar("Q", bound="Queries")
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -143,3 +127,33 @@ def operation(method: Callable[Concatenate[Q, P], Awaitable[R]]
             self.hooks.operation_timed(name, time.perf_counter() - started)
 
     return timed
+
+
+class Queries:
+    """Every write that must be atomic is one statement or one transaction in a subclass, so the
+    callers (`runs`, `api`) never hold a session across an await on anything else.
+
+    Each public operation is marked `@operation`: its time, waiting for a connection included,
+    goes to `hooks` under the method's name."""
+
+    def __init__(self, engine: AsyncEngine, hooks: StoreHooks | None = None) -> None:
+        self.engine = engine
+        self.hooks: StoreHooks = hooks if hooks is not None else _Untimed()
+        self._sessions = session_factory(engine)
+
+    def session(self) -> AsyncSession:
+        return self._sessions()
+
+    @operation
+    async def ping(self) -> None:
+        """A trivial query: raises if the database does not answer (`/ready`)."""
+        async with self.engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+
+    @operation
+    async def notify(self, channel: str, payload: str) -> None:
+        """PostgreSQL's `NOTIFY` on `channel` (`backends/postgres.py`)."""
+        async with self.engine.connect() as connection:
+            await connection.execute(text("SELECT pg_notify(:channel, :payload)"),
+                                     {"channel": channel, "payload": payload})
+            await connection.commit()

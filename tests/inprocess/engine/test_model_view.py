@@ -3,16 +3,23 @@ thread's history gives the model exactly the messages the live loop gave it for 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
+from gateway.backends.database import database_backend
 from gateway.engine.deltas import Finish, TextDelta, ToolCallDelta
 from gateway.engine.history import to_model_messages
 from gateway.engine.loop import ServerToolSpec
 from gateway.engine.model_view import turn_messages
+from gateway.runs.execution import LoopSetup
+from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
+    FAST,
     PROJECT,
-    ManagerFactory,
+    UNLIMITED,
     ScriptedDeltas,
     events,
     new_thread,
@@ -27,10 +34,18 @@ async def lookup(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"found": arguments.get("q")}
 
 
-async def test_a_turn_read_back_from_history_is_what_the_live_loop_gave_the_model(
-        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+@pytest.fixture
+async def manager(store: Store, model: ScriptedDeltas) -> AsyncIterator[RunManager]:
+    """A run manager whose loop has one server tool (`lookup`)."""
     tools = {"lookup": ServerToolSpec("lookup", "Look up.", {"type": "object"}, lookup)}
-    manager = managers(server_tools=tools)
+    manager = RunManager(store, LoopSetup(model, None, tools), database_backend(store, FAST),
+                         UNLIMITED, FAST)
+    yield manager
+    await manager.shutdown()
+
+
+async def test_a_turn_read_back_from_history_is_what_the_live_loop_gave_the_model(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     # One turn with text, a server tool call and a component, then the answer.
     model.enqueue([TextDelta("Let me see. "), ToolCallDelta(0, "call_s", "lookup", '{"q": "x"}'),
                    ToolCallDelta(1, "call_c", "show_component_Card", '{"title": "A"}'),
