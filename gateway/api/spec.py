@@ -17,113 +17,11 @@ from pydantic import BaseModel
 
 from ..protocol import tambo
 from ..protocol.agents import AgentList
+from ..protocol.problems import CATALOGUE
 
-
-@dataclass(frozen=True)
-class ErrorCode:
-    status: int
-    description: str
-
-
-# The stable `code` of every problem+json body the gateway sends, with its HTTP status.
-CODES: dict[str, ErrorCode] = {
-    "VALIDATION_ERROR": ErrorCode(400, "A body field, query parameter or header is invalid; "
-                                       "`errors` maps each invalid field to its message."),
-    "INVALID_JSON": ErrorCode(400, "The request body is not valid JSON."),
-    "INVALID_CURSOR": ErrorCode(400, "The pagination cursor or event cursor is not valid."),
-    "INVALID_PREVIOUS_RUN": ErrorCode(400, "`previousRunId` is not the thread's last completed "
-                                           "run (see `lastCompletedRunId`)."),
-    "INVALID_TOOL_RESULT": ErrorCode(400, "The tool results do not answer exactly the pending "
-                                          "tool calls (`reason`: MISSING_RESULTS, EXTRA_RESULTS "
-                                          "or DUPLICATE_RESULTS)."),
-    "INVALID_JSON_PATCH": ErrorCode(400, "The JSON Patch is malformed or cannot be applied."),
-    "USER_SCOPE_REQUIRED": ErrorCode(400, "Listing or creating threads, and this call on a "
-                                          "user's thread, need a user scope: a `userKey` or a "
-                                          "bearer token from `/oauth/token`."),
-    "MODEL_NOT_ALLOWED": ErrorCode(400, "The request's `model` is not in the allow-list "
-                                        "(`GATEWAY_MODELS`); `allowedModels` lists it."),
-    "INVALID_ATTACHMENT": ErrorCode(400, "A `resource` block's `blob` is not valid base64."),
-    "UNSUPPORTED_ATTACHMENT": ErrorCode(400, "The model is known not to read this kind of "
-                                             "attachment (images, or files such as PDFs)."),
-    "TRANSCRIPTION_DISABLED": ErrorCode(400, "Voice input is off: `GATEWAY_TRANSCRIPTION_MODEL` "
-                                             "is not set."),
-    "UNSUPPORTED_GRANT_TYPE": ErrorCode(400, "The token request is not an RFC 8693 token "
-                                             "exchange."),
-    "TOKEN_EXCHANGE_DISABLED": ErrorCode(400, "No identity provider is configured for "
-                                              "`/oauth/token`."),
-    "UNAUTHORIZED": ErrorCode(401, "Missing or unknown API key (`x-api-key` or a bearer "
-                                   "token)."),
-    "INVALID_TOKEN": ErrorCode(401, "A bearer or subject token that is not valid (signature, "
-                                    "issuer, audience, or another project)."),
-    "TOKEN_EXPIRED": ErrorCode(401, "A bearer or subject token that has expired; exchange a "
-                                    "fresh one."),
-    "NOT_FOUND": ErrorCode(404, "No route matches the path (for example an empty or "
-                                "slash-containing id)."),
-    "THREAD_NOT_FOUND": ErrorCode(404, "No such thread in the caller's project (or it belongs "
-                                       "to another userKey)."),
-    "MESSAGE_NOT_FOUND": ErrorCode(404, "No such message in the thread."),
-    "RUN_NOT_FOUND": ErrorCode(404, "No such run in the thread."),
-    "COMPONENT_NOT_FOUND": ErrorCode(404, "No such component in the thread."),
-    "METHOD_NOT_ALLOWED": ErrorCode(405, "The path exists but not with this method; see the "
-                                         "`Allow` header."),
-    "NO_NEW_INPUT": ErrorCode(400, "An AG-UI input with nothing new for the thread: no closing "
-                                   "user message and no answer to its pending tool calls."),
-    "AGENT_NOT_FOUND": ErrorCode(404, "No such agent (this gateway serves `default`)."),
-    "RUN_ID_IN_USE": ErrorCode(409, "The `runId` names a run of another thread."),
-    "CONCURRENT_RUN": ErrorCode(409, "A run is already active on the thread (`currentRunId`)."),
-    "IDEMPOTENCY_KEY_IN_USE": ErrorCode(409, "A request with this Idempotency-Key is still being "
-                                             "processed; retry later."),
-    "JSON_PATCH_TEST_FAILED": ErrorCode(409, "A `test` operation of the patch failed."),
-    "STATE_UPDATE_CONFLICT": ErrorCode(409, "The component state is contended; retry."),
-    "REVISION_MISMATCH": ErrorCode(412, "`If-Match` names a revision that is not the current "
-                                        "one."),
-    "PAYLOAD_TOO_LARGE": ErrorCode(413, "The request body is larger than "
-                                        "`GATEWAY_MAX_BODY_BYTES` (default 10 MiB)."),
-    "ATTACHMENT_TOO_LARGE": ErrorCode(413, "An attachment is larger than "
-                                           "`GATEWAY_MAX_ATTACHMENT_BYTES`."),
-    "MESSAGE_TOO_LARGE": ErrorCode(413, "The message's text is longer than "
-                                        "`GATEWAY_MAX_MESSAGE_CHARS`."),
-    "SCHEMA_TOO_LARGE": ErrorCode(413, "A tool's or component's schemas are larger than "
-                                       "`GATEWAY_MAX_SCHEMA_BYTES`."),
-    "TOO_MANY_TOOLS": ErrorCode(400, "The request declares more tools than "
-                                     "`GATEWAY_MAX_TOOLS`."),
-    "TOO_MANY_COMPONENTS": ErrorCode(400, "The request declares more components than "
-                                          "`GATEWAY_MAX_COMPONENTS`."),
-    "JSON_TOO_DEEP": ErrorCode(400, "The body nests arrays and objects deeper than "
-                                    "`GATEWAY_MAX_JSON_DEPTH`."),
-    "RATE_LIMITED": ErrorCode(429, "The API key or user started its runs per minute; retry "
-                                   "after `Retry-After` seconds (`limitScope`: apiKey or "
-                                   "user)."),
-    "TOO_MANY_CONCURRENT_RUNS": ErrorCode(429, "The API key or user has its limit of runs "
-                                               "going at once; retry after `Retry-After` "
-                                               "seconds or when one ends."),
-    "TOKEN_BUDGET_EXCEEDED": ErrorCode(429, "The API key's daily token budget is spent; "
-                                            "`Retry-After` says when the UTC day ends."),
-    "IDEMPOTENCY_KEY_REUSED": ErrorCode(422, "This Idempotency-Key was already used with a "
-                                             "different request (body or user)."),
-    "STATE_SCHEMA_VIOLATION": ErrorCode(422, "The new state does not match the component's "
-                                             "`stateSchema`."),
-    "UNSUPPORTED_MEDIA_TYPE": ErrorCode(415, "The body's media type is not one this operation "
-                                             "takes."),
-    "INTERNAL_ERROR": ErrorCode(500, "An unexpected error; the body carries an incident id, "
-                                     "never a trace."),
-    "LLM_ERROR": ErrorCode(502, "The model provider failed (one-shot model calls)."),
-    "LLM_CLIENT_ERROR": ErrorCode(502, "The model provider refused the request."),
-    "LLM_SERVER_ERROR": ErrorCode(502, "The model provider had a temporary error."),
-    "LLM_RATE_LIMITED": ErrorCode(502, "The model provider rate-limited the gateway."),
-    "LLM_AUTHENTICATION_ERROR": ErrorCode(502, "The model provider rejected the gateway's "
-                                               "credentials."),
-    "LLM_TIMEOUT": ErrorCode(502, "The model provider did not answer in time."),
-    "LLM_CONTEXT_WINDOW_EXCEEDED": ErrorCode(502, "The thread is too long for the model."),
-    "DATABASE_UNAVAILABLE": ErrorCode(503, "The gateway cannot reach its database for a moment "
-                                           "(a restart, a network blip); retry shortly."),
-    "REDIS_UNAVAILABLE": ErrorCode(503, "Redis (`GATEWAY_REDIS_URL`) does not answer; the "
-                                        "process should get no traffic until it does."),
-    "LLM_UNREACHABLE": ErrorCode(502, "The gateway cannot connect to the model provider "
-                                      "(connection refused, unknown host, connect timeout)."),
-    "SHUTTING_DOWN": ErrorCode(503, "The gateway is shutting down and starts no new run; retry "
-                                    "after `Retry-After` seconds (another process may take it)."),
-}
+# The stable `code` of every problem+json body the gateway sends, with its HTTP status: the
+# catalogue of `protocol/problems.py`, by code.
+CODES = CATALOGUE
 
 ParamIn = Literal["query", "header", "path"]
 

@@ -48,6 +48,7 @@ from redis.typing import EncodableT, FieldT
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.problems import Problem
 from ..runs.backend import (
     Backend,
     OnCancel,
@@ -57,7 +58,7 @@ from ..runs.backend import (
     ThreadEvent,
 )
 from ..runs.log import Entry, LiveLog
-from ..runs.quotas import CODES, DAY_MS, MINUTE_MS, CountersUnavailable, Exceeded, Subject
+from ..runs.quotas import DAY_MS, MINUTE_MS, PROBLEMS, CountersUnavailable, Exceeded, Subject
 from ..runs.timings import Timings
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
 from .database import (
@@ -77,7 +78,7 @@ def redis_backend(url: str, store: Store, timings: Timings, slot_ttl_ms: int) ->
     return Backend("redis", RedisFeed(store, redis, timings), RedisSignals(store, redis, timings),
                    RedisCounters(redis, slot_ttl_ms),
                    (database_probe(store),
-                    Probe("redis", "REDIS_UNAVAILABLE", "Redis cannot be reached", redis.ping)),
+                    Probe("redis", Problem.REDIS_UNAVAILABLE, "Redis cannot be reached", redis.ping)),
                    redis.aclose)
 
 
@@ -386,7 +387,7 @@ class RedisCounters:
             return None
         index, exceeded = result
         name = exceeded.decode() if isinstance(exceeded, bytes) else str(exceeded)
-        return int(index), next(kind for kind in CODES if kind == name)
+        return int(index), next(kind for kind in PROBLEMS if kind == name)
 
     async def release(self, ticket: str, subjects: Sequence[Subject]) -> None:
         with _unavailable_as_such():

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 
 from ..observability import metrics
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,9 @@ def user_subject(project: str, scope: str, limits: Limits) -> Subject:
     return Subject("user", f"user:{digest}", limits)
 
 
-CODES: dict[Exceeded, str] = {"tokens": "TOKEN_BUDGET_EXCEEDED", "rate": "RATE_LIMITED",
-                              "concurrent": "TOO_MANY_CONCURRENT_RUNS"}
+PROBLEMS: dict[Exceeded, Problem] = {"tokens": Problem.TOKEN_BUDGET_EXCEEDED,
+                                     "rate": Problem.RATE_LIMITED,
+                                     "concurrent": Problem.TOO_MANY_CONCURRENT_RUNS}
 
 
 def refusal(subject: Subject, exceeded: Exceeded, now: int) -> "QuotaExceeded":
@@ -85,9 +86,9 @@ def refusal(subject: Subject, exceeded: Exceeded, now: int) -> "QuotaExceeded":
         limit, wait_ms = subject.limits.concurrent_runs, CONCURRENCY_RETRY_SECONDS * 1000
         detail = f"{who.capitalize()} may have {limit} runs at once; wait for one to end"
     retry = max(1, math.ceil(wait_ms / 1000))
-    code = CODES[exceeded]
-    metrics.REFUSALS.labels(code).inc()
-    return QuotaExceeded(code, f"{detail}; retry after {retry} s", retry, limit=limit,
+    kind = PROBLEMS[exceeded]
+    metrics.REFUSALS.labels(kind.name).inc()
+    return QuotaExceeded(kind, f"{detail}; retry after {retry} s", retry, limit=limit,
                          limitScope=subject.kind, retryAfter=retry)
 
 
@@ -99,8 +100,8 @@ class CountersUnavailable(Exception):
 class QuotaExceeded(ApiError):
     """A 429; `headers` go on the response (`Retry-After`)."""
 
-    def __init__(self, code: str, detail: str, retry_after: int, **extra: Any) -> None:
-        super().__init__(429, code, detail, **extra)
+    def __init__(self, kind: Problem, detail: str, retry_after: int, **extra: Any) -> None:
+        super().__init__(kind, detail, **extra)
         self.headers = {"Retry-After": str(retry_after)}
 
 
