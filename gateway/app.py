@@ -13,13 +13,10 @@ from collections.abc import AsyncIterator, Sequence
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from .api import agents as agents_api
-from .api import assist, audio, components, docs, oauth, playground, threads
+from .api import assist, audio, components, docs, oauth, operations, playground, threads
 from .api.body_limit import BodyLimitMiddleware
 from .api.errors import HANDLERS
 from .api.keyring import KeyRingMiddleware
@@ -28,8 +25,6 @@ from .dialects import registry
 from .engine.agents import Agent
 from .engine.agents_file import registry_for
 from .observability.logs import RequestIdMiddleware, configure_levels
-from .observability.metrics import metrics_endpoint
-from .observability.ready import ready
 from .services import open_services
 from .shutdown import DrainOnSignals
 
@@ -37,10 +32,6 @@ log = logging.getLogger("gateway")
 SWITCH_INTERVAL_SECONDS = 0.0005
 # Garbage collection thresholds of a serving process (young, middle, old generations).
 GC_THRESHOLDS = (20_000, 50, 100)
-
-
-async def health(_: Request) -> Response:
-    return JSONResponse({"status": "ok"})
 
 
 # Outside the server-error handler, in this order: CORS, then the request id (so the 500 of an
@@ -122,9 +113,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                     signals.uninstall()
 
     app = CorsOutermost(
-        routes=[Route("/health", health, methods=["GET"]),
-                Route("/ready", ready, methods=["GET"]),
-                Route("/metrics", metrics_endpoint, methods=["GET"]),
+        routes=[*operations.routes,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes, *agents_api.routes],

@@ -1,4 +1,5 @@
-"""`gateway openapi`: regenerate `openapi/openapi.json`, `schemas/` and `docs/settings.md`.
+"""`gateway openapi`: regenerate `openapi/openapi.json`, `schemas/`, `docs/settings.md` and
+`docs/errors.md`.
 
 Both are checked in so front-end teams can generate clients and validate payloads without
 running the server; CI regenerates them in memory and fails when the checked-in copies differ.
@@ -15,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from .api.openapi import openapi_text
 from .api.spec import operation_keys
 from .dialects import registry
+from .problems_report import PROBLEMS_PATH, problems_markdown
 from .protocol.schema_files import schema_files
 from .settings_report import REFERENCE_PATH, reference_markdown
 
@@ -28,6 +30,7 @@ def generated_files() -> dict[str, str]:
     files.update({f"schemas/{path}": text
                   for path, text in schema_files(d.schemas for d in registry.DIALECTS).items()})
     files[REFERENCE_PATH] = reference_markdown()
+    files[PROBLEMS_PATH] = problems_markdown()
     return files
 
 

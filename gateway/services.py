@@ -33,7 +33,7 @@ from .engine.routed_model import Deployment
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
 from .observability import tracing
-from .observability.metrics import MeteredModel, time_store_operations
+from .observability.metrics import StoreTimer
 from .runs.backend import Backend
 from .runs.execution import LoopSetup
 from .runs.limits import RunLimits
@@ -97,11 +97,11 @@ async def _open_store(settings: Settings, stack: contextlib.AsyncExitStack) -> S
     engine = create_engine(settings.database_url, settings.database_pool_size)
     stack.push_async_callback(engine.dispose)
     await migrate(engine)
-    return time_store_operations(Store(engine))
+    return Store(engine, hooks=StoreTimer())
 
 
 async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> ServedModel:
-    """The configured model adapter, measured (`MeteredModel`)."""
+    """The configured model adapter (measured by the runs' loop hooks, `runs/run_hooks.py`)."""
     adapter = model_adapter(
         settings.model, settings.model_api_base,
         settings.model_api_key.get_secret_value() if settings.model_api_key else None,
@@ -110,7 +110,7 @@ async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> S
          for f in settings.model_fallbacks], settings.model_retries)
     if isinstance(adapter, DirectModel):
         stack.push_async_callback(adapter.aclose)
-    return MeteredModel(adapter, settings.model)
+    return adapter
 
 
 def _start_background(manager: RunManager, settings: Settings,

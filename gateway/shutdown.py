@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from .protocol.problems import ApiError
+from .protocol.problems import ApiError, Problem
 from .runs.manager import RunManager
 
 log = logging.getLogger(__name__)
@@ -37,8 +37,8 @@ class ShuttingDown(ApiError):
     """The 503 a new run gets while the process drains; `headers` go on the response."""
 
     def __init__(self) -> None:
-        super().__init__(503, "SHUTTING_DOWN", "The gateway is shutting down; retry the run "
-                                               "(another instance may take it)")
+        super().__init__(Problem.SHUTTING_DOWN, "The gateway is shutting down; retry the run "
+                                                "(another instance may take it)")
         self.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from starlette.requests import Request
 
 from ..engine.agents import DEFAULT_AGENT, ResolvedAgent
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import SeedMessage
 from ..store.tables import ThreadRow
 from .context import caller, services
@@ -31,7 +31,7 @@ def agent_for(request: Request, thread: ThreadRow | None, asked: str | None = No
         asked = agents.default_name
     if thread is not None and thread.agent is not None:
         if asked is not None and asked != thread.agent:
-            raise ApiError(409, "THREAD_AGENT_MISMATCH",
+            raise ApiError(Problem.THREAD_AGENT_MISMATCH,
                            f"Thread {thread.id} runs agent {thread.agent!r}, not {asked!r}",
                            threadId=thread.id, agent=thread.agent)
         name = thread.agent
@@ -42,7 +42,7 @@ def agent_for(request: Request, thread: ThreadRow | None, asked: str | None = No
         name = managed.agent if managed is not None and managed.agent else agents.default_name
     agent = agents.get(name)
     if agent is None:
-        raise ApiError(404, "AGENT_NOT_FOUND", f"No agent {name[:100]!r} on this gateway",
+        raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {name[:100]!r} on this gateway",
                        agent=name[:100], agents=[a.name for a in agents])
     return agent
 
@@ -52,7 +52,7 @@ def check_client_prompt(agent: ResolvedAgent, seeds: Sequence[SeedMessage]) -> N
     if agent.allow_client_system_prompt:
         return
     if any(seed.role == "system" for seed in seeds):
-        raise ApiError(400, "SYSTEM_PROMPT_NOT_ALLOWED",
+        raise ApiError(Problem.SYSTEM_PROMPT_NOT_ALLOWED,
                        f"Agent {agent.name!r} does not take a system prompt from the client: "
                        "its instructions are the operator's (send the text as a user message "
                        "or as context instead)", agent=agent.name)

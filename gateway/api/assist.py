@@ -14,8 +14,9 @@ from starlette.routing import Route
 from ..engine.assist import generate_suggestions, generate_title
 from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
+from ..observability import metrics
 from ..protocol.clock import iso_ms, new_id, now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.tambo import NamedThread, Suggestion, SuggestionList, SuggestionsRequest, wire
 from ..store.tables import MessageRow
 from .context import json_body, services, thread_for
@@ -23,7 +24,8 @@ from .render import thread_model
 
 
 def _model_failed(exc: ModelError) -> ApiError:
-    return ApiError(502, exc.code, exc.message, isRetryable=exc.retryable)
+    metrics.model_call_failed(exc.code)
+    return ApiError(Problem[exc.code], exc.message, isRetryable=exc.retryable)
 
 
 async def generate_name(request: Request) -> Response:
@@ -54,7 +56,7 @@ async def _message(request: Request, user_key: str | None = None) -> MessageRow:
     message_id = request.path_params["message_id"]
     row = await services(request).store.get_message(thread.id, message_id)
     if row is None:
-        raise ApiError(404, "MESSAGE_NOT_FOUND", f"Message {message_id} not found",
+        raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {message_id} not found",
                        threadId=thread.id, messageId=message_id)
     return row
 

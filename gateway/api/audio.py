@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from ..engine.deltas import ModelError
 from ..engine.transcription import Transcriber
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from .context import caller, services
 
 MAX_AUDIO_BYTES = 25 * 1024 * 1024
@@ -26,34 +26,34 @@ async def transcribe(request: Request) -> Response:
     caller(request)  # an API key (or bearer token) is needed, as for everything else
     settings = services(request).settings
     if not settings.transcription_model:
-        raise ApiError(400, "TRANSCRIPTION_DISABLED",
+        raise ApiError(Problem.TRANSCRIPTION_DISABLED,
                        "Voice input is not enabled on this gateway: set "
                        "GATEWAY_TRANSCRIPTION_MODEL to a litellm transcription model (for "
                        "example openai/whisper-1; it uses GATEWAY_MODEL_API_BASE and "
                        "GATEWAY_MODEL_API_KEY)")
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE",
+        raise ApiError(Problem.UNSUPPORTED_MEDIA_TYPE,
                        "Send the audio as multipart/form-data with a `file` field")
     async with request.form(max_files=1, max_fields=10, max_part_size=MAX_AUDIO_BYTES) as form:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
-            raise ApiError(400, "VALIDATION_ERROR", "The audio must be in the `file` field")
+            raise ApiError(Problem.VALIDATION_ERROR, "The audio must be in the `file` field")
         audio = await upload.read(MAX_AUDIO_BYTES + 1)
         content_type = (upload.content_type or "application/octet-stream").split(";")[0]
         filename = upload.filename or "audio.webm"
     if not audio:
-        raise ApiError(400, "VALIDATION_ERROR", "The audio file is empty")
+        raise ApiError(Problem.VALIDATION_ERROR, "The audio file is empty")
     if len(audio) > MAX_AUDIO_BYTES:
-        raise ApiError(413, "PAYLOAD_TOO_LARGE", "The audio file is larger than 25 MiB")
+        raise ApiError(Problem.PAYLOAD_TOO_LARGE, "The audio file is larger than 25 MiB")
     if not content_type.startswith(AUDIO_TYPES):
-        raise ApiError(415, "UNSUPPORTED_MEDIA_TYPE", f"{content_type} is not an audio type")
+        raise ApiError(Problem.UNSUPPORTED_MEDIA_TYPE, f"{content_type} is not an audio type")
     transcriber = Transcriber(settings.transcription_model, settings.model_api_base,
                               settings.model_api_key.get_secret_value()
                               if settings.model_api_key else None)
     try:
         text = await transcriber.transcribe(filename, audio, content_type)
     except ModelError as exc:
-        raise ApiError(502, exc.code, exc.message, isRetryable=exc.retryable) from None
+        raise ApiError(Problem[exc.code], exc.message, isRetryable=exc.retryable) from None
     return PlainTextResponse(text)
 
 

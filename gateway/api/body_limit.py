@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..observability import metrics
+from ..protocol.problems import Problem
 from .errors import problem
 
 
@@ -36,7 +37,7 @@ class BodyLimitMiddleware:
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             metrics.REFUSALS.labels("PAYLOAD_TOO_LARGE").inc()
-            response = problem(413, "PAYLOAD_TOO_LARGE", _too_large(self.max_bytes))
+            response = problem(Problem.PAYLOAD_TOO_LARGE, _too_large(self.max_bytes))
             response.headers["Connection"] = "close"  # the unread body must not be parsed next
             await response(scope, receive, send)
             return

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from ..config import Settings
-from ..protocol.problems import ApiError, InvalidRequest
+from ..protocol.problems import ApiError, InvalidRequest, Problem
 from ..protocol.tambo import checked_user_key
 from ..runs.quotas import Limits, Subject, key_subject, user_subject
 from ..services import Services
@@ -78,7 +78,7 @@ def caller(request: Request) -> Caller:
     settings = svc.settings
     creds: Credentials | None = getattr(request.state, "credentials", None)  # KeyRingMiddleware
     if creds is not None and creds.unavailable:
-        raise ApiError(503, "DATABASE_UNAVAILABLE", "The gateway cannot check the API key "
+        raise ApiError(Problem.DATABASE_UNAVAILABLE, "The gateway cannot check the API key "
                        "right now; retry shortly", isRetryable=True)
     development = settings.development_mode and not (creds and creds.managed_keys_exist)
     key = request.headers.get("x-api-key")
@@ -88,15 +88,15 @@ def caller(request: Request) -> Caller:
     if key:
         found = ("default", None, None) if development else _key_project(settings, creds, key)
         if found is None:
-            raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
+            raise ApiError(Problem.UNAUTHORIZED, "Invalid API key")
     if bearer and looks_like_jwt(bearer):
         try:
             project, scope, token_key = svc.identity.verify_access_token(bearer)
         except TokenRejected as exc:
-            raise ApiError(401, "TOKEN_EXPIRED" if exc.expired else "INVALID_TOKEN",
+            raise ApiError(Problem.TOKEN_EXPIRED if exc.expired else Problem.INVALID_TOKEN,
                            f"Invalid bearer token: {exc.reason}") from None
         if found is not None and found[0] != project:
-            raise ApiError(401, "INVALID_TOKEN",
+            raise ApiError(Problem.INVALID_TOKEN,
                            "Invalid bearer token: it was issued for another project")
         who = Caller(project, scope, token_key)
     elif found is not None:
@@ -106,10 +106,10 @@ def caller(request: Request) -> Caller:
     elif bearer:
         found = _key_project(settings, creds, bearer)
         if found is None:
-            raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
+            raise ApiError(Problem.UNAUTHORIZED, "Invalid API key")
         who = Caller(found[0], None, found[1], found[2])
     else:
-        raise ApiError(401, "UNAUTHORIZED", "Missing API key: send it in the x-api-key header")
+        raise ApiError(Problem.UNAUTHORIZED, "Missing API key: send it in the x-api-key header")
     request.state.caller = who
     return who
 
@@ -152,7 +152,7 @@ def user_scope(request: Request, *body_candidates: str | None) -> str | None:
     signed_in = caller(request).signed_in_scope
     if signed_in is not None:
         if given is not None and given != signed_in:
-            raise ApiError(400, "VALIDATION_ERROR",
+            raise ApiError(Problem.VALIDATION_ERROR,
                            "Provide either a userKey or a bearer token, not both")
         return signed_in
     return given
@@ -163,7 +163,7 @@ def required_user_scope(request: Request, *body_candidates: str | None) -> str:
     creating threads): without a scope they would see or create threads of no one."""
     scope = user_scope(request, *body_candidates)
     if scope is None:
-        raise ApiError(400, "USER_SCOPE_REQUIRED",
+        raise ApiError(Problem.USER_SCOPE_REQUIRED,
                        "This call needs a user scope: provide a userKey (query or body) or "
                        "a bearer token from POST /oauth/token")
     return scope
@@ -182,9 +182,9 @@ def _checked_user_key(value: str | None) -> str | None:
     try:
         value = checked_user_key(value)
     except ValueError as exc:
-        raise ApiError(400, "VALIDATION_ERROR", str(exc)) from None
+        raise ApiError(Problem.VALIDATION_ERROR, str(exc)) from None
     if is_signed_in_scope(value):
-        raise ApiError(400, "VALIDATION_ERROR",
+        raise ApiError(Problem.VALIDATION_ERROR,
                        f"userKey may not start with {SIGNED_IN_PREFIX!r}: that scope belongs to "
                        "users signed in with a bearer token")
     return value
@@ -202,15 +202,15 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
     raw = await request.body()
     limit = services(request).settings.max_body_bytes  # enforced as it arrives: body_limit
     if len(raw) > limit:
-        raise ApiError(413, "PAYLOAD_TOO_LARGE", f"The request body is larger than {limit} bytes")
+        raise ApiError(Problem.PAYLOAD_TOO_LARGE, f"The request body is larger than {limit} bytes")
     if not raw.strip():
-        raise ApiError(400, "VALIDATION_ERROR", "The request body must be a JSON object")
+        raise ApiError(Problem.VALIDATION_ERROR, "The request body must be a JSON object")
     check_json_depth(raw, services(request).settings.max_json_depth)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
-            raise ApiError(400, "INVALID_JSON", "The request body is not valid JSON") from None
+            raise ApiError(Problem.INVALID_JSON, "The request body is not valid JSON") from None
         raise InvalidRequest(exc) from None
 
 
@@ -221,7 +221,7 @@ async def thread_for(request: Request, *body_candidates: str | None,
     scope = user_scope(request, *body_candidates)
     thread = await services(request).store.get_thread(project_of(request), thread_id)
     if thread is None or not may_see(request, thread, scope, scope_optional=scope_optional):
-        raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread_id} not found",
+        raise ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread_id} not found",
                        threadId=thread_id)
     return thread
 
@@ -256,8 +256,8 @@ def int_param(request: Request, name: str, default: int, low: int, high: int) ->
         return default
     # Only what the schema calls an integer: int() would also take " 5", "1_0" or "٣".
     if not INTEGER.fullmatch(raw):
-        raise ApiError(400, "VALIDATION_ERROR", f"{name} must be an integer")
+        raise ApiError(Problem.VALIDATION_ERROR, f"{name} must be an integer")
     value = int(raw)
     if not low <= value <= high:
-        raise ApiError(400, "VALIDATION_ERROR", f"{name} must be between {low} and {high}")
+        raise ApiError(Problem.VALIDATION_ERROR, f"{name} must be between {low} and {high}")
     return value

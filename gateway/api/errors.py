@@ -18,29 +18,29 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 
-from ..protocol.problems import ApiError, InvalidRequest
+from ..protocol.problems import ApiError, InvalidRequest, Problem
 from ..runs.component_state import ComponentStateError
 from ..store.base import UNAVAILABLE
 from ..store.cursors import InvalidCursor
-from .spec import CODES
 
 log = logging.getLogger(__name__)
 
-TITLES = {
-    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    405: "Method Not Allowed", 406: "Not Acceptable", 409: "Conflict", 410: "Gone",
-    412: "Precondition Failed", 413: "Payload Too Large", 415: "Unsupported Media Type",
-    422: "Unprocessable Content", 429: "Too Many Requests", 500: "Internal Error",
-    503: "Service Unavailable",
-}
-HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 406: "NOT_ACCEPTABLE",
-              413: "PAYLOAD_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}
+# Starlette's own HTTP errors (no route, wrong method, a body over the limit), by status.
+HTTP_PROBLEMS = {404: Problem.NOT_FOUND, 405: Problem.METHOD_NOT_ALLOWED,
+                 413: Problem.PAYLOAD_TOO_LARGE, 415: Problem.UNSUPPORTED_MEDIA_TYPE}
+# Any other status Starlette may raise has no code of its own in the catalogue.
+HTTP_ERROR = "HTTP_ERROR"
 
 
-def problem(status: int, code: str, detail: str, **extra: Any) -> JSONResponse:
+def problem(kind: Problem, detail: str, **extra: Any) -> JSONResponse:
+    """The problem+json response of a problem of the catalogue."""
+    return _response(kind.status, kind.name, kind.title, detail, **extra)
+
+
+def _response(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:
     body = {
         "type": f"urn:tambo:error:{code.lower()}",
-        "title": code.replace("_", " ").title() if code else TITLES.get(status, "Error"),
+        "title": title,
         "status": status,
         "detail": detail,
         "code": code,
@@ -57,13 +57,13 @@ def validation_problem(exc: ValidationError) -> JSONResponse:
         where = ".".join(str(p) for p in error["loc"]) or "body"
         errors.setdefault(where, error["msg"])
     first = next(iter(errors.items()), ("body", "invalid"))
-    return problem(400, "VALIDATION_ERROR", f"Invalid request: {first[0]}: {first[1]}",
+    return problem(Problem.VALIDATION_ERROR, f"Invalid request: {first[0]}: {first[1]}",
                    errors=errors)
 
 
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    response = problem(exc.status, exc.code, exc.detail, **exc.extra)
+    response = problem(exc.problem, exc.detail, **exc.extra)
     response.headers.update(getattr(exc, "headers", None) or {})  # e.g. Retry-After
     return response
 
@@ -71,7 +71,7 @@ async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
 async def component_state_error_handler(_: Request, exc: Exception) -> JSONResponse:
     """The component state service's domain error, with the status its code has in the API."""
     assert isinstance(exc, ComponentStateError)
-    return problem(CODES[exc.code].status, exc.code, exc.message, **exc.details)
+    return problem(exc.problem, exc.message, **exc.details)
 
 
 async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
@@ -81,9 +81,10 @@ async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
 
 async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    code = HTTP_CODES.get(exc.status_code, "HTTP_ERROR")
-    detail = exc.detail if isinstance(exc.detail, str) else TITLES.get(exc.status_code, "Error")
-    response = problem(exc.status_code, code, detail)
+    known = HTTP_PROBLEMS.get(exc.status_code)
+    detail = exc.detail if isinstance(exc.detail, str) else "Error"
+    response = (problem(known, detail) if known is not None else
+                _response(exc.status_code, HTTP_ERROR, "Http Error", detail))
     if exc.headers:
         response.headers.update(exc.headers)
     if exc.status_code == 405:
@@ -106,13 +107,13 @@ def allowed_methods(request: Request) -> list[str]:
 
 
 async def cursor_error_handler(_: Request, exc: Exception) -> JSONResponse:
-    return problem(400, "INVALID_CURSOR", "The pagination cursor is not valid")
+    return problem(Problem.INVALID_CURSOR, "The pagination cursor is not valid")
 
 
 async def database_unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
     log.warning("database unreachable on %s %s: %s", request.method, request.url.path,
                 type(exc).__name__)
-    return problem(503, "DATABASE_UNAVAILABLE",
+    return problem(Problem.DATABASE_UNAVAILABLE,
                    "The gateway cannot reach its database right now; retry shortly",
                    isRetryable=True)
 
@@ -120,7 +121,7 @@ async def database_unavailable_handler(request: Request, exc: Exception) -> JSON
 async def unexpected_error_handler(request: Request, exc: Exception) -> JSONResponse:
     incident = uuid.uuid4().hex[:12]
     log.exception("unexpected error %s on %s %s", incident, request.method, request.url.path)
-    return problem(500, "INTERNAL_ERROR", f"An internal error occurred (incident {incident})")
+    return problem(Problem.INTERNAL_ERROR, f"An internal error occurred (incident {incident})")
 
 
 HANDLERS = {

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.tambo import TokenResponse, wire
 from .context import caller, services
 from .identity import TokenRejected
@@ -27,43 +27,43 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 MAX_FORM_BYTES = 64 * 1024
 
 
-def _refused(status: int, code: str, oauth_error: str, detail: str) -> ApiError:
-    return ApiError(status, code, detail, error=oauth_error, error_description=detail)
+def _refused(kind: Problem, oauth_error: str, detail: str) -> ApiError:
+    return ApiError(kind, detail, error=oauth_error, error_description=detail)
 
 
 async def exchange_token(request: Request) -> Response:
     who = caller(request)
     if who.signed_in_scope is not None:
-        raise _refused(400, "VALIDATION_ERROR", "invalid_request",
+        raise _refused(Problem.VALIDATION_ERROR, "invalid_request",
                        "Exchange the identity provider's token with the API key, not with a "
                        "gateway access token")
     raw = await request.body()
     if len(raw) > MAX_FORM_BYTES:
-        raise ApiError(413, "PAYLOAD_TOO_LARGE", "The token request is too large")
+        raise ApiError(Problem.PAYLOAD_TOO_LARGE, "The token request is too large")
     try:
         form = {k: v[-1] for k, v in parse_qs(raw.decode("utf-8"), strict_parsing=False).items()}
     except UnicodeDecodeError:
         form = {}
     if form.get("grant_type") != TOKEN_EXCHANGE:
-        raise _refused(400, "UNSUPPORTED_GRANT_TYPE", "unsupported_grant_type",
+        raise _refused(Problem.UNSUPPORTED_GRANT_TYPE, "unsupported_grant_type",
                        f"Invalid grant_type. Must be '{TOKEN_EXCHANGE}'")
     if form.get("subject_token_type") not in SUBJECT_TOKEN_TYPES:
-        raise _refused(400, "VALIDATION_ERROR", "invalid_request",
+        raise _refused(Problem.VALIDATION_ERROR, "invalid_request",
                        "Invalid subject_token_type. Must be one of: "
                        + ", ".join(SUBJECT_TOKEN_TYPES))
     subject_token = form.get("subject_token", "").strip()
     if not subject_token:
-        raise _refused(400, "VALIDATION_ERROR", "invalid_request", "subject_token is required")
+        raise _refused(Problem.VALIDATION_ERROR, "invalid_request", "subject_token is required")
     identity = services(request).identity
     if not identity.configured:
-        raise _refused(400, "TOKEN_EXCHANGE_DISABLED", "invalid_request",
+        raise _refused(Problem.TOKEN_EXCHANGE_DISABLED, "invalid_request",
                        "Sign-in with user tokens is not enabled on this gateway: set "
                        "GATEWAY_OIDC_ISSUERS and GATEWAY_OIDC_AUDIENCE, or "
                        "GATEWAY_OAUTH_HS256_SECRET")
     try:
         user = await identity.verify_subject_token(subject_token)
     except TokenRejected as exc:
-        raise _refused(401, "TOKEN_EXPIRED" if exc.expired else "INVALID_TOKEN",
+        raise _refused(Problem.TOKEN_EXPIRED if exc.expired else Problem.INVALID_TOKEN,
                        "invalid_grant", f"Invalid OAuth subject token: {exc.reason}") from None
     token, lifetime = identity.issue(who.project, user, who.key_id)
     body = TokenResponse(access_token=token, token_type="Bearer", expires_in=lifetime,

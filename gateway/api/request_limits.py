@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..config import Settings
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import Block, RunSpec
 
 # A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
@@ -38,7 +38,7 @@ def json_depth(raw: bytes) -> int:
 
 def check_json_depth(raw: bytes, limit: int) -> None:
     if json_depth(raw) > limit:
-        raise ApiError(400, "JSON_TOO_DEEP",
+        raise ApiError(Problem.JSON_TOO_DEEP,
                        f"The request body nests arrays and objects deeper than {limit} levels",
                        limit=limit)
 
@@ -61,13 +61,15 @@ def check_run_request(settings: Settings, spec: RunSpec) -> None:
     """The run's input, tools and components within the configured limits."""
     chars = message_chars(spec)
     if chars > settings.max_message_chars:
-        raise ApiError(413, "MESSAGE_TOO_LARGE",
+        raise ApiError(Problem.MESSAGE_TOO_LARGE,
                        f"The message carries {chars} characters of text; the limit is "
                        f"{settings.max_message_chars}", limit=settings.max_message_chars)
-    for kind, items, limit in (("tools", spec.client_tools, settings.max_tools),
-                               ("components", spec.components, settings.max_components)):
+    for kind, items, limit, refused in (
+            ("tools", spec.client_tools, settings.max_tools, Problem.TOO_MANY_TOOLS),
+            ("components", spec.components, settings.max_components,
+             Problem.TOO_MANY_COMPONENTS)):
         if len(items) > limit:
-            raise ApiError(400, f"TOO_MANY_{kind.upper()}",
+            raise ApiError(refused,
                            f"The request declares {len(items)} {kind}; the limit is {limit}",
                            limit=limit)
     named = [(t.name, t.input_schema, t.output_schema) for t in spec.client_tools] + [
@@ -75,6 +77,6 @@ def check_run_request(settings: Settings, spec: RunSpec) -> None:
     for name, *schemas in named:
         size = _schema_bytes(*schemas)
         if size > settings.max_schema_bytes:
-            raise ApiError(413, "SCHEMA_TOO_LARGE",
+            raise ApiError(Problem.SCHEMA_TOO_LARGE,
                            f"The schemas of {name[:200]!r} take {size} bytes; the limit is "
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)

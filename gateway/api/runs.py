@@ -27,9 +27,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..engine import attachments
-from ..protocol import timbal
 from ..protocol.clock import now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
+from ..protocol.run_errors import error_frame, run_error
 from ..protocol.run_spec import RunSpec
 from ..protocol.tambo import CancelResponse, wire
 from ..protocol.translation import Dialect, positioned
@@ -44,10 +44,9 @@ log = logging.getLogger(__name__)
 # The error a stream ends with when reading the run's log fails in this process: the run itself
 # may go on, so it is retryable (reconnect with the cursor). As the run's own errors are
 # (`runs/execution.py`), a `timbal.ERROR` frame's fields.
-STREAM_FAILED_ERROR = {
-    "code": "STREAM_FAILED", "category": "server_error", "isRetryable": True,
-    "message": "This stream failed on the server; the run may still be going. "
-               "Reconnect with Last-Event-ID to continue after the last event."}
+STREAM_FAILED_ERROR = run_error(
+    "STREAM_FAILED", "This stream failed on the server; the run may still be going. "
+    "Reconnect with Last-Event-ID to continue after the last event.", retryable=True)
 
 
 def event_stream(request: Request, run: RunRow, after: int = 0,
@@ -68,7 +67,7 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
             # SDK would report a network error, and the AG-UI verifier a stream without an end).
             # It has no id, so the client's Last-Event-ID stays on the last event it got.
             log.exception("run %s: its event stream failed", run.id)
-            for event in reader.feed(timbal.control(timbal.ERROR, **STREAM_FAILED_ERROR)):
+            for event in reader.feed(error_frame(STREAM_FAILED_ERROR)):
                 yield {"data": encode(reader.stamp(event, now_ms()))}
 
     headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
@@ -87,7 +86,7 @@ def check_model(request: Request, spec: RunSpec) -> None:
     settings = services(request).settings
     allowed = (settings.model, *settings.models)
     if spec.model not in allowed:
-        raise ApiError(400, "MODEL_NOT_ALLOWED",
+        raise ApiError(Problem.MODEL_NOT_ALLOWED,
                        f"Model {spec.model[:200]!r} is not allowed on this gateway; allowed: "
                        f"{', '.join(allowed)} (set GATEWAY_MODELS to allow more)",
                        allowedModels=list(allowed))
@@ -103,8 +102,7 @@ def check_attachments(request: Request, spec: RunSpec) -> None:
         attachments.check(blocks, settings.max_attachment_bytes,
                           attachments.capabilities(spec.model or settings.model))
     except attachments.AttachmentError as exc:
-        raise ApiError(413 if exc.code == "ATTACHMENT_TOO_LARGE" else 400, exc.code,
-                       str(exc)) from None
+        raise ApiError(Problem[exc.code], str(exc)) from None
 
 
 def check_run(request: Request, spec: RunSpec) -> None:
@@ -134,7 +132,7 @@ async def run_in_thread(request: Request) -> RunRow:
     thread, run = await asyncio.gather(thread_for(request, scope_optional=True),
                                        services(request).store.get_run(run_id))
     if run is None or run.thread_id != thread.id:
-        raise ApiError(404, "RUN_NOT_FOUND", f"Run {run_id} not found on thread {thread.id}",
+        raise ApiError(Problem.RUN_NOT_FOUND, f"Run {run_id} not found on thread {thread.id}",
                        threadId=thread.id, runId=run_id)
     return run
 
@@ -147,7 +145,7 @@ def event_cursor(request: Request) -> int:
     query, header = request.query_params.get("after"), request.headers.get("last-event-id")
     for cursor in (query, header):
         if cursor and (not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 18):
-            raise ApiError(400, "INVALID_CURSOR",
+            raise ApiError(Problem.INVALID_CURSOR,
                            "The event cursor (after / Last-Event-ID) must be a non-negative "
                            "integer", cursor=cursor[:100])
     cursor = query if query is not None else header

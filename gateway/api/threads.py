@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import SeedMessage
 from ..protocol.tambo import (
     MessageList,
@@ -108,7 +108,7 @@ async def list_messages(request: Request) -> Response:
     thread = await thread_for(request, scope_optional=True)  # @tambo-ai/react lists without one
     order = request.query_params.get("order", "asc")
     if order not in ("asc", "desc"):
-        raise ApiError(400, "VALIDATION_ERROR", "order must be 'asc' or 'desc'")
+        raise ApiError(Problem.VALIDATION_ERROR, "order must be 'asc' or 'desc'")
     limit = int_param(request, "limit", 50, 1, 200)
     store = services(request).store
     page = await store.list_messages(thread.id, limit, request.query_params.get("cursor"),
@@ -125,7 +125,7 @@ async def get_message(request: Request) -> Response:
     store = services(request).store
     row = await store.get_message(thread.id, message_id)
     if row is None:
-        raise ApiError(404, "MESSAGE_NOT_FOUND", f"Message {message_id} not found",
+        raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {message_id} not found",
                        threadId=thread.id, messageId=message_id)
     return JSONResponse(wire(message_model(row, await store.components_of(thread.id))))
 

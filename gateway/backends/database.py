@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.problems import Problem
 from ..runs.backend import (
     Backend,
     OnCancel,
@@ -44,7 +45,7 @@ def database_backend(store: Store, timings: Timings) -> Backend:
 
 
 def database_probe(store: Store) -> Probe:
-    return Probe("database", "DATABASE_UNAVAILABLE", "The database cannot be reached",
+    return Probe("database", Problem.DATABASE_UNAVAILABLE, "The database cannot be reached",
                  store.ping)
 
 

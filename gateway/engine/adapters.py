@@ -60,13 +60,14 @@ def model_adapter(model: str, api_base: str | None, api_key: str | None,
 def _direct(model: str, api_base: str | None, api_key: str | None, fallback: LiteLLMModel
             ) -> tuple[str, DirectModel | None]:
     import litellm
+    from litellm.constants import openai_compatible_providers
 
     try:
         name, provider, env_key, base = litellm.get_llm_provider(
             model, api_base=api_base, api_key=api_key)
     except Exception:
         return "litellm does not know its provider", None
-    compatible = provider == "openai" or provider in litellm.openai_compatible_providers
+    compatible = provider == "openai" or provider in openai_compatible_providers
     if not compatible or provider in _NOT_BEARER_KEY:
         return f"provider {provider!r} is not an OpenAI-compatible chat-completions API", None
     if provider == "openai":

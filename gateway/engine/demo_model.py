@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import litellm
-from litellm import CustomLLM
+from litellm.llms.custom_llm import CustomLLM
 from litellm.types.utils import Delta, GenericStreamingChunk, ModelResponseStream, StreamingChoices
 
 from .demo_tools import example_value, pick_tool
@@ -120,7 +120,7 @@ def _tokens(text: str) -> Iterator[str]:
 
 class DemoModel(CustomLLM):
     # litellm's signature lists a dozen positional parameters; this model reads two of them.
-    async def astreaming(self, model: str, messages: list, *args: Any,  # type: ignore[override]
+    async def astreaming(self, model: str, messages: list[Any], *args: Any,  # type: ignore[override]
                          **kwargs: Any) -> AsyncIterator[Any]:
         tools = (kwargs.get("optional_params") or {}).get("tools") or []
         last = messages[-1] if messages else {}
@@ -152,7 +152,8 @@ class DemoModel(CustomLLM):
                 yield _chunk("", tool_use=call)
         yield _chunk("", finish="tool_calls" if tool is not None else "stop")
 
-    async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
+    async def acompletion(self, model: str, messages: list[Any], *args: Any,
+                          **kwargs: Any) -> Any:
         metadata = (kwargs.get("litellm_params") or {}).get("metadata") or {}
         answer = task_answer(messages, metadata.get("gateway_task"))
         return litellm.mock_completion(model="demo", mock_response=answer, messages=messages)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-COMPONENT_PREFIX = "show_component_"
+from .model_view import COMPONENT_TOOL_PREFIX
+
 GENERIC_WORDS = {"get", "set", "show", "component", "the", "tool", "with", "from", "list",
                  "fetch", "make", "create", "update", "info", "data"}
 
 
 def name_words(name: str) -> set[str]:
     """`get_local_time` -> {local, time}; `StockTable` -> {stock, table}."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name.removeprefix(COMPONENT_PREFIX))
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name.removeprefix(COMPONENT_TOOL_PREFIX))
     words = {w.lower() for w in re.split(r"[\s_\-.]+", spaced) if w}
     return {w for w in words if len(w) >= 4 and w not in GENERIC_WORDS}
 

@@ -19,7 +19,7 @@ closed in a `finally`); an abandoned connection is never returned to the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -81,7 +81,7 @@ class DirectModel:
             await self._client.aclose()
             self._client = None
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
         name = self.model
         if request.model and request.model != self.litellm_model:
             # A run that picked another allowed model (`GATEWAY_MODELS`): direct too if it is
@@ -174,8 +174,10 @@ class DirectModel:
         from litellm.litellm_core_utils.exception_mapping_utils import exception_type
 
         try:
-            mapped = exception_type(model=self.litellm_model, original_exception=error,
-                                    custom_llm_provider=self.provider)
+            # litellm's function is untyped.
+            mapped = exception_type(  # type: ignore[no-untyped-call]
+                model=self.litellm_model, original_exception=error,
+                custom_llm_provider=self.provider)
         except Exception as exc:  # exception_type raises the mapped exception
             mapped = exc
         return self.fallback.failed(mapped, transport)
@@ -272,7 +274,7 @@ def _openai_error(status: int, message: str, **extra: Any) -> Exception:
 
 
 def _timeout(exc: Exception, model: str, provider: str) -> Exception:
-    import litellm
+    from litellm.exceptions import Timeout
 
-    return litellm.Timeout(message=f"Request timed out: {exc}", model=model,
+    return Timeout(message=f"Request timed out: {exc}", model=model,
                            llm_provider=provider)

@@ -1,10 +1,10 @@
 """Thread history (stored Timbal message values) -> the model's chat messages.
 
 The model sees the whole thread on every run. Each stored Tambo message is a list of Timbal
-values; a model turn becomes one assistant message (text plus tool calls, components being tool
-calls too) followed by the results the gateway knows of. A tool call left without a result (a
-cancelled or failed run) gets a synthetic one, because providers reject a history in which an
-assistant tool call is not answered.
+values; a model turn becomes what the live loop gave the model for it (`model_view`: one
+assistant message, text plus tool calls, followed by the results the gateway knows of). A tool
+call left without a result (a cancelled or failed run) gets a synthetic one, because providers
+reject a history in which an assistant tool call is not answered.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from typing import Any, Protocol
 
 from ..protocol.timbal import tool_result_text
 from .attachments import content_parts, has_attachment
-
-COMPONENT_TOOL_PREFIX = "show_component_"
+from .model_view import turn_messages
 
 
 class StoredMessage(Protocol):
@@ -35,7 +34,7 @@ def to_model_messages(
         elif row.role == "system":
             messages.extend({"role": "system", "content": p.get("content", "")} for p in row.parts)
         else:
-            messages.extend(_assistant_messages(row.parts, states))
+            messages.extend(turn_messages(row.parts, states))
     return _answer_dangling_calls(messages)
 
 
@@ -63,42 +62,6 @@ def _user_messages(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"role": "user",
                         "content": f"Additional context: {json.dumps(part['context'])}"})
     return out
-
-
-def _assistant_messages(parts: list[dict[str, Any]], states: Mapping[str, Any]
-                        ) -> list[dict[str, Any]]:
-    text: list[str] = []
-    calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for part in parts:
-        ptype = part.get("type")
-        if ptype == "agent":
-            text.append(part.get("content", ""))
-        elif ptype == "tool_call":
-            calls.append(_call(part["toolCallId"], part["name"], part.get("arguments") or {}))
-        elif ptype == "x-component":
-            call_id = part.get("toolCallId") or part["componentId"]
-            calls.append(_call(call_id, COMPONENT_TOOL_PREFIX + part["name"],
-                               part.get("props") or {}))
-            state = states.get(part["componentId"], part.get("state"))
-            note = f"Rendered component {part['name']} (id {part['componentId']})."
-            if state is not None:
-                note += f" Its current state: {json.dumps(state)}"
-            results.append({"role": "tool", "tool_call_id": call_id, "content": note})
-        elif ptype == "tool_result":
-            results.append({"role": "tool", "tool_call_id": part["toolCallId"],
-                            "content": tool_result_text(part)})
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
-    if calls:
-        message["tool_calls"] = calls
-    elif message["content"] is None:
-        return results
-    return [message, *results]
-
-
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
 def _answer_dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -24,20 +24,18 @@ from ..protocol.frames_schema import (
     AgentValue,
     ComponentStartMeta,
     ComponentValue,
+    MessageValue,
     ServerToolResultValue,
     ToolCallStartMeta,
     ToolCallValue,
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
-from ..protocol.timbal import tool_result_text
+from ..protocol.timbal import FrameSink
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
-from .history import COMPONENT_TOOL_PREFIX
+from .hooks import NO_HOOKS, LoopHooks
 from .model import ModelRequest
-
-
-class FrameSink(Protocol):
-    async def emit(self, frame: timbal.Frame) -> None: ...
+from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
 
 
 class Model(Protocol):
@@ -74,8 +72,8 @@ class RunInput:
     call_counts: dict[str, int] = field(default_factory=dict)
     # Told which model answered a call when the adapter says (a fallback list).
     on_model: Callable[[str], Awaitable[None]] | None = None
-    # Told each call's usage as the provider reports it (metering: `runs/usage.py`).
-    on_usage: Callable[[Usage], Awaitable[None]] | None = None
+    # Metrics, traces and quota counting, called at each model call's well-defined points.
+    hooks: LoopHooks = NO_HOOKS
 
 
 @dataclass
@@ -116,6 +114,7 @@ class Turn:
         self._agent_texts = Fragments()
         self.calls: dict[int, _Call] = {}
         self._waiting: dict[int, ToolCallDelta] = {}  # fragments before their name arrived
+        self.values: list[MessageValue] = []  # every value the turn set, in order
 
     async def feed(self, delta: Delta) -> None:
         if isinstance(delta, ReasoningDelta):
@@ -185,9 +184,8 @@ class Turn:
         if self._thinking is not None:
             i, content = self._thinking
             self._thinking = None
-            await self.sink.emit(timbal.set_value(
-                i, {"type": "thinking", "messageId": self.message_id, "content": str(content)},
-                now_ms()))
+            await self.write_value(i, {"type": "thinking", "messageId": self.message_id,
+                                "content": str(content)})
 
     async def _close_agent(self, cancelled: bool = False) -> None:
         if self._agent is not None:
@@ -196,7 +194,7 @@ class Turn:
             if cancelled:
                 value["cancelled"] = True
             i, self._agent, self._agent_texts = self._agent, None, Fragments()
-            await self.sink.emit(timbal.set_value(i, value, now_ms()))
+            await self.write_value(i, value)
 
     async def close(self, cancelled: bool = False) -> None:
         """Complete every open message with a set frame (partial content when cancelled)."""
@@ -206,7 +204,13 @@ class Turn:
             value = call_value(call, self.message_id)
             if cancelled:
                 value["cancelled"] = True
-            await self.sink.emit(timbal.set_value(call.i, value, now_ms()))
+            await self.write_value(call.i, value)
+
+    async def write_value(self, i: str, value: MessageValue) -> None:
+        """Set a value of this turn (its own, or a server tool's result): written to the sink,
+        and kept for the model's view of the turn (`model_view.turn_messages`)."""
+        self.values.append(value)
+        await self.sink.emit(timbal.set_value(i, value, now_ms()))
 
     @property
     def text(self) -> str:
@@ -215,18 +219,6 @@ class Turn:
 
     def ordered_calls(self) -> list[_Call]:
         return [self.calls[index] for index in sorted(self.calls)]
-
-    def assistant_message(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
-        calls = self.ordered_calls()
-        if calls:
-            message["tool_calls"] = [
-                {"id": c.tool_call_id, "type": "function",
-                 "function": {"name": (COMPONENT_TOOL_PREFIX + c.name) if c.kind == "component"
-                              else c.name, "arguments": json.dumps(parse_arguments(c.arguments))}}
-                for c in calls
-            ]
-        return message
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -307,40 +299,23 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
                                max_tokens=call_max_tokens(run, output_tokens),
                                temperature=run.temperature, model=run.model)
         try:
-            # aclosing: a cancel that lands outside the stream (while a frame is saved) closes
-            # the upstream now, before the partial answer is written, not when the generator
-            # is collected.
-            async with contextlib.aclosing(model.stream(request)) as deltas:
-                async for delta in deltas:
-                    if isinstance(delta, Usage):
-                        output_tokens += delta.output_tokens
-                        if run.on_usage is not None:
-                            await run.on_usage(delta)
-                    await turn.feed(delta)
-        except asyncio.CancelledError:
-            await turn.close(cancelled=True)
-            raise
-        except ModelError:
+            output_tokens += await stream_turn(model, request, turn, run.hooks)
+        except (asyncio.CancelledError, ModelError):
             await turn.close(cancelled=True)
             raise
         await turn.close()
-        messages.append(turn.assistant_message())
         calls = turn.ordered_calls()
         for call in calls:
             run.call_counts[call.name] = run.call_counts.get(call.name, 0) + 1
         pending = [c for c in calls if c.kind == "client"]
         ran_tools = False
         for call in calls:
-            if call.kind == "component":
-                note = f"Rendered component {call.name}."
-                messages.append({"role": "tool", "tool_call_id": call.tool_call_id,
-                                 "content": note})
-            elif call.kind in ("server", "unknown"):
+            if call.kind in ("server", "unknown"):
                 ran_tools = True
-                value = await _run_server_tool(run, call, turn.message_id)
-                await sink.emit(timbal.set_value(new_id(), value, now_ms()))
-                messages.append({"role": "tool", "tool_call_id": call.tool_call_id,
-                                 "content": tool_result_text(value)})
+                result = await _run_server_tool(run, call, turn.message_id)
+                await turn.write_value(new_id(), result)
+        # What the model sees of this turn from now on, as the thread's history shows it.
+        messages.extend(turn_messages(turn.values))
         if pending:
             return Outcome([
                 {"toolCallId": c.tool_call_id, "toolName": c.name,
@@ -359,6 +334,41 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     raise ModelError("MAX_STEPS_EXCEEDED",
                      f"The run stopped after {run.max_steps} model calls without an answer",
                      "server_error", False)
+
+
+async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: LoopHooks
+                      ) -> int:
+    """One model call streamed into `turn`, told to `hooks` as it goes; the output tokens it
+    used. The deltas cross one generator, the adapter's: this loop is their only consumer."""
+    call = hooks.model_call(request.model)
+    output_tokens = 0
+    error_code: str | None = None
+    completed = False
+    try:
+        # aclosing: a cancel that lands outside the stream (while a frame is saved) closes the
+        # upstream now, before the partial answer is written, not when the generator is
+        # collected.
+        async with contextlib.aclosing(model.stream(request)) as deltas:
+            async for delta in deltas:
+                call.received(isinstance(delta, _CONTENT))
+                if isinstance(delta, Usage):
+                    output_tokens += delta.output_tokens
+                    call.usage(delta.input_tokens, delta.output_tokens)
+                    await hooks.tokens_used(delta)
+                elif isinstance(delta, Served):
+                    call.served(delta.model)
+                await turn.feed(delta)
+                call.handled()
+        completed = True
+    except ModelError as error:
+        error_code = error.code
+        raise
+    finally:
+        call.ended(error_code, completed)
+    return output_tokens
+
+
+_CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 
 def call_max_tokens(run: RunInput, used: int) -> int | None:

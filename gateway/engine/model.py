@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ class LiteLLMModel:
     api_base: str | None = None
     api_key: str | None = None
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Delta]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
         stream = await self._open(request)
         first = True
         try:
@@ -267,24 +267,25 @@ def cause_of(exc: BaseException, api_key: str | None = None,
 def classify(exc: BaseException, api_key: str | None = None,
              api_base: str | None = None) -> ModelError:
     """Map a litellm exception to the codes the Tambo clients read from `RUN_ERROR`."""
-    import litellm
+    from litellm import exceptions
 
     if _unreachable(exc) is not None:
         return ModelError("LLM_UNREACHABLE", "The gateway cannot reach the AI provider",
                           "server_error", True, 502)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
-    if isinstance(exc, litellm.ContextWindowExceededError):
+    if isinstance(exc, exceptions.ContextWindowExceededError):
         return ModelError("LLM_CONTEXT_WINDOW_EXCEEDED",
                           "The conversation is too long for the model's context window",
                           "client_error", False, 400)
-    if isinstance(exc, litellm.RateLimitError) or status == 429:
+    if isinstance(exc, exceptions.RateLimitError) or status == 429:
         return ModelError("LLM_RATE_LIMITED", scrub(str(exc), api_key), "client_error", True, 429)
-    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) or status in (401, 403):
+    denied = (exceptions.AuthenticationError, exceptions.PermissionDeniedError)
+    if isinstance(exc, denied) or status in (401, 403):
         return ModelError("LLM_AUTHENTICATION_ERROR",
                           "The AI provider rejected the gateway's credentials",
                           "server_error", False, status or 401)
-    if isinstance(exc, litellm.Timeout):
+    if isinstance(exc, exceptions.Timeout):
         return ModelError("LLM_TIMEOUT", "The AI provider did not answer in time",
                           "server_error", True, 504)
     if status is not None and 400 <= status < 500:

@@ -39,7 +39,7 @@ class RoutedModel(LiteLLMModel):
     """
 
     def __init__(self, deployments: Sequence[Deployment], retries: int = 0) -> None:
-        from litellm import Router
+        from litellm.router import Router
 
         primary = deployments[0]
         super().__init__(primary.model, primary.api_base, primary.api_key)

@@ -9,25 +9,12 @@ are bounded sets (run status, error code, store operation), never ids.
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import time
-from collections.abc import AsyncGenerator, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
-from starlette.requests import Request
-from starlette.responses import Response
+from prometheus_client import Counter, Gauge, Histogram
 
-from ..engine.deltas import (
-    Delta,
-    ModelError,
-    ReasoningDelta,
-    Served,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
-)
 from . import tracing
 
 RUNS_STARTED = Counter("gateway_runs_started", "Runs started by this process.")
@@ -75,71 +62,60 @@ REFUSALS = Counter("gateway_refusals", "Requests refused before a run started, b
                    "(shutting down, payload too large, a quota).", ["code"])
 
 
-async def metrics_endpoint(_: Request) -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+class ModelCallMeter:
+    """One streamed model call, measured through the agent loop's hooks (`engine.hooks`):
+    time to first token, streamed tokens and their rate, the gateway's own time per token,
+    errors, and the call's span when tracing is on."""
+
+    __slots__ = ("_started", "_first", "_last", "_now", "_chunks", "_handed", "_working",
+                 "_span", "_served", "_usage")
+
+    def __init__(self, model: str | None) -> None:
+        self._started = time.perf_counter()
+        self._first = self._last = self._now = self._working = 0.0
+        self._chunks = self._handed = 0
+        self._span = tracing.model_span(model)
+        self._served: str | None = None
+        self._usage: tuple[int, int] | None = None
+
+    def received(self, content: bool) -> None:
+        self._now = now = time.perf_counter()
+        if content:
+            TOKENS_STREAMED.inc()
+            self._chunks += 1
+            self._last = now
+            if self._chunks == 1:
+                self._first = now
+                TIME_TO_FIRST_TOKEN.observe(now - self._started)
+
+    def handled(self) -> None:
+        self._working += time.perf_counter() - self._now
+        self._handed += 1
+
+    def usage(self, input_tokens: int, output_tokens: int) -> None:
+        if self._span is not None:
+            self._usage = (input_tokens, output_tokens)
+
+    def served(self, model: str) -> None:
+        if self._span is not None:
+            self._served = model
+
+    def ended(self, error_code: str | None, completed: bool) -> None:
+        if error_code is not None:
+            MODEL_ERRORS.labels(error_code).inc()
+        if self._span is not None:
+            tracing.model_ended(self._span, self._served, self._usage, error_code)
+        if not completed:
+            return
+        if self._handed:
+            ADDED_LATENCY.observe(self._working / self._handed)
+        if self._chunks > 1 and self._last > self._first:
+            TOKENS_PER_SECOND.observe((self._chunks - 1) / (self._last - self._first))
 
 
-class MeteredModel:
-    """The model adapter with time to first token, streamed tokens and errors counted.
-
-    A wrapper rather than hooks in each adapter, so any adapter the engine is given is measured
-    the same way; everything else (`complete`, attributes) goes to the wrapped adapter.
-    """
-
-    def __init__(self, model: Any, name: str | None = None) -> None:
-        self._model = model
-        self._name = name  # the configured model (a request may pick another)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-    async def stream(self, request: Any) -> AsyncGenerator[Delta, None]:
-        clock = time.perf_counter
-        started = clock()
-        first = last = 0.0
-        chunks = handed = 0
-        working = 0.0  # the consumer's time between taking a delta and asking for the next
-        span = tracing.model_span(request.model or self._name)
-        served = usage = code = None
-        try:
-            # aclosing: when the run stops reading (cancel), the adapter's own `finally` must
-            # close the upstream now, not when the garbage collector finds the generator.
-            async with contextlib.aclosing(self._model.stream(request)) as deltas:
-                async for delta in deltas:
-                    now = clock()
-                    if isinstance(delta, _CONTENT):
-                        TOKENS_STREAMED.inc()
-                        chunks += 1
-                        last = now
-                        if chunks == 1:
-                            first = now
-                            TIME_TO_FIRST_TOKEN.observe(now - started)
-                    elif span is not None:  # once or twice a call: what the span reports
-                        if isinstance(delta, Usage):
-                            usage = delta
-                        elif isinstance(delta, Served):
-                            served = delta.model
-                    yield delta
-                    working += clock() - now
-                    handed += 1
-        except ModelError as error:
-            MODEL_ERRORS.labels(error.code).inc()
-            code = error.code
-            raise
-        finally:
-            if span is not None:
-                tracing.model_ended(span, served, usage, code)
-        if handed:
-            ADDED_LATENCY.observe(working / handed)
-        if chunks > 1 and last > first:
-            TOKENS_PER_SECOND.observe((chunks - 1) / (last - first))
-
-    async def complete(self, *args: Any, **kwargs: Any) -> str:
-        try:
-            return await self._model.complete(*args, **kwargs)
-        except ModelError as error:
-            MODEL_ERRORS.labels(error.code).inc()
-            raise
+def model_call_failed(code: str) -> None:
+    """A one-shot model call (a thread's name, suggestions) failed with `code`."""
+    MODEL_ERRORS.labels(code).inc()
 
 
 def record_usage(agent: str, entries: list[dict[str, Any]]) -> None:
@@ -155,30 +131,18 @@ def record_usage(agent: str, entries: list[dict[str, Any]]) -> None:
             MODEL_COST.labels(agent, model).inc(entry["costUsd"])
 
 
-_CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)
-T = TypeVar("T")
+class StoreTimer:
+    """The store's operation hook: each operation's time into `DATABASE_SECONDS`, labelled by
+    the store method's name."""
 
+    def __init__(self) -> None:
+        self._histograms: dict[str, Any] = {}
 
-def time_store_operations(store: T) -> T:
-    """`store` with each of its public coroutine methods timed into `DATABASE_SECONDS`,
-    labelled by the method's name (wrapped on the instance: the store knows nothing of it)."""
-    for name in dir(type(store)):
-        method = getattr(store, name)
-        if not name.startswith("_") and inspect.iscoroutinefunction(method):
-            setattr(store, name, _timed(method, DATABASE_SECONDS.labels(name)))
-    return store
-
-
-def _timed(method: Any, histogram: Any) -> Any:
-    @functools.wraps(method)
-    async def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return await method(*args, **kwargs)
-        finally:
-            histogram.observe(time.perf_counter() - started)
-
-    return timed
+    def operation_timed(self, name: str, seconds: float) -> None:
+        histogram = self._histograms.get(name)
+        if histogram is None:
+            histogram = self._histograms[name] = DATABASE_SECONDS.labels(name)
+        histogram.observe(seconds)
 
 
 @contextlib.contextmanager

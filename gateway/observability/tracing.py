@@ -108,7 +108,8 @@ def model_span(model: str | None) -> Any:
         "gen_ai.operation.name": "chat", "gen_ai.request.model": name})
 
 
-def model_ended(span: Any, served: str | None, usage: Any, code: str | None) -> None:
+def model_ended(span: Any, served: str | None, usage: tuple[int, int] | None,
+                code: str | None) -> None:
     """Ends a model call's span; its served model and token usage go on the run span too
     (usage summed over the run's calls)."""
     run = trace.get_current_span()
@@ -117,8 +118,8 @@ def model_ended(span: Any, served: str | None, usage: Any, code: str | None) -> 
         run.set_attribute("gen_ai.response.model", served)
     if usage is not None:
         totals = getattr(run, "attributes", None) or {}
-        for name, tokens in (("gen_ai.usage.input_tokens", usage.input_tokens),
-                             ("gen_ai.usage.output_tokens", usage.output_tokens)):
+        for name, tokens in zip(("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+                                usage, strict=True):
             span.set_attribute(name, tokens)
             run.set_attribute(name, int(totals.get(name, 0)) + tokens)
     if code:

@@ -1,18 +1,139 @@
-"""The error every layer raises when a request must be refused before a stream starts.
+"""The catalogue of problems, and the error every layer raises to refuse a request with one.
 
-It lives in `protocol` because refusing a run is decided in `runs` (atomically, with the lock)
-but answered by `api` as problem+json; both may import `protocol`.
+Every stable `code` of a problem+json body the gateway sends is declared once here, with its HTTP
+status and what it means; its title is derived from it. Call sites name a member
+(`ApiError(Problem.THREAD_NOT_FOUND, ...)`), so a code cannot be sent with another status, and
+the OpenAPI document (`api/openapi.py`) and `docs/errors.md` list exactly this catalogue
+(`tests/unit/test_problems.py`). It lives in `protocol` because refusing a run is decided in
+`runs` (atomically, with the lock) but answered by `api` as problem+json; both may import
+`protocol`.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 
+class Problem(enum.Enum):
+    """A stable problem code (the member's name), with its HTTP status and description."""
+
+    status: int
+    description: str
+
+    def __new__(cls, status: int, description: str) -> Problem:
+        member = object.__new__(cls)
+        member._value_ = len(cls.__members__) + 1  # distinct even when two texts are equal
+        member.status, member.description = status, description
+        return member
+
+    @property
+    def code(self) -> str:
+        return self.name
+
+    @property
+    def title(self) -> str:
+        """The body's `title`: the code in words (`THREAD_NOT_FOUND` -> `Thread Not Found`)."""
+        return self.name.replace("_", " ").title()
+
+    VALIDATION_ERROR = (400, "A body field, query parameter or header is invalid; `errors` maps "
+                             "each invalid field to its message.")
+    INVALID_JSON = (400, "The request body is not valid JSON.")
+    INVALID_CURSOR = (400, "The pagination cursor or event cursor is not valid.")
+    INVALID_PREVIOUS_RUN = (400, "`previousRunId` is not the thread's last completed run (see "
+                                 "`lastCompletedRunId`).")
+    INVALID_TOOL_RESULT = (400, "The tool results do not answer exactly the pending tool calls "
+                                "(`reason`: MISSING_RESULTS, EXTRA_RESULTS or DUPLICATE_RESULTS).")
+    INVALID_JSON_PATCH = (400, "The JSON Patch is malformed or cannot be applied.")
+    USER_SCOPE_REQUIRED = (400, "Listing or creating threads, and this call on a user's thread, "
+                                "need a user scope: a `userKey` or a bearer token from "
+                                "`/oauth/token`.")
+    MODEL_NOT_ALLOWED = (400, "The request's `model` is not in the allow-list (`GATEWAY_MODELS`);"
+                              " `allowedModels` lists it.")
+    INVALID_ATTACHMENT = (400, "A `resource` block's `blob` is not valid base64.")
+    UNSUPPORTED_ATTACHMENT = (400, "The model is known not to read this kind of attachment "
+                                   "(images, or files such as PDFs).")
+    TRANSCRIPTION_DISABLED = (400, "Voice input is off: `GATEWAY_TRANSCRIPTION_MODEL` is not set.")
+    UNSUPPORTED_GRANT_TYPE = (400, "The token request is not an RFC 8693 token exchange.")
+    TOKEN_EXCHANGE_DISABLED = (400, "No identity provider is configured for `/oauth/token`.")
+    UNAUTHORIZED = (401, "Missing or unknown API key (`x-api-key` or a bearer token).")
+    INVALID_TOKEN = (401, "A bearer or subject token that is not valid (signature, issuer, "
+                          "audience, or another project).")
+    TOKEN_EXPIRED = (401, "A bearer or subject token that has expired; exchange a fresh one.")
+    NOT_FOUND = (404, "No route matches the path (for example an empty or slash-containing id).")
+    THREAD_NOT_FOUND = (404, "No such thread in the caller's project (or it belongs to another "
+                             "userKey).")
+    MESSAGE_NOT_FOUND = (404, "No such message in the thread.")
+    RUN_NOT_FOUND = (404, "No such run in the thread.")
+    COMPONENT_NOT_FOUND = (404, "No such component in the thread.")
+    METHOD_NOT_ALLOWED = (405, "The path exists but not with this method; see the `Allow` header.")
+    NO_NEW_INPUT = (400, "An AG-UI input with nothing new for the thread: no closing user message"
+                         " and no answer to its pending tool calls.")
+    AGENT_NOT_FOUND = (404, "No such agent (`GET /v1/agents` lists them); also a thread or API "
+                            "key whose agent is no longer configured.")
+    SYSTEM_PROMPT_NOT_ALLOWED = (400, "The request carries a `system` or `developer` message and "
+                                      "the agent does not allow client system prompts "
+                                      "(`allow_client_system_prompt`).")
+    THREAD_AGENT_MISMATCH = (409, "The thread runs another agent (`agent`): a thread keeps the "
+                                  "agent of its first run.")
+    RUN_ID_IN_USE = (409, "The `runId` names a run of another thread.")
+    CONCURRENT_RUN = (409, "A run is already active on the thread (`currentRunId`).")
+    IDEMPOTENCY_KEY_IN_USE = (409, "A request with this Idempotency-Key is still being processed;"
+                                   " retry later.")
+    JSON_PATCH_TEST_FAILED = (409, "A `test` operation of the patch failed.")
+    STATE_UPDATE_CONFLICT = (409, "The component state is contended; retry.")
+    REVISION_MISMATCH = (412, "`If-Match` names a revision that is not the current one.")
+    PAYLOAD_TOO_LARGE = (413, "The request body is larger than `GATEWAY_MAX_BODY_BYTES` (default "
+                              "10 MiB).")
+    ATTACHMENT_TOO_LARGE = (413, "An attachment is larger than `GATEWAY_MAX_ATTACHMENT_BYTES`.")
+    MESSAGE_TOO_LARGE = (413, "The message's text is longer than `GATEWAY_MAX_MESSAGE_CHARS`.")
+    SCHEMA_TOO_LARGE = (413, "A tool's or component's schemas are larger than "
+                             "`GATEWAY_MAX_SCHEMA_BYTES`.")
+    TOO_MANY_TOOLS = (400, "The request declares more tools than `GATEWAY_MAX_TOOLS`.")
+    TOO_MANY_COMPONENTS = (400, "The request declares more components than "
+                                "`GATEWAY_MAX_COMPONENTS`.")
+    JSON_TOO_DEEP = (400, "The body nests arrays and objects deeper than "
+                          "`GATEWAY_MAX_JSON_DEPTH`.")
+    RATE_LIMITED = (429, "The API key or user started its runs per minute; retry after "
+                         "`Retry-After` seconds (`limitScope`: apiKey or user).")
+    TOO_MANY_CONCURRENT_RUNS = (429, "The API key or user has its limit of runs going at once; "
+                                     "retry after `Retry-After` seconds or when one ends.")
+    TOKEN_BUDGET_EXCEEDED = (429, "The API key's daily token budget is spent; `Retry-After` says "
+                                  "when the UTC day ends.")
+    IDEMPOTENCY_KEY_REUSED = (422, "This Idempotency-Key was already used with a different "
+                                   "request (body or user).")
+    STATE_SCHEMA_VIOLATION = (422, "The new state does not match the component's `stateSchema`.")
+    UNSUPPORTED_MEDIA_TYPE = (415, "The body's media type is not one this operation takes.")
+    INTERNAL_ERROR = (500, "An unexpected error; the body carries an incident id, never a trace.")
+    LLM_ERROR = (502, "The model provider failed (one-shot model calls).")
+    LLM_CLIENT_ERROR = (502, "The model provider refused the request.")
+    LLM_SERVER_ERROR = (502, "The model provider had a temporary error.")
+    LLM_RATE_LIMITED = (502, "The model provider rate-limited the gateway.")
+    LLM_AUTHENTICATION_ERROR = (502, "The model provider rejected the gateway's credentials.")
+    LLM_TIMEOUT = (502, "The model provider did not answer in time.")
+    LLM_CONTEXT_WINDOW_EXCEEDED = (502, "The thread is too long for the model.")
+    DATABASE_UNAVAILABLE = (503, "The gateway cannot reach its database for a moment (a restart, "
+                                 "a network blip); retry shortly.")
+    REDIS_UNAVAILABLE = (503, "Redis (`GATEWAY_REDIS_URL`) does not answer; the process should "
+                              "get no traffic until it does.")
+    LLM_UNREACHABLE = (502, "The gateway cannot connect to the model provider (connection "
+                            "refused, unknown host, connect timeout).")
+    SHUTTING_DOWN = (503, "The gateway is shutting down and starts no new run; retry after "
+                          "`Retry-After` seconds (another process may take it).")
+
+
+# The catalogue by code, for what reads codes as strings (the OpenAPI generator, the docs test).
+CATALOGUE: dict[str, Problem] = {problem.name: problem for problem in Problem}
+
+
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
+    """A refusal before any stream starts: answered as problem+json (`api/errors.py`) with the
+    problem's status and code, `detail` and any `extra` fields."""
+
+    def __init__(self, problem: Problem, detail: str, **extra: Any) -> None:
         super().__init__(detail)
-        self.status, self.code, self.detail, self.extra = status, code, detail, extra
+        self.problem, self.detail, self.extra = problem, detail, extra
+        self.status, self.code = problem.status, problem.name
 
 
 class InvalidRequest(Exception):

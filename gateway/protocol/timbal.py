@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .clock import iso_ms
 
@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 
 Frame = dict[str, Any]
 FrameKind = Literal["start", "append", "set", "delete", "control", "invalid"]
+
+
+class FrameSink(Protocol):
+    """Where a run's frames go (the run's recorder): the agent loop and the component state
+    service write to it, and know nothing of logs or databases behind it."""
+
+    async def emit(self, frame: Frame) -> None: ...
+
 
 # Control frame names. `error` is the one the Timbal core defines; the rest are ours.
 RUN_STARTED = "run.started"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import Store
 from ..store.tables import MessageRow, RunRow, ThreadRow
@@ -35,7 +35,7 @@ def fingerprint(request: dict[str, Any], user_key: str | None) -> str:
 
 
 def reused(key: str) -> ApiError:
-    return ApiError(422, "IDEMPOTENCY_KEY_REUSED",
+    return ApiError(Problem.IDEMPOTENCY_KEY_REUSED,
                     "This Idempotency-Key was already used with a different request; use a new "
                     "key for a new request", idempotencyKey=key)
 
@@ -91,7 +91,7 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
         if current is None:
             current, fresh = await store.get_thread(project_id, thread.id), True
         if current is None:
-            raise ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread.id} not found",
+            raise ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread.id} not found",
                            threadId=thread.id)
         new_run_id, now = run_id or new_id("run_"), now_ms()
         try:
@@ -100,7 +100,7 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
                         thread.id, idempotency_key) is not None:
                     current = None
                     continue  # a racing request with this key started it meanwhile: attach
-                raise ApiError(409, "CONCURRENT_RUN",
+                raise ApiError(Problem.CONCURRENT_RUN,
                                f"A run is already active on thread {thread.id}",
                                threadId=thread.id, currentRunId=current.current_run_id)
             inputs = await validated_inputs(current, spec, new_run_id, now)
@@ -114,7 +114,7 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
         if outcome == "started":
             return StartedRun(run, attached=False)
         current = None  # `conflict` or `duplicate`: the thread moved on meanwhile; look again.
-    raise ApiError(409, "CONCURRENT_RUN",
+    raise ApiError(Problem.CONCURRENT_RUN,
                    f"Thread {thread.id} changed while the run was starting; please retry",
                    threadId=thread.id)
 
@@ -151,11 +151,11 @@ async def validated_inputs(thread: ThreadRow, spec: RunSpec, run_id: str,
     if previous is None and thread.last_completed_run_id is not None:
         # As the real server: continuing a thread that has runs must name the last one, so
         # a client with a stale view of the thread cannot talk over a newer run.
-        raise ApiError(400, "INVALID_PREVIOUS_RUN",
+        raise ApiError(Problem.INVALID_PREVIOUS_RUN,
                        "previousRunId is required when continuing a thread with existing "
                        "messages", lastCompletedRunId=thread.last_completed_run_id)
     if previous is not None and previous != thread.last_completed_run_id:
-        raise ApiError(400, "INVALID_PREVIOUS_RUN",
+        raise ApiError(Problem.INVALID_PREVIOUS_RUN,
                        f"previousRunId {previous} does not match last completed run "
                        f"{thread.last_completed_run_id or '(none)'}",
                        lastCompletedRunId=thread.last_completed_run_id)
@@ -165,15 +165,15 @@ async def validated_inputs(thread: ThreadRow, spec: RunSpec, run_id: str,
     missing = sorted(set(pending) - set(given))
     extra = sorted(set(given) - set(pending))
     if duplicates:
-        raise ApiError(400, "INVALID_TOOL_RESULT",
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
                        f"Tool results given more than once: {', '.join(duplicates)}",
                        reason="DUPLICATE_RESULTS", duplicateToolCallIds=duplicates)
     if missing:
-        raise ApiError(400, "INVALID_TOOL_RESULT",
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
                        f"Missing tool results for pending tool calls: {', '.join(missing)}",
                        reason="MISSING_RESULTS", missingToolCallIds=missing)
     if extra:
-        raise ApiError(400, "INVALID_TOOL_RESULT",
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
                        f"Tool results provided for unknown tool calls: {', '.join(extra)}",
                        reason="EXTRA_RESULTS", extraToolCallIds=extra)
     return [MessageRow(id=new_id(), thread_id=thread.id, run_id=run_id, role="user",

@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..protocol.problems import Problem
 from .log import Entry, LiveLog
 from .quotas import Counters
 
@@ -67,7 +68,7 @@ class Probe:
     """A part the backend depends on, as `/ready` reports it when it does not answer."""
 
     name: str  # its key in `/ready`'s checks: "database", "redis"
-    code: str  # the problem code: "DATABASE_UNAVAILABLE"
+    problem: Problem  # what `/ready` answers: Problem.DATABASE_UNAVAILABLE
     detail: str  # "The database cannot be reached"
     ping: Callable[[], Awaitable[object]]
 

@@ -35,6 +35,7 @@ from jsonschema.validators import validator_for
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.problems import Problem
 from ..store.repository import Store
 from ..store.tables import ComponentRow
 from .log import LiveLog
@@ -55,13 +56,12 @@ class ComponentStateError(Exception):
     model see it as the tool's error), and the REST route turns the code into its HTTP status.
     """
 
-    def __init__(self, code: str, message: str, **details: Any) -> None:
+    def __init__(self, code: Problem | str, message: str, **details: Any) -> None:
         super().__init__(message)
-        self.code, self.message, self.details = code, message, details
-
-
-class FrameSink(Protocol):
-    async def emit(self, frame: timbal.Frame) -> None: ...
+        # A member of the catalogue; a code by name too, for tools written against the
+        # public `code` string.
+        self.problem = code if isinstance(code, Problem) else Problem[code]
+        self.code, self.message, self.details = self.problem.name, message, details
 
 
 class LiveRun(Protocol):
@@ -69,7 +69,7 @@ class LiveRun(Protocol):
     def live(self) -> LiveLog: ...
 
     @property
-    def recorder(self) -> FrameSink | None: ...
+    def recorder(self) -> timbal.FrameSink | None: ...
 
 
 class RunLookup(Protocol):
@@ -110,11 +110,11 @@ class ComponentStates:
         refused update changes nothing.
         """
         if (state is None) == (patch is None):
-            raise ComponentStateError("VALIDATION_ERROR",
+            raise ComponentStateError(Problem.VALIDATION_ERROR,
                            "Provide exactly one of 'state' (a full replacement) or 'patch'",
                            threadId=thread_id, componentId=component_id)
         if state is not None and not isinstance(state, dict):
-            raise ComponentStateError("VALIDATION_ERROR", "'state' must be a JSON object",
+            raise ComponentStateError(Problem.VALIDATION_ERROR, "'state' must be a JSON object",
                            threadId=thread_id, componentId=component_id)
         if patch is not None:
             check_patch(patch)
@@ -126,7 +126,7 @@ class ComponentStates:
             for _ in range(MAX_ATTEMPTS):
                 row = await self._row(thread_id, component_id)
                 if expected is not None and row.revision not in expected:
-                    raise ComponentStateError("REVISION_MISMATCH",
+                    raise ComponentStateError(Problem.REVISION_MISMATCH,
                                    f"Component {component_id} is at revision {row.revision}",
                                    componentId=component_id, revision=row.revision)
                 old = row.state or {}
@@ -142,7 +142,7 @@ class ComponentStates:
                     await self._publish(thread_id, component_id, row.revision, old, new, ops)
                     return new, row.revision + 1
                 await asyncio.sleep(random.uniform(0, 0.005))  # another process wrote first
-        raise ComponentStateError("STATE_UPDATE_CONFLICT",
+        raise ComponentStateError(Problem.STATE_UPDATE_CONFLICT,
                        f"Component {component_id} is being updated too often; retry",
                        componentId=component_id, isRetryable=True)
 
@@ -152,7 +152,7 @@ class ComponentStates:
     async def _row(self, thread_id: str, component_id: str) -> ComponentRow:
         row = await self.store.get_component(thread_id, component_id)
         if row is None:
-            raise ComponentStateError("COMPONENT_NOT_FOUND",
+            raise ComponentStateError(Problem.COMPONENT_NOT_FOUND,
                            f"Component {component_id} not found in thread {thread_id}",
                            threadId=thread_id, componentId=component_id)
         return row
@@ -255,9 +255,9 @@ def run_components() -> ThreadComponents:
 def check_patch(patch: Any) -> None:
     """Refuse a patch that is not a list of well-formed RFC 6902 operations."""
     if not isinstance(patch, list):
-        raise ComponentStateError("INVALID_JSON_PATCH", "'patch' must be an array of operations")
+        raise ComponentStateError(Problem.INVALID_JSON_PATCH, "'patch' must be an array of operations")
     if not patch:
-        raise ComponentStateError("VALIDATION_ERROR", "'patch' must not be empty")
+        raise ComponentStateError(Problem.VALIDATION_ERROR, "'patch' must not be empty")
     for index, op in enumerate(patch):
         if not isinstance(op, dict) or op.get("op") not in PATCH_OPS:
             raise _invalid(index, op, "an operation must be an object whose 'op' is one of "
@@ -277,12 +277,12 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str,
         try:
             doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
         except jsonpatch.JsonPatchTestFailed as exc:
-            raise ComponentStateError("JSON_PATCH_TEST_FAILED", f"Operation {index} (test) failed: {exc}",
+            raise ComponentStateError(Problem.JSON_PATCH_TEST_FAILED, f"Operation {index} (test) failed: {exc}",
                            index=index, operation=op) from None
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError) as exc:
             raise _invalid(index, op, str(exc)) from None
     if not isinstance(doc, dict):
-        raise ComponentStateError("INVALID_JSON_PATCH", "The patch would make the state a non-object")
+        raise ComponentStateError(Problem.INVALID_JSON_PATCH, "The patch would make the state a non-object")
     return doc
 
 
@@ -295,7 +295,7 @@ def check_state(schema: dict[str, Any] | None, state: dict[str, Any]) -> None:
         return
     error = best_match(validator.iter_errors(state))
     if error is not None:
-        raise ComponentStateError("STATE_SCHEMA_VIOLATION",
+        raise ComponentStateError(Problem.STATE_SCHEMA_VIOLATION,
                        f"The state does not match the component's stateSchema: {error.message}",
                        path=_pointer(error.absolute_path),
                        schemaPath=_pointer(error.absolute_schema_path))
@@ -316,7 +316,7 @@ def _validator(schema_json: str) -> Validator | None:
 
 
 def _invalid(index: int, op: Any, reason: str) -> ComponentStateError:
-    return ComponentStateError("INVALID_JSON_PATCH", f"Operation {index} is invalid: {reason}",
+    return ComponentStateError(Problem.INVALID_JSON_PATCH, f"Operation {index} is invalid: {reason}",
                     index=index, operation=op)
 
 

@@ -20,6 +20,7 @@ from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.run_errors import error_frame, run_error
 from ..protocol.run_spec import RunSpec
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
@@ -30,6 +31,7 @@ from .log_writer import LogWriter
 from .phase import RunPhase
 from .recorder import RunRecorder
 from .registry import ActiveRun
+from .run_hooks import RunHooks
 from .salvage import save_failed_message, save_partial_answer
 from .supervisor import lost_frame
 from .timings import Timings
@@ -37,14 +39,13 @@ from .usage import UsageMeter, api_key_id, with_usage
 
 log = logging.getLogger(__name__)
 
-CANCELLED_ERROR = {"code": "CANCELLED", "message": "Run cancelled"}
-SHUTDOWN_ERROR = {"code": "SERVER_SHUTDOWN", "message": "The gateway is restarting",
-                  "category": "server_error", "isRetryable": True, "status": 503}
-UNAVAILABLE_ERROR = {"code": "DATABASE_UNAVAILABLE",
-                     "message": "The gateway lost its database during this run",
-                     "category": "server_error", "isRetryable": True, "status": 503}
-INTERNAL_ERROR = {"code": "INTERNAL_ERROR", "message": "An internal error occurred",
-                  "category": "server_error", "isRetryable": False}
+CANCELLED_ERROR = run_error("CANCELLED", "Run cancelled", category=None, retryable=None)
+SHUTDOWN_ERROR = run_error("SERVER_SHUTDOWN", "The gateway is restarting", retryable=True,
+                           status=503)
+UNAVAILABLE_ERROR = run_error("DATABASE_UNAVAILABLE",
+                              "The gateway lost its database during this run", retryable=True,
+                              status=503)
+INTERNAL_ERROR = run_error("INTERNAL_ERROR", "An internal error occurred")
 
 
 @dataclass(frozen=True)
@@ -133,25 +134,24 @@ class RunExecutor:
                                 [timbal.control(timbal.RUN_CANCELLED)], error=CANCELLED_ERROR)
             else:  # the process is shutting down: the client may simply retry
                 await self._end(active, recorder, "failed",
-                                [timbal.control(timbal.ERROR, **SHUTDOWN_ERROR)],
+                                [error_frame(SHUTDOWN_ERROR)],
                                 error=SHUTDOWN_ERROR)
                 raise
         except ModelError as exc:
-            error = {"code": exc.code, "message": exc.message, "category": exc.category,
-                     "isRetryable": exc.retryable, "status": exc.status}
-            await self._end(active, recorder, "failed", [timbal.control(timbal.ERROR, **error)],
-                            error=error)
+            error = run_error(exc.code, exc.message, category=exc.category,
+                              retryable=exc.retryable, status=exc.status)
+            await self._end(active, recorder, "failed", [error_frame(error)], error=error)
         except UNAVAILABLE as error:
             log.warning("run %s: the database became unreachable (%s); ending it", run.id,
                         type(error).__name__)
             await self._end(active, recorder, "failed",
-                            [timbal.control(timbal.ERROR, **UNAVAILABLE_ERROR)],
+                            [error_frame(UNAVAILABLE_ERROR)],
                             error=UNAVAILABLE_ERROR)
             await self._keep_answer(run, recorder)
         except Exception:
             log.exception("run %s failed", run.id)
             await self._end(active, recorder, "failed",
-                            [timbal.control(timbal.ERROR, **INTERNAL_ERROR)],
+                            [error_frame(INTERNAL_ERROR)],
                             error=INTERNAL_ERROR)
         finally:
             try:
@@ -208,7 +208,7 @@ class RunExecutor:
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
             on_model=self._model_recorder(run.id, model, meter),
-            on_usage=meter.add,
+            hooks=RunHooks(model, meter),
         )
         if agent is not None:
             run_input = as_agent(run_input, agent, self.setup.agent_tools)
@@ -305,7 +305,7 @@ class RunExecutor:
             except Exception as error:
                 if loop.time() > deadline:
                     log.error("run %s: could not record its end (%s)", run.id, error)
-                    recorder.show(timbal.control(timbal.ERROR, **UNAVAILABLE_ERROR))
+                    recorder.show(error_frame(UNAVAILABLE_ERROR))
                     return True
                 log.warning("run %s: recording its end failed (%s); retrying", run.id, error)
                 await asyncio.sleep(self.timings.commit_retry_seconds)

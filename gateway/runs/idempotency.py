@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from ..protocol.clock import now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import Store
 from ..store.tables import IdempotencyKeyRow, ThreadRow
@@ -54,7 +54,7 @@ async def start_new_thread_once(store: Store, start_on: StartOn, ttl_seconds: fl
         if attached is not None:
             return attached
         if loop.time() > deadline:
-            raise ApiError(409, "IDEMPOTENCY_KEY_IN_USE",
+            raise ApiError(Problem.IDEMPOTENCY_KEY_IN_USE,
                            "A request with this Idempotency-Key is still being processed; "
                            "retry later", idempotencyKey=key)
         await asyncio.sleep(timings.idempotency_poll_seconds)

@@ -23,11 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from redis.exceptions import RedisError
-
 from ..observability import metrics
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +68,9 @@ def user_subject(project: str, scope: str, limits: Limits) -> Subject:
     return Subject("user", f"user:{digest}", limits)
 
 
-CODES: dict[Exceeded, str] = {"tokens": "TOKEN_BUDGET_EXCEEDED", "rate": "RATE_LIMITED",
-                              "concurrent": "TOO_MANY_CONCURRENT_RUNS"}
+PROBLEMS: dict[Exceeded, Problem] = {"tokens": Problem.TOKEN_BUDGET_EXCEEDED,
+                                     "rate": Problem.RATE_LIMITED,
+                                     "concurrent": Problem.TOO_MANY_CONCURRENT_RUNS}
 
 
 def refusal(subject: Subject, exceeded: Exceeded, now: int) -> "QuotaExceeded":
@@ -87,17 +86,22 @@ def refusal(subject: Subject, exceeded: Exceeded, now: int) -> "QuotaExceeded":
         limit, wait_ms = subject.limits.concurrent_runs, CONCURRENCY_RETRY_SECONDS * 1000
         detail = f"{who.capitalize()} may have {limit} runs at once; wait for one to end"
     retry = max(1, math.ceil(wait_ms / 1000))
-    code = CODES[exceeded]
-    metrics.REFUSALS.labels(code).inc()
-    return QuotaExceeded(code, f"{detail}; retry after {retry} s", retry, limit=limit,
+    kind = PROBLEMS[exceeded]
+    metrics.REFUSALS.labels(kind.name).inc()
+    return QuotaExceeded(kind, f"{detail}; retry after {retry} s", retry, limit=limit,
                          limitScope=subject.kind, retryAfter=retry)
+
+
+class CountersUnavailable(Exception):
+    """Shared counters that cannot be reached: a run is let through unchecked, a slot expires
+    by itself (the backend raises it for its own connection errors)."""
 
 
 class QuotaExceeded(ApiError):
     """A 429; `headers` go on the response (`Retry-After`)."""
 
-    def __init__(self, code: str, detail: str, retry_after: int, **extra: Any) -> None:
-        super().__init__(429, code, detail, **extra)
+    def __init__(self, kind: Problem, detail: str, retry_after: int, **extra: Any) -> None:
+        super().__init__(kind, detail, **extra)
         self.headers = {"Retry-After": str(retry_after)}
 
 
@@ -129,7 +133,7 @@ class Ticket:
         self.released = True
         try:
             await self.quotas.counters.release(self.id, self.subjects)
-        except (RedisError, OSError) as error:  # the slot expires by itself (module doc)
+        except (CountersUnavailable, OSError) as error:  # the slot expires by itself (module doc)
             log.warning("could not release quota slot %s (%s)", self.id, error)
 
     @property
@@ -142,7 +146,7 @@ class Ticket:
             return
         try:
             await self.quotas.counters.add_tokens(counted, tokens, now_ms())
-        except (RedisError, OSError) as error:
+        except (CountersUnavailable, OSError) as error:
             log.warning("tokens of quota %s not counted (%s)", self.id, error)
 
 
@@ -165,7 +169,7 @@ class Quotas:
         now = now_ms()
         try:
             over = await self.counters.acquire(ticket.id, subjects, now)
-        except (RedisError, OSError) as error:
+        except (CountersUnavailable, OSError) as error:
             log.warning("quota counters unreachable (%s); admitting the run unchecked", error)
             return ticket
         if over is not None:

@@ -19,24 +19,21 @@ from typing import Protocol
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.run_errors import error_frame, run_error
 from ..protocol.timbal import RUN_LOST
 from ..store.repository import Store
 from .salvage import save_partial_answer
 from .timings import Timings
 
-RUN_LOST_ERROR = {
-    "code": RUN_LOST,
-    "message": "The gateway process running this run stopped before it finished",
-    "category": "server_error",
-    "isRetryable": True,
-    "status": 503,
-}
+RUN_LOST_ERROR = run_error(RUN_LOST,
+                           "The gateway process running this run stopped before it finished",
+                           retryable=True, status=503)
 
 log = logging.getLogger(__name__)
 
 
 def lost_frame() -> timbal.Frame:
-    return timbal.control(timbal.ERROR, **RUN_LOST_ERROR)
+    return error_frame(RUN_LOST_ERROR)
 
 
 class Supervised(Protocol):

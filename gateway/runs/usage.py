@@ -1,8 +1,9 @@
 """Usage metering: every model call of a run counted once, for the run's record and quotas.
 
 The agent loop hands each call's `Usage` (reported once, at the end of its stream) to its
-`on_usage` hook: `UsageMeter.add` adds it to the run's `RunUsage` under the model that answered
-(the requested one, or the one a fallback list says served it) and to the run's quota ticket
+`tokens_used` hook (`runs/run_hooks.py`): `UsageMeter.add` adds it to the run's `RunUsage`
+under the model that answered (the requested one, or the one a fallback list says served it)
+and to the run's quota ticket
 (the API key's daily token budget), so what a user is shown and what a quota counts are the
 same numbers. No wrapper around the model: nothing more per streamed token. The run's end
 writes the sums (`execution.RunExecutor._end`).
@@ -20,8 +21,8 @@ from .quotas import Ticket
 
 
 class UsageMeter:
-    """Counts each model call's reported usage (the agent loop's `on_usage`) under the model
-    that answered it: the run's, or the one a fallback list says served it (`served`)."""
+    """Counts each model call's reported usage (the agent loop's `tokens_used` hook) under the
+    model that answered it: the run's, or the one a fallback list says served it (`served`)."""
 
     def __init__(self, usage: RunUsage, model: str, ticket: Ticket | None = None) -> None:
         self.usage, self.model = usage, model

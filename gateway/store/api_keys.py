@@ -7,23 +7,26 @@ from collections.abc import Sequence
 from sqlalchemy import func, or_, update
 from sqlmodel import select
 
-from .base import Queries
+from .base import Queries, operation
 from .tables import ApiKeyRow
 
 
 class ApiKeyQueries(Queries):
 
+    @operation
     async def add_api_key(self, row: ApiKeyRow) -> None:
         async with self.session() as session:
             session.add(row)
             await session.commit()
 
+    @operation
     async def find_api_key(self, key_hash: str) -> ApiKeyRow | None:
         """The key with this hash, revoked or expired ones included (the caller judges)."""
         async with self.session() as session:
             result = await session.exec(select(ApiKeyRow).where(ApiKeyRow.key_hash == key_hash))
             return result.first()
 
+    @operation
     async def list_api_keys(self, project_id: str | None = None) -> Sequence[ApiKeyRow]:
         query = select(ApiKeyRow).order_by(ApiKeyRow.project_id, ApiKeyRow.created_ms)
         if project_id is not None:
@@ -31,6 +34,7 @@ class ApiKeyQueries(Queries):
         async with self.session() as session:
             return (await session.exec(query)).all()
 
+    @operation
     async def revoke_api_key(self, key_id: str, project_id: str, now: int) -> bool:
         """Revoke a key of the project; False if there is no such key or it was revoked."""
         async with self.session() as session:
@@ -40,6 +44,7 @@ class ApiKeyQueries(Queries):
             await session.commit()
             return result.rowcount == 1
 
+    @operation
     async def count_usable_api_keys(self, now: int) -> int:
         """Keys neither revoked nor expired: while there is one, development mode is off."""
         async with self.session() as session:

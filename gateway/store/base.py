@@ -1,11 +1,14 @@
-"""What every query class shares: a session factory on one engine, and keyset pages."""
+"""What every query class shares: a session factory on one engine, the operation hook, and
+keyset pages."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from asyncpg.exceptions import CannotConnectNowError
 from sqlalchemy import Table, bindparam, inspect, text, update
@@ -93,22 +96,61 @@ async def holds_lease(connection: AsyncSession | AsyncConnection, fence: Fence |
     return held.rowcount == 1
 
 
+class StoreHooks(Protocol):
+    """Told the time of each store operation (an operator's metrics); the store knows no more."""
+
+    def operation_timed(self, name: str, seconds: float) -> None: ...
+
+
+class _Untimed:
+    def operation_timed(self, name: str, seconds: float) -> None:
+        pass
+
+
+Q = TypeVar("Q", bound="Queries")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def operation(method: Callable[Concatenate[Q, P], Awaitable[R]]
+              ) -> Callable[Concatenate[Q, P], Awaitable[R]]:
+    """A store operation: its time (failed ones too: a timeout is latency) goes to the store's
+    hooks, named after the method."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def timed(self: Q, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        started = time.perf_counter()
+        try:
+            return await method(self, *args, **kwargs)
+        finally:
+            self.hooks.operation_timed(name, time.perf_counter() - started)
+
+    return timed
+
+
 class Queries:
     """Every write that must be atomic is one statement or one transaction in a subclass, so the
-    callers (`runs`, `api`) never hold a session across an await on anything else."""
+    callers (`runs`, `api`) never hold a session across an await on anything else.
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    Each public operation is marked `@operation`: its time, waiting for a connection included,
+    goes to `hooks` under the method's name."""
+
+    def __init__(self, engine: AsyncEngine, hooks: StoreHooks | None = None) -> None:
         self.engine = engine
+        self.hooks: StoreHooks = hooks if hooks is not None else _Untimed()
         self._sessions = session_factory(engine)
 
     def session(self) -> AsyncSession:
         return self._sessions()
 
+    @operation
     async def ping(self) -> None:
         """A trivial query: raises if the database does not answer (`/ready`)."""
         async with self.engine.connect() as connection:
             await connection.execute(text("SELECT 1"))
 
+    @operation
     async def notify(self, channel: str, payload: str) -> None:
         """PostgreSQL's `NOTIFY` on `channel` (`backends/postgres.py`)."""
         async with self.engine.connect() as connection:

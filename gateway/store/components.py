@@ -7,22 +7,25 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import select
 
-from .base import Fence, Queries, holds_lease
+from .base import Fence, Queries, holds_lease, operation
 from .tables import ComponentRow
 
 
 class ComponentQueries(Queries):
 
+    @operation
     async def components_of(self, thread_id: str) -> dict[str, ComponentRow]:
         query = select(ComponentRow).where(ComponentRow.thread_id == thread_id)
         async with self.session() as session:
             return {row.id: row for row in (await session.exec(query)).all()}
 
+    @operation
     async def get_component(self, thread_id: str, component_id: str) -> ComponentRow | None:
         async with self.session() as session:
             row = await session.get(ComponentRow, component_id)
             return row if row is not None and row.thread_id == thread_id else None
 
+    @operation
     async def put_component(self, row: ComponentRow, fence: Fence | None = None) -> bool:
         """Create the component, or refresh its props, name and message if it exists.
 
@@ -42,6 +45,7 @@ class ComponentQueries(Queries):
             await session.commit()
             return True
 
+    @operation
     async def set_component_state(self, component_id: str, expected_revision: int,
                                   state: dict[str, Any], now: int) -> bool:
         """Compare-and-set: store `state` as revision `expected_revision + 1`, only if the

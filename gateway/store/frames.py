@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .base import ACTIVE_RUN_STATUSES, FrameEntry, Queries, table
+from .base import ACTIVE_RUN_STATUSES, FrameEntry, Queries, operation, table
 from .tables import RunFrameRow, RunRow, ThreadRow
 
 _frames, _threads, _runs = table(RunFrameRow), table(ThreadRow), table(RunRow)
@@ -58,6 +58,7 @@ class LeaseLost(Exception):
 
 class FrameLog(Queries):
 
+    @operation
     async def append_frames(self, run_id: str, entries: Sequence[FrameEntry],
                             owner: str | None = None) -> bool:
         """Persist a batch of the log; False if we are fenced out: with `owner` (the lease's
@@ -70,6 +71,7 @@ class FrameLog(Queries):
             return True
         return not await self.append_frames_batch([LogBatch(run_id, entries, owner)])
 
+    @operation
     async def append_frames_batch(self, batches: Sequence[LogBatch]) -> set[str]:
         """Persist batches of several runs' logs in one transaction; returns the runs that were
         fenced out (see `append_frames`). The common case is one commit for all of them, with
@@ -84,6 +86,7 @@ class FrameLog(Queries):
                 return {batches[0].run_id}
         return {run_id for b in batches for run_id in await self.append_frames_batch([b])}
 
+    @operation
     async def read_frames(self, run_id: str, after_seq: int = 0,
                           limit: int | None = None) -> list[RunFrameRow]:
         query = (select(RunFrameRow)
@@ -95,6 +98,7 @@ class FrameLog(Queries):
             return list((await session.exec(query)).all())
 
 
+    @operation
     async def last_frame(self, run_id: str) -> RunFrameRow | None:
         query = (select(RunFrameRow).where(RunFrameRow.run_id == run_id)
                  .order_by(RunFrameRow.seq.desc()).limit(1))

@@ -7,12 +7,13 @@ from typing import Any
 from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
 
-from .base import Queries
+from .base import Queries, operation
 from .tables import IdempotencyKeyRow
 
 
 class IdempotencyKeys(Queries):
 
+    @operation
     async def claim_idempotency_key(self, project_id: str, key: str,
                                     now: int) -> IdempotencyKeyRow | None:
         """Claim a key for this request; None if claimed now, else the existing claim."""
@@ -25,10 +26,12 @@ class IdempotencyKeys(Queries):
                 await session.rollback()
             return await session.get(IdempotencyKeyRow, (project_id, key))
 
+    @operation
     async def get_idempotency_key(self, project_id: str, key: str) -> IdempotencyKeyRow | None:
         async with self.session() as session:
             return await session.get(IdempotencyKeyRow, (project_id, key))
 
+    @operation
     async def set_idempotency_key(self, project_id: str, key: str, **values: Any) -> None:
         async with self.session() as session:
             await session.execute(update(IdempotencyKeyRow)
@@ -36,6 +39,7 @@ class IdempotencyKeys(Queries):
                 .values(**values))
             await session.commit()
 
+    @operation
     async def release_idempotency_key(self, project_id: str, key: str) -> None:
         async with self.session() as session:
             await session.execute(delete(IdempotencyKeyRow).where(

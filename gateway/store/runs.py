@@ -12,7 +12,7 @@ from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
-from .base import ACTIVE_RUN_STATUSES, FrameEntry, Page, Queries, _page, table, values_of
+from .base import ACTIVE_RUN_STATUSES, FrameEntry, Page, Queries, _page, operation, table, values_of
 from .frames import insert_frames
 from .tables import MessageRow, RunFrameRow, RunRow, ThreadRow
 from .usage import insert_usage
@@ -45,6 +45,7 @@ _RELEASE = (update(_threads)
 
 class RunQueries(Queries):
 
+    @operation
     async def start_run(self, run: RunRow, inputs: Sequence[MessageRow], now: int,
                         last_completed_run_id: str | None) -> str:
         """Take the thread's run lock, persist the run and its input, in one transaction.
@@ -69,6 +70,7 @@ class RunQueries(Queries):
             return "duplicate"
         return "started"
 
+    @operation
     async def start_run_on_new_thread(self, thread: ThreadRow, messages: Sequence[MessageRow],
                                       run: RunRow, inputs: Sequence[MessageRow]) -> None:
         """Create a thread with its first run already holding its lock, in one transaction:
@@ -79,6 +81,7 @@ class RunQueries(Queries):
             await connection.execute(insert(_threads), [values_of(thread)])
             await _insert_run(connection, run, [*messages, *inputs])
 
+    @operation
     async def set_run_model(self, run_id: str, model: str) -> None:
         """The model that answered the run, when a fallback did (the run is written with the
         model it expects to call)."""
@@ -86,6 +89,7 @@ class RunQueries(Queries):
             await session.execute(update(RunRow).where(RunRow.id == run_id).values(model=model))
             await session.commit()
 
+    @operation
     async def finish_run(
         self,
         run_id: str,
@@ -125,6 +129,7 @@ class RunQueries(Queries):
             return False
         return True
 
+    @operation
     async def end_orphaned_run(self, run: RunRow, now: int, status: str,
                                error: dict[str, Any], frame: dict[str, Any]) -> bool:
         """End a run whose owner process is gone (its lease expired), from any process.
@@ -161,16 +166,19 @@ class RunQueries(Queries):
 
     # -- runs ---------------------------------------------------------------------------------
 
+    @operation
     async def get_run(self, run_id: str) -> RunRow | None:
         async with self.session() as session:
             return await session.get(RunRow, run_id)
 
+    @operation
     async def find_run_by_idempotency_key(self, thread_id: str, key: str) -> RunRow | None:
         async with self.session() as session:
             query = select(RunRow).where(RunRow.thread_id == thread_id,
                                          RunRow.idempotency_key == key)
             return (await session.exec(query)).first()
 
+    @operation
     async def forget_run_idempotency_key(self, run_id: str) -> None:
         """Let an expired key be used again on the thread (its unique constraint)."""
         async with self.session() as session:
@@ -178,6 +186,7 @@ class RunQueries(Queries):
                                   .values(idempotency_key=None))
             await session.commit()
 
+    @operation
     async def list_runs(self, thread_id: str, limit: int, cursor: str | None) -> Page:
         query = select(RunRow).where(RunRow.thread_id == thread_id)
         if cursor:
@@ -189,6 +198,7 @@ class RunQueries(Queries):
             rows = list((await session.exec(query)).all())
         return _page(rows, limit, lambda row: [row.created_ms, row.id])
 
+    @operation
     async def renew_leases(self, run_ids: Sequence[str], owner: str, until: int) -> set[str]:
         """Extend `owner`'s leases; returns the runs it still holds (the others were reaped)."""
         if not run_ids:
@@ -205,6 +215,7 @@ class RunQueries(Queries):
             await session.commit()
             return set(held)
 
+    @operation
     async def expired_runs(self, now: int) -> list[RunRow]:
         query = select(RunRow).where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
                                      or_(RunRow.lease_expires_ms < now,
@@ -212,6 +223,7 @@ class RunQueries(Queries):
         async with self.session() as session:
             return list((await session.exec(query)).all())
 
+    @operation
     async def request_cancel(self, run_id: str, now: int) -> bool:
         """Flag an active run for cancellation by whichever process owns it."""
         async with self.session() as session:
@@ -223,6 +235,7 @@ class RunQueries(Queries):
             await session.commit()
             return result.rowcount == 1
 
+    @operation
     async def cancel_requested(self, run_ids: Sequence[str]) -> list[str]:
         """Which of these runs another process asked to cancel: one query for all of them."""
         if not run_ids:
@@ -232,6 +245,7 @@ class RunQueries(Queries):
         async with self.session() as session:
             return list((await session.exec(query)).all())
 
+    @operation
     async def touch_watched(self, run_id: str, now: int) -> None:
         async with self.session() as session:
             await session.execute(update(RunRow).where(RunRow.id == run_id)

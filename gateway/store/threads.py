@@ -8,12 +8,13 @@ from sqlalchemy import and_, delete, or_, update
 from sqlmodel import select
 
 from . import cursors
-from .base import Fence, Page, Queries, _page, holds_lease
+from .base import Fence, Page, Queries, _page, holds_lease, operation
 from .tables import ComponentRow, MessageRow, RunFrameRow, RunRow, ThreadRow
 
 
 class ThreadQueries(Queries):
 
+    @operation
     async def add(self, *rows: Any, fence: Fence | None = None) -> bool:
         """Insert the rows; with `fence`, only while that run's lease is held (else False)."""
         async with self.session() as session:
@@ -24,11 +25,13 @@ class ThreadQueries(Queries):
             await session.commit()
             return True
 
+    @operation
     async def get_thread(self, project_id: str, thread_id: str) -> ThreadRow | None:
         async with self.session() as session:
             row = await session.get(ThreadRow, thread_id)
             return row if row is not None and row.project_id == project_id else None
 
+    @operation
     async def list_threads(
         self, project_id: str, user_key: str | None, limit: int, cursor: str | None
     ) -> Page:
@@ -46,11 +49,13 @@ class ThreadQueries(Queries):
             rows = list((await session.exec(query)).all())
         return _page(rows, limit, lambda row: [row.created_ms, row.id])
 
+    @operation
     async def update_thread(self, thread_id: str, **values: Any) -> None:
         async with self.session() as session:
             await session.execute(update(ThreadRow).where(ThreadRow.id == thread_id).values(**values))
             await session.commit()
 
+    @operation
     async def delete_thread(self, thread_id: str) -> None:
         async with self.session() as session:
             run_ids = select(RunRow.id).where(RunRow.thread_id == thread_id)
@@ -61,10 +66,12 @@ class ThreadQueries(Queries):
             await session.commit()
 
 
+    @operation
     async def history(self, thread_id: str) -> list[MessageRow]:
         async with self.session() as session:
             return list((await session.exec(_history(thread_id))).all())
 
+    @operation
     async def thread_context(self, thread_id: str
                              ) -> tuple[list[MessageRow], dict[str, ComponentRow]]:
         """What a run on the thread starts from: its history and its components (one read)."""
@@ -74,6 +81,7 @@ class ThreadQueries(Queries):
                 select(ComponentRow).where(ComponentRow.thread_id == thread_id))).all()
         return rows, {row.id: row for row in components}
 
+    @operation
     async def list_messages(
         self, thread_id: str, limit: int, cursor: str | None, descending: bool
     ) -> Page:
@@ -87,12 +95,14 @@ class ThreadQueries(Queries):
             rows = list((await session.exec(query)).all())
         return _page(rows, limit, lambda row: [row.seq])
 
+    @operation
     async def get_message(self, thread_id: str, message_id: str) -> MessageRow | None:
         query = select(MessageRow).where(MessageRow.thread_id == thread_id,
                                          MessageRow.id == message_id)
         async with self.session() as session:
             return (await session.exec(query)).first()
 
+    @operation
     async def save_message_parts(self, message_id: str, parts: list[dict[str, Any]],
                                  cancelled: bool = False, fence: Fence | None = None) -> bool:
         async with self.session() as session:
@@ -104,6 +114,7 @@ class ThreadQueries(Queries):
             await session.commit()
             return True
 
+    @operation
     async def save_message_meta(self, message_id: str, meta: dict[str, Any]) -> None:
         async with self.session() as session:
             await session.execute(update(MessageRow).where(MessageRow.id == message_id)

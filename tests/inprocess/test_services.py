@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import Settings
+from gateway.protocol.problems import Problem
 from gateway.runs.backend import Unreachable
 from gateway.services import open_services
 from tests.inprocess.conftest import (
@@ -71,4 +72,4 @@ async def test_a_redis_that_does_not_answer_makes_the_process_unready(
     async with open_services(settings, model=model, timings=FAST) as services:
         with pytest.raises(Unreachable) as unreachable:
             await services.backend.ping()
-    assert unreachable.value.probe.code == "REDIS_UNAVAILABLE"
+    assert unreachable.value.probe.problem is Problem.REDIS_UNAVAILABLE

@@ -27,7 +27,7 @@ from ag_ui.core import (
 )
 from pydantic import ConfigDict, Field
 
-from ...protocol.problems import ApiError
+from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import (
     ClientTool,
     Component,
@@ -78,7 +78,7 @@ def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None
     if user is None and not results:
         message = ("must end with a user message, or answer the pending tool calls with tool "
                    "messages or resume entries")
-        raise ApiError(400, "NO_NEW_INPUT", f"Nothing to run: messages {message}",
+        raise ApiError(Problem.NO_NEW_INPUT, f"Nothing to run: messages {message}",
                        errors={"messages": message})
     context: dict[str, Any] = {}
     if body.context:
@@ -177,5 +177,5 @@ def _text(content: Any) -> str:
 
 
 def _invalid(field: str, message: str) -> ApiError:
-    return ApiError(400, "VALIDATION_ERROR", f"Invalid request: {field}: {message}",
+    return ApiError(Problem.VALIDATION_ERROR, f"Invalid request: {field}: {message}",
                     errors={field: message})

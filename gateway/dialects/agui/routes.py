@@ -30,7 +30,7 @@ from ...api.request_limits import check_run_request
 from ...api.runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
 from ...api.threads import initial_message_row
 from ...protocol.clock import now_ms
-from ...protocol.problems import ApiError
+from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import RunSpec
 from ...store.tables import RunRow, ThreadRow
 from . import input as agui_input
@@ -66,7 +66,7 @@ async def run_agent(request: Request) -> Response:
     existing = await svc.store.get_run(body.run_id)
     if existing is not None:
         if thread is None or existing.thread_id != thread.id:
-            raise ApiError(409, "RUN_ID_IN_USE", f"Run id {body.run_id} is already used",
+            raise ApiError(Problem.RUN_ID_IN_USE, f"Run id {body.run_id} is already used",
                            runId=body.run_id)
         return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
     if thread is None:
@@ -112,7 +112,7 @@ async def _create_thread(request: Request, project: str, body: RunAgentInput, sp
 
 
 def _not_found(thread_id: str) -> ApiError:
-    return ApiError(404, "THREAD_NOT_FOUND", f"Thread {thread_id} not found", threadId=thread_id)
+    return ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread_id} not found", threadId=thread_id)
 
 
 async def get_run(request: Request) -> Response:

@@ -29,7 +29,7 @@ from ...api.context import (
 from ...api.render import run_model
 from ...api.runs import cancel_run, check_run, event_cursor, event_stream, gated, run_in_thread
 from ...api.threads import new_thread
-from ...protocol.problems import ApiError
+from ...protocol.problems import ApiError, Problem
 from ...protocol.tambo import RunList, RunRequest, wire
 from ...runs.admission import StartedRun
 from ...store.tables import RunRow
@@ -58,7 +58,7 @@ def idempotency_key(request: Request) -> str | None:
         return None
     key = key.strip()
     if not key or len(key) > IDEMPOTENCY_KEY_MAX:
-        raise ApiError(400, "VALIDATION_ERROR",
+        raise ApiError(Problem.VALIDATION_ERROR,
                        f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} characters")
     return key
 

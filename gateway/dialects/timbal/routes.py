@@ -32,7 +32,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ...api.context import Services, may_see, project_of, services, thread_for, user_scope
 from ...api.runs import event_cursor, run_in_thread
 from ...protocol import timbal
-from ...protocol.problems import ApiError
+from ...protocol.problems import ApiError, Problem
+from ...protocol.run_errors import error_frame, run_error
 from ...protocol.translation import positioned
 from ...store.tables import ThreadRow
 from . import translate as view
@@ -49,7 +50,7 @@ def _since(request: Request) -> int | None:
     try:
         return view.since_ms(request.query_params.get("since"))
     except ValueError:
-        raise ApiError(400, "VALIDATION_ERROR", "since must be an ISO-8601 time with a zone, "
+        raise ApiError(Problem.VALIDATION_ERROR, "since must be an ISO-8601 time with a zone, "
                        "e.g. 2025-01-15T14:30:00.000Z", errors={"since": "not an ISO-8601 "
                                                                            "time"}) from None
 
@@ -195,7 +196,7 @@ class ThreadSocket:
 
 
 def _error(code: str, message: str) -> timbal.Frame:
-    return timbal.control(timbal.ERROR, code=code, message=message)
+    return error_frame(run_error(code, message, category=None, retryable=None))
 
 
 async def thread_socket(ws: WebSocket) -> None:

@@ -1,0 +1,47 @@
+"""What a load balancer and a monitoring system ask: `/health`, `/ready` and `/metrics`.
+
+`/health` only says the process is alive. `/ready` says whether it should get traffic: not while
+the database does not answer a trivial query, while Redis (when configured) does not answer a
+PING (a load balancer then sends requests elsewhere instead of to runs that would fail or lag),
+or while the process drains for shutdown. What is pinged is the backend's
+(`runs.backend.Backend.ping`), each part within two seconds. `/metrics` is the Prometheus text of
+`gateway.observability.metrics`.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..protocol.problems import Problem
+from ..runs.backend import Unreachable
+from .context import services
+from .errors import problem
+
+
+async def health(_: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def ready(request: Request) -> Response:
+    svc = services(request)
+    if svc.runs.refusal is not None:
+        return problem(Problem.SHUTTING_DOWN, "The gateway is shutting down")
+    try:
+        answered = await svc.backend.ping()
+    except Unreachable as unreachable:
+        return problem(unreachable.probe.problem, unreachable.probe.detail)
+    return JSONResponse({"status": "ready", "checks": dict.fromkeys(answered, "ok")})
+
+
+async def metrics(_: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+routes = [
+    Route("/health", health, methods=["GET"]),
+    Route("/ready", ready, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
+]
