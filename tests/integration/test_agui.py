@@ -126,8 +126,11 @@ def test_a_retried_run_id_replays_that_run(client: httpx.Client, scripted_model:
 def test_history_and_context_reach_the_model(client: httpx.Client, scripted_model: ScriptedModel):
     scripted_model.enqueue([{"content": "Sure."}], [{"content": "Again."}])
     body = agui_input(text="and now?", context=[{"description": "page", "value": "checkout"}])
-    body["messages"][:0] = [{"id": "s", "role": "system", "content": "Be brief."},
-                            {"id": "u0", "role": "user", "content": "earlier"},
+    # A client's system message is refused (docs/agents.md, "Prompt authority").
+    refused = client.post(RUN, json={**body, "messages": [
+        {"id": "s", "role": "system", "content": "Be brief."}, *body["messages"]]})
+    assert refused.status_code == 400 and refused.json()["code"] == "SYSTEM_PROMPT_NOT_ALLOWED"
+    body["messages"][:0] = [{"id": "u0", "role": "user", "content": "earlier"},
                             {"id": "a0", "role": "assistant", "content": "earlier answer"}]
     run_events(client, "POST", RUN, json=body)
     follow_up = agui_input(body["threadId"], text="more")
@@ -135,11 +138,9 @@ def test_history_and_context_reach_the_model(client: httpx.Client, scripted_mode
 
     first, second = (r["messages"] for r in scripted_model.requests)
     assert [(m["role"], m["content"][:14]) for m in first] == [
-        ("system", "Be brief."), ("user", "earlier"), ("assistant", "earlier answer"),
-        ("user", "and now?\n\nAddi")]
+        ("user", "earlier"), ("assistant", "earlier answer"), ("user", "and now?\n\nAddi")]
     assert "checkout" in first[-1]["content"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant", "user", "assistant",
-                                           "user"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user", "assistant", "user"]
     thread = client.get(f"/v1/threads/{body['threadId']}").json()
     assert thread["lastCompletedRunId"] == follow_up["runId"]
 
