@@ -77,8 +77,12 @@ def event_name(event: dict[str, Any]) -> str:
 @pytest.fixture(scope="module")
 def schema_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[InProcessGateway]:
-    server = InProcessGateway(tmp_path_factory.mktemp("schema-gateway"),
-                           scripted_env(scripted_model, GATEWAY_TOOLS=str(SERVER_TOOLS)))
+    workdir = tmp_path_factory.mktemp("schema-gateway")
+    # An agent that takes a client's system prompt, so a thread can store one (`x-system`).
+    (workdir / "agents.toml").write_text("[agents.default]\nallow_client_system_prompt = true\n")
+    server = InProcessGateway(workdir, scripted_env(
+        scripted_model, GATEWAY_TOOLS=str(SERVER_TOOLS),
+        GATEWAY_AGENTS_FILE=str(workdir / "agents.toml")))
     server.start()
     yield server
     server.stop()

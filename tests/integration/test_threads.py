@@ -44,13 +44,16 @@ def test_list_is_scoped_by_user_key_and_paginates(client: httpx.Client):
 
 
 def test_initial_messages_and_message_pagination(client: httpx.Client):
+    system = {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}
+    refused = client.post("/v1/threads", json={"initialMessages": [system]})
+    assert refused.status_code == 400 and refused.json()["code"] == "SYSTEM_PROMPT_NOT_ALLOWED"
     thread = client.post("/v1/threads", json={"initialMessages": [
-        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": "zero"},
         {"role": "user", "content": "one"},
         {"role": "assistant", "content": "two"},
     ]}).json()
     listing = client.get(f"/v1/threads/{thread['id']}/messages", params={"limit": 2}).json()
-    assert [m["role"] for m in listing["messages"]] == ["system", "user"]
+    assert [m["role"] for m in listing["messages"]] == ["user", "user"]
     assert listing["hasMore"] is True
     rest = client.get(f"/v1/threads/{thread['id']}/messages",
                       params={"limit": 2, "cursor": listing["nextCursor"]}).json()
@@ -58,7 +61,7 @@ def test_initial_messages_and_message_pagination(client: httpx.Client):
     assert rest["hasMore"] is False
 
     newest = client.get(f"/v1/threads/{thread['id']}/messages", params={"order": "desc"}).json()
-    assert [m["role"] for m in newest["messages"]] == ["assistant", "user", "system"]
+    assert [m["role"] for m in newest["messages"]] == ["assistant", "user", "user"]
     one = client.get(f"/v1/threads/{thread['id']}/messages/{newest['messages'][0]['id']}")
     assert one.json()["content"] == [{"type": "text", "text": "two"}]
     missing = client.get(f"/v1/threads/{thread['id']}/messages/nope")
