@@ -21,6 +21,7 @@ from starlette.types import ASGIApp
 from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
 from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
+from .api.development import DevelopmentGuard
 from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
 from .api.keyring import KeyRing, KeyRingMiddleware
@@ -92,9 +93,10 @@ async def health(_: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-# Outside the server-error handler, in this order: CORS, then the request id (so the 500 of an
+# Outside the server-error handler, in this order: the development-mode guard (so a foreign
+# origin's preflight is refused, not answered), CORS, then the request id (so the 500 of an
 # unexpected error carries both, and its log line names the request).
-OUTERMOST = (CORSMiddleware, RequestIdMiddleware)
+OUTERMOST = (DevelopmentGuard, CORSMiddleware, RequestIdMiddleware)
 
 
 class CorsOutermost(Starlette):
@@ -180,15 +182,17 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
             settings.oidc_issuers, settings.oidc_audience,
             settings.oauth_hs256_secret.get_secret_value() if settings.oauth_hs256_secret else None,
             settings.token_secret.get_secret_value() if settings.token_secret else None,
-            settings.token_ttl_seconds)
-        keyring = KeyRing(store, settings.key_cache_seconds)
+            settings.token_ttl_seconds, settings.oauth_hs256_issuer)
+        keyring = KeyRing(store, settings.key_cache_seconds,
+                          settings.failed_key_lookups_per_minute)
         app.state.services = Services(settings=settings, store=store, runs=manager, model=model,
                                       identity=identity, keyring=keyring, redis=fanout.redis)
         signals = DrainOnSignals.install(manager) if drain_on_signals else None
-        if settings.development_mode and not await keyring.any_usable():
-            log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
-                        "accepted and all callers share one project. Set it before exposing "
-                        "the gateway.")
+        if await keyring.development(settings):
+            log.warning("development mode: every x-api-key is accepted, all callers share one "
+                        "project, and only this machine is answered (loopback clients, Host "
+                        "names and origins). Create a key (gateway keys create) or set "
+                        "GATEWAY_API_KEYS to serve others.")
         if settings.model == DEMO_MODEL:
             log.warning("Using the built-in demo model (%s): it is a scripted stand-in, not a "
                         "real LLM. Set GATEWAY_MODEL to use a real one.", DEMO_MODEL)
@@ -231,7 +235,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
                 Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
-        middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+        middleware=[Middleware(DevelopmentGuard, settings=settings),
+                    Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
                                                "X-Request-Id", "Retry-After"], max_age=600),

@@ -57,6 +57,9 @@ CODES: dict[str, ErrorCode] = {
                                     "issuer, audience, or another project)."),
     "TOKEN_EXPIRED": ErrorCode(401, "A bearer or subject token that has expired; exchange a "
                                     "fresh one."),
+    "LOOPBACK_ONLY": ErrorCode(403, "Development mode (no API keys) answers this machine "
+                                    "only: the client address, `Host` or `Origin` is not "
+                                    "loopback."),
     "NOT_FOUND": ErrorCode(404, "No route matches the path (for example an empty or "
                                 "slash-containing id)."),
     "THREAD_NOT_FOUND": ErrorCode(404, "No such thread in the caller's project (or it belongs "
@@ -97,6 +100,9 @@ CODES: dict[str, ErrorCode] = {
     "TOO_MANY_CONCURRENT_RUNS": ErrorCode(429, "The API key or user has its limit of runs "
                                                "going at once; retry after `Retry-After` "
                                                "seconds or when one ends."),
+    "TOO_MANY_KEY_LOOKUPS": ErrorCode(429, "This client address presented more unknown API "
+                                           "keys than `GATEWAY_FAILED_KEY_LOOKUPS_PER_MINUTE`; "
+                                           "retry after `Retry-After` seconds."),
     "TOKEN_BUDGET_EXCEEDED": ErrorCode(429, "The API key's daily token budget is spent; "
                                             "`Retry-After` says when the UTC day ends."),
     "IDEMPOTENCY_KEY_REUSED": ErrorCode(422, "This Idempotency-Key was already used with a "
@@ -164,8 +170,9 @@ class Operation:
 
     def codes(self) -> list[str]:
         """Every problem code this operation can answer with, in a stable order."""
-        implied: list[str] = [] if self.public else ["UNAUTHORIZED", "INVALID_TOKEN",
-                                                     "TOKEN_EXPIRED"]
+        implied: list[str] = ["LOOPBACK_ONLY"]  # development mode, for any operation
+        if not self.public:
+            implied += ["UNAUTHORIZED", "INVALID_TOKEN", "TOKEN_EXPIRED", "TOO_MANY_KEY_LOOKUPS"]
         if self.body is not None:
             implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
             if self.body_media_type == "application/json":
