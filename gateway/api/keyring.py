@@ -128,20 +128,28 @@ class KeyRing:
         self._checked: float | None = None
         self._looking: dict[str, asyncio.Future[Any]] = {}
         self.failed = FailedLookups(failed_lookups_per_minute)
+        # Keys once found usable: looking them up again (to see a revocation) is never limited,
+        # so a flood of made-up keys from a shared address (a proxy) does not lock them out.
+        self._known: set[str] = set()
 
     async def resolve(self, key: str, client: str | None = None) -> ManagedKey | None:
-        """The usable managed key `key` is, or None. A lookup for `client` (an address) past
-        its limit of failed lookups raises `KeyLookupsExceeded` instead of asking."""
+        """The usable managed key `key` is, or None. Looking up a key never found usable for
+        `client` (an address) past its limit of failed lookups raises `KeyLookupsExceeded`
+        instead of asking."""
         digest = hash_key(key)
         cached = self._fresh(digest)
         if cached is not None:
             return usable(cached[1], now_ms())
-        if client is not None:
+        if client is not None and digest not in self._known:
             self.failed.check(client)
         cached = await self._shared(digest, lambda: self._look_up(
             digest, lambda: self.store.find_api_key(digest)))
         found = usable(cached[1], now_ms())
-        if found is None and client is not None:
+        if found is not None:
+            if len(self._known) >= CACHE_ENTRIES:
+                self._known.clear()
+            self._known.add(digest)
+        elif client is not None:
             self.failed.record(client)
         return found
 

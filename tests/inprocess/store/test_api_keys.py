@@ -112,6 +112,9 @@ async def test_unknown_keys_from_one_address_are_limited(store: Store) -> None:
     assert 1 <= exceeded.value.retry_after <= 60
     assert len(finds) == 4  # the refused lookup never reached the database
     assert await ring.resolve("gw_real-key", "10.0.0.1") is not None  # known keys still pass
+    ring.cache_seconds = 0  # and are looked up again (a revocation must be seen), unlimited
+    assert await ring.resolve("gw_real-key", "10.0.0.1") is not None
+    assert len(finds) == 5
     assert await ring.resolve("gw_made-up-4", "10.0.0.2") is None  # other addresses too
 
 
