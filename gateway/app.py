@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .api import agui, assist, audio, components, docs, oauth, playground, runs, threads, timbal
+from .api import assist, audio, components, docs, oauth, playground, threads
 from .api.body_limit import BodyLimitMiddleware
 from .api.context import Services
 from .api.development import DevelopmentGuard
@@ -26,6 +26,7 @@ from .api.errors import HANDLERS
 from .api.identity import IdentityProviders
 from .api.keyring import KeyRing, KeyRingMiddleware
 from .config import DEMO_MODEL, Settings, load_settings
+from .dialects import registry
 from .engine.adapters import model_adapter
 from .engine.direct_model import DirectModel
 from .engine.loop import ServerToolSpec
@@ -232,9 +233,10 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
     return CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]),
                 Route("/ready", ready, methods=["GET"]),
-                Route("/metrics", metrics_endpoint, methods=["GET"]), *runs.routes,
+                Route("/metrics", metrics_endpoint, methods=["GET"]),
+                *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agui.routes, *timbal.routes],
+                *docs.routes, *playground.routes],
         middleware=[Middleware(DevelopmentGuard, settings=settings),
                     Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import Settings
 from ..protocol.problems import ApiError
-from ..protocol.tambo import RunRequest, TextBlock, ToolResultBlock
+from ..protocol.run_spec import Block, RunSpec
 
 # A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
 _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
@@ -43,39 +43,35 @@ def check_json_depth(raw: bytes, limit: int) -> None:
                        limit=limit)
 
 
-def message_chars(body: RunRequest) -> int:
-    """Characters of text the input message carries (text blocks and tool results)."""
-    total = 0
-    for block in body.message.content:
-        if isinstance(block, TextBlock):
-            total += len(block.text)
-        elif isinstance(block, ToolResultBlock):
-            content = block.content
-            total += len(content) if isinstance(content, str) else sum(
-                len(b.text) for b in content if isinstance(b, TextBlock))
-    return total
+def _text_chars(blocks: list[Block]) -> int:
+    return sum(len(b["text"]) for b in blocks if b.get("type") == "text")
+
+
+def message_chars(spec: RunSpec) -> int:
+    """Characters of text the input carries (the user's text blocks and tool results)."""
+    total = _text_chars(spec.user.blocks) if spec.user is not None else 0
+    return total + sum(_text_chars(r.blocks) for r in spec.tool_results)
 
 
 def _schema_bytes(*schemas: Any) -> int:
     return sum(len(json.dumps(s, separators=(",", ":"))) for s in schemas if s is not None)
 
 
-def check_run_request(settings: Settings, body: RunRequest) -> None:
-    """The run request's message, tools and components within the configured limits."""
-    chars = message_chars(body)
+def check_run_request(settings: Settings, spec: RunSpec) -> None:
+    """The run's input, tools and components within the configured limits."""
+    chars = message_chars(spec)
     if chars > settings.max_message_chars:
         raise ApiError(413, "MESSAGE_TOO_LARGE",
                        f"The message carries {chars} characters of text; the limit is "
                        f"{settings.max_message_chars}", limit=settings.max_message_chars)
-    for kind, items, limit in (("tools", body.tools, settings.max_tools),
-                               ("components", body.availableComponents,
-                                settings.max_components)):
+    for kind, items, limit in (("tools", spec.client_tools, settings.max_tools),
+                               ("components", spec.components, settings.max_components)):
         if len(items) > limit:
             raise ApiError(400, f"TOO_MANY_{kind.upper()}",
                            f"The request declares {len(items)} {kind}; the limit is {limit}",
                            limit=limit)
-    named = [(t.name, t.inputSchema, t.outputSchema) for t in body.tools] + [
-        (c.name, c.propsSchema, c.stateSchema) for c in body.availableComponents]
+    named = [(t.name, t.input_schema, t.output_schema) for t in spec.client_tools] + [
+        (c.name, c.props_schema, c.state_schema) for c in spec.components]
     for name, *schemas in named:
         size = _schema_bytes(*schemas)
         if size > settings.max_schema_bytes:

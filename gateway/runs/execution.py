@@ -20,6 +20,7 @@ from ..engine.model import ModelRequest
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.run_spec import RunSpec
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
 from .component_state import ComponentStates, bind_run
@@ -62,15 +63,14 @@ class RunExecutor:
     async def execute(self, active: ActiveRun) -> None:
         run = active.row
         with tracing.run_span(run.id, run.thread_id,
-                              (run.request or {}).get("model") or self.model_name):
+                              RunSpec.from_snapshot(run.request).model or self.model_name):
             await self._execute(active)
 
     async def _execute(self, active: ActiveRun) -> None:
         run = active.row
-        snapshot = run.request or {}
+        spec = RunSpec.from_snapshot(run.request)
         logs.run_id.set(run.id)  # this task's context: every line it logs names the run
-        schemas = {c["name"]: c.get("stateSchema")
-                   for c in snapshot.get("availableComponents", []) if c.get("stateSchema")}
+        schemas = {c.name: c.state_schema for c in spec.components if c.state_schema}
         recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas,
                                owner=self.owner, on_fenced=lambda: self._lose(run.id),
                                writer=self.writer)
@@ -82,7 +82,7 @@ class RunExecutor:
             if active.phase is RunPhase.STARTING:
                 active.phase = RunPhase.RUNNING
             await self._finish(active, recorder, await self._timed(
-                self._agent(active, snapshot, recorder)))
+                self._agent(active, spec, recorder)))
         except asyncio.CancelledError:
             if active.phase is RunPhase.LOST:  # a reaper ended it; its log on disk says so
                 recorder.show(lost_frame())
@@ -137,7 +137,7 @@ class RunExecutor:
             raise ModelError("RUN_TIME_LIMIT", f"The run exceeded its time limit of "
                              f"{self.run_max_seconds:g} s", "server_error", False) from None
 
-    async def _agent(self, active: ActiveRun, snapshot: dict[str, Any], recorder: RunRecorder):
+    async def _agent(self, active: ActiveRun, spec: RunSpec, recorder: RunRecorder):
         run, ticket = active.row, active.ticket
         if active.history is not None:  # a new thread: its history is what the start wrote
             rows, states = active.history, {}
@@ -151,19 +151,19 @@ class RunExecutor:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
         run_input = RunInput(
             history=to_model_messages(rows, states),
-            client_tools=snapshot.get("tools", []),
-            components=snapshot.get("availableComponents", []),
+            client_tools=spec.client_tools,
+            components=spec.components,
             server_tools=self.server_tools,
-            tool_choice=snapshot.get("toolChoice"),
-            force_component=snapshot.get("forceComponent"),
-            max_tokens=snapshot.get("maxTokens"),
-            temperature=snapshot.get("temperature"),
-            model=snapshot.get("model"),
+            tool_choice=spec.tool_choice,
+            force_component=spec.force_component,
+            max_tokens=spec.max_tokens,
+            temperature=spec.temperature,
+            model=spec.model,
             max_steps=self.max_steps,
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
-            on_model=self._model_recorder(run.id, snapshot.get("model") or self.model_name),
+            on_model=self._model_recorder(run.id, spec.model or self.model_name),
         )
         model = (TokenCounted(self.model, ticket) if ticket is not None and ticket.counts_tokens
                  else self.model)

@@ -23,7 +23,7 @@ from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
-from ..protocol.tambo import RunRequest
+from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import RunRow, ThreadRow
 from .admission import NewThread, StartedRun, admit, admit_new_thread
@@ -88,10 +88,11 @@ class RunManager:
 
     # -- starting -------------------------------------------------------------------------------
 
-    async def start(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                    idempotency_key: str | None = None, run_id: str | None = None,
+    async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
+                    run_id: str | None = None,
                     subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
-        """Start a run on the thread, or attach to the run `idempotency_key` already started.
+        """Start a run on the thread, or attach to the run the spec's idempotency key already
+        started.
 
         `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
         gateway makes one. `subjects` are the API key and user scope whose quotas the run
@@ -101,25 +102,24 @@ class RunManager:
             ticket = await self.quotas.acquire(subjects)
         except QuotaExceeded:
             # A retry of a request that started its run only attaches to it: no new slot.
-            if idempotency_key is None or await self.store.find_run_by_idempotency_key(
-                    thread.id, idempotency_key) is None:
+            if spec.idempotency is None or await self.store.find_run_by_idempotency_key(
+                    thread.id, spec.idempotency.key) is None:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
         return await self._launched(ticket, admit(
-            self.store, self.owner, self.timings.lease_ms, project_id, thread, request,
-            idempotency_key, self.idempotency_ttl_seconds, run_id, self.model_name))
+            self.store, self.owner, self.timings.lease_ms, project_id, thread, spec,
+            self.idempotency_ttl_seconds, run_id, self.model_name))
 
-    async def start_new_thread(self, project_id: str, thread: NewThread, request: RunRequest,
+    async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,
-                               idempotency_key: str | None = None,
                                subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
-        """Create a thread and start a run on it (one transaction); with `idempotency_key`, a
+        """Create a thread and start a run on it (one transaction); with an idempotency key, a
         retry gets the thread and run the first request created, not a second thread."""
         self._refuse_if_closed()
-        if not idempotency_key:  # nothing is written if the run is refused
+        if spec.idempotency is None:  # nothing is written if the run is refused
             ticket = await self.quotas.acquire(subjects)
             return await self._launched(ticket, admit_new_thread(
-                self.store, self.owner, self.timings.lease_ms, thread, request,
+                self.store, self.owner, self.timings.lease_ms, thread, spec,
                 self.model_name))
         start_on = functools.partial(self.start_on, subjects=subjects)
 
@@ -129,18 +129,16 @@ class RunManager:
 
         return await start_new_thread_once(self.store, start_on,
                                            self.idempotency_ttl_seconds, self.timings,
-                                           project_id,
-                                           create_thread, request, user_key, idempotency_key)
+                                           project_id, create_thread, spec, user_key)
 
-    async def start_on(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                       idempotency_key: str | None = None, run_id: str | None = None,
+    async def start_on(self, project_id: str, thread: ThreadRow, spec: RunSpec,
+                       run_id: str | None = None,
                        subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start the first run on a thread just created for it; if the run is refused (its
         continuation is invalid, a quota is spent), the thread goes too: a refused request
         leaves nothing."""
         try:
-            return await self.start(project_id, thread, request, idempotency_key, run_id,
-                                    subjects)
+            return await self.start(project_id, thread, spec, run_id, subjects)
         except ApiError:
             await self.store.delete_thread(thread.id)
             raise

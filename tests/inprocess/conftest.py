@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from gateway.dialects.tambo.input import keyed, run_spec
+from gateway.dialects.tambo.translate import TamboDialect
 from gateway.engine.deltas import (
     Delta,
     Finish,
@@ -30,9 +32,9 @@ from gateway.engine.deltas import (
 )
 from gateway.engine.model import ModelRequest
 from gateway.protocol.clock import new_id, now_ms
-from gateway.protocol.dialects.base import positioned
-from gateway.protocol.dialects.tambo import TamboDialect
+from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
+from gateway.protocol.translation import positioned
 from gateway.runs.manager import RunManager
 from gateway.runs.timings import Timings
 from gateway.store.db import create_engine, migrate
@@ -91,15 +93,21 @@ def tool_turn(call_id: str, name: str, arguments: str) -> list[Step]:
             ToolCallDelta(0, None, None, arguments[middle:]), Finish("tool_calls")]
 
 
-def user(text: str, **extra: Any) -> RunRequest:
-    return RunRequest.model_validate(
-        {"message": {"role": "user", "content": [{"type": "text", "text": text}]}, **extra})
+def tambo_spec(body: dict[str, Any], key: str | None = None) -> RunSpec:
+    """The run a Tambo request body asks for (with `key` as its Idempotency-Key)."""
+    request = RunRequest.model_validate(body)
+    return keyed(run_spec(request), request, key)
 
 
-def tool_results(results: dict[str, str], **extra: Any) -> RunRequest:
+def user(text: str, key: str | None = None, **extra: Any) -> RunSpec:
+    return tambo_spec(
+        {"message": {"role": "user", "content": [{"type": "text", "text": text}]}, **extra}, key)
+
+
+def tool_results(results: dict[str, str], **extra: Any) -> RunSpec:
     content = [{"type": "tool_result", "toolUseId": call_id,
                 "content": [{"type": "text", "text": text}]} for call_id, text in results.items()]
-    return RunRequest.model_validate({"message": {"role": "user", "content": content}, **extra})
+    return tambo_spec({"message": {"role": "user", "content": content}, **extra})
 
 
 @pytest.fixture(scope="session")

@@ -217,7 +217,7 @@ async def test_a_retry_with_its_idempotency_key_attaches_even_at_the_limit(
     manager = managers(quotas=Quotas(MemoryCounters()))
     model.enqueue([TextDelta("..."), asyncio.Event()])
     thread = await new_thread(store, "u1")
-    first = await manager.start(PROJECT, thread, user("go"), "key-1", subjects=ONE_AT_A_TIME)
-    retry = await manager.start(PROJECT, thread, user("go"), "key-1", subjects=ONE_AT_A_TIME)
+    first = await manager.start(PROJECT, thread, user("go", key="key-1"), subjects=ONE_AT_A_TIME)
+    retry = await manager.start(PROJECT, thread, user("go", key="key-1"), subjects=ONE_AT_A_TIME)
     assert retry.attached and retry.run.id == first.run.id
     await refused(manager, store)  # a new request still is refused

@@ -29,14 +29,14 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..config import Settings
-from ..protocol import timbal
-from ..protocol.dialects import timbal as view
-from ..protocol.dialects.base import positioned
-from ..protocol.problems import ApiError
-from ..store.tables import ThreadRow
-from .context import Services, caller, may_see, services, thread_for, user_scope
-from .runs import event_cursor, run_in_thread
+from ...api.context import Services, caller, may_see, services, thread_for, user_scope
+from ...api.runs import event_cursor, run_in_thread
+from ...config import Settings
+from ...protocol import timbal
+from ...protocol.problems import ApiError
+from ...protocol.translation import positioned
+from ...store.tables import ThreadRow
+from . import translate as view
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def origin_allowed(settings: Settings, origin: str | None) -> bool:
     """A WebSocket handshake's `Origin` against `GATEWAY_CORS_ORIGINS`: CORS does not apply to
     WebSockets, so the browser lets any page open one and leaves the check to the server.
     Clients that are not browsers send none. (Development mode allows loopback origins only,
-    before any route: `development.DevelopmentGuard`.)"""
+    before any route: `gateway.api.development.DevelopmentGuard`.)"""
     allowed = settings.cors_origins
     return origin is None or "*" in allowed or origin in allowed
 
