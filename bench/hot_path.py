@@ -268,7 +268,7 @@ async def read_litellm(upstream: Server, stamps: bool, adapter: str = "litellm")
 def load_litellm() -> None:
     """As the gateway does at start-up (offline, then `gc.freeze()`), so litellm's per-chunk
     cost here is what it is in the gateway."""
-    from gateway.app import load_litellm as gateway_load
+    from gateway.services import load_litellm as gateway_load
 
     gateway_load()
     gc.collect()

@@ -11,11 +11,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..engine.deltas import Delta, ModelError, Usage
 from ..engine.history import to_model_messages
-from ..engine.loop import Model, RunInput, ServerToolSpec, run_agent
+from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..engine.model import ModelRequest
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
@@ -24,6 +25,7 @@ from ..protocol.run_spec import RunSpec
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
 from .component_state import ComponentStates, bind_run
+from .limits import RunLimits
 from .log_writer import LogWriter
 from .phase import RunPhase
 from .quotas import Ticket
@@ -45,20 +47,39 @@ INTERNAL_ERROR = {"code": "INTERNAL_ERROR", "message": "An internal error occurr
                   "category": "server_error", "isRetryable": False}
 
 
+@dataclass(frozen=True)
+class LoopSetup:
+    """What the agent loop of every run is given: the model, the configured model's name
+    (written on runs that name none) and the project's server tools."""
+
+    model: Model
+    model_name: str | None = None
+    server_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
+
+
+class Host(Protocol):
+    """What the executor needs of the manager that launched the run."""
+
+    owner: str  # the lease owner this process writes as
+    components: ComponentStates
+    log_writer: LogWriter
+
+    def lose(self, run_id: str) -> None: ...
+    def retire(self, active: ActiveRun) -> None: ...
+
+
 class RunExecutor:
-    def __init__(self, store: Store, model: Model, components: ComponentStates, *, owner: str,
-                 timings: Timings, max_steps: int, tool_timeout: float,
-                 server_tools: dict[str, ServerToolSpec],
-                 lose: Callable[[str], None], retire: Callable[[ActiveRun], None],
-                 writer: LogWriter | None = None, run_max_seconds: float | None = None,
-                 max_output_tokens: int | None = None, model_name: str | None = None) -> None:
-        self.store, self.model, self.components = store, model, components
-        self.owner, self.timings, self.lease_ms = owner, timings, timings.lease_ms
-        self.run_max_seconds, self.max_output_tokens = run_max_seconds, max_output_tokens
-        self.max_steps, self.tool_timeout, self.server_tools = max_steps, tool_timeout, server_tools
-        self._lose, self._retire = lose, retire
-        self.writer = writer
-        self.model_name = model_name  # the configured model, when a run names none
+    def __init__(self, store: Store, setup: LoopSetup, limits: RunLimits, timings: Timings,
+                 host: Host) -> None:
+        self.store, self.model, self.components = store, setup.model, host.components
+        self.owner, self.timings, self.lease_ms = host.owner, timings, timings.lease_ms
+        self.run_max_seconds, self.max_output_tokens = (limits.run_max_seconds,
+                                                        limits.max_output_tokens)
+        self.max_steps, self.tool_timeout = limits.max_steps, limits.tool_timeout_seconds
+        self.server_tools = setup.server_tools
+        self._lose, self._retire = host.lose, host.retire
+        self.writer = host.log_writer
+        self.model_name = setup.model_name  # the configured model, when a run names none
 
     async def execute(self, active: ActiveRun) -> None:
         run = active.row
@@ -121,11 +142,9 @@ class RunExecutor:
                     active.phase = RunPhase.DONE
                 metrics.ACTIVE_RUNS.dec()
                 active.done.set()
-                if active.unattended is not None:
-                    active.unattended.cancel()
                 self._retire(active)
 
-    async def _timed(self, agent: Awaitable[Any]) -> Any:
+    async def _timed(self, agent: Awaitable[Outcome]) -> Outcome:
         """The agent loop within the run's wall time (`GATEWAY_RUN_MAX_SECONDS`)."""
         limit = asyncio.timeout(self.run_max_seconds)
         try:
@@ -137,7 +156,8 @@ class RunExecutor:
             raise ModelError("RUN_TIME_LIMIT", f"The run exceeded its time limit of "
                              f"{self.run_max_seconds:g} s", "server_error", False) from None
 
-    async def _agent(self, active: ActiveRun, spec: RunSpec, recorder: RunRecorder):
+    async def _agent(self, active: ActiveRun, spec: RunSpec, recorder: RunRecorder
+                     ) -> Outcome:
         run, ticket = active.row, active.ticket
         if active.history is not None:  # a new thread: its history is what the start wrote
             rows, states = active.history, {}
@@ -198,7 +218,7 @@ class RunExecutor:
             log.error("run %s: could not save its answer to the thread (%s)", run.id,
                       type(error).__name__)
 
-    async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
+    async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Outcome) -> None:
         finished = timbal.control(timbal.RUN_FINISHED)
         if outcome.pending:
             pending = [{k: p[k] for k in ("toolCallId", "toolName", "arguments")}

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from gateway.backends.database import database_backend
 from gateway.dialects.tambo.input import keyed, run_spec
 from gateway.dialects.tambo.translate import TamboDialect
 from gateway.engine.deltas import (
@@ -35,6 +36,9 @@ from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
 from gateway.protocol.translation import positioned
+from gateway.runs.backend import Counters
+from gateway.runs.execution import LoopSetup
+from gateway.runs.limits import RunLimits
 from gateway.runs.manager import RunManager
 from gateway.runs.timings import Timings
 from gateway.store.db import create_engine, migrate
@@ -169,19 +173,29 @@ FAST = Timings(supervisor_tick_seconds=0.01, cancel_poll_seconds=0.01,
                idempotency_poll_seconds=0.005, remote_cancel_poll_seconds=0.005,
                publish_wait_seconds=0.2, shutdown_flush_seconds=0.01)
 TIMING_NAMES = {f.name for f in dataclasses.fields(Timings)}
+# The server's limits, without its wall time: a test's run takes as long as the test says.
+UNLIMITED = RunLimits(run_max_seconds=None)
 
 
 @pytest.fixture
 async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[ManagerFactory]:
-    """Make run managers on the test's store (several: one per simulated process), with
-    `FAST` timings, of which any keyword named like a `Timings` field overrides one; the other
-    keywords go to `RunManager`. Each is shut down at the end."""
+    """Make run managers on the test's store (several: one per simulated process), each with
+    the database backend (`backends/database.py`) as a server on SQLite has it, and `FAST`
+    timings. A keyword named like a `Timings` or `RunLimits` field overrides one; `model_name`
+    names the configured model, `counters` replaces the process's own quota counters (shared
+    by several managers: processes sharing Redis). Each is shut down at the end."""
     made: list[RunManager] = []
 
-    def make(model_: Any = None, **options: Any) -> RunManager:
+    def make(model_: Any = None, *, model_name: str | None = None,
+             counters: Counters | None = None, **options: Any) -> RunManager:
         timings = dataclasses.replace(
             FAST, **{k: options.pop(k) for k in TIMING_NAMES & options.keys()})
-        manager = RunManager(store, model_ or model, timings=timings, **options)
+        limits = dataclasses.replace(UNLIMITED, **options)
+        backend = database_backend(store, timings)
+        if counters is not None:
+            backend = dataclasses.replace(backend, counters=counters)
+        manager = RunManager(store, LoopSetup(model_ or model, model_name), backend, limits,
+                             timings)
         made.append(manager)
         return manager
 
