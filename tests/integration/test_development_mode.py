@@ -14,7 +14,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.integration.test_limits import create_key, env_of, keys_command, processes
+from tests.integration.test_limits import keys_command
 from tests.support import engines
 from tests.support.gateway_server import GatewayCluster, GatewayServer
 from tests.support.run_stream import wait_for
@@ -32,6 +32,20 @@ def fresh_gateway(tmp_path) -> Iterator[GatewayServer | GatewayCluster]:
     server.start()
     yield server
     server.stop()
+
+
+def processes(gateway: GatewayServer | GatewayCluster) -> list[GatewayServer]:
+    return gateway.servers if isinstance(gateway, GatewayCluster) else [gateway]
+
+
+def env_of(gateway: GatewayServer | GatewayCluster) -> dict[str, str]:
+    return gateway.servers[0].env if isinstance(gateway, GatewayCluster) else gateway.env
+
+
+def create_key(gateway: GatewayServer | GatewayCluster, *options: str) -> str:
+    out = keys_command(env_of(gateway), gateway.workdir, "create", "--project", "shop",
+                       *options)
+    return out.strip().splitlines()[-1]
 
 
 def status(url: str, key: str | None) -> int:
