@@ -495,22 +495,19 @@ def first_and_last(name: str, runs: list[list[int]]) -> str:
 async def frame_batches(workdir: Path, repeats: int) -> list[float]:
     """CPU microseconds per frame of `Store.append_frames` (the recorder's batched write of the
     log) on SQLite, in batches of `FLUSH_FRAMES`, one per repeat after 3 to warm up."""
+    from gateway.config import Settings
     from gateway.runs.recorder import FLUSH_FRAMES
-    from gateway.store.db import create_engine, migrate
-    from gateway.store.repository import Store
+    from gateway.services import open_services
 
-    engine = create_engine(f"sqlite+aiosqlite:///{workdir / 'frames.db'}")
-    await migrate(engine)
-    store, samples = Store(engine), []
-    try:
+    samples: list[float] = []
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{workdir / 'frames.db'}")
+    async with open_services(settings) as services:  # the store as the server opens it
         for batch in range(3 + repeats):
             rows = [(k + 1, 1_700_000_000_000 + k, {"i": ITEM_ID, "a": f"t{k} "})
                     for k in range(FLUSH_FRAMES)]
             started = time.process_time()  # the aiosqlite thread's too
-            assert await store.append_frames(f"run{batch}", rows)
+            assert await services.store.append_frames(f"run{batch}", rows)
             samples.append((time.process_time() - started) / FLUSH_FRAMES * 1e6)
-    finally:
-        await engine.dispose()
     return samples[3:]
 
 

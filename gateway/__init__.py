@@ -3,13 +3,16 @@
 The public door for code that extends or embeds the gateway; everything else is internal and
 may move:
 
-    from gateway import server_tool, run_components, create_app, Settings
+    from gateway import server_tool, run_components, create_app, Settings, Agent
 
 - `server_tool`: mark a Python function as a tool the model may call (`GATEWAY_TOOLS`);
 - `run_components()`: inside a server tool, the component state of the calling run's thread;
 - `ComponentStateError`: what a refused component state update raises (with a stable `code`);
 - `create_app(settings)`: the ASGI application, to serve with any ASGI server;
 - `Settings`: every setting (environment variables `GATEWAY_*`), validated.
+- `Agent`: an agent the operator declares in Python (`create_app(settings, agents=[...])`),
+  as an `[agents.NAME]` table of `GATEWAY_AGENTS_FILE` declares one (docs/agents.md);
+- `AgentError`: what a refused agent raises (one line: where, which agent, which field).
 """
 
 
@@ -21,14 +24,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .app import create_app
     from .config import Settings
+    from .engine.agents import Agent, AgentError
     from .engine.tools import server_tool
     from .runs.component_state import ComponentStateError, run_components
 
-__all__ = ["ComponentStateError", "Settings", "create_app", "run_components", "server_tool"]
+__all__ = ["Agent", "AgentError", "ComponentStateError", "Settings", "create_app",
+           "run_components", "server_tool"]
 
 # Imported on first use, so `gateway config` or a failing start-up does not first load the
 # whole server (about a second and a half).
-_HOMES = {"create_app": ".app", "Settings": ".config", "server_tool": ".engine.tools",
+_HOMES = {"create_app": ".app", "Agent": ".engine.agents", "AgentError": ".engine.agents", "Settings": ".config", "server_tool": ".engine.tools",
           "run_components": ".runs.component_state",
           "ComponentStateError": ".runs.component_state"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -22,7 +23,7 @@ from ..protocol.tambo import (
 from ..runs.admission import NewThread
 from ..store.tables import MessageRow, ThreadRow
 from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
-from .render import message_model, thread_model
+from .render import message_model, thread_model, usage_model
 
 
 def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
@@ -69,10 +70,11 @@ async def list_threads(request: Request) -> Response:
 async def get_thread(request: Request) -> Response:
     thread = await thread_for(request, scope_optional=True)
     store = services(request).store
-    rows = await store.history(thread.id)
-    components = await store.components_of(thread.id)
+    rows, components, usage = await asyncio.gather(
+        store.history(thread.id), store.components_of(thread.id), store.thread_usage(thread.id))
     messages = [message_model(row, components) for row in rows]
-    return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages)))
+    return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages,
+                                          usage=usage_model(usage))))
 
 
 async def update_thread(request: Request) -> Response:

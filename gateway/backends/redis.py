@@ -34,9 +34,10 @@ Counters: every process shares them (one Lua script checks and takes a start ato
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +57,7 @@ from ..runs.backend import (
     ThreadEvent,
 )
 from ..runs.log import Entry, LiveLog
-from ..runs.quotas import CODES, DAY_MS, MINUTE_MS, Exceeded, Subject
+from ..runs.quotas import CODES, DAY_MS, MINUTE_MS, CountersUnavailable, Exceeded, Subject
 from ..runs.timings import Timings
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
 from .database import (
@@ -367,7 +368,7 @@ PREFIX = "gateway:quota:"
 class RedisCounters:
     """Counters every process shares, in Redis."""
 
-    def __init__(self, redis: Any, slot_ttl_ms: int) -> None:
+    def __init__(self, redis: Redis, slot_ttl_ms: int) -> None:
         self.redis, self.slot_ttl_ms = redis, slot_ttl_ms
         self._acquire = redis.register_script(ACQUIRE)
 
@@ -379,7 +380,8 @@ class RedisCounters:
             keys += _keys(subject.name, now)
             args += [subject.limits.concurrent_runs, subject.limits.runs_per_minute,
                      subject.limits.daily_tokens]
-        result = await self._acquire(keys=keys, args=args)
+        with _unavailable_as_such():
+            result = await self._acquire(keys=keys, args=args)
         if not result:
             return None
         index, exceeded = result
@@ -387,18 +389,29 @@ class RedisCounters:
         return int(index), next(kind for kind in CODES if kind == name)
 
     async def release(self, ticket: str, subjects: Sequence[Subject]) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for subject in subjects:
-                pipe.zrem(f"{PREFIX}{subject.name}:slots", ticket)
-            await pipe.execute()
+        with _unavailable_as_such():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for subject in subjects:
+                    pipe.zrem(f"{PREFIX}{subject.name}:slots", ticket)
+                await pipe.execute()
 
     async def add_tokens(self, subjects: Sequence[Subject], tokens: int, now: int) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for subject in subjects:
-                key = _keys(subject.name, now)[2]
-                pipe.incrby(key, tokens)
-                pipe.pexpire(key, 2 * DAY_MS)
-            await pipe.execute()
+        with _unavailable_as_such():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for subject in subjects:
+                    key = _keys(subject.name, now)[2]
+                    pipe.incrby(key, tokens)
+                    pipe.pexpire(key, 2 * DAY_MS)
+                await pipe.execute()
+
+
+@contextlib.contextmanager
+def _unavailable_as_such() -> Iterator[None]:
+    """Redis's own errors, as the quotas know them (they let a run through unchecked)."""
+    try:
+        yield
+    except RedisError as error:
+        raise CountersUnavailable(str(error)) from error
 
 
 def _keys(name: str, now: int) -> list[str]:

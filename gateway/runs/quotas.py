@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from redis.exceptions import RedisError
-
 from ..observability import metrics
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
@@ -93,6 +91,11 @@ def refusal(subject: Subject, exceeded: Exceeded, now: int) -> "QuotaExceeded":
                          limitScope=subject.kind, retryAfter=retry)
 
 
+class CountersUnavailable(Exception):
+    """Shared counters that cannot be reached: a run is let through unchecked, a slot expires
+    by itself (the backend raises it for its own connection errors)."""
+
+
 class QuotaExceeded(ApiError):
     """A 429; `headers` go on the response (`Retry-After`)."""
 
@@ -129,7 +132,7 @@ class Ticket:
         self.released = True
         try:
             await self.quotas.counters.release(self.id, self.subjects)
-        except (RedisError, OSError) as error:  # the slot expires by itself (module doc)
+        except (CountersUnavailable, OSError) as error:  # the slot expires by itself (module doc)
             log.warning("could not release quota slot %s (%s)", self.id, error)
 
     @property
@@ -142,7 +145,7 @@ class Ticket:
             return
         try:
             await self.quotas.counters.add_tokens(counted, tokens, now_ms())
-        except (RedisError, OSError) as error:
+        except (CountersUnavailable, OSError) as error:
             log.warning("tokens of quota %s not counted (%s)", self.id, error)
 
 
@@ -165,7 +168,7 @@ class Quotas:
         now = now_ms()
         try:
             over = await self.counters.acquire(ticket.id, subjects, now)
-        except (RedisError, OSError) as error:
+        except (CountersUnavailable, OSError) as error:
             log.warning("quota counters unreachable (%s); admitting the run unchecked", error)
             return ticket
         if over is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 
 import pytest
 from redis.asyncio import Redis
@@ -52,3 +53,20 @@ async def test_a_dead_processs_slot_expires(redis: Redis) -> None:
     await dead.acquire(subjects)  # never released: the process "died"
     await asyncio.sleep(0.01)
     await dead.acquire(subjects)  # the stale slot was dropped
+
+
+async def test_counters_that_cannot_be_reached_let_runs_through() -> None:
+    """An outage of Redis must not stop every run: the start is admitted unchecked, and its
+    release and tokens are dropped (the slot would expire by itself)."""
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    redis = Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=1)
+    try:
+        quotas = Quotas(RedisCounters(redis, slot_ttl_ms=60_000))
+        ticket = await quotas.acquire([key_subject("k", Limits(concurrent_runs=1))])
+        await ticket.add_tokens(10)
+        await ticket.release()
+        assert ticket.released
+    finally:
+        await redis.aclose()
