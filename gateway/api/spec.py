@@ -63,8 +63,9 @@ class Operation:
 
     def codes(self) -> list[str]:
         """Every problem code this operation can answer with, in a stable order."""
-        implied: list[str] = [] if self.public else ["UNAUTHORIZED", "INVALID_TOKEN",
-                                                     "TOKEN_EXPIRED"]
+        implied: list[str] = ["LOOPBACK_ONLY"]  # development mode, for any operation
+        if not self.public:
+            implied += ["UNAUTHORIZED", "INVALID_TOKEN", "TOKEN_EXPIRED", "TOO_MANY_KEY_LOOKUPS"]
         if self.body is not None:
             implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
             if self.body_media_type == "application/json":

@@ -29,8 +29,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ...api.context import Services, may_see, project_of, services, thread_for, user_scope
+from ...api.context import Services, caller, may_see, services, thread_for, user_scope
 from ...api.runs import event_cursor, run_in_thread
+from ...config import Settings
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_errors import error_frame, run_error
@@ -202,18 +203,39 @@ def _error(code: str, message: str) -> timbal.Frame:
 async def thread_socket(ws: WebSocket) -> None:
     svc = services(ws)  # type: ignore[arg-type]
     try:
-        project = project_of(ws)  # type: ignore[arg-type]
+        who = caller(ws)  # type: ignore[arg-type]
         user_key = user_scope(ws)  # type: ignore[arg-type]
     except ApiError:
         await ws.close(CLOSE_POLICY)  # before accepting: the handshake is refused (403)
         return
-    await ws.accept()
-    thread_id = ws.path_params["thread_id"]
-    thread = await _wait_for_thread(ws, svc, project, thread_id, user_key)
-    if thread is None:
-        await ws.close(CLOSE_NOT_FOUND, "thread not found")
+    holder = who.key_id or f"project:{who.project}"  # development mode: the one project
+    limit = svc.settings.key_websockets
+    if not origin_allowed(svc.settings, ws.headers.get("origin")) or (
+            limit and svc.sockets[holder] >= limit):
+        await ws.close(CLOSE_POLICY)
         return
-    await ThreadSocket(ws, svc, project, thread).serve()
+    svc.sockets[holder] += 1
+    try:
+        await ws.accept()
+        thread_id = ws.path_params["thread_id"]
+        thread = await _wait_for_thread(ws, svc, who.project, thread_id, user_key)
+        if thread is None:
+            await ws.close(CLOSE_NOT_FOUND, "thread not found")
+            return
+        await ThreadSocket(ws, svc, who.project, thread).serve()
+    finally:
+        svc.sockets[holder] -= 1
+        if not svc.sockets[holder]:
+            del svc.sockets[holder]
+
+
+def origin_allowed(settings: Settings, origin: str | None) -> bool:
+    """A WebSocket handshake's `Origin` against `GATEWAY_CORS_ORIGINS`: CORS does not apply to
+    WebSockets, so the browser lets any page open one and leaves the check to the server.
+    Clients that are not browsers send none. (Development mode allows loopback origins only,
+    before any route: `gateway.api.development.DevelopmentGuard`.)"""
+    allowed = settings.cors_origins
+    return origin is None or "*" in allowed or origin in allowed
 
 
 async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id: str,
