@@ -13,6 +13,7 @@ from typing import Any
 from ..config import Settings
 from ..protocol.problems import ApiError
 from ..protocol.tambo import RunRequest, TextBlock, ToolResultBlock
+from ..runs.state_schema import SchemaRefused, check_client_schema
 
 # A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
 _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
@@ -82,3 +83,14 @@ def check_run_request(settings: Settings, body: RunRequest) -> None:
             raise ApiError(413, "SCHEMA_TOO_LARGE",
                            f"The schemas of {name[:200]!r} take {size} bytes; the limit is "
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)
+    for component in body.availableComponents:
+        check_state_schema(component.name, component.stateSchema)
+
+
+def check_state_schema(name: str, schema: Any) -> None:
+    """400 for a `stateSchema` the gateway will not run (it is checked on the event loop at
+    every state update, so only what runs in bounded time is accepted)."""
+    try:
+        check_client_schema(schema)
+    except SchemaRefused as exc:
+        raise ApiError(400, exc.code, f"Component {name[:200]!r}: {exc.message}") from None

@@ -91,6 +91,14 @@ CODES: dict[str, ErrorCode] = {
                                           "`GATEWAY_MAX_COMPONENTS`."),
     "JSON_TOO_DEEP": ErrorCode(400, "The body nests arrays and objects deeper than "
                                     "`GATEWAY_MAX_JSON_DEPTH`."),
+    "UNSUPPORTED_SCHEMA_PATTERN": ErrorCode(400, "A component's `stateSchema` holds a pattern "
+                                                 "the linear-time regex engine (RE2) cannot "
+                                                 "run: backreferences or lookaround."),
+    "UNSUPPORTED_SCHEMA_REF": ErrorCode(400, "A component's `stateSchema` has a `$ref` outside "
+                                             "itself; only local references (`#...`) resolve."),
+    "UNSUPPORTED_SCHEMA_KEYWORD": ErrorCode(400, "A component's `stateSchema` combines "
+                                                 "`unevaluatedProperties` with "
+                                                 "`patternProperties`."),
     "RATE_LIMITED": ErrorCode(429, "The API key or user started its runs per minute; retry "
                                    "after `Retry-After` seconds (`limitScope`: apiKey or "
                                    "user)."),
@@ -103,6 +111,9 @@ CODES: dict[str, ErrorCode] = {
                                              "different request (body or user)."),
     "STATE_SCHEMA_VIOLATION": ErrorCode(422, "The new state does not match the component's "
                                              "`stateSchema`."),
+    "STATE_SCHEMA_TOO_COMPLEX": ErrorCode(422, "Checking the state against the component's "
+                                               "`stateSchema` needs more work than one update "
+                                               "may take (see docs/security.md)."),
     "UNSUPPORTED_MEDIA_TYPE": ErrorCode(415, "The body's media type is not one this operation "
                                              "takes."),
     "INTERNAL_ERROR": ErrorCode(500, "An unexpected error; the body carries an incident id, "
@@ -218,7 +229,8 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "INVALID_ATTACHMENT", "UNSUPPORTED_ATTACHMENT", "ATTACHMENT_TOO_LARGE",
               "SHUTTING_DOWN", "MESSAGE_TOO_LARGE", "SCHEMA_TOO_LARGE", "TOO_MANY_TOOLS",
               "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
-              "TOKEN_BUDGET_EXCEEDED")
+              "TOKEN_BUDGET_EXCEEDED", "UNSUPPORTED_SCHEMA_PATTERN", "UNSUPPORTED_SCHEMA_REF",
+              "UNSUPPORTED_SCHEMA_KEYWORD")
 RUN_STREAM = (
     "The run as Server-Sent Events in the Tambo dialect of AG-UI: each message is an `id:` line "
     "(the event's position in the run, for `Last-Event-ID`) and a `data:` line holding one "
@@ -324,7 +336,8 @@ OPERATIONS: tuple[Operation, ...] = (
                                    "Refuse the update unless the state is at this revision.")),
               result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
               errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
-                      "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION")),
+                      "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION",
+                      "STATE_SCHEMA_TOO_COMPLEX")),
     # voice input
     Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
               "input)", "audio",
