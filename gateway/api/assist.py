@@ -18,7 +18,7 @@ from ..protocol.clock import iso_ms, new_id, now_ms
 from ..protocol.problems import ApiError
 from ..protocol.tambo import NamedThread, Suggestion, SuggestionList, SuggestionsRequest, wire
 from ..store.tables import MessageRow
-from .context import json_body, services, thread_for
+from .context import json_body, names_scope, services, thread_for
 from .render import thread_model
 
 
@@ -43,6 +43,8 @@ async def generate_name(request: Request) -> Response:
         await svc.store.update_thread(thread.id, name=name, updated_ms=now_ms())
     updated = await svc.store.get_thread(thread.project_id, thread.id)
     assert updated is not None
+    if not names_scope(request):  # the thread id alone: its name, not whose it is
+        return JSONResponse(wire(thread_model(updated, NamedThread, owner=False)))
     return JSONResponse(wire(thread_model(updated, NamedThread, projectId=updated.project_id,
                                           contextKey=updated.user_key)))
 

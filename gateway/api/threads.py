@@ -21,7 +21,15 @@ from ..protocol.tambo import (
 )
 from ..runs.admission import NewThread
 from ..store.tables import MessageRow, ThreadRow
-from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
+from .context import (
+    int_param,
+    json_body,
+    names_scope,
+    project_of,
+    required_user_scope,
+    services,
+    thread_for,
+)
 from .render import message_model, thread_model
 
 
@@ -71,7 +79,8 @@ async def get_thread(request: Request) -> Response:
     rows = await store.history(thread.id)
     components = await store.components_of(thread.id)
     messages = [message_model(row, components) for row in rows]
-    return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages)))
+    return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages,
+                                          owner=names_scope(request))))
 
 
 async def update_thread(request: Request) -> Response:
@@ -86,7 +95,7 @@ async def update_thread(request: Request) -> Response:
     await store.update_thread(thread.id, **changes)
     updated = await store.get_thread(thread.project_id, thread.id)
     assert updated is not None
-    return JSONResponse(wire(thread_model(updated)))
+    return JSONResponse(wire(thread_model(updated, owner=names_scope(request))))
 
 
 async def delete_thread(request: Request) -> Response:
