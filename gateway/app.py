@@ -170,6 +170,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
                              max_output_tokens=settings.run_max_output_tokens or None,
                              model_name=settings.model,
                              start_concurrency=settings.start_concurrency)
+        manager.components.max_state_bytes = settings.max_component_state_bytes
         # Lease renewal and failing the runs of dead processes (at start-up too); cancels
         # signalled by other processes: two background tasks for the whole process.
         supervisor = asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor")

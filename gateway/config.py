@@ -204,6 +204,24 @@ class Settings(BaseSettings):
         64, ge=2, le=10_000, description="Nesting depth of a JSON request body; deeper is "
                                          "refused with 400 `JSON_TOO_DEEP` before it is "
                                          "parsed.")
+    # Caps on what is stored (docs/security.md, "Bounds and caps").
+    max_metadata_bytes: int = Field(
+        16 * 1024, ge=1, description="Size (as JSON) of a thread's or a run's metadata; "
+                                     "larger is refused with 413 `METADATA_TOO_LARGE`.")
+    max_initial_messages: int = Field(
+        100, ge=0, description="Messages a new thread may be seeded with (`initialMessages`, "
+                               "an AG-UI history); more is refused with 400 "
+                               "`TOO_MANY_INITIAL_MESSAGES`. Their text together is held to "
+                               "`GATEWAY_MAX_MESSAGE_CHARS` (413 `MESSAGE_TOO_LARGE`).")
+    max_component_state_bytes: int = Field(
+        256 * 1024, ge=1, description="Size (as JSON) of one component's state; a larger "
+                                      "update is refused with 413 `STATE_TOO_LARGE`.")
+    max_threads_per_user: int = Field(
+        10_000, ge=0, description="Threads one user scope may hold (0: no limit); one more "
+                                  "is refused with 403 `THREAD_LIMIT_REACHED`.")
+    max_threads_per_project: int = Field(
+        1_000_000, ge=0, description="Threads one project may hold (0: no limit); one more "
+                                     "is refused with 403 `THREAD_LIMIT_REACHED`.")
     start_concurrency: int = Field(
         16, ge=1, le=10_000,
         description="Run starts one process works on at once; more wait for their turn, in "

@@ -32,6 +32,7 @@ from ..store.tables import ThreadRow
 from .context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from .request_limits import check_run_request
 from .runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
+from .stored_caps import check_initial_messages, check_thread_room
 from .threads import initial_message_row
 
 AGENT = "default"  # the gateway runs one agent; the path leaves room for more
@@ -94,7 +95,11 @@ async def _create_thread(request: Request, project: str, body: RunAgentInput,
     now = now_ms()
     thread = ThreadRow(id=body.thread_id, project_id=project, user_key=user_key,
                        created_ms=now, updated_ms=now)
-    rows = [initial_message_row(thread.id, m, now) for m in agui_input.initial_messages(body)]
+    history = agui_input.initial_messages(body)
+    settings = services(request).settings
+    check_initial_messages(settings, history)
+    await check_thread_room(settings, services(request).store, project, user_key)
+    rows = [initial_message_row(thread.id, m, now) for m in history]
     try:
         await services(request).store.add(thread, *rows)
     except IntegrityError:  # created meanwhile by a racing request, or someone else's id

@@ -14,6 +14,7 @@ from ..config import Settings
 from ..protocol.problems import ApiError
 from ..protocol.tambo import RunRequest, TextBlock, ToolResultBlock
 from ..runs.state_schema import SchemaRefused, check_client_schema
+from .stored_caps import check_initial_messages, check_metadata
 
 # A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
 _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
@@ -85,6 +86,10 @@ def check_run_request(settings: Settings, body: RunRequest) -> None:
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)
     for component in body.availableComponents:
         check_state_schema(component.name, component.stateSchema)
+    init = body.thread
+    check_metadata(settings, body.runMetadata, body.threadMetadata,
+                   init.metadata if init else None)
+    check_initial_messages(settings, init.initialMessages if init else None)
 
 
 def check_state_schema(name: str, schema: Any) -> None:

@@ -46,6 +46,7 @@ from .context import (
 )
 from .render import run_model
 from .request_limits import check_run_request
+from .stored_caps import check_thread_room
 from .threads import new_thread
 
 IDEMPOTENCY_KEY_MAX = 255
@@ -168,6 +169,8 @@ async def run_new_thread(request: Request) -> Response:
     user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
                                    body.contextKey)
     metadata = body.threadMetadata or (init.metadata if init else None)
+    await check_thread_room(services(request).settings, services(request).store, project,
+                            user_key)
     thread = new_thread(project, user_key, metadata, init.initialMessages if init else None)
     started = await services(request).runs.start_new_thread(
         project, thread, body, user_key, idempotency_key(request),

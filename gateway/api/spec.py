@@ -85,6 +85,16 @@ CODES: dict[str, ErrorCode] = {
                                         "`GATEWAY_MAX_MESSAGE_CHARS`."),
     "SCHEMA_TOO_LARGE": ErrorCode(413, "A tool's or component's schemas are larger than "
                                        "`GATEWAY_MAX_SCHEMA_BYTES`."),
+    "METADATA_TOO_LARGE": ErrorCode(413, "A thread's or run's metadata is larger than "
+                                         "`GATEWAY_MAX_METADATA_BYTES`."),
+    "STATE_TOO_LARGE": ErrorCode(413, "A component's state is larger than "
+                                      "`GATEWAY_MAX_COMPONENT_STATE_BYTES`."),
+    "TOO_MANY_INITIAL_MESSAGES": ErrorCode(400, "A new thread is seeded with more messages than "
+                                                "`GATEWAY_MAX_INITIAL_MESSAGES`."),
+    "THREAD_LIMIT_REACHED": ErrorCode(403, "The user scope (or project) holds "
+                                           "`GATEWAY_MAX_THREADS_PER_USER` (or "
+                                           "`_PER_PROJECT`) threads; delete some first "
+                                           "(`limitScope`: user or project)."),
     "TOO_MANY_TOOLS": ErrorCode(400, "The request declares more tools than "
                                      "`GATEWAY_MAX_TOOLS`."),
     "TOO_MANY_COMPONENTS": ErrorCode(400, "The request declares more components than "
@@ -230,7 +240,10 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "SHUTTING_DOWN", "MESSAGE_TOO_LARGE", "SCHEMA_TOO_LARGE", "TOO_MANY_TOOLS",
               "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
               "TOKEN_BUDGET_EXCEEDED", "UNSUPPORTED_SCHEMA_PATTERN", "UNSUPPORTED_SCHEMA_REF",
-              "UNSUPPORTED_SCHEMA_KEYWORD")
+              "UNSUPPORTED_SCHEMA_KEYWORD", "METADATA_TOO_LARGE")
+# What creating a thread may be refused for: its seeded messages and the number of threads.
+STORED_CAPS = ("METADATA_TOO_LARGE", "TOO_MANY_INITIAL_MESSAGES", "MESSAGE_TOO_LARGE",
+               "THREAD_LIMIT_REACHED")
 RUN_STREAM = (
     "The run as Server-Sent Events in the Tambo dialect of AG-UI: each message is an `id:` line "
     "(the event's position in the run, for `Last-Event-ID`) and a `data:` line holding one "
@@ -274,7 +287,7 @@ OPERATIONS: tuple[Operation, ...] = (
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
               body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread,
-              errors=("USER_SCOPE_REQUIRED",)),
+              errors=("USER_SCOPE_REQUIRED", *STORED_CAPS)),
     Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
               params=(*KEYS, limit(20, 100), CURSOR), result=tambo.ThreadList,
               errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
@@ -282,7 +295,7 @@ OPERATIONS: tuple[Operation, ...] = (
               "threads", params=KEYS, result=tambo.ThreadWithMessages),
     Operation("PATCH", "/v1/threads/{thread_id}", "updateThread", "Rename a thread or replace "
               "its metadata", "threads", body=tambo.ThreadUpdateRequest, params=KEYS,
-              result=tambo.Thread),
+              result=tambo.Thread, errors=("METADATA_TOO_LARGE",)),
     Operation("DELETE", "/v1/threads/{thread_id}", "deleteThread", "Delete a thread (cancelling "
               "its active run)", "threads", params=KEYS, status=204,
               errors=("USER_SCOPE_REQUIRED",)),
@@ -337,7 +350,7 @@ OPERATIONS: tuple[Operation, ...] = (
               result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
               errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
                       "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION",
-                      "STATE_SCHEMA_TOO_COMPLEX")),
+                      "STATE_SCHEMA_TOO_COMPLEX", "STATE_TOO_LARGE")),
     # voice input
     Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
               "input)", "audio",
@@ -351,7 +364,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
               params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
-              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
+              errors=(*RUN_ERRORS, *STORED_CAPS, "USER_SCOPE_REQUIRED")),
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
               params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
@@ -401,7 +414,7 @@ AGUI_OPERATIONS: tuple[Operation, ...] = (
                           "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
               body=GatewayRunInput, params=KEYS, stream="agui", headers=STREAM_HEADERS,
               errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
-                      "USER_SCOPE_REQUIRED", *RUN_ERRORS)),
+                      "USER_SCOPE_REQUIRED", *RUN_ERRORS, *STORED_CAPS)),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "
                           "live until the run ends. " + AGUI_STREAM,

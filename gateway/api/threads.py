@@ -31,6 +31,7 @@ from .context import (
     thread_for,
 )
 from .render import message_model, thread_model
+from .stored_caps import check_initial_messages, check_metadata, check_thread_room
 
 
 def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
@@ -59,6 +60,10 @@ async def create_thread(request: Request) -> Response:
     body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
     project = project_of(request)
     user_key = required_user_scope(request, body.userKey, body.contextKey)
+    settings = services(request).settings
+    check_metadata(settings, body.metadata)
+    check_initial_messages(settings, body.initialMessages)
+    await check_thread_room(settings, services(request).store, project, user_key)
     thread = new_thread(project, user_key, body.metadata, body.initialMessages)
     await services(request).store.add(thread.row, *thread.messages)
     return JSONResponse(wire(thread_model(thread.row)), status_code=201)
@@ -85,6 +90,7 @@ async def get_thread(request: Request) -> Response:
 
 async def update_thread(request: Request) -> Response:
     body: ThreadUpdateRequest = await json_body(request, ThreadUpdateRequest)
+    check_metadata(services(request).settings, body.metadata)
     thread = await thread_for(request, scope_optional=True)  # TamboClient renames without one
     changes: dict[str, Any] = {"updated_ms": now_ms()}
     if "name" in body.model_fields_set:

@@ -43,13 +43,15 @@ log = logging.getLogger(__name__)
 
 # Compare-and-set attempts before giving up (only writers in other processes can make one fail).
 MAX_ATTEMPTS = 64
+# A component's state as JSON, at most (the app sets the configured cap).
+DEFAULT_MAX_STATE_BYTES = 256 * 1024
 PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 
 
 class ComponentStateError(Exception):
     """An update or read refused, with a stable `code` (`COMPONENT_NOT_FOUND`,
     `INVALID_JSON_PATCH`, `JSON_PATCH_TEST_FAILED`, `REVISION_MISMATCH`,
-    `STATE_SCHEMA_TOO_COMPLEX`, `STATE_SCHEMA_VIOLATION`, `STATE_UPDATE_CONFLICT`, `VALIDATION_ERROR`) and details.
+    `STATE_SCHEMA_TOO_COMPLEX`, `STATE_SCHEMA_VIOLATION`, `STATE_TOO_LARGE`, `STATE_UPDATE_CONFLICT`, `VALIDATION_ERROR`) and details.
 
     A domain error, not an HTTP one: a server tool catches it like any exception (or lets the
     model see it as the tool's error), and the REST route turns the code into its HTTP status.
@@ -90,6 +92,7 @@ class ComponentStates:
     def __init__(self, store: Store, runs: RunLookup,
                  relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None) -> None:
         self.store, self.runs = store, runs
+        self.max_state_bytes = DEFAULT_MAX_STATE_BYTES  # `GATEWAY_MAX_COMPONENT_STATE_BYTES`
         # Hands an update to the other processes when the thread's run is not here.
         self.relay = relay
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
@@ -131,6 +134,7 @@ class ComponentStates:
                                    componentId=component_id, revision=row.revision)
                 old = row.state or {}
                 new = apply_patch(old, patch) if patch is not None else copy.deepcopy(state or {})
+                check_size(new, self.max_state_bytes)
                 check_state(row.state_schema, new)
                 # Shielded: a cancelled caller (a server tool of a cancelled run) must not cut
                 # the write in half. If it lands unpublished, the next delta resends the state.
@@ -284,6 +288,15 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str,
     if not isinstance(doc, dict):
         raise ComponentStateError("INVALID_JSON_PATCH", "The patch would make the state a non-object")
     return doc
+
+
+def check_size(state: dict[str, Any], limit: int) -> None:
+    """413 `STATE_TOO_LARGE` for a state over the cap, before any schema is run on it."""
+    size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise ComponentStateError("STATE_TOO_LARGE",
+                                  f"The state takes {size} bytes; the limit is {limit}",
+                                  limit=limit)
 
 
 def check_state(schema: dict[str, Any] | None, state: dict[str, Any]) -> None:
