@@ -252,9 +252,11 @@ RUN_STREAM = (
     "`RUN_ERROR` event and nothing after it.")
 
 
+# A one-shot model call's failures, and the quotas it is metered against as runs are.
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
                 "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
-                "LLM_UNREACHABLE")
+                "LLM_UNREACHABLE", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
+                "TOKEN_BUDGET_EXCEEDED")
 # Some helpers are served on the beta path (where `@tambo-ai/react` and `TamboClient` call them)
 # and on the v1 path: (path prefix, operationId suffix, summary note).
 BETA_AND_V1 = (("/v1/threads", "", ""),

@@ -76,7 +76,7 @@ class ScriptedDeltas:
             yield Finish("stop")
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str:
+                       task: str | None = None, usage: Any = None) -> str:
         return "ok"
 
 
