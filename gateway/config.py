@@ -251,6 +251,11 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(
         15.0, gt=0, description="SSE comment heartbeat while a stream is idle (keeps proxies "
                                 "from closing it).")
+    slow_reader_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="A stream reader (SSE, NDJSON or WebSocket) that takes nothing for this long "
+                    "while the gateway has something to send is disconnected (its run goes "
+                    "on; it can come back with its cursor).")
     disconnect_grace_seconds: float = Field(
         30.0, ge=0, description="How long a run whose subscribers all left keeps going before "
                                 "it is cancelled.")

@@ -46,6 +46,7 @@ from .context import (
 )
 from .render import run_model
 from .request_limits import check_run_request
+from .slow_reader import BoundedEventSource
 from .stored_caps import check_thread_room
 from .threads import new_thread
 
@@ -88,8 +89,8 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
                "X-Accel-Buffering": "no", "X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
                **(extra_headers or {})}
     timings = svc.runs.timings
-    return EventSourceResponse(frames(), ping=timings.heartbeat_seconds, sep="\n",
-                               headers=headers, send_timeout=timings.slow_reader_seconds)
+    return BoundedEventSource(frames(), ping=timings.heartbeat_seconds, sep="\n",
+                              headers=headers, send_timeout=timings.slow_reader_seconds)
 
 
 def _started_stream(request: Request, started: StartedRun) -> EventSourceResponse:

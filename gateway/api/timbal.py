@@ -36,6 +36,7 @@ from ..protocol.problems import ApiError
 from ..store.tables import ThreadRow
 from .context import Services, may_see, project_of, services, thread_for, user_scope
 from .runs import event_cursor, run_in_thread
+from .slow_reader import BoundedStreamingResponse, SlowReader, disconnected, within
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,15 @@ def _since(request: Request) -> int | None:
                                                                            "time"}) from None
 
 
-def _lines(frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
+def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         async with contextlib.aclosing(frames) as source:
             async for frame in source:
                 yield view.encode(frame) + "\n"
 
-    return StreamingResponse(body(), media_type=NDJSON, headers=HEADERS)
+    return BoundedStreamingResponse(
+        body(), media_type=NDJSON, headers=HEADERS,
+        slow_reader_seconds=services(request).runs.timings.slow_reader_seconds)
 
 
 async def run_frames(request: Request) -> Response:
@@ -73,7 +76,7 @@ async def run_frames(request: Request) -> Response:
             async for _, frame in positioned(entries, view.TimbalDialect(), after):
                 yield frame
 
-    return _lines(frames())
+    return _lines(request, frames())
 
 
 def _current_run(thread: ThreadRow) -> str | None:
@@ -96,7 +99,7 @@ async def thread_frames(request: Request) -> Response:
                     if view.live_since(entry.frame, entry.ts, since):
                         yield entry.frame
 
-    return _lines(frames())
+    return _lines(request, frames())
 
 
 # -- the WebSocket ------------------------------------------------------------------------------
@@ -111,22 +114,30 @@ class ThreadSocket:
         self._send_lock = asyncio.Lock()
 
     async def send(self, frame: timbal.Frame) -> None:
+        """Send one frame; `SlowReader` if the client has not taken it within the bound."""
         async with self._send_lock:
-            await self.ws.send_text(view.encode(frame))
+            await within(self.svc.runs.timings.slow_reader_seconds,
+                         self.ws.send_text(view.encode(frame)))
 
     async def serve(self) -> None:
-        live = asyncio.create_task(self.follow_runs())
+        """Follow the runs and answer the client's requests until either ends; a client that
+        stops reading is disconnected (`slow_reader`)."""
+        tasks = {asyncio.create_task(self.follow_runs()), asyncio.create_task(self.requests())}
         try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if any(not t.cancelled() and isinstance(t.exception(), SlowReader) for t in done):
+            disconnected(self.ws.url.path, self.svc.runs.timings.slow_reader_seconds)
+
+    async def requests(self) -> None:
+        with contextlib.suppress(WebSocketDisconnect):
             while True:
                 text = await self.ws.receive_text()
                 if not await self.handle(text):
                     return
-        except WebSocketDisconnect:
-            pass
-        finally:
-            live.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await live
 
     async def handle(self, text: str) -> bool:
         """Answer one client frame; False once the socket is closed."""
@@ -186,7 +197,7 @@ class ThreadSocket:
                     await self.ws.close(CLOSE_ENDED, "the thread was deleted")
                     return
                 thread = fresh
-        except (WebSocketDisconnect, asyncio.CancelledError):
+        except (WebSocketDisconnect, asyncio.CancelledError, SlowReader):
             raise
         except Exception:
             log.exception("timbal socket on thread %s failed", thread.id)
