@@ -35,6 +35,7 @@ from ..protocol.dialects.base import positioned
 from ..protocol.problems import ApiError
 from ..store.tables import ThreadRow
 from .context import Services, may_see, project_of, services, thread_for, user_scope
+from .request_limits import json_depth
 from .runs import event_cursor, run_in_thread
 from .slow_reader import BoundedStreamingResponse, SlowReader, disconnected, within
 
@@ -44,6 +45,8 @@ NDJSON = "application/x-ndjson"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_ERROR = 1003, 1008, 1011
 CLOSE_NOT_FOUND, CLOSE_ENDED = 4004, 4009
+# A sync reads the thread's history: a client may ask for one this often, at most.
+SYNC_INTERVAL_SECONDS = 1.0
 
 
 def _since(request: Request) -> int | None:
@@ -112,6 +115,7 @@ class ThreadSocket:
         self.ws, self.svc, self.project, self.thread = ws, svc, project, thread
         self.subscribed = True
         self._send_lock = asyncio.Lock()
+        self._next_sync = 0.0  # loop time before which another sync is refused
 
     async def send(self, frame: timbal.Frame) -> None:
         """Send one frame; `SlowReader` if the client has not taken it within the bound."""
@@ -141,6 +145,9 @@ class ThreadSocket:
 
     async def handle(self, text: str) -> bool:
         """Answer one client frame; False once the socket is closed."""
+        if json_depth(text.encode()) > self.svc.settings.max_json_depth:
+            await self.ws.close(CLOSE_INVALID_DATA, "the frame nests too deep")
+            return False
         try:
             frame = json.loads(text)
         except ValueError:
@@ -158,6 +165,12 @@ class ThreadSocket:
                                                           "with a zone"))
                 return True
             self.subscribed = True
+            loop = asyncio.get_running_loop()
+            if loop.time() < self._next_sync:
+                await self.send(_error("rate_limited", "one sync per "
+                                       f"{SYNC_INTERVAL_SECONDS:g} s; ask again later"))
+                return True
+            self._next_sync = loop.time() + SYNC_INTERVAL_SECONDS
             await self.sync(since)
         elif name == "unsub":
             if not isinstance(frame.get("s"), str):

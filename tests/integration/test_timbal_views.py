@@ -132,6 +132,23 @@ def test_ndjson_refuses_a_bad_since(client: httpx.Client):
     assert response.status_code == 400 and "since" in response.json()["errors"]
 
 
+def test_socket_refuses_deep_frames_and_throttles_sync(client: httpx.Client,
+                                                        gateway: GatewayServer):
+    """A deeply nested frame closes the socket (1003) instead of failing in the JSON parser, and
+    a sync (which reads the thread's history) is answered once per second at most."""
+    thread_id = client.post("/v1/threads", json={}).json()["id"]
+    with socket(gateway, thread_id) as ws:
+        ws.send(json.dumps({"c": "sync"}))
+        assert json.loads(ws.recv(timeout=10))["c"] == "synced"
+        ws.send(json.dumps({"c": "sync"}))
+        assert json.loads(ws.recv(timeout=10))["code"] == "rate_limited"
+        ws.send("[" * 100_000 + "]" * 100_000)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
+    assert "RecursionError" not in gateway.log()
+
+
 # -- slow readers ---------------------------------------------------------------------------------
 
 SLOW_READER_SECONDS = 1
