@@ -32,6 +32,7 @@ from jsonschema import SchemaError
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 
+from ..engine.loop import ToolError
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..store.repository import Store
@@ -48,7 +49,7 @@ DEFAULT_MAX_STATE_BYTES = 256 * 1024
 PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 
 
-class ComponentStateError(Exception):
+class ComponentStateError(ToolError):
     """An update or read refused, with a stable `code` (`COMPONENT_NOT_FOUND`,
     `INVALID_JSON_PATCH`, `JSON_PATCH_TEST_FAILED`, `REVISION_MISMATCH`,
     `STATE_SCHEMA_TOO_COMPLEX`, `STATE_SCHEMA_VIOLATION`, `STATE_TOO_LARGE`, `STATE_UPDATE_CONFLICT`, `VALIDATION_ERROR`) and details.
