@@ -306,6 +306,13 @@ class Settings(BaseSettings):
     max_attachment_bytes: int = Field(
         5 * 1024 * 1024, ge=1, description="Largest attachment (decoded `resource` blob or "
                                            "text) a message may carry to the model.")
+    image_urls: Literal["refuse", "pass"] = Field(
+        "refuse", description="An image attached by `https` URL (not inline data): `refuse` "
+                              "answers 400 `IMAGE_URL_NOT_ALLOWED`; `pass` hands the URL to the "
+                              "model provider, which fetches it. `pass` weakens security with "
+                              "a self-hosted upstream (it fetches the client's URL from inside "
+                              "your network); use it only with a hosted provider. Off by "
+                              "default.")
     transcription_model: str | None = Field(
         None, description="litellm transcription model for `POST /audio/transcribe` (e.g. "
                           "`openai/whisper-1`, reached with the model api base and key). "

@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 from ..config import Settings
+from ..engine.attachments import is_image_url
 from ..protocol.problems import ApiError
-from ..protocol.tambo import RunRequest, TextBlock, ToolResultBlock
+from ..protocol.tambo import ResourceBlock, RunRequest, TextBlock, ToolResultBlock
 from ..runs.state_schema import SchemaRefused, check_client_schema
 from .stored_caps import check_initial_messages, check_metadata
 
@@ -86,10 +87,25 @@ def check_run_request(settings: Settings, body: RunRequest) -> None:
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)
     for component in body.availableComponents:
         check_state_schema(component.name, component.stateSchema)
+    check_image_urls(settings, body)
     init = body.thread
     check_metadata(settings, body.runMetadata, body.threadMetadata,
                    init.metadata if init else None)
     check_initial_messages(settings, init.initialMessages if init else None)
+
+
+def check_image_urls(settings: Settings, body: RunRequest) -> None:
+    """400 for an image attached by URL unless `GATEWAY_IMAGE_URLS=pass`: the model provider
+    would fetch it, and a self-hosted one does so from inside the operator's network."""
+    if settings.image_urls == "pass":
+        return
+    for block in body.message.content:
+        if isinstance(block, ResourceBlock) and is_image_url(
+                block.resource.model_dump(exclude_none=True)):
+            raise ApiError(400, "IMAGE_URL_NOT_ALLOWED",
+                           "Images must be attached as data (a base64 `blob`), not as a URL: "
+                           "this gateway does not pass image URLs to its model "
+                           "(GATEWAY_IMAGE_URLS)")
 
 
 def check_state_schema(name: str, schema: Any) -> None:

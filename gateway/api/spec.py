@@ -101,6 +101,8 @@ CODES: dict[str, ErrorCode] = {
                                           "`GATEWAY_MAX_COMPONENTS`."),
     "JSON_TOO_DEEP": ErrorCode(400, "The body nests arrays and objects deeper than "
                                     "`GATEWAY_MAX_JSON_DEPTH`."),
+    "IMAGE_URL_NOT_ALLOWED": ErrorCode(400, "An image is attached by URL; this gateway takes "
+                                            "images as data only (`GATEWAY_IMAGE_URLS`)."),
     "UNSUPPORTED_SCHEMA_PATTERN": ErrorCode(400, "A component's `stateSchema` holds a pattern "
                                                  "the linear-time regex engine (RE2) cannot "
                                                  "run: backreferences or lookaround."),
@@ -240,7 +242,7 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "SHUTTING_DOWN", "MESSAGE_TOO_LARGE", "SCHEMA_TOO_LARGE", "TOO_MANY_TOOLS",
               "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
               "TOKEN_BUDGET_EXCEEDED", "UNSUPPORTED_SCHEMA_PATTERN", "UNSUPPORTED_SCHEMA_REF",
-              "UNSUPPORTED_SCHEMA_KEYWORD", "METADATA_TOO_LARGE")
+              "UNSUPPORTED_SCHEMA_KEYWORD", "METADATA_TOO_LARGE", "IMAGE_URL_NOT_ALLOWED")
 # What creating a thread may be refused for: its seeded messages and the number of threads.
 STORED_CAPS = ("METADATA_TOO_LARGE", "TOO_MANY_INITIAL_MESSAGES", "MESSAGE_TOO_LARGE",
                "THREAD_LIMIT_REACHED")
