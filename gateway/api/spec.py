@@ -254,11 +254,13 @@ RUN_STREAM = (
     "`RUN_ERROR` event and nothing after it.")
 
 
-# A one-shot model call's failures, and the quotas it is metered against as runs are.
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
                 "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
-                "LLM_UNREACHABLE", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
-                "TOKEN_BUDGET_EXCEEDED")
+                "LLM_UNREACHABLE")
+# A one-shot model call (name, suggestions, transcription): the provider's failures, and the
+# quotas it is metered against as runs are.
+METERED_ERRORS = (*MODEL_ERRORS, "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
+                  "TOKEN_BUDGET_EXCEEDED")
 # Some helpers are served on the beta path (where `@tambo-ai/react` and `TamboClient` call them)
 # and on the v1 path: (path prefix, operationId suffix, summary note).
 BETA_AND_V1 = (("/v1/threads", "", ""),
@@ -305,7 +307,7 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=("USER_SCOPE_REQUIRED",)),
     *(Operation("POST", f"{prefix}/{{thread_id}}/generate-name", f"generateThreadName{alias}",
                 "Name the thread from its history" + note, "threads", params=KEYS,
-                result=tambo.NamedThread, errors=MODEL_ERRORS)
+                result=tambo.NamedThread, errors=METERED_ERRORS)
       for prefix, alias, note in BETA_AND_V1),
     # messages
     Operation("GET", "/v1/threads/{thread_id}/messages", "listMessages", "List a thread's "
@@ -328,7 +330,7 @@ OPERATIONS: tuple[Operation, ...] = (
                   "suggestions", body=tambo.SuggestionsRequest, params=KEYS, status=201,
                   result=tambo.SuggestionList if prefix.startswith("/v1") else list[
                       tambo.Suggestion],
-                  errors=("MESSAGE_NOT_FOUND", *scoped(prefix), *MODEL_ERRORS)))),
+                  errors=("MESSAGE_NOT_FOUND", *scoped(prefix), *METERED_ERRORS)))),
     # signed-in users
     Operation("POST", "/oauth/token", "exchangeToken", "Exchange an identity provider's token "
               "for a gateway access token (RFC 8693)", "auth",
@@ -363,7 +365,7 @@ OPERATIONS: tuple[Operation, ...] = (
                           "`GATEWAY_TRANSCRIPTION_MODEL`.",
               body=tambo.TranscribeRequest, body_media_type="multipart/form-data", result=str,
               media_type="text/plain",
-              errors=("UNSUPPORTED_MEDIA_TYPE", "TRANSCRIPTION_DISABLED", *MODEL_ERRORS)),
+              errors=("UNSUPPORTED_MEDIA_TYPE", "TRANSCRIPTION_DISABLED", *METERED_ERRORS)),
     # runs
     Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,

@@ -8,6 +8,7 @@ Each refusal is a problem+json with its own code, before anything is written.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,12 +51,32 @@ async def check_thread_room(settings: Settings, store: Store, project: str,
     """403 `THREAD_LIMIT_REACHED` when the user scope (or the project) holds its most threads.
 
     Counted before the insert, so racing creations may overshoot by a few: a ceiling against
-    filling the database, not an exact quota."""
-    for scope, limit, who in ((user_key, settings.max_threads_per_user, "user"),
-                              (None, settings.max_threads_per_project, "project")):
-        if not limit or (who == "user" and user_key is None):
-            continue
-        if await store.count_threads(project, scope, at_most=limit) >= limit:
-            raise ApiError(403, "THREAD_LIMIT_REACHED",
-                           f"The {who} holds {limit} threads, the most it may; delete some "
-                           "first", limit=limit, limitScope=who)
+    filling the database, not an exact quota. A user's threads are counted each time (an index
+    range of at most the cap); a project's, which may be many, every `PROJECT_RECOUNT_SECONDS`
+    per process, with the creations admitted since added."""
+    user_limit, project_limit = settings.max_threads_per_user, settings.max_threads_per_project
+    if user_limit and user_key is not None and await store.count_threads(
+            project, user_key, at_most=user_limit) >= user_limit:
+        raise _limit_reached("user", user_limit)
+    if project_limit and await _project_threads(store, project, project_limit) >= project_limit:
+        raise _limit_reached("project", project_limit)
+
+
+PROJECT_RECOUNT_SECONDS = 10.0
+# (store, project) -> (when counted, threads counted then plus those admitted since)
+_project_counts: dict[tuple[int, str], tuple[float, int]] = {}
+
+
+async def _project_threads(store: Store, project: str, limit: int) -> int:
+    key, now = (id(store), project), time.monotonic()
+    counted = _project_counts.get(key)
+    if counted is None or now - counted[0] > PROJECT_RECOUNT_SECONDS:
+        counted = (now, await store.count_threads(project, None, at_most=limit))
+    _project_counts[key] = (counted[0], counted[1] + 1)  # this creation, if it is admitted
+    return counted[1]
+
+
+def _limit_reached(who: str, limit: int) -> ApiError:
+    return ApiError(403, "THREAD_LIMIT_REACHED",
+                    f"The {who} holds {limit} threads, the most it may; delete some first",
+                    limit=limit, limitScope=who)

@@ -68,7 +68,8 @@ def test_component_state_over_the_cap_is_refused(client: httpx.Client,
 def capped(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[GatewayServer | GatewayCluster]:
     workdir = tmp_path_factory.mktemp("caps")
-    env = scripted_env(scripted_model, GATEWAY_MAX_THREADS_PER_USER="2")
+    env = scripted_env(scripted_model, GATEWAY_MAX_THREADS_PER_USER="2",
+                       GATEWAY_MAX_THREADS_PER_PROJECT="6")
     server = (GatewayCluster(workdir, env) if engines.ENGINES is not None
               else GatewayServer(workdir, env))
     server.start()
@@ -90,3 +91,16 @@ def test_a_user_scope_holds_at_most_its_cap_of_threads(capped: GatewayServer | G
         # Deleting one makes room again.
         http.delete(f"/v1/threads/{first.json()['id']}", params={"userKey": "hoarder"})
         assert http.post("/v1/threads", json={"userKey": "hoarder"}).status_code == 201
+
+
+def test_a_project_holds_at_most_its_cap_of_threads(capped: GatewayServer | GatewayCluster):
+    """Runs after the user-scope test (which leaves 3 threads): whoever creates them, the
+    project's threads stop at its cap."""
+    with httpx.Client(base_url=capped.url, timeout=30, headers={"x-api-key": "k"}) as http:
+        answers = [http.post("/v1/threads", json={"userKey": f"crowd-{n}"}) for n in range(8)]
+    created = [a for a in answers if a.status_code == 201]
+    # Each process recounts every few seconds: with several, the ceiling may be passed by a few.
+    processes = len(capped.servers) if isinstance(capped, GatewayCluster) else 1
+    assert 1 <= len(created) <= 3 * processes
+    refused(answers[-1], 403, "THREAD_LIMIT_REACHED")
+    assert answers[-1].json()["limitScope"] == "project"

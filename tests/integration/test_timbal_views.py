@@ -18,8 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import scripted_env
-from tests.support import engines
-from tests.support.gateway_server import GatewayCluster, GatewayServer
+from tests.support.gateway_server import GatewayServer
 from tests.support.run_stream import message, open_stream, read_until, wait_for_status
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
@@ -156,11 +155,11 @@ SLOW_READER_SECONDS = 1
 
 @pytest.fixture(scope="module")
 def impatient(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-              ) -> Iterator[GatewayServer | GatewayCluster]:
+              ) -> Iterator[GatewayServer]:
+    """One process (on the configured backend): a proxy in front would buffer for the reader."""
     workdir = tmp_path_factory.mktemp("slow-readers")
     env = scripted_env(scripted_model, GATEWAY_SLOW_READER_SECONDS=str(SLOW_READER_SECONDS))
-    server = (GatewayCluster(workdir, env) if engines.ENGINES is not None
-              else GatewayServer(workdir, env))
+    server = GatewayServer(workdir, env)
     server.start()
     yield server
     server.stop()
@@ -180,7 +179,7 @@ def _long_run(http: httpx.Client, scripted_model: ScriptedModel) -> tuple[str, s
     return started["threadId"], started["runId"]
 
 
-def _stalled_socket(gateway: GatewayServer | GatewayCluster) -> socket_module.socket:
+def _stalled_socket(gateway: GatewayServer) -> socket_module.socket:
     stalled = socket_module.socket()
     stalled.setsockopt(socket_module.SOL_SOCKET, socket_module.SO_RCVBUF, 4096)
     host, port = gateway.url.removeprefix("http://").split(":")
@@ -198,7 +197,7 @@ def _drain(stalled: socket_module.socket) -> bytes:
 
 
 def test_an_ndjson_reader_that_never_reads_is_disconnected(
-        impatient: GatewayServer | GatewayCluster, scripted_model: ScriptedModel):
+        impatient: GatewayServer, scripted_model: ScriptedModel):
     with httpx.Client(base_url=impatient.url, timeout=30, headers={"x-api-key": "k"}) as http:
         thread_id, run_id = _long_run(http, scripted_model)
         path = f"/v1/timbal/threads/{thread_id}/runs/{run_id}"
@@ -218,7 +217,7 @@ def test_an_ndjson_reader_that_never_reads_is_disconnected(
 
 
 def test_a_websocket_reader_that_never_reads_is_disconnected(
-        impatient: GatewayServer | GatewayCluster, scripted_model: ScriptedModel):
+        impatient: GatewayServer, scripted_model: ScriptedModel):
     with httpx.Client(base_url=impatient.url, timeout=30, headers={"x-api-key": "k"}) as http:
         thread_id = http.post("/v1/threads", json={"userKey": "reader"}).json()["id"]
         url = impatient.url.replace("http://", "ws://") + f"/v1/timbal/threads/{thread_id}/stream"
