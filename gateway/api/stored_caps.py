@@ -53,7 +53,8 @@ async def check_thread_room(settings: Settings, store: Store, project: str,
     Counted before the insert, so racing creations may overshoot by a few: a ceiling against
     filling the database, not an exact quota. A user's threads are counted each time (an index
     range of at most the cap); a project's, which may be many, every `PROJECT_RECOUNT_SECONDS`
-    per process, with the creations admitted since added."""
+    per process with the creations admitted since added, and each time once past half the cap
+    (so processes that do not see each other's creations cannot pass it by much)."""
     user_limit, project_limit = settings.max_threads_per_user, settings.max_threads_per_project
     if user_limit and user_key is not None and await store.count_threads(
             project, user_key, at_most=user_limit) >= user_limit:
@@ -70,7 +71,7 @@ _project_counts: dict[tuple[int, str], tuple[float, int]] = {}
 async def _project_threads(store: Store, project: str, limit: int) -> int:
     key, now = (id(store), project), time.monotonic()
     counted = _project_counts.get(key)
-    if counted is None or now - counted[0] > PROJECT_RECOUNT_SECONDS:
+    if counted is None or now - counted[0] > PROJECT_RECOUNT_SECONDS or counted[1] * 2 >= limit:
         counted = (now, await store.count_threads(project, None, at_most=limit))
     _project_counts[key] = (counted[0], counted[1] + 1)  # this creation, if it is admitted
     return counted[1]
