@@ -268,7 +268,7 @@ async def read_litellm(upstream: Server, stamps: bool, adapter: str = "litellm")
 def load_litellm() -> None:
     """As the gateway does at start-up (offline, then `gc.freeze()`), so litellm's per-chunk
     cost here is what it is in the gateway."""
-    from gateway.app import load_litellm as gateway_load
+    from gateway.services import load_litellm as gateway_load
 
     gateway_load()
     gc.collect()
@@ -450,10 +450,11 @@ def props_arguments(kb: int) -> list[str]:
 async def our_code_per_delta(deltas: list[Any], dialect: str = "tambo") -> list[int]:
     """Per model delta, nanoseconds of our code between the model adapter and the socket: Turn
     writes frames to a LiveLog, the dialect (`tambo` or `agui`) translates each new entry, and
-    each event is stamped and serialised as `dialects.base.positioned` and
+    each event is stamped and serialised as `protocol.translation.positioned` and
     `api.runs.event_stream` do."""
+    from gateway.dialects.agui import translate as agui
+    from gateway.dialects.tambo import translate as tambo
     from gateway.engine.loop import Turn
-    from gateway.protocol.dialects import agui, tambo
     from gateway.runs.log import LiveLog
 
     module = agui if dialect == "agui" else tambo

@@ -26,7 +26,7 @@ from typing import Any
 import uvloop
 from redis.asyncio import Redis
 
-from gateway.runs.redis_appends import StreamAppends
+from gateway.backends.redis import StreamAppends
 from tests.support.engines import RedisServer
 
 FRAME = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "msg_1", "delta": " token"}

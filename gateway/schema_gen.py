@@ -13,7 +13,8 @@ from pathlib import Path
 from starlette.routing import BaseRoute, Route
 
 from .api.openapi import openapi_text
-from .api.spec import OPERATIONS, operation_keys
+from .api.spec import operation_keys
+from .dialects import registry
 from .protocol.schema_files import schema_files
 from .settings_report import REFERENCE_PATH, reference_markdown
 
@@ -24,7 +25,8 @@ GENERATED_DIRS = ("openapi", "schemas")
 def generated_files() -> dict[str, str]:
     """Path relative to the repository root -> text, for every generated file."""
     files = {"openapi/openapi.json": openapi_text()}
-    files.update({f"schemas/{path}": text for path, text in schema_files().items()})
+    files.update({f"schemas/{path}": text
+                  for path, text in schema_files(d.schemas for d in registry.DIALECTS).items()})
     files[REFERENCE_PATH] = reference_markdown()
     return files
 
@@ -33,10 +35,10 @@ def route_mismatches(routes: list[BaseRoute]) -> list[str]:
     """Routes without an operation in `api/spec.py`, and operations without a route."""
     served = {(method, route.path) for route in routes if isinstance(route, Route)
               for method in (route.methods or ()) if method != "HEAD"}
-    documented = operation_keys(OPERATIONS)
-    problems = [f"route {m} {p} has no Operation in gateway/api/spec.py"
-                for m, p in sorted(served - documented)]
-    problems += [f"Operation {m} {p} in gateway/api/spec.py has no route"
+    documented = operation_keys(registry.all_operations())
+    problems = [f"route {m} {p} has no Operation in gateway/api/spec.py (or its dialect's "
+                f"dialect.py)" for m, p in sorted(served - documented)]
+    problems += [f"Operation {m} {p} (gateway/api/spec.py or a dialect's) has no route"
                  for m, p in sorted(documented - served)]
     return problems
 

@@ -14,36 +14,25 @@ from starlette.requests import Request
 from ..config import Settings
 from ..protocol.problems import ApiError, InvalidRequest
 from ..protocol.tambo import checked_user_key
-from ..runs.manager import RunManager
 from ..runs.quotas import Limits, Subject, key_subject, user_subject
-from ..store.repository import Store
+from ..services import Services
 from ..store.tables import ThreadRow
 from .identity import (
     SIGNED_IN_PREFIX,
-    IdentityProviders,
     TokenRejected,
     is_signed_in_scope,
     looks_like_jwt,
 )
-from .keyring import Credentials, KeyRing, ManagedKey
+from .keyring import Credentials, ManagedKey
 from .request_limits import check_json_depth
 
 INTEGER = re.compile(r"-?[0-9]+")
 
 
-@dataclass
-class Services:
-    settings: Settings
-    store: Store
-    runs: RunManager
-    model: Any
-    identity: IdentityProviders
-    keyring: KeyRing
-    redis: Any = None  # redis.asyncio.Redis with GATEWAY_REDIS_URL
-
-
 def services(request: Request) -> Services:
-    return request.app.state.services
+    """The services the app's lifespan opened (`gateway.services`)."""
+    found: Services = request.app.state.services
+    return found
 
 
 @dataclass(frozen=True)

@@ -42,65 +42,6 @@ _SUGGESTIONS = {"suggestions": [{
     "detailedSuggestion": "What will the weather be in Paris tomorrow?",
     "description": "What will the weather be in Paris tomorrow?", "createdAt": UPDATED}],
     "hasMore": False}
-_RUN = {"id": RUN, "threadId": THREAD, "status": "completed", "createdAt": CREATED,
-        "startedAt": CREATED, "finishedAt": UPDATED, "previousRunId": PREVIOUS_RUN,
-        "onDisconnect": "grace"}
-_RUN_REQUEST = {
-    "message": {"role": "user",
-                "content": [{"type": "text", "text": "Show me the weather in Paris"}]},
-    "previousRunId": PREVIOUS_RUN,
-    "userKey": USER_KEY,
-    "availableComponents": [{
-        "name": "WeatherCard", "description": "The weather of a city.",
-        "propsSchema": {"type": "object", "properties": {"city": {"type": "string"},
-                                                         "temperature": {"type": "number"}}},
-        "stateSchema": {"type": "object", "properties": {"pinned": {"type": "boolean"}}}}],
-    "tools": [{"name": "get_local_time", "description": "The user's local time.",
-               "inputSchema": {"type": "object", "properties": {}}}],
-}
-_NEW_THREAD_RUN = {key: value for key, value in _RUN_REQUEST.items() if key != "previousRunId"}
-
-
-def _sse(events: list[dict[str, Any]]) -> str:
-    return "".join(f"id: {n}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
-                   for n, event in enumerate(events, start=1))
-
-
-_T = 1767607200000  # CREATED in epoch milliseconds
-RUN_STREAM = _sse([
-    {"type": "RUN_STARTED", "threadId": THREAD, "runId": RUN, "timestamp": _T},
-    {"type": "TEXT_MESSAGE_START", "messageId": MESSAGE, "role": "assistant", "timestamp": _T + 40},
-    {"type": "TEXT_MESSAGE_CONTENT", "messageId": MESSAGE, "delta": "Here is the weather",
-     "timestamp": _T + 52},
-    {"type": "TEXT_MESSAGE_CONTENT", "messageId": MESSAGE, "delta": " in Paris.",
-     "timestamp": _T + 64},
-    {"type": "TEXT_MESSAGE_END", "messageId": MESSAGE, "timestamp": _T + 70},
-    {"type": "RUN_FINISHED", "threadId": THREAD, "runId": RUN, "timestamp": _T + 90},
-])
-
-AGUI_INPUT = {
-    "threadId": THREAD, "runId": RUN, "state": {}, "context": [], "forwardedProps": {},
-    "messages": [{"id": "msg-1", "role": "user", "content": "What is the weather in Paris?"}],
-    "tools": [{"name": "get_weather", "description": "The weather of a city.",
-               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
-}
-AGUI_STREAM = _sse([
-    {"type": "RUN_STARTED", "timestamp": _T, "threadId": THREAD, "runId": RUN,
-     "protocolVersion": "1.0"},
-    {"type": "TEXT_MESSAGE_START", "timestamp": _T + 40, "messageId": MESSAGE,
-     "role": "assistant"},
-    {"type": "TEXT_MESSAGE_CONTENT", "timestamp": _T + 52, "messageId": MESSAGE,
-     "delta": "Let me check."},
-    {"type": "TEXT_MESSAGE_END", "timestamp": _T + 60, "messageId": MESSAGE},
-    {"type": "TOOL_CALL_START", "timestamp": _T + 61, "toolCallId": CALL,
-     "toolCallName": "get_weather", "parentMessageId": MESSAGE},
-    {"type": "TOOL_CALL_ARGS", "timestamp": _T + 70, "toolCallId": CALL,
-     "delta": "{\"city\": \"Paris\"}"},
-    {"type": "TOOL_CALL_END", "timestamp": _T + 75, "toolCallId": CALL},
-    {"type": "RUN_FINISHED", "timestamp": _T + 90, "threadId": THREAD, "runId": RUN,
-     "outcome": {"type": "success", "pendingToolCallIds": [CALL]}},
-])
-
 HTML = "<!doctype html><html lang=\"en\">...</html>"
 
 # operationId -> {"request": body example, "response": success body example}. Operations on the
@@ -149,17 +90,19 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "updateComponentState": {
         "request": {"patch": [{"op": "replace", "path": "/pinned", "value": True}]},
         "response": {"componentId": COMPONENT, "state": {"pinned": True}, "revision": 1}},
-    "createThreadAndRun": {"request": _NEW_THREAD_RUN, "stream": RUN_STREAM},
-    "runThread": {"request": _RUN_REQUEST, "stream": RUN_STREAM},
-    "listRuns": {"response": {"runs": [_RUN], "hasMore": False}},
-    "getRun": {"response": _RUN, "stream": RUN_STREAM},
-    "cancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
-    "aguiRunAgent": {"request": AGUI_INPUT, "stream": AGUI_STREAM},
-    "aguiGetRun": {"stream": AGUI_STREAM},
-    "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
 }
 
 
-def example_for(operation_id: str) -> dict[str, Any]:
+def sse(events: list[dict[str, Any]]) -> str:
+    """A run stream's text, as a client reads it: events numbered from 1."""
+    return "".join(f"id: {n}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+                   for n, event in enumerate(events, start=1))
+
+
+T = 1767607200000  # CREATED in epoch milliseconds
+
+
+def example_for(operation_id: str, examples: dict[str, dict[str, Any]] = EXAMPLES
+                ) -> dict[str, Any]:
     """The examples of an operation (a `...Beta` alias shares its v1 operation's)."""
-    return EXAMPLES.get(operation_id) or EXAMPLES.get(operation_id.removesuffix("Beta"), {})
+    return examples.get(operation_id) or examples.get(operation_id.removesuffix("Beta"), {})

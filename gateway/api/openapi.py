@@ -1,4 +1,5 @@
-"""The OpenAPI 3.1 document, generated from `spec.OPERATIONS` and the models they name.
+"""The OpenAPI 3.1 document, generated from the operations (`spec.OPERATIONS` and each
+dialect's, `gateway/dialects/registry.py`) and the models they name.
 
 It is checked in (`openapi/openapi.json`), served at `/openapi.json`, and fuzzed in CI; the same
 function produces all three, so they cannot differ.
@@ -11,13 +12,11 @@ from functools import lru_cache
 from importlib.metadata import version
 from typing import Any
 
-from ag_ui.core import Event as AguiEvent
-
+from ..dialects import registry
 from ..protocol import tambo
-from ..protocol.events import TamboEvent
 from ..protocol.jsonschema import canonical, definitions
-from .examples import PATH_PARAMS, QUERY_PARAMS, example_for
-from .spec import CODES, OPERATIONS, Operation, Param
+from .examples import EXAMPLES, PATH_PARAMS, QUERY_PARAMS, example_for
+from .spec import CODES, Operation, Param
 
 REF = "#/components/schemas/{model}"
 TITLE = "Gateway API"
@@ -30,7 +29,6 @@ DESCRIPTION = (
     "`GATEWAY_API_KEYS` the gateway is in development mode and accepts any key. Scope threads "
     "to an end user with `userKey`.\n\n"
     "| code | status | meaning |\n|---|---|---|\n")
-
 
 
 def sse_message(event: str) -> dict[str, Any]:
@@ -104,17 +102,22 @@ def problem_example(code: str) -> dict[str, Any]:
             "instance": "urn:tambo:error-instance:0b7c6f1e-4f5d-4a53-9d0e-2c1f3a4b5c6d"}
 
 
+def _examples(operation_id: str) -> dict[str, Any]:
+    """The operation's examples: from `api/examples.py`, or its dialect's."""
+    return example_for(operation_id, {**EXAMPLES, **registry.all_examples()})
+
+
 def _success(op: Operation, result_schema: dict[str, Any] | None,
              description: str = "") -> dict[str, Any]:
     response: dict[str, Any] = {"description": description or op.summary}
     content: dict[str, Any] = {}
-    examples = example_for(op.id)
+    examples = _examples(op.id)
     if result_schema is not None:
         content[op.media_type] = {"schema": result_schema}
         if "response" in examples:
             content[op.media_type]["example"] = examples["response"]
     if op.stream:
-        message = "AguiSseMessage" if op.stream == "agui" else "TamboSseMessage"
+        [message] = [e.sse_message for e in registry.event_schemas() if e.name == op.stream]
         content["text/event-stream"] = {"schema": {"$ref": REF.format(model=message)}}
         if "stream" in examples:
             content["text/event-stream"]["example"] = examples["stream"]
@@ -144,18 +147,19 @@ def _operation(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
         body["description"] = op.description
     if op.body is not None:
         media: dict[str, Any] = {"schema": refs[f"{op.id}.body"]}
-        if "request" in example_for(op.id):
-            media["example"] = example_for(op.id)["request"]
+        if "request" in _examples(op.id):
+            media["example"] = _examples(op.id)["request"]
         body["requestBody"] = {"required": True, "content": {op.body_media_type: media}}
     if op.public:
         body["security"] = []
     return body
 
 
-def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
+def build(operations: tuple[Operation, ...] | None = None) -> dict[str, Any]:
+    operations = registry.all_operations() if operations is None else operations
+    events = registry.event_schemas()
     types: list[tuple[str, Any, Any]] = [("Problem", tambo.Problem, "serialization"),
-                                         ("TamboEvent", TamboEvent, "serialization"),
-                                         ("AguiEvent", AguiEvent, "serialization")]
+                                         *((e.name, e.type, "serialization") for e in events)]
     for op in operations:
         if op.body is not None:
             types.append((f"{op.id}.body", op.body, "validation"))
@@ -163,10 +167,9 @@ def build(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
             types.append((f"{op.id}.result", op.result, "serialization"))
     refs, defs = definitions(types, REF)
     _require_discriminators(defs)
-    defs["TamboEvent"] = refs["TamboEvent"]
-    defs["TamboSseMessage"] = sse_message("TamboEvent")
-    defs["AguiEvent"] = refs["AguiEvent"]
-    defs["AguiSseMessage"] = sse_message("AguiEvent")
+    for event in events:
+        defs[event.name] = refs[event.name]
+        defs[event.sse_message] = sse_message(event.name)
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
         paths.setdefault(openapi_path(op.path), {})[op.method.lower()] = _operation(op, refs)

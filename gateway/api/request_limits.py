@@ -13,7 +13,7 @@ from typing import Any
 from ..config import Settings
 from ..engine.attachments import is_image_url
 from ..protocol.problems import ApiError
-from ..protocol.tambo import ResourceBlock, RunRequest, TextBlock, ToolResultBlock
+from ..protocol.run_spec import Block, RunSpec
 from ..runs.state_schema import SchemaRefused, check_client_schema
 from .stored_caps import check_initial_messages, check_metadata
 
@@ -46,62 +46,55 @@ def check_json_depth(raw: bytes, limit: int) -> None:
                        limit=limit)
 
 
-def message_chars(body: RunRequest) -> int:
-    """Characters of text the input message carries (text blocks and tool results)."""
-    total = 0
-    for block in body.message.content:
-        if isinstance(block, TextBlock):
-            total += len(block.text)
-        elif isinstance(block, ToolResultBlock):
-            content = block.content
-            total += len(content) if isinstance(content, str) else sum(
-                len(b.text) for b in content if isinstance(b, TextBlock))
-    return total
+def _text_chars(blocks: list[Block]) -> int:
+    return sum(len(b["text"]) for b in blocks if b.get("type") == "text")
+
+
+def message_chars(spec: RunSpec) -> int:
+    """Characters of text the input carries (the user's text blocks and tool results)."""
+    total = _text_chars(spec.user.blocks) if spec.user is not None else 0
+    return total + sum(_text_chars(r.blocks) for r in spec.tool_results)
 
 
 def _schema_bytes(*schemas: Any) -> int:
     return sum(len(json.dumps(s, separators=(",", ":"))) for s in schemas if s is not None)
 
 
-def check_run_request(settings: Settings, body: RunRequest) -> None:
-    """The run request's message, tools and components within the configured limits."""
-    chars = message_chars(body)
+def check_run_request(settings: Settings, spec: RunSpec) -> None:
+    """The run's input, tools and components within the configured limits."""
+    chars = message_chars(spec)
     if chars > settings.max_message_chars:
         raise ApiError(413, "MESSAGE_TOO_LARGE",
                        f"The message carries {chars} characters of text; the limit is "
                        f"{settings.max_message_chars}", limit=settings.max_message_chars)
-    for kind, items, limit in (("tools", body.tools, settings.max_tools),
-                               ("components", body.availableComponents,
-                                settings.max_components)):
+    for kind, items, limit in (("tools", spec.client_tools, settings.max_tools),
+                               ("components", spec.components, settings.max_components)):
         if len(items) > limit:
             raise ApiError(400, f"TOO_MANY_{kind.upper()}",
                            f"The request declares {len(items)} {kind}; the limit is {limit}",
                            limit=limit)
-    named = [(t.name, t.inputSchema, t.outputSchema) for t in body.tools] + [
-        (c.name, c.propsSchema, c.stateSchema) for c in body.availableComponents]
+    named = [(t.name, t.input_schema, t.output_schema) for t in spec.client_tools] + [
+        (c.name, c.props_schema, c.state_schema) for c in spec.components]
     for name, *schemas in named:
         size = _schema_bytes(*schemas)
         if size > settings.max_schema_bytes:
             raise ApiError(413, "SCHEMA_TOO_LARGE",
                            f"The schemas of {name[:200]!r} take {size} bytes; the limit is "
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)
-    for component in body.availableComponents:
-        check_state_schema(component.name, component.stateSchema)
-    check_image_urls(settings, body)
-    init = body.thread
-    check_metadata(settings, body.runMetadata, body.threadMetadata,
-                   init.metadata if init else None)
-    check_initial_messages(settings, init.initialMessages if init else None)
+    for component in spec.components:
+        check_state_schema(component.name, component.state_schema)
+    check_image_urls(settings, spec)
+    check_metadata(settings, spec.metadata)
+    check_initial_messages(settings, [m.text for m in spec.seed_messages])
 
 
-def check_image_urls(settings: Settings, body: RunRequest) -> None:
+def check_image_urls(settings: Settings, spec: RunSpec) -> None:
     """400 for an image attached by URL unless `GATEWAY_IMAGE_URLS=pass`: the model provider
     would fetch it, and a self-hosted one does so from inside the operator's network."""
-    if settings.image_urls == "pass":
+    if settings.image_urls == "pass" or spec.user is None:
         return
-    for block in body.message.content:
-        if isinstance(block, ResourceBlock) and is_image_url(
-                block.resource.model_dump(exclude_none=True)):
+    for block in spec.user.blocks:
+        if block.get("type") == "resource" and is_image_url(block.get("resource") or {}):
             raise ApiError(400, "IMAGE_URL_NOT_ALLOWED",
                            "Images must be attached as data (a base64 `blob`), not as a URL: "
                            "this gateway does not pass image URLs to its model "

@@ -1,7 +1,8 @@
 """The API, as data: one entry per operation, read by the OpenAPI generator and the docs page.
 
-Adding an endpoint means adding its route (in its resource module) and one `Operation` here; a
-test fails while a route of `create_app` has no entry or an entry has no route. Request and
+Adding an endpoint means adding its route (in its resource module) and one `Operation` here (a
+dialect's endpoints: in its folder, `gateway/dialects/<name>/dialect.py`); a test fails while a
+route of `create_app` has no entry or an entry has no route. Request and
 response shapes are the pydantic models that validate and render them, so the document cannot
 describe a shape the server does not use. Error codes are listed per operation: they are the
 `code` values of the problem+json bodies that operation can answer with.
@@ -15,8 +16,6 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..protocol import tambo
-from ..protocol.agui_input import GatewayRunInput
-from ..protocol.frames_schema import Frame as TimbalFrame
 
 
 @dataclass(frozen=True)
@@ -176,8 +175,9 @@ class Operation:
     params: tuple[Param, ...] = ()
     status: int = 200
     result: Any = None  # the JSON body's type; None: no body
-    stream: Literal["tambo", "agui"] | None = None  # an SSE stream in that dialect (alternative
-    # to `result` when both)
+    # An SSE stream of the events of that name (a dialect's `event_schema`); with `result`
+    # too, the alternative to it.
+    stream: str | None = None
     media_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)  # response headers always sent
     other: dict[int, str] = field(default_factory=dict)  # other bodiless successes (304, ...)
@@ -235,6 +235,12 @@ IDEMPOTENCY_KEY = Param(
     "instead of starting another; the same key with a different body is refused (422). Keys "
     "are remembered for `GATEWAY_IDEMPOTENCY_TTL_SECONDS`.")
 EVENT_CURSOR = {"type": "string", "pattern": "^[0-9]{0,18}$"}
+# The cursor of a stream's reconnect, in either of its two spellings.
+REPLAY = (Param("after", "query", EVENT_CURSOR,
+                "Replay from after this event position (wins over `Last-Event-ID`); empty: "
+                "from the start."),
+          Param("Last-Event-ID", "header", EVENT_CURSOR,
+                "The last event position the client has; empty: from the start."))
 STREAM_HEADERS = {"X-Run-Id": "The run's id.", "X-Thread-Id": "The thread's id."}
 RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "IDEMPOTENCY_KEY_IN_USE", "IDEMPOTENCY_KEY_REUSED", "MODEL_NOT_ALLOWED",
@@ -246,14 +252,6 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
 # What creating a thread may be refused for: its seeded messages and the number of threads.
 STORED_CAPS = ("METADATA_TOO_LARGE", "TOO_MANY_INITIAL_MESSAGES", "MESSAGE_TOO_LARGE",
                "THREAD_LIMIT_REACHED")
-RUN_STREAM = (
-    "The run as Server-Sent Events in the Tambo dialect of AG-UI: each message is an `id:` line "
-    "(the event's position in the run, for `Last-Event-ID`) and a `data:` line holding one "
-    "event (schema `TamboEvent`, also published under `schemas/tambo/`). Headers are flushed "
-    "at once; comment lines are heartbeats. After the stream starts, an error is exactly one "
-    "`RUN_ERROR` event and nothing after it.")
-
-
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
                 "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
                 "LLM_UNREACHABLE")
@@ -366,102 +364,8 @@ OPERATIONS: tuple[Operation, ...] = (
               body=tambo.TranscribeRequest, body_media_type="multipart/form-data", result=str,
               media_type="text/plain",
               errors=("UNSUPPORTED_MEDIA_TYPE", "TRANSCRIPTION_DISABLED", *METERED_ERRORS)),
-    # runs
-    Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
-              "runs", description=RUN_STREAM, body=tambo.RunRequest,
-              params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
-              errors=(*RUN_ERRORS, *STORED_CAPS, "USER_SCOPE_REQUIRED")),
-    Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
-              "runs", description=RUN_STREAM, body=tambo.RunRequest,
-              params=(*KEYS, IDEMPOTENCY_KEY), stream="tambo", headers=STREAM_HEADERS,
-              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
-    Operation("GET", "/v1/threads/{thread_id}/runs", "listRuns", "List a thread's runs",
-              "runs", params=(*KEYS, limit(20, 100), CURSOR), result=tambo.RunList,
-              errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
-    Operation("GET", "/v1/threads/{thread_id}/runs/{run_id}", "getRun",
-              "Reconnect to a run's stream, or its status", "runs",
-              description="With `Accept: application/json` (and not `text/event-stream`): the "
-                          "run's status. Otherwise the run's events from the cursor "
-                          "(`Last-Event-ID` or `after`), live until the run ends. " + RUN_STREAM,
-              params=(*KEYS,
-                      Param("after", "query", EVENT_CURSOR,
-                            "Replay from after this event position (wins over "
-                            "`Last-Event-ID`); empty: from the start."),
-                      Param("Last-Event-ID", "header", EVENT_CURSOR,
-                            "The last event position the client has; empty: from the start.")),
-              result=tambo.Run, stream="tambo", errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
-    Operation("DELETE", "/v1/threads/{thread_id}/runs/{run_id}", "cancelRun",
-              "Cancel a run (idempotent)", "runs", params=KEYS, result=tambo.CancelResponse,
-              alternates={202: "The run is executing in another process and has not ended "
-                               "yet; its cancellation is under way (`cancelRequested`)."},
-              errors=("RUN_NOT_FOUND",)),
 )
 
 
-AGUI_STREAM = (
-    "The run as Server-Sent Events in AG-UI 1.0: each message is an `id:` line (the event's "
-    "position in the run, for `Last-Event-ID`) and a `data:` line holding one event (schema "
-    "`AguiEvent`, `ag_ui.core.Event` of ag-ui-protocol 1.0). A pause for client tools ends "
-    "with `RUN_FINISHED` whose `outcome.pendingToolCallIds` names them; a cancelled run with "
-    "`outcome: {type: cancelled}` (a client from before 1.0, whose input declares no "
-    "`protocolVersion`, gets neither: a plain success, and no outcome); components are tool "
-    "calls plus `STATE_SNAPSHOT` / "
-    "`STATE_DELTA` under `/components/{componentId}`. After the stream starts, an error is "
-    "exactly one `RUN_ERROR` event and nothing after it.")
-AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"
-AGUI_OPERATIONS: tuple[Operation, ...] = (
-    Operation("POST", "/v1/agui/agents/{agent}/run", "aguiRunAgent",
-              "Run the agent for an AG-UI 1.0 client (HttpAgent, CopilotKit)", "agui",
-              description="Takes a `RunAgentInput`; `threadId` and `runId` become the thread's "
-                          "and the run's ids (at most 64 characters). A new thread starts with "
-                          "the messages before the last user message; an existing one takes "
-                          "the last user message and the `tool` messages or `resume` entries "
-                          "answering its pending tool calls. `forwardedProps` may carry "
-                          "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
-              body=GatewayRunInput, params=KEYS, stream="agui", headers=STREAM_HEADERS,
-              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
-                      "USER_SCOPE_REQUIRED", *RUN_ERRORS, *STORED_CAPS)),
-    Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
-              description="The run's events after the cursor (`Last-Event-ID` or `after`), "
-                          "live until the run ends. " + AGUI_STREAM,
-              params=(*KEYS,
-                      Param("after", "query", EVENT_CURSOR,
-                            "Replay from after this event position (wins over "
-                            "`Last-Event-ID`); empty: from the start."),
-                      Param("Last-Event-ID", "header", EVENT_CURSOR,
-                            "The last event position the client has; empty: from the start.")),
-              stream="agui", errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
-    Operation("DELETE", AGUI_RUN, "aguiCancelRun", "Cancel a run (idempotent)", "agui",
-              params=KEYS, result=tambo.CancelResponse,
-              alternates={202: "The run is executing in another process and has not ended "
-                               "yet; its cancellation is under way (`cancelRequested`)."},
-              errors=("RUN_NOT_FOUND",)),
-)
-TIMBAL_OPERATIONS: tuple[Operation, ...] = (
-    Operation("GET", "/v1/timbal/threads/{thread_id}", "timbalThread",
-              "A thread as Timbal/1.0 NDJSON", "timbal",
-              description="One Timbal frame per line (`application/x-ndjson`, schema "
-                          "`TimbalFrame`): every completed message as a set frame (with "
-                          "`since`, only those completed at or after it), then, if a run is "
-                          "active, that run's frames live until it ends. The same thread is "
-                          "served as a WebSocket at `/v1/timbal/threads/{threadId}/stream` "
-                          "(see the README).",
-              params=(*KEYS, Param("since", "query", {"type": "string", "format": "date-time"},
-                                   "Only messages completed at or after this time.")),
-              result=TimbalFrame, media_type="application/x-ndjson"),
-    Operation("GET", "/v1/timbal/threads/{thread_id}/runs/{run_id}", "timbalRun",
-              "A run's log as Timbal/1.0 NDJSON", "timbal",
-              description="The run's frames, one per line (`application/x-ndjson`, schema "
-                          "`TimbalFrame`), from the first (or after `after` frames), live "
-                          "until the run ends: the user's input, the model's messages as they "
-                          "stream, and control frames for the run's lifecycle.",
-              params=(*KEYS, Param("after", "query", EVENT_CURSOR,
-                                   "Skip this many frames; empty: from the start.")),
-              result=TimbalFrame, media_type="application/x-ndjson",
-              errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
-)
-OPERATIONS = OPERATIONS + AGUI_OPERATIONS + TIMBAL_OPERATIONS
-
-
-def operation_keys(operations: tuple[Operation, ...] = OPERATIONS) -> set[tuple[str, str]]:
+def operation_keys(operations: tuple[Operation, ...]) -> set[tuple[str, str]]:
     return {(op.method, op.path) for op in operations}

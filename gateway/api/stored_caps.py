@@ -14,7 +14,6 @@ from typing import Any
 
 from ..config import Settings
 from ..protocol.problems import ApiError
-from ..protocol.tambo import InitialMessage
 from ..store.repository import Store
 
 
@@ -32,14 +31,13 @@ def check_metadata(settings: Settings, *values: dict[str, Any] | None) -> None:
                            f"The metadata takes {size} bytes; the limit is {limit}", limit=limit)
 
 
-def check_initial_messages(settings: Settings, messages: Sequence[InitialMessage] | None) -> None:
-    """At most `max_initial_messages`, carrying at most `max_message_chars` of text together."""
-    messages = messages or ()
+def check_initial_messages(settings: Settings, messages: Sequence[str]) -> None:
+    """At most `max_initial_messages` (their texts), with `max_message_chars` of text together."""
     if len(messages) > settings.max_initial_messages:
         raise ApiError(400, "TOO_MANY_INITIAL_MESSAGES",
                        f"The thread is seeded with {len(messages)} messages; the limit is "
                        f"{settings.max_initial_messages}", limit=settings.max_initial_messages)
-    chars = sum(len(m.text()) for m in messages)
+    chars = sum(len(text) for text in messages)
     if chars > settings.max_message_chars:
         raise ApiError(413, "MESSAGE_TOO_LARGE",
                        f"The initial messages carry {chars} characters of text; the limit is "

@@ -10,8 +10,8 @@ from starlette.routing import Route
 
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
+from ..protocol.run_spec import SeedMessage
 from ..protocol.tambo import (
-    InitialMessage,
     MessageList,
     ThreadCreateRequest,
     ThreadList,
@@ -35,23 +35,23 @@ from .stored_caps import check_initial_messages, check_metadata, check_thread_ro
 
 
 def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
-               initial: list[InitialMessage] | None) -> NewThread:
+               initial: list[SeedMessage]) -> NewThread:
     """A thread and its initial messages, not written yet; shared by `POST /v1/threads` and
     new-thread runs (which write it in the transaction that starts the run)."""
     now = now_ms()
     thread = ThreadRow(id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
                        created_ms=now, updated_ms=now)
     return NewThread(thread, [initial_message_row(thread.id, message, now)
-                              for message in initial or []])
+                              for message in initial])
 
 
-def initial_message_row(thread_id: str, message: InitialMessage, now: int) -> MessageRow:
+def initial_message_row(thread_id: str, message: SeedMessage, now: int) -> MessageRow:
     if message.role == "assistant":
-        part = {"id": new_id(), "type": "agent", "content": message.text()}
+        part = {"id": new_id(), "type": "agent", "content": message.text}
     elif message.role == "system":
-        part = {"id": new_id(), "type": "x-system", "content": message.text()}
+        part = {"id": new_id(), "type": "x-system", "content": message.text}
     else:
-        part = {"id": new_id(), "type": "user", "content": message.text()}
+        part = {"id": new_id(), "type": "user", "content": message.text}
     return MessageRow(id=new_id(), thread_id=thread_id, role=message.role, parts=[part],
                       created_ms=now)
 
@@ -60,11 +60,12 @@ async def create_thread(request: Request) -> Response:
     body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
     project = project_of(request)
     user_key = required_user_scope(request, body.userKey, body.contextKey)
+    seeds = [m.seed() for m in body.initialMessages or []]
     settings = services(request).settings
     check_metadata(settings, body.metadata)
-    check_initial_messages(settings, body.initialMessages)
+    check_initial_messages(settings, [m.text for m in seeds])
     await check_thread_room(settings, services(request).store, project, user_key)
-    thread = new_thread(project, user_key, body.metadata, body.initialMessages)
+    thread = new_thread(project, user_key, body.metadata, seeds)
     await services(request).store.add(thread.row, *thread.messages)
     return JSONResponse(wire(thread_model(thread.row)), status_code=201)
 

@@ -32,7 +32,7 @@ class AdapterError(ValueError):
 def model_adapter(model: str, api_base: str | None, api_key: str | None,
                   adapter: Adapter = "auto", fallbacks: Sequence[Deployment] = (),
                   retries: int = 0) -> LiteLLMModel | DirectModel:
-    """The adapter for `model`; litellm must already be imported (`app.load_litellm`).
+    """The adapter for `model`; litellm must already be imported (`services.load_litellm`).
 
     With fallbacks or retries, litellm's Router makes the streamed calls (`RoutedModel`):
     resilience is bought with litellm's cost per token, so `direct` cannot be combined with it.

@@ -30,6 +30,7 @@ from ..protocol.frames_schema import (
     ToolCallStartMeta,
     ToolCallValue,
 )
+from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import tool_result_text
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
@@ -67,10 +68,10 @@ class ServerToolSpec:
 @dataclass
 class RunInput:
     history: list[dict[str, Any]]
-    client_tools: list[dict[str, Any]] = field(default_factory=list)
-    components: list[dict[str, Any]] = field(default_factory=list)
+    client_tools: list[ClientTool] = field(default_factory=list)
+    components: list[Component] = field(default_factory=list)
     server_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
-    tool_choice: Any = None
+    tool_choice: ToolChoice | None = None
     force_component: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
@@ -262,23 +263,23 @@ def call_value(call: _Call, message_id: str) -> ToolCallValue | ComponentValue:
 
 def exhausted_tools(run: RunInput) -> set[str]:
     """Client tools that reached their `maxCalls` on this thread: no longer offered or run."""
-    return {t["name"] for t in run.client_tools
-            if t.get("maxCalls") is not None and run.call_counts.get(t["name"], 0) >= t["maxCalls"]}
+    return {t.name for t in run.client_tools
+            if t.max_calls is not None and run.call_counts.get(t.name, 0) >= t.max_calls}
 
 
 def model_tools(run: RunInput) -> list[dict[str, Any]]:
     tools = []
     exhausted = exhausted_tools(run)
     for tool in run.client_tools:
-        if tool["name"] in exhausted:
+        if tool.name in exhausted:
             continue
-        tools.append(_function(tool["name"], tool.get("description", ""), tool.get("inputSchema")))
+        tools.append(_function(tool.name, tool.description, tool.input_schema))
     for spec in run.server_tools.values():
         tools.append(_function(spec.name, spec.description, spec.parameters))
     for component in run.components:
-        description = f"Show the {component['name']} component to the user. {component.get('description', '')}"
-        tools.append(_function(COMPONENT_TOOL_PREFIX + component["name"], description.strip(),
-                               component.get("propsSchema")))
+        description = f"Show the {component.name} component to the user. {component.description}"
+        tools.append(_function(COMPONENT_TOOL_PREFIX + component.name, description.strip(),
+                               component.props_schema))
     return tools
 
 
@@ -303,11 +304,11 @@ def model_tool_choice(run: RunInput) -> Any:
 async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     """Drive the model until it answers, needs the client, or runs out of steps."""
     messages = list(run.history)
-    components = {c["name"] for c in run.components}
+    components = {c.name for c in run.components}
     tool_choice = model_tool_choice(run)
     output_tokens = 0
     for _ in range(run.max_steps):
-        client_tools = {t["name"] for t in run.client_tools} - exhausted_tools(run)
+        client_tools = {t.name for t in run.client_tools} - exhausted_tools(run)
         tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model)
         request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,

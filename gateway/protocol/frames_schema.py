@@ -4,7 +4,7 @@ The run log is a sequence of `Frame`s (`timbal.py` builds them, `engine/loop.py`
 frames, `runs/manager.py` the control frames); a stored Tambo message is a list of
 `MessageValue`s (the `v` of set frames, including the run's input, which `runs/manager.py`
 stores and then writes as the first set frames of the run; `api/threads.py` stores seeded
-messages directly). Like `events.py`, these types describe the writers, they do not
+messages directly). Like the Tambo dialect's events, these types describe the writers, they do not
 drive them: `timbal.start` and `timbal.set_value` take their metas and values, so mypy checks
 the message frames the engine builds (plain dicts, no cost per token); `schemas/timbal/` is
 generated from them and tests check real logs against it.
@@ -21,8 +21,6 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
-from .events import JsonPatchOp, PendingToolCall
-
 CLOSED = ConfigDict(extra="forbid")
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -37,6 +35,42 @@ PartId = Annotated[str, Field(
 PartTime = Annotated[str, Field(
     pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$",
     description="Present on stored parts written from a set frame: that frame's `t`")]
+
+
+# -- JSON Patch (RFC 6902), as props_delta and state_delta carry it -----------------------------
+
+
+@with_config(CLOSED)
+class PatchValueOp(TypedDict):
+    """`add`, `replace` or `test`: an operation that carries a value."""
+
+    op: Literal["add", "replace", "test"]
+    path: str
+    value: Any
+
+
+@with_config(CLOSED)
+class PatchRemoveOp(TypedDict):
+    op: Literal["remove"]
+    path: str
+
+
+# `move` or `copy` reads `from`, a Python keyword, hence the functional form.
+PatchMoveOp = TypedDict("PatchMoveOp", {"op": Literal["move", "copy"], "from": str, "path": str})
+PatchMoveOp.__pydantic_config__ = CLOSED  # type: ignore[attr-defined]  # what with_config() sets
+
+JsonPatchOp = Annotated[PatchValueOp | PatchRemoveOp | PatchMoveOp,
+                        Field(description="One RFC 6902 JSON Patch operation")]
+
+
+@with_config(CLOSED)
+class PendingToolCall(TypedDict):
+    """A client tool call the run waits for; `arguments` is the complete JSON text of `input`."""
+
+    toolCallId: NonEmpty
+    toolName: NonEmpty
+    arguments: str
+    input: dict[str, Any]
 
 
 # -- message values ---------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from .run_spec import SeedMessage
+
 
 class WireModel(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
@@ -201,6 +203,9 @@ class InitialMessage(WireModel):
         if isinstance(self.content, str):
             return self.content
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    def seed(self) -> SeedMessage:
+        return SeedMessage(self.role, self.text())
 
 
 class ThreadInit(WireModel):

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
-from ..protocol.tambo import InputMessage, ResourceBlock, RunRequest, TextBlock
+from ..protocol.run_spec import RunSpec
 from ..store.repository import Store
 from ..store.tables import MessageRow, RunRow, ThreadRow
 
@@ -28,10 +28,9 @@ from ..store.tables import MessageRow, RunRow, ThreadRow
 START_ATTEMPTS = 3
 
 
-def fingerprint(request: RunRequest, user_key: str | None) -> str:
+def fingerprint(request: dict[str, Any], user_key: str | None) -> str:
     """What a retry must repeat exactly to be the same request: its body and its user."""
-    body = request.model_dump(mode="json", exclude_none=True)
-    canonical = json.dumps([body, user_key], sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps([request, user_key], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -41,9 +40,10 @@ def reused(key: str) -> ApiError:
                     "key for a new request", idempotencyKey=key)
 
 
-def check_same_request(run: RunRow, request_fingerprint: str, key: str) -> None:
+def check_same_request(run: RunRow, spec: RunSpec, user_key: str | None, key: str) -> None:
+    """A retry with `key` must repeat the request that started `run`, for the same user."""
     recorded = (run.request or {}).get("fingerprint")
-    if recorded is not None and recorded != request_fingerprint:
+    if recorded is not None and recorded != spec_fingerprint(spec, user_key):
         raise reused(key)
 
 
@@ -68,25 +68,25 @@ class NewThread:
 
 
 async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread: ThreadRow,
-                request: RunRequest, idempotency_key: str | None,
-                idempotency_ttl_seconds: float, run_id: str | None = None,
+                spec: RunSpec, idempotency_ttl_seconds: float, run_id: str | None = None,
                 default_model: str | None = None) -> StartedRun:
     """Persist a new run on the thread under `owner`'s lease (`attached=False`: the caller
-    launches it), or return the run `idempotency_key` already started (`attached=True`).
+    launches it), or return the run the spec's idempotency key already started
+    (`attached=True`).
     `run_id` is the client's own id for the run when it chooses one (AG-UI clients do);
     `default_model` is the model the run calls when the request names none."""
     # The thread as the caller read it: a start that passes on it is safe (the lock is taken
     # only if the thread is still as validated), and it is read again before a refusal.
     current: ThreadRow | None = thread
     fresh = False
+    idempotency_key = spec.idempotency.key if spec.idempotency else None
     for _ in range(START_ATTEMPTS + 1):  # one more for the caller's copy
         if idempotency_key:
             existing = await store.find_run_by_idempotency_key(thread.id, idempotency_key)
             if existing is not None and expired(existing.created_ms, idempotency_ttl_seconds):
                 await store.forget_run_idempotency_key(existing.id)
             elif existing is not None:
-                check_same_request(existing, fingerprint(request, thread.user_key),
-                                   idempotency_key)
+                check_same_request(existing, spec, thread.user_key, idempotency_key)
                 return StartedRun(existing, attached=True)
         if current is None:
             current, fresh = await store.get_thread(project_id, thread.id), True
@@ -103,14 +103,13 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
                 raise ApiError(409, "CONCURRENT_RUN",
                                f"A run is already active on thread {thread.id}",
                                threadId=thread.id, currentRunId=current.current_run_id)
-            inputs = await validated_inputs(current, request, new_run_id, now)
+            inputs = await validated_inputs(current, spec, new_run_id, now)
         except ApiError:
             if fresh:
                 raise
             current = None  # refused on the caller's copy: decide on the thread as it is
             continue
-        run = new_run(new_run_id, thread, request, idempotency_key, owner, now, lease_ms,
-                      default_model)
+        run = new_run(new_run_id, thread, spec, owner, now, lease_ms, default_model)
         outcome = await store.start_run(run, inputs, now, current.last_completed_run_id)
         if outcome == "started":
             return StartedRun(run, attached=False)
@@ -121,35 +120,34 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
 
 
 async def admit_new_thread(store: Store, owner: str, lease_ms: int, thread: NewThread,
-                           request: RunRequest, default_model: str | None = None) -> StartedRun:
+                           spec: RunSpec, default_model: str | None = None) -> StartedRun:
     """Create `thread` with a run on it under `owner`'s lease, in one transaction; nothing is
     written if the request is refused."""
     run_id, now = new_id("run_"), now_ms()
-    inputs = await validated_inputs(thread.row, request, run_id, now)
-    run = new_run(run_id, thread.row, request, None, owner, now, lease_ms, default_model)
+    inputs = await validated_inputs(thread.row, spec, run_id, now)
+    run = new_run(run_id, thread.row, spec, owner, now, lease_ms, default_model)
     await store.start_run_on_new_thread(thread.row, thread.messages, run, inputs)
     return StartedRun(run, attached=False, history=[*thread.messages, *inputs])
 
 
-def new_run(run_id: str, thread: ThreadRow, request: RunRequest, idempotency_key: str | None,
-            owner: str, now: int, lease_ms: int, default_model: str | None) -> RunRow:
+def new_run(run_id: str, thread: ThreadRow, spec: RunSpec, owner: str, now: int,
+            lease_ms: int, default_model: str | None) -> RunRow:
     """The run as its start persists it: already running (its task starts at once), with the
     model it is about to call (`set_run_model` replaces it if a fallback answers)."""
     return RunRow(
         id=run_id, thread_id=thread.id, project_id=thread.project_id, status="running",
-        previous_run_id=request.previousRunId, created_ms=now, started_ms=now,
-        request=request_snapshot(request, thread.user_key if idempotency_key else None,
-                                 idempotency_key is not None),
-        idempotency_key=idempotency_key,
-        on_disconnect=request.onDisconnect or "grace",
+        previous_run_id=spec.previous_run_id, created_ms=now, started_ms=now,
+        request=request_snapshot(spec, thread.user_key),
+        idempotency_key=spec.idempotency.key if spec.idempotency else None,
+        on_disconnect=spec.on_disconnect or "grace",
         lease_owner=owner, lease_expires_ms=now + lease_ms,
-        model=request.model or default_model,
+        model=spec.model or default_model,
     )
 
 
-async def validated_inputs(thread: ThreadRow, request: RunRequest, run_id: str,
+async def validated_inputs(thread: ThreadRow, spec: RunSpec, run_id: str,
                            now: int) -> list[MessageRow]:
-    previous = request.previousRunId
+    previous = spec.previous_run_id
     if previous is None and thread.last_completed_run_id is not None:
         # As the real server: continuing a thread that has runs must name the last one, so
         # a client with a stale view of the thread cannot talk over a newer run.
@@ -161,10 +159,8 @@ async def validated_inputs(thread: ThreadRow, request: RunRequest, run_id: str,
                        f"previousRunId {previous} does not match last completed run "
                        f"{thread.last_completed_run_id or '(none)'}",
                        lastCompletedRunId=thread.last_completed_run_id)
-    message = request.message
-    results = message.tool_results()
     pending = {p["toolCallId"]: p for p in thread.pending_tool_calls or []}
-    given = [r.toolUseId for r in results]
+    given = [r.tool_call_id for r in spec.tool_results]
     duplicates = sorted({i for i in given if given.count(i) > 1})
     missing = sorted(set(pending) - set(given))
     extra = sorted(set(given) - set(pending))
@@ -181,52 +177,51 @@ async def validated_inputs(thread: ThreadRow, request: RunRequest, run_id: str,
                        f"Tool results provided for unknown tool calls: {', '.join(extra)}",
                        reason="EXTRA_RESULTS", extraToolCallIds=extra)
     return [MessageRow(id=new_id(), thread_id=thread.id, run_id=run_id, role="user",
-                       parts=input_parts(message, pending), created_ms=now)]
+                       parts=input_parts(spec, pending), created_ms=now)]
 
 
-def input_parts(message: InputMessage, pending: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The input message as Timbal values: client tool results first, then the user's text."""
+def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's input as Timbal values: client tool results first, then the user's text."""
     parts: list[dict[str, Any]] = []
-    for result in message.tool_results():
-        blocks = result.content if isinstance(result.content, list) else [
-            TextBlock(type="text", text=result.content)]
-        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+    for result in spec.tool_results:
         value: dict[str, Any] = {
             "id": new_id(), "type": "tool_result", "origin": "client",
-            "toolCallId": result.toolUseId,
-            "name": pending.get(result.toolUseId, {}).get("toolName"),
-            "blocks": [b.model_dump(exclude_none=True) for b in blocks],
+            "toolCallId": result.tool_call_id,
+            "name": pending.get(result.tool_call_id, {}).get("toolName"),
+            "blocks": result.blocks,
         }
-        if result.isError:
-            value.update(status="error", error=text)
+        if result.is_error:
+            value.update(status="error", error=result.text)
         else:
-            value.update(status="success", output=text)
+            value.update(status="success", output=result.text)
         parts.append(value)
-    blocks = [b for b in message.content if isinstance(b, (TextBlock, ResourceBlock))]
-    if blocks:
-        user: dict[str, Any] = {
-            "id": new_id(), "type": "user", "content": message.text(),
-            "blocks": [b.model_dump(exclude_none=True) for b in blocks],
-        }
-        if message.additionalContext:
-            user["context"] = message.additionalContext
-        if message.metadata:
-            user["metadata"] = message.metadata
-        parts.append(user)
-    elif message.additionalContext:
+    user = spec.user
+    if user is not None:
+        part: dict[str, Any] = {"id": new_id(), "type": "user", "content": user.text,
+                                "blocks": user.blocks}
+        if user.context:
+            part["context"] = user.context
+        if user.metadata:
+            part["metadata"] = user.metadata
+        parts.append(part)
+    elif spec.context:
         # A tool-result continuation: React sends the page's context with it too.
-        parts.append({"id": new_id(), "type": "x-context", "context": message.additionalContext})
+        parts.append({"id": new_id(), "type": "x-context", "context": spec.context})
     return parts
 
 
-def request_snapshot(request: RunRequest, user_key: str | None = None,
-                     with_fingerprint: bool = False) -> dict[str, Any]:
-    """What the run needs from its request, kept on the run row (the task reads it from there),
-    and, for a run started with an Idempotency-Key, the fingerprint a retry must match."""
-    data = request.model_dump(mode="json", exclude_none=True,
-                              include={"availableComponents", "tools", "toolChoice",
-                                       "forceComponent", "maxTokens", "temperature",
-                                       "runMetadata", "model"})
-    if with_fingerprint:
-        data["fingerprint"] = fingerprint(request, user_key)
+def spec_fingerprint(spec: RunSpec, user_key: str | None) -> str | None:
+    """The fingerprint of a keyed request (None without an idempotency key)."""
+    if spec.idempotency is None:
+        return None
+    return fingerprint(spec.idempotency.request, user_key)
+
+
+def request_snapshot(spec: RunSpec, user_key: str | None = None) -> dict[str, Any]:
+    """What the run needs from its spec, kept on the run row (the task reads it from there,
+    `RunSpec.from_snapshot`), and, for a run started with an idempotency key, the fingerprint
+    a retry must match."""
+    data = spec.snapshot()
+    if spec.idempotency is not None:
+        data["fingerprint"] = spec_fingerprint(spec, user_key)
     return data

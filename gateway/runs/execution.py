@@ -11,19 +11,22 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..engine.deltas import Delta, ModelError, Usage
 from ..engine.history import to_model_messages
-from ..engine.loop import Model, RunInput, ServerToolSpec, run_agent
+from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..engine.model import ModelRequest
 from ..engine.tool_context import ToolContext, bind_tool_context
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.run_spec import RunSpec
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
 from .component_state import ComponentStates, bind_run
+from .limits import RunLimits
 from .log_writer import LogWriter
 from .phase import RunPhase
 from .quotas import Ticket
@@ -45,33 +48,51 @@ INTERNAL_ERROR = {"code": "INTERNAL_ERROR", "message": "An internal error occurr
                   "category": "server_error", "isRetryable": False}
 
 
+@dataclass(frozen=True)
+class LoopSetup:
+    """What the agent loop of every run is given: the model, the configured model's name
+    (written on runs that name none) and the project's server tools."""
+
+    model: Model
+    model_name: str | None = None
+    server_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
+
+
+class Host(Protocol):
+    """What the executor needs of the manager that launched the run."""
+
+    owner: str  # the lease owner this process writes as
+    components: ComponentStates
+    log_writer: LogWriter
+
+    def lose(self, run_id: str) -> None: ...
+    def retire(self, active: ActiveRun) -> None: ...
+
+
 class RunExecutor:
-    def __init__(self, store: Store, model: Model, components: ComponentStates, *, owner: str,
-                 timings: Timings, max_steps: int, tool_timeout: float,
-                 server_tools: dict[str, ServerToolSpec],
-                 lose: Callable[[str], None], retire: Callable[[ActiveRun], None],
-                 writer: LogWriter | None = None, run_max_seconds: float | None = None,
-                 max_output_tokens: int | None = None, model_name: str | None = None) -> None:
-        self.store, self.model, self.components = store, model, components
-        self.owner, self.timings, self.lease_ms = owner, timings, timings.lease_ms
-        self.run_max_seconds, self.max_output_tokens = run_max_seconds, max_output_tokens
-        self.max_steps, self.tool_timeout, self.server_tools = max_steps, tool_timeout, server_tools
-        self._lose, self._retire = lose, retire
-        self.writer = writer
-        self.model_name = model_name  # the configured model, when a run names none
+    def __init__(self, store: Store, setup: LoopSetup, limits: RunLimits, timings: Timings,
+                 host: Host) -> None:
+        self.store, self.model, self.components = store, setup.model, host.components
+        self.owner, self.timings, self.lease_ms = host.owner, timings, timings.lease_ms
+        self.run_max_seconds, self.max_output_tokens = (limits.run_max_seconds,
+                                                        limits.max_output_tokens)
+        self.max_steps, self.tool_timeout = limits.max_steps, limits.tool_timeout_seconds
+        self.server_tools = setup.server_tools
+        self._lose, self._retire = host.lose, host.retire
+        self.writer = host.log_writer
+        self.model_name = setup.model_name  # the configured model, when a run names none
 
     async def execute(self, active: ActiveRun) -> None:
         run = active.row
         with tracing.run_span(run.id, run.thread_id,
-                              (run.request or {}).get("model") or self.model_name):
+                              RunSpec.from_snapshot(run.request).model or self.model_name):
             await self._execute(active)
 
     async def _execute(self, active: ActiveRun) -> None:
         run = active.row
-        snapshot = run.request or {}
+        spec = RunSpec.from_snapshot(run.request)
         logs.run_id.set(run.id)  # this task's context: every line it logs names the run
-        schemas = {c["name"]: c.get("stateSchema")
-                   for c in snapshot.get("availableComponents", []) if c.get("stateSchema")}
+        schemas = {c.name: c.state_schema for c in spec.components if c.state_schema}
         recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas,
                                owner=self.owner, on_fenced=lambda: self._lose(run.id),
                                writer=self.writer)
@@ -85,7 +106,7 @@ class RunExecutor:
             if active.phase is RunPhase.STARTING:
                 active.phase = RunPhase.RUNNING
             await self._finish(active, recorder, await self._timed(
-                self._agent(active, snapshot, recorder)))
+                self._agent(active, spec, recorder)))
         except asyncio.CancelledError:
             if active.phase is RunPhase.LOST:  # a reaper ended it; its log on disk says so
                 recorder.show(lost_frame())
@@ -124,8 +145,6 @@ class RunExecutor:
                     active.phase = RunPhase.DONE
                 metrics.ACTIVE_RUNS.dec()
                 active.done.set()
-                if active.unattended is not None:
-                    active.unattended.cancel()
                 self._retire(active)
 
     async def _bind_tool_context(self, run: RunRow) -> None:
@@ -135,7 +154,7 @@ class RunExecutor:
                                       run_id=run.id,
                                       user_scope=thread.user_key if thread else None))
 
-    async def _timed(self, agent: Awaitable[Any]) -> Any:
+    async def _timed(self, agent: Awaitable[Outcome]) -> Outcome:
         """The agent loop within the run's wall time (`GATEWAY_RUN_MAX_SECONDS`)."""
         limit = asyncio.timeout(self.run_max_seconds)
         try:
@@ -147,7 +166,8 @@ class RunExecutor:
             raise ModelError("RUN_TIME_LIMIT", f"The run exceeded its time limit of "
                              f"{self.run_max_seconds:g} s", "server_error", False) from None
 
-    async def _agent(self, active: ActiveRun, snapshot: dict[str, Any], recorder: RunRecorder):
+    async def _agent(self, active: ActiveRun, spec: RunSpec, recorder: RunRecorder
+                     ) -> Outcome:
         run, ticket = active.row, active.ticket
         if active.history is not None:  # a new thread: its history is what the start wrote
             rows, states = active.history, {}
@@ -161,19 +181,19 @@ class RunExecutor:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
         run_input = RunInput(
             history=to_model_messages(rows, states),
-            client_tools=snapshot.get("tools", []),
-            components=snapshot.get("availableComponents", []),
+            client_tools=spec.client_tools,
+            components=spec.components,
             server_tools=self.server_tools,
-            tool_choice=snapshot.get("toolChoice"),
-            force_component=snapshot.get("forceComponent"),
-            max_tokens=snapshot.get("maxTokens"),
-            temperature=snapshot.get("temperature"),
-            model=snapshot.get("model"),
+            tool_choice=spec.tool_choice,
+            force_component=spec.force_component,
+            max_tokens=spec.max_tokens,
+            temperature=spec.temperature,
+            model=spec.model,
             max_steps=self.max_steps,
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
-            on_model=self._model_recorder(run.id, snapshot.get("model") or self.model_name),
+            on_model=self._model_recorder(run.id, spec.model or self.model_name),
         )
         model = (TokenCounted(self.model, ticket) if ticket is not None and ticket.counts_tokens
                  else self.model)
@@ -208,7 +228,7 @@ class RunExecutor:
             log.error("run %s: could not save its answer to the thread (%s)", run.id,
                       type(error).__name__)
 
-    async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Any) -> None:
+    async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Outcome) -> None:
         finished = timbal.control(timbal.RUN_FINISHED)
         if outcome.pending:
             pending = [{k: p[k] for k in ("toolCallId", "toolName", "arguments")}

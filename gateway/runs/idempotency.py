@@ -16,20 +16,23 @@ from collections.abc import Awaitable, Callable
 
 from ..protocol.clock import now_ms
 from ..protocol.problems import ApiError
-from ..protocol.tambo import RunRequest
+from ..protocol.run_spec import RunSpec
 from ..store.repository import Store
 from ..store.tables import IdempotencyKeyRow, ThreadRow
-from .admission import StartedRun, check_same_request, expired, fingerprint, reused
+from .admission import StartedRun, check_same_request, expired, reused
 from .timings import Timings
 
-StartOn = Callable[[str, ThreadRow, RunRequest, str], Awaitable[StartedRun]]
+StartOn = Callable[[str, ThreadRow, RunSpec], Awaitable[StartedRun]]
 
 
 async def start_new_thread_once(store: Store, start_on: StartOn, ttl_seconds: float,
                                 timings: Timings, project_id: str,
                                 create_thread: Callable[[], Awaitable[ThreadRow]],
-                                request: RunRequest, user_key: str | None,
-                                key: str) -> StartedRun:
+                                spec: RunSpec, user_key: str | None) -> StartedRun:
+    """Start `spec` (which carries its idempotency key) on a thread `create_thread` makes, once
+    per key: a retry attaches to the run the first request started."""
+    assert spec.idempotency is not None
+    key = spec.idempotency.key
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timings.idempotency_wait_seconds
     while True:
@@ -41,13 +44,13 @@ async def start_new_thread_once(store: Store, start_on: StartOn, ttl_seconds: fl
             try:
                 thread = await create_thread()
                 await store.set_idempotency_key(project_id, key, thread_id=thread.id)
-                started = await start_on(project_id, thread, request, key)
+                started = await start_on(project_id, thread, spec)
             except BaseException:
                 await store.release_idempotency_key(project_id, key)
                 raise
             await store.set_idempotency_key(project_id, key, run_id=started.run.id)
             return started
-        attached = await _attach(store, project_id, claim, request, user_key, key)
+        attached = await _attach(store, project_id, claim, spec, user_key, key)
         if attached is not None:
             return attached
         if loop.time() > deadline:
@@ -58,7 +61,7 @@ async def start_new_thread_once(store: Store, start_on: StartOn, ttl_seconds: fl
 
 
 async def _attach(store: Store, project_id: str, claim: IdempotencyKeyRow,
-                  request: RunRequest, user_key: str | None, key: str) -> StartedRun | None:
+                  spec: RunSpec, user_key: str | None, key: str) -> StartedRun | None:
     """The run an earlier request with this key started, once it exists."""
     if claim.thread_id is None:
         return None
@@ -71,5 +74,5 @@ async def _attach(store: Store, project_id: str, claim: IdempotencyKeyRow,
     run = await store.find_run_by_idempotency_key(thread.id, key)
     if run is None:
         return None
-    check_same_request(run, fingerprint(request, user_key), key)
+    check_same_request(run, spec, user_key, key)
     return StartedRun(run, attached=True)

@@ -10,16 +10,21 @@ is its socket's (bounded by uvicorn's flow control; a reader stuck on it is disc
 Only the tail of the log stays in memory: once a batch is on disk, the recorder `forget`s it,
 except what a holder has not consumed yet (each reader in memory, the Redis publisher `hold`
 their positions). Kept whole, the log cost about 350 bytes per token for the run's lifetime; a
-reader that comes with an older cursor reads the database up to the tail (`feed.LiveFeed`).
+reader that comes with an older cursor reads the database up to the tail (`read_persisted`,
+from `subscription`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.clock import now_ms
+from ..store.repository import Store
+
+PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +41,6 @@ class LiveLog:
         self.entries: list[Entry] = []  # the tail: positions first + 1 to last
         self.holds: dict[str, int] = {}  # holder -> the position it has consumed
         self.closed = False
-        self.subscribers = 0
         self._changed = asyncio.Event()
 
     def append(self, frame: dict[str, Any]) -> Entry:
@@ -94,3 +98,14 @@ class LiveLog:
         # Wake every waiter once, then arm a fresh event: O(1) per append whatever the readers.
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+
+async def read_persisted(store: Store, run_id: str, after: int) -> AsyncGenerator[Entry, None]:
+    """The entries on disk now with `seq > after`, read in pages."""
+    while True:
+        rows = await store.read_frames(run_id, after, PAGE_FRAMES)
+        for row in rows:
+            after = row.seq
+            yield Entry(row.seq, row.ts_ms, row.frame)
+        if len(rows) < PAGE_FRAMES:
+            return

@@ -3,71 +3,65 @@
 A run outlives its HTTP request: its task belongs to this process, writes to the run's log, and
 every SSE response is only a subscriber of that log. Each phase of a run's life has its module:
 `admission` (validation and the thread's lock), `execution` (the task, to its committed end),
-`registry` (the runs this process executes), `feed`/`feeds_db` (reading a log), `signals`
-(cancels across processes), `supervisor` (leases and the reaper), `disconnect` (the policy when
-the last subscriber leaves). This module only wires them together.
+`registry` (the runs this process executes), `subscription` (reading a log, and the policy when
+the last subscriber leaves), `supervisor` (leases and the reaper); how cancels and logs reach
+other processes is the backend's (`backend`, `gateway/backends/`). This module only wires them
+together.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
 import socket
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
-from ..engine.loop import Model, ServerToolSpec
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError
-from ..protocol.tambo import RunRequest
+from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import RunRow, ThreadRow
 from .admission import NewThread, StartedRun, admit, admit_new_thread
+from .backend import Backend, RunFeed, Signals
 from .component_state import ComponentStates
-from .disconnect import cancel_when_unwatched, grace_for
-from .execution import CANCELLED_ERROR, RunExecutor
-from .feed import LiveFeed, RunFeed
-from .feeds_db import DatabaseFeed
+from .execution import CANCELLED_ERROR, LoopSetup, RunExecutor
 from .idempotency import start_new_thread_once
+from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
 from .phase import RunPhase
-from .quotas import NO_QUOTA, MemoryCounters, QuotaExceeded, Quotas, Subject, Ticket
+from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
 from .registry import ActiveRun, RunRegistry
 from .salvage import save_partial_answer
-from .signals import DatabaseSignals, Signals
 from .start_gate import StartGate
+from .subscription import Subscriptions
 from .timings import Timings
 
 log = logging.getLogger(__name__)
 
 
 class RunManager:
-    def __init__(self, store: Store, model: Model, *, max_steps: int = 10,
-                 tool_timeout: float = 30.0, timings: Timings | None = None,
-                 server_tools: dict[str, ServerToolSpec] | None = None,
-                 remote_feed: RunFeed | None = None, signals: Signals | None = None,
-                 idempotency_ttl_seconds: float = 86400.0, quotas: Quotas | None = None,
-                 run_max_seconds: float | None = None,
-                 max_output_tokens: int | None = None, model_name: str | None = None,
-                 start_concurrency: int = 16) -> None:
-        self.store, self.model = store, model
+    def __init__(self, store: Store, setup: LoopSetup, backend: Backend, limits: RunLimits,
+                 timings: Timings) -> None:
+        self.store, self.model = store, setup.model
+        self.limits, self.timings = limits, timings
         # Run requests take turns at it (the API's run-start handlers hold it, see `start_gate`).
-        self.start_gate = StartGate(start_concurrency)
+        self.start_gate = StartGate(limits.start_concurrency)
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
-        self.quotas = quotas or Quotas(MemoryCounters())
-        self.idempotency_ttl_seconds = idempotency_ttl_seconds
-        self.model_name = model_name  # the configured model, written on runs that name none
-        self.timings = timings = timings or Timings()
+        self.quotas = Quotas(backend.counters)
+        self.idempotency_ttl_seconds = limits.idempotency_ttl_seconds
+        self.model_name = setup.model_name  # the configured model, written on runs that name none
         # Where runs of other processes are read from, and how cancels reach them.
-        self.remote_feed: RunFeed = remote_feed or DatabaseFeed(store, timings)
-        self.signals: Signals = signals or DatabaseSignals(store, timings)
+        self.remote_feed: RunFeed = backend.feed
+        self.signals: Signals = backend.signals
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
         self.registry = RunRegistry()
+        self.subscriptions = Subscriptions(store, timings, self.registry, backend.feed,
+                                           self.request_local_cancel)
         # Set while the process drains for shutdown: makes the error a new run is refused with.
         self.refusal: Callable[[], Exception] | None = None
         # Log flushes of all runs share transactions (see `log_writer`).
@@ -75,12 +69,7 @@ class RunManager:
         self._publishing: set[asyncio.Task[None]] = set()
         # Component state updates from the API and from server tools (`run_components()`).
         self.components = ComponentStates(store, self, self.signals.publish_thread_event)
-        self.executor = RunExecutor(
-            store, model, self.components, owner=self.owner, timings=timings,
-            max_steps=max_steps, tool_timeout=tool_timeout, server_tools=server_tools or {},
-            lose=self.lose, retire=self.registry.retire, writer=self.log_writer,
-            run_max_seconds=run_max_seconds, max_output_tokens=max_output_tokens,
-            model_name=model_name)
+        self.executor = RunExecutor(store, setup, limits, timings, self)
 
     @property
     def active(self) -> dict[str, ActiveRun]:
@@ -88,10 +77,11 @@ class RunManager:
 
     # -- starting -------------------------------------------------------------------------------
 
-    async def start(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                    idempotency_key: str | None = None, run_id: str | None = None,
+    async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
+                    run_id: str | None = None,
                     subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
-        """Start a run on the thread, or attach to the run `idempotency_key` already started.
+        """Start a run on the thread, or attach to the run the spec's idempotency key already
+        started.
 
         `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
         gateway makes one. `subjects` are the API key and user scope whose quotas the run
@@ -101,25 +91,24 @@ class RunManager:
             ticket = await self.quotas.acquire(subjects)
         except QuotaExceeded:
             # A retry of a request that started its run only attaches to it: no new slot.
-            if idempotency_key is None or await self.store.find_run_by_idempotency_key(
-                    thread.id, idempotency_key) is None:
+            if spec.idempotency is None or await self.store.find_run_by_idempotency_key(
+                    thread.id, spec.idempotency.key) is None:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
         return await self._launched(ticket, admit(
-            self.store, self.owner, self.timings.lease_ms, project_id, thread, request,
-            idempotency_key, self.idempotency_ttl_seconds, run_id, self.model_name))
+            self.store, self.owner, self.timings.lease_ms, project_id, thread, spec,
+            self.idempotency_ttl_seconds, run_id, self.model_name))
 
-    async def start_new_thread(self, project_id: str, thread: NewThread, request: RunRequest,
+    async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,
-                               idempotency_key: str | None = None,
                                subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
-        """Create a thread and start a run on it (one transaction); with `idempotency_key`, a
+        """Create a thread and start a run on it (one transaction); with an idempotency key, a
         retry gets the thread and run the first request created, not a second thread."""
         self._refuse_if_closed()
-        if not idempotency_key:  # nothing is written if the run is refused
+        if spec.idempotency is None:  # nothing is written if the run is refused
             ticket = await self.quotas.acquire(subjects)
             return await self._launched(ticket, admit_new_thread(
-                self.store, self.owner, self.timings.lease_ms, thread, request,
+                self.store, self.owner, self.timings.lease_ms, thread, spec,
                 self.model_name))
         start_on = functools.partial(self.start_on, subjects=subjects)
 
@@ -129,18 +118,16 @@ class RunManager:
 
         return await start_new_thread_once(self.store, start_on,
                                            self.idempotency_ttl_seconds, self.timings,
-                                           project_id,
-                                           create_thread, request, user_key, idempotency_key)
+                                           project_id, create_thread, spec, user_key)
 
-    async def start_on(self, project_id: str, thread: ThreadRow, request: RunRequest,
-                       idempotency_key: str | None = None, run_id: str | None = None,
+    async def start_on(self, project_id: str, thread: ThreadRow, spec: RunSpec,
+                       run_id: str | None = None,
                        subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start the first run on a thread just created for it; if the run is refused (its
         continuation is invalid, a quota is spent), the thread goes too: a refused request
         leaves nothing."""
         try:
-            return await self.start(project_id, thread, request, idempotency_key, run_id,
-                                    subjects)
+            return await self.start(project_id, thread, spec, run_id, subjects)
         except ApiError:
             await self.store.delete_thread(thread.id)
             raise
@@ -250,41 +237,17 @@ class RunManager:
     def live_log(self, run_id: str) -> LiveLog | None:
         return self.registry.live_log(run_id)
 
-    async def entries(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
-        """The run's log from after `after`, then live until it ends: from memory if it runs
-        (or just ended) here, else from the remote feed.
+    def entries(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
+        """The run's log from after `after`, then live until it ends (`subscription`).
 
         Leaving before the end is a disconnect: the run goes on, and its policy decides
-        whether it is cancelled later (`disconnect`)."""
-        live = self.live_log(run_id)
-        feed = LiveFeed(live, self.store, self.timings) if live is not None else self.remote_feed
-        metrics.ACTIVE_SUBSCRIBERS.inc()
-        try:
-            async with contextlib.aclosing(feed.subscribe(run_id, after)) as source:
-                async for entry in source:
-                    yield entry
-        finally:
-            metrics.ACTIVE_SUBSCRIBERS.dec()
-            self._departed(run_id)
+        whether it is cancelled later."""
+        return self.subscriptions.follow(run_id, after)
 
-    def _departed(self, run_id: str) -> None:
-        """A subscriber left: if it was the last one, arm the run's disconnect policy."""
-        active = self.active.get(run_id)
-        if active is None or active.ending or active.subscribers > 0:
-            return
-        grace = grace_for(active.row.on_disconnect, self.timings.disconnect_grace_seconds)
-        if grace is None:
-            return
-        if active.unattended is not None:
-            active.unattended.cancel()  # the window counts from the last departure
-        active.unattended = asyncio.create_task(
-            cancel_when_unwatched(active, grace, self.store, self.timings,
-                                  lambda: self._cancel_unwatched(run_id)),
-            name=f"disconnect policy {run_id}")
-
-    async def _cancel_unwatched(self, run_id: str) -> None:
-        log.info("run %s: no subscriber came back; cancelling it (disconnect policy)", run_id)
-        self.request_local_cancel(run_id)
+    def retire(self, active: ActiveRun) -> None:
+        """The run ended: forget it (its log lingers a little) and its disconnect policy."""
+        self.registry.retire(active)
+        self.subscriptions.run_ended(active.run_id)
 
     async def shutdown(self) -> None:
         """Stop every run this process owns; each ends with a retryable RUN_ERROR."""

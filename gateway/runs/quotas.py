@@ -5,10 +5,11 @@ if all pass, one increment of each, atomically (one Lua script in Redis; one ste
 loop in memory). The ticket holds the run's concurrency slots until the run ends, whichever way
 it ends (`execution` releases it in its `finally`), and adds the tokens the model reports.
 
-With Redis (`GATEWAY_REDIS_URL`) every process shares the counters. A slot of a process that
-died without releasing it expires after the longest a run may live (`GATEWAY_RUN_MAX_SECONDS`)
-plus the lease, so a crash cannot lock a key out for longer. Without Redis the counters are in
-memory: exact for one process; several processes each count their own runs.
+The counters are the backend's (`Counters`, `backend.Backend.counters`): with Redis (`GATEWAY_REDIS_URL`) every
+process shares them (`backends/redis.py`); a slot of a process that died without releasing it
+expires after the longest a run may live (`GATEWAY_RUN_MAX_SECONDS`) plus the lease, so a crash
+cannot lock a key out for longer. Without Redis they are in memory (`backends/memory.py`):
+exact for one process; several processes each count their own runs.
 
 Windows: runs per minute use a fixed window (the wall-clock minute); tokens a UTC day.
 """
@@ -101,6 +102,8 @@ class QuotaExceeded(ApiError):
 
 
 class Counters(Protocol):
+    """A backend's quota counters (`runs.backend`): one process's, or every process's."""
+
     async def acquire(self, ticket: str, subjects: Sequence[Subject],
                       now: int) -> tuple[int, Exceeded] | None:
         """Take a slot and a start for every subject, or none and say which is over."""
@@ -109,139 +112,6 @@ class Counters(Protocol):
     async def release(self, ticket: str, subjects: Sequence[Subject]) -> None: ...
 
     async def add_tokens(self, subjects: Sequence[Subject], tokens: int, now: int) -> None: ...
-
-
-@dataclass
-class MemoryCounters:
-    """One process's counters; exact for a single process. A window's counts are dropped when
-    the next window begins, so subjects seen once (every user scope) are not kept forever."""
-
-    running: dict[str, set[str]] = field(default_factory=dict)
-    starts: dict[str, tuple[int, int]] = field(default_factory=dict)  # (minute, count)
-    tokens: dict[str, tuple[int, int]] = field(default_factory=dict)  # (day, count)
-    windows: tuple[int, int] = (0, 0)  # the (minute, day) the counts were last pruned in
-
-    def _prune(self, minute: int, day: int) -> None:
-        if self.windows[0] != minute:
-            self.starts = {n: c for n, c in self.starts.items() if c[0] == minute}
-        if self.windows[1] != day:
-            self.tokens = {n: c for n, c in self.tokens.items() if c[0] == day}
-        self.windows = (minute, day)
-
-    async def acquire(self, ticket: str, subjects: Sequence[Subject],
-                      now: int) -> tuple[int, Exceeded] | None:
-        minute, day = now // MINUTE_MS, now // DAY_MS
-        self._prune(minute, day)
-        for index, subject in enumerate(subjects):
-            limits = subject.limits
-            if limits.daily_tokens and _in(self.tokens, subject.name, day) >= limits.daily_tokens:
-                return index, "tokens"
-            if (limits.runs_per_minute
-                    and _in(self.starts, subject.name, minute) >= limits.runs_per_minute):
-                return index, "rate"
-            if (limits.concurrent_runs
-                    and len(self.running.get(subject.name, ())) >= limits.concurrent_runs):
-                return index, "concurrent"
-        for subject in subjects:
-            if subject.limits.concurrent_runs:
-                self.running.setdefault(subject.name, set()).add(ticket)
-            if subject.limits.runs_per_minute:
-                self.starts[subject.name] = (minute, _in(self.starts, subject.name, minute) + 1)
-        return None
-
-    async def release(self, ticket: str, subjects: Sequence[Subject]) -> None:
-        for subject in subjects:
-            running = self.running.get(subject.name)
-            if running is not None:
-                running.discard(ticket)
-                if not running:
-                    del self.running[subject.name]
-
-    async def add_tokens(self, subjects: Sequence[Subject], tokens: int, now: int) -> None:
-        day = now // DAY_MS
-        for subject in subjects:
-            self.tokens[subject.name] = (day, _in(self.tokens, subject.name, day) + tokens)
-
-
-def _in(counts: dict[str, tuple[int, int]], name: str, window: int) -> int:
-    counted = counts.get(name)
-    return counted[1] if counted is not None and counted[0] == window else 0
-
-
-# KEYS: per subject (slots zset, starts of this minute, tokens of this day).
-# ARGV: ticket, now, slots older than this are stale, then per subject its three limits.
-ACQUIRE = """
-local n = #KEYS / 3
-for i = 0, n - 1 do
-  local slots, starts, tokens = KEYS[i*3+1], KEYS[i*3+2], KEYS[i*3+3]
-  local concurrent, per_minute, daily = tonumber(ARGV[4+i*3]), tonumber(ARGV[5+i*3]),
-    tonumber(ARGV[6+i*3])
-  if daily > 0 and tonumber(redis.call('GET', tokens) or '0') >= daily then
-    return {i, 'tokens'}
-  end
-  if per_minute > 0 and tonumber(redis.call('GET', starts) or '0') >= per_minute then
-    return {i, 'rate'}
-  end
-  if concurrent > 0 then
-    redis.call('ZREMRANGEBYSCORE', slots, '-inf', ARGV[3])
-    if redis.call('ZCARD', slots) >= concurrent then return {i, 'concurrent'} end
-  end
-end
-for i = 0, n - 1 do
-  if tonumber(ARGV[4+i*3]) > 0 then
-    redis.call('ZADD', KEYS[i*3+1], ARGV[2], ARGV[1])
-    redis.call('PEXPIRE', KEYS[i*3+1], ARGV[2] - ARGV[3])
-  end
-  if tonumber(ARGV[5+i*3]) > 0 then
-    redis.call('INCR', KEYS[i*3+2])
-    redis.call('PEXPIRE', KEYS[i*3+2], 120000)
-  end
-end
-return false
-"""
-PREFIX = "gateway:quota:"
-
-
-class RedisCounters:
-    """Counters every process shares, in Redis."""
-
-    def __init__(self, redis: Any, slot_ttl_ms: int) -> None:
-        self.redis, self.slot_ttl_ms = redis, slot_ttl_ms
-        self._acquire = redis.register_script(ACQUIRE)
-
-    async def acquire(self, ticket: str, subjects: Sequence[Subject],
-                      now: int) -> tuple[int, Exceeded] | None:
-        keys: list[str] = []
-        args: list[Any] = [ticket, now, now - self.slot_ttl_ms]
-        for subject in subjects:
-            keys += _keys(subject.name, now)
-            args += [subject.limits.concurrent_runs, subject.limits.runs_per_minute,
-                     subject.limits.daily_tokens]
-        result = await self._acquire(keys=keys, args=args)
-        if not result:
-            return None
-        index, exceeded = result
-        name = exceeded.decode() if isinstance(exceeded, bytes) else str(exceeded)
-        return int(index), next(kind for kind in CODES if kind == name)
-
-    async def release(self, ticket: str, subjects: Sequence[Subject]) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for subject in subjects:
-                pipe.zrem(f"{PREFIX}{subject.name}:slots", ticket)
-            await pipe.execute()
-
-    async def add_tokens(self, subjects: Sequence[Subject], tokens: int, now: int) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for subject in subjects:
-                key = _keys(subject.name, now)[2]
-                pipe.incrby(key, tokens)
-                pipe.pexpire(key, 2 * DAY_MS)
-            await pipe.execute()
-
-
-def _keys(name: str, now: int) -> list[str]:
-    return [f"{PREFIX}{name}:slots", f"{PREFIX}{name}:starts:{now // MINUTE_MS}",
-            f"{PREFIX}{name}:tokens:{now // DAY_MS}"]
 
 
 @dataclass

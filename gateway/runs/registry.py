@@ -24,7 +24,6 @@ class ActiveRun:
     task: asyncio.Task[None] | None = None
     recorder: RunRecorder | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    unattended: asyncio.Task[None] | None = None  # the disconnect policy's pending cancel
     ticket: Ticket | None = None  # its quota slots, released when it ends
     # The thread's history as the start wrote it (a new thread), so the run need not read it.
     history: list[MessageRow] | None = None
@@ -32,10 +31,6 @@ class ActiveRun:
     @property
     def run_id(self) -> str:
         return self.row.id
-
-    @property
-    def subscribers(self) -> int:
-        return self.live.subscribers
 
     @property
     def ending(self) -> bool:

@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any
 
 from asyncpg.exceptions import CannotConnectNowError
-from sqlalchemy import Table, bindparam, inspect, update
+from sqlalchemy import Table, bindparam, inspect, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel import SQLModel
@@ -103,3 +103,15 @@ class Queries:
 
     def session(self) -> AsyncSession:
         return self._sessions()
+
+    async def ping(self) -> None:
+        """A trivial query: raises if the database does not answer (`/ready`)."""
+        async with self.engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """PostgreSQL's `NOTIFY` on `channel` (`backends/postgres.py`)."""
+        async with self.engine.connect() as connection:
+            await connection.execute(text("SELECT pg_notify(:channel, :payload)"),
+                                     {"channel": channel, "payload": payload})
+            await connection.commit()

@@ -20,6 +20,9 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from gateway.backends.database import database_backend
+from gateway.dialects.tambo.input import keyed, run_spec
+from gateway.dialects.tambo.translate import TamboDialect
 from gateway.engine.deltas import (
     Delta,
     Finish,
@@ -30,9 +33,12 @@ from gateway.engine.deltas import (
 )
 from gateway.engine.model import ModelRequest
 from gateway.protocol.clock import new_id, now_ms
-from gateway.protocol.dialects.base import positioned
-from gateway.protocol.dialects.tambo import TamboDialect
+from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
+from gateway.protocol.translation import positioned
+from gateway.runs.backend import Counters
+from gateway.runs.execution import LoopSetup
+from gateway.runs.limits import RunLimits
 from gateway.runs.manager import RunManager
 from gateway.runs.timings import Timings
 from gateway.store.db import create_engine, migrate
@@ -91,15 +97,21 @@ def tool_turn(call_id: str, name: str, arguments: str) -> list[Step]:
             ToolCallDelta(0, None, None, arguments[middle:]), Finish("tool_calls")]
 
 
-def user(text: str, **extra: Any) -> RunRequest:
-    return RunRequest.model_validate(
-        {"message": {"role": "user", "content": [{"type": "text", "text": text}]}, **extra})
+def tambo_spec(body: dict[str, Any], key: str | None = None) -> RunSpec:
+    """The run a Tambo request body asks for (with `key` as its Idempotency-Key)."""
+    request = RunRequest.model_validate(body)
+    return keyed(run_spec(request), request, key)
 
 
-def tool_results(results: dict[str, str], **extra: Any) -> RunRequest:
+def user(text: str, key: str | None = None, **extra: Any) -> RunSpec:
+    return tambo_spec(
+        {"message": {"role": "user", "content": [{"type": "text", "text": text}]}, **extra}, key)
+
+
+def tool_results(results: dict[str, str], **extra: Any) -> RunSpec:
     content = [{"type": "tool_result", "toolUseId": call_id,
                 "content": [{"type": "text", "text": text}]} for call_id, text in results.items()]
-    return RunRequest.model_validate({"message": {"role": "user", "content": content}, **extra})
+    return tambo_spec({"message": {"role": "user", "content": content}, **extra})
 
 
 @pytest.fixture(scope="session")
@@ -161,19 +173,30 @@ FAST = Timings(supervisor_tick_seconds=0.01, cancel_poll_seconds=0.01,
                idempotency_poll_seconds=0.005, remote_cancel_poll_seconds=0.005,
                publish_wait_seconds=0.2, shutdown_flush_seconds=0.01)
 TIMING_NAMES = {f.name for f in dataclasses.fields(Timings)}
+# The server's limits, without its wall time: a test's run takes as long as the test says.
+UNLIMITED = RunLimits(run_max_seconds=None)
 
 
 @pytest.fixture
 async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[ManagerFactory]:
-    """Make run managers on the test's store (several: one per simulated process), with
-    `FAST` timings, of which any keyword named like a `Timings` field overrides one; the other
-    keywords go to `RunManager`. Each is shut down at the end."""
+    """Make run managers on the test's store (several: one per simulated process), each with
+    the database backend (`backends/database.py`) as a server on SQLite has it, and `FAST`
+    timings. A keyword named like a `Timings` or `RunLimits` field overrides one; `model_name`
+    names the configured model, `server_tools` are the project's tools, `counters` replaces the process's own quota counters (shared
+    by several managers: processes sharing Redis). Each is shut down at the end."""
     made: list[RunManager] = []
 
-    def make(model_: Any = None, **options: Any) -> RunManager:
+    def make(model_: Any = None, *, model_name: str | None = None,
+             counters: Counters | None = None, server_tools: dict[str, Any] | None = None,
+             **options: Any) -> RunManager:
         timings = dataclasses.replace(
             FAST, **{k: options.pop(k) for k in TIMING_NAMES & options.keys()})
-        manager = RunManager(store, model_ or model, timings=timings, **options)
+        limits = dataclasses.replace(UNLIMITED, **options)
+        backend = database_backend(store, timings)
+        if counters is not None:
+            backend = dataclasses.replace(backend, counters=counters)
+        setup = LoopSetup(model_ or model, model_name, server_tools or {})
+        manager = RunManager(store, setup, backend, limits, timings)
         made.append(manager)
         return manager
 

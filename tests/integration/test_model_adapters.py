@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from gateway.app import load_litellm
 from gateway.engine.adapters import AdapterError, model_adapter
 from gateway.engine.deltas import (
     Finish,
@@ -28,6 +27,7 @@ from gateway.engine.deltas import (
 )
 from gateway.engine.direct_model import DirectModel
 from gateway.engine.model import LiteLLMModel, ModelRequest
+from gateway.services import load_litellm
 from tests.support.model_stream import outcome
 from tests.support.scripted_model import ScriptedModel
 

@@ -15,8 +15,8 @@ import pytest
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
+from gateway.dialects.agui.translate import AguiDialect, encode
 from gateway.protocol import timbal
-from gateway.protocol.dialects.agui import AguiDialect, encode
 
 LOGS = Path(__file__).parent / "frame_logs"
 NAMES = sorted(p.stem for p in LOGS.glob("*.ndjson"))

@@ -56,3 +56,68 @@ def test_the_checker_sees_a_type_checking_import(tmp_path: Path):
     module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                       "    from .manager import RunManager\n")
     assert runs_imports(module) == {"manager"}
+
+
+# -- the import direction: runs/ and engine/ see no dialect, protocol/ nothing of ours ------------
+
+GATEWAY = RUNS.parent
+# A dialect's types: its request models, its events, its translation.
+DIALECT_MODULES = ("gateway.dialects", "gateway.protocol.tambo", "gateway.api")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every gateway module `path` imports, by absolute name (relative imports resolved)."""
+    package = ".".join(path.relative_to(GATEWAY.parent).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("gateway")}
+
+
+def offending(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    found = {}
+    for path in sorted((GATEWAY / package).rglob("*.py")):
+        bad = sorted(m for m in imported_modules(path)
+                     if any(m == f or m.startswith(f + ".") for f in forbidden))
+        if bad:
+            found[path.relative_to(GATEWAY).as_posix()] = bad
+    return found
+
+
+def test_runs_and_engine_import_no_dialect() -> None:
+    for package in ("runs", "engine"):
+        assert offending(package, DIALECT_MODULES) == {}, (
+            f"gateway/{package} must read the neutral RunSpec, not a dialect's types")
+
+
+def test_protocol_imports_nothing_of_ours_outside_it() -> None:
+    others = tuple(f"gateway.{p.name}" for p in GATEWAY.iterdir()
+                   if p.name not in ("protocol", "__pycache__", "__init__.py"))
+    assert offending("protocol", others) == {}
+
+
+def test_the_import_checker_resolves_relative_imports(tmp_path: Path) -> None:
+    module = GATEWAY / "runs" / "manager.py"
+    assert "gateway.protocol.run_spec.RunSpec" in imported_modules(module)
+    assert "gateway.store.repository" in imported_modules(module)
+
+
+def test_a_dialects_parsing_translation_and_events_are_pure() -> None:
+    """Only `routes.py` and `dialect.py` of a dialect touch HTTP and the run manager: its
+    request parsing, translation and event types import nothing of ours but `protocol/`."""
+    above = ("gateway.api", "gateway.runs", "gateway.engine", "gateway.store", "gateway.app",
+             "gateway.config", "gateway.observability")
+    dialects = [p for p in (GATEWAY / "dialects").iterdir() if (p / "dialect.py").exists()]
+    assert {p.name for p in dialects} >= {"tambo", "agui", "timbal"}
+    for folder in dialects:
+        for path in folder.glob("*.py"):
+            if path.name in ("routes.py", "dialect.py", "__init__.py"):
+                continue
+            bad = [m for m in imported_modules(path) if m.startswith(above)]
+            assert bad == [], f"{path.relative_to(GATEWAY)} imports {bad}"

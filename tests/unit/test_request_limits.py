@@ -9,7 +9,9 @@ import pytest
 
 from gateway.api.request_limits import check_run_request, json_depth
 from gateway.config import Settings
+from gateway.dialects.tambo.input import run_spec
 from gateway.protocol.problems import ApiError
+from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
 
 
@@ -24,11 +26,12 @@ def test_json_depth(text: bytes, depth: int) -> None:
     assert json_depth(text) == depth
 
 
-def request(**body: object) -> RunRequest:
-    return RunRequest.model_validate({"message": {"role": "user", "content": "hi"}, **body})
+def request(**body: object) -> RunSpec:
+    return run_spec(RunRequest.model_validate({"message": {"role": "user", "content": "hi"},
+                                               **body}))
 
 
-def refusal(settings: Settings, body: RunRequest) -> tuple[int, str]:
+def refusal(settings: Settings, body: RunSpec) -> tuple[int, str]:
     with pytest.raises(ApiError) as error:
         check_run_request(settings, body)
     return error.value.status, error.value.code

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from gateway.dialects.agui.translate import AguiDialect
+from gateway.dialects.agui.translate import encode as agui_encode
+from gateway.dialects.tambo.translate import TamboDialect
+from gateway.dialects.timbal.translate import history, since_ms
 from gateway.protocol import timbal
-from gateway.protocol.dialects.agui import AguiDialect
-from gateway.protocol.dialects.agui import encode as agui_encode
-from gateway.protocol.dialects.tambo import TamboDialect
-from gateway.protocol.dialects.timbal import history, since_ms
 
 LOGS = Path(__file__).parent / "frame_logs"
 NAMES = sorted(p.stem for p in LOGS.glob("*.ndjson"))

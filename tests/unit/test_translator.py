@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonpatch
 import pytest
 
+from gateway.dialects.tambo.translate import TamboDialect as TamboTranslator
 from gateway.protocol import timbal
-from gateway.protocol.dialects.tambo import TamboDialect as TamboTranslator
 
 LOGS = Path(__file__).parent / "frame_logs"
 NAMES = sorted(p.stem for p in LOGS.glob("*.ndjson"))

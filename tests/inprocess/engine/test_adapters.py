@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.app import load_litellm
 from gateway.engine.adapters import OPENAI_BASE, Adapter, AdapterError, model_adapter
 from gateway.engine.direct_model import DirectModel
 from gateway.engine.model import LiteLLMModel
 from gateway.engine.routed_model import Deployment, RoutedModel
+from gateway.services import load_litellm
 
 load_litellm()
 LOCAL = "http://127.0.0.1:9/v1"

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gateway.app import load_litellm
 from gateway.engine import demo_model
 from gateway.engine.deltas import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta
 from gateway.engine.model import LiteLLMModel, ModelRequest
+from gateway.services import load_litellm
 
 load_litellm()
 DEMO = LiteLLMModel("gateway/demo")

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from gateway.app import load_litellm
 from gateway.engine.adapters import model_adapter
 from gateway.engine.deltas import (
     Finish,
@@ -23,6 +22,7 @@ from gateway.engine.deltas import (
 )
 from gateway.engine.direct_model import DirectModel
 from gateway.engine.model import ModelRequest
+from gateway.services import load_litellm
 from tests.support.gateway_server import free_port
 from tests.support.model_stream import HI, outcome
 from tests.support.scripted_model import ScriptedModel

@@ -13,6 +13,7 @@ from gateway.engine.deltas import Finish, ModelError, TextDelta, Usage
 from gateway.engine.loop import RunInput, run_agent
 from gateway.engine.tools import spec_for
 from gateway.protocol import timbal
+from gateway.protocol.run_spec import ClientTool, Component
 from tests.inprocess.conftest import ScriptedDeltas, text_turn, tool_turn
 
 
@@ -88,7 +89,7 @@ async def test_a_failing_tool_is_an_error_result_the_model_sees(turn: list, erro
 async def test_a_client_tool_call_ends_the_loop_with_it_pending() -> None:
     model, sink = ScriptedDeltas(), ListSink()
     model.enqueue(tool_turn("call_7", "get_time", '{"tz": "UTC"}'))
-    tool = {"name": "get_time", "description": "", "inputSchema": {"type": "object"}}
+    tool = ClientTool("get_time", "", {"type": "object"})
     outcome = await run_agent(model, RunInput(history=history("time"), client_tools=[tool]),
                               sink)
     assert [(p["toolCallId"], p["toolName"], json.loads(p["arguments"]))
@@ -99,7 +100,7 @@ async def test_a_client_tool_call_ends_the_loop_with_it_pending() -> None:
 async def test_a_component_streams_its_props_and_ends_the_turn() -> None:
     model, sink = ScriptedDeltas(), ListSink()
     model.enqueue(tool_turn("call_c", "show_component_Card", '{"title": "News"}'))
-    card = {"name": "Card", "description": "", "propsSchema": {"type": "object"}}
+    card = Component("Card", "", {"type": "object"})
     await run_agent(model, RunInput(history=history("card"), components=[card]), sink)
     [component] = [v for v in sink.values() if v["type"] == "x-component"]
     assert (component["name"], component["props"]) == ("Card", {"title": "News"})

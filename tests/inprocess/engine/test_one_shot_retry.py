@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.app import load_litellm
 from gateway.engine.deltas import ModelError
 from gateway.engine.model import LiteLLMModel
+from gateway.services import load_litellm
 
 load_litellm()
 

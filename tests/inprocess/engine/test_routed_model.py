@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.app import load_litellm
 from gateway.engine.deltas import ModelError, Served, TextDelta
 from gateway.engine.routed_model import Deployment, RoutedModel
+from gateway.services import load_litellm
 from tests.support.model_stream import outcome
 from tests.support.scripted_model import ScriptedModel
 

@@ -16,8 +16,8 @@ async def test_racing_retries_on_a_thread_attach_to_one_run(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     for attempt in range(5):  # the race is between the key lookup and the thread lock
         thread = await new_thread(store)
-        started = await asyncio.gather(*[manager.start(PROJECT, thread, user("once"),
-                                                       idempotency_key="key-1")
+        started = await asyncio.gather(*[manager.start(PROJECT, thread,
+                                                       user("once", key="key-1"))
                                          for _ in range(10)])
         assert len({s.run.id for s in started}) == 1
         assert sorted(s.attached for s in started) == [False] + [True] * 9
@@ -34,7 +34,7 @@ def fresh_thread() -> NewThread:  # each request makes its own, as the API does
 async def test_racing_retries_of_a_new_thread_run_create_one_thread(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     started = await asyncio.gather(*[
-        manager.start_new_thread(PROJECT, fresh_thread(), user("once"), None, "key-2")
+        manager.start_new_thread(PROJECT, fresh_thread(), user("once", key="key-2"), None)
         for _ in range(4)])
     assert len({s.run.id for s in started}) == 1
     await events(manager, started[0].run.id)
@@ -44,9 +44,9 @@ async def test_racing_retries_of_a_new_thread_run_create_one_thread(
 
 async def test_a_retry_long_after_the_run_ended_gets_that_run_again(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
-    first = await manager.start_new_thread(PROJECT, fresh_thread(), user("once"), None, "key-3")
+    first = await manager.start_new_thread(PROJECT, fresh_thread(), user("once", key="key-3"), None)
     done = await events(manager, first.run.id)
-    late = await manager.start_new_thread(PROJECT, fresh_thread(), user("once"), None, "key-3")
+    late = await manager.start_new_thread(PROJECT, fresh_thread(), user("once", key="key-3"), None)
     assert (late.run.id, late.attached) == (first.run.id, True)
     assert await events(manager, late.run.id) == done  # a full replay
     assert len(model.requests) == 1

@@ -8,8 +8,7 @@ import asyncio
 from typing import Any
 
 from gateway.engine.deltas import TextDelta
-from gateway.runs.feeds_db import read_persisted
-from gateway.runs.log import Entry, LiveLog
+from gateway.runs.log import Entry, LiveLog, read_persisted
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from gateway.store.tables import RunRow

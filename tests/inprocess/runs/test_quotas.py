@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from gateway.backends.memory import MemoryCounters
 from gateway.engine.deltas import ModelError, TextDelta, Usage
 from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.problems import ApiError
@@ -15,7 +16,6 @@ from gateway.runs.admission import NewThread
 from gateway.runs.manager import RunManager
 from gateway.runs.quotas import (
     Limits,
-    MemoryCounters,
     QuotaExceeded,
     Quotas,
     key_subject,
@@ -54,7 +54,7 @@ async def refused(manager: RunManager, store: Store) -> QuotaExceeded:
 
 async def test_a_third_concurrent_run_gets_429_with_retry_after(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
-    manager = managers(quotas=Quotas(MemoryCounters()))
+    manager = managers()
     hold = asyncio.Event()
     model.enqueue([hold], [hold])
     two = [key_subject("k2", Limits(concurrent_runs=2))]
@@ -93,7 +93,7 @@ async def test_runs_per_minute_and_the_user_scope_are_counted_separately() -> No
 
 async def test_the_daily_token_budget_counts_what_the_model_reports(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
-    manager = managers(quotas=Quotas(MemoryCounters()))
+    manager = managers()
     budget = [key_subject("k3", Limits(daily_tokens=100))]
     model.enqueue([TextDelta("hi"), Usage(60, 50)])
     run = (await manager.start(PROJECT, await new_thread(store), user("go"),
@@ -159,7 +159,7 @@ END_PATHS: dict[str, Callable[[RunManager, Store, ScriptedDeltas], Awaitable[Non
 @pytest.mark.parametrize("end", END_PATHS)
 async def test_the_slot_comes_back_however_the_run_ends(
         end: str, managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
-    manager = managers(quotas=Quotas(MemoryCounters()), run_max_seconds=0.5)
+    manager = managers(run_max_seconds=0.5)
     await END_PATHS[end](manager, store, model)
     # The next run of the same key is admitted at once, and ends normally.
     await _completed(manager, store, model)
@@ -168,17 +168,17 @@ async def test_the_slot_comes_back_however_the_run_ends(
 async def test_the_slot_comes_back_when_the_process_drains(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
     counters = MemoryCounters()
-    draining = managers(quotas=Quotas(counters))
+    draining = managers(counters=counters)
     run_id = await _held(draining, store, model)
     await draining.shutdown()  # the end of a drain: what is left ends with SERVER_SHUTDOWN
     assert (await store.get_run(run_id)).error["code"] == "SERVER_SHUTDOWN"
-    other = managers(quotas=Quotas(counters))  # another process sharing the counters
+    other = managers(counters=counters)  # another process sharing the counters
     await _completed(other, store, model)
 
 
 async def test_a_refused_run_leaves_no_slot_and_no_thread_lock(
         managers: ManagerFactory, store: Store) -> None:
-    manager = managers(quotas=Quotas(MemoryCounters()))
+    manager = managers()
     thread = await new_thread(store)
     with pytest.raises(ApiError):  # refused at admission: a continuation without previousRunId
         await manager.start(PROJECT, thread, user("x", previousRunId="run_nope"),
@@ -189,7 +189,7 @@ async def test_a_refused_run_leaves_no_slot_and_no_thread_lock(
 async def test_a_new_thread_run_holds_its_slot_and_a_refused_one_leaves_nothing(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
     # A run on a new thread is started in one transaction with its thread (no thread first).
-    manager = managers(quotas=Quotas(MemoryCounters()))
+    manager = managers()
 
     def thread() -> NewThread:
         now = now_ms()
@@ -214,11 +214,11 @@ async def test_a_new_thread_run_holds_its_slot_and_a_refused_one_leaves_nothing(
 
 async def test_a_retry_with_its_idempotency_key_attaches_even_at_the_limit(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
-    manager = managers(quotas=Quotas(MemoryCounters()))
+    manager = managers()
     model.enqueue([TextDelta("..."), asyncio.Event()])
     thread = await new_thread(store, "u1")
-    first = await manager.start(PROJECT, thread, user("go"), "key-1", subjects=ONE_AT_A_TIME)
-    retry = await manager.start(PROJECT, thread, user("go"), "key-1", subjects=ONE_AT_A_TIME)
+    first = await manager.start(PROJECT, thread, user("go", key="key-1"), subjects=ONE_AT_A_TIME)
+    retry = await manager.start(PROJECT, thread, user("go", key="key-1"), subjects=ONE_AT_A_TIME)
     assert retry.attached and retry.run.id == first.run.id
     await refused(manager, store)  # a new request still is refused
 

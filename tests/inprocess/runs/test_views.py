@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.runs.feeds_db import read_persisted
+from gateway.runs.log import read_persisted
 from gateway.runs.manager import RunManager
 from gateway.runs.supervisor import RunSupervisor
 from gateway.store.repository import Store
@@ -71,7 +71,7 @@ async def test_a_cursor_past_what_a_dead_process_saved_still_gets_run_lost(
 async def _events_so_far(manager: RunManager, store: Store, run_id: str) -> list[object]:
     """What a reader of the run has been shown: what memory forgot from the database, then
     memory."""
-    from gateway.protocol.dialects.tambo import TamboDialect
+    from gateway.dialects.tambo.translate import TamboDialect
 
     live = manager.live_log(run_id)
     forgotten = [e async for e in read_persisted(store, run_id, 0) if e.seq <= live.first]

@@ -1,4 +1,4 @@
-"""An AG-UI 1.0 `RunAgentInput` -> the gateway's run request, on the client's thread.
+"""An AG-UI 1.0 `RunAgentInput` -> the neutral `RunSpec`, on the client's thread.
 
 AG-UI clients send the whole conversation with every run; the gateway's thread is the record of
 it, so only what is new is taken: the client tool results the thread is waiting for (from `tool`
@@ -8,7 +8,7 @@ the run: `tools` are client tools, `context` and `state` reach the model as the 
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
 `name`, `description`, `propsSchema`, `stateSchema`), `userKey` and `onDisconnect`; the whole of
 it is kept as the run's metadata, with the `protocolVersion` the client declared (its stream is
-shaped for that version, see `dialects/agui.py`).
+shaped for that version, see `translate.py`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,19 @@ from ag_ui.core import (
     ToolMessage,
     UserMessage,
 )
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from .problems import ApiError
-from .tambo import InitialMessage, InputMessage, RunRequest, TextBlock, ToolResultBlock
+from ...protocol.problems import ApiError
+from ...protocol.run_spec import (
+    ClientTool,
+    Component,
+    DisconnectPolicy,
+    RunSpec,
+    SeedMessage,
+    ToolResult,
+    UserInput,
+)
+from ...protocol.tambo import ComponentList, ToolList, WireModel
 
 ID_MAX = 64  # thread and run ids are the gateway's own ids
 
@@ -52,14 +61,21 @@ def forwarded(body: RunAgentInput, key: str) -> Any:
     return props.get(key) if isinstance(props, dict) else None
 
 
-def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | None
-                ) -> RunRequest:
+class Declared(WireModel):
+    """What the input declares for the run, checked as the Tambo endpoints check it."""
+
+    model_config = ConfigDict(title="RunRequest")
+
+    tools: ToolList = []
+    availableComponents: ComponentList = []
+    onDisconnect: DisconnectPolicy | None = None
+
+
+def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None) -> RunSpec:
     """The run this input asks for, on a thread waiting for the `pending` tool call ids."""
-    blocks: list[Any] = _tool_results(body, pending)
+    results = _tool_results(body, pending)
     user = _new_user_message(body)
-    if user is not None:
-        blocks.append(TextBlock(type="text", text=_text(user.content) or " "))
-    if not blocks:
+    if user is None and not results:
         message = ("must end with a user message, or answer the pending tool calls with tool "
                    "messages or resume entries")
         raise ApiError(400, "NO_NEW_INPUT", f"Nothing to run: messages {message}",
@@ -69,17 +85,30 @@ def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | N
         context["context"] = [c.model_dump(by_alias=True) for c in body.context]
     if body.state not in (None, {}, []):
         context["state"] = body.state
+    declared = _declared(body)
+    return RunSpec(
+        user=UserInput([{"type": "text", "text": _text(user.content) or " "}], context or None)
+        if user is not None else None,
+        tool_results=results,
+        context=context or None,
+        client_tools=[ClientTool(t.name, t.description, t.inputSchema, t.outputSchema,
+                                 t.strict, t.maxCalls) for t in declared.tools],
+        components=[Component(c.name, c.description, c.propsSchema, c.stateSchema)
+                    for c in declared.availableComponents],
+        previous_run_id=previous_run_id,
+        on_disconnect=declared.onDisconnect,
+        metadata={"agui": {"forwardedProps": body.forwarded_props,
+                           "parentRunId": body.parent_run_id,
+                           "protocolVersion": body.protocol_version}},
+        seed_messages=seed_messages(body),
+    )
+
+
+def _declared(body: RunAgentInput) -> Declared:
     fields: dict[str, Any] = {
-        "message": InputMessage(role="user", content=blocks,
-                                additionalContext=context or None),
         "tools": [{"name": t.name, "description": t.description,
                    **({"inputSchema": t.parameters} if isinstance(t.parameters, dict) else {})}
-                  for t in body.tools or []],
-        "previousRunId": previous_run_id,
-        "runMetadata": {"agui": {"forwardedProps": body.forwarded_props,
-                                 "parentRunId": body.parent_run_id,
-                                 "protocolVersion": body.protocol_version}},
-    }
+                  for t in body.tools or []]}
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
@@ -87,23 +116,23 @@ def run_request(body: RunAgentInput, pending: set[str], previous_run_id: str | N
     if on_disconnect is not None:
         fields["onDisconnect"] = on_disconnect
     try:
-        return RunRequest.model_validate(fields)
+        return Declared.model_validate(fields)
     except ValueError as exc:
         raise _invalid("forwardedProps", str(exc).splitlines()[0]) from None
 
 
-def initial_messages(body: RunAgentInput) -> list[InitialMessage]:
+def seed_messages(body: RunAgentInput) -> list[SeedMessage]:
     """The conversation before the new user message, for a thread the gateway does not have."""
     new = _new_user_message(body)
     history = body.messages[:-1] if new is not None else body.messages
-    out: list[InitialMessage] = []
+    out: list[SeedMessage] = []
     for message in history:
         if isinstance(message, (SystemMessage, DeveloperMessage)):
-            out.append(InitialMessage(role="system", content=message.content))
+            out.append(SeedMessage("system", message.content))
         elif isinstance(message, UserMessage):
-            out.append(InitialMessage(role="user", content=_text(message.content)))
+            out.append(SeedMessage("user", _text(message.content)))
         elif isinstance(message, AssistantMessage) and message.content:
-            out.append(InitialMessage(role="assistant", content=message.content))
+            out.append(SeedMessage("assistant", message.content))
     return out
 
 
@@ -112,25 +141,26 @@ def _new_user_message(body: RunAgentInput) -> UserMessage | None:
     return last if isinstance(last, UserMessage) else None
 
 
-def _tool_results(body: RunAgentInput, pending: set[str]) -> list[ToolResultBlock]:
+def _tool_results(body: RunAgentInput, pending: set[str]) -> list[ToolResult]:
     """Results for the pending calls: the latest `tool` message for each, then `resume`."""
-    results: dict[str, ToolResultBlock] = {}
+    results: dict[str, ToolResult] = {}
     for message in body.messages:
         if isinstance(message, ToolMessage) and message.tool_call_id in pending:
             error = message.error
-            results[message.tool_call_id] = ToolResultBlock(
-                type="tool_result", toolUseId=message.tool_call_id,
-                content=error if error else _text(message.content), isError=bool(error))
+            results[message.tool_call_id] = _result(
+                message.tool_call_id, error if error else _text(message.content), bool(error))
     for entry in body.resume or []:
         if entry.interrupt_id in pending and entry.interrupt_id not in results:
             cancelled = entry.status == "cancelled"
             payload = entry.payload
             text = ("The user cancelled this tool call" if cancelled else
                     payload if isinstance(payload, str) else json.dumps(payload))
-            results[entry.interrupt_id] = ToolResultBlock(
-                type="tool_result", toolUseId=entry.interrupt_id, content=text,
-                isError=cancelled)
+            results[entry.interrupt_id] = _result(entry.interrupt_id, text, cancelled)
     return list(results.values())
+
+
+def _result(tool_call_id: str, text: str, is_error: bool) -> ToolResult:
+    return ToolResult(tool_call_id, [{"type": "text", "text": text}], is_error)
 
 
 def _text(content: Any) -> str:

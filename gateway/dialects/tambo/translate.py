@@ -6,7 +6,7 @@ components stream as JSON Patch `operations`, and a cancel is `RUN_ERROR {code: 
 Where the Tambo v1 proposal names other fields (`delta`, `props`, `input`, ...) they are sent too:
 clients ignore extra fields. Events are plain dicts (`ag-ui-protocol` 1.0 cannot build the
 `THINKING_*` events this dialect needs, and a dict literal costs nothing per token), typed
-with the TypedDicts of `protocol/events.py`, so mypy checks each one against the published
+with the TypedDicts of `events.py`, so mypy checks each one against the published
 shape.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from .. import timbal
-from ..events import ComponentEndValue, RunErrorBody, TamboEventBody
-from ..props_stream import PropsStream
-from .base import Dialect, Item
+from ...protocol import timbal
+from ...protocol.props_stream import PropsStream
+from ...protocol.translation import Dialect, Item
+from .events import ComponentEndValue, RunErrorBody, TamboEventBody
 
 Event = TamboEventBody
 

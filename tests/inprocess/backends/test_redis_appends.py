@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from gateway.runs.redis_appends import StreamAppends
+from gateway.backends.redis import StreamAppends
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server not installed")

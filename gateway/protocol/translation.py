@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from .. import timbal
+from . import timbal
 
 E = TypeVar("E")
 

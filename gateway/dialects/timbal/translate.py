@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, Protocol
 
-from .. import timbal
-from ..clock import iso_ms
-from .base import Dialect
+from ...protocol import timbal
+from ...protocol.clock import iso_ms
+from ...protocol.translation import Dialect
 
 SYNCED = "synced"  # our control frame closing a sync answer (the extension names no marker)
 

@@ -1,7 +1,7 @@
-"""The Tambo dialect's SSE events, as types: what `dialects.tambo.TamboDialect` emits, on the wire.
+"""The Tambo dialect's SSE events, as types: what `translate.TamboDialect` emits, on the wire.
 
 These types describe the translator and type-check it: each event `X` has an `XBody` (the same
-without `timestamp`), and `dialects.tambo` builds plain dict literals typed as those bodies, so
+without `timestamp`), and `translate.py` builds plain dict literals typed as those bodies, so
 mypy checks every event it builds against the published shape at no cost per token. They also
 generate `schemas/` and the OpenAPI document, and tests check every event of a real run against
 them (an event the translator emits that these types do not describe fails there,
@@ -20,36 +20,12 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
+from ...protocol.frames_schema import JsonPatchOp, PendingToolCall
+
 CLOSED = ConfigDict(extra="forbid")
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 EpochMs = Annotated[int, Field(ge=0, description="Epoch milliseconds (integer)")]
-
-
-# -- JSON Patch (RFC 6902), as props_delta and state_delta carry it -----------------------------
-
-
-@with_config(CLOSED)
-class PatchValueOp(TypedDict):
-    """`add`, `replace` or `test`: an operation that carries a value."""
-
-    op: Literal["add", "replace", "test"]
-    path: str
-    value: Any
-
-
-@with_config(CLOSED)
-class PatchRemoveOp(TypedDict):
-    op: Literal["remove"]
-    path: str
-
-
-# `move` or `copy` reads `from`, a Python keyword, hence the functional form.
-PatchMoveOp = TypedDict("PatchMoveOp", {"op": Literal["move", "copy"], "from": str, "path": str})
-PatchMoveOp.__pydantic_config__ = CLOSED  # type: ignore[attr-defined]  # what with_config() sets
-
-JsonPatchOp = Annotated[PatchValueOp | PatchRemoveOp | PatchMoveOp,
-                        Field(description="One RFC 6902 JSON Patch operation")]
 
 
 # -- run lifecycle --------------------------------------------------------------------------------
@@ -300,16 +276,6 @@ class ComponentEndValue(TypedDict):
 
 
 @with_config(CLOSED)
-class PendingToolCall(TypedDict):
-    """A client tool call the run waits for; `arguments` is the complete JSON text of `input`."""
-
-    toolCallId: NonEmpty
-    toolName: NonEmpty
-    arguments: str
-    input: dict[str, Any]
-
-
-@with_config(CLOSED)
 class AwaitingInputValue(TypedDict):
     threadId: NonEmpty
     runId: NonEmpty
@@ -452,4 +418,4 @@ TamboEvent = Annotated[
 tambo_event = TypeAdapter(TamboEvent)
 
 TamboEventBody = RunStartedBody | RunFinishedBody | RunErrorBody | TextMessageStartBody | TextMessageContentBody | TextMessageEndBody | ThinkingTextMessageStartBody | ThinkingTextMessageContentBody | ThinkingTextMessageEndBody | ToolCallStartBody | ToolCallArgsBody | ToolCallEndBody | ToolCallResultBody | ComponentStartBody | ComponentPropsDeltaBody | ComponentStateDeltaBody | ComponentEndBody | RunAwaitingInputBody | MessageParentBody
-"""An event as `dialects.tambo.TamboDialect` builds it: `stamp` adds its `timestamp`."""
+"""An event as `translate.TamboDialect` builds it: `stamp` adds its `timestamp`."""

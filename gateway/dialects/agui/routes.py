@@ -16,7 +16,6 @@ run is cancelled with `DELETE` on the same path; its stream then ends with
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 from sqlalchemy.exc import IntegrityError
@@ -24,27 +23,32 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..protocol import agui_input
-from ..protocol.clock import now_ms
-from ..protocol.dialects import agui
-from ..protocol.problems import ApiError
-from ..store.tables import ThreadRow
-from .context import json_body, may_see, project_of, quota_subjects, services, user_scope
-from .request_limits import check_run_request
-from .runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
-from .stored_caps import check_initial_messages, check_thread_room
-from .threads import initial_message_row
+from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
+from ...api.request_limits import check_run_request
+from ...api.runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
+from ...api.stored_caps import check_thread_room
+from ...api.threads import initial_message_row
+from ...protocol.clock import now_ms
+from ...protocol.problems import ApiError
+from ...protocol.run_spec import RunSpec
+from ...store.tables import RunRow, ThreadRow
+from . import input as agui_input
+from . import translate as agui
 
 AGENT = "default"  # the gateway runs one agent; the path leaves room for more
 
 
-def agui_stream(request: Request, run: Any, after: int = 0,
+def protocol_version(run: RunRow) -> str | None:
+    """The AG-UI version the run's client declared when it started the run (a reconnect gets
+    the same shape as the first response); 1.0 for a run a Tambo client began."""
+    started_by = (RunSpec.from_snapshot(run.request).metadata or {}).get("agui")
+    return PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
+
+
+def agui_stream(request: Request, run: RunRow, after: int = 0,
                 extra_headers: dict[str, str] | None = None) -> Response:
-    """The run's events for the AG-UI version its client declared when it started the run (a
-    reconnect gets the same shape as the first response); 1.0 for a run a Tambo client began."""
-    started_by = ((run.request or {}).get("runMetadata") or {}).get("agui")
-    version = PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
-    dialect = functools.partial(agui.AguiDialect, version)
+    """The run's events in AG-UI, shaped for its client's version."""
+    dialect = functools.partial(agui.AguiDialect, protocol_version(run))
     return event_stream(request, run, after, extra_headers, dialect=dialect, encode=agui.encode)
 
 
@@ -66,16 +70,16 @@ async def run_agent(request: Request) -> Response:
                            runId=body.run_id)
         return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
     if thread is None:
-        run_request = agui_input.run_request(body, set(), None)
-        check_run_request(svc.settings, run_request)
-        thread = await _create_thread(request, project, body, user_key)
-        started = await svc.runs.start_on(project, thread, run_request, run_id=body.run_id,
+        spec = agui_input.run_spec(body, set(), None)
+        check_run_request(svc.settings, spec)
+        thread = await _create_thread(request, project, body, spec, user_key)
+        started = await svc.runs.start_on(project, thread, spec, run_id=body.run_id,
                                           subjects=quota_subjects(request, thread.user_key))
     else:
         pending = {p["toolCallId"] for p in thread.pending_tool_calls or []}
-        run_request = agui_input.run_request(body, pending, thread.last_completed_run_id)
-        check_run_request(svc.settings, run_request)
-        started = await svc.runs.start(project, thread, run_request, run_id=body.run_id,
+        spec = agui_input.run_spec(body, pending, thread.last_completed_run_id)
+        check_run_request(svc.settings, spec)
+        started = await svc.runs.start(project, thread, spec, run_id=body.run_id,
                                        subjects=quota_subjects(request, thread.user_key))
     return agui_stream(request, started.run)
 
@@ -88,18 +92,16 @@ async def _scoped_thread(request: Request, project: str, thread_id: str,
     return thread
 
 
-async def _create_thread(request: Request, project: str, body: RunAgentInput,
+async def _create_thread(request: Request, project: str, body: RunAgentInput, spec: RunSpec,
                          user_key: str | None) -> ThreadRow:
     """The client's thread, with the history it sent; a thread id taken outside the caller's
     scope is answered as absent."""
     now = now_ms()
     thread = ThreadRow(id=body.thread_id, project_id=project, user_key=user_key,
                        created_ms=now, updated_ms=now)
-    history = agui_input.initial_messages(body)
-    settings = services(request).settings
-    check_initial_messages(settings, history)
-    await check_thread_room(settings, services(request).store, project, user_key)
-    rows = [initial_message_row(thread.id, m, now) for m in history]
+    await check_thread_room(services(request).settings, services(request).store, project,
+                            user_key)
+    rows = [initial_message_row(thread.id, m, now) for m in spec.seed_messages]
     try:
         await services(request).store.add(thread, *rows)
     except IntegrityError:  # created meanwhile by a racing request, or someone else's id

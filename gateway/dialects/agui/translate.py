@@ -53,9 +53,9 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from .. import timbal
-from ..props_stream import pointer
-from .base import Dialect, Item
+from ...protocol import timbal
+from ...protocol.props_stream import pointer
+from ...protocol.translation import Dialect, Item
 
 COMPONENTS = "components"  # the member of the agent state that holds the run's components
 CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed

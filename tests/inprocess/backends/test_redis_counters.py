@@ -9,7 +9,8 @@ import shutil
 import pytest
 from redis.asyncio import Redis
 
-from gateway.runs.quotas import Limits, QuotaExceeded, Quotas, RedisCounters, key_subject
+from gateway.backends.redis import RedisCounters
+from gateway.runs.quotas import Limits, QuotaExceeded, Quotas, key_subject
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server not installed")

@@ -1,5 +1,6 @@
-"""Signals through PostgreSQL LISTEN/NOTIFY: cancels and thread events between processes that
-share a PostgreSQL database and no Redis.
+"""PostgreSQL without Redis as the backend: the database's polled feeds and counters in memory
+(`database.py`), with signals through LISTEN/NOTIFY: cancels and thread events between processes
+that share the database.
 
 The database is already the one thing every process reaches, and it carries notifications: a
 cancel is a `NOTIFY` on `CANCEL_CHANNEL` in front of the database flag (the owner cancels as
@@ -21,19 +22,18 @@ import json
 import logging
 
 import asyncpg
-from sqlalchemy import text
 
+from ..runs.backend import Backend, OnCancel, OnThreadEvent, OwnedRuns, ThreadEvent
+from ..runs.timings import Timings
 from ..store.repository import UNAVAILABLE, Store
-from .signals import (
+from .database import (
+    DatabaseFeed,
     DatabaseSignals,
-    OnCancel,
-    OnThreadEvent,
-    OwnedRuns,
-    ThreadEvent,
+    database_probe,
     deliver_in_order,
     listen_with_reconnects,
 )
-from .timings import Timings
+from .memory import MemoryCounters
 
 CANCEL_CHANNEL = "gateway_cancel"
 THREAD_EVENTS_CHANNEL = "gateway_thread_events"
@@ -44,6 +44,13 @@ RETRY_SECONDS = 0.5
 log = logging.getLogger(__name__)
 
 
+def postgres_backend(dsn: str, store: Store, timings: Timings) -> Backend:
+    """Polled feeds, LISTEN/NOTIFY in front of the cancel flag (listening on a connection of its
+    own to `dsn`, a plain `postgresql://` URL), this process's counters."""
+    return Backend("postgres", DatabaseFeed(store, timings), PostgresSignals(store, dsn, timings),
+                   MemoryCounters(), (database_probe(store),))
+
+
 class PostgresSignals:
     def __init__(self, store: Store, dsn: str, timings: Timings) -> None:
         self.store, self.dsn = store, dsn
@@ -52,7 +59,7 @@ class PostgresSignals:
     async def request_cancel(self, run_id: str) -> None:
         # Notified first, as on Redis: the owner cancels without waiting for the flag's write.
         try:
-            await self._notify(CANCEL_CHANNEL, run_id)
+            await self.store.notify(CANCEL_CHANNEL, run_id)
         except UNAVAILABLE as error:
             log.warning("cancel of run %s not notified (%s); its process will see the "
                         "database flag", run_id, type(error).__name__)
@@ -65,16 +72,10 @@ class PostgresSignals:
                 "kind": event.get("kind"), "componentId": event.get("componentId"),
                 "reload": True}})
         try:
-            await self._notify(THREAD_EVENTS_CHANNEL, payload)
+            await self.store.notify(THREAD_EVENTS_CHANNEL, payload)
         except UNAVAILABLE as error:
             log.warning("thread event on %s not notified (%s)", thread_id,
                         type(error).__name__)
-
-    async def _notify(self, channel: str, payload: str) -> None:
-        async with self.store.engine.connect() as connection:
-            await connection.execute(text("SELECT pg_notify(:channel, :payload)"),
-                                     {"channel": channel, "payload": payload})
-            await connection.commit()
 
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent) -> None:

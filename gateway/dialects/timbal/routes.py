@@ -29,15 +29,15 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..protocol import timbal
-from ..protocol.dialects import timbal as view
-from ..protocol.dialects.base import positioned
-from ..protocol.problems import ApiError
-from ..store.tables import ThreadRow
-from .context import Services, may_see, project_of, services, thread_for, user_scope
-from .request_limits import json_depth
-from .runs import event_cursor, run_in_thread
-from .slow_reader import BoundedStreamingResponse, SlowReader, disconnected, within
+from ...api.context import Services, may_see, project_of, services, thread_for, user_scope
+from ...api.request_limits import json_depth
+from ...api.runs import event_cursor, run_in_thread
+from ...api.slow_reader import BoundedStreamingResponse, SlowReader, disconnected, within
+from ...protocol import timbal
+from ...protocol.problems import ApiError
+from ...protocol.translation import positioned
+from ...store.tables import ThreadRow
+from . import translate as view
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,87 @@
+"""The AG-UI 1.0 dialect as the registry holds it: its endpoints, their documentation and the
+event union it publishes (`ag_ui.core.Event`, which its translator builds with)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ag_ui.core import Event
+
+from ...api.examples import CALL, MESSAGE, RUN, THREAD, T, sse
+from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STORED_CAPS, STREAM_HEADERS, Operation
+from ...protocol import tambo
+from ...protocol.schema_files import Schemas, Union
+from ..base import EventSchema, WireDialect
+from . import routes
+from .input import GatewayRunInput
+
+EVENTS = EventSchema("AguiEvent", Event)
+AGUI_STREAM = (
+    "The run as Server-Sent Events in AG-UI 1.0: each message is an `id:` line (the event's "
+    "position in the run, for `Last-Event-ID`) and a `data:` line holding one event (schema "
+    "`AguiEvent`, `ag_ui.core.Event` of ag-ui-protocol 1.0). A pause for client tools ends "
+    "with `RUN_FINISHED` whose `outcome.pendingToolCallIds` names them; a cancelled run with "
+    "`outcome: {type: cancelled}` (a client from before 1.0, whose input declares no "
+    "`protocolVersion`, gets neither: a plain success, and no outcome); components are tool "
+    "calls plus `STATE_SNAPSHOT` / "
+    "`STATE_DELTA` under `/components/{componentId}`. After the stream starts, an error is "
+    "exactly one `RUN_ERROR` event and nothing after it.")
+AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("POST", "/v1/agui/agents/{agent}/run", "aguiRunAgent",
+              "Run the agent for an AG-UI 1.0 client (HttpAgent, CopilotKit)", "agui",
+              description="Takes a `RunAgentInput`; `threadId` and `runId` become the thread's "
+                          "and the run's ids (at most 64 characters). A new thread starts with "
+                          "the messages before the last user message; an existing one takes "
+                          "the last user message and the `tool` messages or `resume` entries "
+                          "answering its pending tool calls. `forwardedProps` may carry "
+                          "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
+              body=GatewayRunInput, params=KEYS, stream=EVENTS.name, headers=STREAM_HEADERS,
+              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
+                      "USER_SCOPE_REQUIRED", *RUN_ERRORS, *STORED_CAPS)),
+    Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
+              description="The run's events after the cursor (`Last-Event-ID` or `after`), "
+                          "live until the run ends. " + AGUI_STREAM,
+              params=(*KEYS, *REPLAY),
+              stream=EVENTS.name, errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+    Operation("DELETE", AGUI_RUN, "aguiCancelRun", "Cancel a run (idempotent)", "agui",
+              params=KEYS, result=tambo.CancelResponse,
+              alternates={202: "The run is executing in another process and has not ended "
+                               "yet; its cancellation is under way (`cancelRequested`)."},
+              errors=("RUN_NOT_FOUND",)),
+)
+
+AGUI_INPUT = {
+    "threadId": THREAD, "runId": RUN, "state": {}, "context": [], "forwardedProps": {},
+    "messages": [{"id": "msg-1", "role": "user", "content": "What is the weather in Paris?"}],
+    "tools": [{"name": "get_weather", "description": "The weather of a city.",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+}
+AGUI_EVENTS = sse([
+    {"type": "RUN_STARTED", "timestamp": T, "threadId": THREAD, "runId": RUN,
+     "protocolVersion": "1.0"},
+    {"type": "TEXT_MESSAGE_START", "timestamp": T + 40, "messageId": MESSAGE,
+     "role": "assistant"},
+    {"type": "TEXT_MESSAGE_CONTENT", "timestamp": T + 52, "messageId": MESSAGE,
+     "delta": "Let me check."},
+    {"type": "TEXT_MESSAGE_END", "timestamp": T + 60, "messageId": MESSAGE},
+    {"type": "TOOL_CALL_START", "timestamp": T + 61, "toolCallId": CALL,
+     "toolCallName": "get_weather", "parentMessageId": MESSAGE},
+    {"type": "TOOL_CALL_ARGS", "timestamp": T + 70, "toolCallId": CALL,
+     "delta": "{\"city\": \"Paris\"}"},
+    {"type": "TOOL_CALL_END", "timestamp": T + 75, "toolCallId": CALL},
+    {"type": "RUN_FINISHED", "timestamp": T + 90, "threadId": THREAD, "runId": RUN,
+     "outcome": {"type": "success", "pendingToolCallIds": [CALL]}},
+])
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "aguiRunAgent": {"request": AGUI_INPUT, "stream": AGUI_EVENTS},
+    "aguiGetRun": {"stream": AGUI_EVENTS},
+    "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
+}
+
+SCHEMAS = Schemas(unions=(Union(
+    "agui.event", Event, "agui/event.json",
+    "Any event of an AG-UI 1.0 run stream (POST /v1/agui/agents/{agent}/run, GET "
+    "/v1/agui/threads/{threadId}/runs/{runId}): ag-ui-protocol 1.0's `ag_ui.core.Event`."),))
+
+DIALECT = WireDialect("agui", routes.routes, OPERATIONS, EXAMPLES, EVENTS, SCHEMAS)

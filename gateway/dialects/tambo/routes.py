@@ -1,0 +1,120 @@
+"""The Tambo dialect's run endpoints: start (streaming), reconnect, status, list, cancel.
+
+A run response is only a subscriber of the run's log: it flushes SSE headers at once (the SDK's
+timeout covers only the wait for headers), then replays the log from the cursor and follows it
+live (`api/runs.py`, shared by every dialect). Closing it never loses anything:
+`GET /v1/threads/{id}/runs/{runId}` with `Last-Event-ID` (or `?after=N`) continues after event
+N, for a running, paused or finished run.
+"""
+
+from __future__ import annotations
+
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ...api.context import (
+    int_param,
+    json_body,
+    project_of,
+    quota_subjects,
+    required_user_scope,
+    services,
+    thread_for,
+)
+from ...api.render import run_model
+from ...api.runs import cancel_run, check_run, event_cursor, event_stream, gated, run_in_thread
+from ...api.stored_caps import check_metadata, check_thread_room
+from ...api.threads import new_thread
+from ...protocol.problems import ApiError
+from ...protocol.tambo import RunList, RunRequest, wire
+from ...runs.admission import StartedRun
+from ...store.tables import RunRow
+from .input import keyed, run_spec
+from .translate import TamboDialect, encode
+
+IDEMPOTENCY_KEY_MAX = 255
+
+
+def tambo_stream(request: Request, run: RunRow, after: int = 0,
+                 extra_headers: dict[str, str] | None = None) -> EventSourceResponse:
+    """A run's events in the Tambo dialect."""
+    return event_stream(request, run, after, extra_headers, dialect=TamboDialect, encode=encode)
+
+
+def _started_stream(request: Request, started: StartedRun) -> EventSourceResponse:
+    """The response of a run request: the run's events from the first (a retry that attached
+    to the run its key started replays it whole)."""
+    extra = {"Idempotent-Replayed": "true"} if started.attached else None
+    return tambo_stream(request, started.run, extra_headers=extra)
+
+
+def idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    key = key.strip()
+    if not key or len(key) > IDEMPOTENCY_KEY_MAX:
+        raise ApiError(400, "VALIDATION_ERROR",
+                       f"Idempotency-Key must be 1 to {IDEMPOTENCY_KEY_MAX} characters")
+    return key
+
+
+@gated
+async def run_new_thread(request: Request) -> Response:
+    body: RunRequest = await json_body(request, RunRequest)
+    spec = run_spec(body)
+    check_run(request, spec)
+    project = project_of(request)
+    init = body.thread
+    user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
+                                   body.contextKey)
+    settings = services(request).settings
+    check_metadata(settings, body.threadMetadata, init.metadata if init else None)
+    metadata = body.threadMetadata or (init.metadata if init else None)
+    await check_thread_room(settings, services(request).store, project, user_key)
+    thread = new_thread(project, user_key, metadata, spec.seed_messages)
+    started = await services(request).runs.start_new_thread(
+        project, thread, keyed(spec, body, idempotency_key(request)), user_key,
+        subjects=quota_subjects(request, user_key))
+    return _started_stream(request, started)
+
+
+@gated
+async def run_thread(request: Request) -> Response:
+    body: RunRequest = await json_body(request, RunRequest)
+    spec = run_spec(body)
+    check_run(request, spec)
+    thread = await thread_for(request, body.userKey, body.contextKey)
+    started = await services(request).runs.start(
+        thread.project_id, thread, keyed(spec, body, idempotency_key(request)),
+        subjects=quota_subjects(request, thread.user_key))
+    return _started_stream(request, started)
+
+
+async def get_run(request: Request) -> Response:
+    """Reconnect (SSE from a cursor) or, with `Accept: application/json`, the run's status."""
+    run = await run_in_thread(request)
+    accept = request.headers.get("accept", "")
+    if "application/json" in accept and "text/event-stream" not in accept:
+        return JSONResponse(wire(run_model(run)))
+    return tambo_stream(request, run, event_cursor(request))
+
+
+async def list_runs(request: Request) -> Response:
+    thread = await thread_for(request)
+    limit = int_param(request, "limit", 20, 1, 100)
+    page = await services(request).store.list_runs(thread.id, limit,
+                                                   request.query_params.get("cursor"))
+    return JSONResponse(wire(RunList(runs=[run_model(r) for r in page.rows],
+                                     hasMore=page.has_more, nextCursor=page.next_cursor)))
+
+
+routes = [
+    Route("/v1/threads/runs", run_new_thread, methods=["POST"]),
+    Route("/v1/threads/{thread_id}/runs", run_thread, methods=["POST"]),
+    Route("/v1/threads/{thread_id}/runs", list_runs, methods=["GET"]),
+    Route("/v1/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/v1/threads/{thread_id}/runs/{run_id}", cancel_run, methods=["DELETE"]),
+]

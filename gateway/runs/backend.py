@@ -1,0 +1,108 @@
+"""What the run lifecycle needs from a backend: how this process reaches the others.
+
+A run's live log, its cancel and the thread events of its components (state updates) must reach
+every process that serves the run's readers, and quotas must count every process's runs. Each
+technology (`gateway/backends/`: memory and database polling on one machine, PostgreSQL
+LISTEN/NOTIFY, Redis streams and pub/sub) implements the three protocols here and hands them to
+the lifecycle as one `Backend`; nothing in `runs/` knows which one it got.
+
+Signals: the database flag is the durable cancel signal (always written, polled by the owner),
+and a backend may add a channel in front of it that delivers within milliseconds. Thread events
+have no durable form (the state itself is in the database): they travel on that channel, and
+without one they reach only the runs of the process they were made on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .log import Entry, LiveLog
+from .quotas import Counters
+
+log = logging.getLogger(__name__)
+
+OnCancel = Callable[[str], None]
+ThreadEvent = dict[str, Any]
+OnThreadEvent = Callable[[str, ThreadEvent], Awaitable[None]]
+OwnedRuns = Callable[[], Collection[str]]
+PING_SECONDS = 2.0  # what `/ready` waits for each part to answer
+
+
+class RunFeed(Protocol):
+    """A run's log read from another process: entries (`seq`, `ts`, frame) in order, without
+    gaps or duplicates, knowing nothing of dialects (translating them is the endpoint's job)."""
+
+    def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
+        """The run's entries with `seq > after`, then live ones until its terminal frame."""
+        ...
+
+    async def publish(self, live: LiveLog, stopped: Callable[[], bool]) -> None:
+        """Make the live log of a run of this process readable by `subscribe` in the others,
+        until the log closes (or `stopped()`)."""
+        ...
+
+
+class Signals(Protocol):
+    async def request_cancel(self, run_id: str) -> None:
+        """Ask whichever process runs `run_id` to cancel it."""
+        ...
+
+    async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
+        """Tell the other processes about `event` on the thread (JSON-serialisable)."""
+        ...
+
+    async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
+                     on_thread_event: OnThreadEvent) -> None:
+        """Call `on_cancel(run_id)` for each cancel requested for one of the `owned()` runs,
+        and `on_thread_event` for each event another process published; until cancelled."""
+        ...
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A part the backend depends on, as `/ready` reports it when it does not answer."""
+
+    name: str  # its key in `/ready`'s checks: "database", "redis"
+    code: str  # the problem code: "DATABASE_UNAVAILABLE"
+    detail: str  # "The database cannot be reached"
+    ping: Callable[[], Awaitable[object]]
+
+
+class Unreachable(Exception):
+    def __init__(self, probe: Probe) -> None:
+        super().__init__(probe.detail)
+        self.probe = probe
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One technology's run feed, signals and quota counters, its parts for `/ready`, and how
+    it closes (`gateway.backends.open_backend` picks it from the settings)."""
+
+    name: str
+    feed: RunFeed
+    signals: Signals
+    counters: Counters
+    probes: tuple[Probe, ...] = ()
+    close: Callable[[], Awaitable[None]] = field(default=_nothing)
+
+    async def ping(self) -> list[str]:
+        """The names of the parts that answered, each within `PING_SECONDS`; `Unreachable`
+        for the first that did not."""
+        for probe in self.probes:
+            try:
+                async with asyncio.timeout(PING_SECONDS):
+                    await probe.ping()
+            except Exception as exc:  # any driver error or the timeout: the answer is the same
+                log.warning("not ready: %s does not answer: %s", probe.name,
+                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                raise Unreachable(probe) from None
+        return [probe.name for probe in self.probes]

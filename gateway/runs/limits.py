@@ -1,0 +1,44 @@
+"""What a run may do: one policy object, made from the settings.
+
+The limits a run starts with, and how many starts one process takes at once, were constructor
+arguments passed through the manager to the executor one by one; gathered here, as `Timings`
+gathers the waits, the server builds them from its settings (`from_settings`) and a test changes
+one by name (`dataclasses.replace(RunLimits(), max_steps=2)`). The defaults are the settings'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Settings
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    max_steps: int = 10
+    """Model calls per run (`GATEWAY_MAX_STEPS`); more ends it with `MAX_STEPS_EXCEEDED`."""
+    tool_timeout_seconds: float = 30.0
+    """How long a server tool may run before the model sees a timeout error."""
+    run_max_seconds: float | None = 600.0
+    """Wall time a run may take (None: no limit); longer ends it with `RUN_TIME_LIMIT`."""
+    max_output_tokens: int | None = None
+    """Output tokens a run may use over all its model calls (None: no limit)."""
+    idempotency_ttl_seconds: float = 86400.0
+    """How long an `Idempotency-Key` names the run it started."""
+    start_concurrency: int = 16
+    """Run starts one process works on at once (`start_gate`)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RunLimits:
+        return cls(max_steps=settings.max_steps,
+                   tool_timeout_seconds=settings.tool_timeout_seconds,
+                   run_max_seconds=settings.run_max_seconds,
+                   max_output_tokens=settings.run_max_output_tokens or None,
+                   idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
+                   start_concurrency=settings.start_concurrency)
+
+    def quota_slot_ms(self, lease_seconds: float) -> int:
+        """How long a quota slot outlives a crashed process: at most a run's longest life."""
+        return int(((self.run_max_seconds or 0) + lease_seconds) * 1000)

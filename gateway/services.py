@@ -1,0 +1,192 @@
+"""The composition root: every long-lived object of a gateway process, built and closed in one
+place.
+
+`open_services(settings)` builds them in order (the database and its migrations, the model, the
+server tools, the backend that reaches the other processes, the run manager and its two
+background tasks) on one `AsyncExitStack`, and yields them as one `Services`; leaving it closes
+them in the reverse order, and so does a failure halfway through building them. The app's
+lifespan, the tests that need a whole gateway without HTTP, and the benchmarks all open the same
+services. What only a serving process does (signal handlers, garbage-collector tuning) stays in
+`app.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from .api.identity import IdentityProviders
+from .api.keyring import KeyRing
+from .backends import open_backend
+from .config import DEMO_MODEL, Settings
+from .engine.adapters import model_adapter
+from .engine.assist import CompletionModel
+from .engine.direct_model import DirectModel
+from .engine.loop import Model, ServerToolSpec
+from .engine.routed_model import Deployment
+from .engine.tools import load_python_tools
+from .loop_lag import monitor_loop_lag
+from .observability import tracing
+from .observability.metrics import MeteredModel, time_store_operations
+from .runs.backend import Backend
+from .runs.execution import LoopSetup
+from .runs.limits import RunLimits
+from .runs.manager import RunManager
+from .runs.supervisor import RunSupervisor
+from .runs.timings import Timings
+from .store.db import create_engine, migrate
+from .store.repository import Store
+
+log = logging.getLogger("gateway")
+# On exit, how long the background tasks may take to stop (a query they are in finishes).
+BACKGROUND_STOP_SECONDS = 2.0
+
+
+class ServedModel(Model, CompletionModel, Protocol):
+    """The model a gateway serves: streamed for runs, completed for titles and suggestions."""
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    store: Store
+    model: ServedModel
+    backend: Backend  # how this process reaches the others; `/ready` pings it
+    runs: RunManager
+    identity: IdentityProviders
+    keyring: KeyRing
+
+
+@contextlib.asynccontextmanager
+async def open_services(settings: Settings, *, model: ServedModel | None = None,
+                        timings: Timings | None = None) -> AsyncIterator[Services]:
+    """The services of one process, closed on exit. `model` replaces the configured model (a
+    test's scripted one); `timings` the settings' waits (a test's shrunken ones)."""
+    load_litellm()
+    async with contextlib.AsyncExitStack() as stack:
+        store = await _open_store(settings, stack)
+        served = model if model is not None else await _open_model(settings, stack)
+        tracing.start()
+        stack.callback(tracing.stop)
+        server_tools = await open_server_tools(settings, stack)
+        timings = timings or Timings.from_settings(settings)
+        backend = open_backend(settings, store, timings)
+        stack.push_async_callback(backend.close)
+        manager = RunManager(store, LoopSetup(served, settings.model, server_tools), backend,
+                             RunLimits.from_settings(settings), timings)
+        manager.components.max_state_bytes = settings.max_component_state_bytes
+        stack.push_async_callback(manager.shutdown)
+        _start_background(manager, settings, stack)
+        services = Services(settings, store, served, backend, manager, _identity(settings),
+                            KeyRing(store, settings.key_cache_seconds))
+        await _warn_about_defaults(services)
+        yield services
+
+
+async def _open_store(settings: Settings, stack: contextlib.AsyncExitStack) -> Store:
+    engine = create_engine(settings.database_url, settings.database_pool_size)
+    stack.push_async_callback(engine.dispose)
+    await migrate(engine)
+    return time_store_operations(Store(engine))
+
+
+async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> ServedModel:
+    """The configured model adapter, measured (`MeteredModel`)."""
+    adapter = model_adapter(
+        settings.model, settings.model_api_base,
+        settings.model_api_key.get_secret_value() if settings.model_api_key else None,
+        settings.model_adapter,
+        [Deployment(f.model, f.api_base, f.api_key.get_secret_value() if f.api_key else None)
+         for f in settings.model_fallbacks], settings.model_retries)
+    if isinstance(adapter, DirectModel):
+        stack.push_async_callback(adapter.aclose)
+    return MeteredModel(adapter, settings.model)
+
+
+def _start_background(manager: RunManager, settings: Settings,
+                      stack: contextlib.AsyncExitStack) -> None:
+    """Lease renewal and failing the runs of dead processes (at start-up too); cancels and
+    thread events signalled by other processes; the event loop's lag, if asked for. Stopped
+    first on exit."""
+    tasks = [asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor"),
+             asyncio.create_task(manager.listen_for_signals(), name="signals")]
+    if settings.loop_lag_log_seconds:
+        tasks.append(asyncio.create_task(monitor_loop_lag(settings.loop_lag_log_seconds),
+                                         name="loop lag"))
+
+    async def stop() -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks, timeout=BACKGROUND_STOP_SECONDS)
+
+    stack.push_async_callback(stop)
+
+
+def _identity(settings: Settings) -> IdentityProviders:
+    return IdentityProviders(
+        settings.oidc_issuers, settings.oidc_audience,
+        settings.oauth_hs256_secret.get_secret_value() if settings.oauth_hs256_secret else None,
+        settings.token_secret.get_secret_value() if settings.token_secret else None,
+        settings.token_ttl_seconds)
+
+
+async def _warn_about_defaults(services: Services) -> None:
+    settings = services.settings
+    if settings.development_mode and not await services.keyring.any_usable():
+        log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
+                    "accepted and all callers share one project. Set it before exposing "
+                    "the gateway.")
+    if settings.model == DEMO_MODEL:
+        log.warning("Using the built-in demo model (%s): it is a scripted stand-in, not a "
+                    "real LLM. Set GATEWAY_MODEL to use a real one.", DEMO_MODEL)
+
+
+def load_litellm() -> None:
+    """Import litellm once, offline: no cost-map download, no `.env` loading."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+    import litellm  # noqa: F401  (about 5 s; done at start-up, never per request)
+
+    from .engine import demo_model
+
+    demo_model.register()
+    litellm.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):  # one INFO line per request
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+async def open_server_tools(settings: Settings, stack: contextlib.AsyncExitStack
+                            ) -> dict[str, ServerToolSpec]:
+    """The project's server tools: Python functions (GATEWAY_TOOLS) and MCP servers (closed
+    with `stack`). A tools module or MCP server the operator must fix is logged and raised."""
+    try:
+        tools = await _server_tools(settings, stack)
+    except Exception as exc:
+        reason = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        log.error("cannot start: the server tools failed to load: %s: %s",
+                  type(exc).__name__, reason)
+        raise
+    if tools:
+        log.info("server tools: %s", ", ".join(sorted(tools)))
+    return tools
+
+
+async def _server_tools(settings: Settings, stack: contextlib.AsyncExitStack
+                        ) -> dict[str, ServerToolSpec]:
+    tools: dict[str, ServerToolSpec] = {}
+    if settings.tools_module:
+        tools.update(load_python_tools(settings.tools_module))
+    if settings.mcp_servers:
+        from .engine.mcp_tools import open_mcp_tools
+
+        for name, spec in (await open_mcp_tools(settings.mcp_servers, stack)).items():
+            if name in tools:
+                raise ValueError(f"MCP tool {name!r} has the name of a Python server tool")
+            tools[name] = spec
+    return tools
