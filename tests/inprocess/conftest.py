@@ -182,8 +182,9 @@ async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[Manager
     """Make run managers on the test's store (several: one per simulated process), each with
     the database backend (`backends/database.py`) as a server on SQLite has it, and `FAST`
     timings. A keyword named like a `Timings` or `RunLimits` field overrides one; `model_name`
-    names the configured model, `server_tools` are the project's tools, `counters` replaces the process's own quota counters (shared
-    by several managers: processes sharing Redis). Each is shut down at the end."""
+    names the configured model, `server_tools` are the project's tools, `counters` replaces
+    the process's own quota counters (shared by several managers: processes sharing Redis).
+    Each is shut down at the end."""
     made: list[RunManager] = []
 
     def make(model_: Any = None, *, model_name: str | None = None,
