@@ -3,7 +3,7 @@
 The public door for code that extends or embeds the gateway; everything else is internal and
 may move:
 
-    from gateway import server_tool, run_components, create_app, Settings
+    from gateway import server_tool, run_components, create_app, Settings, Agent
 
 - `server_tool`: mark a Python function as a tool the model may call (`GATEWAY_TOOLS`);
 - `run_components()`: inside a server tool, the component state of the calling run's thread;
@@ -14,6 +14,9 @@ may move:
   is reported as a generic failure with an error id, its details logged only);
 - `create_app(settings)`: the ASGI application, to serve with any ASGI server;
 - `Settings`: every setting (environment variables `GATEWAY_*`), validated.
+- `Agent`: an agent the operator declares in Python (`create_app(settings, agents=[...])`),
+  as an `[agents.NAME]` table of `GATEWAY_AGENTS_FILE` declares one (docs/agents.md);
+- `AgentError`: what a refused agent raises (one line: where, which agent, which field).
 """
 
 
@@ -25,15 +28,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .app import create_app
     from .config import Settings
+    from .engine.agents import Agent, AgentError
     from .engine.tools import ToolContext, ToolError, server_tool, tool_context
     from .runs.component_state import ComponentStateError, run_components
 
-__all__ = ["ComponentStateError", "Settings", "ToolContext", "ToolError", "create_app",
-           "run_components", "server_tool", "tool_context"]
+__all__ = ["Agent", "AgentError", "ComponentStateError", "Settings", "ToolContext", "ToolError",
+           "create_app", "run_components", "server_tool", "tool_context"]
 
 # Imported on first use, so `gateway config` or a failing start-up does not first load the
 # whole server (about a second and a half).
-_HOMES = {"create_app": ".app", "Settings": ".config", "server_tool": ".engine.tools",
+_HOMES = {"create_app": ".app", "Agent": ".engine.agents", "AgentError": ".engine.agents", "Settings": ".config", "server_tool": ".engine.tools",
           "run_components": ".runs.component_state",
           "ComponentStateError": ".runs.component_state", "ToolContext": ".engine.tools",
           "ToolError": ".engine.tools", "tool_context": ".engine.tools"}

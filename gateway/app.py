@@ -8,7 +8,7 @@ import gc
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -18,12 +18,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from .api import agents as agents_api
 from .api import assist, audio, components, docs, oauth, playground, threads
 from .api.body_limit import BodyLimitMiddleware
 from .api.errors import HANDLERS
 from .api.keyring import KeyRingMiddleware
 from .config import Settings, load_settings
 from .dialects import registry
+from .engine.agents import Agent
+from .engine.agents_file import registry_for
 from .observability.logs import RequestIdMiddleware, configure_levels
 from .observability.metrics import metrics_endpoint
 from .observability.ready import ready
@@ -95,10 +98,16 @@ def tune_for_serving() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 
-def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlette:
+def create_app(settings: Settings, *, drain_on_signals: bool = False,
+               agents: Sequence[Agent] | None = None) -> Starlette:
     """The gateway as an ASGI app. `drain_on_signals`: on SIGTERM/SIGINT, drain the runs before
     the server that runs the app stops (`gateway.shutdown`); `gateway serve` sets it, an app
-    embedded in another server leaves signals to that server."""
+    embedded in another server leaves signals to that server.
+
+    `agents`: the operator's agents, declared in Python instead of `GATEWAY_AGENTS_FILE`;
+    checked here (an `AgentError` names the agent and the field), kept on `app.state.agents`.
+    """
+    agent_registry = registry_for(settings, agents)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -112,13 +121,13 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
                 if signals is not None:
                     signals.uninstall()
 
-    return CorsOutermost(
+    app = CorsOutermost(
         routes=[Route("/health", health, methods=["GET"]),
                 Route("/ready", ready, methods=["GET"]),
                 Route("/metrics", metrics_endpoint, methods=["GET"]),
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes],
+                *docs.routes, *playground.routes, *agents_api.routes],
         middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
@@ -129,3 +138,5 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False) -> Starlet
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )
+    app.state.agents = agent_registry
+    return app

@@ -1,4 +1,4 @@
-"""`gateway serve | migrate | config | openapi | keys`.
+"""`gateway serve | migrate | config | openapi | keys | agents | usage`.
 
 Every way start-up can fail for a reason the operator must fix (a bad setting, a port in use,
 a database that cannot be reached or migrated) ends the process at once with one line on stderr
@@ -17,7 +17,7 @@ import socket
 import sys
 from typing import Any
 
-from . import keys_cli
+from . import agents_cli, keys_cli, usage_cli
 from .config import Settings, SettingsError, load_settings
 from .observability.logs import configure_levels
 
@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
     commands.add_parser("config", help="print the effective settings (secrets masked)")
     keys_cli.add_parser(commands)
+    agents_cli.add_parser(commands)
+    usage_cli.add_parser(commands)
     openapi = commands.add_parser("openapi", help="regenerate openapi/, schemas/ and "
                                                   "docs/settings.md")
     openapi.add_argument("--root", default=".", help="the repository root (default: .)")
@@ -145,6 +147,19 @@ def check_exposure(settings: Settings, host: str, allow_remote: bool) -> None:
         raise StartupError(f"refusing to listen on {host} in development mode (no "
                            "GATEWAY_API_KEYS and no managed keys): create keys (gateway keys "
                            "create), or pass --allow-remote")
+
+
+def check_agents(settings: Settings) -> None:
+    """The agents (GATEWAY_AGENTS_FILE, or the environment's one agent), checked before
+    anything starts: a bad file never starts a half-configured gateway."""
+    from .engine.agents import AgentError
+    from .engine.agents_file import registry_for
+
+    try:
+        registry_for(settings)
+    except AgentError as error:
+        what = "agents file" if settings.agents_file else "agents:"
+        raise UsageError(f"invalid {what} {error}") from None
 
 
 def serve_workers(settings: Settings, host: str, port: int, log_level: str,
@@ -252,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(prepare_database(settings.database_url))
             print(f"database is up to date: {mask_url(settings.database_url)}")
             return 0
+        if args.command == "agents":
+            return agents_cli.run(settings, args)
+        if args.command == "usage":
+            asyncio.run(prepare_database(settings.database_url))
+            return usage_cli.run(settings, args)
+        check_agents(settings)
         check_exposure(settings, args.host, args.allow_remote)
         if args.workers < 1:
             raise UsageError("--workers must be at least 1")

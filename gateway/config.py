@@ -170,6 +170,18 @@ class Settings(BaseSettings):
         description="A Python module or file of server-side tools.")
     mcp_servers: str | None = Field(
         None, description="A JSON file of MCP servers whose tools the model may call.")
+    agents_file: str | None = Field(
+        None, description="A TOML file of the operator's agents (`[agents.NAME]` tables: "
+                          "instructions, model, tools, limits, sub-agents; docs/agents.md). "
+                          "Unset: one agent, `default`, made of the settings here. An invalid "
+                          "file stops start-up; `gateway agents check FILE` checks one.")
+    default_agent: str | None = Field(
+        None, description="The agent a run gets when nothing else chooses one. Unset: the "
+                          "file's agent named `default`, else its first agent.")
+    subagent_max_depth: int = Field(
+        3, ge=1, le=10, description="Levels of sub-agents an agent may delegate through (an "
+                                    "agent whose sub-agents have sub-agents is two levels); "
+                                    "an agents file that nests deeper is refused.")
     tool_timeout_seconds: float = Field(
         30.0, gt=0, description="How long a server tool may run before the model sees a "
                                 "timeout error.")

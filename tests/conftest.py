@@ -1,7 +1,9 @@
 """Shared fixtures: a scripted OpenAI-compatible model, and real gateway processes in front of it.
 
 Starting a gateway costs a few seconds (importing litellm), so each kind is started once per
-session; tests isolate themselves by creating their own threads.
+session; tests isolate themselves by creating their own threads. tests/integration replaces
+`gateway`, `litellm_gateway`, `demo_gateway` and `client` with the app in the test process
+(tests/integration/conftest.py); `gateway_process` and `process_client` stay real processes.
 """
 
 from __future__ import annotations
@@ -56,17 +58,25 @@ def scripted_env(model: ScriptedModel, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[GatewayServer]:
+def gateway_process(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[GatewayServer]:
     """A gateway driven by the scripted model: streamed through the direct adapter (`auto`),
     non-streamed calls through litellm's real OpenAI path. One process on SQLite, or two on
-    PostgreSQL + Redis behind a round-robin proxy."""
+    PostgreSQL + Redis behind a round-robin proxy. tests/integration's `gateway` is the same
+    app in the test process (tests/integration/conftest.py); this one is for what needs a
+    port: Node clients, browsers, curl, sockets."""
     workdir, env = tmp_path_factory.mktemp("gateway"), scripted_env(scripted_model)
     server = (GatewayCluster(workdir, env) if engines.ENGINES is not None
               else GatewayServer(workdir, env))
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(gateway_process: GatewayServer) -> GatewayServer:
+    """The gateway process, under the name the conformance and browser tests use."""
+    return gateway_process
 
 
 @pytest.fixture(scope="session")
@@ -91,10 +101,15 @@ def demo_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewaySe
 
 
 @pytest.fixture
-def client(gateway: GatewayServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30,
+def process_client(gateway_process: GatewayServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway_process.url, event_hooks=USER, timeout=30,
                       headers={"x-api-key": "test-key"}) as http:
         yield http
+
+
+@pytest.fixture
+def client(process_client: httpx.Client) -> httpx.Client:
+    return process_client
 
 
 def artifacts_dir() -> Path:

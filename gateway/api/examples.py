@@ -56,6 +56,12 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                              "paths": {"/health": {"get": {"operationId": "health"}}}}},
     "playground": {"response": HTML},
     "docs": {"response": HTML},
+    "listAgents": {"response": {
+        "version": "0.1.0", "defaultAgent": "support", "audioFileTranscriptionEnabled": False,
+        "agents": {"support": {"name": "support", "description": "Answers questions about "
+                               "orders", "className": "HttpAgent"},
+                   "billing": {"name": "billing", "description": "Explains invoices",
+                               "className": "HttpAgent"}}}},
     "createThread": {"request": {"metadata": {"topic": "weather"}, "userKey": USER_KEY},
                      "response": {**{k: v for k, v in _THREAD.items()
                                      if k not in ("name", "lastCompletedRunId")},

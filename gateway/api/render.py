@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..engine.usage import summed
 from ..protocol.clock import iso_ms
-from ..protocol.tambo import Message, Run, Thread
+from ..protocol.tambo import Message, Run, Thread, Usage
 from ..protocol.timbal import tool_result_text
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import ComponentRow, MessageRow, RunRow, ThreadRow
@@ -79,7 +80,12 @@ def message_model(row: MessageRow, components: Mapping[str, ComponentRow] | None
                    isCancelled=True if row.is_cancelled else None, metadata=row.meta or None)
 
 
-def run_model(run: RunRow) -> Run:
+def usage_model(entries: list[dict[str, Any]]) -> Usage | None:
+    """Usage entries (a run's, or a thread's per model) as their sum, or None for none."""
+    return Usage.model_validate(summed(entries)) if entries else None
+
+
+def run_model(run: RunRow, usage: list[dict[str, Any]] | None = None) -> Run:
     return Run(
         id=run.id,
         threadId=run.thread_id,
@@ -94,4 +100,5 @@ def run_model(run: RunRow) -> Run:
         model=run.model,
         cancelRequested=True if run.cancel_requested_ms is not None
         and run.status in ACTIVE_RUN_STATUSES else None,
+        usage=usage_model(usage or []),
     )

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..protocol import tambo
+from ..protocol.agents import AgentList
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,11 @@ OPERATIONS: tuple[Operation, ...] = (
               "HTML)", "meta", public=True, result=str, media_type="text/html"),
     Operation("GET", "/docs", "docs", "This API reference (Swagger UI, offline)", "meta",
               public=True, result=str, media_type="text/html"),
+    Operation("GET", "/v1/agents", "listAgents", "The agents a client may run", "agents",
+              description="Name and description of each of the operator's agents (from "
+                          "`GATEWAY_AGENTS_FILE`, or the one `default` agent), in the shape of "
+                          "CopilotKit's runtime `info`, so a UI can offer a picker.",
+              result=AgentList),
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
               body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread,

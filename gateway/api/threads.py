@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -30,7 +31,7 @@ from .context import (
     services,
     thread_for,
 )
-from .render import message_model, thread_model
+from .render import message_model, thread_model, usage_model
 from .stored_caps import check_initial_messages, check_metadata, check_thread_room
 
 
@@ -82,11 +83,12 @@ async def list_threads(request: Request) -> Response:
 async def get_thread(request: Request) -> Response:
     thread = await thread_for(request, scope_optional=True)
     store = services(request).store
-    rows = await store.history(thread.id)
-    components = await store.components_of(thread.id)
+    rows, components, usage = await asyncio.gather(
+        store.history(thread.id), store.components_of(thread.id), store.thread_usage(thread.id))
     messages = [message_model(row, components) for row in rows]
     return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages,
-                                          owner=names_scope(request))))
+                                          owner=names_scope(request),
+                                          usage=usage_model(usage))))
 
 
 async def update_thread(request: Request) -> Response:

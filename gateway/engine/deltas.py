@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +33,38 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """What one model call consumed, as the provider reported it. `reasoning_tokens` is part
+    of `output_tokens` and `cached_input_tokens` part of `input_tokens` (OpenAI's accounting,
+    which litellm normalises every provider to)."""
+
     input_tokens: int
     output_tokens: int
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+def usage_of(reported: Any) -> Usage | None:
+    """A chunk's `usage` (a JSON object on the direct path, litellm's object otherwise) as a
+    `Usage`, or None when it reports nothing."""
+    if reported is None or not _field(reported, "total_tokens"):
+        return None
+    completion = _field(reported, "completion_tokens_details")
+    prompt = _field(reported, "prompt_tokens_details")
+    return Usage(_count(_field(reported, "prompt_tokens")),
+                 _count(_field(reported, "completion_tokens")),
+                 _count(_field(completion, "reasoning_tokens")),
+                 _count(_field(prompt, "cached_tokens")))
+
+
+def _field(value: Any, name: str) -> Any:
+    if value is None:
+        return None
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def _count(value: Any) -> int:
+    """A provider's count, or 0 for anything that is not a whole number of tokens."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @dataclass(frozen=True, slots=True)

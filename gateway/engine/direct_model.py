@@ -20,13 +20,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 import orjson
 
-from .deltas import Delta, Finish, ModelError, ReasoningDelta, TextDelta, ToolCallDelta, Usage
+from .deltas import (
+    Delta,
+    Finish,
+    ModelError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    usage_of,
+)
 from .model import LiteLLMModel, ModelRequest, UsageSink
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
@@ -99,6 +108,7 @@ class DirectModel:
                     raise self._status_error(response.status_code, response.text,
                                              response.headers)
                 payloads = _sse_data(response)
+                reasoning: list[str] = []  # for a usage that does not break it down
                 async for payload in payloads:
                     if payload == b"[DONE]":
                         await _drain(payloads)
@@ -107,6 +117,10 @@ class DirectModel:
                     if "error" in chunk and not chunk.get("choices"):
                         raise self._stream_error(chunk["error"])
                     for delta in _deltas(chunk):
+                        if type(delta) is ReasoningDelta:
+                            reasoning.append(delta.text)
+                        elif type(delta) is Usage and reasoning:
+                            delta = with_reasoning_tokens(delta, reasoning)
                         yield delta
         except ModelError:
             raise
@@ -214,9 +228,9 @@ async def _sse_data(response: httpx.Response) -> AsyncIterator[bytes]:
 def _deltas(chunk: dict[str, Any]) -> list[Delta]:
     """`model._deltas` for a chunk as plain JSON."""
     out: list[Delta] = []
-    usage = chunk.get("usage")
-    if usage and usage.get("total_tokens"):
-        out.append(Usage(usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0))
+    usage = usage_of(chunk.get("usage"))
+    if usage is not None:
+        out.append(usage)
     for choice in chunk.get("choices") or ():
         delta = choice.get("delta") or {}
         reasoning = delta.get("reasoning_content")
@@ -237,6 +251,18 @@ def _deltas(chunk: dict[str, Any]) -> list[Delta]:
         if finish:
             out.append(Finish(finish))
     return out
+
+
+def with_reasoning_tokens(usage: Usage, reasoning: list[str]) -> Usage:
+    """`usage` with its reasoning tokens counted from the streamed reasoning when the provider
+    did not say (vLLM, llama.cpp): what litellm's stream wrapper does, so both paths report
+    the same numbers."""
+    if usage.reasoning_tokens:
+        return usage
+    from litellm import token_counter
+
+    counted = token_counter(text="".join(reasoning), count_response_tokens=True)
+    return replace(usage, reasoning_tokens=min(max(0, counted), usage.output_tokens))
 
 
 def _openai_error(status: int, message: str, **extra: Any) -> Exception:

@@ -84,6 +84,8 @@ class RunInput:
     call_counts: dict[str, int] = field(default_factory=dict)
     # Told which model answered a call when the adapter says (a fallback list).
     on_model: Callable[[str], Awaitable[None]] | None = None
+    # Told each call's usage as the provider reports it (metering: `runs/usage.py`).
+    on_usage: Callable[[Usage], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -322,6 +324,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
                 async for delta in deltas:
                     if isinstance(delta, Usage):
                         output_tokens += delta.output_tokens
+                        if run.on_usage is not None:
+                            await run.on_usage(delta)
                     await turn.feed(delta)
         except asyncio.CancelledError:
             await turn.close(cancelled=True)

@@ -21,7 +21,7 @@ from .deltas import (
     Served,
     TextDelta,
     ToolCallDelta,
-    Usage,
+    usage_of,
 )
 
 log = logging.getLogger(__name__)
@@ -169,9 +169,9 @@ _OPERATOR_CODES = {"LLM_UNREACHABLE", "LLM_AUTHENTICATION_ERROR"}
 
 def _deltas(chunk: Any) -> list[Delta]:
     out: list[Delta] = []
-    usage = getattr(chunk, "usage", None)
-    if usage is not None and getattr(usage, "total_tokens", None):
-        out.append(Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0))
+    usage = usage_of(getattr(chunk, "usage", None))
+    if usage is not None:
+        out.append(usage)
     for choice in getattr(chunk, "choices", None) or []:
         delta = choice.delta
         reasoning = getattr(delta, "reasoning_content", None)

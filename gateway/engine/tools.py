@@ -85,6 +85,29 @@ def _hints(func: Callable[..., Any]) -> dict[str, Any]:
         return {}
 
 
+def tool_specs(source: str | Callable[..., Any] | ServerToolSpec) -> list[ServerToolSpec]:
+    """The tools one entry of an agent's `tools` names: `"package.module:name"` (a function, or
+    a list of them), a module or file as `GATEWAY_TOOLS` takes, a function, or a spec."""
+    if isinstance(source, ServerToolSpec):
+        return [source]
+    if callable(source):
+        return [_marked_spec(source)]
+    module_name, colon, attribute = source.rpartition(":")
+    if not colon or "/" in attribute or "\\" in attribute:  # a module, or a file's path
+        return list(load_python_tools(source).values())
+    value = getattr(_import(module_name), attribute)
+    functions = value if isinstance(value, (list, tuple)) else [value]
+    for func in functions:
+        if not callable(func):
+            raise TypeError(f"{source} is not a function or a list of functions")
+    return [_marked_spec(func) for func in functions]
+
+
+def _marked_spec(func: Callable[..., Any]) -> ServerToolSpec:
+    options = getattr(func, _MARK, {})
+    return spec_for(func, options.get("name"), options.get("description"))
+
+
 def load_python_tools(target: str) -> dict[str, ServerToolSpec]:
     """Import the tools module and collect its tools; a broken module stops start-up loudly."""
     module = _import(target)
@@ -93,8 +116,7 @@ def load_python_tools(target: str) -> dict[str, ServerToolSpec]:
                   if callable(obj) and hasattr(obj, _MARK) and obj not in functions]
     specs: dict[str, ServerToolSpec] = {}
     for func in functions:
-        options = getattr(func, _MARK, {})
-        spec = spec_for(func, options.get("name"), options.get("description"))
+        spec = _marked_spec(func)
         if spec.name in specs:
             raise ValueError(f"two server tools are named {spec.name!r} in {target}")
         specs[spec.name] = spec

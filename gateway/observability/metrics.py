@@ -63,6 +63,14 @@ REDIS_SECONDS = Histogram(
     "Time of a Redis write (`append`: a batch of a run's live tail; `publish`: a cancel or "
     "thread event), with GATEWAY_REDIS_URL.", ["operation"],
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1))
+MODEL_TOKENS = Counter(
+    "gateway_model_tokens", "Tokens the model calls of ended runs consumed, as the providers "
+    "reported them, by agent, model and kind (`input`, `output`; `reasoning` is part of "
+    "output, `cached_input` part of input).", ["agent", "model", "kind"])
+MODEL_COST = Counter(
+    "gateway_model_cost_usd", "What the model calls of ended runs cost in US dollars, from "
+    "litellm's price map, by agent and model (models it does not price add nothing).",
+    ["agent", "model"])
 REFUSALS = Counter("gateway_refusals", "Requests refused before a run started, by code "
                    "(shutting down, payload too large, a quota).", ["code"])
 
@@ -132,6 +140,19 @@ class MeteredModel:
         except ModelError as error:
             MODEL_ERRORS.labels(error.code).inc()
             raise
+
+
+def record_usage(agent: str, entries: list[dict[str, Any]]) -> None:
+    """A run's usage (`engine.usage` entries), counted once when the run ends. Labels are the
+    operator's agents and models, bounded sets; never a user or a key."""
+    for entry in entries:
+        model = entry["model"]
+        for kind, key in (("input", "inputTokens"), ("output", "outputTokens"),
+                          ("reasoning", "reasoningTokens"), ("cached_input", "cachedInputTokens")):
+            if entry[key]:
+                MODEL_TOKENS.labels(agent, model, kind).inc(entry[key])
+        if entry["costUsd"]:
+            MODEL_COST.labels(agent, model).inc(entry["costUsd"])
 
 
 _CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)

@@ -249,6 +249,27 @@ class SetFrame(TypedDict):
 
 
 @with_config(CLOSED)
+class UsageEntry(TypedDict):
+    """What a run's calls to one model consumed. `reasoningTokens` is part of `outputTokens`,
+    `cachedInputTokens` part of `inputTokens`; `costUsd` is from litellm's price map, null when
+    the model is not in it."""
+
+    model: NonEmpty
+    calls: Annotated[int, Field(ge=0)]
+    inputTokens: Annotated[int, Field(ge=0)]
+    outputTokens: Annotated[int, Field(ge=0)]
+    totalTokens: Annotated[int, Field(ge=0)]
+    reasoningTokens: Annotated[int, Field(ge=0)]
+    cachedInputTokens: Annotated[int, Field(ge=0)]
+    costUsd: Annotated[float, Field(ge=0)] | None
+
+
+# The usage of a run that consumed anything rides on its terminal frame (`run.finished`,
+# `run.cancelled` or `error`), one entry per model.
+RunUsageEntries = Annotated[list[UsageEntry], Field(min_length=1)]
+
+
+@with_config(CLOSED)
 class RunStartedFrame(TypedDict):
     c: Literal["run.started"]
     threadId: NonEmpty
@@ -258,6 +279,7 @@ class RunStartedFrame(TypedDict):
 @with_config(CLOSED)
 class RunFinishedFrame(TypedDict):
     c: Literal["run.finished"]
+    usage: NotRequired[RunUsageEntries]
 
 
 @with_config(CLOSED)
@@ -271,6 +293,7 @@ class RunAwaitingInputFrame(TypedDict):
 @with_config(CLOSED)
 class RunCancelledFrame(TypedDict):
     c: Literal["run.cancelled"]
+    usage: NotRequired[RunUsageEntries]
 
 
 @with_config(CLOSED)
@@ -283,6 +306,7 @@ class ErrorFrame(TypedDict):
     category: Literal["client_error", "server_error"]
     isRetryable: bool
     status: NotRequired[int | None]
+    usage: NotRequired[RunUsageEntries]
 
 
 @with_config(CLOSED)

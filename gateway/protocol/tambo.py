@@ -346,6 +346,8 @@ class Thread(StrictModel):
 
 class ThreadWithMessages(Thread):
     messages: list[Message]
+    usage: Usage | None = Field(None, exclude_if=_is_none, description=(
+        "What the thread's ended runs consumed, summed; absent while none called a model."))
 
 
 class NamedThread(Thread):
@@ -416,6 +418,34 @@ class RunErrorInfo(StrictModel):
     status: int | None = None
 
 
+class ModelUsage(StrictModel):
+    """What the calls to one model consumed. `reasoningTokens` is part of `outputTokens`,
+    `cachedInputTokens` part of `inputTokens`."""
+
+    model: str
+    calls: int = Field(ge=0)
+    inputTokens: int = Field(ge=0)
+    outputTokens: int = Field(ge=0)
+    totalTokens: int = Field(ge=0)
+    reasoningTokens: int = Field(ge=0)
+    cachedInputTokens: int = Field(ge=0)
+    costUsd: float | None = Field(description="US dollars, from litellm's price map; null "
+                                              "when the model is not in it")
+
+
+class Usage(StrictModel):
+    """Tokens and cost, summed over the models (each in `models`), as the providers reported
+    them. `costUsd` is null when any model's price is unknown."""
+
+    inputTokens: int = Field(ge=0)
+    outputTokens: int = Field(ge=0)
+    totalTokens: int = Field(ge=0)
+    reasoningTokens: int = Field(ge=0)
+    cachedInputTokens: int = Field(ge=0)
+    costUsd: float | None
+    models: list[ModelUsage]
+
+
 class Run(StrictModel):
     """A run's status (`GET .../runs/{runId}` with `Accept: application/json`)."""
 
@@ -433,6 +463,9 @@ class Run(StrictModel):
         "The model that answered the run (the litellm model string; with "
         "`GATEWAY_MODEL_FALLBACKS`, the one that served it). Absent until the run has started."))
     cancelRequested: bool | None = omitted()
+    usage: Usage | None = Field(None, exclude_if=_is_none, description=(
+        "What the run's model calls consumed, once it has ended (a cancelled or failed run "
+        "too); absent before, and for a run that called no model."))
 
 
 class RunList(StrictModel):

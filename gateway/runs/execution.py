@@ -8,16 +8,14 @@ the run's loss locally).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..engine.deltas import Delta, ModelError, Usage
+from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
-from ..engine.model import ModelRequest
 from ..engine.tool_context import ToolContext, bind_tool_context
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
@@ -25,16 +23,17 @@ from ..protocol.clock import now_ms
 from ..protocol.run_spec import RunSpec
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
+from ..store.usage import usage_rows
 from .component_state import ComponentStates, bind_run
 from .limits import RunLimits
 from .log_writer import LogWriter
 from .phase import RunPhase
-from .quotas import Ticket
 from .recorder import RunRecorder
 from .registry import ActiveRun
 from .salvage import save_failed_message, save_partial_answer
 from .supervisor import lost_frame
 from .timings import Timings
+from .usage import UsageMeter, api_key_id, with_usage
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +178,7 @@ class RunExecutor:
             if row.run_id == run.id and row.role == "user":
                 for part in row.parts:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
+        meter = UsageMeter(active.usage, spec.model or self.model_name or "", ticket)
         run_input = RunInput(
             history=to_model_messages(rows, states),
             client_tools=spec.client_tools,
@@ -193,19 +193,20 @@ class RunExecutor:
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             call_counts=tool_call_counts(rows),
-            on_model=self._model_recorder(run.id, spec.model or self.model_name),
+            on_model=self._model_recorder(run.id, spec.model or self.model_name, meter),
+            on_usage=meter.add,
         )
-        model = (TokenCounted(self.model, ticket) if ticket is not None and ticket.counts_tokens
-                 else self.model)
-        return await run_agent(model, run_input, recorder)
+        return await run_agent(self.model, run_input, recorder)
 
-    def _model_recorder(self, run_id: str, expected: str | None
+    def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter
                         ) -> Callable[[str], Awaitable[None]]:
         """Records the model that answered when it is not the one the run started with (a
-        fallback served it): one write per change, none on the usual path."""
+        fallback served it): one write per change, none on the usual path. The meter counts
+        the call's usage under it."""
         recorded = [expected]
 
         async def record(model: str) -> None:
+            meter.served(model)
             if model != recorded[0]:
                 # Worth an operator's attention: the run was served, but the model it should
                 # have used failed (its error went to the Router, not to the run).
@@ -248,11 +249,15 @@ class RunExecutor:
         if active.phase.live:
             active.phase = RunPhase.ENDING
         run = active.row
+        usage = active.usage.entries()
+        frames = with_usage(frames, usage)
 
         async def commit(entries: list[tuple[int, int, dict[str, Any]]]) -> bool:
-            ended = await self.store.finish_run(run.id, run.thread_id, status, now_ms(),
-                                                pending=pending, error=error, owner=self.owner,
-                                                frames=entries)
+            now = now_ms()
+            ended = await self.store.finish_run(
+                run.id, run.thread_id, status, now, pending=pending, error=error,
+                owner=self.owner, frames=entries,
+                usage=usage_rows(run, active.agent, api_key_id(active.ticket), usage, now))
             # Freed before the client reads the end: a continuation it posts at once (client
             # tools) must find the slot free, as it finds the thread idle.
             if active.ticket is not None:
@@ -263,6 +268,7 @@ class RunExecutor:
         metrics.RUNS_ENDED.labels(status if committed else "lost",
                                   (error or {}).get("code", "")).inc()
         tracing.run_ended(status if committed else "lost", (error or {}).get("code"))
+        metrics.record_usage(active.agent, usage)
         if not committed:
             log.warning("run %s was ended by another process (lease lost) before it could "
                         "finish as %s", run.id, status)
@@ -287,21 +293,6 @@ class RunExecutor:
                     return True
                 log.warning("run %s: recording its end failed (%s); retrying", run.id, error)
                 await asyncio.sleep(self.timings.commit_retry_seconds)
-
-
-class TokenCounted:
-    """The model, with the tokens each call reports added to the run's quota ticket (the
-    API key's daily budget)."""
-
-    def __init__(self, model: Model, ticket: Ticket) -> None:
-        self.model, self.ticket = model, ticket
-
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
-        async with contextlib.aclosing(self.model.stream(request)) as deltas:
-            async for delta in deltas:
-                if isinstance(delta, Usage):
-                    await self.ticket.add_tokens(delta.input_tokens + delta.output_tokens)
-                yield delta
 
 
 def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from ..engine.agents import DEFAULT_AGENT
+from ..engine.usage import RunUsage
 from ..store.tables import MessageRow, RunRow
 from .log import LiveLog
 from .phase import RunPhase
@@ -27,6 +29,9 @@ class ActiveRun:
     ticket: Ticket | None = None  # its quota slots, released when it ends
     # The thread's history as the start wrote it (a new thread), so the run need not read it.
     history: list[MessageRow] | None = None
+    # What its model calls consumed so far (`runs/usage.py`), recorded with its end.
+    usage: RunUsage = field(default_factory=RunUsage)
+    agent: str = DEFAULT_AGENT  # the agent it runs, for usage and metrics
 
     @property
     def run_id(self) -> str:

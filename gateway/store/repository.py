@@ -1,7 +1,7 @@
 """The store: one object with the queries of every aggregate, so call sites stay simple.
 
 Each aggregate's queries live in their own module (`threads`, `runs`, `frames`, `components`,
-`idempotency`, `api_keys`); this facade only puts them together on one engine.
+`idempotency`, `api_keys`, `usage`); this facade only puts them together on one engine.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from .frames import FrameLog
 from .idempotency import IdempotencyKeys
 from .runs import RunQueries
 from .threads import ThreadQueries
+from .usage import UsageQueries
 
 __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 
 
 class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
-            ApiKeyQueries):
-    """Threads, runs and leases, the frame log, components, idempotency keys and API keys."""
+            ApiKeyQueries, UsageQueries):
+    """Threads, runs and leases, the frame log, components, idempotency keys, API keys and
+    usage."""

@@ -15,6 +15,7 @@ from . import cursors
 from .base import ACTIVE_RUN_STATUSES, FrameEntry, Page, Queries, _page, table, values_of
 from .frames import insert_frames
 from .tables import MessageRow, RunFrameRow, RunRow, ThreadRow
+from .usage import insert_usage
 
 _threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
 
@@ -96,6 +97,7 @@ class RunQueries(Queries):
         error: dict[str, Any] | None = None,
         owner: str | None = None,
         frames: Sequence[FrameEntry] = (),
+        usage: Sequence[dict[str, Any]] = (),
     ) -> bool:
         """Record a run's terminal state, the rest of its log, and release the thread, in one
         transaction: once a run reads as finished, its log is complete on disk.
@@ -103,7 +105,8 @@ class RunQueries(Queries):
         Every terminal state sets `lastCompletedRunId`: the clients send it back as
         `previousRunId` whatever the outcome. With `owner` (a fencing token) nothing is written
         unless that process still holds the run's lease and the run is still active; a reaper
-        that already failed the run wins, and False is returned.
+        that already failed the run wins, and False is returned. `usage`: the run's
+        `run_usage` rows (`store.usage.usage_rows`), whatever the terminal state.
         """
         try:
             async with self.engine.begin() as connection:
@@ -115,6 +118,7 @@ class RunQueries(Queries):
                     await connection.rollback()
                     return False
                 await insert_frames(connection, run_id, frames)
+                await insert_usage(connection, thread_id, usage)
                 await connection.execute(_RELEASE, _release_values(run_id, thread_id, status,
                                                                    now, pending, error))
         except IntegrityError:  # another writer took these log positions: we were fenced

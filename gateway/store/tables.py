@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Float, Index, Integer, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -133,6 +133,32 @@ class ComponentRow(SQLModel, table=True):
     updated_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+class RunUsageRow(SQLModel, table=True):
+    """What a run consumed from one model: written with the run's end (whatever the end), so
+    cancelled and failed runs count too. Kept when its thread is deleted: it is accounting.
+    `user_key` is the thread's user scope and `api_key_id` the key that started the run (none
+    in development mode), copied here so `gateway usage` never needs the thread."""
+
+    __tablename__ = "run_usage"
+    __table_args__ = (Index("ix_run_usage_created", "created_ms"),
+                      Index("ix_run_usage_thread", "thread_id"))
+
+    run_id: str = Field(primary_key=True, max_length=64)
+    model: str = Field(primary_key=True, max_length=255)
+    thread_id: str = Field(max_length=64)
+    project_id: str = Field(max_length=128)
+    agent: str = Field(max_length=64)
+    api_key_id: str | None = Field(default=None, max_length=64)
+    user_key: str | None = Field(default=None, max_length=512)
+    calls: int = 0
+    input_tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    output_tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    reasoning_tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    cached_input_tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    cost_usd: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 class ApiKeyRow(SQLModel, table=True):
     """A managed API key (`gateway keys create`). Only the key's SHA-256 is kept: the key is
     shown once, when it is made. The limits are this key's own; unset ones take the defaults
@@ -160,5 +186,6 @@ __all__ = [
     "MessageRow",
     "RunFrameRow",
     "RunRow",
+    "RunUsageRow",
     "ThreadRow",
 ]

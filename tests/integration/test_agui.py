@@ -1,4 +1,4 @@
-"""The AG-UI 1.0 endpoint over loopback HTTP: reconnect from a cursor, cancel, retries with the
+"""The AG-UI 1.0 endpoint over HTTP (the app in the test process): reconnect from a cursor, cancel, retries with the
 same runId, refused input, and scopes. (The real `HttpAgent` is in tests/conformance.)"""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import GatewayServer
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.run_stream import open_stream, read_until, slow_turn
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, run_events, text_of
@@ -186,19 +186,19 @@ def test_a_thread_of_another_user_is_404(client: httpx.Client, scripted_model: S
 
 @pytest.fixture(scope="module")
 def keyed_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[GatewayServer]:
-    server = GatewayServer(tmp_path_factory.mktemp("agui-keyed"), scripted_env(
+                  ) -> Iterator[InProcessGateway]:
+    server = InProcessGateway(tmp_path_factory.mktemp("agui-keyed"), scripted_env(
         scripted_model, GATEWAY_API_KEYS="key-a:project-a,key-b:project-b"))
     server.start()
     yield server
     server.stop()
 
 
-def test_a_thread_of_another_project_is_404(keyed_gateway: GatewayServer,
+def test_a_thread_of_another_project_is_404(keyed_gateway: InProcessGateway,
                                             scripted_model: ScriptedModel):
     scripted_model.enqueue([{"content": "Project A's secret."}])
     body = agui_input()
-    with httpx.Client(base_url=keyed_gateway.url, timeout=30) as http:
+    with keyed_gateway.client(timeout=30) as http:
         run_events(http, "POST", RUN, json=body, headers={"x-api-key": "key-a"})
         other = http.post(RUN, json=agui_input(body["threadId"]), headers={"x-api-key": "key-b"})
         replay = http.get(run_path(body), headers={"x-api-key": "key-b"})

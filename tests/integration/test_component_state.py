@@ -1,7 +1,8 @@
-"""Component state over raw HTTP against real gateway processes: full replacement and JSON Patch,
+"""Component state over raw HTTP against the gateway app: full replacement and JSON Patch,
 revisions and If-Match, the stateSchema, live `tambo.component.state_delta` events during a run,
-no lost update under concurrency across two processes sharing the database, and the state
-reaching the model on the next run. Racing writers in one process, and racing updates reaching
+no lost update under concurrency across two apps sharing the database (each with its own
+engine and run manager, as two processes have), and the state reaching the model on the next
+run; the real Tambo client against a gateway process. Racing writers in one process, and racing updates reaching
 a live run in order, are proven in-process (tests/inprocess/runs/test_component_state.py).
 """
 
@@ -20,6 +21,7 @@ import pytest
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
+from tests.support.inprocess_app import InProcess, InProcessGateway
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, iter_events, run_events
@@ -190,21 +192,21 @@ def test_state_schema_is_enforced(client: httpx.Client, scripted_model: Scripted
 
 
 @pytest.fixture(scope="module")
-def second_gateway(gateway: GatewayServer, scripted_model: ScriptedModel
-                   ) -> Iterator[GatewayServer]:
-    """Another gateway process on the first one's database."""
-    server = GatewayServer(gateway.workdir, scripted_env(scripted_model))
+def second_gateway(gateway: InProcess, scripted_model: ScriptedModel
+                   ) -> Iterator[InProcessGateway]:
+    """Another gateway app on the first one's database."""
+    server = InProcessGateway(gateway.workdir, scripted_env(scripted_model))
     server.start()
     yield server
     server.stop()
 
 
 def test_concurrent_patches_across_processes(client: httpx.Client, scripted_model: ScriptedModel,
-                                             gateway: GatewayServer,
-                                             second_gateway: GatewayServer):
+                                             gateway: InProcess,
+                                             second_gateway: InProcessGateway):
     thread_id, component_id, _ = render_table(client, scripted_model)
-    urls = [gateway.url, second_gateway.url]
-    statuses = asyncio.run(concurrent_patches(urls, thread_id, component_id, 50))
+    statuses = asyncio.run(concurrent_patches([gateway, second_gateway], thread_id,
+                                              component_id, 50))
 
     assert statuses == [200] * 50
     state, revision = stored(client, thread_id, component_id)
@@ -212,21 +214,27 @@ def test_concurrent_patches_across_processes(client: httpx.Client, scripted_mode
     assert revision == 50
 
 
-async def concurrent_patches(urls: list[str], thread_id: str, component_id: str,
+async def concurrent_patches(gateways: list[InProcess], thread_id: str, component_id: str,
                              count: int) -> list[int]:
     """`count` patches at once, each adding its own key, spread over the given gateways."""
-    async with httpx.AsyncClient(timeout=60, headers={"x-api-key": "test-key"},
-                                 limits=httpx.Limits(max_connections=count)) as http:
-        async def one(i: int) -> int:
-            url = urls[i % len(urls)] + state_url(thread_id, component_id)
-            response = await http.post(url, params={"userKey": DEFAULT_USER}, json={"patch": [
-                {"op": "add", "path": f"/k{i}", "value": i}]})
-            return response.status_code
+    clients = [gateway.async_client(timeout=60, headers={"x-api-key": "test-key"})
+               for gateway in gateways]
 
+    async def one(i: int) -> int:
+        http = clients[i % len(clients)]
+        response = await http.post(state_url(thread_id, component_id),
+                                   params={"userKey": DEFAULT_USER}, json={"patch": [
+                                       {"op": "add", "path": f"/k{i}", "value": i}]})
+        return response.status_code
+
+    try:
         return list(await asyncio.gather(*(one(i) for i in range(count))))
+    finally:
+        for http in clients:
+            await http.aclose()
 
 
-def test_live_subscriber_receives_state_deltas(client: httpx.Client, gateway: GatewayServer,
+def test_live_subscriber_receives_state_deltas(client: httpx.Client,
                                                scripted_model: ScriptedModel):
     # The model renders the table, then keeps its stream open: the run is live while we update.
     scripted_model.enqueue(table_call() + [{"delay": 3}])
@@ -291,10 +299,12 @@ def test_model_sees_current_state_on_next_run(client: httpx.Client,
 
 
 @pytest.mark.skipif(not have_node(), reason="node and npm are needed")
-def test_tambo_client_applies_state_deltas(gateway: GatewayServer, scripted_model: ScriptedModel):
+def test_tambo_client_applies_state_deltas(gateway_process: GatewayServer,
+                                           scripted_model: ScriptedModel):
     """The real `@tambo-ai/client` follows a run whose component state is updated mid-stream
     (through its own SDK's `updateState`), and its copy ends equal to the stored state."""
     scripted_model.enqueue(table_call("DataTable") + [{"delay": 3}])
+    gateway = gateway_process  # Node's client needs a port
     result = run_scenario("state_delta", gateway.url)
 
     assert "crash" not in result, result
@@ -323,17 +333,17 @@ def test_tambo_client_applies_state_deltas(gateway: GatewayServer, scripted_mode
 
 @pytest.fixture(scope="module")
 def tools_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[GatewayServer]:
+                  ) -> Iterator[InProcessGateway]:
     """A gateway whose server tools include `load_users` (tests/support/component_tools.py)."""
     tools = Path(__file__).resolve().parents[1] / "support" / "component_tools.py"
-    server = GatewayServer(tmp_path_factory.mktemp("tools-gateway"),
+    server = InProcessGateway(tmp_path_factory.mktemp("tools-gateway"),
                            scripted_env(scripted_model, GATEWAY_TOOLS=str(tools)))
     server.start()
     yield server
     server.stop()
 
 
-def test_server_tool_streams_rows_into_a_component(tools_gateway: GatewayServer,
+def test_server_tool_streams_rows_into_a_component(tools_gateway: InProcessGateway,
                                                    scripted_model: ScriptedModel):
     """Example 5.6 of the proposal: the model renders a table and calls a server tool that
     fills it row by row; each row reaches the stream as a state delta."""
@@ -341,8 +351,8 @@ def test_server_tool_streams_rows_into_a_component(tools_gateway: GatewayServer,
         table_call() + [{"tool_call": {"index": 1, "id": "call_load", "name": "load_users",
                                        "arguments": '{"count": 3}'}}],
         [{"content": "Three users loaded."}])
-    with httpx.Client(base_url=tools_gateway.url, event_hooks=USER, timeout=30,
-                      headers={"x-api-key": "test-key"}) as http:
+    with tools_gateway.client(event_hooks=USER, timeout=30,
+                              headers={"x-api-key": "test-key"}) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": [{"type": "text", "text": "users"}]},
             "availableComponents": [TABLE]})
@@ -397,13 +407,13 @@ def test_component_from_an_earlier_run_is_resent_whole(client: httpx.Client,
 
 @pytest.fixture(scope="module")
 def postgres_without_redis(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                           ) -> Iterator[list[GatewayServer]]:
-    """Two gateway processes on one PostgreSQL database and no Redis: signals go through
+                           ) -> Iterator[list[InProcessGateway]]:
+    """Two gateway apps on one PostgreSQL database and no Redis: signals go through
     PostgreSQL's LISTEN/NOTIFY."""
     if engines.backend() != "postgres":
         pytest.skip("needs the PostgreSQL configuration")
     workdir = tmp_path_factory.mktemp("postgres-without-redis")
-    servers = [GatewayServer(workdir, scripted_env(scripted_model, GATEWAY_REDIS_URL=""))
+    servers = [InProcessGateway(workdir, scripted_env(scripted_model, GATEWAY_REDIS_URL=""))
                for _ in range(2)]
     for server in servers:
         server.start()
@@ -413,7 +423,7 @@ def postgres_without_redis(scripted_model: ScriptedModel, tmp_path_factory: pyte
 
 
 def test_updates_and_cancel_on_another_process_without_redis(
-        postgres_without_redis: list[GatewayServer], scripted_model: ScriptedModel):
+        postgres_without_redis: list[InProcessGateway], scripted_model: ScriptedModel):
     """The run streams from its process; state updates and the cancel are sent to the other
     one, which reaches it through the database's notifications. The second update is larger
     than a notification may be, so it travels as a reference and is read back."""
@@ -427,9 +437,8 @@ def test_updates_and_cancel_on_another_process_without_redis(
     posted: list[httpx.Response] = []
     cancelled: httpx.Response | None = None
     scope = {"userKey": DEFAULT_USER}
-    with httpx.Client(base_url=owner.url, timeout=30, headers={"x-api-key": "test-key"}) as mine, \
-            httpx.Client(base_url=other.url, timeout=30, params=scope,
-                         headers={"x-api-key": "test-key"}) as theirs:
+    with owner.client(timeout=30, headers={"x-api-key": "test-key"}) as mine, \
+            other.client(timeout=30, params=scope, headers={"x-api-key": "test-key"}) as theirs:
         with mine.stream("POST", "/v1/threads/runs", json=body, headers=headers) as response:
             for event in iter_events(response):
                 events.append(event)

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import scripted_env
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
@@ -198,25 +199,38 @@ def test_thread_name_and_suggestions(client: httpx.Client, scripted_model: Scrip
     assert "[gateway:" not in sent and "gateway_task" not in json.dumps(one_shot)
 
 
+def tools_env(model: ScriptedModel) -> dict[str, str]:
+    tools = Path(__file__).resolve().parents[1] / "support" / "server_tools.py"
+    return scripted_env(model, GATEWAY_TOOLS=str(tools), GATEWAY_TOOL_TIMEOUT_SECONDS="1")
+
+
 @pytest.fixture(scope="module")
 def tools_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[GatewayServer]:
-    tools = Path(__file__).resolve().parents[1] / "support" / "server_tools.py"
-    server = GatewayServer(tmp_path_factory.mktemp("tools-gateway"), scripted_env(
-        scripted_model, GATEWAY_TOOLS=str(tools), GATEWAY_TOOL_TIMEOUT_SECONDS="1"))
+                  ) -> Iterator[InProcessGateway]:
+    server = InProcessGateway(tmp_path_factory.mktemp("tools-gateway"), tools_env(scripted_model))
     server.start()
     yield server
     server.stop()
 
 
-def test_server_tools_run_inline(tools_gateway: GatewayServer, scripted_model: ScriptedModel):
+@pytest.fixture(scope="module")
+def tools_gateway_process(scripted_model: ScriptedModel,
+                          tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
+    """The same as a process, for Node's verifier (it needs a port)."""
+    server = GatewayServer(tmp_path_factory.mktemp("tools-process"), tools_env(scripted_model))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_server_tools_run_inline(tools_gateway: InProcessGateway, scripted_model: ScriptedModel):
     scripted_model.enqueue(
         [call(0, "call_s1", "add", '{"a": 2, "b": 40}'),
          call(1, "call_s2", "explode", "{}"),
          call(2, "call_s3", "sleepy", "{}")],
         [{"content": "The sum is 42."}],
     )
-    with httpx.Client(base_url=tools_gateway.url, event_hooks=USER, timeout=30) as http:
+    with tools_gateway.client(event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("add")})
         results = {e.data["toolCallId"]: e.data for e in events if e.type == "TOOL_CALL_RESULT"}
         starts = {e.data["toolCallId"]: e.data for e in events if e.type == "TOOL_CALL_START"}
@@ -243,7 +257,7 @@ def test_server_tools_run_inline(tools_gateway: GatewayServer, scripted_model: S
         assert messages[2]["content"] == [{"type": "text", "text": "The sum is 42."}]
 
 
-def test_server_tool_stream_passes_the_ag_ui_verifier(tools_gateway: GatewayServer,
+def test_server_tool_stream_passes_the_ag_ui_verifier(tools_gateway_process: GatewayServer,
                                                       scripted_model: ScriptedModel):
     from tests.support.node import capture_and_verify, have_node
 
@@ -251,7 +265,7 @@ def test_server_tool_stream_passes_the_ag_ui_verifier(tools_gateway: GatewayServ
         pytest.skip("node and npm are needed")
     scripted_model.enqueue([{"content": "Adding. "}, call(0, "call_v1", "add", '{"a": 1, "b": 2}')],
                            [{"content": "It is 3."}])
-    result = capture_and_verify(f"{tools_gateway.url}/v1/threads/runs",
+    result = capture_and_verify(f"{tools_gateway_process.url}/v1/threads/runs",
                                 {"message": user("1+2?"), "thread": {"userKey": "u"}},
                                     {"accept": "text/event-stream"})
     assert result["errors"] == [], result

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import USER
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
@@ -28,8 +29,8 @@ def user(text: str) -> dict:
 
 @pytest.fixture(scope="module")
 def gaps_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[GatewayServer]:
-    server = GatewayServer(tmp_path_factory.mktemp("gaps"), scripted_env(
+                 ) -> Iterator[InProcessGateway]:
+    server = InProcessGateway(tmp_path_factory.mktemp("gaps"), scripted_env(
         scripted_model,
         GATEWAY_MODELS="openai/scripted-large,openai/scripted-small,openai/gpt-3.5-turbo",
         GATEWAY_MAX_ATTACHMENT_BYTES="2000", GATEWAY_TRANSCRIPTION_MODEL="openai/whisper-1",
@@ -41,9 +42,8 @@ def gaps_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture
-def http(gaps_gateway: GatewayServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gaps_gateway.url, timeout=30, event_hooks=USER,
-                      headers={"x-api-key": "k"}) as client:
+def http(gaps_gateway: InProcessGateway) -> Iterator[httpx.Client]:
+    with gaps_gateway.client(timeout=30, event_hooks=USER, headers={"x-api-key": "k"}) as client:
         yield client
 
 

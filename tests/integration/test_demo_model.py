@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import base64
 
-import httpx
-
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import USER
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.sse import run_events, text_of
 
 
-def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: GatewayServer):
-    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
+def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: InProcessGateway):
+    with demo_gateway.client(event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": "plan a trip to Lisbon"}})
         assert events[-1].type == "RUN_FINISHED"
@@ -31,10 +30,10 @@ def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: GatewaySe
         assert len(created.json()["suggestions"]) == 3
 
 
-def test_demo_model_calls_a_named_client_tool_and_repeats_its_result(demo_gateway: GatewayServer):
+def test_demo_model_calls_a_named_client_tool_and_repeats_its_result(demo_gateway: InProcessGateway):
     tools = [{"name": "get_local_time", "description": "The browser's local time",
               "inputSchema": {"type": "object", "properties": {}}}]
-    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
+    with demo_gateway.client(event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": "What time is it?"}, "tools": tools})
         awaiting = [e for e in events if e.type == "CUSTOM"][-1].data["value"]
@@ -50,11 +49,11 @@ def test_demo_model_calls_a_named_client_tool_and_repeats_its_result(demo_gatewa
         assert "The tool returned: 14:05 in Lisbon" in text_of(after)
 
 
-def test_demo_model_renders_a_named_component(demo_gateway: GatewayServer):
+def test_demo_model_renders_a_named_component(demo_gateway: InProcessGateway):
     component = {"name": "WeatherCard", "description": "Weather for a city",
                  "propsSchema": {"type": "object", "properties": {"city": {"type": "string"},
                                                                   "tempC": {"type": "number"}}}}
-    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
+    with demo_gateway.client(event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={
             "message": {"role": "user", "content": "show the weather card"},
             "availableComponents": [component]})
@@ -65,9 +64,9 @@ def test_demo_model_renders_a_named_component(demo_gateway: GatewayServer):
         assert events[-1].type == "RUN_FINISHED"
 
 
-def test_demo_model_acknowledges_an_attachment(demo_gateway: GatewayServer):
+def test_demo_model_acknowledges_an_attachment(demo_gateway: InProcessGateway):
     png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 32).decode()
-    with httpx.Client(base_url=demo_gateway.url, event_hooks=USER, timeout=30) as http:
+    with demo_gateway.client(event_hooks=USER, timeout=30) as http:
         events = run_events(http, "POST", "/v1/threads/runs", json={"message": {
             "role": "user", "content": [
                 {"type": "text", "text": "look at this"},

@@ -25,7 +25,8 @@ from jsonschema import Draft202012Validator
 
 from gateway.store.repository import Store
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer, read_store
+from tests.support.gateway_server import USER, read_store
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, iter_events, run_events
 
@@ -75,8 +76,8 @@ def event_name(event: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def schema_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                   ) -> Iterator[GatewayServer]:
-    server = GatewayServer(tmp_path_factory.mktemp("schema-gateway"),
+                   ) -> Iterator[InProcessGateway]:
+    server = InProcessGateway(tmp_path_factory.mktemp("schema-gateway"),
                            scripted_env(scripted_model, GATEWAY_TOOLS=str(SERVER_TOOLS)))
     server.start()
     yield server
@@ -112,11 +113,11 @@ def cancelled_run(http: httpx.Client, captured: Captured) -> None:
 
 
 @pytest.fixture(scope="module")
-def captured(schema_gateway: GatewayServer, scripted_model: ScriptedModel) -> Captured:
+def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) -> Captured:
     scripted_model.reset()
     got = Captured()
-    with httpx.Client(base_url=schema_gateway.url, event_hooks=USER, timeout=60,
-                      headers={"x-api-key": "test-key"}) as http:
+    with schema_gateway.client(event_hooks=USER, timeout=60,
+                               headers={"x-api-key": "test-key"}) as http:
         # Text, in a thread seeded with a system prompt and an assistant greeting.
         scripted_model.enqueue([{"content": "Hello "}, {"content": "there."}])
         got.add(run_events(http, "POST", "/v1/threads/runs", json={
@@ -171,7 +172,7 @@ def test_every_event_matches_the_union_and_its_own_schema(captured: Captured) ->
     assert codes == {"LLM_SERVER_ERROR", "CANCELLED"}
 
 
-def stored_frames(server: GatewayServer, run_ids: set[str]) -> list[dict[str, Any]]:
+def stored_frames(server: InProcessGateway, run_ids: set[str]) -> list[dict[str, Any]]:
     """Every frame of the runs, once each run's log is complete on disk (it is written in
     batches, the last one just after the terminal event)."""
     async def frames_of(store: Store) -> list[tuple[str, dict[str, Any]]]:
@@ -215,14 +216,14 @@ def check_all(items: list[dict[str, Any]], union: str, group: str, name_of: Any)
     return {name_of(item) for item in items}
 
 
-def test_run_logs_match_the_timbal_frame_schemas(schema_gateway: GatewayServer,
+def test_run_logs_match_the_timbal_frame_schemas(schema_gateway: InProcessGateway,
                                                   captured: Captured) -> None:
     frames = stored_frames(schema_gateway, captured.run_ids)
     seen = check_all(frames, "timbal.frame", "timbal.frames", frame_name)
     assert seen == set(INDEX["types"]["timbal.frames"])
 
 
-def test_stored_messages_match_the_timbal_value_schemas(schema_gateway: GatewayServer,
+def test_stored_messages_match_the_timbal_value_schemas(schema_gateway: InProcessGateway,
                                                          captured: Captured) -> None:
     async def messages(store: Store) -> list[Any]:
         return [row for thread_id in sorted(captured.thread_ids)

@@ -1,7 +1,11 @@
 """Provider resilience (`GATEWAY_MODEL_FALLBACKS`): two real OpenAI-compatible upstreams, the
 second a fallback of the first through litellm's Router. When the first refuses a run before
 streaming (429, 500), the second answers it and the run's status names the second; when both
-fail, the client sees exactly one RUN_ERROR."""
+fail, the client sees exactly one RUN_ERROR.
+
+A gateway process of its own, not the in-process app: litellm's Router registers its
+deployments in litellm's process-wide model map, which the other apps of the test process would
+then read (a model it lists without vision would refuse their image attachments)."""
 
 from __future__ import annotations
 

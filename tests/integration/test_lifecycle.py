@@ -1,6 +1,7 @@
 """Runs outlive requests: reconnect with a cursor, replay, cancel, concurrency, idempotency.
 
-Against the shared gateway process, over raw HTTP; the upstream model is the scripted one, so
+Against the shared gateway app (in the test process; a stalled socket needs a process), over
+raw HTTP; the upstream model is the scripted one, so
 the text a reader must end up with is known exactly. One test per user-visible shape: the
 logic behind them (racing starts and retries, cancel idempotency, the disconnect policies,
 several subscribers) is proven in-process, in tests/inprocess/runs/.
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
+from tests.support.inprocess_app import InProcess
 from tests.support.run_stream import (
     disconnects_after,
     ids,
@@ -167,12 +169,12 @@ def test_unknown_run_is_404_for_read_status_and_cancel(client: httpx.Client):
 
 
 def test_delete_cancels_promptly_keeps_partial_text_and_frees_the_thread(
-        client: httpx.Client, scripted_model: ScriptedModel, gateway: GatewayServer):
+        client: httpx.Client, scripted_model: ScriptedModel, gateway: InProcess):
     scripted_model.enqueue(slow_turn(400, 0.05), [{"content": "Fresh answer."}])
     with open_stream(client, "POST", "/v1/threads/runs", json=start_body()) as (_, events):
         seen = read_until(events, lambda seen: texts(seen) >= 5)
         run = started_ids(seen)
-        with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30) as other:
+        with gateway.client(event_hooks=USER, timeout=30) as other:
             sent = time.monotonic()
             cancelled = other.delete(ids(run))
         rest = list(events)  # the subscriber's stream ends by itself
@@ -258,7 +260,9 @@ def test_idempotency_key_attaches_a_retry_to_the_run_it_started(
 
 
 def test_a_stalled_reader_holds_back_neither_the_run_nor_other_readers(
-        client: httpx.Client, scripted_model: ScriptedModel, gateway: GatewayServer):
+        process_client: httpx.Client, scripted_model: ScriptedModel,
+        gateway_process: GatewayServer):
+    client, gateway = process_client, gateway_process  # a stalled socket needs a real port
     scripted_model.enqueue(slow_turn(1500, 0.0))
     thread_id = new_thread(client)
     with open_stream(client, "POST", f"/v1/threads/{thread_id}/runs",

@@ -18,8 +18,10 @@ def streamed(steps: list[dict]) -> dict:
     return {"steps": steps, "stream": True}
 
 
-def test_cancel_run_from_the_tambo_client(gateway: GatewayServer, client: httpx.Client,
+def test_cancel_run_from_the_tambo_client(gateway_process: GatewayServer,
+                                          process_client: httpx.Client,
                                           scripted_model: ScriptedModel):
+    gateway, client = gateway_process, process_client  # Node's client needs a port
     scripted_model.enqueue(
         streamed(slow_turn(400, 0.05)), streamed([{"content": "After the first cancel."}]),
         streamed(slow_turn(400, 0.05)), streamed([{"content": "After the second cancel."}]),

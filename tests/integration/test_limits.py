@@ -1,9 +1,10 @@
-"""Limits, quotas and managed keys, from outside: real gateway processes, keys made with the
-real `gateway keys` command, requests over HTTP.
+"""Limits, quotas and managed keys, from outside: the gateway app, keys made with the real
+`gateway keys` command, requests over HTTP.
 
-On SQLite this is one process; with `GATEWAY_TEST_BACKEND=postgres` it is three processes
-behind a round-robin proxy sharing PostgreSQL and Redis, so each request lands on whichever
-process comes next and the limits must hold across them.
+On SQLite this is one app; with `GATEWAY_TEST_BACKEND=postgres` it is three apps (each with its
+own engine, run manager and Redis client, as three processes have) dealt requests round robin,
+sharing PostgreSQL and Redis, so each request lands on whichever app comes next and the limits
+must hold across them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.gateway_server import GatewayCluster, GatewayServer
+from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.run_stream import message, open_stream, read_until, slow_turn
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent
@@ -36,28 +37,29 @@ def keys_command(env: dict[str, str], workdir: Path, *args: str) -> str:
     return result.stdout
 
 
-def create_key(gateway: GatewayServer | GatewayCluster, *limits: str) -> str:
+def create_key(gateway: InProcess, *limits: str) -> str:
     out = keys_command(env_of(gateway), gateway.workdir, "create", "--project", PROJECT,
                        *limits)
     return out.strip().splitlines()[-1]
 
 
-def env_of(gateway: GatewayServer | GatewayCluster) -> dict[str, str]:
-    return gateway.servers[0].env if isinstance(gateway, GatewayCluster) else gateway.env
+def env_of(gateway: InProcess) -> dict[str, str]:
+    return gateway.env
 
 
-def processes(gateway: GatewayServer | GatewayCluster) -> list[GatewayServer]:
-    return gateway.servers if isinstance(gateway, GatewayCluster) else [gateway]
+def processes(gateway: InProcess) -> list[InProcessGateway]:
+    """Each app of the cluster (each one a process in production)."""
+    return gateway.servers if isinstance(gateway, InProcessCluster) else [gateway]
 
 
 @pytest.fixture(scope="module")
 def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[GatewayServer | GatewayCluster]:
+            ) -> Iterator[InProcess]:
     workdir = tmp_path_factory.mktemp("limits")
     env = scripted_env(scripted_model, GATEWAY_RUN_MAX_SECONDS=str(RUN_MAX_SECONDS),
                        GATEWAY_KEY_CACHE_SECONDS="1")
-    server = (GatewayCluster(workdir, env, size=3) if engines.ENGINES is not None
-              else GatewayServer(workdir, env))
+    server = (InProcessCluster(workdir, env, size=3) if engines.ENGINES is not None
+              else InProcessGateway(workdir, env))
     # A managed key exists before the first start: no development mode, ever.
     create_key(server)
     server.start()
@@ -65,9 +67,9 @@ def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFact
     server.stop()
 
 
-def client(gateway: GatewayServer | GatewayCluster, key: str,
-           url: str | None = None) -> httpx.Client:
-    return httpx.Client(base_url=url or gateway.url, timeout=30, headers={"x-api-key": key})
+def client(gateway: InProcess, key: str,
+           server: InProcessGateway | None = None) -> httpx.Client:
+    return (server or gateway).client(timeout=30, headers={"x-api-key": key})
 
 
 def stream(http: httpx.Client, method: str, url: str, **kwargs: object):
@@ -87,7 +89,7 @@ def run_body(text: str = "go", user: str = "buyer", **extra: object) -> dict[str
 
 
 def test_a_key_limited_to_two_concurrent_runs_gets_429_on_the_third_from_any_process(
-        gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel) -> None:
+        gateway: InProcess, scripted_model: ScriptedModel) -> None:
     key = create_key(gateway, "--max-concurrent-runs", "2")
     scripted_model.enqueue(slow_turn(400, 0.05), slow_turn(400, 0.05))  # 20 s each
     held = []
@@ -98,7 +100,7 @@ def test_a_key_limited_to_two_concurrent_runs_gets_429_on_the_third_from_any_pro
             held.append((seen[0].data["threadId"], seen[0].data["runId"]))
         # The third, on every process in turn (round robin behind the proxy).
         for server in processes(gateway):
-            with client(gateway, key, server.url) as direct:
+            with client(gateway, key, server) as direct:
                 third = direct.post("/v1/threads/runs", json=run_body())
             assert third.status_code == 429, third.text
             assert third.headers["content-type"] == "application/problem+json"
@@ -116,12 +118,12 @@ def test_a_key_limited_to_two_concurrent_runs_gets_429_on_the_third_from_any_pro
             assert thread["runStatus"] == "idle"
         again = run(http, run_body())
         assert again[-1].type == "RUN_FINISHED"
-    metrics = "".join(httpx.get(f"{s.url}/metrics").text for s in processes(gateway))
+    metrics = "".join(s.client().get("/metrics").text for s in processes(gateway))
     assert 'gateway_refusals_total{code="TOO_MANY_CONCURRENT_RUNS"}' in metrics
 
 
 def test_runs_per_minute_and_the_daily_token_budget_answer_429(
-        gateway: GatewayServer | GatewayCluster) -> None:
+        gateway: InProcess) -> None:
     per_minute = create_key(gateway, "--runs-per-minute", "1")
     budget = create_key(gateway, "--daily-tokens", "1")
     for key, code in ((per_minute, "RATE_LIMITED"), (budget, "TOKEN_BUDGET_EXCEEDED")):
@@ -134,7 +136,7 @@ def test_runs_per_minute_and_the_daily_token_budget_answer_429(
 
 
 def test_requests_over_a_limit_are_refused_before_anything_starts(
-        gateway: GatewayServer | GatewayCluster) -> None:
+        gateway: InProcess) -> None:
     key = create_key(gateway)
     deep = b'{"message": ' + b"[" * 100 + b"]" * 100 + b"}"
     with client(gateway, key) as http:
@@ -154,23 +156,23 @@ def test_requests_over_a_limit_are_refused_before_anything_starts(
 
 
 def test_keys_list_never_shows_a_key_and_revoke_stops_it_in_every_process(
-        gateway: GatewayServer | GatewayCluster) -> None:
+        gateway: InProcess) -> None:
     key = create_key(gateway, "--expires", "30d")
     listing = keys_command(env_of(gateway), gateway.workdir, "list", "--project", PROJECT)
     assert key not in listing and key[:8] in listing
     key_id = next(line.split("\t")[0] for line in listing.splitlines()
                   if line.split("\t")[2] == key[:8] + "...")
     for server in processes(gateway):
-        with client(gateway, key, server.url) as http:
+        with client(gateway, key, server) as http:
             assert http.get("/v1/threads", params={"userKey": "u"}).status_code == 200
     keys_command(env_of(gateway), gateway.workdir, "revoke", "--project", PROJECT, key_id)
     from tests.support.run_stream import wait_for
 
     for server in processes(gateway):  # within GATEWAY_KEY_CACHE_SECONDS (1 s here)
-        with client(gateway, key, server.url) as http:
+        with client(gateway, key, server) as http:
             wait_for(lambda: http.get("/v1/threads", params={"userKey": "u"}).status_code
                      == 401, timeout=10, what="the revoked key to be refused")
-    with httpx.Client(base_url=gateway.url) as http:
+    with gateway.client() as http:
         unknown = http.get("/v1/threads", params={"userKey": "u"},
                            headers={"x-api-key": "gwk_not-a-key"})
     assert unknown.status_code == 401 and unknown.json()["code"] == "UNAUTHORIZED"
@@ -186,7 +188,7 @@ SUGGESTIONS: dict = {"steps": [{"content": '[{"title": "More", "detailedSuggesti
 
 
 def test_names_and_suggestions_are_metered_like_runs(
-        gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel) -> None:
+        gateway: InProcess, scripted_model: ScriptedModel) -> None:
     """A key whose runs are refused (per minute, or its token budget spent) gets the same 429
     for suggestions and thread names: they call the model too."""
     per_minute = create_key(gateway, "--runs-per-minute", "1")
@@ -211,7 +213,7 @@ def test_names_and_suggestions_are_metered_like_runs(
 
 
 def test_the_tokens_of_suggestions_count_against_the_daily_budget(
-        gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel) -> None:
+        gateway: InProcess, scripted_model: ScriptedModel) -> None:
     key = create_key(gateway, "--daily-tokens", "1000000")
     with client(gateway, key) as http:
         first = run(http, run_body(user="spender"))

@@ -17,7 +17,8 @@ import pytest
 from gateway.engine.loop import ServerToolSpec
 from gateway.engine.mcp_tools import McpStartupError, McpToolError, open_mcp_tools
 from tests.conftest import scripted_env
-from tests.support.gateway_server import ROOT, USER, GatewayServer, free_port
+from tests.support.gateway_server import ROOT, USER, free_port
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.mcp_server import HttpMcpServer
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
@@ -192,14 +193,14 @@ async def test_a_server_that_dies_turns_calls_into_errors(tmp_path: Path):
 @pytest.fixture(scope="module")
 def mcp_client(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
                ) -> Iterator[httpx.Client]:
-    """A real gateway process whose server tools come from the stdio MCP test server."""
+    """A gateway app whose server tools come from the stdio MCP test server."""
     workdir = tmp_path_factory.mktemp("mcp-gateway")
     config = write_config(workdir, {"local": stdio_entry()})
-    server = GatewayServer(workdir, scripted_env(scripted_model, GATEWAY_MCP_SERVERS=config))
+    server = InProcessGateway(workdir, scripted_env(scripted_model, GATEWAY_MCP_SERVERS=config))
     server.start()
     try:
-        with httpx.Client(base_url=server.url, event_hooks=USER, timeout=30,
-                          headers={"x-api-key": "test-key"}) as client:
+        with server.client(event_hooks=USER, timeout=30,
+                           headers={"x-api-key": "test-key"}) as client:
             yield client
     finally:
         server.stop()

@@ -83,8 +83,18 @@ SCENARIOS: dict[str, tuple[list[dict[str, Any]], list[Any]]] = {
     ),
     "reasoning then text": (
         [{"reasoning": "Think "}, {"reasoning": "twice."}, {"content": "Done."}],
+        # The scripted server does not break its usage down: the reasoning tokens are counted
+        # from the streamed reasoning, by litellm and by the direct adapter alike.
         [ReasoningDelta("Think "), ReasoningDelta("twice."), TextDelta("Done."), Finish("stop"),
-         Usage(1, 5)],
+         Usage(1, 5, reasoning_tokens=3)],
+    ),
+    "usage broken down by the provider": (
+        [{"reasoning": "Hm."}, {"content": "Hi"},
+         {"usage": {"prompt_tokens": 120, "completion_tokens": 30,
+                    "completion_tokens_details": {"reasoning_tokens": 10},
+                    "prompt_tokens_details": {"cached_tokens": 100}}}],
+        [ReasoningDelta("Hm."), TextDelta("Hi"), Finish("stop"),
+         Usage(120, 30, reasoning_tokens=10, cached_input_tokens=100)],
     ),
     "parallel tool calls": (
         [{"content": "Checking."},
@@ -106,7 +116,7 @@ SCENARIOS: dict[str, tuple[list[dict[str, Any]], list[Any]]] = {
     "recorded vLLM reasoning, CRLF, 13-byte writes": (
         [{"raw": {"body": VLLM_REASONING, "piece": 13}}],
         [ReasoningDelta("The user greets. "), ReasoningDelta("Answer briefly."),
-         TextDelta("Hello"), TextDelta(" there, élève 👋"), Finish("stop"), Usage(12, 9)],
+         TextDelta("Hello"), TextDelta(" there, élève 👋"), Finish("stop"), Usage(12, 9, reasoning_tokens=8)],
     ),
     "rate limited": (
         [{"error": 429, "message": f"Rate limit reached for key {KEY} and sk-otherkey9876"}],

@@ -21,10 +21,10 @@ def readme_curl() -> list[str]:
     return shlex.split(block.group(1).replace("\\\n", " "))
 
 
-def test_the_readme_curl_example_streams_a_run(gateway: GatewayServer,
+def test_the_readme_curl_example_streams_a_run(gateway_process: GatewayServer,
                                                scripted_model: ScriptedModel):
     scripted_model.enqueue([{"content": "Hello from the README."}])
-    argv = [arg.replace("http://127.0.0.1:8000", gateway.url) for arg in readme_curl()]
+    argv = [arg.replace("http://127.0.0.1:8000", gateway_process.url) for arg in readme_curl()]
     done = subprocess.run([*argv, "-sS", "--max-time", "60"], capture_output=True, text=True,
                           timeout=90)
     assert done.returncode == 0, done.stderr

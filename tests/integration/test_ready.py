@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from tests.support.engines import RedisServer
-from tests.support.gateway_server import GatewayServer, free_port
+from tests.support.gateway_server import free_port
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.run_stream import wait_for
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -80,9 +81,9 @@ def postgres() -> Iterator[ThrowawayPostgres]:
 
 @needs_postgres
 def test_ready_fails_while_the_database_is_down(postgres: ThrowawayPostgres, tmp_path: Path):
-    gateway = GatewayServer(tmp_path / "gw", {"GATEWAY_DATABASE_URL": postgres.url}).start()
+    gateway = InProcessGateway(tmp_path / "gw", {"GATEWAY_DATABASE_URL": postgres.url}).start()
     try:
-        with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        with gateway.client(timeout=30) as client:
             assert client.get("/ready").status_code == 200
             postgres.stop()
             assert_unready_until_back(client, "DATABASE_UNAVAILABLE", postgres.start)
@@ -107,9 +108,9 @@ def assert_unready_until_back(client: httpx.Client, code: str, restart: Callable
 @needs_redis
 def test_ready_fails_while_redis_is_down(tmp_path: Path):
     redis = RedisServer(tmp_path).start()
-    gateway = GatewayServer(tmp_path / "gw", {"GATEWAY_REDIS_URL": redis.url}).start()
+    gateway = InProcessGateway(tmp_path / "gw", {"GATEWAY_REDIS_URL": redis.url}).start()
     try:
-        with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        with gateway.client(timeout=30) as client:
             up = client.get("/ready")
             assert up.status_code == 200
             assert up.json()["checks"]["redis"] == "ok"

@@ -1,4 +1,4 @@
-"""A run end to end over real HTTP: streaming, persistence, history, previousRunId, errors."""
+"""A run end to end over HTTP (the app in the test process): streaming, persistence, history, previousRunId, errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from sqlalchemy import update
 
 from gateway.store.repository import Store
 from gateway.store.tables import RunFrameRow
-from tests.support.gateway_server import DEFAULT_USER, GatewayServer, read_store
+from tests.support.gateway_server import DEFAULT_USER, read_store
+from tests.support.inprocess_app import InProcess
 from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import events_of, run_events, text_of
@@ -167,7 +168,7 @@ def test_heartbeat_comment_while_model_is_silent(
 
 
 def test_a_stream_that_fails_on_the_server_ends_with_one_retryable_run_error(
-        client: httpx.Client, scripted_model: ScriptedModel, gateway: GatewayServer) -> None:
+        client: httpx.Client, scripted_model: ScriptedModel, gateway: InProcess) -> None:
     scripted_model.enqueue([{"content": "one "}, {"content": "two "}, {"content": "three"}])
     whole = new_run(client)
     thread_id, run_id = whole[0].data["threadId"], whole[0].data["runId"]

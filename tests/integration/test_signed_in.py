@@ -14,8 +14,8 @@ import jwt
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import GatewayServer
 from tests.support.identity_provider import IdentityProvider
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
@@ -35,8 +35,8 @@ def idp() -> Iterator[IdentityProvider]:
 
 @pytest.fixture(scope="module")
 def app_gateway(scripted_model: ScriptedModel, idp: IdentityProvider,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
-    server = GatewayServer(tmp_path_factory.mktemp("signed-in"), scripted_env(
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
+    server = InProcessGateway(tmp_path_factory.mktemp("signed-in"), scripted_env(
         scripted_model, GATEWAY_API_KEYS=f"{API_KEY}:shop,other-key:elsewhere",
         GATEWAY_OIDC_ISSUERS=idp.issuer, GATEWAY_OIDC_AUDIENCE="test-app",
         GATEWAY_OAUTH_HS256_SECRET=SHARED_SECRET, GATEWAY_TOKEN_SECRET=TOKEN_SECRET,
@@ -47,9 +47,8 @@ def app_gateway(scripted_model: ScriptedModel, idp: IdentityProvider,
 
 
 @pytest.fixture
-def http(app_gateway: GatewayServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=app_gateway.url, timeout=30,
-                      headers={"x-api-key": API_KEY}) as client:
+def http(app_gateway: InProcessGateway) -> Iterator[httpx.Client]:
+    with app_gateway.client(timeout=30, headers={"x-api-key": API_KEY}) as client:
         yield client
 
 
@@ -163,7 +162,7 @@ def agui_run(thread_id: str) -> dict:
             "messages": [{"id": f"m-{uuid.uuid4()}", "role": "user", "content": "x"}]}
 
 
-def test_tokens_that_identify_no_one_get_the_documented_errors(http, idp):
+def test_tokens_that_identify_no_one_get_the_documented_errors(http, idp, app_gateway):
     expired = problem(exchange(http, idp.token("carol", lifetime=-60)), 401, "TOKEN_EXPIRED")
     assert expired["error"] == "invalid_grant"
     forged = problem(exchange(http, idp.foreign_token("carol")), 401, "INVALID_TOKEN")
@@ -174,9 +173,10 @@ def test_tokens_that_identify_no_one_get_the_documented_errors(http, idp):
                                             "subject_token": idp.token("carol")}),
             400, "UNSUPPORTED_GRANT_TYPE")
     # Without the API key there is no project to sign the user into.
-    problem(httpx.post(f"{http.base_url}/oauth/token",
-                       data={**EXCHANGE, "subject_token": idp.token("carol")}),
-            401, "UNAUTHORIZED")
+    with app_gateway.client() as keyless:
+        problem(keyless.post("/oauth/token",
+                             data={**EXCHANGE, "subject_token": idp.token("carol")}),
+                401, "UNAUTHORIZED")
 
     # Gateway tokens: expired, signed with another key, or for another project.
     now = int(time.time())
@@ -245,10 +245,11 @@ def test_listing_or_creating_threads_needs_a_user_scope(http):
 
 
 def test_token_exchange_is_refused_clearly_when_not_configured(tmp_path: Path):
-    server = GatewayServer(tmp_path / "gw").start()
+    server = InProcessGateway(tmp_path / "gw").start()
     try:
-        response = httpx.post(f"{server.url}/oauth/token", headers={"x-api-key": "dev"},
-                              data={**EXCHANGE, "subject_token": "eyJ.a.b"})
+        with server.client() as http:
+            response = http.post("/oauth/token", headers={"x-api-key": "dev"},
+                                 data={**EXCHANGE, "subject_token": "eyJ.a.b"})
         body = problem(response, 400, "TOKEN_EXCHANGE_DISABLED")
         assert "GATEWAY_OIDC_ISSUERS" in body["detail"]
     finally:

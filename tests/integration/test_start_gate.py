@@ -8,11 +8,11 @@ import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import DEFAULT_USER, GatewayServer
+from tests.support.gateway_server import DEFAULT_USER
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.run_stream import (
     message,
     open_stream,
@@ -29,17 +29,17 @@ HEADERS = {"accept": "text/event-stream", "x-api-key": "test-key"}
 
 @pytest.fixture(scope="module")
 def one_at_a_time(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[GatewayServer]:
-    server = GatewayServer(tmp_path_factory.mktemp("start-gate"),
+                  ) -> Iterator[InProcessGateway]:
+    server = InProcessGateway(tmp_path_factory.mktemp("start-gate"),
                            scripted_env(scripted_model, GATEWAY_START_CONCURRENCY="1"))
     server.start()
     yield server
     server.stop()
 
 
-def run_to_end(url: str, prompt: str) -> list[SseEvent]:
+def run_to_end(server: InProcessGateway, prompt: str) -> list[SseEvent]:
     body = {"message": message(prompt), "thread": {"userKey": DEFAULT_USER}}
-    with httpx.Client(base_url=url, timeout=60) as http:
+    with server.client(timeout=60) as http:
         with http.stream("POST", "/v1/threads/runs", json=body, headers=HEADERS) as response:
             assert response.status_code == 200, response.read()
             return list(iter_events(response))
@@ -50,10 +50,9 @@ def answer(events: list[SseEvent]) -> str:
 
 
 def test_runs_start_and_finish_one_turn_at_a_time_while_another_streams(
-        one_at_a_time: GatewayServer, scripted_model: ScriptedModel) -> None:
+        one_at_a_time: InProcessGateway, scripted_model: ScriptedModel) -> None:
     scripted_model.enqueue_for("hold the line", slow_turn(300, 0.1))  # 30 s unless cancelled
-    with httpx.Client(base_url=one_at_a_time.url, timeout=60,
-                      headers={"x-api-key": "test-key"}) as http:
+    with one_at_a_time.client(timeout=60, headers={"x-api-key": "test-key"}) as http:
         body = {"message": message("hold the line"), "thread": {"userKey": DEFAULT_USER}}
         with open_stream(http, "POST", "/v1/threads/runs", json=body) as (_, events):
             seen = read_until(events, lambda s: texts(s) >= 1)
@@ -61,7 +60,7 @@ def test_runs_start_and_finish_one_turn_at_a_time_while_another_streams(
 
             prompts = [f"burst number {i}" for i in range(8)]
             with ThreadPoolExecutor(len(prompts)) as pool:
-                results = list(pool.map(lambda p: run_to_end(one_at_a_time.url, p), prompts))
+                results = list(pool.map(lambda p: run_to_end(one_at_a_time, p), prompts))
 
             for prompt, events_of_run in zip(prompts, results, strict=True):
                 assert events_of_run[-1].type == "RUN_FINISHED", events_of_run[-1]

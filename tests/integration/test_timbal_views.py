@@ -1,5 +1,8 @@
 """Timbal views over loopback: a raw WebSocket client and the NDJSON views of the same runs.
 
+A WebSocket needs a port: these tests use the gateway process (`gateway` and `client` below
+override the in-process ones of tests/integration/conftest.py).
+
 The run log is the whole transcript (the user's input is a set frame too), the WebSocket
 delivers exactly the log, and a client that comes back with `sync since` gets the completed
 messages it missed.
@@ -25,6 +28,16 @@ from tests.support.sse import run_events
 
 WEATHER = {"name": "get_weather", "description": "The weather in a city",
            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+@pytest.fixture
+def gateway(gateway_process: GatewayServer) -> GatewayServer:
+    return gateway_process
+
+
+@pytest.fixture
+def client(process_client: httpx.Client) -> httpx.Client:
+    return process_client
 
 
 def socket(gateway: GatewayServer, thread_id: str) -> ClientConnection:

@@ -1,6 +1,7 @@
-"""OpenTelemetry traces from a real gateway process to an OTLP/HTTP receiver on loopback: the
-run's span and its model call's span, with the run's ids, the model, the outcome and the token
-usage, the model call a child of the run, decoded with the OTLP protobuf definitions."""
+"""OpenTelemetry traces from the gateway app (configured by the standard variables, read as it
+starts) to an OTLP/HTTP receiver on loopback: the run's span and its model call's span, with the
+run's ids, the model, the outcome and the token usage, the model call a child of the run,
+decoded with the OTLP protobuf definitions."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -18,7 +18,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER, GatewayServer
+from tests.support.gateway_server import USER
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.run_stream import message, started_ids, wait_for
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
@@ -78,15 +79,15 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 def test_a_run_and_its_model_call_reach_the_collector(
         scripted_model: ScriptedModel, receiver: OtlpReceiver, tmp_path: Path):
-    gateway = GatewayServer(tmp_path, scripted_env(
+    gateway = InProcessGateway(tmp_path, scripted_env(
         scripted_model, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="200",
         OTEL_SERVICE_NAME="gateway-under-test")).start()
     scripted_model.enqueue({"steps": [{"content": "Traced "}, {"content": "answer."},
                                       {"usage": {"prompt_tokens": 11, "completion_tokens": 2}}],
                             "stream": True})
     try:
-        with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30,
-                          headers={"x-api-key": "test-key"}) as client:
+        with gateway.client(event_hooks=USER, timeout=30,
+                            headers={"x-api-key": "test-key"}) as client:
             events = run_events(client, "POST", "/v1/threads/runs",
                                 json={"message": message("trace me")})
         assert text_of(events) == "Traced answer."
@@ -123,13 +124,13 @@ def test_a_run_and_its_model_call_reach_the_collector(
 
 def test_a_failed_model_call_marks_both_spans(
         scripted_model: ScriptedModel, receiver: OtlpReceiver, tmp_path: Path):
-    gateway = GatewayServer(tmp_path, scripted_env(
+    gateway = InProcessGateway(tmp_path, scripted_env(
         scripted_model, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{receiver.url}/v1/traces",
         OTEL_BSP_SCHEDULE_DELAY="200")).start()
     scripted_model.enqueue({"steps": [{"error": 429, "message": "slow down"}], "stream": True})
     try:
-        with httpx.Client(base_url=gateway.url, event_hooks=USER, timeout=30,
-                          headers={"x-api-key": "test-key"}) as client:
+        with gateway.client(event_hooks=USER, timeout=30,
+                            headers={"x-api-key": "test-key"}) as client:
             events = run_events(client, "POST", "/v1/threads/runs",
                                 json={"message": message("fail")})
         assert events[-1].type == "RUN_ERROR"

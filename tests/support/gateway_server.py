@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -95,6 +95,11 @@ class GatewayServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-20000:]
 
+    def client(self, **options: Any) -> httpx.Client:
+        """A client of this process (the options of `httpx.Client`), as `InProcessGateway`
+        gives one of the app in the test process."""
+        return httpx.Client(base_url=self.url, **options)
+
 
 DEFAULT_USER = "test-user"
 
@@ -171,6 +176,9 @@ class GatewayCluster:
 
     def log(self) -> str:
         return "\n".join(server.log() for server in self.servers)
+
+    def client(self, **options: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, **options)
 
 
 def read_store(server: GatewayServer | GatewayCluster,

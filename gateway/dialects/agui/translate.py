@@ -56,6 +56,7 @@ from ag_ui.core import (
 from ...protocol import timbal
 from ...protocol.props_stream import pointer
 from ...protocol.translation import Dialect, Item
+from ...protocol.usage_events import agui_usage
 
 COMPONENTS = "components"  # the member of the agent state that holds the run's components
 CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed
@@ -174,18 +175,20 @@ class AguiDialect(Dialect[BaseEvent]):
         if name == timbal.COMPONENT_STATE:
             return [self._state_change(frame["componentId"], frame["operations"],
                                        frame["revision"])]
+        # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
+        usage = None if self.before_1_0 else agui_usage(frame)
         if name == timbal.RUN_FINISHED:
             pending = None if self.before_1_0 else self.pending or None
             outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
-            return self.close_open() + [RunFinishedEvent(thread_id=self.thread_id,
-                                                         run_id=self.run_id, outcome=outcome)]
+            return self.close_open() + [RunFinishedEvent(
+                thread_id=self.thread_id, run_id=self.run_id, outcome=outcome, usage=usage)]
         if name == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled)]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage)]
         if name == timbal.ERROR:
             return [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
-                                  code=frame.get("code") or "INTERNAL_ERROR")]
+                                  code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
         return []
 
     def stamp(self, event: BaseEvent, ts: int) -> BaseEvent:

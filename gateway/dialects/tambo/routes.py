@@ -98,7 +98,8 @@ async def get_run(request: Request) -> Response:
     run = await run_in_thread(request)
     accept = request.headers.get("accept", "")
     if "application/json" in accept and "text/event-stream" not in accept:
-        return JSONResponse(wire(run_model(run)))
+        usage = await services(request).store.run_usage(run.id)
+        return JSONResponse(wire(run_model(run, usage)))
     return tambo_stream(request, run, event_cursor(request))
 
 

@@ -65,7 +65,9 @@ async def test_it_streams_reasoning_text_tool_calls_and_usage(
         {"tool_call": {"index": 0, "id": "call_1", "name": "get_weather",
                        "arguments": '{"city"'}},
         {"tool_call": {"index": 0, "arguments": ': "Paris"}'}},
-        {"usage": {"prompt_tokens": 11, "completion_tokens": 4}}])
+        {"usage": {"prompt_tokens": 11, "completion_tokens": 4,
+                   "completion_tokens_details": {"reasoning_tokens": 3},
+                   "prompt_tokens_details": {"cached_tokens": 8}}}])
     tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 
     seen = await closed_outcome(direct(scripted_model.base_url),
@@ -74,7 +76,7 @@ async def test_it_streams_reasoning_text_tool_calls_and_usage(
     assert seen == [ReasoningDelta("Look it up."), TextDelta("Checking."),
                     ToolCallDelta(0, "call_1", "get_weather", '{"city"'),
                     ToolCallDelta(0, None, None, ': "Paris"}'), Finish("tool_calls"),
-                    Usage(11, 4)]
+                    Usage(11, 4, reasoning_tokens=3, cached_input_tokens=8)]
     [sent] = scripted_model.requests
     assert (sent["model"], sent["stream"], sent["max_tokens"]) == ("scripted", True, 50)
     assert sent["messages"] == HI and sent["tools"] == [tool]

@@ -1,0 +1,39 @@
+"""`GET /v1/agents`: the operator's agents by name and description (never their instructions,
+tools or models: those are the operator's), for a client that offers a choice."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..engine.agents import AgentRegistry
+from ..protocol.agents import AgentDescription, AgentList
+from ..protocol.tambo import wire
+from .context import project_of, services
+
+
+def gateway_version() -> str:
+    try:
+        return version("gateway")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "0"
+
+
+async def list_agents(request: Request) -> Response:
+    project_of(request)  # an API key, as for every /v1 call
+    registry: AgentRegistry = request.app.state.agents
+    body = AgentList(
+        version=gateway_version(),
+        agents={agent.name: AgentDescription(name=agent.name, description=agent.description,
+                                             className="HttpAgent")
+                for agent in registry},
+        defaultAgent=registry.default_name,
+        audioFileTranscriptionEnabled=services(request).settings.transcription_model
+        is not None)
+    return JSONResponse(wire(body))
+
+
+routes = [Route("/v1/agents", list_agents, methods=["GET"])]

@@ -1,0 +1,86 @@
+"""What a run consumed: tokens and cost per model, summed over its model calls.
+
+Each call's usage comes from the provider (the adapters ask for it with
+`stream_options.include_usage`); its cost comes from litellm's price map
+(`litellm.cost_per_token`), and is unknown (None) for a model the map does not list, such as a
+self-hosted one: a guessed price would be worse than none. A model's cost is None as soon as
+one of its calls could not be priced, so a sum never silently leaves calls out.
+
+The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
+`protocol/frames_schema.py`): the same object goes on the run's terminal frame, into the
+`run_usage` table and out in the REST answers.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .deltas import Usage
+
+COUNTS = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
+
+
+def call_cost(model: str, usage: Usage) -> float | None:
+    """The price of one call in US dollars, from litellm's price map; None when unknown.
+
+    Only with litellm already loaded (`app.load_litellm`, offline): importing it here could
+    fetch its price map from the network, on the event loop."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        return None
+    try:
+        prompt, completion = litellm.cost_per_token(
+            model=model, prompt_tokens=usage.input_tokens,
+            completion_tokens=usage.output_tokens,
+            cache_read_input_tokens=usage.cached_input_tokens)
+    except Exception:  # litellm raises for a model its map does not list
+        return None
+    return float(prompt) + float(completion)
+
+
+class RunUsage:
+    """A run's usage so far, one entry per model, in the order the models were first used."""
+
+    def __init__(self) -> None:
+        self._by_model: dict[str, dict[str, Any]] = {}
+
+    def add(self, model: str, usage: Usage) -> None:
+        entry = {"model": model, "calls": 1, "inputTokens": usage.input_tokens,
+                 "outputTokens": usage.output_tokens, "reasoningTokens": usage.reasoning_tokens,
+                 "cachedInputTokens": usage.cached_input_tokens,
+                 "costUsd": call_cost(model, usage)}
+        merge(self._by_model.setdefault(model, new_entry(model)), entry)
+
+    def entries(self) -> list[dict[str, Any]]:
+        return [dict(entry) for entry in self._by_model.values()]
+
+    def __bool__(self) -> bool:
+        return bool(self._by_model)
+
+
+def new_entry(model: str) -> dict[str, Any]:
+    return {"model": model, "calls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0,
+            "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.0}
+
+
+def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Add `entry`'s calls, tokens and cost to `into` (same model)."""
+    for key in ("calls", *COUNTS):
+        into[key] += entry[key]
+    into["totalTokens"] = into["inputTokens"] + into["outputTokens"]
+    into["costUsd"] = (None if entry["costUsd"] is None or into["costUsd"] is None
+                       else into["costUsd"] + entry["costUsd"])
+
+
+def summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over entries (a thread's runs, or a run's models) and the entries per model:
+    `{inputTokens, ..., costUsd, models: [...]}`; the total cost is None if any part is."""
+    by_model: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        merge(by_model.setdefault(entry["model"], new_entry(entry["model"])), entry)
+    models = list(by_model.values())
+    totals = {key: sum(m[key] for m in models) for key in COUNTS}
+    costs = [m["costUsd"] for m in models]
+    return {**totals, "totalTokens": totals["inputTokens"] + totals["outputTokens"],
+            "costUsd": None if None in costs else sum(costs), "models": models}

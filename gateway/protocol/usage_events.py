@@ -1,0 +1,50 @@
+"""A run's usage as the dialects put it on their terminal events.
+
+The log's terminal frame (`run.finished`, `run.cancelled` or `error`) carries the run's usage,
+one entry per model (`frames_schema.UsageEntry`); the Timbal view shows it as it is. AG-UI 1.0
+defines `usage` on `RUN_FINISHED` and `RUN_ERROR`: a list of `TokenUsage`, one per provider and
+model, counts only (no cost: `ag_ui.core` keeps content and prices out of it); the AG-UI
+dialect sets it (`dialects/agui/translate.py`). `tambo_usage` is the same list as an extra
+field of the Tambo `RUN_FINISHED`, not plugged in yet: it waits for a run of the real Tambo
+clients (conformance) showing they accept it. Counts the provider did not break down
+(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks.
+
+    Tambo:  {"type": "RUN_FINISHED", ..., **tambo_usage(frame)}   (dialects/tambo/translate.py)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ag_ui.core import TokenUsage
+
+
+def token_usage(entries: Any) -> list[dict[str, Any]]:
+    """The frame's usage entries as AG-UI `TokenUsage` objects on the wire (camelCase)."""
+    found = []
+    for entry in entries if isinstance(entries, list) else ():
+        model = str(entry["model"])
+        provider, slash, _ = model.partition("/")
+        usage: dict[str, Any] = {"model": model, "inputTokens": entry["inputTokens"],
+                                 "outputTokens": entry["outputTokens"],
+                                 "totalTokens": entry["inputTokens"] + entry["outputTokens"]}
+        if slash:
+            usage = {"provider": provider, **usage}
+        if entry.get("reasoningTokens"):
+            usage["reasoningTokens"] = entry["reasoningTokens"]
+        if entry.get("cachedInputTokens"):
+            usage["cachedInputTokens"] = entry["cachedInputTokens"]
+        found.append(usage)
+    return found
+
+
+def agui_usage(frame: dict[str, Any]) -> list[TokenUsage] | None:
+    """`usage` for the AG-UI terminal event of `frame`; None when the run used no model."""
+    usage = token_usage(frame.get("usage"))
+    return [TokenUsage.model_validate(u) for u in usage] or None
+
+
+def tambo_usage(frame: dict[str, Any]) -> dict[str, Any]:
+    """The extra field of the Tambo `RUN_FINISHED` for `frame` (nothing when no model ran)."""
+    usage = token_usage(frame.get("usage"))
+    return {"usage": usage} if usage else {}
