@@ -229,6 +229,24 @@ class Settings(BaseSettings):
         64, ge=2, le=10_000, description="Nesting depth of a JSON request body; deeper is "
                                          "refused with 400 `JSON_TOO_DEEP` before it is "
                                          "parsed.")
+    # Caps on what is stored (docs/security.md, "Bounds and caps").
+    max_metadata_bytes: int = Field(
+        16 * 1024, ge=1, description="Size (as JSON) of a thread's or a run's metadata; "
+                                     "larger is refused with 413 `METADATA_TOO_LARGE`.")
+    max_initial_messages: int = Field(
+        100, ge=0, description="Messages a new thread may be seeded with (`initialMessages`, "
+                               "an AG-UI history); more is refused with 400 "
+                               "`TOO_MANY_INITIAL_MESSAGES`. Their text together is held to "
+                               "`GATEWAY_MAX_MESSAGE_CHARS` (413 `MESSAGE_TOO_LARGE`).")
+    max_component_state_bytes: int = Field(
+        256 * 1024, ge=1, description="Size (as JSON) of one component's state; a larger "
+                                      "update is refused with 413 `STATE_TOO_LARGE`.")
+    max_threads_per_user: int = Field(
+        10_000, ge=0, description="Threads one user scope may hold (0: no limit); one more "
+                                  "is refused with 403 `THREAD_LIMIT_REACHED`.")
+    max_threads_per_project: int = Field(
+        1_000_000, ge=0, description="Threads one project may hold (0: no limit); one more "
+                                     "is refused with 403 `THREAD_LIMIT_REACHED`.")
     start_concurrency: int = Field(
         16, ge=1, le=10_000,
         description="Run starts one process works on at once; more wait for their turn, in "
@@ -267,6 +285,11 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(
         15.0, gt=0, description="SSE comment heartbeat while a stream is idle (keeps proxies "
                                 "from closing it).")
+    slow_reader_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="A stream reader (SSE, NDJSON or WebSocket) that takes nothing for this long "
+                    "while the gateway has something to send is disconnected (its run goes "
+                    "on; it can come back with its cursor).")
     disconnect_grace_seconds: float = Field(
         30.0, ge=0, description="How long a run whose subscribers all left keeps going before "
                                 "it is cancelled.")
@@ -323,6 +346,13 @@ class Settings(BaseSettings):
     max_attachment_bytes: int = Field(
         5 * 1024 * 1024, ge=1, description="Largest attachment (decoded `resource` blob or "
                                            "text) a message may carry to the model.")
+    image_urls: Literal["refuse", "pass"] = Field(
+        "refuse", description="An image attached by `https` URL (not inline data): `refuse` "
+                              "answers 400 `IMAGE_URL_NOT_ALLOWED`; `pass` hands the URL to the "
+                              "model provider, which fetches it. `pass` weakens security with "
+                              "a self-hosted upstream (it fetches the client's URL from inside "
+                              "your network); use it only with a hosted provider. Off by "
+                              "default.")
     transcription_model: str | None = Field(
         None, description="litellm transcription model for `POST /audio/transcribe` (e.g. "
                           "`openai/whisper-1`, reached with the model api base and key). "

@@ -81,6 +81,7 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         stack.push_async_callback(backend.close)
         manager = RunManager(store, LoopSetup(served, settings.model, server_tools), backend,
                              RunLimits.from_settings(settings), timings)
+        manager.components.max_state_bytes = settings.max_component_state_bytes
         stack.push_async_callback(manager.shutdown)
         _start_background(manager, settings, stack)
         services = Services(settings, store, served, backend, manager, _identity(settings),

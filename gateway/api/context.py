@@ -197,6 +197,12 @@ def required_user_scope(request: Request, *body_candidates: str | None) -> str:
     return scope
 
 
+def names_scope(request: Request) -> bool:
+    """Whether the caller named a user scope (query userKey or bearer token): a caller that did
+    not holds only a thread id, and is shown nothing that leads to the thread's owner."""
+    return user_scope(request) is not None
+
+
 def query_user_key(request: Request) -> str | None:
     """`?userKey=` (or its alias `?contextKey=`; both are checked when both are sent)."""
     user_key, context_key = (_checked_user_key(request.query_params.get(name))

@@ -22,8 +22,17 @@ from ..protocol.tambo import (
 )
 from ..runs.admission import NewThread
 from ..store.tables import MessageRow, ThreadRow
-from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
+from .context import (
+    int_param,
+    json_body,
+    names_scope,
+    project_of,
+    required_user_scope,
+    services,
+    thread_for,
+)
 from .render import message_model, thread_model, usage_model
+from .stored_caps import check_initial_messages, check_metadata, check_thread_room
 
 
 def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
@@ -52,8 +61,12 @@ async def create_thread(request: Request) -> Response:
     body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
     project = project_of(request)
     user_key = required_user_scope(request, body.userKey, body.contextKey)
-    thread = new_thread(project, user_key, body.metadata,
-                        [m.seed() for m in body.initialMessages or []])
+    seeds = [m.seed() for m in body.initialMessages or []]
+    settings = services(request).settings
+    check_metadata(settings, body.metadata)
+    check_initial_messages(settings, [m.text for m in seeds])
+    await check_thread_room(settings, services(request).store, project, user_key)
+    thread = new_thread(project, user_key, body.metadata, seeds)
     await services(request).store.add(thread.row, *thread.messages)
     return JSONResponse(wire(thread_model(thread.row)), status_code=201)
 
@@ -74,11 +87,13 @@ async def get_thread(request: Request) -> Response:
         store.history(thread.id), store.components_of(thread.id), store.thread_usage(thread.id))
     messages = [message_model(row, components) for row in rows]
     return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages,
+                                          owner=names_scope(request),
                                           usage=usage_model(usage))))
 
 
 async def update_thread(request: Request) -> Response:
     body: ThreadUpdateRequest = await json_body(request, ThreadUpdateRequest)
+    check_metadata(services(request).settings, body.metadata)
     thread = await thread_for(request, scope_optional=True)  # TamboClient renames without one
     changes: dict[str, Any] = {"updated_ms": now_ms()}
     if "name" in body.model_fields_set:
@@ -89,7 +104,7 @@ async def update_thread(request: Request) -> Response:
     await store.update_thread(thread.id, **changes)
     updated = await store.get_thread(thread.project_id, thread.id)
     assert updated is not None
-    return JSONResponse(wire(thread_model(updated)))
+    return JSONResponse(wire(thread_model(updated, owner=names_scope(request))))
 
 
 async def delete_thread(request: Request) -> Response:

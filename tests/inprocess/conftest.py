@@ -82,7 +82,7 @@ class ScriptedDeltas:
             yield Finish("stop")
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str:
+                       task: str | None = None, usage: Any = None) -> str:
         return "ok"
 
 
@@ -182,20 +182,22 @@ async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[Manager
     """Make run managers on the test's store (several: one per simulated process), each with
     the database backend (`backends/database.py`) as a server on SQLite has it, and `FAST`
     timings. A keyword named like a `Timings` or `RunLimits` field overrides one; `model_name`
-    names the configured model, `counters` replaces the process's own quota counters (shared
-    by several managers: processes sharing Redis). Each is shut down at the end."""
+    names the configured model, `server_tools` are the project's tools, `counters` replaces
+    the process's own quota counters (shared by several managers: processes sharing Redis).
+    Each is shut down at the end."""
     made: list[RunManager] = []
 
     def make(model_: Any = None, *, model_name: str | None = None,
-             counters: Counters | None = None, **options: Any) -> RunManager:
+             counters: Counters | None = None, server_tools: dict[str, Any] | None = None,
+             **options: Any) -> RunManager:
         timings = dataclasses.replace(
             FAST, **{k: options.pop(k) for k in TIMING_NAMES & options.keys()})
         limits = dataclasses.replace(UNLIMITED, **options)
         backend = database_backend(store, timings)
         if counters is not None:
             backend = dataclasses.replace(backend, counters=counters)
-        manager = RunManager(store, LoopSetup(model_ or model, model_name), backend, limits,
-                             timings)
+        setup = LoopSetup(model_ or model, model_name, server_tools or {})
+        manager = RunManager(store, setup, backend, limits, timings)
         made.append(manager)
         return manager
 

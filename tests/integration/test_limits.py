@@ -239,3 +239,52 @@ def test_keys_list_never_shows_a_key_and_revoke_stops_it_in_every_process(
         unknown = http.get("/v1/threads", params={"userKey": "u"},
                            headers={"x-api-key": "gwk_not-a-key"})
     assert unknown.status_code == 401 and unknown.json()["code"] == "UNAUTHORIZED"
+
+
+def _latest_message(http: httpx.Client, thread_id: str, user: str) -> str:
+    messages = http.get(f"/v1/threads/{thread_id}/messages", params={"userKey": user}).json()
+    return messages["messages"][-1]["id"]
+
+
+SUGGESTIONS: dict = {"steps": [{"content": '[{"title": "More", "detailedSuggestion": "More?"}]'}],
+                     "stream": False}
+
+
+def test_names_and_suggestions_are_metered_like_runs(
+        gateway: InProcess, scripted_model: ScriptedModel) -> None:
+    """A key whose runs are refused (per minute, or its token budget spent) gets the same 429
+    for suggestions and thread names: they call the model too."""
+    per_minute = create_key(gateway, "--runs-per-minute", "1")
+    budget = create_key(gateway, "--daily-tokens", "1")
+    for key, code in ((per_minute, "RATE_LIMITED"), (budget, "TOKEN_BUDGET_EXCEEDED")):
+        with client(gateway, key) as http:
+            first = run(http, run_body(user="metered"))
+            assert first[-1].type == "RUN_FINISHED"
+            thread_id = first[0].data["threadId"]
+            message_id = _latest_message(http, thread_id, "metered")
+            scripted_model.enqueue(SUGGESTIONS, SUGGESTIONS)
+            for _ in range(4):
+                suggested = http.post(
+                    f"/v1/threads/{thread_id}/messages/{message_id}/suggestions",
+                    json={"userKey": "metered"})
+                assert suggested.status_code == 429, suggested.text
+                assert suggested.json()["code"] == code
+                assert int(suggested.headers["Retry-After"]) >= 1
+            named = http.post(f"/threads/{thread_id}/generate-name",
+                              params={"contextKey": "metered"})
+            assert named.status_code == 429 and named.json()["code"] == code, named.text
+
+
+def test_the_tokens_of_suggestions_count_against_the_daily_budget(
+        gateway: InProcess, scripted_model: ScriptedModel) -> None:
+    key = create_key(gateway, "--daily-tokens", "1000000")
+    with client(gateway, key) as http:
+        first = run(http, run_body(user="spender"))
+        thread_id = first[0].data["threadId"]
+        message_id = _latest_message(http, thread_id, "spender")
+        scripted_model.enqueue({**SUGGESTIONS, "steps": [
+            *SUGGESTIONS["steps"], {"usage": {"prompt_tokens": 1_000_000}}]})
+        path = f"/v1/threads/{thread_id}/messages/{message_id}/suggestions"
+        assert http.post(path, json={"userKey": "spender"}).status_code == 201
+        refused = http.post("/v1/threads/runs", json=run_body(user="spender"))
+    assert refused.status_code == 429 and refused.json()["code"] == "TOKEN_BUDGET_EXCEEDED"
