@@ -296,7 +296,7 @@ def check_size(state: dict[str, Any], limit: int) -> None:
     """413 `STATE_TOO_LARGE` for a state over the cap, before any schema is run on it."""
     size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
     if size > limit:
-        raise ComponentStateError("STATE_TOO_LARGE",
+        raise ComponentStateError(Problem.STATE_TOO_LARGE,
                                   f"The state takes {size} bytes; the limit is {limit}",
                                   limit=limit)
 
@@ -312,7 +312,7 @@ def check_state(schema: dict[str, Any] | None, state: dict[str, Any]) -> None:
     try:
         error = best_match(state_schema.errors(validator, state))
     except state_schema.SchemaTooCostly:
-        raise ComponentStateError("STATE_SCHEMA_TOO_COMPLEX",
+        raise ComponentStateError(Problem.STATE_SCHEMA_TOO_COMPLEX,
                                   "Checking the state against the component's stateSchema "
                                   "takes too long; simplify the schema") from None
     except SchemaError as exc:
