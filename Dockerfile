@@ -14,6 +14,9 @@ RUN useradd --system --home /app gateway && mkdir -p /app/data && chown gateway 
 USER gateway
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/health')"
-# Without GATEWAY_API_KEYS the gateway is in development mode and refuses a non-loopback address:
-# set keys (or, on a trusted network only, add "--allow-remote").
+# A container listens beyond loopback, where development mode (any key accepted) never runs:
+# every request needs a key. Set GATEWAY_API_KEYS, or create managed keys in the database
+# (`docker exec <container> gateway keys create --project app`); until then, every API call
+# gets 401. (docs/security.md)
+ENV GATEWAY_DEVELOPMENT_MODE=off
 CMD ["gateway", "serve", "--host", "0.0.0.0", "--port", "8000"]

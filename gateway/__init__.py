@@ -8,6 +8,10 @@ may move:
 - `server_tool`: mark a Python function as a tool the model may call (`GATEWAY_TOOLS`);
 - `run_components()`: inside a server tool, the component state of the calling run's thread;
 - `ComponentStateError`: what a refused component state update raises (with a stable `code`);
+- `ToolContext`, `tool_context()`: who a server tool's run works for (project, user scope,
+  thread), to authorise on; a tool parameter annotated `ToolContext` is given it;
+- `ToolError`: raise it from a server tool to show the model its message (any other exception
+  is reported as a generic failure with an error id, its details logged only);
 - `create_app(settings)`: the ASGI application, to serve with any ASGI server;
 - `Settings`: every setting (environment variables `GATEWAY_*`), validated.
 - `Agent`: an agent the operator declares in Python (`create_app(settings, agents=[...])`),
@@ -25,17 +29,18 @@ if TYPE_CHECKING:
     from .app import create_app
     from .config import Settings
     from .engine.agents import Agent, AgentError
-    from .engine.tools import server_tool
+    from .engine.tools import ToolContext, ToolError, server_tool, tool_context
     from .runs.component_state import ComponentStateError, run_components
 
-__all__ = ["Agent", "AgentError", "ComponentStateError", "Settings", "create_app",
-           "run_components", "server_tool"]
+__all__ = ["Agent", "AgentError", "ComponentStateError", "Settings", "ToolContext", "ToolError",
+           "create_app", "run_components", "server_tool", "tool_context"]
 
 # Imported on first use, so `gateway config` or a failing start-up does not first load the
 # whole server (about a second and a half).
 _HOMES = {"create_app": ".app", "Agent": ".engine.agents", "AgentError": ".engine.agents", "Settings": ".config", "server_tool": ".engine.tools",
           "run_components": ".runs.component_state",
-          "ComponentStateError": ".runs.component_state"}
+          "ComponentStateError": ".runs.component_state", "ToolContext": ".engine.tools",
+          "ToolError": ".engine.tools", "tool_context": ".engine.tools"}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from .api import agents as agents_api
 from .api import assist, audio, components, docs, oauth, operations, playground, threads
 from .api.body_limit import BodyLimitMiddleware
+from .api.development import DevelopmentGuard
 from .api.errors import HANDLERS
 from .api.keyring import KeyRingMiddleware
 from .config import Settings, load_settings
@@ -34,9 +35,10 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 GC_THRESHOLDS = (20_000, 50, 100)
 
 
-# Outside the server-error handler, in this order: CORS, then the request id (so the 500 of an
+# Outside the server-error handler, in this order: the development-mode guard (so a foreign
+# origin's preflight is refused, not answered), CORS, then the request id (so the 500 of an
 # unexpected error carries both, and its log line names the request).
-OUTERMOST = (CORSMiddleware, RequestIdMiddleware)
+OUTERMOST = (DevelopmentGuard, CORSMiddleware, RequestIdMiddleware)
 
 
 class CorsOutermost(Starlette):
@@ -117,7 +119,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes, *agents_api.routes],
-        middleware=[Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+        middleware=[Middleware(DevelopmentGuard, settings=settings),
+                    Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
                                                "X-Request-Id", "Retry-After"], max_age=600),

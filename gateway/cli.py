@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import os
 import socket
@@ -19,6 +18,7 @@ from typing import Any
 
 from . import agents_cli, keys_cli, usage_cli
 from .config import Settings, SettingsError, load_settings
+from .loopback import is_loopback
 from .observability.logs import configure_levels
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
@@ -40,9 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--allow-remote", action="store_true",
-                       help="listen on a non-loopback --host even in development mode "
-                            "(no GATEWAY_API_KEYS: any key is accepted)")
+    # Development mode listens on loopback only, whatever the flags; kept so that existing
+    # command lines with keys still start.
+    serve.add_argument("--allow-remote", action="store_true", help=argparse.SUPPRESS)
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
     serve.add_argument("--model", help="overrides GATEWAY_MODEL")
@@ -127,26 +127,18 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def is_loopback(host: str) -> bool:
-    """Whether `host` names only this machine; a name we cannot judge counts as remote."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_exposure(settings: Settings, host: str, allow_remote: bool) -> None:
-    """Development mode accepts any API key, so it stays on loopback unless the operator
-    says otherwise: an open gateway in front of a paid model must be a decision, not a typo.
-    Managed keys (`gateway keys create`) end development mode as `GATEWAY_API_KEYS` does."""
-    if settings.api_keys or allow_remote or is_loopback(host):
+def check_exposure(settings: Settings, host: str) -> None:
+    """Development mode accepts any API key, so it only ever listens on loopback: an open
+    gateway in front of a paid model must never be one typo away. It is on while there is no
+    key at all (`GATEWAY_DEVELOPMENT_MODE=auto`: no GATEWAY_API_KEYS and no managed key ever
+    made), or when asked for (`on`)."""
+    if is_loopback(host) or not settings.development_possible:
         return
-    if not asyncio.run(keys_cli.managed_keys_exist(settings.database_url)):
-        raise StartupError(f"refusing to listen on {host} in development mode (no "
-                           "GATEWAY_API_KEYS and no managed keys): create keys (gateway keys "
-                           "create), or pass --allow-remote")
+    if settings.development_mode == "on" or not asyncio.run(
+            keys_cli.managed_keys_exist(settings.database_url)):
+        raise StartupError(f"refusing to listen on {host} in development mode (any key is "
+                           "accepted, so it listens on loopback only): create a key (gateway "
+                           "keys create) or set GATEWAY_API_KEYS")
 
 
 def check_agents(settings: Settings) -> None:
@@ -273,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(prepare_database(settings.database_url))
             return usage_cli.run(settings, args)
         check_agents(settings)
-        check_exposure(settings, args.host, args.allow_remote)
+        check_exposure(settings, args.host)
         if args.workers < 1:
             raise UsageError("--workers must be at least 1")
         if args.workers > 1:

@@ -27,6 +27,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEMO_MODEL = "gateway/demo"
 ENV_PREFIX = "GATEWAY_"
+# HS256 keys shorter than the hash (256 bits) are guessable offline from one token (RFC 7518 3.2).
+MIN_SECRET_BYTES = 32
 
 # What a key or project name may hold: enough for any generated token, nothing that looks like
 # a list or JSON, so a pasted `["k1"]` is an error instead of a strange valid key.
@@ -164,7 +166,18 @@ class Settings(BaseSettings):
     api_keys: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False,
         description="`key1,key2` or `key1:projectA,key2:projectB`; each key sees only its "
-                    "project's threads. Unset means development mode: any key, one project.")
+                    "project's threads. Unset, and no managed key ever made: development "
+                    "mode (`GATEWAY_DEVELOPMENT_MODE`).")
+    development_mode: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Development mode accepts any API key (or none), puts every caller in one "
+                    "project, applies no quotas, and answers loopback only (clients, `Host` "
+                    "names and browser origins). `auto`: on while there is no key at all (no "
+                    "`GATEWAY_API_KEYS`, and no managed key ever made: a revoked or expired "
+                    "key still counts, so revoking the last key never reopens the gateway). "
+                    "`off`: never (every request needs a key). `on` weakens security and is "
+                    "off by default: development mode although managed keys exist (never "
+                    "with `GATEWAY_API_KEYS`), still loopback only.")
     tools_module: str | None = Field(
         None, validation_alias=f"{ENV_PREFIX}TOOLS",
         description="A Python module or file of server-side tools.")
@@ -216,6 +229,24 @@ class Settings(BaseSettings):
         64, ge=2, le=10_000, description="Nesting depth of a JSON request body; deeper is "
                                          "refused with 400 `JSON_TOO_DEEP` before it is "
                                          "parsed.")
+    # Caps on what is stored (docs/security.md, "Bounds and caps").
+    max_metadata_bytes: int = Field(
+        16 * 1024, ge=1, description="Size (as JSON) of a thread's or a run's metadata; "
+                                     "larger is refused with 413 `METADATA_TOO_LARGE`.")
+    max_initial_messages: int = Field(
+        100, ge=0, description="Messages a new thread may be seeded with (`initialMessages`, "
+                               "an AG-UI history); more is refused with 400 "
+                               "`TOO_MANY_INITIAL_MESSAGES`. Their text together is held to "
+                               "`GATEWAY_MAX_MESSAGE_CHARS` (413 `MESSAGE_TOO_LARGE`).")
+    max_component_state_bytes: int = Field(
+        256 * 1024, ge=1, description="Size (as JSON) of one component's state; a larger "
+                                      "update is refused with 413 `STATE_TOO_LARGE`.")
+    max_threads_per_user: int = Field(
+        10_000, ge=0, description="Threads one user scope may hold (0: no limit); one more "
+                                  "is refused with 403 `THREAD_LIMIT_REACHED`.")
+    max_threads_per_project: int = Field(
+        1_000_000, ge=0, description="Threads one project may hold (0: no limit); one more "
+                                     "is refused with 403 `THREAD_LIMIT_REACHED`.")
     start_concurrency: int = Field(
         16, ge=1, le=10_000,
         description="Run starts one process works on at once; more wait for their turn, in "
@@ -238,6 +269,15 @@ class Settings(BaseSettings):
     user_runs_per_minute: int = Field(
         120, ge=0, description="Runs one user scope may start per minute (0: no limit); 429 "
                                "`RATE_LIMITED`.")
+    failed_key_lookups_per_minute: int = Field(
+        60, ge=0, description="Lookups of unknown managed keys (`gwk_...`) one client address "
+                              "may cause per minute, per process (0: no limit); past it, keys "
+                              "not already known get 429 `TOO_MANY_KEY_LOOKUPS` without a "
+                              "database query.")
+    key_websockets: int = Field(
+        100, ge=0, description="Timbal WebSockets one API key (or, in development mode, the "
+                               "one project) may hold open at once on one process (0: no "
+                               "limit); one more is refused in the handshake (403).")
     key_cache_seconds: float = Field(
         2.0, ge=0, le=60, description="How long a process trusts its lookup of a managed API "
                                       "key: a revoked key stops working everywhere within "
@@ -245,6 +285,11 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(
         15.0, gt=0, description="SSE comment heartbeat while a stream is idle (keeps proxies "
                                 "from closing it).")
+    slow_reader_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="A stream reader (SSE, NDJSON or WebSocket) that takes nothing for this long "
+                    "while the gateway has something to send is disconnected (its run goes "
+                    "on; it can come back with its cursor).")
     disconnect_grace_seconds: float = Field(
         30.0, ge=0, description="How long a run whose subscribers all left keeps going before "
                                 "it is cancelled.")
@@ -282,19 +327,32 @@ class Settings(BaseSettings):
         None, validate_default=True, description="The audience (`aud`) an identity provider's token must be issued "
                           "for; required with `GATEWAY_OIDC_ISSUERS`.")
     oauth_hs256_secret: SecretStr | None = Field(
-        None, description="A shared secret: `POST /oauth/token` also accepts tokens signed "
-                          "with it (HS256, `sub` and `exp` required; `aud` checked when "
-                          "`GATEWAY_OIDC_AUDIENCE` is set).")
+        None, description="A shared secret of at least 32 bytes: `POST /oauth/token` also "
+                          "accepts tokens signed with it (HS256; `sub`, `exp`, `aud` "
+                          "(`GATEWAY_OIDC_AUDIENCE`) and `iss` (`GATEWAY_OAUTH_HS256_ISSUER`) "
+                          "required).")
+    oauth_hs256_issuer: str | None = Field(
+        None, validate_default=True, min_length=1,
+        description="The issuer (`iss`) a token signed with `GATEWAY_OAUTH_HS256_SECRET` must "
+                    "name; required with it, as `GATEWAY_OIDC_AUDIENCE` is.")
     token_secret: SecretStr | None = Field(
-        None, description="The key that signs the gateway's own access tokens. Unset: a random "
-                          "key per process (tokens die with a restart and are not valid on "
-                          "other processes); set it when running several processes.")
+        None, description="The key (at least 32 bytes, e.g. `openssl rand -hex 32`) that signs "
+                          "the gateway's own access tokens. Unset: a random key per process "
+                          "(tokens die with a restart and are not valid on other processes); "
+                          "set it when running several processes.")
     token_ttl_seconds: int = Field(
         900, ge=30, le=86400, description="Lifetime of a gateway access token (never longer "
                                           "than the exchanged token's own remaining lifetime).")
     max_attachment_bytes: int = Field(
         5 * 1024 * 1024, ge=1, description="Largest attachment (decoded `resource` blob or "
                                            "text) a message may carry to the model.")
+    image_urls: Literal["refuse", "pass"] = Field(
+        "refuse", description="An image attached by `https` URL (not inline data): `refuse` "
+                              "answers 400 `IMAGE_URL_NOT_ALLOWED`; `pass` hands the URL to the "
+                              "model provider, which fetches it. `pass` weakens security with "
+                              "a self-hosted upstream (it fetches the client's URL from inside "
+                              "your network); use it only with a hosted provider. Off by "
+                              "default.")
     transcription_model: str | None = Field(
         None, description="litellm transcription model for `POST /audio/transcribe` (e.g. "
                           "`openai/whisper-1`, reached with the model api base and key). "
@@ -316,9 +374,38 @@ class Settings(BaseSettings):
         return audience
     _normalise_database_url = field_validator("database_url")(normalise_database_url)
 
+    @field_validator("development_mode")
+    @classmethod
+    def _on_needs_no_keys(cls, mode: str, info: ValidationInfo) -> str:
+        if mode == "on" and info.data.get("api_keys"):
+            raise ValueError("`on` cannot go with GATEWAY_API_KEYS: keys configured here "
+                             "are meant to be required")
+        return mode
+
+    @field_validator("token_secret", "oauth_hs256_secret")
+    @classmethod
+    def _strong_secret(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value().encode()) < MIN_SECRET_BYTES:
+            raise ValueError(f"too short: an HS256 key needs at least {MIN_SECRET_BYTES} bytes "
+                             "(make one with `openssl rand -hex 32`)")
+        return secret
+
+    @field_validator("oauth_hs256_issuer")
+    @classmethod
+    def _shared_secret_needs_claims(cls, issuer: str | None,
+                                    info: ValidationInfo) -> str | None:
+        if info.data.get("oauth_hs256_secret") is not None and not (
+                issuer and info.data.get("oidc_audience")):
+            raise ValueError("GATEWAY_OAUTH_HS256_SECRET needs GATEWAY_OAUTH_HS256_ISSUER and "
+                             "GATEWAY_OIDC_AUDIENCE: tokens must name who issued them (`iss`) "
+                             "and for whom (`aud`)")
+        return issuer
+
     @property
-    def development_mode(self) -> bool:
-        return not self.api_keys
+    def development_possible(self) -> bool:
+        """Whether development mode may be on: not with `GATEWAY_API_KEYS` or `off`. Whether
+        it is (`auto`) depends on the managed keys too: `KeyRing.development`."""
+        return self.development_mode != "off" and not self.api_keys
 
     def with_overrides(self, **changes: object) -> "Settings":
         """A copy with the given fields replaced, validated like the environment (CLI flags)."""

@@ -115,8 +115,9 @@ def _limit(value: int | None) -> str:
 
 
 async def managed_keys_exist(database_url: str) -> bool:
-    """Whether the database holds a usable managed key; a database that does not exist yet
-    (or has no schema) holds none, and is not created by asking."""
+    """Whether the database holds a managed key, revoked and expired ones included (then
+    development mode is over for good); a database that does not exist yet (or has no schema)
+    holds none, and is not created by asking."""
     from sqlalchemy.engine import make_url
 
     from .store.db import create_engine
@@ -127,7 +128,7 @@ async def managed_keys_exist(database_url: str) -> bool:
         return False
     engine = create_engine(database_url)
     try:
-        return await Store(engine).count_usable_api_keys(now_ms()) > 0
+        return await Store(engine).count_api_keys() > 0
     except Exception:  # unreachable or not migrated: no keys to speak of
         return False
     finally:

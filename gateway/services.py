@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from .api.identity import IdentityProviders
@@ -62,6 +63,8 @@ class Services:
     identity: IdentityProviders
     keyring: KeyRing
     agents: AgentRegistry  # the operator's agents (`engine/agents.py`)
+    # Timbal WebSockets open on this process, per API key (GATEWAY_KEY_WEBSOCKETS).
+    sockets: Counter[str] = field(default_factory=Counter)
 
 
 @contextlib.asynccontextmanager
@@ -85,10 +88,12 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         setup = LoopSetup(served, settings.model, server_tools, agents,
                           await agent_tools(settings, agents, stack))
         manager = RunManager(store, setup, backend, RunLimits.from_settings(settings), timings)
+        manager.components.max_state_bytes = settings.max_component_state_bytes
         stack.push_async_callback(manager.shutdown)
         _start_background(manager, settings, stack)
         services = Services(settings, store, served, backend, manager, _identity(settings),
-                            KeyRing(store, settings.key_cache_seconds), agents)
+                            KeyRing(store, settings.key_cache_seconds,
+                                    settings.failed_key_lookups_per_minute), agents)
         await _warn_about_defaults(services)
         yield services
 
@@ -137,15 +142,16 @@ def _identity(settings: Settings) -> IdentityProviders:
         settings.oidc_issuers, settings.oidc_audience,
         settings.oauth_hs256_secret.get_secret_value() if settings.oauth_hs256_secret else None,
         settings.token_secret.get_secret_value() if settings.token_secret else None,
-        settings.token_ttl_seconds)
+        settings.token_ttl_seconds, settings.oauth_hs256_issuer)
 
 
 async def _warn_about_defaults(services: Services) -> None:
     settings = services.settings
-    if settings.development_mode and not await services.keyring.any_usable():
-        log.warning("GATEWAY_API_KEYS is not set: development mode, every x-api-key is "
-                    "accepted and all callers share one project. Set it before exposing "
-                    "the gateway.")
+    if await services.keyring.development(settings):
+        log.warning("development mode: every x-api-key is accepted, all callers share one "
+                    "project, and only this machine is answered (loopback clients, Host names "
+                    "and origins). Create a key (gateway keys create) or set GATEWAY_API_KEYS "
+                    "to serve others.")
     if settings.model == DEMO_MODEL:
         log.warning("Using the built-in demo model (%s): it is a scripted stand-in, not a "
                     "real LLM. Set GATEWAY_MODEL to use a real one.", DEMO_MODEL)

@@ -11,15 +11,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..engine.assist import generate_suggestions, generate_title
+from ..engine.assist import TRANSCRIPT_CHARS, generate_suggestions, generate_title
 from ..engine.deltas import ModelError
-from ..engine.history import to_model_messages
 from ..observability import metrics
 from ..protocol.clock import iso_ms, new_id, now_ms
 from ..protocol.problems import ApiError, Problem
 from ..protocol.tambo import NamedThread, Suggestion, SuggestionList, SuggestionsRequest, wire
-from ..store.tables import MessageRow
-from .context import json_body, services, thread_for
+from ..store.tables import MessageRow, ThreadRow
+from .context import json_body, names_scope, services, thread_for
+from .metered import metered, recent_history
 from .render import thread_model
 
 
@@ -37,19 +37,23 @@ async def generate_name(request: Request) -> Response:
     thread = await thread_for(request, scope_optional=True)
     svc = services(request)
     if not thread.name:
-        history = to_model_messages(await svc.store.history(thread.id))
+        history = await recent_history(svc.store, thread.id, TRANSCRIPT_CHARS)
         try:
-            name = await generate_title(svc.model, history)
+            async with metered(request, thread.user_key) as usage:
+                name = await generate_title(svc.model, history, usage)
         except ModelError as exc:
             raise _model_failed(exc) from None
         await svc.store.update_thread(thread.id, name=name, updated_ms=now_ms())
     updated = await svc.store.get_thread(thread.project_id, thread.id)
     assert updated is not None
+    if not names_scope(request):  # the thread id alone: its name, not whose it is
+        return JSONResponse(wire(thread_model(updated, NamedThread, owner=False)))
     return JSONResponse(wire(thread_model(updated, NamedThread, projectId=updated.project_id,
                                           contextKey=updated.user_key)))
 
 
-async def _message(request: Request, user_key: str | None = None) -> MessageRow:
+async def _message(request: Request, user_key: str | None = None
+                   ) -> tuple[ThreadRow, MessageRow]:
     # `TamboClient`'s suggestion calls (the older, non-v1 paths) name no user.
     thread = await thread_for(request, user_key,
                               scope_optional=not request.url.path.startswith("/v1/"))
@@ -58,7 +62,7 @@ async def _message(request: Request, user_key: str | None = None) -> MessageRow:
     if row is None:
         raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {message_id} not found",
                        threadId=thread.id, messageId=message_id)
-    return row
+    return thread, row
 
 
 def _suggestions_response(request: Request, suggestions: list[Suggestion],
@@ -74,20 +78,21 @@ def _suggestions_response(request: Request, suggestions: list[Suggestion],
 
 async def list_suggestions(request: Request) -> Response:
     """Stored suggestions; `[]` (never 404) once the message exists, as React expects."""
-    row = await _message(request)
+    _, row = await _message(request)
     stored = (row.meta or {}).get("suggestions", [])
     return _suggestions_response(request, [Suggestion.model_validate(s) for s in stored])
 
 
 async def create_suggestions(request: Request) -> Response:
     body: SuggestionsRequest = await json_body(request, SuggestionsRequest)
-    row = await _message(request, body.userKey)
+    thread, row = await _message(request, body.userKey)
     svc = services(request)
-    history = to_model_messages(await svc.store.history(row.thread_id))
+    history = await recent_history(svc.store, row.thread_id, TRANSCRIPT_CHARS)
     components = [c.model_dump(exclude_none=True) for c in body.availableComponents]
     try:
-        generated = await generate_suggestions(svc.model, history, components,
-                                               body.maxSuggestions)
+        async with metered(request, thread.user_key) as usage:
+            generated = await generate_suggestions(svc.model, history, components,
+                                                   body.maxSuggestions, usage)
     except ModelError as exc:
         raise _model_failed(exc) from None
     created = iso_ms(now_ms())

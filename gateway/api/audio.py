@@ -16,7 +16,8 @@ from starlette.routing import Route
 from ..engine.deltas import ModelError
 from ..engine.transcription import Transcriber
 from ..protocol.problems import ApiError, Problem
-from .context import caller, services
+from .context import caller, services, user_scope
+from .metered import metered
 
 MAX_AUDIO_BYTES = 25 * 1024 * 1024
 AUDIO_TYPES = ("audio/", "video/mp4", "video/webm", "application/octet-stream")
@@ -51,7 +52,8 @@ async def transcribe(request: Request) -> Response:
                               settings.model_api_key.get_secret_value()
                               if settings.model_api_key else None)
     try:
-        text = await transcriber.transcribe(filename, audio, content_type)
+        async with metered(request, user_scope(request)) as usage:
+            text = await transcriber.transcribe(filename, audio, content_type, usage)
     except ModelError as exc:
         raise ApiError(Problem[exc.code], exc.message, isRetryable=exc.retryable) from None
     return PlainTextResponse(text)

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from ..config import Settings
 from ..protocol.problems import ApiError, InvalidRequest, Problem
 from ..protocol.tambo import checked_user_key
-from ..runs.quotas import Limits, Subject, key_subject, user_subject
+from ..runs.quotas import Limits, QuotaExceeded, Subject, key_subject, user_subject
 from ..services import Services
 from ..store.tables import ThreadRow
 from .identity import (
@@ -23,7 +23,7 @@ from .identity import (
     is_signed_in_scope,
     looks_like_jwt,
 )
-from .keyring import Credentials, ManagedKey
+from .keyring import ENV_KEY_PREFIX, Credentials, ManagedKey
 from .request_limits import check_json_depth
 
 INTEGER = re.compile(r"-?[0-9]+")
@@ -48,7 +48,7 @@ class Caller:
 
 def env_key_id(key: str) -> str:
     """A `GATEWAY_API_KEYS` key's id for quotas and tokens: a hash, never the key."""
-    return "env-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    return ENV_KEY_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _key_project(settings: Settings, creds: Credentials | None,
@@ -67,20 +67,17 @@ def caller(request: Request) -> Caller:
     """The caller of this request (worked out once per request).
 
     `x-api-key` selects the project. A bearer token is either one of the gateway's access tokens
-    (from `POST /oauth/token`), which carries its project and user scope, or, without
-    `x-api-key`, an API key itself. In development mode (no GATEWAY_API_KEYS) every key is in
-    project `default`.
+    (from `POST /oauth/token`), which carries its project and user scope and names the API key
+    it was exchanged with (whose limits then apply, and whose revocation ends it), or, without
+    `x-api-key`, an API key itself. In development mode every key is in project `default`.
     """
     known = getattr(request.state, "caller", None)
     if known is not None:
         return known
-    svc = services(request)
-    settings = svc.settings
+    settings = services(request).settings
     creds: Credentials | None = getattr(request.state, "credentials", None)  # KeyRingMiddleware
-    if creds is not None and creds.unavailable:
-        raise ApiError(Problem.DATABASE_UNAVAILABLE, "The gateway cannot check the API key "
-                       "right now; retry shortly", isRetryable=True)
-    development = settings.development_mode and not (creds and creds.managed_keys_exist)
+    _refuse_unresolved(creds)
+    development = creds is not None and creds.development
     key = request.headers.get("x-api-key")
     auth = request.headers.get("authorization", "")
     bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else None
@@ -90,15 +87,7 @@ def caller(request: Request) -> Caller:
         if found is None:
             raise ApiError(Problem.UNAUTHORIZED, "Invalid API key")
     if bearer and looks_like_jwt(bearer):
-        try:
-            project, scope, token_key = svc.identity.verify_access_token(bearer)
-        except TokenRejected as exc:
-            raise ApiError(Problem.TOKEN_EXPIRED if exc.expired else Problem.INVALID_TOKEN,
-                           f"Invalid bearer token: {exc.reason}") from None
-        if found is not None and found[0] != project:
-            raise ApiError(Problem.INVALID_TOKEN,
-                           "Invalid bearer token: it was issued for another project")
-        who = Caller(project, scope, token_key)
+        who = _token_caller(request, bearer, found[0] if found else None, development)
     elif found is not None:
         who = Caller(found[0], None, found[1], found[2])
     elif development:
@@ -112,6 +101,45 @@ def caller(request: Request) -> Caller:
         raise ApiError(Problem.UNAUTHORIZED, "Missing API key: send it in the x-api-key header")
     request.state.caller = who
     return who
+
+
+def _refuse_unresolved(creds: Credentials | None) -> None:
+    """The keys could not be looked up: the database is away, or this client made up too
+    many keys (each unknown one costs a query)."""
+    if creds is not None and creds.unavailable:
+        raise ApiError(Problem.DATABASE_UNAVAILABLE, "The gateway cannot check the API key "
+                       "right now; retry shortly", isRetryable=True)
+    if creds is not None and creds.lookups_exceeded is not None:
+        retry = creds.lookups_exceeded.retry_after
+        raise QuotaExceeded(Problem.TOO_MANY_KEY_LOOKUPS, "Too many unknown API keys from this "
+                            f"address; retry after {retry} s", retry, retryAfter=retry)
+
+
+def _token_caller(request: Request, bearer: str, key_project: str | None,
+                  development: bool) -> Caller:
+    """The signed-in user a gateway access token names, with the API key it was exchanged
+    with: that key must still be usable (revoking it ends its tokens within the key cache
+    time) and its own limits apply. Development mode names no key."""
+    svc = services(request)
+    try:
+        project, scope, token_key = svc.identity.verify_access_token(bearer)
+    except TokenRejected as exc:
+        raise ApiError(Problem.TOKEN_EXPIRED if exc.expired else Problem.INVALID_TOKEN,
+                       f"Invalid bearer token: {exc.reason}") from None
+    if key_project is not None and key_project != project:
+        raise ApiError(Problem.INVALID_TOKEN,
+                       "Invalid bearer token: it was issued for another project")
+    creds: Credentials | None = getattr(request.state, "credentials", None)
+    managed = creds.token_key if creds is not None else None
+    if development:
+        return Caller(project, scope, token_key, managed)
+    if token_key is not None and token_key.startswith(ENV_KEY_PREFIX):
+        if any(env_key_id(k) == token_key for k in svc.settings.api_keys):
+            return Caller(project, scope, token_key)
+    elif managed is not None and managed.id == token_key:
+        return Caller(project, scope, token_key, managed)
+    raise ApiError(Problem.INVALID_TOKEN, "Invalid bearer token: the API key it was issued "
+                   "with is revoked, expired or no longer configured")
 
 
 def project_of(request: Request) -> str:
@@ -167,6 +195,12 @@ def required_user_scope(request: Request, *body_candidates: str | None) -> str:
                        "This call needs a user scope: provide a userKey (query or body) or "
                        "a bearer token from POST /oauth/token")
     return scope
+
+
+def names_scope(request: Request) -> bool:
+    """Whether the caller named a user scope (query userKey or bearer token): a caller that did
+    not holds only a thread id, and is shown nothing that leads to the thread's owner."""
+    return user_scope(request) is not None
 
 
 def query_user_key(request: Request) -> str | None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
 from .openapi import openapi_text
+from .static_files import PAGE_HEADERS, AssetFiles
 
 PAGE = Path(__file__).resolve().parent.parent / "web" / "docs.html"
 # Swagger UI sets inline styles from React, hence 'unsafe-inline' for styles (never scripts).
@@ -31,11 +31,11 @@ async def openapi_json(_: Request) -> Response:
 
 async def docs(_: Request) -> Response:
     return FileResponse(PAGE, media_type="text/html",
-                        headers={"Content-Security-Policy": POLICY, "Cache-Control": "no-cache"})
+                        headers={"Content-Security-Policy": POLICY, **PAGE_HEADERS})
 
 
 routes = [
     Route("/openapi.json", openapi_json, methods=["GET"]),
     Route("/docs", docs, methods=["GET"]),
-    Mount("/docs/swagger-ui", StaticFiles(directory=str(swagger_ui_path)), name="swagger-ui"),
+    Mount("/docs/swagger-ui", AssetFiles(directory=str(swagger_ui_path)), name="swagger-ui"),
 ]

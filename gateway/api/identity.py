@@ -33,7 +33,9 @@ ASYMMETRIC_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "
 JWKS_TTL_SECONDS = 3600.0
 JWKS_REFRESH_SECONDS = 30.0
 FETCH_TIMEOUT_SECONDS = 10.0
+JWKS_FAILURE_SECONDS = 10.0  # after a failed fetch, tokens of that issuer are refused at once
 LEEWAY_SECONDS = 5  # clock skew between the provider and us
+UNREACHABLE = "The token's issuer could not be reached to check it"
 
 
 # The user scopes of signed-in users; a userKey cannot name one (it would impersonate them).
@@ -42,6 +44,14 @@ SIGNED_IN_PREFIX = "oauth:"
 
 def is_signed_in_scope(user_key: str | None) -> bool:
     return user_key is not None and user_key.startswith(SIGNED_IN_PREFIX)
+
+
+def signed_in_scope(provider: str, subject: str) -> str:
+    """`oauth:<provider>:<subject>`, unambiguous: the subject's `%` and `:` are escaped, so the
+    last `:` always ends the provider (an issuer URL, or `hs256:<iss>`, may hold any number of
+    them) and two different (provider, subject) pairs never share a scope. Subjects without
+    either character (nearly all) read as before."""
+    return f"{SIGNED_IN_PREFIX}{provider}:{subject.replace('%', '%25').replace(':', '%3A')}"
 
 
 class TokenRejected(Exception):
@@ -65,11 +75,16 @@ class _Keys:
 
 
 class JwksCache:
-    """Signing keys of OIDC issuers, by issuer and `kid`."""
+    """Signing keys of OIDC issuers, by issuer and `kid`.
+
+    Each issuer has its own lock, so an issuer that does not answer holds up only the
+    exchanges of its own users; and a failed fetch is remembered for `JWKS_FAILURE_SECONDS`,
+    so those exchanges are refused at once meanwhile instead of each waiting for the timeout."""
 
     def __init__(self) -> None:
         self._keys: dict[str, _Keys] = {}
-        self._lock = asyncio.Lock()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._failed: dict[str, float] = {}  # issuer -> when its last fetch failed
 
     async def key(self, issuer: str, kid: str | None) -> Any:
         cached = self._keys.get(issuer)
@@ -77,16 +92,28 @@ class JwksCache:
         if age is None or age > JWKS_TTL_SECONDS or (
                 cached is not None and _pick(cached.keys, kid) is None
                 and age > JWKS_REFRESH_SECONDS):
-            async with self._lock:
+            async with self._locks.setdefault(issuer, asyncio.Lock()):
                 cached = self._keys.get(issuer)
                 if cached is None or time.monotonic() - cached.fetched_at > JWKS_REFRESH_SECONDS:
-                    self._keys[issuer] = cached = _Keys(await _fetch_keys(issuer),
+                    self._keys[issuer] = cached = _Keys(await self._fetch(issuer),
                                                         time.monotonic())
         assert cached is not None
         key = _pick(cached.keys, kid)
         if key is None:
             raise TokenRejected("The token is signed with a key its issuer does not publish")
         return key
+
+    async def _fetch(self, issuer: str) -> dict[str, Any]:
+        failed = self._failed.get(issuer)
+        if failed is not None and time.monotonic() - failed < JWKS_FAILURE_SECONDS:
+            raise TokenRejected(UNREACHABLE)
+        try:
+            keys = await _fetch_keys(issuer)
+        except TokenRejected:
+            self._failed[issuer] = time.monotonic()
+            raise
+        self._failed.pop(issuer, None)
+        return keys
 
 
 def _pick(keys: dict[str, Any], kid: str | None) -> Any:
@@ -104,7 +131,7 @@ async def _fetch_keys(issuer: str) -> dict[str, Any]:
         key_set = jwt.PyJWKSet.from_dict(jwks)
     except (httpx.HTTPError, KeyError, TypeError, ValueError, jwt.PyJWTError) as exc:
         log.warning("could not read the signing keys of %s: %s", issuer, exc)
-        raise TokenRejected("The token's issuer could not be reached to check it") from None
+        raise TokenRejected(UNREACHABLE) from None
     return {k.key_id or f"#{n}": k for n, k in enumerate(key_set.keys)}
 
 
@@ -112,10 +139,11 @@ class IdentityProviders:
     """Verifies identity-provider tokens and issues and verifies the gateway's own tokens."""
 
     def __init__(self, issuers: tuple[str, ...], audience: str | None,
-                 shared_secret: str | None, token_secret: str | None, token_ttl: int) -> None:
+                 shared_secret: str | None, token_secret: str | None, token_ttl: int,
+                 shared_issuer: str | None = None) -> None:
         self.issuers = {issuer.rstrip("/"): issuer for issuer in issuers}
         self.audience = audience
-        self.shared_secret = shared_secret
+        self.shared_secret, self.shared_issuer = shared_secret, shared_issuer
         self.token_secret = token_secret or secrets.token_urlsafe(32)
         self.token_ttl = token_ttl
         self.jwks = JwksCache()
@@ -133,15 +161,17 @@ class IdentityProviders:
             raise TokenRejected("The subject token is not a JWT") from None
         algorithm = header.get("alg")
         issuer = unverified.get("iss")
-        options = {"require": ["exp", "sub"]}
-        if algorithm == "HS256" and self.shared_secret:
-            claims = _decode(token, self.shared_secret, ["HS256"], self.audience, None, options)
-            provider = f"hs256:{claims.get('iss') or 'shared'}"
+        required = {"require": ["exp", "sub", "iss", "aud"]}
+        if algorithm == "HS256" and self.shared_secret and self.shared_issuer and self.audience:
+            # The settings make sure both are set: a token must say whom it is for and who
+            # issued it, or a token of another system sharing the secret would sign users in.
+            claims = _decode(token, self.shared_secret, ["HS256"], self.audience,
+                             self.shared_issuer, required)
+            provider = f"hs256:{claims['iss']}"
         elif (algorithm in ASYMMETRIC_ALGORITHMS and isinstance(issuer, str)
               and issuer.rstrip("/") in self.issuers):
             key = await self.jwks.key(self.issuers[issuer.rstrip("/")], header.get("kid"))
-            claims = _decode(token, key, [algorithm], self.audience, issuer,
-                             {"require": ["exp", "sub", "iss", "aud"]})
+            claims = _decode(token, key, [algorithm], self.audience, issuer, required)
             provider = issuer.rstrip("/")
         else:
             raise TokenRejected("The subject token is not from an identity provider this "
@@ -149,7 +179,7 @@ class IdentityProviders:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject.strip():
             raise TokenRejected("The subject token names no subject (sub)")
-        return Identity(user_scope=f"{SIGNED_IN_PREFIX}{provider}:{subject}",
+        return Identity(user_scope=signed_in_scope(provider, subject),
                         expires_at=int(claims["exp"]))
 
     def issue(self, project: str, identity: Identity,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -21,14 +22,19 @@ from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..config import Settings
 from ..protocol.clock import new_id, now_ms
 from ..store.base import UNAVAILABLE
 from ..store.repository import Store
 from ..store.tables import ApiKeyRow
+from .identity import IdentityProviders, TokenRejected, looks_like_jwt
 
 KEY_PREFIX = "gwk_"
 # Bound on cached lookups, so a flood of made-up keys cannot grow the cache without end.
 CACHE_ENTRIES = 10_000
+WINDOW_SECONDS = 60.0
+# Ids of `GATEWAY_API_KEYS` keys (`context.env_key_id`): never in the database.
+ENV_KEY_PREFIX = "env-"
 
 T = TypeVar("T")
 
@@ -72,41 +78,122 @@ def key_row(key: str, project: str, expires_ms: int | None = None,
                      daily_tokens=daily_tokens, agent=agent)
 
 
+class KeyLookupsExceeded(Exception):
+    """A client address caused too many lookups of unknown keys; retry after `retry_after`."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.retry_after = retry_after
+
+
+class FailedLookups:
+    """Lookups of unknown keys per client address, per minute (a fixed window each).
+
+    Each made-up `gwk_` key costs a database query; past the limit, an address gets no more
+    until its minute is over. Keys a process already knows are answered from the cache and
+    never count. Bounded like the key cache: a flood of addresses clears it."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._windows: dict[str, tuple[float, int]] = {}
+
+    def check(self, address: str) -> None:
+        started, failures = self._windows.get(address, (0.0, 0))
+        left = WINDOW_SECONDS - (time.monotonic() - started)
+        if self.per_minute and left > 0 and failures >= self.per_minute:
+            raise KeyLookupsExceeded(max(1, math.ceil(left)))
+
+    def record(self, address: str) -> None:
+        now = time.monotonic()
+        started, failures = self._windows.get(address, (now, 0))
+        if now - started >= WINDOW_SECONDS:
+            started, failures = now, 0
+        if len(self._windows) >= CACHE_ENTRIES:
+            self._windows.clear()
+        self._windows[address] = (started, failures + 1)
+
+
 class KeyRing:
-    """Looks managed keys up by hash, with a short per-process cache.
+    """Looks managed keys up by hash (presented keys) or id (the key a gateway token was
+    exchanged with), with a short per-process cache.
 
     A lookup already under way is shared: when a burst of requests finds the cache empty or
     stale at once (a few hundred runs started together), they wait for one query instead of
     each sending its own to the database every run start also needs."""
 
-    def __init__(self, store: Store, cache_seconds: float) -> None:
+    def __init__(self, store: Store, cache_seconds: float,
+                 failed_lookups_per_minute: int = 0) -> None:
         self.store, self.cache_seconds = store, cache_seconds
         self._keys: dict[str, tuple[float, ApiKeyRow | None]] = {}
-        self._any: tuple[float, bool] | None = None
+        self._ever_made = False
+        self._checked: float | None = None
         self._looking: dict[str, asyncio.Future[Any]] = {}
+        self.failed = FailedLookups(failed_lookups_per_minute)
+        # Keys once found usable: looking them up again (to see a revocation) is never limited,
+        # so a flood of made-up keys from a shared address (a proxy) does not lock them out.
+        self._known: set[str] = set()
 
-    async def resolve(self, key: str) -> ManagedKey | None:
+    async def resolve(self, key: str, client: str | None = None) -> ManagedKey | None:
+        """The usable managed key `key` is, or None. Looking up a key never found usable for
+        `client` (an address) past its limit of failed lookups raises `KeyLookupsExceeded`
+        instead of asking."""
         digest = hash_key(key)
-        cached = self._keys.get(digest)
-        if cached is None or time.monotonic() - cached[0] > self.cache_seconds:
-            cached = await self._shared(digest, lambda: self._look_up(digest))
-        return usable(cached[1], now_ms())
-
-    async def any_usable(self) -> bool:
-        """Whether any managed key can be used (then development mode is off)."""
-        if self._any is None or time.monotonic() - self._any[0] > self.cache_seconds:
-            self._any = await self._shared("", self._count)
-        return self._any[1]
-
-    async def _look_up(self, digest: str) -> tuple[float, ApiKeyRow | None]:
-        row = await self.store.find_api_key(digest)
-        if len(self._keys) >= CACHE_ENTRIES:
-            self._keys.clear()
-        self._keys[digest] = found = (time.monotonic(), row)
+        cached = self._fresh(digest)
+        if cached is not None:
+            return usable(cached[1], now_ms())
+        if client is not None and digest not in self._known:
+            self.failed.check(client)
+        cached = await self._shared(digest, lambda: self._look_up(
+            digest, lambda: self.store.find_api_key(digest)))
+        found = usable(cached[1], now_ms())
+        if found is not None:
+            if len(self._known) >= CACHE_ENTRIES:
+                self._known.clear()
+            self._known.add(digest)
+        elif client is not None:
+            self.failed.record(client)
         return found
 
-    async def _count(self) -> tuple[float, bool]:
-        return time.monotonic(), await self.store.count_usable_api_keys(now_ms()) > 0
+    async def resolve_id(self, key_id: str) -> ManagedKey | None:
+        """The managed key with this id if it is still usable (not revoked, not expired)."""
+        name = "id:" + key_id
+        cached = self._fresh(name)
+        if cached is None:
+            cached = await self._shared(name, lambda: self._look_up(
+                name, lambda: self.store.get_api_key(key_id)))
+        return usable(cached[1], now_ms())
+
+    async def keys_ever_made(self) -> bool:
+        """Whether any managed key was ever made (revoked and expired ones count). Once true
+        it stays true: no key is ever deleted, and authentication never switches itself off."""
+        if not self._ever_made and (self._checked is None or
+                                    time.monotonic() - self._checked > self.cache_seconds):
+            self._ever_made = await self._shared("", self._count)
+            self._checked = time.monotonic()
+        return self._ever_made
+
+    async def development(self, settings: Settings) -> bool:
+        """Whether development mode is on now: asked for (`on`), or `auto` with no key at all."""
+        if not settings.development_possible:
+            return False
+        return settings.development_mode == "on" or not await self.keys_ever_made()
+
+    def _fresh(self, name: str) -> tuple[float, ApiKeyRow | None] | None:
+        cached = self._keys.get(name)
+        if cached is None or time.monotonic() - cached[0] > self.cache_seconds:
+            return None
+        return cached
+
+    async def _look_up(self, name: str, query: Callable[[], Awaitable[ApiKeyRow | None]]
+                       ) -> tuple[float, ApiKeyRow | None]:
+        row = await query()
+        if len(self._keys) >= CACHE_ENTRIES:
+            self._keys.clear()
+        self._keys[name] = found = (time.monotonic(), row)
+        return found
+
+    async def _count(self) -> bool:
+        return await self.store.count_api_keys() > 0
 
     async def _shared(self, name: str, query: Callable[[], Awaitable[T]]) -> T:
         """The result of the query `name` under way, or of a new one; a caller that goes away
@@ -124,13 +211,16 @@ class Credentials:
     """What the key middleware found for a request (see `context.caller`)."""
 
     managed: dict[str, ManagedKey]  # the presented keys that are usable managed keys
-    managed_keys_exist: bool
+    development: bool  # development mode is on for this request
+    token_key: ManagedKey | None = None  # the usable managed key a gateway token names
     unavailable: bool = False  # the database could not be asked
+    lookups_exceeded: KeyLookupsExceeded | None = None  # too many unknown keys from here
 
 
 class KeyRingMiddleware:
-    """Resolves a presented key against the managed keys before the route runs: `caller()`
-    is synchronous and called everywhere, so the one asynchronous lookup happens here."""
+    """Resolves a presented key (or the key a gateway token names) against the managed keys
+    before the route runs: `caller()` is synchronous and called everywhere, so the
+    asynchronous lookups happen here."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -139,24 +229,52 @@ class KeyRingMiddleware:
         if scope["type"] in ("http", "websocket"):
             services = getattr(scope["app"].state, "services", None)
             if services is not None:
+                client = scope.get("client")
                 scope.setdefault("state", {})["credentials"] = await _credentials(
-                    services.keyring, services.settings.api_keys, scope["headers"])
+                    services, scope["headers"], client[0] if client else None)
         await self.app(scope, receive, send)
 
 
-async def _credentials(keyring: KeyRing, env_keys: dict[str, str],
-                       headers: list[tuple[bytes, bytes]]) -> Credentials:
+def presented(headers: list[tuple[bytes, bytes]]) -> tuple[list[str], str | None]:
+    """The keys a request presents (`x-api-key` values) and its bearer token, if any."""
     given = [value.decode("latin-1") for name, value in headers if name == b"x-api-key"]
+    bearer = None
     for name, value in headers:
         if name == b"authorization" and value[:7].lower() == b"bearer ":
-            given.append(value[7:].decode("latin-1").strip())
-    candidates = [k for k in given if k.startswith(KEY_PREFIX) and k not in env_keys]
+            bearer = value[7:].decode("latin-1").strip()
+    return given, bearer
+
+
+async def _credentials(services: Any, headers: list[tuple[bytes, bytes]],
+                       client: str | None) -> Credentials:
+    keyring: KeyRing = services.keyring
+    settings: Settings = services.settings
+    given, bearer = presented(headers)
+    token_key_id = None
+    if bearer is not None and looks_like_jwt(bearer):
+        token_key_id = _token_key_id(services.identity, bearer)
+    elif bearer is not None:
+        given.append(bearer)  # a bearer that is not a gateway token may be an API key
+    candidates = [k for k in given if k.startswith(KEY_PREFIX) and k not in settings.api_keys]
     try:
+        development = await keyring.development(settings)
         managed = {}
         for key in candidates:
-            if (found := await keyring.resolve(key)) is not None:
+            if (found := await keyring.resolve(key, client)) is not None:
                 managed[key] = found
-        exist = bool(env_keys) or bool(managed) or await keyring.any_usable()
+        token_key = (await keyring.resolve_id(token_key_id)
+                     if token_key_id and not token_key_id.startswith(ENV_KEY_PREFIX) else None)
     except UNAVAILABLE:
-        return Credentials({}, True, unavailable=True)
-    return Credentials(managed, exist)
+        return Credentials({}, False, unavailable=True)
+    except KeyLookupsExceeded as exceeded:
+        return Credentials({}, False, lookups_exceeded=exceeded)
+    return Credentials(managed, development, token_key)
+
+
+def _token_key_id(identity: IdentityProviders, bearer: str) -> str | None:
+    """The key id a valid gateway token names; None for a token that names none, or that is
+    not valid (`caller` refuses it, with the reason)."""
+    try:
+        return identity.verify_access_token(bearer)[2]
+    except TokenRejected:
+        return None

@@ -13,7 +13,8 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+
+from .static_files import PAGE_HEADERS, AssetFiles
 
 FILES = Path(__file__).resolve().parent.parent / "web"
 # Everything from this origin only; `connect-src 'self'` also keeps the typed API key here.
@@ -23,10 +24,10 @@ POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 
 
 async def playground(_: Request) -> Response:
     return FileResponse(FILES / "index.html", media_type="text/html",
-                        headers={"Content-Security-Policy": POLICY, "Cache-Control": "no-cache"})
+                        headers={"Content-Security-Policy": POLICY, **PAGE_HEADERS})
 
 
 routes = [
     Route("/", playground, methods=["GET"]),
-    Mount("/web", StaticFiles(directory=FILES), name="web"),
+    Mount("/web", AssetFiles(directory=FILES), name="web"),
 ]

@@ -16,8 +16,15 @@ from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import ComponentRow, MessageRow, RunRow, ThreadRow
 
 
-def thread_model(row: ThreadRow, model: type[Thread] = Thread, **extra: Any) -> Thread:
-    """A thread row as `Thread`, or as a model that extends it with `extra` fields."""
+def thread_model(row: ThreadRow, model: type[Thread] = Thread, *, owner: bool = True,
+                 **extra: Any) -> Thread:
+    """A thread row as `Thread`, or as a model that extends it with `extra` fields.
+
+    `owner=False` leaves out whose thread it is (`userKey`): a caller that named no user scope
+    holds only the thread id, and the owner's userKey would open every other thread of theirs.
+    """
+    if owner:
+        extra["userKey"] = row.user_key
     return model(
         id=row.id,
         createdAt=iso_ms(row.created_ms),
@@ -25,7 +32,6 @@ def thread_model(row: ThreadRow, model: type[Thread] = Thread, **extra: Any) -> 
         runStatus=row.run_status,
         name=row.name,
         metadata=row.meta,
-        userKey=row.user_key,
         currentRunId=row.current_run_id,
         lastCompletedRunId=row.last_completed_run_id,
         lastRunCancelled=row.last_run_cancelled,

@@ -11,8 +11,11 @@ import re
 from typing import Any
 
 from ..config import Settings
+from ..engine.attachments import is_image_url
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import Block, RunSpec
+from ..runs.state_schema import SchemaRefused, check_client_schema
+from .stored_caps import check_initial_messages, check_metadata
 
 # A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
 _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
@@ -80,3 +83,30 @@ def check_run_request(settings: Settings, spec: RunSpec) -> None:
             raise ApiError(Problem.SCHEMA_TOO_LARGE,
                            f"The schemas of {name[:200]!r} take {size} bytes; the limit is "
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)
+    for component in spec.components:
+        check_state_schema(component.name, component.state_schema)
+    check_image_urls(settings, spec)
+    check_metadata(settings, spec.metadata)
+    check_initial_messages(settings, [m.text for m in spec.seed_messages])
+
+
+def check_image_urls(settings: Settings, spec: RunSpec) -> None:
+    """400 for an image attached by URL unless `GATEWAY_IMAGE_URLS=pass`: the model provider
+    would fetch it, and a self-hosted one does so from inside the operator's network."""
+    if settings.image_urls == "pass" or spec.user is None:
+        return
+    for block in spec.user.blocks:
+        if block.get("type") == "resource" and is_image_url(block.get("resource") or {}):
+            raise ApiError(Problem.IMAGE_URL_NOT_ALLOWED,
+                           "Images must be attached as data (a base64 `blob`), not as a URL: "
+                           "this gateway does not pass image URLs to its model "
+                           "(GATEWAY_IMAGE_URLS)")
+
+
+def check_state_schema(name: str, schema: Any) -> None:
+    """400 for a `stateSchema` the gateway will not run (it is checked on the event loop at
+    every state update, so only what runs in bounded time is accepted)."""
+    try:
+        check_client_schema(schema)
+    except SchemaRefused as exc:
+        raise ApiError(Problem[exc.code], f"Component {name[:200]!r}: {exc.message}") from None

@@ -37,6 +37,7 @@ from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
 from .context import services, thread_for
 from .request_limits import check_run_request
+from .slow_reader import BoundedEventSource
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,8 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
                "X-Accel-Buffering": "no", "X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
                **(extra_headers or {})}
     timings = svc.runs.timings
-    return EventSourceResponse(frames(), ping=timings.heartbeat_seconds, sep="\n",
-                               headers=headers, send_timeout=timings.slow_reader_seconds)
+    return BoundedEventSource(frames(), ping=timings.heartbeat_seconds, sep="\n",
+                              headers=headers, send_timeout=timings.slow_reader_seconds)
 
 
 def check_model(request: Request, spec: RunSpec) -> None:

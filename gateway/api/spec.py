@@ -63,8 +63,9 @@ class Operation:
 
     def codes(self) -> list[str]:
         """Every problem code this operation can answer with, in a stable order."""
-        implied: list[str] = [] if self.public else ["UNAUTHORIZED", "INVALID_TOKEN",
-                                                     "TOKEN_EXPIRED"]
+        implied: list[str] = ["LOOPBACK_ONLY"]  # development mode, for any operation
+        if not self.public:
+            implied += ["UNAUTHORIZED", "INVALID_TOKEN", "TOKEN_EXPIRED", "TOO_MANY_KEY_LOOKUPS"]
         if self.body is not None:
             implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
             if self.body_media_type == "application/json":
@@ -123,10 +124,19 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "INVALID_ATTACHMENT", "UNSUPPORTED_ATTACHMENT", "ATTACHMENT_TOO_LARGE",
               "SHUTTING_DOWN", "MESSAGE_TOO_LARGE", "SCHEMA_TOO_LARGE", "TOO_MANY_TOOLS",
               "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
-              "TOKEN_BUDGET_EXCEEDED", "AGENT_NOT_FOUND", "SYSTEM_PROMPT_NOT_ALLOWED")
+              "TOKEN_BUDGET_EXCEEDED", "UNSUPPORTED_SCHEMA_PATTERN", "UNSUPPORTED_SCHEMA_REF",
+              "UNSUPPORTED_SCHEMA_KEYWORD", "METADATA_TOO_LARGE", "IMAGE_URL_NOT_ALLOWED", "AGENT_NOT_FOUND",
+              "SYSTEM_PROMPT_NOT_ALLOWED")
+# What creating a thread may be refused for: its seeded messages and the number of threads.
+STORED_CAPS = ("METADATA_TOO_LARGE", "TOO_MANY_INITIAL_MESSAGES", "MESSAGE_TOO_LARGE",
+               "THREAD_LIMIT_REACHED")
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
                 "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
                 "LLM_UNREACHABLE")
+# A one-shot model call (name, suggestions, transcription): the provider's failures, and the
+# quotas it is metered against as runs are.
+METERED_ERRORS = (*MODEL_ERRORS, "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
+                  "TOKEN_BUDGET_EXCEEDED")
 # Some helpers are served on the beta path (where `@tambo-ai/react` and `TamboClient` call them)
 # and on the v1 path: (path prefix, operationId suffix, summary note).
 BETA_AND_V1 = (("/v1/threads", "", ""),
@@ -164,7 +174,8 @@ OPERATIONS: tuple[Operation, ...] = (
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
               body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread,
-              errors=("USER_SCOPE_REQUIRED", "AGENT_NOT_FOUND", "SYSTEM_PROMPT_NOT_ALLOWED")),
+              errors=("USER_SCOPE_REQUIRED", *STORED_CAPS, "AGENT_NOT_FOUND",
+                      "SYSTEM_PROMPT_NOT_ALLOWED")),
     Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
               params=(*KEYS, limit(20, 100), CURSOR), result=tambo.ThreadList,
               errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
@@ -172,13 +183,13 @@ OPERATIONS: tuple[Operation, ...] = (
               "threads", params=KEYS, result=tambo.ThreadWithMessages),
     Operation("PATCH", "/v1/threads/{thread_id}", "updateThread", "Rename a thread or replace "
               "its metadata", "threads", body=tambo.ThreadUpdateRequest, params=KEYS,
-              result=tambo.Thread),
+              result=tambo.Thread, errors=("METADATA_TOO_LARGE",)),
     Operation("DELETE", "/v1/threads/{thread_id}", "deleteThread", "Delete a thread (cancelling "
               "its active run)", "threads", params=KEYS, status=204,
               errors=("USER_SCOPE_REQUIRED",)),
     *(Operation("POST", f"{prefix}/{{thread_id}}/generate-name", f"generateThreadName{alias}",
                 "Name the thread from its history" + note, "threads", params=KEYS,
-                result=tambo.NamedThread, errors=MODEL_ERRORS)
+                result=tambo.NamedThread, errors=METERED_ERRORS)
       for prefix, alias, note in BETA_AND_V1),
     # messages
     Operation("GET", "/v1/threads/{thread_id}/messages", "listMessages", "List a thread's "
@@ -201,7 +212,7 @@ OPERATIONS: tuple[Operation, ...] = (
                   "suggestions", body=tambo.SuggestionsRequest, params=KEYS, status=201,
                   result=tambo.SuggestionList if prefix.startswith("/v1") else list[
                       tambo.Suggestion],
-                  errors=("MESSAGE_NOT_FOUND", *scoped(prefix), *MODEL_ERRORS)))),
+                  errors=("MESSAGE_NOT_FOUND", *scoped(prefix), *METERED_ERRORS)))),
     # signed-in users
     Operation("POST", "/oauth/token", "exchangeToken", "Exchange an identity provider's token "
               "for a gateway access token (RFC 8693)", "auth",
@@ -226,7 +237,8 @@ OPERATIONS: tuple[Operation, ...] = (
                                    "Refuse the update unless the state is at this revision.")),
               result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
               errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
-                      "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION")),
+                      "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION",
+                      "STATE_SCHEMA_TOO_COMPLEX", "STATE_TOO_LARGE")),
     # voice input
     Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
               "input)", "audio",
@@ -235,7 +247,7 @@ OPERATIONS: tuple[Operation, ...] = (
                           "`GATEWAY_TRANSCRIPTION_MODEL`.",
               body=tambo.TranscribeRequest, body_media_type="multipart/form-data", result=str,
               media_type="text/plain",
-              errors=("UNSUPPORTED_MEDIA_TYPE", "TRANSCRIPTION_DISABLED", *MODEL_ERRORS)),
+              errors=("UNSUPPORTED_MEDIA_TYPE", "TRANSCRIPTION_DISABLED", *METERED_ERRORS)),
 )
 
 

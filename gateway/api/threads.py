@@ -23,8 +23,17 @@ from ..protocol.tambo import (
 from ..runs.admission import NewThread
 from ..store.tables import MessageRow, ThreadRow
 from .agent_choice import agent_for, check_client_prompt
-from .context import int_param, json_body, project_of, required_user_scope, services, thread_for
+from .context import (
+    int_param,
+    json_body,
+    names_scope,
+    project_of,
+    required_user_scope,
+    services,
+    thread_for,
+)
 from .render import message_model, thread_model, usage_model
+from .stored_caps import check_initial_messages, check_metadata, check_thread_room
 
 
 def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
@@ -56,6 +65,10 @@ async def create_thread(request: Request) -> Response:
     seeds = [m.seed() for m in body.initialMessages or []]
     agent = agent_for(request, None)
     check_client_prompt(agent, seeds)
+    settings = services(request).settings
+    check_metadata(settings, body.metadata)
+    check_initial_messages(settings, [m.text for m in seeds])
+    await check_thread_room(settings, services(request).store, project, user_key)
     thread = new_thread(project, user_key, body.metadata, seeds, agent.name)
     await services(request).store.add(thread.row, *thread.messages)
     return JSONResponse(wire(thread_model(thread.row)), status_code=201)
@@ -77,11 +90,13 @@ async def get_thread(request: Request) -> Response:
         store.history(thread.id), store.components_of(thread.id), store.thread_usage(thread.id))
     messages = [message_model(row, components) for row in rows]
     return JSONResponse(wire(thread_model(thread, ThreadWithMessages, messages=messages,
+                                          owner=names_scope(request),
                                           usage=usage_model(usage))))
 
 
 async def update_thread(request: Request) -> Response:
     body: ThreadUpdateRequest = await json_body(request, ThreadUpdateRequest)
+    check_metadata(services(request).settings, body.metadata)
     thread = await thread_for(request, scope_optional=True)  # TamboClient renames without one
     changes: dict[str, Any] = {"updated_ms": now_ms()}
     if "name" in body.model_fields_set:
@@ -92,7 +107,7 @@ async def update_thread(request: Request) -> Response:
     await store.update_thread(thread.id, **changes)
     updated = await store.get_thread(thread.project_id, thread.id)
     assert updated is not None
-    return JSONResponse(wire(thread_model(updated)))
+    return JSONResponse(wire(thread_model(updated, owner=names_scope(request))))
 
 
 async def delete_thread(request: Request) -> Response:

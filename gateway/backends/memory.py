@@ -16,15 +16,25 @@ from ..runs.quotas import DAY_MS, MINUTE_MS, Exceeded, Subject
 
 @dataclass
 class MemoryCounters:
-    """One process's counters; exact for a single process."""
+    """One process's counters; exact for a single process. A window's counts are dropped when
+    the next window begins, so subjects seen once (every user scope) are not kept forever."""
 
     running: dict[str, set[str]] = field(default_factory=dict)
     starts: dict[str, tuple[int, int]] = field(default_factory=dict)  # (minute, count)
     tokens: dict[str, tuple[int, int]] = field(default_factory=dict)  # (day, count)
+    windows: tuple[int, int] = (0, 0)  # the (minute, day) the counts were last pruned in
+
+    def _prune(self, minute: int, day: int) -> None:
+        if self.windows[0] != minute:
+            self.starts = {n: c for n, c in self.starts.items() if c[0] == minute}
+        if self.windows[1] != day:
+            self.tokens = {n: c for n, c in self.tokens.items() if c[0] == day}
+        self.windows = (minute, day)
 
     async def acquire(self, ticket: str, subjects: Sequence[Subject],
                       now: int) -> tuple[int, Exceeded] | None:
         minute, day = now // MINUTE_MS, now // DAY_MS
+        self._prune(minute, day)
         for index, subject in enumerate(subjects):
             limits = subject.limits
             if limits.daily_tokens and _in(self.tokens, subject.name, day) >= limits.daily_tokens:

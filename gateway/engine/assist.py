@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 
+UsageSink = Callable[[int], None]
 TITLE_TASK = "title"
 SUGGESTIONS_TASK = "suggestions"
 
 
 class CompletionModel(Protocol):
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str: ...
+                       task: str | None = None, usage: UsageSink | None = None) -> str: ...
 
 
-def transcript(history: list[dict[str, Any]], limit: int = 4000) -> str:
+# Characters of the conversation's end the model is shown; the caller reads no more than that.
+TRANSCRIPT_CHARS = 4000
+
+
+def transcript(history: list[dict[str, Any]], limit: int = TRANSCRIPT_CHARS) -> str:
     """The conversation as plain text (user and assistant text only), newest part kept."""
     lines = []
     for message in history:
@@ -30,13 +36,14 @@ def transcript(history: list[dict[str, Any]], limit: int = 4000) -> str:
     return "\n".join(lines)[-limit:]
 
 
-async def generate_title(model: CompletionModel, history: list[dict[str, Any]]) -> str:
+async def generate_title(model: CompletionModel, history: list[dict[str, Any]],
+                         usage: UsageSink | None = None) -> str:
     instruction = ("Give a short title (at most 6 words) for the conversation below. Reply with "
                    "the title only, no quotes.")
     answer = await model.complete([
         {"role": "system", "content": instruction},
         {"role": "user", "content": transcript(history) or "(empty conversation)"},
-    ], max_tokens=30, task=TITLE_TASK)
+    ], max_tokens=30, task=TITLE_TASK, usage=usage)
     return clean_title(answer)
 
 
@@ -47,8 +54,8 @@ def clean_title(text: str) -> str:
 
 
 async def generate_suggestions(model: CompletionModel, history: list[dict[str, Any]],
-                               components: list[dict[str, Any]], count: int
-                               ) -> list[dict[str, str]]:
+                               components: list[dict[str, Any]], count: int,
+                               usage: UsageSink | None = None) -> list[dict[str, str]]:
     names = ", ".join(c["name"] for c in components) or "none"
     instruction = (
         f"Suggest {count} short follow-up messages the user could send next. "
@@ -57,7 +64,7 @@ async def generate_suggestions(model: CompletionModel, history: list[dict[str, A
     answer = await model.complete([
         {"role": "system", "content": instruction},
         {"role": "user", "content": transcript(history) or "(empty conversation)"},
-    ], max_tokens=400, task=SUGGESTIONS_TASK)
+    ], max_tokens=400, task=SUGGESTIONS_TASK, usage=usage)
     return parse_suggestions(answer, count)
 
 

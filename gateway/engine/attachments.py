@@ -81,6 +81,11 @@ def check(blocks: Iterable[dict[str, Any]], max_bytes: int, model: Capabilities)
                                   f"{resource.get('mimeType') or 'file'} attachments")
 
 
+def is_image_url(resource: dict[str, Any]) -> bool:
+    """An image the model would be handed as a URL to fetch (not inline data)."""
+    return _kind(resource) == "image" and not resource.get("blob")
+
+
 def _kind(resource: dict[str, Any]) -> str:
     """image | file | text | link: how a resource reaches the model."""
     mime = (resource.get("mimeType") or "").lower()

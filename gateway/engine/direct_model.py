@@ -36,7 +36,7 @@ from .deltas import (
     Usage,
     usage_of,
 )
-from .model import LiteLLMModel, ModelRequest
+from .model import LiteLLMModel, ModelRequest, UsageSink
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
 # own deadline is the caller's business).
@@ -131,9 +131,9 @@ class DirectModel:
             raise self._mapped(_openai_error(500, str(exc)), exc) from None
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str:
+                       task: str | None = None, usage: UsageSink | None = None) -> str:
         """Non-streamed calls are rare and not on the token path: litellm's, unchanged."""
-        return await self.fallback.complete(messages, max_tokens, task)
+        return await self.fallback.complete(messages, max_tokens, task, usage)
 
     def _upstream_name(self, model: str) -> str | None:
         """The upstream's name for `model` if litellm resolves it to this same upstream."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -37,12 +39,20 @@ from .hooks import NO_HOOKS, LoopHooks
 from .model import ModelRequest
 from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
 
+log = logging.getLogger(__name__)
+
 
 class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]: ...
 
 
 ServerTool = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+class ToolError(Exception):
+    """Raised by a server tool to tell the model what went wrong: its message is the error the
+    model (and the client) sees. Any other exception is reported as a generic failure with an
+    error id, its details logged for the operator only (they may hold hosts or credentials)."""
 
 
 @dataclass
@@ -403,6 +413,11 @@ async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> Serve
     except TimeoutError:
         return _server_result(call, message_id, error=f"Tool {call.name} timed out after "
                                                       f"{run.tool_timeout:g} s")
-    except Exception as exc:  # a failing tool is a result the model sees, not a crashed run
-        return _server_result(call, message_id, error=f"{type(exc).__name__}: {exc}"[:2000])
+    except ToolError as exc:  # a failing tool is a result the model sees, not a crashed run
+        return _server_result(call, message_id, error=str(exc)[:2000])
+    except Exception:
+        incident = uuid.uuid4().hex[:12]
+        log.exception("server tool %s failed (error %s)", call.name, incident)
+        return _server_result(call, message_id,
+                              error=f"Tool {call.name} failed (error {incident})")
     return _server_result(call, message_id, output)

@@ -42,7 +42,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from .loop import ServerToolSpec
+from .loop import ServerToolSpec, ToolError
+from .tool_context import current_tool_context
 
 log = logging.getLogger("gateway.mcp")
 
@@ -57,7 +58,7 @@ class McpStartupError(RuntimeError):
     """The MCP configuration is invalid or a configured server could not be reached."""
 
 
-class McpToolError(RuntimeError):
+class McpToolError(ToolError):
     """An MCP tool returned `isError: true`, or its server is gone: the model sees the text."""
 
 
@@ -233,7 +234,10 @@ class McpConnection:
         if client is None:
             raise McpToolError(f"MCP server {self.config.name!r} is not connected")
         try:
-            result = await client.call_tool(tool, arguments)
+            context = current_tool_context()
+            meta = (mcp_types.RequestParamsMeta(**context.mcp_meta())  # type: ignore[typeddict-item]
+                    if context is not None else None)
+            result = await client.call_tool(tool, arguments, meta=meta)
         except Exception as exc:  # noqa: BLE001  (transport errors become the model's error text)
             raise McpToolError(f"MCP server {self.config.name!r} failed: "
                                f"{_reason(exc, self.config.secrets)}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,14 @@ from .deltas import (
 )
 
 log = logging.getLogger(__name__)
+UsageSink = Callable[[int], None]
+
+
+def report_usage(response: Any, usage: UsageSink | None) -> None:
+    """Tell `usage` the tokens (input and output) a non-streamed response says it used."""
+    counted = getattr(response, "usage", None)
+    if usage is not None and counted is not None:
+        usage(int(getattr(counted, "total_tokens", 0) or 0))
 
 
 @dataclass
@@ -103,11 +111,12 @@ class LiteLLMModel:
         return None
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str:
+                       task: str | None = None, usage: UsageSink | None = None) -> str:
         """One short non-streamed answer (thread names, suggestions).
 
         `task` names the job for the built-in demo model only (litellm hands a custom
-        provider its `metadata`); no real provider is sent it.
+        provider its `metadata`); no real provider is sent it. `usage` is told the tokens the
+        call used, for the caller's quotas.
         """
         import litellm
 
@@ -136,6 +145,7 @@ class LiteLLMModel:
                 response = await litellm.acompletion(**params)
         except Exception as exc:
             raise self.failed(exc) from None
+        report_usage(response, usage)
         return response.choices[0].message.content or ""
 
     def failed(self, exc: BaseException, transport: BaseException | None = None) -> ModelError:

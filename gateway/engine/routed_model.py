@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .model import LiteLLMModel, ModelRequest
+from .model import LiteLLMModel, ModelRequest, UsageSink, report_usage
 
 PRIMARY = "gateway-0"
 
@@ -63,12 +63,13 @@ class RoutedModel(LiteLLMModel):
             raise self.failed(exc) from None
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str:
+                       task: str | None = None, usage: UsageSink | None = None) -> str:
         try:
             response = await self.router.acompletion(model=PRIMARY, messages=messages,
                                                      max_tokens=max_tokens)
         except Exception as exc:
             raise self.failed(exc) from None
+        report_usage(response, usage)
         return response.choices[0].message.content or ""
 
     def _served_by(self, stream: Any) -> str | None:

@@ -15,13 +15,18 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from .loop import ServerToolSpec
+from .loop import ServerToolSpec, ToolError
+from .tool_context import ToolContext, tool_context
+
+__all__ = ["ToolContext", "ToolError", "load_python_tools", "server_tool", "spec_for",
+           "tool_context"]
 
 _MARK = "__gateway_tool__"
 
@@ -39,10 +44,13 @@ def server_tool(fn: Callable[..., Any] | None = None, *, name: str | None = None
 
 def spec_for(func: Callable[..., Any], name: str | None = None,
              description: str | None = None) -> ServerToolSpec:
-    """Build a tool spec from a function's signature and docstring."""
+    """Build a tool spec from a function's signature and docstring. A parameter annotated
+    `ToolContext` is not an argument: it is given the run's context (`tool_context`)."""
     fields: dict[str, Any] = {}
+    hints = _hints(func)
+    context_params = [p for p, hint in hints.items() if hint is ToolContext]
     for param in inspect.signature(func).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name in context_params:
             continue
         annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
         default = ... if param.default is inspect.Parameter.empty else param.default
@@ -57,8 +65,9 @@ def spec_for(func: Callable[..., Any], name: str | None = None,
         try:
             parsed = arguments_model.model_validate(arguments)
         except ValidationError as exc:
-            raise ValueError(f"invalid arguments: {exc.errors(include_url=False)}") from None
+            raise ToolError(f"invalid arguments: {exc.errors(include_url=False)}") from None
         values = {key: getattr(parsed, key) for key in fields}
+        values.update({param: tool_context() for param in context_params})
         if is_async:
             return await func(**values)
         return await asyncio.to_thread(func, **values)
@@ -67,6 +76,13 @@ def spec_for(func: Callable[..., Any], name: str | None = None,
     return ServerToolSpec(name=name or func.__name__,
                           description=description or doc.split("\n\n")[0] or func.__name__,
                           parameters=schema, call=call)
+
+
+def _hints(func: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(func)
+    except (NameError, TypeError):  # a hint that does not resolve is no context parameter
+        return {}
 
 
 def tool_specs(source: str | Callable[..., Any] | ServerToolSpec) -> list[ServerToolSpec]:

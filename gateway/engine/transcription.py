@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .model import classify
+from .model import UsageSink, classify, report_usage
 
 
 @dataclass
@@ -14,8 +14,10 @@ class Transcriber:
     api_base: str | None = None
     api_key: str | None = None
 
-    async def transcribe(self, filename: str, audio: bytes, content_type: str) -> str:
-        """The text spoken in `audio`; a provider failure raises `ModelError`."""
+    async def transcribe(self, filename: str, audio: bytes, content_type: str,
+                         usage: UsageSink | None = None) -> str:
+        """The text spoken in `audio`; a provider failure raises `ModelError`. `usage` is told
+        the tokens the provider says the call used (when it says)."""
         import litellm
 
         params: dict[str, Any] = {"model": self.model, "file": (filename, audio, content_type),
@@ -28,4 +30,5 @@ class Transcriber:
             response = await litellm.atranscription(**params)
         except Exception as exc:
             raise classify(exc, self.api_key) from None
+        report_usage(response, usage)
         return (getattr(response, "text", None) or "").strip()

@@ -19,6 +19,8 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .redact import RedactUserKeys
+
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id",
                                                                          default=None)
 run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("run_id", default=None)
@@ -81,6 +83,7 @@ def configure(level: int, log_format: str = "auto") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
     handler.addFilter(ContextFilter())
+    handler.addFilter(RedactUserKeys())  # no user scope in an access-log line
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

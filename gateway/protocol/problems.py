@@ -60,6 +60,8 @@ class Problem(enum.Enum):
     INVALID_TOKEN = (401, "A bearer or subject token that is not valid (signature, issuer, "
                           "audience, or another project).")
     TOKEN_EXPIRED = (401, "A bearer or subject token that has expired; exchange a fresh one.")
+    LOOPBACK_ONLY = (403, "Development mode (no API keys) answers this machine only: the client "
+                          "address, `Host` or `Origin` is not loopback.")
     NOT_FOUND = (404, "No route matches the path (for example an empty or slash-containing id).")
     THREAD_NOT_FOUND = (404, "No such thread in the caller's project (or it belongs to another "
                              "userKey).")
@@ -94,12 +96,36 @@ class Problem(enum.Enum):
                                 "`GATEWAY_MAX_COMPONENTS`.")
     JSON_TOO_DEEP = (400, "The body nests arrays and objects deeper than "
                           "`GATEWAY_MAX_JSON_DEPTH`.")
+    METADATA_TOO_LARGE = (413, "A thread's or run's metadata is larger than "
+                               "`GATEWAY_MAX_METADATA_BYTES`.")
+    STATE_TOO_LARGE = (413, "A component's state is larger than "
+                            "`GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
+    TOO_MANY_INITIAL_MESSAGES = (400, "A new thread is seeded with more messages than "
+                                      "`GATEWAY_MAX_INITIAL_MESSAGES`.")
+    THREAD_LIMIT_REACHED = (403, "The user scope (or project) holds `GATEWAY_MAX_THREADS_PER_USER`"
+                                 " (or `_PER_PROJECT`) threads; delete some first (`limitScope`: "
+                                 "user or project).")
+    IMAGE_URL_NOT_ALLOWED = (400, "An image is attached by URL; this gateway takes images as data "
+                                  "only (`GATEWAY_IMAGE_URLS`).")
+    UNSUPPORTED_SCHEMA_PATTERN = (400, "A component's `stateSchema` holds a pattern the "
+                                       "linear-time regex engine (RE2) cannot run: "
+                                       "backreferences or lookaround.")
+    UNSUPPORTED_SCHEMA_REF = (400, "A component's `stateSchema` has a `$ref` outside itself; only "
+                                   "local references (`#...`) resolve.")
+    UNSUPPORTED_SCHEMA_KEYWORD = (400, "A component's `stateSchema` combines "
+                                       "`unevaluatedProperties` with `patternProperties`.")
+    STATE_SCHEMA_TOO_COMPLEX = (422, "Checking the state against the component's `stateSchema` "
+                                     "needs more work than one update may take (see "
+                                     "docs/security.md).")
     RATE_LIMITED = (429, "The API key or user started its runs per minute; retry after "
                          "`Retry-After` seconds (`limitScope`: apiKey or user).")
     TOO_MANY_CONCURRENT_RUNS = (429, "The API key or user has its limit of runs going at once; "
                                      "retry after `Retry-After` seconds or when one ends.")
     TOKEN_BUDGET_EXCEEDED = (429, "The API key's daily token budget is spent; `Retry-After` says "
                                   "when the UTC day ends.")
+    TOO_MANY_KEY_LOOKUPS = (429, "This client address presented more unknown API keys than "
+                                 "`GATEWAY_FAILED_KEY_LOOKUPS_PER_MINUTE`; retry after "
+                                 "`Retry-After` seconds.")
     IDEMPOTENCY_KEY_REUSED = (422, "This Idempotency-Key was already used with a different "
                                    "request (body or user).")
     STATE_SCHEMA_VIOLATION = (422, "The new state does not match the component's `stateSchema`.")

@@ -351,9 +351,11 @@ class ThreadWithMessages(Thread):
 
 
 class NamedThread(Thread):
-    """`generate-name`'s answer: the thread, plus the beta API's `projectId` and `contextKey`."""
+    """`generate-name`'s answer: the thread, plus the beta API's `projectId` and `contextKey`
+    (both left out, with `userKey`, when the caller named no user scope: the clients read only
+    `name`)."""
 
-    projectId: str
+    projectId: str | None = omitted()
     contextKey: str | None = None
 
 

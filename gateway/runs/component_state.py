@@ -31,26 +31,30 @@ import jsonpointer
 from jsonschema import SchemaError
 from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
+from ..engine.loop import ToolError
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.problems import Problem
 from ..store.repository import Store
 from ..store.tables import ComponentRow
+from . import state_schema
 from .log import LiveLog
 
 log = logging.getLogger(__name__)
 
 # Compare-and-set attempts before giving up (only writers in other processes can make one fail).
 MAX_ATTEMPTS = 64
+# A component's state as JSON, at most (the app sets the configured cap).
+DEFAULT_MAX_STATE_BYTES = 256 * 1024
 PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 
 
-class ComponentStateError(Exception):
+class ComponentStateError(ToolError):
     """An update or read refused, with a stable `code` (`COMPONENT_NOT_FOUND`,
     `INVALID_JSON_PATCH`, `JSON_PATCH_TEST_FAILED`, `REVISION_MISMATCH`,
-    `STATE_SCHEMA_VIOLATION`, `STATE_UPDATE_CONFLICT`, `VALIDATION_ERROR`) and details.
+    `STATE_SCHEMA_TOO_COMPLEX`, `STATE_SCHEMA_VIOLATION`, `STATE_TOO_LARGE`,
+    `STATE_UPDATE_CONFLICT`, `VALIDATION_ERROR`) and details.
 
     A domain error, not an HTTP one: a server tool catches it like any exception (or lets the
     model see it as the tool's error), and the REST route turns the code into its HTTP status.
@@ -90,6 +94,7 @@ class ComponentStates:
     def __init__(self, store: Store, runs: RunLookup,
                  relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None) -> None:
         self.store, self.runs = store, runs
+        self.max_state_bytes = DEFAULT_MAX_STATE_BYTES  # `GATEWAY_MAX_COMPONENT_STATE_BYTES`
         # Hands an update to the other processes when the thread's run is not here.
         self.relay = relay
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
@@ -131,6 +136,7 @@ class ComponentStates:
                                    componentId=component_id, revision=row.revision)
                 old = row.state or {}
                 new = apply_patch(old, patch) if patch is not None else copy.deepcopy(state or {})
+                check_size(new, self.max_state_bytes)
                 check_state(row.state_schema, new)
                 # Shielded: a cancelled caller (a server tool of a cancelled run) must not cut
                 # the write in half. If it lands unpublished, the next delta resends the state.
@@ -286,14 +292,32 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str,
     return doc
 
 
+def check_size(state: dict[str, Any], limit: int) -> None:
+    """413 `STATE_TOO_LARGE` for a state over the cap, before any schema is run on it."""
+    size = len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise ComponentStateError(Problem.STATE_TOO_LARGE,
+                                  f"The state takes {size} bytes; the limit is {limit}",
+                                  limit=limit)
+
+
 def check_state(schema: dict[str, Any] | None, state: dict[str, Any]) -> None:
-    """422 if the state breaks the component's `stateSchema` (when its run declared one)."""
+    """422 if the state breaks the component's `stateSchema` (when its run declared one), or if
+    checking it would cost more than `state_schema`'s budget."""
     if not schema:
         return
     validator = _validator(json.dumps(schema, sort_keys=True))
     if validator is None:
         return
-    error = best_match(validator.iter_errors(state))
+    try:
+        error = best_match(state_schema.errors(validator, state))
+    except state_schema.SchemaTooCostly:
+        raise ComponentStateError(Problem.STATE_SCHEMA_TOO_COMPLEX,
+                                  "Checking the state against the component's stateSchema "
+                                  "takes too long; simplify the schema") from None
+    except SchemaError as exc:
+        log.warning("ignoring an invalid stateSchema: %s", exc.message)
+        return
     if error is not None:
         raise ComponentStateError(Problem.STATE_SCHEMA_VIOLATION,
                        f"The state does not match the component's stateSchema: {error.message}",
@@ -304,15 +328,16 @@ def check_state(schema: dict[str, Any] | None, state: dict[str, Any]) -> None:
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: str) -> Validator | None:
     """A compiled validator per distinct schema; an invalid schema validates nothing (it came
-    from the client's component list, and refusing every update for it would help no one)."""
-    schema = json.loads(schema_json)
-    cls = validator_for(schema)
+    from the client's component list, and refusing every update for it would help no one).
+    Runs declaring a schema the gateway will not run are refused up front (`state_schema`), so
+    one here predates that check."""
     try:
-        cls.check_schema(schema)
+        return state_schema.validator(json.loads(schema_json))
     except SchemaError as exc:
         log.warning("ignoring an invalid stateSchema: %s", exc.message)
-        return None
-    return cls(schema)
+    except state_schema.SchemaRefused as exc:
+        log.warning("ignoring an unsupported stateSchema: %s", exc.message)
+    return None
 
 
 def _invalid(index: int, op: Any, reason: str) -> ComponentStateError:

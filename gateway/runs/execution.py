@@ -17,6 +17,7 @@ from ..engine.agents import AgentRegistry, ResolvedAgent
 from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
+from ..engine.tool_context import ToolContext, bind_tool_context
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
@@ -119,6 +120,8 @@ class RunExecutor:
                                writer=self.writer)
         active.recorder = recorder
         bind_run(self.components, run.thread_id)
+        if self.server_tools:
+            await self._bind_tool_context(run)
         try:
             await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
                                                runId=run.id))
@@ -164,6 +167,13 @@ class RunExecutor:
                 metrics.ACTIVE_RUNS.dec()
                 active.done.set()
                 self._retire(active)
+
+    async def _bind_tool_context(self, run: RunRow) -> None:
+        """Tell the run's server tools who it works for (`engine/tool_context.py`)."""
+        thread = await self.store.get_thread(run.project_id, run.thread_id)
+        bind_tool_context(ToolContext(project_id=run.project_id, thread_id=run.thread_id,
+                                      run_id=run.id,
+                                      user_scope=thread.user_key if thread else None))
 
     async def _timed(self, agent: Awaitable[Outcome]) -> Outcome:
         """The agent loop within the run's wall time (`GATEWAY_RUN_MAX_SECONDS`)."""

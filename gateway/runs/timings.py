@@ -64,7 +64,8 @@ class Timings:
     """After the last run ended on SIGTERM: time for its subscribers' responses to send the
     terminal events."""
     slow_reader_seconds: float = 30.0
-    """An SSE client that reads nothing for this long is disconnected (its run goes on)."""
+    """A stream reader (SSE, NDJSON, WebSocket) that reads nothing for this long is
+    disconnected (its run goes on)."""
     timbal_poll_seconds: float = 0.25
     """How often a Timbal socket looks for a new run on its thread."""
     timbal_thread_wait_seconds: float = 30.0
@@ -75,6 +76,7 @@ class Timings:
         return cls(lease_seconds=settings.lease_seconds,
                    disconnect_grace_seconds=settings.disconnect_grace_seconds,
                    heartbeat_seconds=settings.heartbeat_seconds,
+                   slow_reader_seconds=settings.slow_reader_seconds,
                    drain_seconds=settings.drain_seconds)
 
     @property

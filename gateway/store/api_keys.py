@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import func, update
 from sqlmodel import select
 
 from .base import Queries, operation
@@ -45,11 +45,16 @@ class ApiKeyQueries(Queries):
             return result.rowcount == 1
 
     @operation
-    async def count_usable_api_keys(self, now: int) -> int:
-        """Keys neither revoked nor expired: while there is one, development mode is off."""
+    async def get_api_key(self, key_id: str) -> ApiKeyRow | None:
+        """The key with this id (a gateway access token names the key it was exchanged with),
+        revoked or expired ones included (the caller judges)."""
         async with self.session() as session:
-            result = await session.execute(select(func.count()).select_from(ApiKeyRow).where(
-                ApiKeyRow.revoked_ms.is_(None),
-                or_(ApiKeyRow.expires_ms.is_(None),
-                    ApiKeyRow.expires_ms > now)))
+            return await session.get(ApiKeyRow, key_id)
+
+    @operation
+    async def count_api_keys(self) -> int:
+        """Every key ever made, revoked and expired ones included: once there is one,
+        development mode is over for good (authentication never switches itself off)."""
+        async with self.session() as session:
+            result = await session.execute(select(func.count()).select_from(ApiKeyRow))
             return int(result.scalar_one())

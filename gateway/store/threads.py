@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, update
+from sqlalchemy import and_, delete, func, or_, update
 from sqlmodel import select
 
 from . import cursors
@@ -48,6 +48,17 @@ class ThreadQueries(Queries):
         async with self.session() as session:
             rows = list((await session.exec(query)).all())
         return _page(rows, limit, lambda row: [row.created_ms, row.id])
+
+    @operation
+    async def count_threads(self, project_id: str, user_key: str | None, at_most: int) -> int:
+        """Threads of the project (of one user scope, when given), counted up to `at_most`: the
+        work stays bounded however many there are."""
+        query = select(ThreadRow.id).where(ThreadRow.project_id == project_id)
+        if user_key is not None:
+            query = query.where(ThreadRow.user_key == user_key)
+        counted = select(func.count()).select_from(query.limit(at_most).subquery())
+        async with self.session() as session:
+            return int((await session.exec(counted)).one())
 
     @operation
     async def update_thread(self, thread_id: str, **values: Any) -> None:

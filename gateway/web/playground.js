@@ -317,17 +317,27 @@ function applyCustom(name, value) {
   }
 }
 
-/** RFC 6902 for what the gateway sends (add, replace, remove, test); returns a new value. */
+// Keys that would reach an object's prototype instead of its own data.
+const UNSAFE_KEYS = new Set(["__proto__", "constructor", "prototype"]);
+
+/** RFC 6902 for what the gateway sends (add, replace, remove, test); returns a new value. An
+ * operation whose path names a prototype key or goes through a missing member is skipped. */
 function applyPatch(document, operations) {
   let root = structuredClone(document);
   for (const op of operations || []) {
     const keys = op.path.split("/").slice(1).map((k) => k.replace(/~1/g, "/").replace(/~0/g, "~"));
+    if (keys.some((key) => UNSAFE_KEYS.has(key))) continue;
     if (!keys.length) {
       if (op.op !== "remove" && op.op !== "test") root = structuredClone(op.value);
       continue;
     }
     let parent = root;
-    for (const key of keys.slice(0, -1)) parent = parent[key];
+    for (const key of keys.slice(0, -1)) {
+      parent = parent !== null && typeof parent === "object" && Object.hasOwn(parent, key)
+        ? parent[key] : undefined;
+      if (parent === undefined) break;
+    }
+    if (parent === null || typeof parent !== "object") continue;
     const last = keys[keys.length - 1];
     if (op.op === "remove") {
       if (Array.isArray(parent)) parent.splice(Number(last), 1); else delete parent[last];

@@ -31,7 +31,6 @@ from gateway.engine.deltas import (
     TextDelta,
     ToolCallDelta,
 )
-from gateway.engine.loop import ServerToolSpec
 from gateway.engine.model import ModelRequest
 from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.run_spec import RunSpec
@@ -83,7 +82,7 @@ class ScriptedDeltas:
             yield Finish("stop")
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str:
+                       task: str | None = None, usage: Any = None) -> str:
         return "ok"
 
 
@@ -183,13 +182,13 @@ async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[Manager
     """Make run managers on the test's store (several: one per simulated process), each with
     the database backend (`backends/database.py`) as a server on SQLite has it, and `FAST`
     timings. A keyword named like a `Timings` or `RunLimits` field overrides one; `model_name`
-    names the configured model, `counters` replaces the process's own quota counters (shared
-    by several managers: processes sharing Redis). Each is shut down at the end."""
+    names the configured model, `server_tools` are the project's tools, `counters` replaces
+    the process's own quota counters (shared by several managers: processes sharing Redis).
+    Each is shut down at the end."""
     made: list[RunManager] = []
 
     def make(model_: Any = None, *, model_name: str | None = None,
-             counters: Counters | None = None,
-             server_tools: dict[str, ServerToolSpec] | None = None,
+             counters: Counters | None = None, server_tools: dict[str, Any] | None = None,
              **options: Any) -> RunManager:
         timings = dataclasses.replace(
             FAST, **{k: options.pop(k) for k in TIMING_NAMES & options.keys()})

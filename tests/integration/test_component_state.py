@@ -466,3 +466,42 @@ def test_updates_and_cancel_on_another_process_without_redis(
     assert [e.data["code"] for e in events if e.type == "RUN_ERROR"] == ["CANCELLED"]
     assert events[-1].type == "RUN_ERROR"
     assert scripted_model.disconnects, "the model's stream was never closed"
+
+
+def test_a_catastrophic_pattern_neither_freezes_nor_slows_the_gateway(
+        client: httpx.Client, gateway: GatewayServer, scripted_model: ScriptedModel):
+    """`^(a+)+$` against 40 characters takes Python's `re` hours, holding the event loop; the
+    state schema's patterns run on a linear-time engine, so the update is answered and the
+    gateway keeps serving meanwhile."""
+    schema = {"type": "object", "properties": {"name": {"type": "string",
+                                                        "pattern": "^(a+)+$"}}}
+    thread_id, component_id, _ = render_table(
+        client, scripted_model, {**TABLE, "stateSchema": schema})
+
+    async def update_while_probing() -> tuple[httpx.Response, list[int]]:
+        async with httpx.AsyncClient(base_url=gateway.url, headers=client.headers,
+                                     timeout=10) as http:
+            update = asyncio.create_task(http.post(
+                state_url(thread_id, component_id), params={"userKey": DEFAULT_USER},
+                json={"state": {"name": "a" * 40 + "!"}}))
+            probes = [(await http.get("/health")).status_code for _ in range(5)]
+            return await update, probes
+
+    answered, probes = asyncio.run(update_while_probing())
+    assert answered.status_code == 422, answered.text
+    assert answered.json()["code"] == "STATE_SCHEMA_VIOLATION"
+    assert probes == [200] * 5
+
+
+def test_state_schemas_the_gateway_cannot_bound_are_refused_before_the_run(
+        client: httpx.Client):
+    for schema, code in (({"type": "string", "pattern": "^(?!admin)"}, "UNSUPPORTED_SCHEMA_PATTERN"),
+                         ({"$ref": "http://127.0.0.1:9/schema.json"}, "UNSUPPORTED_SCHEMA_REF")):
+        response = client.post("/v1/threads/runs", json={
+            "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            "thread": {"userKey": DEFAULT_USER},
+            "availableComponents": [{**TABLE, "stateSchema": {
+                "type": "object", "properties": {"name": schema}}}]})
+        assert response.status_code == 400, response.text
+        assert response.json()["code"] == code
+        assert "Table" in response.json()["detail"]

@@ -34,6 +34,7 @@ def gaps_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPat
         scripted_model,
         GATEWAY_MODELS="openai/scripted-large,openai/scripted-small,openai/gpt-3.5-turbo",
         GATEWAY_MAX_ATTACHMENT_BYTES="2000", GATEWAY_TRANSCRIPTION_MODEL="openai/whisper-1",
+        GATEWAY_IMAGE_URLS="pass",
         GATEWAY_IDEMPOTENCY_TTL_SECONDS=str(IDEMPOTENCY_TTL)))
     server.start()
     yield server
@@ -165,6 +166,16 @@ def test_an_idempotency_key_is_bound_to_its_body_and_expires(http, scripted_mode
 PNG = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")).decode()
+
+
+def test_image_urls_are_refused_unless_the_operator_passes_them(client: httpx.Client):
+    """By default an image attached by URL is refused: a self-hosted model would fetch it from
+    inside the operator's network (GATEWAY_IMAGE_URLS=pass hands it on, as below)."""
+    response = client.post("/v1/threads/runs", json={"message": {"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "resource", "resource": {"uri": "https://169.254.169.254/latest.jpg",
+                                          "mimeType": "image/jpeg"}}]}})
+    problem(response, 400, "IMAGE_URL_NOT_ALLOWED")
 
 
 def test_attachments_reach_the_model_as_content_parts(http, scripted_model):

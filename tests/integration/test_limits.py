@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import jwt
 import pytest
 
 from tests.conftest import scripted_env
@@ -27,6 +29,9 @@ from tests.support.sse import SseEvent
 
 RUN_MAX_SECONDS = 6  # the held runs below end by it, which frees their slots
 PROJECT = "shop"
+# Users signed in by the app's backend (HS256), exchanged for gateway tokens with a key.
+USER_SECRET = "limits-shared-user-secret-0123456789"
+USER_ISSUER = "https://shop.example"
 
 
 def keys_command(env: dict[str, str], workdir: Path, *args: str) -> str:
@@ -57,7 +62,9 @@ def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFact
             ) -> Iterator[InProcess]:
     workdir = tmp_path_factory.mktemp("limits")
     env = scripted_env(scripted_model, GATEWAY_RUN_MAX_SECONDS=str(RUN_MAX_SECONDS),
-                       GATEWAY_KEY_CACHE_SECONDS="1")
+                       GATEWAY_KEY_CACHE_SECONDS="1", GATEWAY_OAUTH_HS256_SECRET=USER_SECRET,
+                       GATEWAY_OAUTH_HS256_ISSUER=USER_ISSUER, GATEWAY_OIDC_AUDIENCE="shop-app",
+                       GATEWAY_TOKEN_SECRET="limits-gateway-token-secret-0123456789")
     server = (InProcessCluster(workdir, env, size=3) if engines.ENGINES is not None
               else InProcessGateway(workdir, env))
     # A managed key exists before the first start: no development mode, ever.
@@ -135,6 +142,62 @@ def test_runs_per_minute_and_the_daily_token_budget_answer_429(
         assert int(refused.headers["Retry-After"]) >= 1
 
 
+def signed_in(gateway: InProcess, key: str, user: str) -> dict[str, str]:
+    """The headers of a user signed in with `key` (`TamboProvider userToken=...`)."""
+    now = int(time.time())
+    subject_token = jwt.encode({"sub": user, "aud": "shop-app", "iss": USER_ISSUER,
+                                "exp": now + 600}, USER_SECRET, algorithm="HS256")
+    with client(gateway, key) as http:
+        response = http.post("/oauth/token", data={
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+            "subject_token": subject_token})
+    assert response.status_code == 200, response.text
+    return {"x-api-key": key, "authorization": f"Bearer {response.json()['access_token']}"}
+
+
+def test_a_signed_in_user_is_held_to_the_keys_own_limits(
+        gateway: InProcess) -> None:
+    key = create_key(gateway, "--runs-per-minute", "1")
+    headers = signed_in(gateway, key, "ann")
+    body = {"message": message("go"), "onDisconnect": "continue"}
+    with gateway.client(timeout=30) as http:
+        with open_stream(http, "POST", "/v1/threads/runs", json=body,
+                         headers=headers) as (_, events):
+            assert list(events)[-1].type == "RUN_FINISHED"
+        refused = http.post("/v1/threads/runs", json=body, headers=headers)
+        # Without the API key too (a bearer token alone names its key).
+        alone = http.post("/v1/threads/runs", json=body,
+                          headers={"authorization": headers["authorization"]})
+    for response in (refused, alone):
+        assert response.status_code == 429, response.text
+        assert (response.json()["code"], response.json()["limitScope"]) == ("RATE_LIMITED",
+                                                                             "apiKey")
+
+
+def test_revoking_a_key_ends_the_tokens_exchanged_with_it(
+        gateway: InProcess) -> None:
+    key = create_key(gateway)
+    headers = signed_in(gateway, key, "bea")
+    token_only = {"authorization": headers["authorization"]}
+    for server in processes(gateway):
+        with server.client(timeout=30) as http:
+            assert http.get("/v1/threads", headers=token_only).status_code == 200
+    listing = keys_command(env_of(gateway), gateway.workdir, "list", "--project", PROJECT)
+    key_id = next(line.split("\t")[0] for line in listing.splitlines()
+                  if line.split("\t")[2] == key[:8] + "...")
+    keys_command(env_of(gateway), gateway.workdir, "revoke", "--project", PROJECT, key_id)
+    from tests.support.run_stream import wait_for
+
+    for server in processes(gateway):  # within GATEWAY_KEY_CACHE_SECONDS (1 s here)
+        with server.client(timeout=30) as http:
+            wait_for(lambda http=http: http.get("/v1/threads", headers=token_only).status_code
+                     == 401, timeout=10, what="the revoked key's token to be refused")
+            refused = http.get("/v1/threads", headers=token_only)
+    assert refused.json()["code"] == "INVALID_TOKEN"
+    assert "revoked" in refused.json()["detail"]
+
+
 def test_requests_over_a_limit_are_refused_before_anything_starts(
         gateway: InProcess) -> None:
     key = create_key(gateway)
@@ -176,3 +239,52 @@ def test_keys_list_never_shows_a_key_and_revoke_stops_it_in_every_process(
         unknown = http.get("/v1/threads", params={"userKey": "u"},
                            headers={"x-api-key": "gwk_not-a-key"})
     assert unknown.status_code == 401 and unknown.json()["code"] == "UNAUTHORIZED"
+
+
+def _latest_message(http: httpx.Client, thread_id: str, user: str) -> str:
+    messages = http.get(f"/v1/threads/{thread_id}/messages", params={"userKey": user}).json()
+    return messages["messages"][-1]["id"]
+
+
+SUGGESTIONS: dict = {"steps": [{"content": '[{"title": "More", "detailedSuggestion": "More?"}]'}],
+                     "stream": False}
+
+
+def test_names_and_suggestions_are_metered_like_runs(
+        gateway: InProcess, scripted_model: ScriptedModel) -> None:
+    """A key whose runs are refused (per minute, or its token budget spent) gets the same 429
+    for suggestions and thread names: they call the model too."""
+    per_minute = create_key(gateway, "--runs-per-minute", "1")
+    budget = create_key(gateway, "--daily-tokens", "1")
+    for key, code in ((per_minute, "RATE_LIMITED"), (budget, "TOKEN_BUDGET_EXCEEDED")):
+        with client(gateway, key) as http:
+            first = run(http, run_body(user="metered"))
+            assert first[-1].type == "RUN_FINISHED"
+            thread_id = first[0].data["threadId"]
+            message_id = _latest_message(http, thread_id, "metered")
+            scripted_model.enqueue(SUGGESTIONS, SUGGESTIONS)
+            for _ in range(4):
+                suggested = http.post(
+                    f"/v1/threads/{thread_id}/messages/{message_id}/suggestions",
+                    json={"userKey": "metered"})
+                assert suggested.status_code == 429, suggested.text
+                assert suggested.json()["code"] == code
+                assert int(suggested.headers["Retry-After"]) >= 1
+            named = http.post(f"/threads/{thread_id}/generate-name",
+                              params={"contextKey": "metered"})
+            assert named.status_code == 429 and named.json()["code"] == code, named.text
+
+
+def test_the_tokens_of_suggestions_count_against_the_daily_budget(
+        gateway: InProcess, scripted_model: ScriptedModel) -> None:
+    key = create_key(gateway, "--daily-tokens", "1000000")
+    with client(gateway, key) as http:
+        first = run(http, run_body(user="spender"))
+        thread_id = first[0].data["threadId"]
+        message_id = _latest_message(http, thread_id, "spender")
+        scripted_model.enqueue({**SUGGESTIONS, "steps": [
+            *SUGGESTIONS["steps"], {"usage": {"prompt_tokens": 1_000_000}}]})
+        path = f"/v1/threads/{thread_id}/messages/{message_id}/suggestions"
+        assert http.post(path, json={"userKey": "spender"}).status_code == 201
+        refused = http.post("/v1/threads/runs", json=run_body(user="spender"))
+    assert refused.status_code == 429 and refused.json()["code"] == "TOKEN_BUDGET_EXCEEDED"

@@ -46,3 +46,17 @@ def test_a_wrong_method_gets_405_naming_the_documented_methods(client: httpx.Cli
         assert answer.json()["code"] == "METHOD_NOT_ALLOWED"
         allowed = {m.strip() for m in answer.headers["allow"].split(",")} - {"HEAD"}
         assert allowed == {m.upper() for m in methods}, path
+
+
+def test_only_assets_are_served_from_the_static_directories(client: httpx.Client) -> None:
+    """The pages come from their routes, with their policy; the stock Swagger UI page (which
+    loads an outside URL) and the playground's file are not reachable as static files."""
+    for page in ("/web/index.html", "/web/docs.html", "/docs/swagger-ui/index.html",
+                 "/docs/swagger-ui/oauth2-redirect.html", "/docs/swagger-ui/index.j2"):
+        assert client.get(page, headers={"x-api-key": ""}).status_code == 404, page
+    for page in ("/", "/docs"):
+        response = client.get(page, headers={"x-api-key": ""})
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+        assert response.headers["x-content-type-options"] == "nosniff"
+    asset = client.get("/web/playground.js", headers={"x-api-key": ""})
+    assert asset.status_code == 200 and asset.headers["x-content-type-options"] == "nosniff"

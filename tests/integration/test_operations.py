@@ -38,7 +38,9 @@ def http(server: GatewayServer, **headers: str) -> httpx.Client:
 def ops(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
         ) -> Iterator[GatewayServer]:
     server = GatewayServer(tmp_path_factory.mktemp("ops"), scripted_env(
-        scripted_model, GATEWAY_LOG_FORMAT="json", GATEWAY_CORS_ORIGINS=ALLOWED,
+        # With a key: development mode would refuse every origin but loopback ones.
+        scripted_model, GATEWAY_API_KEYS="test-key", GATEWAY_LOG_FORMAT="json",
+        GATEWAY_CORS_ORIGINS=ALLOWED,
         GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT)))
     server.start()
     yield server

@@ -4,6 +4,7 @@ threads."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,12 +17,14 @@ import pytest
 from tests.conftest import scripted_env
 from tests.support.identity_provider import IdentityProvider
 from tests.support.inprocess_app import InProcessGateway
+from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
 API_KEY = "app-key"
 TOKEN_SECRET = "gateway-token-secret-for-tests-0123456789"
 SHARED_SECRET = "shared-hs256-secret-for-tests-0123456789"
+SHARED_ISSUER = "https://backend.example"
 EXCHANGE = {"grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
             "subject_token_type": "urn:ietf:params:oauth:token-type:access_token"}
 
@@ -34,13 +37,26 @@ def idp() -> Iterator[IdentityProvider]:
 
 
 @pytest.fixture(scope="module")
+def outage_idps() -> Iterator[tuple[IdentityProvider, IdentityProvider, IdentityProvider]]:
+    """Three more trusted issuers: one down, one that does not answer until released, and one
+    in good health that no other test has asked yet."""
+    providers = tuple(IdentityProvider().start() for _ in range(3))
+    providers[0].down = True
+    yield providers  # type: ignore[misc]
+    for provider in providers:
+        provider.stop()
+
+
+@pytest.fixture(scope="module")
 def app_gateway(scripted_model: ScriptedModel, idp: IdentityProvider,
+                outage_idps: tuple[IdentityProvider, ...],
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
+    issuers = ",".join(p.issuer for p in (idp, *outage_idps))
     server = InProcessGateway(tmp_path_factory.mktemp("signed-in"), scripted_env(
         scripted_model, GATEWAY_API_KEYS=f"{API_KEY}:shop,other-key:elsewhere",
-        GATEWAY_OIDC_ISSUERS=idp.issuer, GATEWAY_OIDC_AUDIENCE="test-app",
-        GATEWAY_OAUTH_HS256_SECRET=SHARED_SECRET, GATEWAY_TOKEN_SECRET=TOKEN_SECRET,
-        GATEWAY_TOKEN_TTL_SECONDS="600"))
+        GATEWAY_OIDC_ISSUERS=issuers, GATEWAY_OIDC_AUDIENCE="test-app",
+        GATEWAY_OAUTH_HS256_SECRET=SHARED_SECRET, GATEWAY_OAUTH_HS256_ISSUER=SHARED_ISSUER,
+        GATEWAY_TOKEN_SECRET=TOKEN_SECRET, GATEWAY_TOKEN_TTL_SECONDS="600"))
     server.start()
     yield server
     server.stop()
@@ -195,16 +211,57 @@ def test_tokens_that_identify_no_one_get_the_documented_errors(http, idp, app_ga
 
 def test_shared_secret_tokens_and_key_caching(http, idp):
     now = int(time.time())
-    token = jwt.encode({"sub": "dave", "aud": "test-app", "exp": now + 60}, SHARED_SECRET,
-                       algorithm="HS256")
-    response = exchange(http, token)
+    claims = {"sub": "dave", "aud": "test-app", "iss": SHARED_ISSUER, "exp": now + 60}
+    response = exchange(http, jwt.encode(claims, SHARED_SECRET, algorithm="HS256"))
     assert response.status_code == 200, response.text
+    # Whom it is for and who issued it are required, and checked: another system signing with
+    # the same secret does not sign users in here.
+    for changed in ({"aud": "another-app"}, {"iss": "https://other.example"}):
+        token = jwt.encode({**claims, **changed}, SHARED_SECRET, algorithm="HS256")
+        problem(exchange(http, token), 401, "INVALID_TOKEN")
+    for missing in ("aud", "iss"):
+        token = jwt.encode({k: v for k, v in claims.items() if k != missing}, SHARED_SECRET,
+                           algorithm="HS256")
+        assert missing in problem(exchange(http, token), 401, "INVALID_TOKEN")["detail"]
     # The gateway token never outlives the token it was exchanged for.
     assert response.json()["expires_in"] <= 60
     before = idp.jwks_requests
     for subject in ("erin", "frank", "grace"):
         bearer(http, idp, subject)
     assert idp.jwks_requests == before  # the key set is cached, not fetched per exchange
+
+
+def test_an_unreachable_issuer_is_asked_once_then_refused_at_once(http, outage_idps):
+    down = outage_idps[0]
+    for _ in range(3):
+        body = problem(exchange(http, down.token("heidi")), 401, "INVALID_TOKEN")
+        assert "could not be reached" in body["detail"]
+    assert down.discovery_requests == 1  # the failure is remembered for a few seconds
+
+
+def test_an_issuer_that_does_not_answer_holds_up_only_its_own_users(http, app_gateway,
+                                                                   outage_idps):
+    _, hanging, healthy = outage_idps
+    hanging.hold = threading.Event()
+    waiting: list[httpx.Response] = []
+
+    def exchange_for_ivan() -> None:
+        with app_gateway.client(headers={"x-api-key": API_KEY}, timeout=60) as own:
+            waiting.append(exchange(own, hanging.token("ivan")))
+
+    stuck = threading.Thread(target=exchange_for_ivan)
+    stuck.start()
+    try:
+        wait_for(lambda: hanging.discovery_requests == 1, timeout=30,
+                 what="the exchange to ask the hanging issuer")
+        # Its keys are not cached yet: the exchange fetches them while the other one waits.
+        response = exchange(http, healthy.token("judy"))
+        assert response.status_code == 200, response.text
+        assert not waiting  # the first exchange is still waiting for its issuer
+    finally:
+        hanging.hold.set()
+        stuck.join(timeout=60)
+    assert waiting and waiting[0].status_code == 200
 
 
 def test_listing_or_creating_threads_needs_a_user_scope(http):

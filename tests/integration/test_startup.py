@@ -123,6 +123,14 @@ def test_config_with_a_bad_value_is_one_line_and_status_2(tmp_path: Path) -> Non
     assert one_line(result).startswith("gateway: invalid setting GATEWAY_HEARTBEAT_SECONDS=")
 
 
+def test_a_short_token_secret_stops_serve_with_one_line_and_status_2(tmp_path: Path) -> None:
+    result = gateway("serve", "--port", str(free_port()), cwd=tmp_path,
+                     GATEWAY_TOKEN_SECRET="pw123")
+    assert result.returncode == 2
+    assert one_line(result).startswith("gateway: invalid setting GATEWAY_TOKEN_SECRET: too short")
+    assert "pw123" not in result.stderr  # a secret is never shown, not even a bad one
+
+
 def test_log_level_governs_the_gateways_own_loggers(tmp_path: Path) -> None:
     """In development mode the gateway warns at start-up; `--log-level error` silences it."""
     port = free_port()

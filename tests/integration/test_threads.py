@@ -66,3 +66,29 @@ def test_initial_messages_and_message_pagination(client: httpx.Client):
     assert one.json()["content"] == [{"type": "text", "text": "two"}]
     missing = client.get(f"/v1/threads/{thread['id']}/messages/nope")
     assert missing.status_code == 404 and missing.json()["code"] == "MESSAGE_NOT_FOUND"
+
+
+def test_a_thread_id_alone_does_not_reveal_its_owner(client: httpx.Client):
+    """The Tambo clients fetch, rename and name a thread without a user scope; those answers
+    must not carry the owner's userKey (with it, the owner's other threads can be listed,
+    read and deleted), nor generate-name's `contextKey` and `projectId`."""
+    thread_id = client.post("/v1/threads", json={"userKey": "owner-secret"}).json()["id"]
+    other_id = client.post("/v1/threads", json={"userKey": "owner-secret"}).json()["id"]
+
+    fetched = client.get(f"/v1/threads/{thread_id}")
+    renamed = client.patch(f"/v1/threads/{thread_id}", json={"name": "Named"})
+    named = client.post(f"/threads/{thread_id}/generate-name")
+    for answer in (fetched, renamed, named):
+        assert answer.status_code == 200, answer.text
+        assert "owner-secret" not in answer.text
+        assert not {"userKey", "contextKey", "projectId"} & set(answer.json())
+    assert fetched.json()["id"] == thread_id and named.json()["name"] == "Named"
+
+    # The owner, naming their scope, still sees it; and their other thread stays theirs.
+    own = client.get(f"/v1/threads/{thread_id}", params={"userKey": "owner-secret"}).json()
+    assert own["userKey"] == "owner-secret"
+    own_name = client.post(f"/threads/{thread_id}/generate-name",
+                           params={"contextKey": "owner-secret"}).json()
+    assert own_name["contextKey"] == "owner-secret" and own_name["projectId"]
+    assert client.get(f"/v1/threads/{other_id}", params={"userKey": "owner-secret"}
+                      ).status_code == 200

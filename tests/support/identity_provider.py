@@ -3,7 +3,8 @@
 It generates an RSA key at start, publishes it at `/.well-known/openid-configuration` ->
 `jwks_uri`, and signs ID tokens with it, as an app's identity provider (Auth0, Google, Clerk,
 ...) would. `foreign_token` signs with a key it never publishes, as a forger would. Requests for
-the key set are counted, so tests can see that the gateway caches it. `GET /token` answers with
+the key set (and the discovery document) are counted, so tests can see that the gateway caches
+it; `down` and `hold` make an outage (503, or no answer until released). `GET /token` answers with
 an ID token for whoever is `signed_in` (a browser app's sign-in, reduced to its result).
 """
 
@@ -24,13 +25,22 @@ class IdentityProvider:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = "test-key-1"
-        self.jwks_requests = 0
+        self.jwks_requests = self.discovery_requests = 0
         self.signed_in: str | None = None
+        # An outage: `down` answers discovery with 503; `hold` keeps it waiting until set.
+        self.down = False
+        self.hold: threading.Event | None = None
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 if self.path == "/.well-known/openid-configuration":
+                    provider.discovery_requests += 1
+                    if provider.hold is not None:
+                        provider.hold.wait(timeout=60)
+                    if provider.down:
+                        self.send_error(503)
+                        return
                     body = {"issuer": provider.issuer, "jwks_uri": f"{provider.issuer}/jwks"}
                 elif self.path == "/token" and provider.signed_in:
                     body = {"id_token": provider.token(provider.signed_in)}

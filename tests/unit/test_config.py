@@ -20,13 +20,49 @@ def test_defaults_are_the_embedded_ones(monkeypatch: pytest.MonkeyPatch) -> None
     settings = _load(monkeypatch)
     assert settings.model == "gateway/demo"
     assert settings.database_url.startswith("sqlite+aiosqlite:///")
-    assert settings.development_mode
+    assert settings.development_mode == "auto" and settings.development_possible
 
 
 def test_api_keys_with_and_without_projects(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _load(monkeypatch, GATEWAY_API_KEYS="k1:alpha, k2")
     assert settings.api_keys == {"k1": "alpha", "k2": "default"}
-    assert not settings.development_mode
+    assert not settings.development_possible
+
+
+def test_development_mode_off_needs_keys_for_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not _load(monkeypatch, GATEWAY_DEVELOPMENT_MODE="off").development_possible
+
+
+@pytest.mark.parametrize("secret", ["pw123", "x" * 31])
+def test_a_short_token_secret_is_refused(monkeypatch: pytest.MonkeyPatch, secret: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        _load(monkeypatch, GATEWAY_TOKEN_SECRET=secret)
+    assert str(error.value).startswith("invalid setting GATEWAY_TOKEN_SECRET: too short")
+    assert secret not in str(error.value) and "\n" not in str(error.value)
+    assert _load(monkeypatch, GATEWAY_TOKEN_SECRET="x" * 32).token_secret is not None
+
+
+def test_the_shared_secret_needs_an_issuer_and_an_audience(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s" * 32
+    for env in ({}, {"GATEWAY_OIDC_AUDIENCE": "app"}, {"GATEWAY_OAUTH_HS256_ISSUER": "me"}):
+        monkeypatch.delenv("GATEWAY_OIDC_AUDIENCE", raising=False)
+        monkeypatch.delenv("GATEWAY_OAUTH_HS256_ISSUER", raising=False)
+        with pytest.raises(SettingsError) as error:
+            _load(monkeypatch, GATEWAY_OAUTH_HS256_SECRET=secret, **env)
+        assert "GATEWAY_OAUTH_HS256_SECRET needs" in str(error.value)
+    with pytest.raises(SettingsError) as error:
+        _load(monkeypatch, GATEWAY_OAUTH_HS256_SECRET="short")
+    assert str(error.value).startswith("invalid setting GATEWAY_OAUTH_HS256_SECRET: too short")
+    settings = _load(monkeypatch, GATEWAY_OAUTH_HS256_SECRET=secret, GATEWAY_OIDC_AUDIENCE="app",
+                     GATEWAY_OAUTH_HS256_ISSUER="me")
+    assert settings.oauth_hs256_issuer == "me"
+
+
+def test_development_mode_on_cannot_go_with_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SettingsError) as error:
+        _load(monkeypatch, GATEWAY_API_KEYS="k1", GATEWAY_DEVELOPMENT_MODE="on")
+    assert str(error.value).startswith("invalid setting GATEWAY_DEVELOPMENT_MODE='on'")
 
 
 @pytest.mark.parametrize("name, value", [

@@ -11,8 +11,8 @@ from gateway import ComponentStateError, Settings, create_app, run_components, s
 
 def test_the_public_names_are_importable_from_the_package() -> None:
     assert sorted(gateway.__all__) == ["Agent", "AgentError", "ComponentStateError",
-                                       "Settings", "create_app", "run_components",
-                                       "server_tool"]
+                                       "Settings", "ToolContext", "ToolError", "create_app",
+                                       "run_components", "server_tool", "tool_context"]
     for name in gateway.__all__:
         assert getattr(gateway, name) is not None
     assert callable(create_app) and callable(server_tool) and callable(run_components)

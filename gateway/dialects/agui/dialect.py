@@ -8,7 +8,7 @@ from typing import Any
 from ag_ui.core import Event
 
 from ...api.examples import CALL, MESSAGE, RUN, THREAD, T, sse
-from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STREAM_HEADERS, Operation
+from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STORED_CAPS, STREAM_HEADERS, Operation
 from ...protocol import tambo
 from ...protocol.schema_files import Schemas, Union
 from ..base import EventSchema, WireDialect
@@ -37,8 +37,9 @@ OPERATIONS: tuple[Operation, ...] = (
                           "answering its pending tool calls. `forwardedProps` may carry "
                           "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
               body=GatewayRunInput, params=KEYS, stream=EVENTS.name, headers=STREAM_HEADERS,
-              errors=("NO_NEW_INPUT", "THREAD_NOT_FOUND", "RUN_ID_IN_USE", "THREAD_AGENT_MISMATCH",
-                      "USER_SCOPE_REQUIRED", *RUN_ERRORS)),
+              errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
+                      "THREAD_AGENT_MISMATCH",
+                      "USER_SCOPE_REQUIRED", *RUN_ERRORS, *STORED_CAPS)),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "
                           "live until the run ends. " + AGUI_STREAM,

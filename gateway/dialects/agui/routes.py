@@ -28,6 +28,7 @@ from ...api.agent_choice import agent_for, check_client_prompt
 from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from ...api.request_limits import check_run_request
 from ...api.runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
+from ...api.stored_caps import check_thread_room
 from ...api.threads import initial_message_row
 from ...protocol.clock import now_ms
 from ...protocol.problems import ApiError, Problem
@@ -100,6 +101,8 @@ async def _create_thread(request: Request, project: str, body: RunAgentInput, sp
     now = now_ms()
     thread = ThreadRow(id=body.thread_id, project_id=project, user_key=user_key,
                        created_ms=now, updated_ms=now, agent=spec.agent)
+    await check_thread_room(services(request).settings, services(request).store, project,
+                            user_key)
     rows = [initial_message_row(thread.id, m, now) for m in spec.seed_messages]
     try:
         await services(request).store.add(thread, *rows)

@@ -28,6 +28,7 @@ from ...api.context import (
 )
 from ...api.render import run_model
 from ...api.runs import cancel_run, check_run, event_cursor, event_stream, gated, run_in_thread
+from ...api.stored_caps import check_metadata, check_thread_room
 from ...api.threads import new_thread
 from ...protocol.problems import ApiError, Problem
 from ...protocol.tambo import RunList, RunRequest, wire
@@ -75,7 +76,10 @@ async def run_new_thread(request: Request) -> Response:
     init = body.thread
     user_key = required_user_scope(request, init.userKey if init else None, body.userKey,
                                    body.contextKey)
+    settings = services(request).settings
+    check_metadata(settings, body.threadMetadata, init.metadata if init else None)
     metadata = body.threadMetadata or (init.metadata if init else None)
+    await check_thread_room(settings, services(request).store, project, user_key)
     thread = new_thread(project, user_key, metadata, spec.seed_messages, agent.name)
     started = await services(request).runs.start_new_thread(
         project, thread, keyed(spec, body, idempotency_key(request)), user_key,

@@ -29,8 +29,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ...api.context import Services, may_see, project_of, services, thread_for, user_scope
+from ...api.context import Services, caller, may_see, services, thread_for, user_scope
+from ...api.request_limits import json_depth
 from ...api.runs import event_cursor, run_in_thread
+from ...api.slow_reader import BoundedStreamingResponse, SlowReader, disconnected, within
+from ...config import Settings
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_errors import error_frame, run_error
@@ -44,6 +47,8 @@ NDJSON = "application/x-ndjson"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_ERROR = 1003, 1008, 1011
 CLOSE_NOT_FOUND, CLOSE_ENDED = 4004, 4009
+# A sync reads the thread's history: a client may ask for one this often, at most.
+SYNC_INTERVAL_SECONDS = 1.0
 
 
 def _since(request: Request) -> int | None:
@@ -55,13 +60,15 @@ def _since(request: Request) -> int | None:
                                                                            "time"}) from None
 
 
-def _lines(frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
+def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         async with contextlib.aclosing(frames) as source:
             async for frame in source:
                 yield view.encode(frame) + "\n"
 
-    return StreamingResponse(body(), media_type=NDJSON, headers=HEADERS)
+    return BoundedStreamingResponse(
+        body(), media_type=NDJSON, headers=HEADERS,
+        slow_reader_seconds=services(request).runs.timings.slow_reader_seconds)
 
 
 async def run_frames(request: Request) -> Response:
@@ -74,7 +81,7 @@ async def run_frames(request: Request) -> Response:
             async for _, frame in positioned(entries, view.TimbalDialect(), after):
                 yield frame
 
-    return _lines(frames())
+    return _lines(request, frames())
 
 
 def _current_run(thread: ThreadRow) -> str | None:
@@ -97,7 +104,7 @@ async def thread_frames(request: Request) -> Response:
                     if view.live_since(entry.frame, entry.ts, since):
                         yield entry.frame
 
-    return _lines(frames())
+    return _lines(request, frames())
 
 
 # -- the WebSocket ------------------------------------------------------------------------------
@@ -110,27 +117,39 @@ class ThreadSocket:
         self.ws, self.svc, self.project, self.thread = ws, svc, project, thread
         self.subscribed = True
         self._send_lock = asyncio.Lock()
+        self._next_sync = 0.0  # loop time before which another sync is refused
 
     async def send(self, frame: timbal.Frame) -> None:
+        """Send one frame; `SlowReader` if the client has not taken it within the bound."""
         async with self._send_lock:
-            await self.ws.send_text(view.encode(frame))
+            await within(self.svc.runs.timings.slow_reader_seconds,
+                         self.ws.send_text(view.encode(frame)))
 
     async def serve(self) -> None:
-        live = asyncio.create_task(self.follow_runs())
+        """Follow the runs and answer the client's requests until either ends; a client that
+        stops reading is disconnected (`slow_reader`)."""
+        tasks = {asyncio.create_task(self.follow_runs()), asyncio.create_task(self.requests())}
         try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if any(not t.cancelled() and isinstance(t.exception(), SlowReader) for t in done):
+            disconnected(self.ws.url.path, self.svc.runs.timings.slow_reader_seconds)
+
+    async def requests(self) -> None:
+        with contextlib.suppress(WebSocketDisconnect):
             while True:
                 text = await self.ws.receive_text()
                 if not await self.handle(text):
                     return
-        except WebSocketDisconnect:
-            pass
-        finally:
-            live.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await live
 
     async def handle(self, text: str) -> bool:
         """Answer one client frame; False once the socket is closed."""
+        if json_depth(text.encode()) > self.svc.settings.max_json_depth:
+            await self.ws.close(CLOSE_INVALID_DATA, "the frame nests too deep")
+            return False
         try:
             frame = json.loads(text)
         except ValueError:
@@ -148,6 +167,12 @@ class ThreadSocket:
                                                           "with a zone"))
                 return True
             self.subscribed = True
+            loop = asyncio.get_running_loop()
+            if loop.time() < self._next_sync:
+                await self.send(_error("rate_limited", "one sync per "
+                                       f"{SYNC_INTERVAL_SECONDS:g} s; ask again later"))
+                return True
+            self._next_sync = loop.time() + SYNC_INTERVAL_SECONDS
             await self.sync(since)
         elif name == "unsub":
             if not isinstance(frame.get("s"), str):
@@ -187,7 +212,7 @@ class ThreadSocket:
                     await self.ws.close(CLOSE_ENDED, "the thread was deleted")
                     return
                 thread = fresh
-        except (WebSocketDisconnect, asyncio.CancelledError):
+        except (WebSocketDisconnect, asyncio.CancelledError, SlowReader):
             raise
         except Exception:
             log.exception("timbal socket on thread %s failed", thread.id)
@@ -202,18 +227,39 @@ def _error(code: str, message: str) -> timbal.Frame:
 async def thread_socket(ws: WebSocket) -> None:
     svc = services(ws)  # type: ignore[arg-type]
     try:
-        project = project_of(ws)  # type: ignore[arg-type]
+        who = caller(ws)  # type: ignore[arg-type]
         user_key = user_scope(ws)  # type: ignore[arg-type]
     except ApiError:
         await ws.close(CLOSE_POLICY)  # before accepting: the handshake is refused (403)
         return
-    await ws.accept()
-    thread_id = ws.path_params["thread_id"]
-    thread = await _wait_for_thread(ws, svc, project, thread_id, user_key)
-    if thread is None:
-        await ws.close(CLOSE_NOT_FOUND, "thread not found")
+    holder = who.key_id or f"project:{who.project}"  # development mode: the one project
+    limit = svc.settings.key_websockets
+    if not origin_allowed(svc.settings, ws.headers.get("origin")) or (
+            limit and svc.sockets[holder] >= limit):
+        await ws.close(CLOSE_POLICY)
         return
-    await ThreadSocket(ws, svc, project, thread).serve()
+    svc.sockets[holder] += 1
+    try:
+        await ws.accept()
+        thread_id = ws.path_params["thread_id"]
+        thread = await _wait_for_thread(ws, svc, who.project, thread_id, user_key)
+        if thread is None:
+            await ws.close(CLOSE_NOT_FOUND, "thread not found")
+            return
+        await ThreadSocket(ws, svc, who.project, thread).serve()
+    finally:
+        svc.sockets[holder] -= 1
+        if not svc.sockets[holder]:
+            del svc.sockets[holder]
+
+
+def origin_allowed(settings: Settings, origin: str | None) -> bool:
+    """A WebSocket handshake's `Origin` against `GATEWAY_CORS_ORIGINS`: CORS does not apply to
+    WebSockets, so the browser lets any page open one and leaves the check to the server.
+    Clients that are not browsers send none. (Development mode allows loopback origins only,
+    before any route: `gateway.api.development.DevelopmentGuard`.)"""
+    allowed = settings.cors_origins
+    return origin is None or "*" in allowed or origin in allowed
 
 
 async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id: str,

@@ -23,7 +23,7 @@ class Recorder:
         self.answer, self.calls = answer, []
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None) -> str:
+                       task: str | None = None, usage: Any = None) -> str:
         self.calls.append((messages, task))
         return self.answer
 

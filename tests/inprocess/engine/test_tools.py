@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway import server_tool
+from gateway import ToolError, server_tool
 from gateway.engine.tools import load_python_tools, spec_for
 
 
@@ -29,7 +29,7 @@ async def test_schema_comes_from_the_hints_and_arguments_are_checked() -> None:
     result = await spec.call({"order_id": "o-1"})
     assert result["order_id"] == "o-1" and result["thread"] != threading.main_thread().name
     for bad in ({}, {"order_id": 5}, {"order_id": "o", "extra": 1}):
-        with pytest.raises(ValueError, match="invalid arguments"):
+        with pytest.raises(ToolError, match="invalid arguments"):
             await spec.call(bad)
 
 

@@ -221,3 +221,22 @@ async def test_a_retry_with_its_idempotency_key_attaches_even_at_the_limit(
     retry = await manager.start(PROJECT, thread, user("go", key="key-1"), subjects=ONE_AT_A_TIME)
     assert retry.attached and retry.run.id == first.run.id
     await refused(manager, store)  # a new request still is refused
+
+
+async def test_memory_counters_forget_past_windows() -> None:
+    """Every user scope seen gets counters; those of a minute (a day) that has passed are
+    dropped when the next begins, so a process does not keep one per user forever."""
+    counters = MemoryCounters()
+    limits = Limits(runs_per_minute=5, daily_tokens=1000)
+    minute = 10 * 60_000
+    for n in range(100):
+        subject = user_subject(PROJECT, f"user-{n}", limits)
+        assert await counters.acquire(f"t{n}", [subject], minute) is None
+        await counters.add_tokens([subject], 1, minute)
+        await counters.release(f"t{n}", [subject])
+    assert len(counters.starts) == len(counters.tokens) == 100
+    later = user_subject(PROJECT, "later", limits)
+    assert await counters.acquire("t-later", [later], minute + 60_000) is None
+    assert list(counters.starts) == [later.name] and len(counters.tokens) == 100
+    assert await counters.acquire("t-next-day", [later], minute + 86_400_000) is None
+    assert counters.tokens == {} and list(counters.starts) == [later.name]

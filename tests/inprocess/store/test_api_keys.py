@@ -1,11 +1,15 @@
-"""Managed API keys in the store: found by hash, revoked once, counted while usable; looked
-up once by a burst of requests."""
+"""Managed API keys in the store: found by hash or id, revoked once, counted for good (a
+revoked key still ends development mode); looked up once by a burst of requests, and not at
+all past a client's limit of unknown keys."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.api.keyring import KeyRing, hash_key, key_row, usable
+import pytest
+
+from gateway.api.keyring import KeyLookupsExceeded, KeyRing, hash_key, key_row, usable
+from gateway.config import Settings
 from gateway.protocol.clock import now_ms
 from gateway.store.repository import Store
 from gateway.store.tables import ApiKeyRow
@@ -45,9 +49,9 @@ async def test_a_key_is_revoked_once_and_only_by_its_project(store: Store) -> No
     assert usable(found, now) is None
 
 
-async def test_only_keys_neither_revoked_nor_expired_count_as_usable(store: Store) -> None:
+async def test_every_key_ever_made_counts_and_only_live_ones_are_usable(store: Store) -> None:
     now = now_ms()
-    assert await store.count_usable_api_keys(now) == 0
+    assert await store.count_api_keys() == 0
     live = key_row("gw_live", PROJECT)
     later = key_row("gw_expires-later", PROJECT, expires_ms=now + 60_000)
     expired = key_row("gw_expired", PROJECT, expires_ms=now - 1)
@@ -56,10 +60,62 @@ async def test_only_keys_neither_revoked_nor_expired_count_as_usable(store: Stor
         await store.add_api_key(row)
     await store.revoke_api_key(revoked.id, PROJECT, now)
 
-    assert await store.count_usable_api_keys(now) == 2
-    assert await store.count_usable_api_keys(now + 120_000) == 1
+    assert await store.count_api_keys() == 4  # revoked and expired keys still end dev mode
     assert usable(await store.find_api_key(hash_key("gw_expired")), now) is None
     assert usable(await store.find_api_key(hash_key("gw_expires-later")), now) is not None
+    assert usable(await store.get_api_key(revoked.id), now) is None
+    assert usable(await store.get_api_key(later.id), now + 120_000) is None
+    assert await store.get_api_key("key_none") is None
+
+
+async def test_development_mode_ends_for_good_with_the_first_key(store: Store) -> None:
+    """Revoking (or outliving) the last key never brings development mode back."""
+    settings = Settings(api_keys={})
+    ring = KeyRing(store, cache_seconds=0)
+    assert await ring.development(settings)
+    row = key_row("gw_only-key", PROJECT, expires_ms=now_ms() + 60_000)
+    await store.add_api_key(row)
+    assert not await ring.development(settings)
+    await store.revoke_api_key(row.id, PROJECT, now_ms())
+    assert not await KeyRing(store, cache_seconds=0).development(settings)  # a fresh process
+    assert not await ring.development(settings)
+    assert await ring.development(Settings(api_keys={}, development_mode="on"))
+    assert not await KeyRing(store, 0).development(Settings(development_mode="off"))
+
+
+async def test_a_revoked_key_is_not_resolved_by_id_once_the_cache_expires(store: Store) -> None:
+    row = key_row("gw_token-key", PROJECT, runs_per_minute=3)
+    await store.add_api_key(row)
+    ring = KeyRing(store, cache_seconds=0)
+    found = await ring.resolve_id(row.id)
+    assert found is not None and found.runs_per_minute == 3
+    await store.revoke_api_key(row.id, PROJECT, now_ms())
+    assert await ring.resolve_id(row.id) is None
+
+
+async def test_unknown_keys_from_one_address_are_limited(store: Store) -> None:
+    await store.add_api_key(key_row("gw_real-key", PROJECT))
+    ring = KeyRing(store, cache_seconds=60, failed_lookups_per_minute=3)
+    finds: list[str] = []
+    find = store.find_api_key
+
+    async def counted_find(digest: str) -> ApiKeyRow | None:
+        finds.append(digest)
+        return await find(digest)
+
+    store.find_api_key = counted_find  # type: ignore[method-assign]
+    assert await ring.resolve("gw_real-key", "10.0.0.1") is not None
+    for n in range(3):
+        assert await ring.resolve(f"gw_made-up-{n}", "10.0.0.1") is None
+    with pytest.raises(KeyLookupsExceeded) as exceeded:
+        await ring.resolve("gw_made-up-3", "10.0.0.1")
+    assert 1 <= exceeded.value.retry_after <= 60
+    assert len(finds) == 4  # the refused lookup never reached the database
+    assert await ring.resolve("gw_real-key", "10.0.0.1") is not None  # known keys still pass
+    ring.cache_seconds = 0  # and are looked up again (a revocation must be seen), unlimited
+    assert await ring.resolve("gw_real-key", "10.0.0.1") is not None
+    assert len(finds) == 5
+    assert await ring.resolve("gw_made-up-4", "10.0.0.2") is None  # other addresses too
 
 
 async def test_a_burst_of_lookups_shares_one_query(store: Store) -> None:
@@ -68,23 +124,23 @@ async def test_a_burst_of_lookups_shares_one_query(store: Store) -> None:
     await store.add_api_key(key_row("gw_shared-key", PROJECT))
     ring = KeyRing(store, cache_seconds=60)
     queries: list[str] = []
-    find, count = store.find_api_key, store.count_usable_api_keys
+    find, count = store.find_api_key, store.count_api_keys
 
     async def counted_find(digest: str) -> ApiKeyRow | None:
         queries.append("find")
         return await find(digest)
 
-    async def counted_count(now: int) -> int:
+    async def counted_count() -> int:
         queries.append("count")
-        return await count(now)
+        return await count()
 
     store.find_api_key = counted_find  # type: ignore[method-assign]
-    store.count_usable_api_keys = counted_count  # type: ignore[method-assign]
+    store.count_api_keys = counted_count  # type: ignore[method-assign]
     found = await asyncio.gather(*(ring.resolve("gw_shared-key") for _ in range(50)),
                                  *(ring.resolve("gw_unknown-key") for _ in range(50)))
-    usable_ones = await asyncio.gather(*(ring.any_usable() for _ in range(50)))
+    made = await asyncio.gather(*(ring.keys_ever_made() for _ in range(50)))
 
     assert sorted(queries) == ["count", "find", "find"]
     assert all(k is not None and k.project == PROJECT for k in found[:50])
     assert all(k is None for k in found[50:])
-    assert all(usable_ones)
+    assert all(made)

@@ -1,0 +1,71 @@
+"""The slow-reader bound every stream has, whatever its transport.
+
+A reader that stops reading must not hold a run's log (or anything else) in memory for as long
+as it likes. Once its socket buffer is full, each send waits; after `slow_reader_seconds` of one
+send waiting, the stream is given up and the reader disconnected (it can come back with its
+cursor). SSE responses get this from sse-starlette's `send_timeout`; NDJSON responses and the
+Timbal WebSocket from here. The disconnection is one log line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from sse_starlette import EventSourceResponse
+from sse_starlette.sse import SendTimeoutError
+from starlette.responses import StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+
+class SlowReader(Exception):
+    """The reader read nothing for the bound: its stream is given up."""
+
+
+async def within(seconds: float, sending: Awaitable[None]) -> None:
+    """Await one send, or raise `SlowReader` if it has not gone out after `seconds`."""
+    try:
+        async with asyncio.timeout(seconds):
+            await sending
+    except TimeoutError:
+        raise SlowReader from None
+
+
+def disconnected(path: str, seconds: float) -> None:
+    """The one line a slow reader's disconnection is logged as."""
+    log.info("a reader of %s read nothing for %g s: disconnected", path, seconds)
+
+
+class BoundedStreamingResponse(StreamingResponse):
+    """A `StreamingResponse` whose reader is disconnected after `seconds` without reading."""
+
+    def __init__(self, content: Any, *, slow_reader_seconds: float, **options: Any) -> None:
+        super().__init__(content, **options)
+        self.slow_reader_seconds = slow_reader_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def bounded(message: Message) -> None:
+            await within(self.slow_reader_seconds, send(message))
+
+        try:
+            await super().__call__(scope, receive, bounded)
+        except SlowReader:
+            disconnected(scope.get("path", "?"), self.slow_reader_seconds)
+            closing = getattr(self.body_iterator, "aclose", None)
+            if closing is not None:
+                await closing()  # the run's log subscription ends now, not at GC
+
+
+class BoundedEventSource(EventSourceResponse):
+    """sse-starlette's response (`send_timeout` is its slow-reader bound), with the
+    disconnection logged as one line instead of the timeout's traceback."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            disconnected(scope.get("path", "?"), self.send_timeout or 0)

@@ -1,0 +1,64 @@
+"""Who a server tool is working for: the project, the user scope, the thread and the run.
+
+A tool that reads or changes anything outside the conversation (an order, a file, a customer
+record) must authorise the call itself, and for that it needs to know who asked. The run binds
+a `ToolContext` before its agent loop starts; every tool the loop calls sees it:
+
+- a Python tool declares a parameter annotated `ToolContext` (any name) and gets it passed in;
+  that parameter is not part of the arguments the model fills in, so the model cannot forge it.
+  `tool_context()` returns the same object anywhere inside the call;
+- an MCP tool receives it in the request's `_meta` (`gateway/projectId`, `gateway/userScope`,
+  `gateway/signedIn`, `gateway/threadId`, `gateway/runId`).
+
+`user_scope` is the thread's owner: a `userKey` the browser sent (asserted by the client, not
+proven), or, when `signed_in`, the subject of a bearer token the gateway issued after verifying
+the app's identity provider. Only a signed-in scope is fit to authorise on (docs/security.md).
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+# Scopes of signed-in users start with this (they come from verified tokens, see api/identity).
+SIGNED_IN_PREFIX = "oauth:"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    project_id: str
+    thread_id: str
+    run_id: str
+    user_scope: str | None  # the thread's userKey or signed-in scope; None: the project's
+
+    @property
+    def signed_in(self) -> bool:
+        """Whether `user_scope` was verified (a bearer token), not just asserted (a userKey)."""
+        return self.user_scope is not None and self.user_scope.startswith(SIGNED_IN_PREFIX)
+
+    def mcp_meta(self) -> dict[str, Any]:
+        """The context as an MCP request's `_meta`."""
+        return {"gateway/projectId": self.project_id, "gateway/userScope": self.user_scope,
+                "gateway/signedIn": self.signed_in, "gateway/threadId": self.thread_id,
+                "gateway/runId": self.run_id}
+
+
+_current: ContextVar[ToolContext | None] = ContextVar("tool_context", default=None)
+
+
+def bind_tool_context(context: ToolContext) -> None:
+    """Make `tool_context()` answer `context` in this task (the run's) and what it awaits."""
+    _current.set(context)
+
+
+def tool_context() -> ToolContext:
+    """For a server tool: who the run that called it works for."""
+    bound = _current.get()
+    if bound is None:
+        raise RuntimeError("tool_context() is only available inside a run (a server tool)")
+    return bound
+
+
+def current_tool_context() -> ToolContext | None:
+    return _current.get()

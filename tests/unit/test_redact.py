@@ -1,0 +1,26 @@
+"""Access-log lines carry no user scope (`?userKey=`, `?contextKey=`)."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+from gateway.observability.logs import configure
+
+
+def test_user_keys_in_access_log_paths_are_redacted() -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    stream = io.StringIO()
+    try:
+        configure(logging.INFO, "text")
+        root.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+        logging.getLogger("uvicorn.access").info(
+            '%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "GET",
+            "/v1/threads?limit=5&userKey=alice%40example.com&contextKey=bob", "1.1", 200)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    line = stream.getvalue()
+    assert "alice" not in line and "bob" not in line
+    assert "limit=5&userKey=[redacted]&contextKey=[redacted]" in line
