@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.integration.test_limits import PROJECT, create_key, env_of, keys_command
+from tests.integration.test_limits import PROJECT, keys_command
 from tests.support import engines
 from tests.support.gateway_server import GatewayCluster, GatewayServer
 from tests.support.scripted_model import ScriptedModel
@@ -40,6 +40,15 @@ def gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFact
     server.start()
     yield server
     server.stop()
+
+
+def env_of(gateway: GatewayServer | GatewayCluster) -> dict[str, str]:
+    return gateway.servers[0].env if isinstance(gateway, GatewayCluster) else gateway.env
+
+
+def create_key(gateway: GatewayServer | GatewayCluster, *args: str) -> str:
+    out = keys_command(env_of(gateway), gateway.workdir, "create", "--project", PROJECT, *args)
+    return out.strip().splitlines()[-1]
 
 
 def first_message(scripted_model: ScriptedModel) -> str:
