@@ -469,7 +469,7 @@ def test_updates_and_cancel_on_another_process_without_redis(
 
 
 def test_a_catastrophic_pattern_neither_freezes_nor_slows_the_gateway(
-        client: httpx.Client, gateway: GatewayServer, scripted_model: ScriptedModel):
+        client: httpx.Client, gateway: InProcess, scripted_model: ScriptedModel):
     """`^(a+)+$` against 40 characters takes Python's `re` hours, holding the event loop; the
     state schema's patterns run on a linear-time engine, so the update is answered and the
     gateway keeps serving meanwhile."""
@@ -479,8 +479,7 @@ def test_a_catastrophic_pattern_neither_freezes_nor_slows_the_gateway(
         client, scripted_model, {**TABLE, "stateSchema": schema})
 
     async def update_while_probing() -> tuple[httpx.Response, list[int]]:
-        async with httpx.AsyncClient(base_url=gateway.url, headers=client.headers,
-                                     timeout=10) as http:
+        async with gateway.async_client(headers=client.headers, timeout=10) as http:
             update = asyncio.create_task(http.post(
                 state_url(thread_id, component_id), params={"userKey": DEFAULT_USER},
                 json={"state": {"name": "a" * 40 + "!"}}))

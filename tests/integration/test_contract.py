@@ -235,7 +235,10 @@ def test_server_tools_run_inline(tools_gateway: InProcessGateway, scripted_model
         results = {e.data["toolCallId"]: e.data for e in events if e.type == "TOOL_CALL_RESULT"}
         starts = {e.data["toolCallId"]: e.data for e in events if e.type == "TOOL_CALL_START"}
         assert json.loads(results["call_s1"]["content"]) == {"sum": 42}
-        assert "tool exploded because" in results["call_s2"]["content"]
+        # The exception's text stays in the server's log (it may hold secrets): the model and the
+        # client see which tool failed and an error id to find that line.
+        assert results["call_s2"]["content"].startswith("Tool explode failed (error ")
+        assert "because" not in results["call_s2"]["content"]
         assert "timed out" in results["call_s3"]["content"]
         for call_id, result in results.items():
             assert result["messageId"] == starts[call_id]["parentMessageId"]
