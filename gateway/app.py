@@ -35,10 +35,11 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 GC_THRESHOLDS = (20_000, 50, 100)
 
 
-# Outside the server-error handler, in this order: the development-mode guard (so a foreign
-# origin's preflight is refused, not answered), CORS, then the request id (so the 500 of an
-# unexpected error carries both, and its log line names the request).
-OUTERMOST = (DevelopmentGuard, CORSMiddleware, RequestIdMiddleware)
+# Outside the server-error handler, in this order: the request id and every response's own
+# headers (so the guard's refusals, CORS preflights and the 500 of an unexpected error carry
+# them, and their log lines name the request), the development-mode guard (so a foreign
+# origin's preflight is refused, not answered), then CORS.
+OUTERMOST = (RequestIdMiddleware, DevelopmentGuard, CORSMiddleware)
 
 
 class CorsOutermost(Starlette):
@@ -119,12 +120,12 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes, *agents_api.routes],
-        middleware=[Middleware(DevelopmentGuard, settings=settings),
+        middleware=[Middleware(RequestIdMiddleware),
+                    Middleware(DevelopmentGuard, settings=settings),
                     Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
                                                "X-Request-Id", "Retry-After"], max_age=600),
-                    Middleware(RequestIdMiddleware),
                     Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
                     Middleware(KeyRingMiddleware)],
         exception_handlers=HANDLERS,

@@ -101,7 +101,12 @@ def configure_levels(level_name: str, log_format: str = "auto") -> None:
 
 
 class RequestIdMiddleware:
-    """Takes `X-Request-Id` from the caller (a proxy's id) or makes one, and echoes it back."""
+    """Takes `X-Request-Id` from the caller (a proxy's id) or makes one, and echoes it back.
+
+    The outermost middleware, so it is also where the headers of every HTTP response are set:
+    `X-Content-Type-Options: nosniff` on JSON, problem+json and streams alike, so no browser
+    ever guesses a type from a body a client wrote into (a message, a thread name).
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -117,7 +122,9 @@ class RequestIdMiddleware:
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = rid
+                headers = MutableHeaders(scope=message)
+                headers[REQUEST_ID_HEADER] = rid
+                headers["x-content-type-options"] = "nosniff"
             await send(message)
 
         await self.app(scope, receive, send_with_id)
