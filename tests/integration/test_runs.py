@@ -41,7 +41,7 @@ def test_run_streams_answer_and_persists_it(client: httpx.Client, scripted_model
     assert messages[1]["id"] == start.data["messageId"]
     assert messages[1]["content"] == [{"type": "text", "text": "Hi there!"}]
 
-    thread = client.get(f"/v1/threads/{thread_id}").json()
+    thread = client.get(f"/v1/threads/{thread_id}", params={"userKey": DEFAULT_USER}).json()
     assert thread["runStatus"] == "idle"
     assert thread["lastCompletedRunId"] == run_id
     assert thread["userKey"] == DEFAULT_USER

@@ -102,6 +102,8 @@ class RunRecord:
 class SoakResult:
     runs: list[RunRecord] = field(default_factory=list)
     threads: set[str] = field(default_factory=set)
+    # Each thread's user scope: a read without one does not say whose thread it is.
+    owners: dict[str, str] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)  # run starts answered with an error
     seconds: float = 0.0
 
@@ -181,6 +183,7 @@ class Client:
                 record.run_id = response.headers["x-run-id"]
                 self.thread_id = record.thread_id
                 self.result.threads.add(record.thread_id)
+                self.result.owners[record.thread_id] = self.user
                 self.result.runs.append(record)
                 record.visits.append(visit)
                 await self.read(record, visit, response, self.first_stop(plan))

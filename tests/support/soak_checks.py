@@ -177,9 +177,9 @@ async def new_run_on_each_thread(base_url: str, result: SoakResult) -> list[str]
     problems: list[str] = []
 
     async def one(http: httpx.AsyncClient, thread_id: str) -> None:
-        thread = (await http.get(f"/v1/threads/{thread_id}")).json()
-        body: dict[str, Any] = {"message": message("after the soak"),
-                                "userKey": thread.get("userKey")}
+        owner = result.owners[thread_id]
+        thread = (await http.get(f"/v1/threads/{thread_id}", params={"userKey": owner})).json()
+        body: dict[str, Any] = {"message": message("after the soak"), "userKey": owner}
         if thread.get("lastCompletedRunId"):
             body["previousRunId"] = thread["lastCompletedRunId"]
         async with http.stream("POST", f"/v1/threads/{thread_id}/runs", json=body,
