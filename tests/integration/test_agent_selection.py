@@ -51,10 +51,13 @@ def create_key(gateway: GatewayServer | GatewayCluster, *args: str) -> str:
     return out.strip().splitlines()[-1]
 
 
-def first_message(scripted_model: ScriptedModel) -> str:
-    request = [r for r in scripted_model.requests if r.get("stream")][-1]
-    assert request["messages"][0]["role"] == "system"
-    return str(request["messages"][0]["content"])
+def first_message(scripted_model: ScriptedModel, since: int) -> str:
+    """The system message of the first streamed request since `since` requests: the scripted
+    model is shared with the whole session, where a run of an earlier test may still call it."""
+    requests = [r for r in scripted_model.requests[since:]
+                if r.get("stream") and r["messages"][0]["role"] == "system"]
+    assert requests, "the model was not called with a system message"
+    return str(requests[0]["messages"][0]["content"])
 
 
 def run(gateway: GatewayServer | GatewayCluster, key: str, url: str = "/v1/threads/runs",
@@ -69,17 +72,20 @@ def run(gateway: GatewayServer | GatewayCluster, key: str, url: str = "/v1/threa
 def test_a_key_made_for_an_agent_runs_it_and_its_thread_keeps_it(
         gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel) -> None:
     billing = create_key(gateway, "--agent", "billing")
+    since = len(scripted_model.requests)
     finished = run(gateway, billing)
     assert finished["type"] == "RUN_FINISHED"
-    assert first_message(scripted_model) == "You are the billing agent."
+    assert first_message(scripted_model, since) == "You are the billing agent."
     # The same thread through a key of the default agent: still the billing agent.
     plain = create_key(gateway)
+    since = len(scripted_model.requests)
     run(gateway, plain, f"/v1/threads/{finished['threadId']}/runs",
         previousRunId=finished["runId"])
-    assert first_message(scripted_model) == "You are the billing agent."
+    assert first_message(scripted_model, since) == "You are the billing agent."
     # A new thread with that key: the default agent.
+    since = len(scripted_model.requests)
     run(gateway, plain)
-    assert first_message(scripted_model) == "You are the support agent."
+    assert first_message(scripted_model, since) == "You are the support agent."
 
 
 def test_keys_list_still_works_with_agent_keys(gateway: GatewayServer | GatewayCluster) -> None:
