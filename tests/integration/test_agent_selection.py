@@ -5,6 +5,7 @@ without one gets the default agent."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -48,7 +49,19 @@ def env_of(gateway: GatewayServer | GatewayCluster) -> dict[str, str]:
 
 def create_key(gateway: GatewayServer | GatewayCluster, *args: str) -> str:
     out = keys_command(env_of(gateway), gateway.workdir, "create", "--project", PROJECT, *args)
+    wait_for_authentication(gateway)
     return out.strip().splitlines()[-1]
+
+
+def wait_for_authentication(gateway: GatewayServer | GatewayCluster) -> None:
+    """The first key ends development mode once the gateway's key cache expires (until then
+    any key is the development project's, with the default agent)."""
+    deadline = time.monotonic() + 60
+    with httpx.Client(base_url=gateway.url, timeout=10) as http:
+        while http.get("/v1/threads", params={"userKey": "buyer"},
+                       headers={"x-api-key": "made-up"}).status_code != 401:
+            assert time.monotonic() < deadline, "development mode did not end"
+            time.sleep(0.25)
 
 
 def first_message(scripted_model: ScriptedModel, since: int) -> str:
