@@ -1,4 +1,4 @@
-"""`gateway serve | migrate | config | openapi | keys | agents | usage`.
+"""`gateway serve | migrate | config | openapi | keys | agents | usage`, and `--version`.
 
 Every way start-up can fail for a reason the operator must fix (a bad setting, a port in use,
 a database that cannot be reached or migrated) ends the process at once with one line on stderr
@@ -37,6 +37,7 @@ class UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"gateway {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host", default="127.0.0.1")
@@ -63,6 +64,17 @@ def _parser() -> argparse.ArgumentParser:
     openapi.add_argument("--check", action="store_true",
                          help="only report stale files; exit 1 if any")
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (`pyproject.toml`), or `unknown` when the source
+    is run without being installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gateway")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _one_line(exc: BaseException, secret: str | None) -> str:
@@ -152,6 +164,21 @@ def check_agents(settings: Settings) -> None:
     except AgentError as error:
         what = "agents file" if settings.agents_file else "agents:"
         raise UsageError(f"invalid {what} {error}") from None
+
+
+def check_model(settings: Settings) -> None:
+    """`GATEWAY_MODEL_ADAPTER=direct` with a model it cannot serve, refused before anything
+    starts, in one line saying why (inside the app's start-up, uvicorn would only say that
+    the start-up failed). Only then is litellm imported this early: it decides the provider."""
+    if settings.model_adapter != "direct":
+        return
+    from .engine.adapters import AdapterError, adapter_for, load_litellm
+
+    load_litellm()
+    try:
+        adapter_for(settings)
+    except AdapterError as error:
+        raise UsageError(str(error)) from None
 
 
 def serve_workers(settings: Settings, host: str, port: int, log_level: str,
@@ -265,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(prepare_database(settings.database_url))
             return usage_cli.run(settings, args)
         check_agents(settings)
+        check_model(settings)
         check_exposure(settings, args.host)
         if args.workers < 1:
             raise UsageError("--workers must be at least 1")

@@ -24,13 +24,12 @@ from .api.identity import IdentityProviders
 from .api.keyring import KeyRing
 from .backends import open_backend
 from .config import DEMO_MODEL, Settings
-from .engine.adapters import model_adapter
+from .engine.adapters import AdapterError, adapter_for, load_litellm
 from .engine.agents import AgentRegistry
 from .engine.agents_file import registry_for
 from .engine.assist import CompletionModel
 from .engine.direct_model import DirectModel
 from .engine.loop import Model, ServerToolSpec
-from .engine.routed_model import Deployment
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
 from .observability import tracing
@@ -107,12 +106,11 @@ async def _open_store(settings: Settings, stack: contextlib.AsyncExitStack) -> S
 
 async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> ServedModel:
     """The configured model adapter (measured by the runs' loop hooks, `runs/run_hooks.py`)."""
-    adapter = model_adapter(
-        settings.model, settings.model_api_base,
-        settings.model_api_key.get_secret_value() if settings.model_api_key else None,
-        settings.model_adapter,
-        [Deployment(f.model, f.api_base, f.api_key.get_secret_value() if f.api_key else None)
-         for f in settings.model_fallbacks], settings.model_retries)
+    try:
+        adapter = adapter_for(settings)
+    except AdapterError as error:  # an embedding app's start-up: say why, in one line
+        log.error("cannot start: %s", error)
+        raise
     if isinstance(adapter, DirectModel):
         stack.push_async_callback(adapter.aclose)
     return adapter
@@ -155,22 +153,6 @@ async def _warn_about_defaults(services: Services) -> None:
     if settings.model == DEMO_MODEL:
         log.warning("Using the built-in demo model (%s): it is a scripted stand-in, not a "
                     "real LLM. Set GATEWAY_MODEL to use a real one.", DEMO_MODEL)
-
-
-def load_litellm() -> None:
-    """Import litellm once, offline: no cost-map download, no `.env` loading."""
-    import os
-
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-    import litellm  # noqa: F401  (about 5 s; done at start-up, never per request)
-
-    from .engine import demo_model
-
-    demo_model.register()
-    litellm.suppress_debug_info = True
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):  # one INFO line per request
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 async def open_server_tools(settings: Settings, stack: contextlib.AsyncExitStack
