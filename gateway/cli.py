@@ -196,6 +196,7 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
                          "GATEWAY_DATABASE_URL=postgresql://... (SQLite serves one worker)")
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
+    shared_metrics_directory()
     # Each worker reads its settings again: pass the command-line overrides on.
     os.environ["GATEWAY_DATABASE_URL"] = settings.database_url
     os.environ["GATEWAY_MODEL"] = settings.model
@@ -206,6 +207,30 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
                 fd=sock.fileno(), log_level=log_level, log_config=None,
                 timeout_graceful_shutdown=5)
     return 0
+
+
+def shared_metrics_directory() -> str:
+    """Prometheus multiprocess mode for `--workers`: each worker writes its samples under one
+    directory, and whichever worker a scrape reaches answers for all of them. The operator's
+    PROMETHEUS_MULTIPROC_DIR is used (emptied: old samples would be counted again), else a
+    new temporary one."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from .observability.metrics import MULTIPROCESS_DIR
+
+    given = os.environ.get(MULTIPROCESS_DIR)
+    if given:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        for stale in Path(given).glob("*.db"):
+            stale.unlink()
+        return given
+    directory = tempfile.mkdtemp(prefix="gateway-metrics-")
+    os.environ[MULTIPROCESS_DIR] = directory
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 def quiet_startup_failure(app: Any) -> Any:
