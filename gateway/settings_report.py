@@ -22,6 +22,7 @@ from .config import Settings, env_name
 
 MASK = "****"
 REFERENCE_PATH = "docs/settings.md"
+ENV_FILE_PATH = "deploy/gateway.env"
 _SECRET_QUERY_NAMES = {"password", "pass", "pwd", "token", "access_token", "api_key", "key"}
 _TYPE_NAMES = {str: "text", int: "integer", float: "number", SecretStr: "secret text",
                dict: "key list", tuple: "comma-separated list"}
@@ -140,3 +141,18 @@ def reference_markdown() -> str:
         rows.append(f"| `{env_name(name)}` | {_type_name(field)} | {_default(field)} | "
                     f"{_range(field)} | {meaning} |")
     return "\n".join(rows) + "\n"
+
+
+def env_file_text() -> str:
+    """`deploy/gateway.env`: every setting, commented out at its default, for compose's and
+    Kubernetes' `env_file`/ConfigMap; uncomment what you set. Generated like the reference."""
+    lines = ["# Every gateway setting, for `env_file:` in compose.yaml (and deploy/kubernetes/).",
+             "# Generated from gateway/config.py by `gateway openapi`; the meaning of each is",
+             "# docs/settings.md. Uncomment and set what you need; keep secrets out of version",
+             "# control (this file is a template: copy it, or pass secrets from the environment).",
+             ""]
+    for name, field in Settings.model_fields.items():
+        default = _default(field).strip("`")
+        shown = "" if default in ("unset", "see meaning") else default
+        lines.append(f"# {env_name(name)}={shown}")
+    return "\n".join(lines) + "\n"
