@@ -33,7 +33,8 @@ def route_template(scope: Scope) -> str:
 
 
 class HttpMetricsMiddleware:
-    """Counts every HTTP response (refusals by the middleware inside it too) once."""
+    """Counts every HTTP response (refusals by the middleware inside it, and the 500 of an
+    unexpected error, too) once."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -44,7 +45,10 @@ class HttpMetricsMiddleware:
             return
         started = time.perf_counter()
         method = scope["method"] if scope["method"] in _METHODS else "other"
-        status = "500"  # the app raised before answering: the server sends a 500
+        # The server-error handler is inside this middleware: an unexpected error's 500 is
+        # sent through here. Ending without any answer is a request its client abandoned
+        # (nginx's 499).
+        status = "499"
 
         async def send_counted(message: Message) -> None:
             nonlocal status
