@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from gateway.api.keyring import key_row, new_key
 from gateway.app import create_app
 from gateway.cli import main
-from gateway.config import Settings
+from tests.support.agents import agents_settings
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
 
@@ -41,12 +41,7 @@ EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 @pytest.fixture
 def client(scripted_model: ScriptedModel, tmp_path: Path) -> Iterator[TestClient]:
-    agents = tmp_path / "agents.toml"
-    agents.write_text(AGENTS)
-    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
-                        api_keys={"k1": "shop"}, agents_file=str(agents),
-                        default_agent="support", model="openai/scripted",
-                        model_api_base=scripted_model.base_url, model_api_key="sk-test")
+    settings = agents_settings(scripted_model, tmp_path, AGENTS, default_agent="support")
     with TestClient(create_app(settings)) as http:
         yield http
 
