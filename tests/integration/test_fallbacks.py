@@ -41,7 +41,7 @@ def resilient(scripted_model: ScriptedModel, second: ScriptedModel,
     # `default` inherits the environment's fallbacks; `own` has a list of its own.
     (workdir / "agents.toml").write_text(
         "[agents.default]\n[agents.own]\nfallbacks = [{ model = \"" + THIRD + "\", "
-        "api_base = \"" + second.base_url + "\" }]\n")
+        "api_base = \"" + second.base_url + "\", api_key = \"sk-third-key-9012\" }]\n")
     server = GatewayServer(workdir, scripted_env(
         scripted_model, GATEWAY_MODEL_FALLBACKS=json.dumps(fallbacks),
         GATEWAY_AGENTS_FILE=str(workdir / "agents.toml")))
@@ -123,3 +123,4 @@ def test_an_agent_falls_back_to_its_own_list(
     assert text_of(events) == "From the agent's fallback."
     assert [u["model"] for u in events[-1].data["usage"]] == [THIRD]
     assert f"openai/scripted failed; fallback model {THIRD} answered" in resilient.log()
+    assert "sk-third-key-9012" not in resilient.log()
