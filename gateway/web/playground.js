@@ -10,6 +10,8 @@
 // gives the browser a turn after each chunk it reads, so a click (Cancel) is handled at once
 // whatever the stream's speed.
 
+import { agentQuery, initAgentPicker } from "/web/agent_picker.js";
+
 const $ = (id) => document.getElementById(id);
 const stored = (key, fallback) => localStorage.getItem(`playground.${key}`) ?? fallback;
 const store = (key, value) => localStorage.setItem(`playground.${key}`, value);
@@ -130,7 +132,7 @@ async function startRun(message) {
   const user = $("user-key").value.trim();
   if (user) body.userKey = user;
   if (thread?.lastCompletedRunId) body.previousRunId = thread.lastCompletedRunId;
-  const path = thread ? `/v1/threads/${thread.id}/runs` : "/v1/threads/runs";
+  const path = thread ? `/v1/threads/${thread.id}/runs` : `/v1/threads/runs${agentQuery()}`;
   await stream("POST", path, body, "started");
 }
 
@@ -650,6 +652,7 @@ function init() {
   $("reconnect").addEventListener("click", () => guard(reconnect));
   $("cancel").addEventListener("click", () => guard(cancel));
   guard(loadThreads);
+  initAgentPicker();
 }
 
 init();
