@@ -27,6 +27,7 @@ from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
 from ..store.usage import usage_rows
 from .component_state import ComponentStates, bind_run
+from .context_fit import budgeted
 from .limits import RunLimits
 from .log_writer import LogWriter
 from .phase import RunPhase
@@ -101,6 +102,7 @@ class RunExecutor:
         self.server_tools = setup.server_tools
         self._lose, self._retire = host.lose, host.retire
         self.writer = host.log_writer
+        self.limits = limits
         self.model_name = setup.model_name  # the configured model, when a run names none
         self.setup = setup
 
@@ -222,6 +224,7 @@ class RunExecutor:
         )
         if agent is not None:
             run_input = as_agent(run_input, agent, self.setup.agent_tools)
+        run_input = await budgeted(self.store, run.thread_id, run_input, agent, self.limits)
         return await run_agent(self.model, run_input, recorder)
 
     def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter
