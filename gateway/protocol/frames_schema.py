@@ -179,6 +179,18 @@ class SystemValue(TypedDict):
     content: str
 
 
+@with_config(CLOSED)
+class SummaryValue(TypedDict):
+    """The summary that stands in for a thread's older turns when its agent summarises
+    (docs/context.md): written by the model once, into the log of the run that first needed
+    it, and sent in place of the turns it covers (`covers`: how many of the history's
+    messages, system messages aside, from its start). Never a message of the thread."""
+
+    type: Literal["x-summary"]
+    content: str
+    covers: int
+
+
 VALUES: dict[str, type] = {
     "agent": AgentValue,
     "thinking": ThinkingValue,
@@ -188,10 +200,12 @@ VALUES: dict[str, type] = {
     "tool_result.client": ClientToolResultValue,
     "user": UserValue,
     "x-system": SystemValue,
+    "x-summary": SummaryValue,
 }
 
 MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
-                | ServerToolResultValue | ClientToolResultValue | UserValue | SystemValue)
+                | ServerToolResultValue | ClientToolResultValue | UserValue | SystemValue
+                | SummaryValue)
 """One part of a stored Tambo message, or the `v` of a set frame."""
 
 

@@ -14,9 +14,12 @@ from dataclasses import replace
 
 from ..engine.agents import ResolvedAgent
 from ..engine.context_window import ContextBudget, TokenCounter, available_tokens, input_limit
-from ..engine.loop import RunInput, model_tools
+from ..engine.loop import Model, RunInput, model_tools
+from ..protocol.timbal import FrameSink
 from ..store.repository import Store
+from ..store.tables import RunRow
 from .limits import RunLimits
+from .summaries import Summary, summarised
 
 
 def run_budget(run_input: RunInput, agent: ResolvedAgent | None, limits: RunLimits
@@ -31,13 +34,25 @@ def run_budget(run_input: RunInput, agent: ResolvedAgent | None, limits: RunLimi
                          TokenCounter(run_input.model))
 
 
-async def budgeted(store: Store, thread_id: str, run_input: RunInput,
-                   agent: ResolvedAgent | None, limits: RunLimits) -> RunInput:
-    """`run_input` with its budget, the thread told what its first model call will carry."""
+async def budgeted(store: Store, run: RunRow, run_input: RunInput,
+                   agent: ResolvedAgent | None, limits: RunLimits, model: Model,
+                   sink: FrameSink) -> RunInput:
+    """`run_input` with its budget (and its summary), the thread told what its first model
+    call will carry."""
     budget = run_budget(run_input, agent, limits)
     if budget is None:
         return run_input
-    first = budget.fitted(run_input.history, model_tools(run_input))
-    await store.update_thread(thread_id, context_tokens=first.tokens,
-                              context_trimmed=first.trimmed)
+    tools = model_tools(run_input)
+    first = budget.fitted(run_input.history, tools)
+    trimmed = first.trimmed
+    if trimmed and agent is not None and agent.context == "summarize":
+        thread = await store.get_thread(run.project_id, run.thread_id)
+        stored = Summary.of(thread.context_summary if thread else None)
+        history, written = await summarised(model, run_input, budget, tools, stored, sink)
+        if written is not None:
+            await store.update_thread(run.thread_id, context_summary=written.stored())
+        run_input = replace(run_input, history=history)
+        first = budget.fitted(history, tools)
+    await store.update_thread(run.thread_id, context_tokens=first.tokens,
+                              context_trimmed=trimmed)
     return replace(run_input, context=budget)

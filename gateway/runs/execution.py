@@ -224,7 +224,8 @@ class RunExecutor:
         )
         if agent is not None:
             run_input = as_agent(run_input, agent, self.setup.agent_tools)
-        run_input = await budgeted(self.store, run.thread_id, run_input, agent, self.limits)
+        run_input = await budgeted(self.store, run, run_input, agent, self.limits, self.model,
+                                   recorder)
         return await run_agent(self.model, run_input, recorder)
 
     def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter
