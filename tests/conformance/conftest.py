@@ -14,10 +14,12 @@ from tests.support.gateway_server import GatewayServer
 from tests.support.scripted_model import ScriptedModel
 
 AGENT_INSTRUCTIONS = "You are the shop's assistant."
+AGENT_MAX_INPUT_TOKENS = 3000  # its calls are fitted to this (docs/context.md)
 AGENTS = f"""
 [agents.shop]
 description = "The shop's assistant"
 instructions = "{AGENT_INSTRUCTIONS}"
+max_input_tokens = {AGENT_MAX_INPUT_TOKENS}
 """
 
 
