@@ -29,10 +29,10 @@ from typing import Any
 
 ChatMessage = dict[str, Any]
 
-# Counted messages remembered per process; a message's key is its JSON (so about this many
-# messages' text is held, bounded by GATEWAY_MAX_MESSAGE_CHARS each).
+# Counted messages remembered per process; a message's key is its role and text (its JSON when
+# it has more), so about this many messages' text is held.
 COUNT_CACHE_SIZE = 20_000
-# The note a model gets in place of turns left out without a summary: nothing (Tambo's way).
+# How a summary of the turns left out is put to the model (`runs/summaries.py`).
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation (older turns are not shown):"
 
 
@@ -131,16 +131,14 @@ def _previous_role(messages: Sequence[ChatMessage], i: int) -> str | None:
 
 
 def fit(messages: Sequence[ChatMessage], available: int,
-        count: Callable[[ChatMessage], int], summary: ChatMessage | None = None) -> Fitted:
-    """The newest whole turns that fit in `available` tokens with every system message (and
-    `summary`, put after the first system messages when turns are left out). The newest turn
-    is always kept, even when it alone is over: the provider then says so.
+        count: Callable[[ChatMessage], int]) -> Fitted:
+    """The newest whole turns that fit in `available` tokens with every system message. The
+    newest turn is always kept, even when it alone is over: the provider then says so.
 
     Walks back from the newest message and stops at the first turn that does not fit, so
     only what is kept is counted (a 500-turn thread costs what its last 20 turns cost)."""
     systems = [i for i, m in enumerate(messages) if m.get("role") == "system"]
     used = sum(count(messages[i]) for i in systems)
-    extra = count(summary) if summary is not None else 0
     cut = end = len(messages)  # messages[cut:] are kept; the turn being read ends at `end`
     size, trimmed = 0, False
     for i in range(len(messages) - 1, -1, -1):
@@ -152,36 +150,25 @@ def fit(messages: Sequence[ChatMessage], available: int,
         if role == "user" and previous in ("user", "tool") or (
                 role != "user" and previous is not None):
             continue  # the turn goes on before this message
-        earlier = previous is not None  # turns before this one would be left out
-        if end < len(messages) and used + size + (extra if earlier else 0) > available:
+        if end < len(messages) and used + size > available:
             trimmed = True
             break
         used, cut, end, size = used + size, i, i, 0
     if not trimmed:
         return Fitted(list(messages), used)
     kept = [messages[i] for i in systems if i < cut] + list(messages[cut:])
-    if summary is not None:
-        leading = next((i for i, m in enumerate(kept) if m.get("role") != "system"), len(kept))
-        kept.insert(leading, summary)
-        used += extra
     return Fitted(kept, used, messages, cut)
 
 
 @dataclass
 class ContextBudget:
-    """One run's budget: every model call of the run is fitted to it (`engine/loop.py`).
-    `summary` stands in for the turns left out, when the agent summarises; `last` is the
-    latest fit."""
+    """One run's budget: every model call of the run is fitted to it (`engine/loop.py`)."""
 
     available: int
     counter: TokenCounter
-    summary: ChatMessage | None = None
-    last: Fitted | None = None
     _tools: tuple[int, int] = (-1, 0)  # (how many tools, their tokens): counted once per set
 
     def fitted(self, messages: Sequence[ChatMessage], tools: Sequence[Any]) -> Fitted:
         if self._tools[0] != len(tools):
             self._tools = (len(tools), self.counter.text(json.dumps(tools)) if tools else 0)
-        self.last = fit(messages, self.available - self._tools[1], self.counter.message,
-                        self.summary)
-        return self.last
+        return fit(messages, self.available - self._tools[1], self.counter.message)

@@ -66,15 +66,6 @@ def test_the_newest_turn_is_kept_even_when_over() -> None:
     assert fitted.tokens == 50
 
 
-def test_a_summary_stands_in_for_dropped_turns() -> None:
-    summary = {"role": "system", "content": "Summary: they said 1."}
-    history = [SYSTEM, user("1"), answer("1"), user("2"), answer("2"), user("3")]
-    fitted = fit(history, 50, size, summary=summary)
-    assert fitted.messages == [SYSTEM, summary, user("2"), answer("2"), user("3")]
-    assert fitted.tokens == 50
-    assert fit(history, 100, size, summary=summary).messages == history  # unused: all fits
-
-
 def test_the_answer_reserve_is_at_most_half() -> None:
     assert available_tokens(10_000, None, 1024) == 8976
     assert available_tokens(10_000, 500, 1024) == 9500
