@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, or_, select
+from sqlalchemy import and_, delete, exists, func, or_, select
 
-from .base import Queries, operation, table
+from .base import ACTIVE_RUN_STATUSES, Queries, operation, table
 from .tables import (
     ComponentRow,
     IdempotencyKeyRow,
@@ -28,6 +28,11 @@ from .tables import (
 )
 
 _threads, _runs, _frames = table(ThreadRow), table(RunRow), table(RunFrameRow)
+# A thread is idle (no run holds its lock) and has no run waiting to start or running (a
+# queued run of another strategy may not hold the lock yet).
+_IDLE = and_(_threads.c.run_status == "idle",
+             ~exists().where(_runs.c.thread_id == _threads.c.id,
+                             _runs.c.status.in_(ACTIVE_RUN_STATUSES)))
 # What else belongs to a thread, by its `thread_id` column.
 _OWNED = tuple(table(row) for row in (RunRow, MessageRow, ComponentRow, IdempotencyKeyRow))
 
@@ -47,7 +52,7 @@ class RetentionQueries(Queries):
         results, among the next `limit` old threads after the cursor `after` (oldest first);
         and the cursor of the next page (None: no more)."""
         query = (select(_threads.c.id, _threads.c.updated_ms, _threads.c.pending_tool_calls)
-                 .where(_threads.c.updated_ms < before_ms, _threads.c.run_status == "idle"))
+                 .where(_threads.c.updated_ms < before_ms, _IDLE))
         if after is not None:
             query = query.where(or_(_threads.c.updated_ms > after[0],
                                     and_(_threads.c.updated_ms == after[0],
@@ -63,7 +68,7 @@ class RetentionQueries(Queries):
         """How many threads (and their runs) a prune at `before_ms` would delete, about: the
         paused ones are left out as the prune leaves them."""
         old = (select(_threads.c.id, _threads.c.pending_tool_calls)
-               .where(_threads.c.updated_ms < before_ms, _threads.c.run_status == "idle"))
+               .where(_threads.c.updated_ms < before_ms, _IDLE))
         async with self.session() as session:
             ids = [row.id for row in (await session.execute(old)).all()
                    if not row.pending_tool_calls]
@@ -83,8 +88,7 @@ class RetentionQueries(Queries):
         async with self.session() as session:
             deleted = list((await session.execute(
                 delete(_threads)
-                .where(_threads.c.id.in_(ids), _threads.c.updated_ms < before_ms,
-                       _threads.c.run_status == "idle")
+                .where(_threads.c.id.in_(ids), _threads.c.updated_ms < before_ms, _IDLE)
                 .returning(_threads.c.id))).scalars())
             runs = 0
             if deleted:
