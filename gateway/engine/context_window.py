@@ -20,6 +20,7 @@ far as the budget reaches, so its cost follows what is kept, not the thread's le
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections import OrderedDict
@@ -82,12 +83,14 @@ class TokenCounter:
         counts = self._counts
         found = counts.get(key)
         if found is not None:
-            counts.move_to_end(key)
+            with contextlib.suppress(KeyError):  # evicted meanwhile (apps on other threads)
+                counts.move_to_end(key)
             return found
         found = self._count(messages=[message])
         counts[key] = found
         if len(counts) > COUNT_CACHE_SIZE:
-            counts.popitem(last=False)
+            with contextlib.suppress(KeyError):
+                counts.popitem(last=False)
         return found
 
     def text(self, text: str) -> int:
