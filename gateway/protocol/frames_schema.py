@@ -256,7 +256,7 @@ class SetFrame(TypedDict):
     i: ItemId
     t: IsoMs
     v: (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
-        | ClientToolResultValue | UserValue)
+        | ClientToolResultValue | UserValue | SummaryValue)
 
 
 # -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------

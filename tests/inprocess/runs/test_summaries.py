@@ -11,6 +11,7 @@ import random
 from gateway.backends.database import database_backend
 from gateway.engine.agents import Agent, AgentDefaults, build_registry
 from gateway.engine.context_window import SUMMARY_PREFIX
+from gateway.protocol.frames_schema import frame_adapter
 from gateway.runs.execution import LoopSetup
 from gateway.runs.manager import RunManager
 from gateway.runs.summaries import INSTRUCTIONS
@@ -85,8 +86,11 @@ async def test_older_turns_are_summarised_once_and_the_summary_is_reused(
     # In the log of a run that wrote one (the Timbal view), as its own value.
     found = []
     for run in (await store.list_runs(thread.id, 100, None)).rows:
-        found += [f.frame["v"] for f in await store.read_frames(run.id)
+        frames = [f.frame for f in await store.read_frames(run.id)
                   if f.frame.get("v", {}).get("type") == "x-summary"]
+        for frame in frames:
+            frame_adapter.validate_python(frame)  # the published frame schema accepts it
+        found += [frame["v"] for frame in frames]
     assert len(found) == len(summaries)
     assert thread.context_summary["text"] in [value["content"] for value in found]
 
