@@ -252,6 +252,18 @@ class Settings(BaseSettings):
         description="Run starts one process works on at once; more wait for their turn, in "
                     "order, so that a burst of new runs does not stall the streams already "
                     "running (`gateway_starts_waiting` counts the waiting).")
+    max_active_runs: int = Field(
+        256, ge=0, le=1_000_000,
+        description="Runs one process may have going or starting at once (0: no limit); one "
+                    "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
+                    "`/ready` answers 503 meanwhile, so a load balancer sends the work "
+                    "elsewhere (see docs/operations.md, Scaling, for sizing it).")
+    max_start_wait_seconds: float = Field(
+        0.5, ge=0, le=3600,
+        description="A new run is refused with 503 `OVERLOADED` while the run start at the "
+                    "head of the start queue (`GATEWAY_START_CONCURRENCY`) has waited this "
+                    "long (0: never): the process is starting runs more slowly than they come, "
+                    "and a newcomer would only wait longer for its first token.")
     key_concurrent_runs: int = Field(
         100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
                                "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "

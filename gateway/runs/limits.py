@@ -29,6 +29,10 @@ class RunLimits:
     """How long an `Idempotency-Key` names the run it started."""
     start_concurrency: int = 16
     """Run starts one process works on at once (`start_gate`)."""
+    max_active_runs: int = 0
+    """Runs going or starting in one process past which a new one is refused (0: no limit)."""
+    max_start_wait_seconds: float = 0.0
+    """A new run is refused while the oldest waiting start has waited this long (0: never)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLimits:
@@ -37,7 +41,9 @@ class RunLimits:
                    run_max_seconds=settings.run_max_seconds,
                    max_output_tokens=settings.run_max_output_tokens or None,
                    idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
-                   start_concurrency=settings.start_concurrency)
+                   start_concurrency=settings.start_concurrency,
+                   max_active_runs=settings.max_active_runs,
+                   max_start_wait_seconds=settings.max_start_wait_seconds)
 
     def quota_slot_ms(self, lease_seconds: float) -> int:
         """How long a quota slot outlives a crashed process: at most a run's longest life."""

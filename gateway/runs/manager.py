@@ -50,7 +50,10 @@ class RunManager:
         self.store, self.model = store, setup.model
         self.limits, self.timings = limits, timings
         # Run requests take turns at it (the API's run-start handlers hold it, see `start_gate`).
-        self.start_gate = StartGate(limits.start_concurrency)
+        # Past what the process can carry, it refuses new runs at once (503 OVERLOADED).
+        self.start_gate = StartGate(limits.start_concurrency, limits.max_active_runs,
+                                    limits.max_start_wait_seconds,
+                                    lambda: len(self.registry.active))
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
         self.quotas = Quotas(backend.counters)
         self.idempotency_ttl_seconds = limits.idempotency_ttl_seconds

@@ -1,4 +1,4 @@
-"""The start gate: how many run starts one process works on at once.
+"""The start gate: how many run starts one process works on at once, and which it refuses.
 
 Starting a run is a burst of work on the event loop that every stream of the process shares:
 parsing and checking the request, the thread's lock and the run's rows in one transaction, the
@@ -7,33 +7,92 @@ benchmark) and all are let in, every turn of the loop is full of start work and 
 every run already streaming waits behind it: 300 starts at once on 2 cores delayed tokens by up
 to 260 ms at p99 (bench/README.md). Through the gate they go a few at a time, in the order they
 came: a start waits for its turn instead of everyone waiting for all of them.
+
+Past what the process can carry, waiting in turn only makes everyone wait: 1,000 runs arriving
+over 10 s at one process were all admitted and got their first token after up to 40 s. So the
+gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
+balancer sends the user elsewhere; not 429, which is the user's own quota), while
+
+- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`), or
+- the start at the head of the queue has waited `max_wait` seconds or more
+  (`GATEWAY_MAX_START_WAIT_SECONDS`): the starts already queued will get their turn, a new one
+  would only wait longer, so the queue stays short enough that no admitted start waits much
+  longer than that.
+
+Runs already admitted keep their pace. `saturation()` says why the process refuses, for
+`/ready` (a balancer stops sending it work until it clears).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from types import TracebackType
 
 from ..observability import metrics
+from ..protocol.problems import ApiError, Problem
+
+# What a refused client is told to wait: a balancer retries elsewhere at once; one process's
+# queue drains within about a second.
+RETRY_AFTER_SECONDS = 1
+
+
+class Overloaded(ApiError):
+    """The 503 a new run gets while the process is saturated; `headers` go on the response."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(Problem.OVERLOADED, f"This gateway process is at capacity ({reason}); "
+                         "retry after Retry-After seconds (another process may take it)",
+                         reason=reason)
+        self.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
 class StartGate:
     """At most `width` run starts at once; the rest wait in arrival order (asyncio's
-    semaphore wakes waiters first come, first served)."""
+    semaphore wakes waiters first come, first served). `active` counts the runs going;
+    `max_active` and `max_wait` (0: no limit) are when a new start is refused instead."""
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, max_active: int = 0, max_wait: float = 0.0,
+                 active: Callable[[], int] = lambda: 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._slots = asyncio.Semaphore(width)
+        self.max_active, self.max_wait, self._active = max_active, max_wait, active
+        self._inside = 0  # starts holding a slot (not yet counted by `active`)
+        self._arrivals: dict[object, float] = {}  # waiting starts, oldest first
+        self._clock = clock
+
+    def saturation(self) -> str | None:
+        """Why a new start would be refused now (None: it would be let in)."""
+        if self.max_active and self._active() + self._inside + len(self._arrivals) >= (
+                self.max_active):
+            return f"{self.max_active} runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)"
+        if self.max_wait and self._arrivals:
+            waited = self._clock() - next(iter(self._arrivals.values()))
+            if waited >= self.max_wait:
+                return (f"run starts wait {waited:.1f} s for their turn "
+                        "(GATEWAY_MAX_START_WAIT_SECONDS)")
+        return None
 
     async def __aenter__(self) -> None:
+        reason = self.saturation()
+        if reason is not None:
+            metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
+            raise Overloaded(reason)
         if self._slots.locked():
+            token = object()
+            self._arrivals[token] = self._clock()
             metrics.STARTS_WAITING.inc()
             try:
                 await self._slots.acquire()
             finally:
+                del self._arrivals[token]
                 metrics.STARTS_WAITING.dec()
         else:
             await self._slots.acquire()
+        self._inside += 1
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
                         traceback: TracebackType | None) -> None:
+        self._inside -= 1
         self._slots.release()

@@ -1,12 +1,15 @@
 """The start gate: at most its width of starts at once, the others in the order they came, and
-the waiting counted for operators."""
+the waiting counted for operators; past the process's capacity (runs going, or the queue's
+wait), a new start is refused at once."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gateway.observability import metrics
-from gateway.runs.start_gate import StartGate
+from gateway.runs.start_gate import Overloaded, StartGate
 
 
 def waiting() -> float:
@@ -56,3 +59,60 @@ async def test_a_waiting_start_whose_client_left_gives_up_its_place() -> None:
     await holder
     async with gate:  # the slot the leaver never took is free again
         pass
+
+
+def overloaded_refusals() -> float:
+    return metrics.REFUSALS.labels("OVERLOADED")._value.get()
+
+
+async def test_a_start_is_refused_at_once_while_the_head_of_the_queue_has_waited_too_long(
+) -> None:
+    now = [100.0]
+    gate = StartGate(1, max_wait=0.5, clock=lambda: now[0])
+    held = asyncio.Event()
+
+    async def start() -> None:
+        async with gate:
+            await held.wait()
+
+    holder = asyncio.create_task(start())
+    await asyncio.sleep(0)
+    queued = asyncio.create_task(start())
+    await asyncio.sleep(0.01)
+    assert waiting() == 1 and gate.saturation() is None
+    now[0] += 0.5  # the queued start has waited its most: a newcomer would wait longer
+    refused = overloaded_refusals()
+    reason = gate.saturation()
+    assert reason is not None and "GATEWAY_MAX_START_WAIT_SECONDS" in reason
+    with pytest.raises(Overloaded) as caught:
+        async with gate:
+            pass
+    assert caught.value.problem.name == "OVERLOADED" and caught.value.headers["Retry-After"]
+    assert overloaded_refusals() == refused + 1 and waiting() == 1
+    held.set()  # the queued start still gets its turn
+    await asyncio.gather(holder, queued)
+    assert gate.saturation() is None
+    async with gate:
+        pass
+
+
+async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -> None:
+    active = [0]
+    gate = StartGate(1, max_active=3, active=lambda: active[0])
+    held = asyncio.Event()
+
+    async def start() -> None:
+        async with gate:
+            await held.wait()
+
+    tasks = [asyncio.create_task(start()) for _ in range(2)]  # one inside, one waiting
+    await asyncio.sleep(0.01)
+    assert gate.saturation() is None
+    active[0] = 1  # a run already going: 1 + 2 starts reach the cap
+    assert "GATEWAY_MAX_ACTIVE_RUNS" in (gate.saturation() or "")
+    with pytest.raises(Overloaded):
+        async with gate:
+            pass
+    held.set()
+    await asyncio.gather(*tasks)
+    assert gate.saturation() is None
