@@ -260,10 +260,10 @@ class Settings(BaseSettings):
                     "elsewhere (see docs/operations.md, Scaling, for sizing it).")
     max_start_wait_seconds: float = Field(
         0.5, ge=0, le=3600,
-        description="A new run is refused with 503 `OVERLOADED` while the run start at the "
-                    "head of the start queue (`GATEWAY_START_CONCURRENCY`) has waited this "
-                    "long (0: never): the process is starting runs more slowly than they come, "
-                    "and a newcomer would only wait longer for its first token.")
+        description="A new run is refused with 503 `OVERLOADED` while a run start under way "
+                    "(waiting for its turn at `GATEWAY_START_CONCURRENCY`, or being started) "
+                    "has taken this long (0: never): the process starts runs more slowly than "
+                    "they come, and a newcomer would only wait longer for its first token.")
     key_concurrent_runs: int = Field(
         100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
                                "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "

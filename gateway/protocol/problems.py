@@ -146,8 +146,8 @@ class Problem(enum.Enum):
                             "refused, unknown host, connect timeout).")
     SHUTTING_DOWN = (503, "The gateway is shutting down and starts no new run; retry after "
                           "`Retry-After` seconds (another process may take it).")
-    OVERLOADED = (503, "This gateway process is at capacity (`GATEWAY_MAX_ACTIVE_RUNS`, or starts "
-                       "waiting `GATEWAY_MAX_START_WAIT_SECONDS`) and starts no new run now; "
+    OVERLOADED = (503, "This gateway process is at capacity (`GATEWAY_MAX_ACTIVE_RUNS`, or a run "
+                       "start taking `GATEWAY_MAX_START_WAIT_SECONDS`) and starts no new run now; "
                        "retry after `Retry-After` seconds (another process may take it).")
 
 

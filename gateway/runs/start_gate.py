@@ -14,10 +14,10 @@ gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry
 balancer sends the user elsewhere; not 429, which is the user's own quota), while
 
 - the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`), or
-- the start at the head of the queue has waited `max_wait` seconds or more
-  (`GATEWAY_MAX_START_WAIT_SECONDS`): the starts already queued will get their turn, a new one
-  would only wait longer, so the queue stays short enough that no admitted start waits much
-  longer than that.
+- a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
+  (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
+  loop is full, or the queue is long), and a newcomer would only wait longer for its first
+  token. The starts already under way go on; so no admitted start takes much longer than that.
 
 Runs already admitted keep their pace. `saturation()` says why the process refuses, for
 `/ready` (a balancer stops sending it work until it clears).
@@ -26,9 +26,9 @@ Runs already admitted keep their pace. `saturation()` says why the process refus
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
-from types import TracebackType
+from collections.abc import AsyncIterator, Callable
 
 from ..observability import metrics
 from ..protocol.problems import ApiError, Problem
@@ -58,41 +58,43 @@ class StartGate:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._slots = asyncio.Semaphore(width)
         self.max_active, self.max_wait, self._active = max_active, max_wait, active
-        self._inside = 0  # starts holding a slot (not yet counted by `active`)
-        self._arrivals: dict[object, float] = {}  # waiting starts, oldest first
+        # Starts under way (waiting or inside; not yet counted by `active`), oldest first.
+        self._arrivals: dict[object, float] = {}
         self._clock = clock
 
     def saturation(self) -> str | None:
         """Why a new start would be refused now (None: it would be let in)."""
-        if self.max_active and self._active() + self._inside + len(self._arrivals) >= (
-                self.max_active):
+        if self.max_active and self._active() + len(self._arrivals) >= self.max_active:
             return f"{self.max_active} runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)"
         if self.max_wait and self._arrivals:
             waited = self._clock() - next(iter(self._arrivals.values()))
             if waited >= self.max_wait:
-                return (f"run starts wait {waited:.1f} s for their turn "
+                return (f"a run start has taken {waited:.1f} s so far "
                         "(GATEWAY_MAX_START_WAIT_SECONDS)")
         return None
 
-    async def __aenter__(self) -> None:
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """A start's turn: refused at once (`Overloaded`) while the process is saturated, else
+        held from the start's arrival (waiting in order) to its end."""
         reason = self.saturation()
         if reason is not None:
             metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
             raise Overloaded(reason)
-        if self._slots.locked():
-            token = object()
-            self._arrivals[token] = self._clock()
-            metrics.STARTS_WAITING.inc()
-            try:
+        token = object()
+        self._arrivals[token] = self._clock()
+        try:
+            if self._slots.locked():
+                metrics.STARTS_WAITING.inc()
+                try:
+                    await self._slots.acquire()
+                finally:
+                    metrics.STARTS_WAITING.dec()
+            else:
                 await self._slots.acquire()
+            try:
+                yield
             finally:
-                del self._arrivals[token]
-                metrics.STARTS_WAITING.dec()
-        else:
-            await self._slots.acquire()
-        self._inside += 1
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        traceback: TracebackType | None) -> None:
-        self._inside -= 1
-        self._slots.release()
+                self._slots.release()
+        finally:
+            del self._arrivals[token]

@@ -24,7 +24,7 @@ async def test_starts_beyond_the_width_wait_and_go_in_arrival_order() -> None:
 
     async def start(number: int) -> None:
         nonlocal most
-        async with gate:
+        async with gate.turn():
             inside.append(number)
             order.append(number)
             most = max(most, len(inside))
@@ -44,7 +44,7 @@ async def test_a_waiting_start_whose_client_left_gives_up_its_place() -> None:
     held = asyncio.Event()
 
     async def hold() -> None:
-        async with gate:
+        async with gate.turn():
             await held.wait()
 
     holder = asyncio.create_task(hold())
@@ -57,7 +57,7 @@ async def test_a_waiting_start_whose_client_left_gives_up_its_place() -> None:
     assert waiting() == 0
     held.set()
     await holder
-    async with gate:  # the slot the leaver never took is free again
+    async with gate.turn():  # the slot the leaver never took is free again
         pass
 
 
@@ -65,14 +65,13 @@ def overloaded_refusals() -> float:
     return metrics.REFUSALS.labels("OVERLOADED")._value.get()
 
 
-async def test_a_start_is_refused_at_once_while_the_head_of_the_queue_has_waited_too_long(
-) -> None:
+async def test_a_start_is_refused_at_once_while_one_under_way_has_taken_too_long() -> None:
     now = [100.0]
     gate = StartGate(1, max_wait=0.5, clock=lambda: now[0])
     held = asyncio.Event()
 
     async def start() -> None:
-        async with gate:
+        async with gate.turn():
             await held.wait()
 
     holder = asyncio.create_task(start())
@@ -80,19 +79,19 @@ async def test_a_start_is_refused_at_once_while_the_head_of_the_queue_has_waited
     queued = asyncio.create_task(start())
     await asyncio.sleep(0.01)
     assert waiting() == 1 and gate.saturation() is None
-    now[0] += 0.5  # the queued start has waited its most: a newcomer would wait longer
+    now[0] += 0.5  # the starts under way have taken their most: a newcomer would wait longer
     refused = overloaded_refusals()
     reason = gate.saturation()
     assert reason is not None and "GATEWAY_MAX_START_WAIT_SECONDS" in reason
     with pytest.raises(Overloaded) as caught:
-        async with gate:
+        async with gate.turn():
             pass
     assert caught.value.problem.name == "OVERLOADED" and caught.value.headers["Retry-After"]
     assert overloaded_refusals() == refused + 1 and waiting() == 1
     held.set()  # the queued start still gets its turn
     await asyncio.gather(holder, queued)
     assert gate.saturation() is None
-    async with gate:
+    async with gate.turn():
         pass
 
 
@@ -102,7 +101,7 @@ async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -
     held = asyncio.Event()
 
     async def start() -> None:
-        async with gate:
+        async with gate.turn():
             await held.wait()
 
     tasks = [asyncio.create_task(start()) for _ in range(2)]  # one inside, one waiting
@@ -111,7 +110,7 @@ async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -
     active[0] = 1  # a run already going: 1 + 2 starts reach the cap
     assert "GATEWAY_MAX_ACTIVE_RUNS" in (gate.saturation() or "")
     with pytest.raises(Overloaded):
-        async with gate:
+        async with gate.turn():
             pass
     held.set()
     await asyncio.gather(*tasks)
