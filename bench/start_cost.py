@@ -119,7 +119,7 @@ async def measure(args: argparse.Namespace, upstream_url: str) -> list[dict[str,
         "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}",
         "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
         "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MAX_ACTIVE_RUNS": "0",
-        "GATEWAY_MAX_START_WAIT_SECONDS": "0", **dict(e.split("=", 1) for e in args.env)})
+        "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0", **dict(e.split("=", 1) for e in args.env)})
     app = create_app(settings)
     results = []
     async with app.router.lifespan_context(app):

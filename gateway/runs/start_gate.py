@@ -17,7 +17,10 @@ balancer sends the user elsewhere; not 429, which is the user's own quota), whil
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
   (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
   loop is full, or the queue is long), and a newcomer would only wait longer for its first
-  token. The starts already under way go on; so no admitted start takes much longer than that.
+  token. The starts already under way go on; so no admitted start takes much longer than that;
+- the event loop has run `max_lag` seconds late within the last second
+  (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
+  other jobs on the machine), every token already waits, and a new run would add to it.
 
 Runs already admitted keep their pace. `saturation()` says why the process refuses, for
 `/ready` (a balancer stops sending it work until it clears).
@@ -50,17 +53,20 @@ class Overloaded(ApiError):
 
 class StartGate:
     """At most `width` run starts at once; the rest wait in arrival order (asyncio's
-    semaphore wakes waiters first come, first served). `active` counts the runs going;
-    `max_active` and `max_wait` (0: no limit) are when a new start is refused instead."""
+    semaphore wakes waiters first come, first served). `active` counts the runs going, `lag`
+    is the loop's recent lateness; `max_active`, `max_wait` and `max_lag` (0: no limit) are
+    when a new start is refused instead."""
 
     def __init__(self, width: int, max_active: int = 0, max_wait: float = 0.0,
                  active: Callable[[], int] = lambda: 0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_lag: float = 0.0,
+                 lag: Callable[[], float] = lambda: 0.0) -> None:
         self._slots = asyncio.Semaphore(width)
         self.max_active, self.max_wait, self._active = max_active, max_wait, active
         # Starts under way (waiting or inside; not yet counted by `active`), oldest first.
         self._arrivals: dict[object, float] = {}
         self._clock = clock
+        self.max_lag, self._lag = max_lag, lag
 
     def saturation(self) -> str | None:
         """Why a new start would be refused now (None: it would be let in)."""
@@ -71,6 +77,9 @@ class StartGate:
             if waited >= self.max_wait:
                 return (f"a run start has taken {waited:.1f} s so far "
                         "(GATEWAY_MAX_START_WAIT_SECONDS)")
+        if self.max_lag and (lag := self._lag()) >= self.max_lag:
+            return (f"the event loop runs {lag * 1000:.0f} ms late "
+                    "(GATEWAY_MAX_LOOP_LAG_SECONDS)")
         return None
 
     @contextlib.asynccontextmanager

@@ -1,14 +1,16 @@
 """The start gate: at most its width of starts at once, the others in the order they came, and
-the waiting counted for operators; past the process's capacity (runs going, or the queue's
-wait), a new start is refused at once."""
+the waiting counted for operators; past the process's capacity (runs going, a start's wait,
+the event loop's lateness), a new start is refused at once."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from gateway.observability import metrics
+from gateway.runs.lateness import LoopLateness
 from gateway.runs.start_gate import Overloaded, StartGate
 
 
@@ -115,3 +117,31 @@ async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -
     held.set()
     await asyncio.gather(*tasks)
     assert gate.saturation() is None
+
+
+async def test_a_start_is_refused_while_the_event_loop_runs_late() -> None:
+    lag = [0.0]
+    gate = StartGate(4, max_lag=0.25, lag=lambda: lag[0])
+    async with gate.turn():
+        pass
+    lag[0] = 0.3  # the loop's core is full: every token already waits
+    assert "GATEWAY_MAX_LOOP_LAG_SECONDS" in (gate.saturation() or "")
+    with pytest.raises(Overloaded):
+        async with gate.turn():
+            pass
+    lag[0] = 0.0
+    async with gate.turn():
+        pass
+
+
+async def test_the_lateness_watch_sees_a_loop_held_by_one_long_step() -> None:
+    lateness = LoopLateness()
+    assert lateness.recent() == 0.0  # not watched: never a reason to refuse
+    watch = asyncio.create_task(lateness.watch())
+    await asyncio.sleep(0.12)
+    time.sleep(0.3)  # a step that holds the loop (a blocking call, a long computation)
+    held = lateness.recent()
+    await asyncio.sleep(0)
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
+    assert held >= 0.25
