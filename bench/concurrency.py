@@ -1,33 +1,31 @@
-"""Many concurrent paced streams through one gateway process, against the limits it cannot beat.
+"""Many paced streams through one gateway process: time to first token, pace, refusals.
 
-    .venv/bin/python -m bench.concurrency                  # about seven minutes
-    .venv/bin/python -m bench.concurrency --levels 10,50 --rates 20 --seconds 3   # a quick look
+    .venv/bin/python -m bench.concurrency                  # the standard set, about 6 minutes
+    .venv/bin/python -m bench.concurrency --scenarios 100x50@0,300x20@10 --paths gateway
 
-Every party is its own process, so readers never share an interpreter with what they measure:
+A scenario `CxR@S` is C runs of R tokens a second each (`--seconds` long, 5 s by default),
+arriving evenly over S seconds (`@0`: all in the same instant). Every party is its own process,
+so a reader never shares an interpreter with what it measures:
 
-- a paced upstream (`--serve upstream`): an OpenAI-compatible chat-completions stream of
-  numbered tokens on an absolute schedule (token k leaves at start + k / rate, so scheduling
-  delays do not accumulate), each stamped with the monotonic time it left (`t12@<ns> `; one
+- the paced upstream and the bare SSE stream of `bench/paced.py` (plain asyncio on raw
+  sockets): tokens on an absolute schedule, each stamped with the monotonic time it left (one
   clock for every process on the machine);
-- one gateway (`gateway serve`, SQLite, the default model adapter) in front of it, with its
-  event-loop lag monitor on (`GATEWAY_LOOP_LAG_LOG_SECONDS=1`);
-- a bare sse-starlette app (`--serve bare`): the same paced, stamped tokens as gateway-shaped
-  `TEXT_MESSAGE_CONTENT` events with the gateway's framing and nothing else per event: the
-  limit of a Python SSE server on this machine;
-- `--readers` reader processes, which split the C streams of a level between them.
+- one gateway (`gateway serve`, SQLite, the default model adapter and admission settings, any
+  `--gateway-env`) in front of that upstream, its event-loop lag monitor on;
+- `--readers` reader processes, each a plain asyncio loop on raw sockets (an HTTP/1.1 request,
+  then a regular expression over the bytes for the stamps), which split a scenario's runs.
 
-For each path (the upstream read directly, the gateway, bare SSE), each rate and each level C,
-the readers start C streams at once (`POST /v1/threads/runs` for the gateway, each on a new
-thread) and report per level: runs completed (every token and the end seen), the latency per
-token from leaving its source to reaching the reader (p50, p99), each run's largest gap between
-two tokens (p99 over runs), each run's duration against the ideal (tokens / rate), the serving
-process's CPU (user + system, all threads, from /proc), its peak RSS during the level, and that
-peak above its RSS when idle after the warm-up run divided by C (memory per run; the levels of a
-rate run in increasing C on fresh processes, so this is an upper bound only by what the
-allocator kept from smaller levels), and for the gateway the event loop's lag (the largest of the
-monitor's per-second p99s during the level). Written as JSON, a Markdown table and a PNG chart
-(latency p99 against C, one line per path and rate) under `--out`.
-Not part of the pass/fail suite.
+Per path (the upstream read directly and the bare SSE stream are the limits; the gateway is what
+is measured) and scenario: the runs **completed** (every token and the end seen), **refused**
+(503, with the time to that answer: a refusal must come at once), **failed** (anything else:
+another status, a cut or unfinished stream), the **time to first token** from sending the
+request (p50, p99 over the admitted runs), the latency per token from leaving the upstream to
+the reader (p50, p99), each run's largest gap between two tokens (p99), each run's duration
+against the ideal, the serving process's CPU (% of one core over the scenario's wall time), its
+peak RSS above idle per run, the event loop's lag (the largest per-second p99 of its monitor),
+and the machine's load average when the scenario ended (other jobs stretch every wall-clock
+figure: read them beside it). Then the gateway's CPU per run start and per token (`cpu_cost`).
+Written as JSON and a Markdown table under `--out`. Not part of the pass/fail suite.
 """
 
 from __future__ import annotations
@@ -45,128 +43,49 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from gateway.config import Settings
 from tests.support.gateway_server import ROOT, GatewayServer, free_port
 
-LEVELS = (10, 50, 100, 200, 300, 500)
-RATES = (20, 50)
+SCENARIOS = "10x20@0,100x20@5,100x50@0,200x50@5,300x20@0,300x20@10,500x20@10,1000x20@10"
 STAMP = re.compile(rb"t(\d+)@(\d+) ")
 LAG = re.compile(r"loop lag ms: ticks=\d+ p50=[\d.]+ p99=([\d.]+) max=([\d.]+)")
 PATHS = ("upstream", "gateway", "bare")
-END_MARKERS = (b"[DONE]", b'"RUN_FINISHED"', b"event: end")
+END_MARKERS = (b"[DONE]", b'"RUN_FINISHED"', b'"RUN_ERROR"')
 
 
-def _prompt(tokens: int, rate: int) -> str:
-    return f"paced {tokens} {rate}"
+@dataclass(frozen=True)
+class Scenario:
+    runs: int
+    rate: int
+    ramp: float  # seconds over which the runs arrive evenly; 0: all at once
 
+    @classmethod
+    def parse(cls, text: str) -> Scenario:
+        counts, _, ramp = text.partition("@")
+        runs, _, rate = counts.partition("x")
+        return cls(int(runs), int(rate), float(ramp or 0))
 
-# ---- the paced sources -------------------------------------------------------------------
-
-async def _paced(tokens: int, rate: int):  # type: ignore[no-untyped-def]
-    """(k, stamp) for k = 1..tokens, token k at start + (k-1)/rate on the monotonic clock."""
-    start = time.monotonic()
-    for k in range(1, tokens + 1):
-        delay = start + (k - 1) / rate - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        yield k, time.monotonic_ns()
-
-
-def upstream_app() -> Any:
-    """A minimal OpenAI-compatible chat-completions server: only the paced stream."""
-
-    async def app(scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        request = json.loads(body or b"{}")
-        text = ""
-        for m in request.get("messages", []):
-            if m.get("role") == "user":
-                content = m["content"]
-                text = content if isinstance(content, str) else " ".join(
-                    p.get("text", "") for p in content)
-        match = re.search(r"paced (\d+) (\d+)", text)
-        tokens, rate = (int(match.group(1)), int(match.group(2))) if match else (3, 100)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
-        head = (b'data: {"id":"chatcmpl-paced","object":"chat.completion.chunk","created":0,'
-                b'"model":"paced","choices":[{"index":0,"delta":')
-        tail = b',"finish_reason":null}]}\n\n'
-        await send({"type": "http.response.body", "more_body": True,
-                    "body": head + b'{"role":"assistant","content":""}' + tail})
-        async for k, stamp in _paced(tokens, rate):
-            await send({"type": "http.response.body", "more_body": True,
-                        "body": head + b'{"content":"t%d@%d "}' % (k, stamp) + tail})
-        usage = (b'data: {"id":"chatcmpl-paced","object":"chat.completion.chunk","created":0,'
-                 b'"model":"paced","choices":[],"usage":{"prompt_tokens":5,'
-                 b'"completion_tokens":%d,"total_tokens":%d}}\n\n' % (tokens, tokens + 5))
-        end = (head + b'{}' + b',"finish_reason":"stop"}]}\n\n' + usage + b"data: [DONE]\n\n")
-        await send({"type": "http.response.body", "body": end, "more_body": False})
-
-    return app
-
-
-def bare_app() -> Any:
-    """The limit: the same paced tokens as gateway-shaped events through sse-starlette, framed
-    as `gateway.api.runs.event_stream` frames them."""
-    from sse_starlette import EventSourceResponse
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
-    from gateway.runs.timings import Timings
-
-    async def stream(request: Any) -> EventSourceResponse:
-        tokens = int(request.query_params["tokens"])
-        rate = int(request.query_params["rate"])
-
-        async def events():  # type: ignore[no-untyped-def]
-            yield {"data": '{"type":"RUN_STARTED","threadId":"thr","runId":"run"}', "id": "1"}
-            async for k, stamp in _paced(tokens, rate):
-                yield {"id": str(k + 1), "data": json.dumps(
-                    {"type": "TEXT_MESSAGE_CONTENT", "messageId": "01JD000000000000000000000",
-                     "delta": f"t{k}@{stamp} ", "timestamp": stamp // 1_000_000},
-                    separators=(",", ":"))}
-            yield {"data": '{"type":"RUN_FINISHED","threadId":"thr","runId":"run"}',
-                   "id": str(tokens + 2)}
-
-        return EventSourceResponse(events(), ping=15, sep="\n", send_timeout=Timings().slow_reader_seconds,
-                                   headers={"Cache-Control": "no-cache",
-                                            "X-Accel-Buffering": "no"})
-
-    return Starlette(routes=[Route("/stream", stream)])
-
-
-def serve(kind: str, port: int) -> None:
-    import uvicorn
-
-    app = upstream_app() if kind == "upstream" else bare_app()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                lifespan="off", backlog=4096)
+    def __str__(self) -> str:
+        return f"{self.runs}x{self.rate}@{self.ramp:g}"
 
 
 class Source:
-    """One of the source subprocesses above."""
+    """`bench/paced.py` in its own process."""
 
     def __init__(self, kind: str) -> None:
         self.port = free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.concurrency", "--serve", kind, "--port",
-             str(self.port)], cwd=ROOT)
+        self.process = subprocess.Popen([sys.executable, "-m", "bench.paced", kind,
+                                         str(self.port)], cwd=ROOT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                httpx.get(f"{self.url}/", timeout=1)
+                httpx.get(f"{self.url}/health", timeout=1)
                 return
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -201,119 +120,153 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-# ---- readers (their own processes) ---------------------------------------------------------
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+# ---- readers (their own processes, raw sockets) ----------------------------------------------
 
 @dataclass
 class StreamResult:
-    tokens: int
-    completed: bool
-    duration: float  # request sent -> last token, s
-    first_ms: float  # request sent -> first token
-    max_gap_ms: float
-    latencies_ms: list[float]
+    status: int  # 0: no answer
+    answered_ms: float  # request sent -> status line
+    tokens: int = 0
+    completed: bool = False
+    first_ms: float | None = None  # request sent -> first token
+    duration: float = 0.0  # request sent -> last token, s
+    max_gap_ms: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
     error: str | None = None
 
 
-async def _read_one(client: httpx.AsyncClient, path: str, url: str, tokens: int,
-                    rate: int) -> StreamResult:
-    prompt = _prompt(tokens, rate)
+def request_bytes(path: str, port: int, tokens: int, rate: int) -> bytes:
+    prompt = f"paced {tokens} {rate}"
+    if path == "bare":
+        return (f"GET /stream?tokens={tokens}&rate={rate} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+                "connection: close\r\n\r\n").encode()
     if path == "upstream":
-        request = client.build_request("POST", f"{url}/v1/chat/completions", json={
-            "model": "paced", "stream": True, "messages": [{"role": "user", "content": prompt}]})
-    elif path == "gateway":
-        request = client.build_request(
-            "POST", f"{url}/v1/threads/runs",
-            headers={"accept": "text/event-stream", "x-api-key": "bench"},
-            json={"message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
-                  "thread": {"userKey": "bench"}})
+        target, body = "/v1/chat/completions", {
+            "model": "paced", "stream": True, "messages": [{"role": "user", "content": prompt}]}
     else:
-        request = client.build_request("GET", f"{url}/stream?tokens={tokens}&rate={rate}")
-    latencies: list[float] = []
-    seen, last_arrival, max_gap, ended, first = 0, 0.0, 0.0, False, 0.0
+        target, body = "/v1/threads/runs", {
+            "message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
+            "thread": {"userKey": "bench"}}
+    data = json.dumps(body).encode()
+    return (f"POST {target} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nconnection: close\r\n"
+            f"content-type: application/json\r\naccept: text/event-stream\r\n"
+            f"x-api-key: bench\r\ncontent-length: {len(data)}\r\n\r\n").encode() + data
+
+
+async def read_one(path: str, port: int, tokens: int, rate: int) -> StreamResult:
     sent = time.monotonic()
-    carry = b""
     try:
-        response = await client.send(request, stream=True)
-        try:
-            async for piece in response.aiter_raw():
-                now_ns = time.monotonic_ns()
-                data = carry + piece
-                end = 0
-                for match in STAMP.finditer(data):
-                    seen += 1
-                    latencies.append((now_ns - int(match.group(2))) / 1e6)
-                    end = match.end()
-                now = now_ns / 1e9
-                if end:
-                    first = first or now
-                    if last_arrival:
-                        max_gap = max(max_gap, now - last_arrival)
-                    last_arrival = now
-                carry = data[end:][-200:]
-                if any(marker in data for marker in END_MARKERS):
-                    ended = True
-        finally:
-            await response.aclose()
-    except Exception as exc:  # a refused or cut stream is a result, not a crash of the bench
-        return StreamResult(seen, False, time.monotonic() - sent,
-                            ((first or time.monotonic()) - sent) * 1000, max_gap * 1000,
-                            latencies, f"{type(exc).__name__}: {exc}"[:200])
-    return StreamResult(seen, ended and seen == tokens, (last_arrival or time.monotonic()) - sent,
-                        ((first or time.monotonic()) - sent) * 1000, max_gap * 1000, latencies)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError as exc:
+        return StreamResult(0, (time.monotonic() - sent) * 1000, error=f"connect: {exc}"[:200])
+    result = StreamResult(0, 0.0)
+    try:
+        writer.write(request_bytes(path, port, tokens, rate))
+        head = await reader.readuntil(b"\r\n\r\n")
+        result.answered_ms = (time.monotonic() - sent) * 1000
+        result.status = int(head.split(b" ", 2)[1])
+        if result.status != 200:
+            result.error = f"status {result.status}: {(await reader.read(300))[:200]!r}"
+            return result
+        await _read_stream(reader, sent, result)
+    except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        writer.close()
+    result.completed = result.error is None and result.completed and result.tokens == tokens
+    return result
 
 
-async def _read_many(path: str, url: str, count: int, tokens: int, rate: int,
-                     start_at: float) -> list[StreamResult]:
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0)) as client:
-        delay = start_at - time.monotonic()
+async def _read_stream(reader: asyncio.StreamReader, sent: float, result: StreamResult) -> None:
+    carry, last = b"", 0.0
+    while piece := await reader.read(65536):
+        now_ns = time.monotonic_ns()
+        data = carry + piece
+        end = 0
+        for match in STAMP.finditer(data):
+            result.tokens += 1
+            result.latencies_ms.append((now_ns - int(match.group(2))) / 1e6)
+            end = match.end()
+        now = now_ns / 1e9
+        if end:
+            if result.first_ms is None:
+                result.first_ms = (now - sent) * 1000
+            if last:
+                result.max_gap_ms = max(result.max_gap_ms, (now - last) * 1000)
+            last = now
+        if any(marker in data for marker in END_MARKERS):
+            result.completed = b'"RUN_ERROR"' not in data
+            break
+        carry = data[end:][-200:]
+    result.duration = (last or time.monotonic()) - sent
+
+
+async def read_many(path: str, port: int, offsets: list[float], tokens: int, rate: int,
+                    start_at: float) -> list[StreamResult]:
+    async def one(offset: float) -> StreamResult:
+        delay = start_at + offset - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        return await asyncio.gather(*(_read_one(client, path, url, tokens, rate)
-                                      for _ in range(count)))
+        return await read_one(path, port, tokens, rate)
+
+    return await asyncio.gather(*(one(offset) for offset in offsets))
 
 
-def _reader(path: str, url: str, count: int, tokens: int, rate: int, start_at: float,
-            out: Any) -> None:
+def reader(path: str, port: int, offsets: list[float], tokens: int, rate: int, start_at: float,
+           out: Any) -> None:
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:
         pass
-    results = asyncio.run(_read_many(path, url, count, tokens, rate, start_at))
+    results = asyncio.run(read_many(path, port, offsets, tokens, rate, start_at))
     out.send([asdict(r) for r in results])
     out.close()
 
 
-# ---- one level -----------------------------------------------------------------------------
+# ---- one scenario ------------------------------------------------------------------------------
 
-def _pct(values: list[float], q: float) -> float:
+def pct(values: list[float], q: float) -> float | None:
     if not values:
-        return float("nan")
+        return None
     values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * q))]
+    return round(values[min(len(values) - 1, int(len(values) * q))], 1)
 
 
-def measure(path: str, url: str, pid: int, runs: int, rate: int, seconds: float, readers: int,
-            lag_log: Path | None, baseline_kib: int | None = None) -> dict[str, Any]:
-    tokens = max(1, int(seconds * rate))
+def run_readers(path: str, port: int, scenario: Scenario, tokens: int, readers: int
+                ) -> tuple[list[dict[str, Any]], float]:
+    """Every run of the scenario, split round robin between the reader processes."""
     context = multiprocessing.get_context("spawn")
-    shares = [runs // readers + (1 if i < runs % readers else 0) for i in range(readers)]
-    shares = [s for s in shares if s]
-    start_at = time.monotonic() + 1.5 + runs / 400  # every reader ready and waiting
+    offsets = [scenario.ramp * i / scenario.runs for i in range(scenario.runs)]
+    start_at = time.monotonic() + 1.5 + scenario.runs / 400  # every reader ready and waiting
     pipes, processes = [], []
-    for share in shares:
+    for k in range(min(readers, scenario.runs)):
         receiver, sender = context.Pipe(duplex=False)
-        process = context.Process(target=_reader,
-                                  args=(path, url, share, tokens, rate, start_at, sender))
+        process = context.Process(target=reader, args=(
+            path, port, offsets[k::readers], tokens, scenario.rate, start_at, sender))
         process.start()
         pipes.append(receiver)
         processes.append(process)
-    lag_offset = lag_log.stat().st_size if lag_log else 0
     while time.monotonic() < start_at - 0.2:
         time.sleep(0.05)
-    rss_before, cpu_before = rss_kib(pid), cpu_seconds(pid)
+    results: list[dict[str, Any]] = []
+    for receiver in pipes:
+        results.extend(receiver.recv())
+    for process in processes:
+        process.join()
+    return results, start_at
+
+
+def measure(path: str, url: str, pid: int, scenario: Scenario, seconds: float, readers: int,
+            lag_log: Path | None, baseline_kib: int | None = None) -> dict[str, Any]:
+    tokens = max(1, int(seconds * scenario.rate))
+    lag_offset = lag_log.stat().st_size if lag_log else 0
+    rss_before, cpu_before, wall_before = rss_kib(pid), cpu_seconds(pid), time.monotonic()
     peak = [rss_before]
     stop = threading.Event()
 
@@ -323,61 +276,70 @@ def measure(path: str, url: str, pid: int, runs: int, rate: int, seconds: float,
 
     sampler = threading.Thread(target=sample_rss, daemon=True)
     sampler.start()
-    results: list[dict[str, Any]] = []
-    for receiver in pipes:
-        results.extend(receiver.recv())
-    for process in processes:
-        process.join()
+    results, start_at = run_readers(path, int(url.rsplit(":", 1)[1]), scenario, tokens, readers)
     stop.set()
     sampler.join()
     cpu = cpu_seconds(pid) - cpu_before
-    wall = time.monotonic() - start_at
-    lags: list[float] = []
-    if lag_log:
-        with open(lag_log, errors="replace") as log:
-            log.seek(lag_offset)
-            for line in log:
-                match = LAG.search(line)
-                if match:
-                    lags.append(float(match.group(1)))
-    latencies = [x for r in results for x in r["latencies_ms"]]
-    ideal = tokens / rate
-    durations = [r["duration"] / ideal for r in results if r["completed"]]
-    errors = sorted({r["error"] for r in results if r["error"]})
+    wall = time.monotonic() - max(start_at, wall_before)
+    return summary(path, scenario, tokens, results, cpu, wall, peak[0],
+                   baseline_kib or rss_before, lag_since(lag_log, lag_offset))
+
+
+def lag_since(lag_log: Path | None, offset: int) -> list[float]:
+    if not lag_log:
+        return []
+    with open(lag_log, errors="replace") as log:
+        log.seek(offset)
+        return [float(m.group(1)) for line in log if (m := LAG.search(line))]
+
+
+def summary(path: str, scenario: Scenario, tokens: int, results: list[dict[str, Any]],
+            cpu: float, wall: float, peak_kib: int, baseline_kib: int, lags: list[float]
+            ) -> dict[str, Any]:
+    admitted = [r for r in results if r["status"] == 200]
+    completed = [r for r in results if r["completed"]]
+    refused = [r for r in results if r["status"] == 503]
+    latencies = [x for r in admitted for x in r["latencies_ms"]]
+    ideal = tokens / scenario.rate
+    errors = sorted({r["error"] for r in results if r["error"] and r["status"] != 503})
     return {
-        "path": path, "runs": runs, "rate": rate, "tokens": tokens,
-        "completed": sum(r["completed"] for r in results),
-        "latency_p50_ms": round(_pct(latencies, 0.5), 1),
-        "latency_p99_ms": round(_pct(latencies, 0.99), 1),
-        "first_token_p99_ms": round(_pct([r["first_ms"] for r in results], 0.99), 1),
-        "gap_p99_ms": round(_pct([r["max_gap_ms"] for r in results], 0.99), 1),
-        "duration_p50": round(_pct(durations, 0.5), 3),
-        "duration_p99": round(_pct(durations, 0.99), 3),
-        "cpu_percent": round(100 * cpu / wall, 1),
-        "cpu_s": round(cpu, 3),
-        "rss_mib": round(peak[0] / 1024, 1),
-        "rss_per_run_kib": round(max(0, peak[0] - (baseline_kib or rss_before)) / runs, 1),
+        "path": path, "scenario": str(scenario), "runs": scenario.runs, "rate": scenario.rate,
+        "ramp_s": scenario.ramp, "tokens": tokens,
+        "completed": len(completed), "refused": len(refused),
+        "failed": len(results) - len(completed) - len(refused),
+        "refused_ms_p99": pct([r["answered_ms"] for r in refused], 0.99),
+        "first_token_p50_ms": pct([r["first_ms"] for r in admitted if r["first_ms"]], 0.5),
+        "first_token_p99_ms": pct([r["first_ms"] if r["first_ms"] else 1e9 for r in admitted],
+                                  0.99),
+        "latency_p50_ms": pct(latencies, 0.5), "latency_p99_ms": pct(latencies, 0.99),
+        "gap_p99_ms": pct([r["max_gap_ms"] for r in completed], 0.99),
+        "duration_p99": pct([r["duration"] / ideal for r in completed], 0.99),
+        "cpu_percent": round(100 * cpu / wall, 1), "cpu_s": round(cpu, 3),
+        "rss_per_run_kib": round(max(0, peak_kib - baseline_kib) / max(1, len(admitted)), 1),
         "loop_lag_p99_ms": round(max(lags), 1) if lags else None,
-        "errors": errors[:3],
+        "load": load_average(), "errors": errors[:3],
     }
 
 
 def cpu_cost(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
              rate: int = 2000, repeats: int = 3) -> dict[str, Any]:
-    """The gateway's CPU per run start and per token: `runs` runs of one token started at once,
-    then `runs` runs of `tokens` tokens (the upstream sends them as fast as `rate`); the
-    difference is the tokens' cost, the rest of the first the starts' (each with its end).
+    """The gateway's CPU per run start and per token: `runs` runs of one token started over a
+    second, then `runs` runs of `tokens` tokens (the upstream sends them as fast as `rate`);
+    the difference is the tokens' cost, the rest of the first the starts' (each with its end).
     CPU used, not time waited for a core, so other load on the machine changes it far less
     than the wall-clock figures. Median of `repeats`."""
     per_start, per_token = [], []
     for _ in range(repeats):
-        small = measure("gateway", url, pid, runs, rate, 1 / rate, readers, None)
-        large = measure("gateway", url, pid, runs, rate, tokens / rate, readers, None)
-        token = (large["cpu_s"] - small["cpu_s"]) / (runs * (tokens - 1))
+        small = measure("gateway", url, pid, Scenario(runs, rate, 1.0), 1 / rate, readers, None)
+        large = measure("gateway", url, pid, Scenario(runs, rate, 1.0), tokens / rate, readers,
+                        None)
+        if small["failed"] or large["failed"] or not small["completed"]:
+            raise RuntimeError(f"cost runs failed: {small} {large}")
+        # Per run admitted (a refusal on a busy machine costs far less than a start).
+        token = (large["cpu_s"] / large["completed"] - small["cpu_s"] / small["completed"]) / (
+            tokens - 1)
         per_token.append(token)
-        per_start.append(small["cpu_s"] / runs - token)
-        if small["completed"] < runs or large["completed"] < runs:
-            raise RuntimeError(f"cost runs did not complete: {small['errors']} {large['errors']}")
+        per_start.append(small["cpu_s"] / small["completed"] - token)
     return {"runs": runs, "tokens": tokens,
             "cpu_ms_per_start": round(statistics.median(per_start) * 1e3, 2),
             "cpu_us_per_token": round(statistics.median(per_token) * 1e6, 1),
@@ -387,56 +349,28 @@ def cpu_cost(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
 
 # ---- output ---------------------------------------------------------------------------------
 
-COLUMNS = [("path", "path"), ("rate", "tok/s"), ("runs", "C"), ("completed", "completed"),
+COLUMNS = [("path", "path"), ("scenario", "runs x tok/s @ ramp s"), ("completed", "completed"),
+           ("refused", "refused 503"), ("refused_ms_p99", "503 in ms p99"),
+           ("failed", "failed"), ("first_token_p50_ms", "first token p50 ms"),
+           ("first_token_p99_ms", "p99 ms"), ("gap_p99_ms", "largest gap p99 ms"),
            ("latency_p50_ms", "latency p50 ms"), ("latency_p99_ms", "p99 ms"),
-           ("first_token_p99_ms", "first token p99 ms"), ("gap_p99_ms", "largest gap p99 ms"), ("duration_p50", "duration/ideal p50"),
-           ("duration_p99", "p99"), ("cpu_percent", "CPU %"), ("rss_mib", "RSS MiB"),
-           ("rss_per_run_kib", "KiB/run"), ("loop_lag_p99_ms", "loop lag p99 ms")]
+           ("duration_p99", "duration/ideal p99"), ("cpu_percent", "CPU %"),
+           ("rss_per_run_kib", "KiB/run"), ("loop_lag_p99_ms", "loop lag p99 ms"),
+           ("load", "load avg")]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |",
-             "|" + "|".join("---" if key == "path" else "---:" for key, _ in COLUMNS) + "|"]
+             "|" + "|".join("---" if k in ("path", "scenario") else "---:" for k, _ in COLUMNS)
+             + "|"]
     for row in rows:
         cells = []
         for key, _ in COLUMNS:
             value = row.get(key)
             cells.append("–" if value is None else f"{value:,}" if isinstance(value, int)
-                         and key != "rate" else str(value))
+                         else str(value))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def chart(rows: list[dict[str, Any]], path: Path, machine: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(8, 5))
-    colours = {"upstream": "tab:blue", "gateway": "tab:red", "bare": "tab:green"}
-    for name in PATHS:
-        for rate, style in zip(sorted({r["rate"] for r in rows}), ("-", "--", ":"),
-                               strict=False):
-            points = [(r["runs"], r["latency_p99_ms"]) for r in rows
-                      if r["path"] == name and r["rate"] == rate]
-            if points:
-                axes.plot(*zip(*points, strict=True), style, marker="o", color=colours[name],
-                          label=f"{name}, {rate} tok/s")
-    levels = sorted({r["runs"] for r in rows})
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    axes.set_xticks(levels, [str(level) for level in levels])
-    axes.minorticks_off()
-    axes.set_xlabel("concurrent runs (C)")
-    axes.set_ylabel("latency per token, p99 (ms, log scale)")
-    axes.set_title("Token latency p99 against concurrency (from leaving the source to the reader)",
-                   fontsize=10)
-    figure.text(0.01, 0.01, machine, fontsize=7)
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout(rect=(0, 0.03, 1, 1))
-    figure.savefig(path, dpi=110)
 
 
 def machine_line() -> str:
@@ -448,87 +382,78 @@ def machine_line() -> str:
             f"load average {' '.join(load)}")
 
 
+def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str]
+            ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    upstream, bare = Source("upstream"), Source("bare")
+    gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), {
+        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
+        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": args.adapter,
+        "GATEWAY_LOOP_LAG_LOG_SECONDS": "1",
+        # The server's own default (the test harness turns it off), and the loop lateness
+        # limit recommended behind a balancer (docs/operations.md, Scaling).
+        "GATEWAY_MAX_START_WAIT_SECONDS": str(
+            Settings.model_fields["max_start_wait_seconds"].default),
+        "GATEWAY_MAX_LOOP_LAG_SECONDS": "0.25",
+        **dict(e.split("=", 1) for e in args.gateway_env)})
+    rows: list[dict[str, Any]] = []
+    cost = None
+    try:
+        gateway.start()
+        targets = {"upstream": (upstream.url, upstream.pid, None),
+                   "gateway": (gateway.url, gateway.process.pid, gateway.log_path),
+                   "bare": (bare.url, bare.pid, None)}
+        # Warm-up: the gateway's first runs pay for lazy imports and the first model call.
+        measure("gateway", gateway.url, gateway.process.pid, Scenario(20, 50, 1), 1, 1, None)
+        time.sleep(1.0)
+        baselines = {name: rss_kib(pid) for name, (_, pid, _) in targets.items()}
+        for scenario in scenarios:
+            for path in paths:
+                url, pid, lag_log = targets[path]
+                row = measure(path, url, pid, scenario, args.seconds, args.readers, lag_log,
+                              baselines[path])
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                time.sleep(args.pause)
+        if args.cost_runs and "gateway" in paths:
+            cost = cpu_cost(gateway.url, gateway.process.pid, args.readers, args.cost_runs)
+            print(json.dumps({"cost": cost}), flush=True)
+    finally:
+        gateway.stop()
+        upstream.stop()
+        bare.stop()
+    return rows, cost
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--levels", default=",".join(map(str, LEVELS)))
-    parser.add_argument("--rates", default=",".join(map(str, RATES)))
+    parser.add_argument("--scenarios", default=SCENARIOS,
+                        help="CxR@S,...: C runs of R tok/s arriving over S s (0: at once)")
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--seconds", type=float, default=5.0, help="ideal duration of a run")
     parser.add_argument("--readers", type=int, default=2, help="reader processes")
+    parser.add_argument("--pause", type=float, default=2.0, help="seconds between scenarios")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--adapter", default="auto", help="GATEWAY_MODEL_ADAPTER")
+    parser.add_argument("--gateway-env", action="append", default=[],
+                        help="NAME=value for the gateway (e.g. GATEWAY_MAX_ACTIVE_RUNS=0)")
     parser.add_argument("--cost-runs", type=int, default=100,
                         help="runs per batch of the CPU cost measurement (0: skip it)")
-    parser.add_argument("--py-spy", help="py-spy binary: profile the gateway at each level "
-                                         "into --out/pyspy-<rate>-<C>.txt (raw format)")
-    parser.add_argument("--serve", choices=["upstream", "bare"], help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve(args.serve, args.port)
-        return
-    levels = [int(x) for x in args.levels.split(",")]
-    rates = [int(x) for x in args.rates.split(",")]
-    paths = args.paths.split(",")
+    scenarios = [Scenario.parse(s) for s in args.scenarios.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     machine_before = machine_line()
-    rows: list[dict[str, Any]] = []
-    cost: dict[str, Any] | None = None
-    for rate in rates:  # fresh processes per rate: each level's memory is measured from idle
-        upstream, bare = Source("upstream"), Source("bare")
-        gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), {
-            "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
-            "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": args.adapter,
-            "GATEWAY_LOOP_LAG_LOG_SECONDS": "1"})
-        try:
-            gateway.start()
-            targets = {"upstream": (upstream.url, upstream.pid, None),
-                       "gateway": (gateway.url, gateway.process.pid, gateway.log_path),
-                       "bare": (bare.url, bare.pid, None)}
-            # Warm-up: the gateway's first run pays for lazy imports and the first model call.
-            measure("gateway", gateway.url, gateway.process.pid, 2, 50, 1, 1, None)
-            time.sleep(1.0)
-            baselines = {name: rss_kib(pid) for name, (_, pid, _) in targets.items()}
-            for runs in levels:
-                for path in paths:
-                    url, pid, lag_log = targets[path]
-                    spy = None
-                    if args.py_spy and path == "gateway":
-                        spy = subprocess.Popen(
-                            [args.py_spy, "record", "--pid", str(pid), "--format", "raw",
-                             "--rate", "200", "--nonblocking", "--threads", "-o",
-                             str(args.out / f"pyspy-{rate}-{runs}.txt")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                    row = measure(path, url, pid, runs, rate, args.seconds, args.readers,
-                                  lag_log, baselines[path])
-                    if spy is not None:
-                        spy.send_signal(signal.SIGINT)
-                        spy.wait(30)
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-                    time.sleep(1.0)
-            if cost is None and args.cost_runs and "gateway" in paths:  # after the levels:
-                # its runs must not count in the idle RSS the levels are measured from
-                cost = cpu_cost(gateway.url, gateway.process.pid, args.readers, args.cost_runs)
-                print(json.dumps({"cost": cost}), flush=True)
-        finally:
-            gateway.stop()
-            upstream.stop()
-            bare.stop()
+    rows, cost = run_all(args, scenarios, args.paths.split(","))
     machine = f"{machine_line()} (at the start: {machine_before.rsplit(', ', 1)[1]})"
-    rows.sort(key=lambda r: (r["rate"], r["runs"], PATHS.index(r["path"])))
     (args.out / "concurrency.json").write_text(json.dumps(
-        {"machine": machine, "cost": cost, "rows": rows}, indent=1))
+        {"machine": machine, "gateway_env": args.gateway_env, "cost": cost, "rows": rows},
+        indent=1))
     table = markdown(rows)
     if cost is not None:
         table += (f"\nGateway CPU per run start (with its end): {cost['cpu_ms_per_start']} ms; "
                   f"per token: {cost['cpu_us_per_token']} µs ({cost['runs']} runs of 1 and of "
                   f"{cost['tokens']} tokens, median of {len(cost['samples_ms_per_start'])}).\n")
     (args.out / "concurrency.md").write_text(f"Machine: {machine}\n\n{table}")
-    chart(rows, args.out / "concurrency.png", machine)
     print(f"\nMachine: {machine}\n\n{table}")
-    if statistics.mean(r["completed"] / r["runs"] for r in rows) < 1:
-        print("some runs did not complete: see `errors` in concurrency.json")
 
 
 if __name__ == "__main__":

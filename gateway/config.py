@@ -302,6 +302,26 @@ class Settings(BaseSettings):
         description="Run starts one process works on at once; more wait for their turn, in "
                     "order, so that a burst of new runs does not stall the streams already "
                     "running (`gateway_starts_waiting` counts the waiting).")
+    max_active_runs: int = Field(
+        256, ge=0, le=1_000_000,
+        description="Runs one process may have going or starting at once (0: no limit); one "
+                    "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
+                    "`/ready` answers 503 meanwhile, so a load balancer sends the work "
+                    "elsewhere (see docs/operations.md, Scaling, for sizing it).")
+    max_start_wait_seconds: float = Field(
+        0.5, ge=0, le=3600,
+        description="A new run is refused with 503 `OVERLOADED` while a run start under way "
+                    "(waiting for its turn at `GATEWAY_START_CONCURRENCY`, or being started) "
+                    "has taken this long (0: never): the process starts runs more slowly than "
+                    "they come, and a newcomer would only wait longer for its first token.")
+    max_loop_lag_seconds: float = Field(
+        0.0, ge=0, le=60,
+        description="A new run is refused with 503 `OVERLOADED` while the event loop has run "
+                    "this late within the last second (0: never, the default): the process's "
+                    "core is full (its streams, or other jobs on the machine) and every token "
+                    "already waits; `/ready` answers 503 meanwhile. 0.25 suits a process "
+                    "behind a balancer; off by default because one pause (a start-up "
+                    "collection, a blocking call) would refuse the next start too.")
     key_concurrent_runs: int = Field(
         100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
                                "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "

@@ -122,10 +122,12 @@ async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> S
 def _start_background(manager: RunManager, settings: Settings,
                       stack: contextlib.AsyncExitStack) -> None:
     """Lease renewal and failing the runs of dead processes (at start-up too); cancels and
-    thread events signalled by other processes; the event loop's lag, if asked for; the
-    retention prune, if set. Stopped first on exit."""
+    thread events signalled by other processes; the event loop's lateness for admission
+    control, and its lag log, if asked for; the retention prune, if set. Stopped first on exit."""
     tasks = [asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor"),
              asyncio.create_task(manager.listen_for_signals(), name="signals")]
+    if settings.max_loop_lag_seconds:  # admission control reads it (`runs/lateness.py`)
+        tasks.append(asyncio.create_task(manager.lateness.watch(), name="loop lateness"))
     if settings.loop_lag_log_seconds:
         tasks.append(asyncio.create_task(monitor_loop_lag(settings.loop_lag_log_seconds),
                                          name="loop lag"))

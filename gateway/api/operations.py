@@ -3,7 +3,8 @@
 `/health` only says the process is alive. `/ready` says whether it should get traffic: not while
 the database does not answer a trivial query, while Redis (when configured) does not answer a
 PING (a load balancer then sends requests elsewhere instead of to runs that would fail or lag),
-or while the process drains for shutdown. What is pinged is the backend's
+or while the process drains for shutdown, or while it is saturated and refuses new runs
+(`runs/start_gate.py`: 503 `OVERLOADED` with the reason). What is pinged is the backend's
 (`runs.backend.Backend.ping`), each part within two seconds. `/metrics` is the Prometheus text of
 `gateway.observability.metrics`.
 """
@@ -17,6 +18,7 @@ from starlette.routing import Route
 from ..observability.metrics import exposition
 from ..protocol.problems import Problem
 from ..runs.backend import Unreachable
+from ..runs.start_gate import RETRY_AFTER_SECONDS
 from .context import services
 from .errors import problem
 
@@ -29,6 +31,12 @@ async def ready(request: Request) -> Response:
     svc = services(request)
     if svc.runs.refusal is not None:
         return problem(Problem.SHUTTING_DOWN, "The gateway is shutting down")
+    saturation = svc.runs.start_gate.saturation()
+    if saturation is not None:  # new runs are refused here: send them elsewhere meanwhile
+        response = problem(Problem.OVERLOADED, f"This process is at capacity: {saturation}",
+                           reason=saturation)
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     try:
         answered = await svc.backend.ping()
     except Unreachable as unreachable:

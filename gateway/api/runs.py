@@ -151,7 +151,7 @@ def gated(handler: Callable[[Request], Awaitable[Response]]
 
     @functools.wraps(handler)
     async def in_turn(request: Request) -> Response:
-        async with services(request).runs.start_gate:
+        async with services(request).runs.start_gate.turn():
             return await handler(request)
 
     return in_turn

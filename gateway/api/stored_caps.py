@@ -49,29 +49,33 @@ async def check_thread_room(settings: Settings, store: Store, project: str,
     """403 `THREAD_LIMIT_REACHED` when the user scope (or the project) holds its most threads.
 
     Counted before the insert, so racing creations may overshoot by a few: a ceiling against
-    filling the database, not an exact quota. A user's threads are counted each time (an index
-    range of at most the cap); a project's, which may be many, every `PROJECT_RECOUNT_SECONDS`
-    per process with the creations admitted since added, and each time once past half the cap
-    (so processes that do not see each other's creations cannot pass it by much)."""
+    filling the database, not an exact quota. Each is counted every `RECOUNT_SECONDS` per
+    process with the creations admitted since added, and each time once past half the cap (so
+    processes that do not see each other's creations cannot pass it by much): a count was a
+    query of its own on every new thread's run start, about a tenth of the start's CPU."""
     user_limit, project_limit = settings.max_threads_per_user, settings.max_threads_per_project
-    if user_limit and user_key is not None and await store.count_threads(
-            project, user_key, at_most=user_limit) >= user_limit:
+    if user_limit and user_key is not None and await _threads(
+            store, project, user_key, user_limit) >= user_limit:
         raise _limit_reached("user", user_limit)
-    if project_limit and await _project_threads(store, project, project_limit) >= project_limit:
+    if project_limit and await _threads(store, project, None, project_limit) >= project_limit:
         raise _limit_reached("project", project_limit)
 
 
-PROJECT_RECOUNT_SECONDS = 10.0
-# (store, project) -> (when counted, threads counted then plus those admitted since)
-_project_counts: dict[tuple[int, str], tuple[float, int]] = {}
+RECOUNT_SECONDS = 10.0
+COUNTS_KEPT = 10_000  # user scopes whose count a process remembers (the least recent go)
+# (store, project, user scope or None) -> (when counted, threads counted then plus those
+# admitted since)
+_counts: dict[tuple[int, str, str | None], tuple[float, int]] = {}
 
 
-async def _project_threads(store: Store, project: str, limit: int) -> int:
-    key, now = (id(store), project), time.monotonic()
-    counted = _project_counts.get(key)
-    if counted is None or now - counted[0] > PROJECT_RECOUNT_SECONDS or counted[1] * 2 >= limit:
-        counted = (now, await store.count_threads(project, None, at_most=limit))
-    _project_counts[key] = (counted[0], counted[1] + 1)  # this creation, if it is admitted
+async def _threads(store: Store, project: str, user_key: str | None, limit: int) -> int:
+    key, now = (id(store), project, user_key), time.monotonic()
+    counted = _counts.pop(key, None)
+    if counted is None or now - counted[0] > RECOUNT_SECONDS or counted[1] * 2 >= limit:
+        counted = (now, await store.count_threads(project, user_key, at_most=limit))
+    _counts[key] = (counted[0], counted[1] + 1)  # this creation, if it is admitted
+    if len(_counts) > COUNTS_KEPT:
+        del _counts[next(iter(_counts))]
     return counted[1]
 
 

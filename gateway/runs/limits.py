@@ -33,6 +33,12 @@ class RunLimits:
     """Input tokens of a call to a model litellm does not know (None: no limit)."""
     output_reserve_tokens: int = 1024
     """Tokens of the input budget kept for the answer of a call without `max_tokens`."""
+    max_active_runs: int = 0
+    """Runs going or starting in one process past which a new one is refused (0: no limit)."""
+    max_start_wait_seconds: float = 0.0
+    """A new run is refused while a start under way has taken this long (0: never)."""
+    max_loop_lag_seconds: float = 0.0
+    """A new run is refused while the event loop has run this late recently (0: never)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLimits:
@@ -43,7 +49,10 @@ class RunLimits:
                    idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
                    start_concurrency=settings.start_concurrency,
                    max_input_tokens=settings.max_input_tokens,
-                   output_reserve_tokens=settings.output_reserve_tokens)
+                   output_reserve_tokens=settings.output_reserve_tokens,
+                   max_active_runs=settings.max_active_runs,
+                   max_start_wait_seconds=settings.max_start_wait_seconds,
+                   max_loop_lag_seconds=settings.max_loop_lag_seconds)
 
     def quota_slot_ms(self, lease_seconds: float) -> int:
         """How long a quota slot outlives a crashed process: at most a run's longest life."""

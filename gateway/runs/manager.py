@@ -30,6 +30,7 @@ from .backend import Backend, RunFeed, Signals
 from .component_state import ComponentStates
 from .execution import CANCELLED_ERROR, LoopSetup, RunExecutor
 from .idempotency import start_new_thread_once
+from .lateness import LoopLateness
 from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
@@ -50,7 +51,13 @@ class RunManager:
         self.store, self.model = store, setup.model
         self.limits, self.timings = limits, timings
         # Run requests take turns at it (the API's run-start handlers hold it, see `start_gate`).
-        self.start_gate = StartGate(limits.start_concurrency)
+        # Past what the process can carry, it refuses new runs at once (503 OVERLOADED).
+        self.lateness = LoopLateness()  # watched by a background task (`services`)
+        self.start_gate = StartGate(limits.start_concurrency, limits.max_active_runs,
+                                    limits.max_start_wait_seconds,
+                                    lambda: len(self.registry.active),
+                                    max_lag=limits.max_loop_lag_seconds,
+                                    lag=self.lateness.recent)
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
         self.quotas = Quotas(backend.counters)
         self.idempotency_ttl_seconds = limits.idempotency_ttl_seconds

@@ -177,7 +177,7 @@ class RunRecorder:
         self.unsaved.add(message_id)  # until the write below succeeds
         if parts is None:
             self._messages[message_id] = [part]
-            written = await self.store.add(MessageRow(
+            written = await self.store.add_message(MessageRow(
                 id=message_id, thread_id=self.thread_id, run_id=self.run_id, role="assistant",
                 parts=[part], created_ms=now_ms(), is_cancelled=cancelled), fence=self.fence)
         else:

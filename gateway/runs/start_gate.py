@@ -1,4 +1,4 @@
-"""The start gate: how many run starts one process works on at once.
+"""The start gate: how many run starts one process works on at once, and which it refuses.
 
 Starting a run is a burst of work on the event loop that every stream of the process shares:
 parsing and checking the request, the thread's lock and the run's rows in one transaction, the
@@ -7,33 +7,103 @@ benchmark) and all are let in, every turn of the loop is full of start work and 
 every run already streaming waits behind it: 300 starts at once on 2 cores delayed tokens by up
 to 260 ms at p99 (bench/README.md). Through the gate they go a few at a time, in the order they
 came: a start waits for its turn instead of everyone waiting for all of them.
+
+Past what the process can carry, waiting in turn only makes everyone wait: 1,000 runs arriving
+over 10 s at one process were all admitted and got their first token after up to 40 s. So the
+gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
+balancer sends the user elsewhere; not 429, which is the user's own quota), while
+
+- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`), or
+- a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
+  (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
+  loop is full, or the queue is long), and a newcomer would only wait longer for its first
+  token. The starts already under way go on; so no admitted start takes much longer than that;
+- the event loop has run `max_lag` seconds late within the last second
+  (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
+  other jobs on the machine), every token already waits, and a new run would add to it.
+
+Runs already admitted keep their pace. `saturation()` says why the process refuses, for
+`/ready` (a balancer stops sending it work until it clears).
 """
 
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
 
 from ..observability import metrics
+from ..protocol.problems import ApiError, Problem
+
+# What a refused client is told to wait: a balancer retries elsewhere at once; one process's
+# queue drains within about a second.
+RETRY_AFTER_SECONDS = 1
+
+
+class Overloaded(ApiError):
+    """The 503 a new run gets while the process is saturated; `headers` go on the response."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(Problem.OVERLOADED, f"This gateway process is at capacity ({reason}); "
+                         "retry after Retry-After seconds (another process may take it)",
+                         reason=reason)
+        self.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
 class StartGate:
     """At most `width` run starts at once; the rest wait in arrival order (asyncio's
-    semaphore wakes waiters first come, first served)."""
+    semaphore wakes waiters first come, first served). `active` counts the runs going, `lag`
+    is the loop's recent lateness; `max_active`, `max_wait` and `max_lag` (0: no limit) are
+    when a new start is refused instead."""
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, max_active: int = 0, max_wait: float = 0.0,
+                 active: Callable[[], int] = lambda: 0,
+                 clock: Callable[[], float] = time.monotonic, max_lag: float = 0.0,
+                 lag: Callable[[], float] = lambda: 0.0) -> None:
         self._slots = asyncio.Semaphore(width)
+        self.max_active, self.max_wait, self._active = max_active, max_wait, active
+        # Starts under way (waiting or inside; not yet counted by `active`), oldest first.
+        self._arrivals: dict[object, float] = {}
+        self._clock = clock
+        self.max_lag, self._lag = max_lag, lag
 
-    async def __aenter__(self) -> None:
-        if self._slots.locked():
-            metrics.STARTS_WAITING.inc()
-            try:
+    def saturation(self) -> str | None:
+        """Why a new start would be refused now (None: it would be let in)."""
+        if self.max_active and self._active() + len(self._arrivals) >= self.max_active:
+            return f"{self.max_active} runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)"
+        if self.max_wait and self._arrivals:
+            waited = self._clock() - next(iter(self._arrivals.values()))
+            if waited >= self.max_wait:
+                return (f"a run start has taken {waited:.1f} s so far "
+                        "(GATEWAY_MAX_START_WAIT_SECONDS)")
+        if self.max_lag and (lag := self._lag()) >= self.max_lag:
+            return (f"the event loop runs {lag * 1000:.0f} ms late "
+                    "(GATEWAY_MAX_LOOP_LAG_SECONDS)")
+        return None
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """A start's turn: refused at once (`Overloaded`) while the process is saturated, else
+        held from the start's arrival (waiting in order) to its end."""
+        reason = self.saturation()
+        if reason is not None:
+            metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
+            raise Overloaded(reason)
+        token = object()
+        self._arrivals[token] = self._clock()
+        try:
+            if self._slots.locked():
+                metrics.STARTS_WAITING.inc()
+                try:
+                    await self._slots.acquire()
+                finally:
+                    metrics.STARTS_WAITING.dec()
+            else:
                 await self._slots.acquire()
+            try:
+                yield
             finally:
-                metrics.STARTS_WAITING.dec()
-        else:
-            await self._slots.acquire()
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        traceback: TracebackType | None) -> None:
-        self._slots.release()
+                self._slots.release()
+        finally:
+            del self._arrivals[token]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, update
+from sqlalchemy import and_, delete, func, insert, or_, update
 from sqlmodel import select
 
 from . import cursors
-from .base import Fence, Page, Queries, _page, holds_lease, operation
+from .base import Fence, Page, Queries, _page, holds_lease, operation, table, values_of
 from .tables import ComponentRow, MessageRow, RunFrameRow, RunRow, ThreadRow
+
+_messages = table(MessageRow)
 
 
 class ThreadQueries(Queries):
@@ -23,6 +25,17 @@ class ThreadQueries(Queries):
                 return False
             session.add_all(rows)
             await session.commit()
+            return True
+
+    @operation
+    async def add_message(self, row: MessageRow, fence: Fence | None = None) -> bool:
+        """`add` for one message, as a Core INSERT (no unit of work: a run saves each message
+        it completes this way, on its start's budget)."""
+        async with self.engine.begin() as connection:
+            if not await holds_lease(connection, fence):
+                await connection.rollback()
+                return False
+            await connection.execute(insert(_messages), [values_of(row)])
             return True
 
     @operation

@@ -44,7 +44,12 @@ class GatewayServer:
         storage = (engines.ENGINES.env_for(workdir) if engines.ENGINES is not None else
                    {"GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"})
         # `stop()` is a SIGTERM: runs left going by a test get a short drain, not 20 s.
-        self.env = {**storage, "GATEWAY_DRAIN_SECONDS": "3", **(env or {})}
+        self.env = {**storage, "GATEWAY_DRAIN_SECONDS": "3",
+                    # Refusing a start for its wall time or the loop's is timing: a loaded CI
+                    # machine would refuse the suite's own starts
+                    # (tests/inprocess/runs/test_start_gate.py tests them on clocks of its own).
+                    "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
+                    **(env or {})}
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / f"gateway-{self.port}.log"

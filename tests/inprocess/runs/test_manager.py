@@ -166,7 +166,7 @@ async def test_a_run_ended_by_a_database_outage_keeps_its_answer_in_the_thread(
     answer the user saw streamed (found by the soak: it was only in the run's log)."""
     thread = await new_thread(store)
     model.enqueue(text_turn("All ", "of ", "it."))
-    add = store.add
+    add = store.add_message
     failures = iter([OSError("connection refused")])
 
     async def add_while_away(row, *args, **kwargs):
@@ -176,7 +176,7 @@ async def test_a_run_ended_by_a_database_outage_keeps_its_answer_in_the_thread(
                 raise failure
         return await add(row, *args, **kwargs)
 
-    monkeypatch.setattr(store, "add", add_while_away)
+    monkeypatch.setattr(store, "add_message", add_while_away)
     run = (await manager.start(PROJECT, thread, user("go"))).run
     seen = await events(manager, run.id)
     errors = [event for _, event in seen if event["type"] == "RUN_ERROR"]

@@ -1,12 +1,17 @@
 """The start gate: at most its width of starts at once, the others in the order they came, and
-the waiting counted for operators."""
+the waiting counted for operators; past the process's capacity (runs going, a start's wait,
+the event loop's lateness), a new start is refused at once."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 from gateway.observability import metrics
-from gateway.runs.start_gate import StartGate
+from gateway.runs.lateness import LoopLateness
+from gateway.runs.start_gate import Overloaded, StartGate
 
 
 def waiting() -> float:
@@ -21,7 +26,7 @@ async def test_starts_beyond_the_width_wait_and_go_in_arrival_order() -> None:
 
     async def start(number: int) -> None:
         nonlocal most
-        async with gate:
+        async with gate.turn():
             inside.append(number)
             order.append(number)
             most = max(most, len(inside))
@@ -41,7 +46,7 @@ async def test_a_waiting_start_whose_client_left_gives_up_its_place() -> None:
     held = asyncio.Event()
 
     async def hold() -> None:
-        async with gate:
+        async with gate.turn():
             await held.wait()
 
     holder = asyncio.create_task(hold())
@@ -54,5 +59,89 @@ async def test_a_waiting_start_whose_client_left_gives_up_its_place() -> None:
     assert waiting() == 0
     held.set()
     await holder
-    async with gate:  # the slot the leaver never took is free again
+    async with gate.turn():  # the slot the leaver never took is free again
         pass
+
+
+def overloaded_refusals() -> float:
+    return metrics.REFUSALS.labels("OVERLOADED")._value.get()
+
+
+async def test_a_start_is_refused_at_once_while_one_under_way_has_taken_too_long() -> None:
+    now = [100.0]
+    gate = StartGate(1, max_wait=0.5, clock=lambda: now[0])
+    held = asyncio.Event()
+
+    async def start() -> None:
+        async with gate.turn():
+            await held.wait()
+
+    holder = asyncio.create_task(start())
+    await asyncio.sleep(0)
+    queued = asyncio.create_task(start())
+    await asyncio.sleep(0.01)
+    assert waiting() == 1 and gate.saturation() is None
+    now[0] += 0.5  # the starts under way have taken their most: a newcomer would wait longer
+    refused = overloaded_refusals()
+    reason = gate.saturation()
+    assert reason is not None and "GATEWAY_MAX_START_WAIT_SECONDS" in reason
+    with pytest.raises(Overloaded) as caught:
+        async with gate.turn():
+            pass
+    assert caught.value.problem.name == "OVERLOADED" and caught.value.headers["Retry-After"]
+    assert overloaded_refusals() == refused + 1 and waiting() == 1
+    held.set()  # the queued start still gets its turn
+    await asyncio.gather(holder, queued)
+    assert gate.saturation() is None
+    async with gate.turn():
+        pass
+
+
+async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -> None:
+    active = [0]
+    gate = StartGate(1, max_active=3, active=lambda: active[0])
+    held = asyncio.Event()
+
+    async def start() -> None:
+        async with gate.turn():
+            await held.wait()
+
+    tasks = [asyncio.create_task(start()) for _ in range(2)]  # one inside, one waiting
+    await asyncio.sleep(0.01)
+    assert gate.saturation() is None
+    active[0] = 1  # a run already going: 1 + 2 starts reach the cap
+    assert "GATEWAY_MAX_ACTIVE_RUNS" in (gate.saturation() or "")
+    with pytest.raises(Overloaded):
+        async with gate.turn():
+            pass
+    held.set()
+    await asyncio.gather(*tasks)
+    assert gate.saturation() is None
+
+
+async def test_a_start_is_refused_while_the_event_loop_runs_late() -> None:
+    lag = [0.0]
+    gate = StartGate(4, max_lag=0.25, lag=lambda: lag[0])
+    async with gate.turn():
+        pass
+    lag[0] = 0.3  # the loop's core is full: every token already waits
+    assert "GATEWAY_MAX_LOOP_LAG_SECONDS" in (gate.saturation() or "")
+    with pytest.raises(Overloaded):
+        async with gate.turn():
+            pass
+    lag[0] = 0.0
+    async with gate.turn():
+        pass
+
+
+async def test_the_lateness_watch_sees_a_loop_held_by_one_long_step() -> None:
+    lateness = LoopLateness()
+    assert lateness.recent() == 0.0  # not watched: never a reason to refuse
+    watch = asyncio.create_task(lateness.watch())
+    await asyncio.sleep(0.12)
+    time.sleep(0.3)  # a step that holds the loop (a blocking call, a long computation)
+    held = lateness.recent()
+    await asyncio.sleep(0)
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
+    assert held >= 0.25

@@ -1,0 +1,93 @@
+"""Admission control from outside: a process at `GATEWAY_MAX_ACTIVE_RUNS` refuses a new run on
+every dialect's run endpoint at once with 503 `OVERLOADED` and `Retry-After`, says so on
+`/ready` (a balancer stops sending it work) and counts the refusals in `/metrics`; the run it
+carries goes on, and once it has ended new runs are admitted again. (The queue-wait limit,
+`GATEWAY_MAX_START_WAIT_SECONDS`, is tested on the gate itself:
+tests/inprocess/runs/test_start_gate.py.)"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import scripted_env
+from tests.support.gateway_server import USER
+from tests.support.inprocess_app import InProcessGateway
+from tests.support.run_stream import message, open_stream, read_until, slow_turn
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events, text_of
+
+
+@pytest.fixture(scope="module")
+def one_run(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[httpx.Client]:
+    """A gateway process that carries one run at a time."""
+    server = InProcessGateway(tmp_path_factory.mktemp("overload"),
+                              scripted_env(scripted_model, GATEWAY_MAX_ACTIVE_RUNS="1")).start()
+    with server.client(event_hooks=USER, timeout=30, headers={"x-api-key": "test-key"}) as http:
+        yield http
+    server.stop()
+
+
+def agui_input(text: str) -> dict[str, Any]:
+    return {"threadId": f"t-{uuid.uuid4()}", "runId": f"r-{uuid.uuid4()}",
+            "messages": [{"id": f"m-{uuid.uuid4()}", "role": "user", "content": text}],
+            "tools": [], "context": [], "state": {}, "forwardedProps": {}}
+
+
+def starts(thread_id: str, previous_run_id: str, text: str) -> list[tuple[str, dict[str, Any]]]:
+    """A new run on each run-start endpoint of every dialect."""
+    return [("/v1/threads/runs", {"message": message(text)}),
+            (f"/v1/threads/{thread_id}/runs",
+             {"message": message(text), "previousRunId": previous_run_id}),
+            ("/v1/agui/agents/default/run", agui_input(text))]
+
+
+def refusals(http: httpx.Client) -> float:
+    found = re.search(r'^gateway_refusals_total\{code="OVERLOADED"\} (\S+)$',
+                      http.get("/metrics").text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_past_its_cap_a_process_refuses_new_runs_at_once_and_admits_them_again_after(
+        one_run: httpx.Client, scripted_model: ScriptedModel) -> None:
+    http = one_run
+    scripted_model.enqueue_for("first", [{"content": "Done."}])
+    first = run_events(http, "POST", "/v1/threads/runs", json={"message": message("first")})
+    thread_id, first_run = first[0].data["threadId"], first[0].data["runId"]
+    assert http.get("/ready").status_code == 200
+    counted = refusals(http)
+
+    scripted_model.enqueue_for("held", slow_turn(400, 0.05))
+    with open_stream(http, "POST", "/v1/threads/runs", json={
+            "message": message("held"), "onDisconnect": "continue"}) as (_, events):
+        held = read_until(events, lambda seen: text_of(seen) != "")
+    held_thread, held_run = held[0].data["threadId"], held[0].data["runId"]
+
+    refused = [http.post(path, json=body) for path, body in starts(thread_id, first_run, "no")]
+    ready = http.get("/ready")
+    for response in refused:
+        assert response.status_code == 503, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["code"] == "OVERLOADED"
+        assert "GATEWAY_MAX_ACTIVE_RUNS" in response.json()["reason"]
+        assert int(response.headers["retry-after"]) > 0
+    assert ready.status_code == 503 and ready.json()["code"] == "OVERLOADED"
+    assert "GATEWAY_MAX_ACTIVE_RUNS" in ready.json()["reason"]
+    assert refusals(http) == counted + 3
+    status = http.get(f"/v1/threads/{held_thread}/runs/{held_run}",
+                      headers={"accept": "application/json"}).json()
+    assert status["status"] == "running"  # the admitted run goes on
+
+    http.delete(f"/v1/threads/{held_thread}/runs/{held_run}")
+    assert http.get("/ready").status_code == 200
+    for path, body in starts(thread_id, first_run, "again"):
+        scripted_model.enqueue_for("again", [{"content": "Admitted."}])
+        events = run_events(http, "POST", path, json=body)
+        assert text_of(events) == "Admitted.", path
+        assert events[-1].type == "RUN_FINISHED", path
