@@ -72,6 +72,10 @@ def message_model(row: MessageRow, components: Mapping[str, ComponentRow] | None
             if part.get("status") == "error":
                 block["isError"] = True
             blocks.append(block)
+        elif ptype == "x-approval":  # the client's answer to an approval, as it sent it
+            blocks.append({"type": "tool_result", "toolUseId": part["toolCallId"],
+                           "content": [{"type": "text",
+                                        "text": part.get("answer") or part["decision"]}]})
     role = row.role
     if role == "user" and blocks and all(b["type"] == "tool_result" for b in blocks):
         role = "assistant"  # as the real server reads back client tool results

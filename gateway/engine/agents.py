@@ -53,7 +53,8 @@ class Agent:
     `tools` are Python server tools: import paths (`"myapp.tools:search"`, or a module or file
     as `GATEWAY_TOOLS` takes), functions, or specs. `mcp_servers` is a JSON file in the
     `mcpServers` format (as `GATEWAY_MCP_SERVERS`; `""`: none). `subagents` names other agents
-    this one may delegate a task to.
+    this one may delegate a task to. `approval` names its server tools (Python or MCP) whose
+    calls wait for a human's approval (docs/human-in-the-loop.md).
     """
 
     name: str
@@ -69,6 +70,7 @@ class Agent:
     max_input_tokens: int | None = None
     subagents: Sequence[str] = ()
     allow_client_system_prompt: bool = False
+    approval: Sequence[str] = ()  # its server tools that ask a human before they run
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class ResolvedAgent:
     max_input_tokens: int | None
     subagents: tuple[str, ...]
     allow_client_system_prompt: bool
+    approval: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,8 @@ def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent
         max_tokens=agent.max_tokens, tools=tools, mcp_servers=mcp or None,
         max_steps=agent.max_steps if agent.max_steps is not None else defaults.max_steps,
         max_input_tokens=agent.max_input_tokens, subagents=tuple(agent.subagents),
-        allow_client_system_prompt=agent.allow_client_system_prompt)
+        allow_client_system_prompt=agent.allow_client_system_prompt,
+        approval=tuple(agent.approval))
 
 
 def load_tools(sources: Sequence[ToolSource],

@@ -33,6 +33,7 @@ from ..protocol.frames_schema import (
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
+from . import approvals
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
@@ -61,6 +62,8 @@ class ServerToolSpec:
     description: str
     parameters: dict[str, Any]
     call: ServerTool
+    # Ask a human first: a call pauses the run until it is approved (`engine/approvals.py`).
+    approval: bool = False
 
 
 @dataclass
@@ -78,6 +81,8 @@ class RunInput:
     # Output tokens the whole run may use (None: no limit), counted from reported usage.
     max_output_tokens: int | None = None
     tool_timeout: float = 30.0
+    # How long an approval-gated call may wait for its answer before it counts as denied.
+    approval_ttl: float = 86400.0
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
     call_counts: dict[str, int] = field(default_factory=dict)
     # Told which model answered a call when the adapter says (a fallback list).
@@ -256,9 +261,13 @@ def call_value(call: _Call, message_id: str) -> ToolCallValue | ComponentValue:
 
 
 def exhausted_tools(run: RunInput) -> set[str]:
-    """Client tools that reached their `maxCalls` on this thread: no longer offered or run."""
+    """Client tools that reached their `maxCalls` on this thread: no longer offered or run;
+    and client tools named after a server tool that asks first: such a client tool is the
+    client's way of answering the approval (the Tambo client runs the tool it registered under
+    the pending call's name), never a tool of its own."""
     return {t.name for t in run.client_tools
-            if t.max_calls is not None and run.call_counts.get(t.name, 0) >= t.max_calls}
+            if t.max_calls is not None and run.call_counts.get(t.name, 0) >= t.max_calls
+            or (t.name in run.server_tools and run.server_tools[t.name].approval)}
 
 
 def model_tools(run: RunInput) -> list[dict[str, Any]]:
@@ -317,22 +326,18 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         calls = turn.ordered_calls()
         for call in calls:
             run.call_counts[call.name] = run.call_counts.get(call.name, 0) + 1
-        pending = [c for c in calls if c.kind == "client"]
+        pending = [_pending(run, c, turn.message_id) for c in calls
+                   if c.kind == "client" or _asks_first(run, c)]
         ran_tools = False
         for call in calls:
-            if call.kind in ("server", "unknown"):
+            if call.kind in ("server", "unknown") and not _asks_first(run, call):
                 ran_tools = True
                 result = await _run_server_tool(run, call, turn.message_id)
                 await turn.write_value(new_id(), result)
         # What the model sees of this turn from now on, as the thread's history shows it.
         messages.extend(turn_messages(turn.values))
         if pending:
-            return Outcome([
-                {"toolCallId": c.tool_call_id, "toolName": c.name,
-                 "arguments": json.dumps(parse_arguments(c.arguments)),
-                 "input": parse_arguments(c.arguments)}
-                for c in pending
-            ])
+            return Outcome(pending)
         if not ran_tools:
             return Outcome()
         if run.max_output_tokens is not None and output_tokens >= run.max_output_tokens:
@@ -344,6 +349,34 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     raise ModelError("MAX_STEPS_EXCEEDED",
                      f"The run stopped after {run.max_steps} model calls without an answer",
                      "server_error", False)
+
+
+def _asks_first(run: RunInput, call: _Call) -> bool:
+    spec = run.server_tools.get(call.name)
+    return call.kind == "server" and spec is not None and spec.approval
+
+
+def _pending(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:
+    """A call the run stops for: a client tool's, or one waiting for approval."""
+    arguments = parse_arguments(call.arguments)
+    entry: dict[str, Any] = {"toolCallId": call.tool_call_id, "toolName": call.name,
+                             "arguments": json.dumps(arguments), "input": arguments}
+    if call.kind == "server":
+        entry["approval"] = approvals.request(call.name, message_id, run.approval_ttl)
+    return entry
+
+
+async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
+                            sink: FrameSink) -> None:
+    """Before a resumed run's first model call: run each approved call (once: its answer was
+    taken by this run alone, under the thread's lock) and answer the others with an error."""
+    for answer in answers:
+        if answer.decision == "approved":
+            output, error = await call_server_tool(run, answer.name, answer.arguments)
+        else:
+            output, error = None, approvals.denial(answer)
+        value = result_value(answer.message_id, answer.tool_call_id, answer.name, output, error)
+        await sink.emit(timbal.set_value(new_id(), value, now_ms()))
 
 
 async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: LoopHooks
@@ -392,8 +425,14 @@ def call_max_tokens(run: RunInput, used: int) -> int | None:
 
 def _server_result(call: _Call, message_id: str, output: Any = None,
                    error: str | None = None) -> ServerToolResultValue:
+    return result_value(message_id, call.tool_call_id, call.name, output, error)
+
+
+def result_value(message_id: str, tool_call_id: str, name: str, output: Any = None,
+                 error: str | None = None) -> ServerToolResultValue:
+    """A server tool's result (its output, or the error the model sees) as a Timbal value."""
     value: ServerToolResultValue = {"type": "tool_result", "messageId": message_id,
-                                    "toolCallId": call.tool_call_id, "name": call.name,
+                                    "toolCallId": tool_call_id, "name": name,
                                     "status": "success" if error is None else "error"}
     if error is None:
         value["output"] = output
@@ -403,21 +442,25 @@ def _server_result(call: _Call, message_id: str, output: Any = None,
 
 
 async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> ServerToolResultValue:
-    spec = run.server_tools.get(call.name)
+    output, error = await call_server_tool(run, call.name, parse_arguments(call.arguments))
+    return _server_result(call, message_id, output, error)
+
+
+async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any]
+                           ) -> tuple[Any, str | None]:
+    """Run one server tool: its output, or the error the model sees (then the output is
+    None)."""
+    spec = run.server_tools.get(name)
     if spec is None:
-        return _server_result(call, message_id,
-                              error=f"Tool {call.name} is not available in this run")
+        return None, f"Tool {name} is not available in this run"
     try:
         async with asyncio.timeout(run.tool_timeout):
-            output = await spec.call(parse_arguments(call.arguments))
+            return await spec.call(arguments), None
     except TimeoutError:
-        return _server_result(call, message_id, error=f"Tool {call.name} timed out after "
-                                                      f"{run.tool_timeout:g} s")
+        return None, f"Tool {name} timed out after {run.tool_timeout:g} s"
     except ToolError as exc:  # a failing tool is a result the model sees, not a crashed run
-        return _server_result(call, message_id, error=str(exc)[:2000])
+        return None, str(exc)[:2000]
     except Exception:
         incident = uuid.uuid4().hex[:12]
-        log.exception("server tool %s failed (error %s)", call.name, incident)
-        return _server_result(call, message_id,
-                              error=f"Tool {call.name} failed (error {incident})")
-    return _server_result(call, message_id, output)
+        log.exception("server tool %s failed (error %s)", name, incident)
+        return None, f"Tool {name} failed (error {incident})"

@@ -10,7 +10,8 @@
 
 `command` starts a stdio server (it inherits only PATH, HOME and the like plus its own `env`, never
 the gateway's secrets; a relative `cwd` is relative to the config file); `url` reaches a streamable
-HTTP server. An entry with `"disabled": true` is skipped.
+HTTP server. An entry with `"disabled": true` is skipped; one with `"approval": true` has every
+tool of the server ask a human before it runs (`engine/approvals.py`).
 
 Start-up fails fast: if any server cannot be started, connected or listed, `open_mcp_tools` raises
 `McpStartupError` naming the server and the reason, and the gateway does not start. A gateway
@@ -32,7 +33,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ class ServerConfig:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
+    approval: bool = False  # every tool of this server asks a human before it runs
 
     def describe(self) -> str:
         if self.stdio is not None:
@@ -96,7 +98,10 @@ def load_config(config_path: str) -> list[ServerConfig]:
             raise McpStartupError(f"MCP server {name!r}: the entry must be an object")
         if entry.get("disabled") is True:
             continue
-        configs.append(_server_config(name, entry, path.parent))
+        config = _server_config(name, entry, path.parent)
+        if _typed(name, entry, "approval", bool, False):
+            config = replace(config, approval=True)
+        configs.append(config)
     return configs
 
 
@@ -316,7 +321,8 @@ def _specs(listed: list[tuple[McpConnection, list[mcp_types.Tool]]]) -> dict[str
                                       f"named {name!r} once made valid for the model")
             specs[name] = ServerToolSpec(
                 name=name, description=tool.description or tool.title or tool.name,
-                parameters=dict(tool.input_schema), call=_caller(connection, tool.name))
+                parameters=dict(tool.input_schema), call=_caller(connection, tool.name),
+                approval=connection.config.approval)
     return specs
 
 

@@ -404,10 +404,22 @@ class CancelResponse(StrictModel):
     cancelRequested: bool | None = omitted()
 
 
+class ApprovalInfo(StrictModel):
+    """A server tool call waiting for approval: answer it with a tool result whose text is
+    `{"approved": true}` or `{"approved": false, "reason": "..."}` (docs/human-in-the-loop.md)."""
+
+    interruptId: str
+    reason: str
+    message: str
+    messageId: str
+    expiresAt: str
+
+
 class PendingToolCallInfo(StrictModel):
     toolCallId: str
     toolName: str
     arguments: str
+    approval: ApprovalInfo | None = omitted()
 
 
 class RunErrorInfo(StrictModel):
