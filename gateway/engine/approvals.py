@@ -20,7 +20,8 @@ from typing import Any, Literal
 from ..protocol.approvals import REASON
 from ..protocol.clock import iso_ms, new_id, now_ms
 
-Decision = Literal["approved", "denied", "expired"]
+# "answered": a question a tool asked (`engine/elicitation.py`) got its answer.
+Decision = Literal["approved", "denied", "expired", "answered"]
 
 
 def request(name: str, message_id: str, ttl_seconds: float, now: int | None = None
@@ -42,16 +43,18 @@ class Answer:
     message_id: str  # the message holding the call: its result is written there
     decision: Decision
     reason: str | None = None
+    answers: list[dict[str, Any]] | None = None  # to the questions the tool asked, in order
 
     @classmethod
     def of(cls, part: Mapping[str, Any]) -> Answer:
         return cls(part["toolCallId"], part["name"], part.get("arguments") or {},
-                   part["callMessageId"], part["decision"], part.get("reason"))
+                   part["callMessageId"], part["decision"], part.get("reason"),
+                   part.get("answers"))
 
 
 def denial(answer: Answer) -> str:
     """The error result the model sees for a call that did not run."""
     if answer.decision == "expired":
-        return f"The request to run {answer.name} expired before it was approved; it did not run"
+        return f"The request to run {answer.name} expired before it was answered; it did not run"
     text = f"The user denied running {answer.name}; it did not run"
     return f"{text}: {answer.reason}" if answer.reason else text

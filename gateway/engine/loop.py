@@ -33,7 +33,7 @@ from ..protocol.frames_schema import (
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
-from . import approvals
+from . import approvals, elicitation
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
@@ -332,7 +332,13 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         for call in calls:
             if call.kind in ("server", "unknown") and not _asks_first(run, call):
                 ran_tools = True
-                result = await _run_server_tool(run, call, turn.message_id)
+                try:
+                    result = await _run_server_tool(run, call, turn.message_id)
+                except elicitation.InputRequired as question:  # the user must answer first
+                    pending.append(_question(run, call.tool_call_id, call.name,
+                                             parse_arguments(call.arguments), turn.message_id,
+                                             question, []))
+                    continue
                 await turn.write_value(new_id(), result)
         # What the model sees of this turn from now on, as the thread's history shows it.
         messages.extend(turn_messages(turn.values))
@@ -366,17 +372,38 @@ def _pending(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:
     return entry
 
 
+def _question(run: RunInput, call_id: str, name: str, arguments: dict[str, Any],
+              message_id: str, question: elicitation.InputRequired,
+              answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """A call paused by a question its tool asked (`answers`: those it was given so far)."""
+    request = approvals.request(name, message_id, run.approval_ttl)
+    request.update(reason=elicitation.REASON, message=question.message[:2000],
+                   responseSchema=question.schema, answers=answers)
+    return {"toolCallId": call_id, "toolName": name, "arguments": json.dumps(arguments),
+            "input": arguments, "approval": request}
+
+
 async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
-                            sink: FrameSink) -> None:
+                            sink: FrameSink) -> list[dict[str, Any]]:
     """Before a resumed run's first model call: run each approved call (once: its answer was
-    taken by this run alone, under the thread's lock) and answer the others with an error."""
+    taken by this run alone, under the thread's lock) and answer the others with an error;
+    call again each tool whose question was answered. Returns the calls that asked another
+    question (the run pauses again at once)."""
+    pending = []
     for answer in answers:
-        if answer.decision == "approved":
-            output, error = await call_server_tool(run, answer.name, answer.arguments)
-        else:
-            output, error = None, approvals.denial(answer)
+        output, error = None, approvals.denial(answer)  # type: tuple[Any, str | None]
+        if answer.decision in ("approved", "answered"):
+            try:
+                output, error = await call_server_tool(run, answer.name, answer.arguments,
+                                                       answer.answers)
+            except elicitation.InputRequired as question:
+                pending.append(_question(run, answer.tool_call_id, answer.name,
+                                         answer.arguments, answer.message_id, question,
+                                         list(answer.answers or [])))
+                continue
         value = result_value(answer.message_id, answer.tool_call_id, answer.name, output, error)
         await sink.emit(timbal.set_value(new_id(), value, now_ms()))
+    return pending
 
 
 async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: LoopHooks
@@ -446,16 +473,20 @@ async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> Serve
     return _server_result(call, message_id, output, error)
 
 
-async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any]
+async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
+                           answers: list[dict[str, Any]] | None = None
                            ) -> tuple[Any, str | None]:
     """Run one server tool: its output, or the error the model sees (then the output is
-    None)."""
+    None). `answers`: to the questions it asks (`engine/elicitation.py`); one it asks without
+    an answer raises `InputRequired`."""
     spec = run.server_tools.get(name)
     if spec is None:
         return None, f"Tool {name} is not available in this run"
+    given = elicitation.Answers(list(answers or []))
     try:
-        async with asyncio.timeout(run.tool_timeout):
-            return await spec.call(arguments), None
+        return await _call_with(spec, arguments, given, run.tool_timeout), None
+    except elicitation.InputRequired:
+        raise
     except TimeoutError:
         return None, f"Tool {name} timed out after {run.tool_timeout:g} s"
     except ToolError as exc:  # a failing tool is a result the model sees, not a crashed run
@@ -464,3 +495,26 @@ async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any]
         incident = uuid.uuid4().hex[:12]
         log.exception("server tool %s failed (error %s)", name, incident)
         return None, f"Tool {name} failed (error {incident})"
+
+
+async def _call_with(spec: ServerToolSpec, arguments: dict[str, Any],
+                     answers: elicitation.Answers, timeout: float) -> Any:
+    """The tool's call in a task of its own, bound to its answers; a question it asked and
+    could not have answered pauses the run even if the tool swallowed the signal (an MCP
+    server told `cancel` may answer with an error)."""
+    async def call() -> Any:
+        elicitation.bind(answers)
+        return await spec.call(arguments)
+
+    async with asyncio.timeout(timeout):
+        try:
+            output = await asyncio.create_task(call())
+        except elicitation.InputRequired:
+            raise
+        except Exception:
+            if answers.asked is not None:
+                raise answers.asked from None
+            raise
+    if answers.asked is not None:
+        raise answers.asked
+    return output

@@ -43,6 +43,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from . import elicitation
 from .loop import ServerToolSpec, ToolError
 from .tool_context import current_tool_context
 
@@ -191,6 +192,9 @@ class McpConnection:
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[list[mcp_types.Tool]] | None = None
         self._http_statuses: list[int] = []
+        # The answers of each call in flight (`engine/elicitation.py`), for the server's
+        # `elicitation/create` requests.
+        self._asking: list[elicitation.Answers] = []
 
     async def open(self, timeout: float) -> list[mcp_types.Tool]:
         """Connect and list the server's tools; raise `McpStartupError` saying why not."""
@@ -220,7 +224,8 @@ class McpConnection:
                                             self._http_statuses))
         try:
             async with Client(target, cache=None, client_info=mcp_types.Implementation(
-                    name="gateway", version="0.1.0")) as client:
+                    name="gateway", version="0.1.0"),
+                    elicitation_callback=self._elicit) as client:
                 tools = await _list_tools(client)
                 self._client = client
                 ready.set_result(tools)
@@ -238,6 +243,9 @@ class McpConnection:
         client = self._client
         if client is None:
             raise McpToolError(f"MCP server {self.config.name!r} is not connected")
+        answers = elicitation.current()
+        if answers is not None:
+            self._asking.append(answers)
         try:
             context = current_tool_context()
             meta = (mcp_types.RequestParamsMeta(**context.mcp_meta())  # type: ignore[typeddict-item]
@@ -246,7 +254,31 @@ class McpConnection:
         except Exception as exc:  # noqa: BLE001  (transport errors become the model's error text)
             raise McpToolError(f"MCP server {self.config.name!r} failed: "
                                f"{_reason(exc, self.config.secrets)}") from None
+        finally:
+            if answers is not None:
+                self._asking.remove(answers)
         return result_output(result)
+
+    async def _elicit(self, context: Any, params: mcp_types.ElicitRequestParams
+                      ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        """The server asks the user something during a tool call: answered from the call's
+        answers, or, when it has none yet, `cancel` (the call is abandoned and the run pauses
+        with the question; the tool is called again once the user answered).
+
+        A server on MCP 2026-07-28 asks in the call's result (`InputRequiredResult`), which the
+        SDK answers from the calling task: the call's own answers. An older server sends
+        `elicitation/create` on the connection, naming no call: it is answered when one call
+        is in flight on this connection, and refused otherwise, as a request that is not a
+        form is."""
+        schema = getattr(params, "requested_schema", None)
+        answers = elicitation.current() or (self._asking[0] if len(self._asking) == 1 else None)
+        if answers is None or schema is None:
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST,
+                                       message="The gateway cannot take this request for input")
+        answer = answers.next(params.message, dict(schema))
+        if answer is None:
+            return mcp_types.ElicitResult(action="cancel")
+        return mcp_types.ElicitResult(action=answer["action"], content=answer.get("content"))
 
     async def close(self) -> None:
         """End the session from its own task; a server that will not stop is abandoned."""

@@ -65,7 +65,8 @@ JsonPatchOp = Annotated[PatchValueOp | PatchRemoveOp | PatchMoveOp,
 
 @with_config(CLOSED)
 class ApprovalRequest(TypedDict):
-    """A server tool call waiting for a human's approval (docs/human-in-the-loop.md): the
+    """A server tool call waiting for a human's approval, or for the answer to a question its
+    tool asked (docs/human-in-the-loop.md): the
     interrupt's id (what an AG-UI `resume` entry names), why, a prompt, the message holding the
     call, and when it lapses (then it counts as denied)."""
 
@@ -74,6 +75,10 @@ class ApprovalRequest(TypedDict):
     message: str
     messageId: MessageId
     expiresAt: IsoMs
+    # A question the tool asked (`reason: input_required`): the JSON Schema of the answer, and
+    # the answers to its earlier questions.
+    responseSchema: NotRequired[dict[str, Any]]
+    answers: NotRequired[list[dict[str, Any]]]
 
 
 @with_config(CLOSED)
@@ -198,9 +203,10 @@ class ApprovalValue(TypedDict):
     arguments: dict[str, Any]
     callMessageId: MessageId  # the message holding the call (this part is the run's input's)
     interruptId: NonEmpty
-    decision: Literal["approved", "denied", "expired"]
+    decision: Literal["approved", "denied", "expired", "answered"]
     reason: NotRequired[str]
     answer: NotRequired[str]
+    answers: NotRequired[list[dict[str, Any]]]  # a question's: every answer so far, in order
 
 
 @with_config(CLOSED)

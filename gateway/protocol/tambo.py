@@ -413,6 +413,8 @@ class ApprovalInfo(StrictModel):
     message: str
     messageId: str
     expiresAt: str
+    responseSchema: dict[str, Any] | None = omitted()
+    answers: list[dict[str, Any]] | None = omitted()
 
 
 class PendingToolCallInfo(StrictModel):

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..engine import approvals
+from ..engine import approvals, elicitation
 from ..engine.loop import RunInput, resolve_approvals
 from ..protocol.clock import new_id, parse_iso_ms
 from ..protocol.problems import ApiError, Problem
@@ -56,6 +56,10 @@ def input_part(entry: Mapping[str, Any], result: ToolResult | None, now: int) ->
         part["decision"] = "expired"
         return part
     assert result is not None  # only an expired call may go unanswered (admission's check)
+    if request.get("reason") == elicitation.REASON:
+        part.update(decision="answered",
+                    answers=[*request.get("answers", []), elicited(result)])
+        return part
     approved, reason = decision(result)
     part["decision"] = "approved" if approved else "denied"
     if reason:
@@ -82,6 +86,18 @@ def decision(result: ToolResult) -> tuple[bool, str | None]:
     return answer["approved"], reason if isinstance(reason, str) and reason else None
 
 
+def elicited(result: ToolResult) -> dict[str, Any]:
+    """An answer to a tool's question: `{"action": "accept", "content": {...}}`, `decline` or
+    `cancel`, or the content object alone; an error result declines."""
+    answer = elicitation.answer_of(result.text, result.is_error)
+    if answer is None:
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
+                       f"The answer to tool call {result.tool_call_id} must be a JSON object: "
+                       'the requested content, or {"action": "decline"}',
+                       reason="INVALID_ANSWER", toolCallId=result.tool_call_id)
+    return answer
+
+
 def answers_of(rows: Sequence[MessageRow], run_id: str) -> list[approvals.Answer]:
     """The approvals the run `run_id` brought (its input's `x-approval` parts)."""
     return [approvals.Answer.of(part) for row in rows
@@ -90,11 +106,11 @@ def answers_of(rows: Sequence[MessageRow], run_id: str) -> list[approvals.Answer
 
 
 async def settle(run: RunInput, answers: list[approvals.Answer], rows: Sequence[MessageRow],
-                 recorder: RunRecorder) -> None:
+                 recorder: RunRecorder) -> list[dict[str, Any]]:
     """Resolve the approvals: each result is written into the (earlier) message holding its
     call, which the recorder therefore updates instead of creating."""
     holders = {a.message_id for a in answers}
     for row in rows:
         if row.id in holders:
             recorder.adopt(row.id, row.parts)
-    await resolve_approvals(run, answers, recorder)
+    return await resolve_approvals(run, answers, recorder)

@@ -207,7 +207,9 @@ class RunExecutor:
         run_input = self._run_input(active, spec, rows, states, model, meter)
         answers = approvals.answers_of(rows, run.id)
         if answers:  # approved calls run now; the model then sees every call answered
-            await approvals.settle(run_input, answers, rows, recorder)
+            asking = await approvals.settle(run_input, answers, rows, recorder)
+            if asking:  # a tool asked another question: pause again before the model
+                return Outcome(asking)
             rows, components = await self.store.thread_context(run.thread_id)
             states = {cid: c.state for cid, c in components.items()}
             run_input = self._run_input(active, spec, rows, states, model, meter)

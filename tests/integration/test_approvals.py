@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from ag_ui.core import RunFinishedEvent
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.approval_tools import times_sent
-from tests.support.gateway_server import USER
+from tests.support.gateway_server import ROOT, USER
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
@@ -275,3 +276,81 @@ def test_a_paused_approval_survives_a_restart(scripted_model: ScriptedModel, tmp
     finally:
         second.stop()
     assert times_sent(to) == 1
+
+
+# -- questions a tool asks (elicitation) ---------------------------------------------------------
+
+
+def test_a_python_tool_asks_and_is_called_again_with_the_answer(http: httpx.Client,
+                                                                scripted_model: ScriptedModel):
+    scripted_model.enqueue([call(0, "call_book", "book_table", '{"city": "Oslo"}')])
+    events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("book")})
+    [pending] = events[-2].data["value"]["pendingToolCalls"]
+    question = pending["approval"]
+    assert question["reason"] == "input_required"
+    assert question["message"] == "How many guests in Oslo?"
+    assert question["responseSchema"]["required"] == ["guests"]
+
+    scripted_model.enqueue([{"content": "Booked."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{events[0].data['threadId']}/runs", json={
+        "message": answer("call_book", '{"guests": 4}'),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["content"] == "booked for 4 in Oslo"
+    assert text_of(resumed) == "Booked."
+
+
+def test_an_agui_client_answers_a_question_through_resume(http: httpx.Client,
+                                                          scripted_model: ScriptedModel):
+    thread_id = uuid.uuid4().hex
+    scripted_model.enqueue([call(0, "call_q", "book_table", '{"city": "Lima"}')])
+    events = run_events(http, "POST", "/v1/agui/agents/default/run",
+                        json=agui_input(thread_id, "book"))
+    finished = RunFinishedEvent.model_validate(events[-1].data)
+    assert finished.outcome is not None and finished.outcome.type == "interrupt"
+    [interrupt] = finished.outcome.interrupts
+    assert interrupt.reason == "input_required" and interrupt.response_schema is not None
+    assert interrupt.response_schema["properties"] == {"guests": {"type": "integer"}}
+
+    scripted_model.enqueue([{"content": "Done."}])
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=agui_input(
+        thread_id, resume=[{"interruptId": interrupt.id, "status": "resolved",
+                            "payload": {"guests": 2}}]))
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["content"] == "booked for 2 in Lima"
+
+
+def test_a_declined_question_reaches_the_tool(http: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue([call(0, "call_dq", "book_table", '{"city": "Rome"}')])
+    events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("book")})
+    scripted_model.enqueue([{"content": "OK."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{events[0].data['threadId']}/runs", json={
+        "message": answer("call_dq", '{"action": "decline"}'),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["content"] == "not booked"
+
+
+def test_an_mcp_servers_elicitation_pauses_the_run_and_the_answer_goes_back(
+        scripted_model: ScriptedModel, tmp_path: Path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"local": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server"],
+        "cwd": str(ROOT)}}}))
+    server = InProcessGateway(tmp_path, scripted_env(scripted_model,
+                                                     GATEWAY_MCP_SERVERS=str(config))).start()
+    try:
+        with server.client(event_hooks=USER, timeout=30) as http:
+            scripted_model.enqueue([call(0, "call_greet", "greet", "{}")])
+            events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("hi")})
+            [pending] = events[-2].data["value"]["pendingToolCalls"]
+            assert pending["approval"]["message"] == "What is your name?"
+            assert "name" in pending["approval"]["responseSchema"]["properties"]
+            scripted_model.enqueue([{"content": "Greeted."}])
+            resumed = run_events(http, "POST", f"/v1/threads/{events[0].data['threadId']}/runs",
+                                 json={"message": answer("call_greet", '{"name": "Ada"}'),
+                                       "previousRunId": events[0].data["runId"]})
+            [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+            assert result["content"] == "Hello, Ada!"
+    finally:
+        server.stop()

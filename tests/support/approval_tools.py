@@ -6,7 +6,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from gateway import server_tool
+from gateway import ToolContext, server_tool
 
 
 def sent_log(to: str) -> Path:
@@ -31,3 +31,15 @@ def send_email(to: str, subject: str) -> dict:
 def lookup_contact(name: str) -> str:
     """Find a contact's address (runs at once)."""
     return f"{name.lower()}@example.com"
+
+
+GUESTS = {"type": "object", "properties": {"guests": {"type": "integer"}}, "required": ["guests"]}
+
+
+@server_tool
+async def book_table(ctx: ToolContext, city: str) -> str:
+    """Book a table, asking the user how many guests."""
+    answer = await ctx.ask(GUESTS, f"How many guests in {city}?")
+    if answer is None:
+        return "not booked"
+    return f"booked for {answer['guests']} in {city}"

@@ -254,7 +254,7 @@ def _interrupt(call: dict[str, Any]) -> Interrupt:
     approval = call["approval"]
     return Interrupt(id=approval["interruptId"], reason=approval["reason"],
                      message=approval["message"], tool_call_id=call["toolCallId"],
-                     response_schema=approvals.RESPONSE_SCHEMA,
+                     response_schema=approval.get("responseSchema", approvals.RESPONSE_SCHEMA),
                      expires_at=approval["expiresAt"],
                      metadata={"toolName": call["toolName"], "arguments": call["input"]})
 

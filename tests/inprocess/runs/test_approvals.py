@@ -16,6 +16,7 @@ from gateway import server_tool
 from gateway.config import Settings
 from gateway.engine.agents import AgentDefaults
 from gateway.engine.agents_file import load_agents_file
+from gateway.engine.elicitation import Answers, InputRequired, answer_of, ask, bind
 from gateway.engine.loop import RunInput, ServerToolSpec, model_tools
 from gateway.engine.mcp_tools import McpConnection, _specs, load_config
 from gateway.engine.tools import tool_specs
@@ -46,7 +47,7 @@ def test_the_decorator_marks_a_tool() -> None:
     [marked] = tool_specs(refund)
     assert marked.approval is True
     assert {s.name: s.approval for s in tool_specs(str(TOOLS))} == {
-        "send_email": True, "lookup_contact": False}
+        "send_email": True, "lookup_contact": False, "book_table": False}
 
 
 def test_a_client_tool_named_after_a_tool_that_asks_first_is_not_offered() -> None:
@@ -126,3 +127,20 @@ async def test_an_expired_approval_is_denied_and_needs_no_answer() -> None:
     assert (await decided(thread, moved_on))["decision"] == "expired"
     with pytest.raises(ApiError, match="Missing tool results"):
         await decided(paused_thread(now_ms() + 60_000), moved_on)
+
+
+def test_an_answer_to_a_question_is_the_content_or_an_action() -> None:
+    assert answer_of('{"guests": 3}', False) == {"action": "accept", "content": {"guests": 3}}
+    assert answer_of('{"action": "decline"}', False) == {"action": "decline"}
+    assert answer_of("whatever", True) == {"action": "decline"}
+    assert answer_of("three", False) is None  # refused before the run starts
+    assert answer_of('{"action": "accept"}', False) is None  # accepting needs content
+
+
+async def test_ask_answers_in_order_and_raises_for_the_first_unanswered_question() -> None:
+    answers = Answers([{"action": "accept", "content": {"a": 1}}, {"action": "decline"}])
+    bind(answers)
+    assert await ask({}, "first?") == {"a": 1}
+    assert await ask({}, "second?") is None
+    with pytest.raises(InputRequired, match="third"):
+        await ask({"type": "object"}, "third?")
