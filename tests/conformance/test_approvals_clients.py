@@ -100,3 +100,21 @@ def test_http_agent_interrupt_and_resume(approvals_process: GatewayServer,
     [tool] = [m for m in result["messages"] if m["role"] == "tool"]
     assert tool["toolCallId"] == "call_ha" and json.loads(tool["content"])["sent"] is True
     assert result["messages"][-1]["content"] == "Approved and sent."
+
+
+def test_tambo_client_takes_a_failed_tools_result_with_its_error_flag(
+        approvals_process: GatewayServer, scripted_model: ScriptedModel):
+    """`TOOL_CALL_RESULT {isError: true}` (the proposal's flag): the real client ignores the
+    field and keeps the result, and the run ends clean."""
+    scripted_model.enqueue(
+        [{"tool_call": {"index": 0, "id": "call_err", "name": "check_host",
+                        "arguments": '{"host": "db1"}'}}],
+        [{"content": "The host is down."}], [{"content": "Still down."}])
+    result = run_scenario("basic", approvals_process.url)
+    assert "crash" not in result, result
+    first = result["firstRun"]
+    assert first["rejected"] is None and first["error"] is None, (first, result["_stderr"])
+    holder = next(m for m in first["messages"]
+                  if any(b.get("id") == "call_err" for b in m["content"]))
+    [error] = [b for b in holder["content"] if b["type"] == "tool_result"]
+    assert error["content"][0]["text"] == "db1 is unreachable"

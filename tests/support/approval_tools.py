@@ -6,7 +6,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from gateway import ToolContext, server_tool
+from gateway import ToolContext, ToolError, server_tool
 
 
 def sent_log(to: str) -> Path:
@@ -43,3 +43,9 @@ async def book_table(ctx: ToolContext, city: str) -> str:
     if answer is None:
         return "not booked"
     return f"booked for {answer['guests']} in {city}"
+
+
+@server_tool
+def check_host(host: str) -> str:
+    """Always fails, with an error the model may see."""
+    raise ToolError(f"{host} is unreachable")

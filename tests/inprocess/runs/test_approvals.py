@@ -47,7 +47,8 @@ def test_the_decorator_marks_a_tool() -> None:
     [marked] = tool_specs(refund)
     assert marked.approval is True
     assert {s.name: s.approval for s in tool_specs(str(TOOLS))} == {
-        "send_email": True, "lookup_contact": False, "book_table": False}
+        "send_email": True, "lookup_contact": False, "book_table": False,
+        "check_host": False}
 
 
 def test_a_client_tool_named_after_a_tool_that_asks_first_is_not_offered() -> None:
