@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ..engine.usage import summed
 from ..protocol.clock import iso_ms
+from ..protocol.run_spec import RunSpec
 from ..protocol.tambo import Message, Run, Thread, Usage
 from ..protocol.timbal import tool_result_text
 from ..store.repository import ACTIVE_RUN_STATUSES
@@ -105,4 +106,13 @@ def run_model(run: RunRow, usage: list[dict[str, Any]] | None = None) -> Run:
         cancelRequested=True if run.cancel_requested_ms is not None
         and run.status in ACTIVE_RUN_STATUSES else None,
         usage=usage_model(usage or []),
+        metadata=run_metadata(run),
     )
+
+
+def run_metadata(run: RunRow) -> dict[str, Any] | None:
+    """The client's metadata of the run (an AG-UI run keeps its input's own under `agui`,
+    which is the gateway's record of the request, not metadata the client gave)."""
+    metadata = dict(RunSpec.from_snapshot(run.request).metadata or {})
+    metadata.pop("agui", None)
+    return metadata or None

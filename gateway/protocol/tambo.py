@@ -225,6 +225,8 @@ class RunRequest(WireModel):
     maxTokens: Annotated[int, Field(gt=0), INTEGRAL] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     runMetadata: dict[str, Any] | None = None
+    # The Tambo v1 proposal's name for `runMetadata` (the client's name wins when both come).
+    metadata: dict[str, Any] | None = None
     userKey: UserKey | None = None
     contextKey: UserKey | None = None
     onDisconnect: Literal["cancel", "continue", "grace"] | None = None
@@ -480,6 +482,9 @@ class Run(StrictModel):
     usage: Usage | None = Field(None, exclude_if=_is_none, description=(
         "What the run's model calls consumed, once it has ended (a cancelled or failed run "
         "too); absent before, and for a run that called no model."))
+    metadata: dict[str, Any] | None = Field(None, exclude_if=_is_none, description=(
+        "The metadata the run was started with (`runMetadata`, or `metadata` as the Tambo v1 "
+        "proposal names it), stored with the run; absent when it had none."))
 
 
 class RunList(StrictModel):

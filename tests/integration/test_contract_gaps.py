@@ -254,3 +254,18 @@ def test_voice_input_says_how_to_enable_it(client: httpx.Client):
                                files={"file": ("recording.webm", b"x", "audio/webm")}),
                    400, "TRANSCRIPTION_DISABLED")
     assert "GATEWAY_TRANSCRIPTION_MODEL" in body["detail"]
+
+
+def test_a_runs_metadata_is_stored_and_returned_with_its_status(http, scripted_model):
+    """`metadata` (the Tambo v1 proposal's name) or `runMetadata` (the client's), read back
+    from the run's status; an AG-UI run's own record of its input is not shown as metadata."""
+    def status(body: dict) -> dict:
+        scripted_model.enqueue([{"content": "ok"}])
+        started = run_events(http, "POST", "/v1/threads/runs", json=body)[0].data
+        return http.get(f"/v1/threads/{started['threadId']}/runs/{started['runId']}",
+                        headers={"accept": "application/json"}).json()
+
+    assert status({"message": user("a"), "metadata": {"source": "seed"}})["metadata"] == {
+        "source": "seed"}
+    assert status({"message": user("b"), "runMetadata": {"n": 1}})["metadata"] == {"n": 1}
+    assert "metadata" not in status({"message": user("c")})

@@ -48,7 +48,7 @@ def run_spec(request: RunRequest) -> RunSpec:
         model=request.model,
         previous_run_id=request.previousRunId,
         on_disconnect=request.onDisconnect,
-        metadata=request.runMetadata,
+        metadata=request.runMetadata if request.runMetadata is not None else request.metadata,
         seed_messages=[m.seed() for m in init.initialMessages or []] if init else [],
     )
 
