@@ -230,9 +230,11 @@ class RunRequest(WireModel):
     userKey: UserKey | None = None
     contextKey: UserKey | None = None
     onDisconnect: Literal["cancel", "continue", "grace"] | None = None
-    # POST /v1/threads/runs only
+    # POST /v1/threads/runs (and, with `createThread`, a thread created under its own id)
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None
+    # POST /v1/threads/{id}/runs: create the thread under that id if it does not exist (the
+    # Tambo v1 proposal's `createThread`).
     createThread: bool | None = None
 
 

@@ -269,3 +269,23 @@ def test_a_runs_metadata_is_stored_and_returned_with_its_status(http, scripted_m
         "source": "seed"}
     assert status({"message": user("b"), "runMetadata": {"n": 1}})["metadata"] == {"n": 1}
     assert "metadata" not in status({"message": user("c")})
+
+
+def test_create_thread_starts_a_run_on_a_thread_named_by_the_client(http, scripted_model):
+    """`createThread: true` on `POST /v1/threads/{id}/runs` (the Tambo v1 proposal): the
+    thread is created under that id; once it exists the flag changes nothing."""
+    thread_id = f"client-{time.time_ns()}"
+    scripted_model.enqueue([{"content": "first"}], [{"content": "second"}])
+    first = run_events(http, "POST", f"/v1/threads/{thread_id}/runs",
+                       json={"message": user("hi"), "createThread": True})
+    assert first[0].data["threadId"] == thread_id and text_of(first) == "first"
+    second = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": user("again"), "createThread": True,
+        "previousRunId": first[0].data["runId"]})
+    assert text_of(second) == "second"
+    assert len(http.get(f"/v1/threads/{thread_id}/messages").json()["messages"]) == 4
+    # Without the flag an unknown thread is still a 404, and a bad id is refused.
+    assert http.post(f"/v1/threads/nope-{time.time_ns()}/runs",
+                     json={"message": user("x")}).status_code == 404
+    assert http.post("/v1/threads/" + "x" * 65 + "/runs",
+                     json={"message": user("x"), "createThread": True}).status_code == 400
