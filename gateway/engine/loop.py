@@ -83,6 +83,8 @@ class RunInput:
     tool_timeout: float = 30.0
     # How long an approval-gated call may wait for its answer before it counts as denied.
     approval_ttl: float = 86400.0
+    # Components shown in the thread so far: their `context_tools` are offered.
+    shown_components: set[str] = field(default_factory=set)
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
     call_counts: dict[str, int] = field(default_factory=dict)
     # Told which model answered a call when the adapter says (a fallback list).
@@ -260,6 +262,15 @@ def call_value(call: _Call, message_id: str) -> ToolCallValue | ComponentValue:
             "name": call.name, "arguments": arguments}
 
 
+def context_tools(components: list[Component], shown: set[str],
+                  requested: list[ClientTool]) -> list[ClientTool]:
+    """The `context_tools` of the components shown in the thread: client tools offered only
+    while such a component is there (a name the request declares itself is not repeated)."""
+    declared = {t.name for t in requested}
+    return [t for c in components if c.name in shown for t in c.context_tools
+            if t.name not in declared]
+
+
 def exhausted_tools(run: RunInput) -> set[str]:
     """Client tools that reached their `maxCalls` on this thread: no longer offered or run;
     and client tools named after a server tool that asks first: such a client tool is the
@@ -310,7 +321,9 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     components = {c.name for c in run.components}
     tool_choice = model_tool_choice(run)
     output_tokens = 0
+    requested, shown = list(run.client_tools), set(run.shown_components)
     for _ in range(run.max_steps):
+        run.client_tools = requested + context_tools(run.components, shown, requested)
         client_tools = {t.name for t in run.client_tools} - exhausted_tools(run)
         tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model)
@@ -326,6 +339,7 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         calls = turn.ordered_calls()
         for call in calls:
             run.call_counts[call.name] = run.call_counts.get(call.name, 0) + 1
+        shown |= {c.name for c in calls if c.kind == "component"}
         pending = [_pending(run, c, turn.message_id) for c in calls
                    if c.kind == "client" or _asks_first(run, c)]
         ran_tools = False

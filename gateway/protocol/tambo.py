@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from .run_spec import SeedMessage
+from .run_spec import ClientTool, SeedMessage
 
 
 class WireModel(BaseModel):
@@ -165,13 +165,6 @@ def _none_is_empty(value: Any) -> Any:
     return [] if value is None else value
 
 
-class AvailableComponent(WireModel):
-    name: str = Field(min_length=1, max_length=200)
-    description: str = ""
-    propsSchema: dict[str, Any] | bool | None = None
-    stateSchema: dict[str, Any] | None = None
-
-
 class Tool(WireModel):
     name: str = Field(min_length=1, max_length=200)
     description: str = ""
@@ -179,6 +172,21 @@ class Tool(WireModel):
     outputSchema: dict[str, Any] | bool | None = None
     strict: bool | None = None
     maxCalls: Annotated[int, Field(ge=0), INTEGRAL] | None = None
+
+    def client_tool(self) -> ClientTool:
+        """The tool as the run's neutral input holds it."""
+        return ClientTool(self.name, self.description, self.inputSchema, self.outputSchema,
+                          self.strict, self.maxCalls)
+
+
+class AvailableComponent(WireModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    propsSchema: dict[str, Any] | bool | None = None
+    stateSchema: dict[str, Any] | None = None
+    # Client tools offered to the model only while this component is shown in the thread (the
+    # Tambo v1 proposal's `contextTools`), each with its own `maxCalls`.
+    contextTools: list[Tool] | None = None
 
 
 class ToolChoiceName(WireModel):

@@ -234,6 +234,8 @@ class RunExecutor:
             tool_timeout=self.tool_timeout,
             approval_ttl=self.approval_ttl,
             call_counts=tool_call_counts(rows),
+            shown_components={p["name"] for row in rows for p in row.parts
+                              if p.get("type") == "x-component"},
             on_model=self._model_recorder(active.row.id, model, meter),
             hooks=RunHooks(model, meter),
         )

@@ -289,3 +289,34 @@ def test_create_thread_starts_a_run_on_a_thread_named_by_the_client(http, script
                      json={"message": user("x")}).status_code == 404
     assert http.post("/v1/threads/" + "x" * 65 + "/runs",
                      json={"message": user("x"), "createThread": True}).status_code == 400
+
+
+def test_a_components_context_tools_are_offered_only_while_it_is_shown(http, scripted_model):
+    """`contextTools` (the Tambo v1 proposal): a component's tools reach the model only once the
+    component is in the thread, and each stops at its own `maxCalls`."""
+    card = {"name": "StockCard", "description": "A stock", "propsSchema": {"type": "object"},
+            "contextTools": [{"name": "refresh_quote", "description": "Refresh the quote",
+                              "inputSchema": {"type": "object"}, "maxCalls": 1}]}
+
+    def offered() -> set[str]:
+        return {t["function"]["name"] for t in scripted_model.requests[-1].get("tools", [])}
+
+    scripted_model.enqueue([{"tool_call": {"index": 0, "id": "call_card",
+                                           "name": "show_component_StockCard",
+                                           "arguments": '{"symbol": "ACME"}'}}])
+    first = run_events(http, "POST", "/v1/threads/runs",
+                       json={"message": user("show ACME"), "availableComponents": [card]})
+    assert "refresh_quote" not in offered()  # not shown yet
+    thread_id, run_id = first[0].data["threadId"], first[-1].data["runId"]
+    scripted_model.enqueue([{"tool_call": {"index": 0, "id": "call_rq", "name": "refresh_quote",
+                                           "arguments": "{}"}}])
+    second = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": user("refresh"), "availableComponents": [card], "previousRunId": run_id})
+    assert "refresh_quote" in offered()
+    assert second[-2].data["name"] == "tambo.run.awaiting_input"  # a client tool: it pauses
+    scripted_model.enqueue([{"content": "Refreshed."}])
+    run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "availableComponents": [card], "previousRunId": second[0].data["runId"],
+        "message": {"role": "user", "content": [{"type": "tool_result", "toolUseId": "call_rq",
+                                                 "content": [{"type": "text", "text": "42"}]}]}})
+    assert "refresh_quote" not in offered()  # its one call is spent

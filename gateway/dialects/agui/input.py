@@ -30,7 +30,6 @@ from pydantic import ConfigDict, Field
 
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import (
-    ClientTool,
     Component,
     DisconnectPolicy,
     RunSpec,
@@ -94,9 +93,9 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
         if user is not None else None,
         tool_results=results,
         context=context or None,
-        client_tools=[ClientTool(t.name, t.description, t.inputSchema, t.outputSchema,
-                                 t.strict, t.maxCalls) for t in declared.tools],
-        components=[Component(c.name, c.description, c.propsSchema, c.stateSchema)
+        client_tools=[t.client_tool() for t in declared.tools],
+        components=[Component(c.name, c.description, c.propsSchema, c.stateSchema,
+                              tuple(t.client_tool() for t in c.contextTools or []))
                     for c in declared.availableComponents],
         previous_run_id=previous_run_id,
         on_disconnect=declared.onDisconnect,
