@@ -235,6 +235,11 @@ class Settings(BaseSettings):
     tool_timeout_seconds: float = Field(
         30.0, gt=0, description="How long a server tool may run before the model sees a "
                                 "timeout error.")
+    approval_ttl_seconds: float = Field(
+        86400.0, gt=0, le=30 * 86400,
+        description="How long a server tool call that asks for approval may wait for its "
+                    "answer; after that it counts as denied (`expiresAt` of the pending call "
+                    "and of the AG-UI interrupt).")
     max_steps: int = Field(
         10, ge=1, le=1000, description="Model calls per run (server tools make the loop take "
                                        "several); a run that needs more ends with `RUN_ERROR` "

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -86,7 +87,7 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         backend = open_backend(settings, store, timings)
         stack.push_async_callback(backend.close)
         setup = LoopSetup(served, settings.model, server_tools, agents,
-                          await agent_tools(settings, agents, stack),
+                          await agent_tools(settings, agents, stack, server_tools),
                           agent_models(settings, agents, stack) if model is None else {})
         check_subagent_names(setup)
         manager = RunManager(store, setup, backend, RunLimits.from_settings(settings), timings)
@@ -229,13 +230,19 @@ def check_subagent_names(setup: LoopSetup) -> None:
 
 
 async def agent_tools(settings: Settings, agents: AgentRegistry,
-                      stack: contextlib.AsyncExitStack) -> dict[str, dict[str, ServerToolSpec]]:
+                      stack: contextlib.AsyncExitStack,
+                      project_tools: dict[str, ServerToolSpec] | None = None
+                      ) -> dict[str, dict[str, ServerToolSpec]]:
     """The server tools of each agent that does not simply have the project's: its own Python
-    tools (`tools`, else GATEWAY_TOOLS) and its MCP servers' (each file connected once)."""
+    tools (`tools`, else GATEWAY_TOOLS) and its MCP servers' (each file connected once), with
+    the tools its `approval` list names marked to ask first."""
     own: dict[str, dict[str, ServerToolSpec]] = {}
     connected: dict[str, dict[str, ServerToolSpec]] = {}
     for agent in agents:
         if agent.tools is None and agent.mcp_servers == (settings.mcp_servers or None):
+            if agent.approval:
+                own[agent.name] = asking_first(agent.name, agent.approval,
+                                               dict(project_tools or {}))
             continue
         tools = dict(agent.tools if agent.tools is not None else
                      load_python_tools(settings.tools_module) if settings.tools_module else {})
@@ -249,5 +256,17 @@ async def agent_tools(settings: Settings, agents: AgentRegistry,
                     raise ValueError(f"agent {agent.name}: MCP tool {name!r} has the name of "
                                      "one of its Python server tools")
                 tools[name] = spec
-        own[agent.name] = tools
+        own[agent.name] = asking_first(agent.name, agent.approval, tools)
     return own
+
+
+def asking_first(agent: str, names: Sequence[str], tools: dict[str, ServerToolSpec]
+                 ) -> dict[str, ServerToolSpec]:
+    """`tools` with those `names` marks for approval; a name the agent has no tool of stops
+    start-up (a typo must not leave a tool that should ask first running unasked)."""
+    for name in names:
+        if name not in tools:
+            raise ValueError(f"agent {agent}: approval names {name!r}, which is not one of its "
+                             f"server tools ({', '.join(sorted(tools)) or 'none'})")
+        tools[name] = dataclasses.replace(tools[name], approval=True)
+    return tools

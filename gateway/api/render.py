@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ..engine.usage import summed
 from ..protocol.clock import iso_ms
+from ..protocol.run_spec import RunSpec
 from ..protocol.tambo import Message, Run, Thread, Usage
 from ..protocol.timbal import tool_result_text
 from ..store.repository import ACTIVE_RUN_STATUSES
@@ -74,6 +75,10 @@ def message_model(row: MessageRow, components: Mapping[str, ComponentRow] | None
             if part.get("status") == "error":
                 block["isError"] = True
             blocks.append(block)
+        elif ptype == "x-approval":  # the client's answer to an approval, as it sent it
+            blocks.append({"type": "tool_result", "toolUseId": part["toolCallId"],
+                           "content": [{"type": "text",
+                                        "text": part.get("answer") or part["decision"]}]})
     role = row.role
     if role == "user" and blocks and all(b["type"] == "tool_result" for b in blocks):
         role = "assistant"  # as the real server reads back client tool results
@@ -103,4 +108,13 @@ def run_model(run: RunRow, usage: list[dict[str, Any]] | None = None) -> Run:
         cancelRequested=True if run.cancel_requested_ms is not None
         and run.status in ACTIVE_RUN_STATUSES else None,
         usage=usage_model(usage or []),
+        metadata=run_metadata(run),
     )
+
+
+def run_metadata(run: RunRow) -> dict[str, Any] | None:
+    """The client's metadata of the run (an AG-UI run keeps its input's own under `agui`,
+    which is the gateway's record of the request, not metadata the client gave)."""
+    metadata = dict(RunSpec.from_snapshot(run.request).metadata or {})
+    metadata.pop("agui", None)
+    return metadata or None

@@ -67,15 +67,16 @@ def check_run_request(settings: Settings, spec: RunSpec) -> None:
         raise ApiError(Problem.MESSAGE_TOO_LARGE,
                        f"The message carries {chars} characters of text; the limit is "
                        f"{settings.max_message_chars}", limit=settings.max_message_chars)
+    tools = [*spec.client_tools, *(t for c in spec.components for t in c.context_tools)]
     for kind, items, limit, refused in (
-            ("tools", spec.client_tools, settings.max_tools, Problem.TOO_MANY_TOOLS),
+            ("tools", tools, settings.max_tools, Problem.TOO_MANY_TOOLS),
             ("components", spec.components, settings.max_components,
              Problem.TOO_MANY_COMPONENTS)):
         if len(items) > limit:
             raise ApiError(refused,
                            f"The request declares {len(items)} {kind}; the limit is {limit}",
                            limit=limit)
-    named = [(t.name, t.input_schema, t.output_schema) for t in spec.client_tools] + [
+    named = [(t.name, t.input_schema, t.output_schema) for t in tools] + [
         (c.name, c.props_schema, c.state_schema) for c in spec.components]
     for name, *schemas in named:
         size = _schema_bytes(*schemas)

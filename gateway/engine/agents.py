@@ -54,7 +54,8 @@ class Agent:
     `tools` are Python server tools: import paths (`"myapp.tools:search"`, or a module or file
     as `GATEWAY_TOOLS` takes), functions, or specs. `mcp_servers` is a JSON file in the
     `mcpServers` format (as `GATEWAY_MCP_SERVERS`; `""`: none). `subagents` names other agents
-    this one may delegate a task to.
+    this one may delegate a task to. `approval` names its server tools (Python or MCP) whose
+    calls wait for a human's approval (docs/human-in-the-loop.md).
     """
 
     name: str
@@ -73,6 +74,7 @@ class Agent:
     # What replaces the older turns left out to fit the input budget: nothing ("trim"), or a
     # summary the model writes of them ("summarize"; docs/context.md).
     context: str = "trim"
+    approval: Sequence[str] = ()  # its server tools that ask a human before they run
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class ResolvedAgent:
     subagents: tuple[str, ...]
     allow_client_system_prompt: bool
     context: str = "trim"
+    approval: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,8 @@ def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent
         max_tokens=agent.max_tokens, tools=tools, mcp_servers=mcp or None,
         max_steps=agent.max_steps if agent.max_steps is not None else defaults.max_steps,
         max_input_tokens=agent.max_input_tokens, subagents=tuple(agent.subagents),
-        allow_client_system_prompt=agent.allow_client_system_prompt, context=agent.context)
+        allow_client_system_prompt=agent.allow_client_system_prompt, context=agent.context,
+        approval=tuple(agent.approval))
 
 
 def load_tools(sources: Sequence[ToolSource],

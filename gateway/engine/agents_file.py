@@ -4,7 +4,8 @@
     description = "Answers questions about orders"
     instructions = "You are the support agent of Example Shop. ..."
     model = "openai/gpt-4o-mini"          # GATEWAY_MODEL, or one of GATEWAY_MODELS
-    tools = ["shop.tools:find_order"]     # Python server tools, by import path
+    tools = ["shop.tools"]                # Python server tools, by import path
+    approval = ["refund_order"]           # server tools that ask a human first
     subagents = ["billing"]
 
 Every field is optional (docs/agents.md lists them); what a table leaves out is the
@@ -55,6 +56,8 @@ _FIELDS: dict[str, tuple[str, Any]] = {
                   lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)),
     "allow_client_system_prompt": ("true or false", lambda v: isinstance(v, bool)),
     "context": ('"trim" or "summarize"', lambda v: v in ("trim", "summarize")),
+    "approval": ("a list of server tool names (strings)",
+                 lambda v: isinstance(v, list) and all(isinstance(t, str) and t for t in v)),
 }
 
 

@@ -44,6 +44,7 @@ from ..protocol.frames_schema import (
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
+from . import approvals, elicitation
 from .context_window import ContextBudget
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
@@ -73,6 +74,8 @@ class ServerToolSpec:
     description: str
     parameters: dict[str, Any]
     call: ServerTool
+    # Ask a human first: a call pauses the run until it is approved (`engine/approvals.py`).
+    approval: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,10 @@ class RunInput:
     # Output tokens the whole run may use (None: no limit), counted from reported usage.
     max_output_tokens: int | None = None
     tool_timeout: float = 30.0
+    # How long an approval-gated call may wait for its answer before it counts as denied.
+    approval_ttl: float = 86400.0
+    # Components shown in the thread so far: their `context_tools` are offered.
+    shown_components: set[str] = field(default_factory=set)
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
     call_counts: dict[str, int] = field(default_factory=dict)
     # Told which model answered a call when the adapter says (a fallback list).
@@ -320,10 +327,23 @@ def call_value(call: _Call, message_id: str, who: Authorship | None = None
     return value
 
 
+def context_tools(components: list[Component], shown: set[str],
+                  requested: list[ClientTool]) -> list[ClientTool]:
+    """The `context_tools` of the components shown in the thread: client tools offered only
+    while such a component is there (a name the request declares itself is not repeated)."""
+    declared = {t.name for t in requested}
+    return [t for c in components if c.name in shown for t in c.context_tools
+            if t.name not in declared]
+
+
 def exhausted_tools(run: RunInput) -> set[str]:
-    """Client tools that reached their `maxCalls` on this thread: no longer offered or run."""
+    """Client tools that reached their `maxCalls` on this thread: no longer offered or run;
+    and client tools named after a server tool that asks first: such a client tool is the
+    client's way of answering the approval (the Tambo client runs the tool it registered under
+    the pending call's name), never a tool of its own."""
     return {t.name for t in run.client_tools
-            if t.max_calls is not None and run.call_counts.get(t.name, 0) >= t.max_calls}
+            if t.max_calls is not None and run.call_counts.get(t.name, 0) >= t.max_calls
+            or (t.name in run.server_tools and run.server_tools[t.name].approval)}
 
 
 def model_tools(run: RunInput) -> list[dict[str, Any]]:
@@ -375,7 +395,9 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     components = {c.name for c in run.components}
     tool_choice = model_tool_choice(run)
     output_tokens = 0
+    requested, shown = list(run.client_tools), set(run.shown_components)
     for _ in range(run.max_steps):
+        run.client_tools = requested + context_tools(run.components, shown, requested)
         client_tools = {t.name for t in run.client_tools} - exhausted_tools(run)
         tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model,
@@ -393,18 +415,16 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         calls = turn.ordered_calls()
         for call in calls:
             run.call_counts[call.name] = run.call_counts.get(call.name, 0) + 1
-        pending = [c for c in calls if c.kind == "client"]
-        ran_tools = any(c.kind in ("server", "subagent", "unknown") for c in calls)
-        output_tokens += await _run_tools(run, turn, sink, output_tokens)
+        shown |= {c.name for c in calls if c.kind == "component"}
+        pending = [_pending(run, c, turn.message_id) for c in calls
+                   if c.kind == "client" or _asks_first(run, c)]
+        ran_tools = any(c.kind in ("server", "subagent", "unknown") and not _asks_first(run, c)
+                        for c in calls)
+        output_tokens += await _run_tools(run, turn, sink, output_tokens, pending)
         # What the model sees of this turn from now on, as the thread's history shows it.
         messages.extend(turn_messages(turn.values))
         if pending:
-            return Outcome([
-                {"toolCallId": c.tool_call_id, "toolName": c.name,
-                 "arguments": json.dumps(parse_arguments(c.arguments)),
-                 "input": parse_arguments(c.arguments)}
-                for c in pending
-            ], turn.text, output_tokens)
+            return Outcome(pending, turn.text, output_tokens)
         if not ran_tools:
             return Outcome(text=turn.text, output_tokens=output_tokens)
         if run.max_output_tokens is not None and output_tokens >= run.max_output_tokens:
@@ -418,16 +438,74 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
                      "server_error", False)
 
 
-async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int) -> int:
+def _asks_first(run: RunInput, call: _Call) -> bool:
+    spec = run.server_tools.get(call.name)
+    return call.kind == "server" and spec is not None and spec.approval
+
+
+def _pending(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:
+    """A call the run stops for: a client tool's, or one waiting for approval."""
+    arguments = parse_arguments(call.arguments)
+    entry: dict[str, Any] = {"toolCallId": call.tool_call_id, "toolName": call.name,
+                             "arguments": json.dumps(arguments), "input": arguments}
+    if call.kind == "server":
+        entry["approval"] = approvals.request(call.name, message_id, run.approval_ttl)
+    return entry
+
+
+def _question(run: RunInput, call_id: str, name: str, arguments: dict[str, Any],
+              message_id: str, question: elicitation.InputRequired,
+              answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """A call paused by a question its tool asked (`answers`: those it was given so far)."""
+    request = approvals.request(name, message_id, run.approval_ttl)
+    request.update(reason=elicitation.REASON, message=question.message[:2000],
+                   responseSchema=question.schema, answers=answers)
+    return {"toolCallId": call_id, "toolName": name, "arguments": json.dumps(arguments),
+            "input": arguments, "approval": request}
+
+
+async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
+                            sink: FrameSink) -> list[dict[str, Any]]:
+    """Before a resumed run's first model call: run each approved call (once: its answer was
+    taken by this run alone, under the thread's lock) and answer the others with an error;
+    call again each tool whose question was answered. Returns the calls that asked another
+    question (the run pauses again at once)."""
+    pending = []
+    for answer in answers:
+        output, error = None, approvals.denial(answer)  # type: tuple[Any, str | None]
+        if answer.decision in ("approved", "answered"):
+            try:
+                output, error = await call_server_tool(run, answer.name, answer.arguments,
+                                                       answer.answers)
+            except elicitation.InputRequired as question:
+                pending.append(_question(run, answer.tool_call_id, answer.name,
+                                         answer.arguments, answer.message_id, question,
+                                         list(answer.answers or [])))
+                continue
+        value = result_value(answer.message_id, answer.tool_call_id, answer.name, output, error,
+                             who=run.authorship())
+        await sink.emit(timbal.set_value(new_id(), value, now_ms()))
+    return pending
+
+
+async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int,
+                     pending: list[dict[str, Any]]) -> int:
     """Run the turn's server tools and sub-agents, one after the other, each result written
-    into the turn; the output tokens the sub-agents used."""
+    into the turn; the output tokens the sub-agents used. A tool that asks first is left for
+    its approval; one that asked a question is added to `pending` (`engine/elicitation.py`)."""
     tokens = 0
     for call in turn.ordered_calls():
         if call.kind == "subagent":
             result, spent = await _run_subagent(run, call, turn.message_id, sink, used + tokens)
             tokens += spent
-        elif call.kind in ("server", "unknown"):
-            result = await _run_server_tool(run, call, turn.message_id)
+        elif call.kind in ("server", "unknown") and not _asks_first(run, call):
+            try:
+                result = await _run_server_tool(run, call, turn.message_id)
+            except elicitation.InputRequired as question:  # the user must answer first
+                pending.append(_question(run, call.tool_call_id, call.name,
+                                         parse_arguments(call.arguments), turn.message_id,
+                                         question, []))
+                continue
         else:
             continue
         await turn.write_value(new_id(), result)
@@ -523,8 +601,15 @@ def _server_result(call: _Call, message_id: str, output: Any = None,
                    who: Authorship | None = None) -> ServerToolResultValue:
     """A tool's result; `sender` is its executor (the sub-agent that answered), else the
     calling agent's (`who`)."""
+    return result_value(message_id, call.tool_call_id, call.name, output, error, sender, who)
+
+
+def result_value(message_id: str, tool_call_id: str, name: str, output: Any = None,
+                 error: str | None = None, sender: str | None = None,
+                 who: Authorship | None = None) -> ServerToolResultValue:
+    """A server tool's result (its output, or the error the model sees) as a Timbal value."""
     value: ServerToolResultValue = {"type": "tool_result", "messageId": message_id,
-                                    "toolCallId": call.tool_call_id, "name": call.name,
+                                    "toolCallId": tool_call_id, "name": name,
                                     "status": "success" if error is None else "error"}
     _sign(value, who or {})
     if sender is not None:
@@ -537,22 +622,53 @@ def _server_result(call: _Call, message_id: str, output: Any = None,
 
 
 async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> ServerToolResultValue:
-    spec = run.server_tools.get(call.name)
-    who = run.authorship()  # the gateway runs it on the calling agent's behalf
+    output, error = await call_server_tool(run, call.name, parse_arguments(call.arguments))
+    # The gateway runs it on the calling agent's behalf.
+    return _server_result(call, message_id, output, error, who=run.authorship())
+
+
+async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
+                           answers: list[dict[str, Any]] | None = None
+                           ) -> tuple[Any, str | None]:
+    """Run one server tool: its output, or the error the model sees (then the output is
+    None). `answers`: to the questions it asks (`engine/elicitation.py`); one it asks without
+    an answer raises `InputRequired`."""
+    spec = run.server_tools.get(name)
     if spec is None:
-        return _server_result(call, message_id,
-                              error=f"Tool {call.name} is not available in this run", who=who)
+        return None, f"Tool {name} is not available in this run"
+    given = elicitation.Answers(list(answers or []))
     try:
-        async with asyncio.timeout(run.tool_timeout):
-            output = await spec.call(parse_arguments(call.arguments))
+        return await _call_with(spec, arguments, given, run.tool_timeout), None
+    except elicitation.InputRequired:
+        raise
     except TimeoutError:
-        return _server_result(call, message_id, error=f"Tool {call.name} timed out after "
-                                                      f"{run.tool_timeout:g} s", who=who)
+        return None, f"Tool {name} timed out after {run.tool_timeout:g} s"
     except ToolError as exc:  # a failing tool is a result the model sees, not a crashed run
-        return _server_result(call, message_id, error=str(exc)[:2000], who=who)
+        return None, str(exc)[:2000]
     except Exception:
         incident = uuid.uuid4().hex[:12]
-        log.exception("server tool %s failed (error %s)", call.name, incident)
-        return _server_result(call, message_id,
-                              error=f"Tool {call.name} failed (error {incident})", who=who)
-    return _server_result(call, message_id, output, who=who)
+        log.exception("server tool %s failed (error %s)", name, incident)
+        return None, f"Tool {name} failed (error {incident})"
+
+
+async def _call_with(spec: ServerToolSpec, arguments: dict[str, Any],
+                     answers: elicitation.Answers, timeout: float) -> Any:
+    """The tool's call in a task of its own, bound to its answers; a question it asked and
+    could not have answered pauses the run even if the tool swallowed the signal (an MCP
+    server told `cancel` may answer with an error)."""
+    async def call() -> Any:
+        elicitation.bind(answers)
+        return await spec.call(arguments)
+
+    async with asyncio.timeout(timeout):
+        try:
+            output = await asyncio.create_task(call())
+        except elicitation.InputRequired:
+            raise
+        except Exception:
+            if answers.asked is not None:
+                raise answers.asked from None
+            raise
+    if answers.asked is not None:
+        raise answers.asked
+    return output

@@ -10,7 +10,8 @@
 
 `command` starts a stdio server (it inherits only PATH, HOME and the like plus its own `env`, never
 the gateway's secrets; a relative `cwd` is relative to the config file); `url` reaches a streamable
-HTTP server. An entry with `"disabled": true` is skipped.
+HTTP server. An entry with `"disabled": true` is skipped; one with `"approval": true` has every
+tool of the server ask a human before it runs (`engine/approvals.py`).
 
 Start-up fails fast: if any server cannot be started, connected or listed, `open_mcp_tools` raises
 `McpStartupError` naming the server and the reason, and the gateway does not start. A gateway
@@ -32,7 +33,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from . import elicitation
 from .loop import ServerToolSpec, ToolError
 from .tool_context import current_tool_context
 
@@ -71,6 +73,7 @@ class ServerConfig:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
+    approval: bool = False  # every tool of this server asks a human before it runs
 
     def describe(self) -> str:
         if self.stdio is not None:
@@ -96,7 +99,10 @@ def load_config(config_path: str) -> list[ServerConfig]:
             raise McpStartupError(f"MCP server {name!r}: the entry must be an object")
         if entry.get("disabled") is True:
             continue
-        configs.append(_server_config(name, entry, path.parent))
+        config = _server_config(name, entry, path.parent)
+        if _typed(name, entry, "approval", bool, False):
+            config = replace(config, approval=True)
+        configs.append(config)
     return configs
 
 
@@ -186,6 +192,9 @@ class McpConnection:
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[list[mcp_types.Tool]] | None = None
         self._http_statuses: list[int] = []
+        # The answers of each call in flight (`engine/elicitation.py`), for the server's
+        # `elicitation/create` requests.
+        self._asking: list[elicitation.Answers] = []
 
     async def open(self, timeout: float) -> list[mcp_types.Tool]:
         """Connect and list the server's tools; raise `McpStartupError` saying why not."""
@@ -215,7 +224,8 @@ class McpConnection:
                                             self._http_statuses))
         try:
             async with Client(target, cache=None, client_info=mcp_types.Implementation(
-                    name="gateway", version="0.1.0")) as client:
+                    name="gateway", version="0.1.0"),
+                    elicitation_callback=self._elicit) as client:
                 tools = await _list_tools(client)
                 self._client = client
                 ready.set_result(tools)
@@ -233,6 +243,9 @@ class McpConnection:
         client = self._client
         if client is None:
             raise McpToolError(f"MCP server {self.config.name!r} is not connected")
+        answers = elicitation.current()
+        if answers is not None:
+            self._asking.append(answers)
         try:
             context = current_tool_context()
             meta = (mcp_types.RequestParamsMeta(**context.mcp_meta())  # type: ignore[typeddict-item]
@@ -241,7 +254,31 @@ class McpConnection:
         except Exception as exc:  # noqa: BLE001  (transport errors become the model's error text)
             raise McpToolError(f"MCP server {self.config.name!r} failed: "
                                f"{_reason(exc, self.config.secrets)}") from None
+        finally:
+            if answers is not None:
+                self._asking.remove(answers)
         return result_output(result)
+
+    async def _elicit(self, context: Any, params: mcp_types.ElicitRequestParams
+                      ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        """The server asks the user something during a tool call: answered from the call's
+        answers, or, when it has none yet, `cancel` (the call is abandoned and the run pauses
+        with the question; the tool is called again once the user answered).
+
+        A server on MCP 2026-07-28 asks in the call's result (`InputRequiredResult`), which the
+        SDK answers from the calling task: the call's own answers. An older server sends
+        `elicitation/create` on the connection, naming no call: it is answered when one call
+        is in flight on this connection, and refused otherwise, as a request that is not a
+        form is."""
+        schema = getattr(params, "requested_schema", None)
+        answers = elicitation.current() or (self._asking[0] if len(self._asking) == 1 else None)
+        if answers is None or schema is None:
+            return mcp_types.ErrorData(code=mcp_types.INVALID_REQUEST,
+                                       message="The gateway cannot take this request for input")
+        answer = answers.next(params.message, dict(schema))
+        if answer is None:
+            return mcp_types.ElicitResult(action="cancel")
+        return mcp_types.ElicitResult(action=answer["action"], content=answer.get("content"))
 
     async def close(self) -> None:
         """End the session from its own task; a server that will not stop is abandoned."""
@@ -316,7 +353,8 @@ def _specs(listed: list[tuple[McpConnection, list[mcp_types.Tool]]]) -> dict[str
                                       f"named {name!r} once made valid for the model")
             specs[name] = ServerToolSpec(
                 name=name, description=tool.description or tool.title or tool.name,
-                parameters=dict(tool.input_schema), call=_caller(connection, tool.name))
+                parameters=dict(tool.input_schema), call=_caller(connection, tool.name),
+                approval=connection.config.approval)
     return specs
 
 

@@ -37,6 +37,14 @@ class ToolContext:
         """Whether `user_scope` was verified (a bearer token), not just asserted (a userKey)."""
         return self.user_scope is not None and self.user_scope.startswith(SIGNED_IN_PREFIX)
 
+    async def ask(self, schema: dict[str, Any], message: str) -> dict[str, Any] | None:
+        """Ask the user for input (a JSON Schema of what to answer, and a prompt): the run
+        pauses and the tool is called again, from the start, once the user answered; then this
+        returns the accepted content, or None if the user declined (`engine/elicitation.py`)."""
+        from .elicitation import ask
+
+        return await ask(schema, message)
+
     def mcp_meta(self) -> dict[str, Any]:
         """The context as an MCP request's `_meta`."""
         return {"gateway/projectId": self.project_id, "gateway/userScope": self.user_scope,

@@ -32,18 +32,19 @@ _MARK = "__gateway_tool__"
 
 
 def server_tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-                description: str | None = None) -> Any:
-    """Mark a function as a server tool (usable bare or with arguments)."""
+                description: str | None = None, approval: bool = False) -> Any:
+    """Mark a function as a server tool (usable bare or with arguments). With `approval=True`
+    a call to it pauses the run until a human approves it (docs/human-in-the-loop.md)."""
 
     def mark(func: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(func, _MARK, {"name": name, "description": description})
+        setattr(func, _MARK, {"name": name, "description": description, "approval": approval})
         return func
 
     return mark(fn) if fn is not None else mark
 
 
 def spec_for(func: Callable[..., Any], name: str | None = None,
-             description: str | None = None) -> ServerToolSpec:
+             description: str | None = None, approval: bool = False) -> ServerToolSpec:
     """Build a tool spec from a function's signature and docstring. A parameter annotated
     `ToolContext` is not an argument: it is given the run's context (`tool_context`)."""
     fields: dict[str, Any] = {}
@@ -75,7 +76,7 @@ def spec_for(func: Callable[..., Any], name: str | None = None,
     doc = inspect.getdoc(func) or ""
     return ServerToolSpec(name=name or func.__name__,
                           description=description or doc.split("\n\n")[0] or func.__name__,
-                          parameters=schema, call=call)
+                          parameters=schema, call=call, approval=approval)
 
 
 def _hints(func: Callable[..., Any]) -> dict[str, Any]:
@@ -105,7 +106,8 @@ def tool_specs(source: str | Callable[..., Any] | ServerToolSpec) -> list[Server
 
 def _marked_spec(func: Callable[..., Any]) -> ServerToolSpec:
     options = getattr(func, _MARK, {})
-    return spec_for(func, options.get("name"), options.get("description"))
+    return spec_for(func, options.get("name"), options.get("description"),
+                    bool(options.get("approval")))
 
 
 def load_python_tools(target: str) -> dict[str, ServerToolSpec]:

@@ -71,13 +71,33 @@ JsonPatchOp = Annotated[PatchValueOp | PatchRemoveOp | PatchMoveOp,
 
 
 @with_config(CLOSED)
+class ApprovalRequest(TypedDict):
+    """A server tool call waiting for a human's approval, or for the answer to a question its
+    tool asked (docs/human-in-the-loop.md): the
+    interrupt's id (what an AG-UI `resume` entry names), why, a prompt, the message holding the
+    call, and when it lapses (then it counts as denied)."""
+
+    interruptId: NonEmpty
+    reason: NonEmpty
+    message: str
+    messageId: MessageId
+    expiresAt: IsoMs
+    # A question the tool asked (`reason: input_required`): the JSON Schema of the answer, and
+    # the answers to its earlier questions.
+    responseSchema: NotRequired[dict[str, Any]]
+    answers: NotRequired[list[dict[str, Any]]]
+
+
+@with_config(CLOSED)
 class PendingToolCall(TypedDict):
-    """A client tool call the run waits for; `arguments` is the complete JSON text of `input`."""
+    """A tool call the run waits for; `arguments` is the complete JSON text of `input`. A
+    client tool's, or, with `approval`, a server tool's that must be approved first."""
 
     toolCallId: NonEmpty
     toolName: NonEmpty
     arguments: str
     input: dict[str, Any]
+    approval: NotRequired[ApprovalRequest]
 
 
 class Authorship(TypedDict, total=False):
@@ -197,6 +217,25 @@ class UserValue(TypedDict):
 
 
 @with_config(CLOSED)
+class ApprovalValue(TypedDict):
+    """The decision on a call that waited for approval, stored from the run request that
+    answered it (`answer`: the answer's text as sent) and written as a set frame when that run
+    starts; the call's result then follows, in the message that holds the call."""
+
+    type: Literal["x-approval"]
+    id: NotRequired[PartId]
+    toolCallId: NonEmpty
+    name: NonEmpty
+    arguments: dict[str, Any]
+    callMessageId: MessageId  # the message holding the call (this part is the run's input's)
+    interruptId: NonEmpty
+    decision: Literal["approved", "denied", "expired", "answered"]
+    reason: NotRequired[str]
+    answer: NotRequired[str]
+    answers: NotRequired[list[dict[str, Any]]]  # a question's: every answer so far, in order
+
+
+@with_config(CLOSED)
 class SystemValue(TypedDict):
     """A system prompt seeded with the thread (stored, never a frame)."""
 
@@ -250,6 +289,7 @@ VALUES: dict[str, type] = {
     "tool_result.server": ServerToolResultValue,
     "tool_result.client": ClientToolResultValue,
     "user": UserValue,
+    "x-approval": ApprovalValue,
     "x-system": SystemValue,
     "x-summary": SummaryValue,
     "agent_complete": AgentCompleteValue,
@@ -257,8 +297,8 @@ VALUES: dict[str, type] = {
 }
 
 MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
-                | ServerToolResultValue | ClientToolResultValue | UserValue | SystemValue
-                | SummaryValue)
+                | ServerToolResultValue | ClientToolResultValue | UserValue | ApprovalValue
+                | SystemValue | SummaryValue)
 """One part of a stored Tambo message, or the `v` of a set frame."""
 
 SubagentValue = AgentCompleteValue | ErrorValue
@@ -318,7 +358,8 @@ class SetFrame(TypedDict):
     i: ItemId
     t: IsoMs
     v: (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
-        | ClientToolResultValue | UserValue | AgentCompleteValue | ErrorValue | SummaryValue)
+        | ClientToolResultValue | UserValue | ApprovalValue | AgentCompleteValue | ErrorValue
+        | SummaryValue)
 
 
 # -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------

@@ -44,6 +44,19 @@ class Component:
     description: str = ""
     props_schema: dict[str, Any] | bool | None = None
     state_schema: dict[str, Any] | None = None
+    # Client tools offered only while the component is shown in the thread (`contextTools`).
+    context_tools: tuple[ClientTool, ...] = ()
+
+    def snapshot(self) -> dict[str, Any]:
+        data = _compact({k: v for k, v in vars(self).items() if k != "context_tools"})
+        if self.context_tools:
+            data["context_tools"] = [_compact(vars(t)) for t in self.context_tools]
+        return data
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Component:
+        tools = tuple(ClientTool(**t) for t in data.get("context_tools", []))
+        return cls(**{**data, "context_tools": tools})
 
 
 @dataclass(frozen=True)
@@ -116,7 +129,7 @@ class RunSpec:
         data: dict[str, Any] = {
             "run_spec": SNAPSHOT_VERSION,
             "client_tools": [_compact(vars(t)) for t in self.client_tools],
-            "components": [_compact(vars(c)) for c in self.components],
+            "components": [c.snapshot() for c in self.components],
         }
         for name in ("tool_choice", "force_component", "max_tokens", "temperature", "model",
                      "agent", "metadata"):
@@ -134,7 +147,7 @@ class RunSpec:
             data = _from_tambo_snapshot(data)
         return cls(
             client_tools=[ClientTool(**t) for t in data.get("client_tools", [])],
-            components=[Component(**c) for c in data.get("components", [])],
+            components=[Component.of(c) for c in data.get("components", [])],
             tool_choice=data.get("tool_choice"),
             force_component=data.get("force_component"),
             max_tokens=data.get("max_tokens"),

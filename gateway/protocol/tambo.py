@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from .run_spec import SeedMessage
+from .run_spec import ClientTool, SeedMessage
 
 
 class WireModel(BaseModel):
@@ -165,13 +165,6 @@ def _none_is_empty(value: Any) -> Any:
     return [] if value is None else value
 
 
-class AvailableComponent(WireModel):
-    name: str = Field(min_length=1, max_length=200)
-    description: str = ""
-    propsSchema: dict[str, Any] | bool | None = None
-    stateSchema: dict[str, Any] | None = None
-
-
 class Tool(WireModel):
     name: str = Field(min_length=1, max_length=200)
     description: str = ""
@@ -179,6 +172,21 @@ class Tool(WireModel):
     outputSchema: dict[str, Any] | bool | None = None
     strict: bool | None = None
     maxCalls: Annotated[int, Field(ge=0), INTEGRAL] | None = None
+
+    def client_tool(self) -> ClientTool:
+        """The tool as the run's neutral input holds it."""
+        return ClientTool(self.name, self.description, self.inputSchema, self.outputSchema,
+                          self.strict, self.maxCalls)
+
+
+class AvailableComponent(WireModel):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    propsSchema: dict[str, Any] | bool | None = None
+    stateSchema: dict[str, Any] | None = None
+    # Client tools offered to the model only while this component is shown in the thread (the
+    # Tambo v1 proposal's `contextTools`), each with its own `maxCalls`.
+    contextTools: list[Tool] | None = None
 
 
 class ToolChoiceName(WireModel):
@@ -225,12 +233,16 @@ class RunRequest(WireModel):
     maxTokens: Annotated[int, Field(gt=0), INTEGRAL] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     runMetadata: dict[str, Any] | None = None
+    # The Tambo v1 proposal's name for `runMetadata` (the client's name wins when both come).
+    metadata: dict[str, Any] | None = None
     userKey: UserKey | None = None
     contextKey: UserKey | None = None
     onDisconnect: Literal["cancel", "continue", "grace"] | None = None
-    # POST /v1/threads/runs only
+    # POST /v1/threads/runs (and, with `createThread`, a thread created under its own id)
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None
+    # POST /v1/threads/{id}/runs: create the thread under that id if it does not exist (the
+    # Tambo v1 proposal's `createThread`).
     createThread: bool | None = None
 
 
@@ -410,10 +422,24 @@ class CancelResponse(StrictModel):
     cancelRequested: bool | None = omitted()
 
 
+class ApprovalInfo(StrictModel):
+    """A server tool call waiting for approval: answer it with a tool result whose text is
+    `{"approved": true}` or `{"approved": false, "reason": "..."}` (docs/human-in-the-loop.md)."""
+
+    interruptId: str
+    reason: str
+    message: str
+    messageId: str
+    expiresAt: str
+    responseSchema: dict[str, Any] | None = omitted()
+    answers: list[dict[str, Any]] | None = omitted()
+
+
 class PendingToolCallInfo(StrictModel):
     toolCallId: str
     toolName: str
     arguments: str
+    approval: ApprovalInfo | None = omitted()
 
 
 class RunErrorInfo(StrictModel):
@@ -472,6 +498,9 @@ class Run(StrictModel):
     usage: Usage | None = Field(None, exclude_if=_is_none, description=(
         "What the run's model calls consumed, once it has ended (a cancelled or failed run "
         "too); absent before, and for a run that called no model."))
+    metadata: dict[str, Any] | None = Field(None, exclude_if=_is_none, description=(
+        "The metadata the run was started with (`runMetadata`, or `metadata` as the Tambo v1 "
+        "proposal names it), stored with the run; absent when it had none."))
 
 
 class RunList(StrictModel):

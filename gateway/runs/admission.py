@@ -23,6 +23,7 @@ from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import Store
 from ..store.tables import MessageRow, RunRow, ThreadRow
+from . import approvals
 
 # Retries of the optimistic start when the thread changed between validation and locking.
 START_ATTEMPTS = 3
@@ -162,7 +163,9 @@ async def validated_inputs(thread: ThreadRow, spec: RunSpec, run_id: str,
     pending = {p["toolCallId"]: p for p in thread.pending_tool_calls or []}
     given = [r.tool_call_id for r in spec.tool_results]
     duplicates = sorted({i for i in given if given.count(i) > 1})
-    missing = sorted(set(pending) - set(given))
+    # A call whose approval expired is denied whatever comes: it needs no answer.
+    lapsed = {i for i, p in pending.items() if approvals.expired(p, now)}
+    missing = sorted(set(pending) - set(given) - lapsed)
     extra = sorted(set(given) - set(pending))
     if duplicates:
         raise ApiError(Problem.INVALID_TOOL_RESULT,
@@ -177,17 +180,24 @@ async def validated_inputs(thread: ThreadRow, spec: RunSpec, run_id: str,
                        f"Tool results provided for unknown tool calls: {', '.join(extra)}",
                        reason="EXTRA_RESULTS", extraToolCallIds=extra)
     return [MessageRow(id=new_id(), thread_id=thread.id, run_id=run_id, role="user",
-                       parts=input_parts(spec, pending, thread.user_key), created_ms=now)]
+                       parts=input_parts(spec, pending, now, thread.user_key), created_ms=now)]
 
 
-def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]],
+def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]], now: int,
                 sender: str | None = None) -> list[dict[str, Any]]:
-    """The run's input as Timbal values: client tool results first, then the user's text.
-    `sender` (Timbal's multi-actor threads) is the thread's user scope: the user wrote the
-    message, and the user's browser ran the client tools."""
+    """The run's input as Timbal values: client tool results and approval decisions first
+    (`runs/approvals.py`), then the user's text. `sender` (Timbal's multi-actor threads) is
+    the thread's user scope: the user wrote the message, and the user's browser ran the
+    client tools."""
     parts: list[dict[str, Any]] = []
     signed = {"sender": sender} if sender else {}
+    answered = {r.tool_call_id: r for r in spec.tool_results}
+    for call_id, entry in pending.items():
+        if approvals.is_approval(entry):
+            parts.append(approvals.input_part(entry, answered.get(call_id), now))
     for result in spec.tool_results:
+        if approvals.is_approval(pending.get(result.tool_call_id, {})):
+            continue
         value: dict[str, Any] = {
             "id": new_id(), "type": "tool_result", "origin": "client",
             "toolCallId": result.tool_call_id,

@@ -28,6 +28,7 @@ from ..protocol.run_spec import RunSpec
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
 from ..store.usage import usage_rows
+from . import approvals
 from .component_state import ComponentStates, bind_run
 from .context_fit import budgeted
 from .limits import RunLimits
@@ -127,6 +128,7 @@ class RunExecutor:
         self.run_max_seconds, self.max_output_tokens = (limits.run_max_seconds,
                                                         limits.max_output_tokens)
         self.max_steps, self.tool_timeout = limits.max_steps, limits.tool_timeout_seconds
+        self.approval_ttl = limits.approval_ttl_seconds
         self.server_tools = setup.server_tools
         self._lose, self._retire = host.lose, host.retire
         self.writer = host.log_writer
@@ -219,7 +221,7 @@ class RunExecutor:
 
     async def _agent(self, active: ActiveRun, spec: RunSpec, recorder: RunRecorder
                      ) -> Outcome:
-        run, ticket = active.row, active.ticket
+        run = active.row
         if active.history is not None:  # a new thread: its history is what the start wrote
             rows, states = active.history, {}
             active.history = None
@@ -230,9 +232,28 @@ class RunExecutor:
             if row.run_id == run.id and row.role == "user":
                 for part in row.parts:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
-        agent = self.setup.agent(spec.agent)
         model = self.setup.model_of(spec)
-        meter = UsageMeter(active.usage, model or "", ticket)
+        meter = UsageMeter(active.usage, model or "", active.ticket)
+        run_input = self._run_input(active, spec, rows, states, model, meter)
+        answers = approvals.answers_of(rows, run.id)
+        if answers:  # approved calls run now; the model then sees every call answered
+            asking = await approvals.settle(run_input, answers, rows, recorder)
+            if asking:  # a tool asked another question: pause again before the model
+                return Outcome(asking)
+            rows, components = await self.store.thread_context(run.thread_id)
+            states = {cid: c.state for cid, c in components.items()}
+            run_input = self._run_input(active, spec, rows, states, model, meter)
+        agent = self.setup.agent(spec.agent)
+        model_object = (self.model if agent is None or spec.model is not None
+                        else self.setup.model_for(agent))
+        run_input = await budgeted(self.store, run, run_input, agent, self.limits, model_object,
+                                   recorder)
+        return await run_agent(model_object, run_input, recorder)
+
+    def _run_input(self, active: ActiveRun, spec: RunSpec, rows: list[MessageRow],
+                   states: dict[str, Any], model: str | None, meter: UsageMeter) -> RunInput:
+        """What the agent loop is given: the thread so far, the request's tools and limits,
+        as the run's agent runs it."""
         run_input = RunInput(
             history=to_model_messages(rows, states),
             client_tools=spec.client_tools,
@@ -246,21 +267,21 @@ class RunExecutor:
             max_steps=self.max_steps,
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
+            approval_ttl=self.approval_ttl,
             call_counts=tool_call_counts(rows),
-            on_model=self._model_recorder(run.id, model, meter),
+            shown_components={p["name"] for row in rows for p in row.parts
+                              if p.get("type") == "x-component"},
+            on_model=self._model_recorder(active.row.id, model, meter),
             hooks=RunHooks(model, meter),
         )
-        model_object = self.model
-        if agent is not None:
-            run_input = as_agent(run_input, agent, self.setup.agent_tools)
-            delegation = self.setup.delegation(active.usage, ticket)
-            if delegation is not None:
-                run_input.subagents = delegation.tools_of(agent)
-            if spec.model is None:
-                model_object = self.setup.model_for(agent)
-        run_input = await budgeted(self.store, run, run_input, agent, self.limits, model_object,
-                                   recorder)
-        return await run_agent(model_object, run_input, recorder)
+        agent = self.setup.agent(spec.agent)
+        if agent is None:
+            return run_input
+        run_input = as_agent(run_input, agent, self.setup.agent_tools)
+        delegation = self.setup.delegation(active.usage, active.ticket)
+        if delegation is not None:
+            run_input.subagents = delegation.tools_of(agent)
+        return run_input
 
     def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter
                         ) -> Callable[[str], Awaitable[None]]:
@@ -296,8 +317,9 @@ class RunExecutor:
     async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Outcome) -> None:
         finished = timbal.control(timbal.RUN_FINISHED)
         if outcome.pending:
-            pending = [{k: p[k] for k in ("toolCallId", "toolName", "arguments")}
-                       for p in outcome.pending]
+            kept = ("toolCallId", "toolName", "arguments", "approval")
+            pending: list[dict[str, Any]] = [{k: p[k] for k in kept if k in p}
+                                             for p in outcome.pending]
             awaiting = timbal.control(timbal.RUN_AWAITING_INPUT, pendingToolCalls=outcome.pending)
             await self._end(active, recorder, "awaiting_input", [awaiting, finished],
                             pending=pending)

@@ -21,6 +21,8 @@ class RunLimits:
     """Model calls per run (`GATEWAY_MAX_STEPS`); more ends it with `MAX_STEPS_EXCEEDED`."""
     tool_timeout_seconds: float = 30.0
     """How long a server tool may run before the model sees a timeout error."""
+    approval_ttl_seconds: float = 86400.0
+    """How long a call waiting for approval may wait; then it counts as denied."""
     run_max_seconds: float | None = 600.0
     """Wall time a run may take (None: no limit); longer ends it with `RUN_TIME_LIMIT`."""
     max_output_tokens: int | None = None
@@ -44,6 +46,7 @@ class RunLimits:
     def from_settings(cls, settings: Settings) -> RunLimits:
         return cls(max_steps=settings.max_steps,
                    tool_timeout_seconds=settings.tool_timeout_seconds,
+                   approval_ttl_seconds=settings.approval_ttl_seconds,
                    run_max_seconds=settings.run_max_seconds,
                    max_output_tokens=settings.run_max_output_tokens or None,
                    idempotency_ttl_seconds=settings.idempotency_ttl_seconds,

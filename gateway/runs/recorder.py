@@ -146,6 +146,11 @@ class RunRecorder:
         self.live.forget(self._flushed)
         return True
 
+    def adopt(self, message_id: str, parts: Sequence[dict[str, Any]]) -> None:
+        """A message of an earlier run that this run adds values to (an approved call's
+        result goes into the message holding the call): saved by updating it, not inserting."""
+        self._messages.setdefault(message_id, [dict(p) for p in parts])
+
     def unsaved_messages(self) -> dict[str, list[dict[str, Any]]]:
         """The parts of each message whose last write failed, as the run last had them."""
         return {m: list(self._messages.get(m, [])) for m in sorted(self.unsaved)}

@@ -3,9 +3,10 @@
  *
  * Usage: node agui_agent.mjs '<json plan>'   (or the plan on stdin)
  *
- * The plan: {url, headers?, threadId?, steps: [{user?, tools?, forwardedProps?, answerPending?}]}.
- * Each step adds the user's message (`user`) and/or a `tool` message answering every tool call
- * the previous run left pending (`answerPending`: the result text), then `agent.runAgent()`.
+ * The plan: {url, headers?, threadId?, steps: [{user?, tools?, forwardedProps?, answerPending?,
+ * resume?}]}. Each step adds the user's message (`user`) and/or a `tool` message answering every
+ * tool call the previous run left pending (`answerPending`: the result text), and/or answers every
+ * interrupt the previous run ended with (`resume`: `{status, payload?}`), then `agent.runAgent()`.
  * HttpAgent applies its own pipeline to the response (enforceEvents, transformChunks and
  * verifyEvents), so a stream that is not valid AG-UI makes `runAgent` reject: that rejection is
  * recorded as the run's `error`. What the client printed with console.warn (for instance a
@@ -34,6 +35,7 @@ console.warn = (...args) => {
 const agent = new HttpAgent({ url: plan.url, headers: plan.headers ?? {}, threadId: plan.threadId });
 const runs = [];
 let pending = [];
+let interrupts = [];
 let counter = 0;
 
 for (const step of plan.steps) {
@@ -44,23 +46,29 @@ for (const step of plan.steps) {
   if (step.user !== undefined) {
     agent.addMessage({ id: `user-${++counter}`, role: "user", content: step.user });
   }
-  const run = { runId: null, events: [], error: null, outcome: null, pendingToolCallIds: [] };
+  const run = { runId: null, events: [], error: null, outcome: null, pendingToolCallIds: [],
+                interrupts: [] };
   runs.push(run);
+  const resume = step.resume === undefined ? undefined
+    : interrupts.map((i) => ({ interruptId: i.id, ...step.resume }));
   try {
-    await agent.runAgent({ tools: step.tools ?? [], forwardedProps: step.forwardedProps ?? {} }, {
+    await agent.runAgent({ tools: step.tools ?? [], forwardedProps: step.forwardedProps ?? {},
+                           ...(resume ? { resume } : {}) }, {
       onEvent: ({ event }) => {
         run.events.push(event);
         if (event.type === "RUN_STARTED") run.runId = event.runId;
       },
-      onRunFinishedEvent: ({ outcome, pendingToolCallIds }) => {
+      onRunFinishedEvent: ({ outcome, pendingToolCallIds, interrupts: asked }) => {
         run.outcome = outcome;
         run.pendingToolCallIds = pendingToolCallIds ?? [];
+        run.interrupts = asked ?? [];
       },
     });
   } catch (err) {
     run.error = err?.message ?? String(err);
   }
   pending = run.pendingToolCallIds;
+  interrupts = run.interrupts;
 }
 
 console.log(JSON.stringify({ threadId: agent.threadId, runs, messages: agent.messages,

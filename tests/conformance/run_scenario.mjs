@@ -107,6 +107,28 @@ const SCENARIOS = {
     result.followUp = await ctx.runAndCollect(client, "Thanks!", { threadId: result.threadId });
   },
 
+  /**
+   * A server tool that asks first (docs/human-in-the-loop.md): the app registers a tool under
+   * the server tool's name whose function is the approval prompt; the client runs it when the
+   * run pauses and sends its answer, `{approved: true}`, as the tool's result. APPROVE=no
+   * answers `{approved: false}`.
+   */
+  async approval(ctx, result) {
+    const client = ctx.newClient();
+    result.asked = [];
+    client.registerTool({
+      name: "send_email",
+      description: "Approve sending an email",
+      inputSchema: { type: "object", properties: { to: { type: "string" }, subject: { type: "string" } } },
+      outputSchema: { type: "object" },
+      tool: async (args) => {
+        result.asked.push(args);
+        return process.env.APPROVE === "no" ? { approved: false, reason: "not now" } : { approved: true };
+      },
+    });
+    result.run = await ctx.runAndCollect(client, "Email Ada");
+  },
+
   /** A component rendered from streamed props (§8, §12.1), then a follow-up. */
   async component(ctx, result) {
     const client = ctx.newClient();

@@ -239,6 +239,8 @@ def test_server_tools_run_inline(tools_gateway: InProcessGateway, scripted_model
         # client see which tool failed and an error id to find that line.
         assert results["call_s2"]["content"].startswith("Tool explode failed (error ")
         assert "because" not in results["call_s2"]["content"]
+        # The proposal's error flag on a failed tool's result, absent on a success.
+        assert results["call_s2"]["isError"] is True and "isError" not in results["call_s1"]
         assert "timed out" in results["call_s3"]["content"]
         for call_id, result in results.items():
             assert result["messageId"] == starts[call_id]["parentMessageId"]
@@ -266,7 +268,8 @@ def test_server_tool_stream_passes_the_ag_ui_verifier(tools_gateway_process: Gat
 
     if not have_node():
         pytest.skip("node and npm are needed")
-    scripted_model.enqueue([{"content": "Adding. "}, call(0, "call_v1", "add", '{"a": 1, "b": 2}')],
+    scripted_model.enqueue([{"content": "Adding. "}, call(0, "call_v1", "add", '{"a": 1, "b": 2}'),
+                            call(1, "call_v2", "explode", "{}")],
                            [{"content": "It is 3."}])
     result = capture_and_verify(f"{tools_gateway_process.url}/v1/threads/runs",
                                 {"message": user("1+2?"), "thread": {"userKey": "u"}},

@@ -254,3 +254,69 @@ def test_voice_input_says_how_to_enable_it(client: httpx.Client):
                                files={"file": ("recording.webm", b"x", "audio/webm")}),
                    400, "TRANSCRIPTION_DISABLED")
     assert "GATEWAY_TRANSCRIPTION_MODEL" in body["detail"]
+
+
+def test_a_runs_metadata_is_stored_and_returned_with_its_status(http, scripted_model):
+    """`metadata` (the Tambo v1 proposal's name) or `runMetadata` (the client's), read back
+    from the run's status; an AG-UI run's own record of its input is not shown as metadata."""
+    def status(body: dict) -> dict:
+        scripted_model.enqueue([{"content": "ok"}])
+        started = run_events(http, "POST", "/v1/threads/runs", json=body)[0].data
+        return http.get(f"/v1/threads/{started['threadId']}/runs/{started['runId']}",
+                        headers={"accept": "application/json"}).json()
+
+    assert status({"message": user("a"), "metadata": {"source": "seed"}})["metadata"] == {
+        "source": "seed"}
+    assert status({"message": user("b"), "runMetadata": {"n": 1}})["metadata"] == {"n": 1}
+    assert "metadata" not in status({"message": user("c")})
+
+
+def test_create_thread_starts_a_run_on_a_thread_named_by_the_client(http, scripted_model):
+    """`createThread: true` on `POST /v1/threads/{id}/runs` (the Tambo v1 proposal): the
+    thread is created under that id; once it exists the flag changes nothing."""
+    thread_id = f"client-{time.time_ns()}"
+    scripted_model.enqueue([{"content": "first"}], [{"content": "second"}])
+    first = run_events(http, "POST", f"/v1/threads/{thread_id}/runs",
+                       json={"message": user("hi"), "createThread": True})
+    assert first[0].data["threadId"] == thread_id and text_of(first) == "first"
+    second = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": user("again"), "createThread": True,
+        "previousRunId": first[0].data["runId"]})
+    assert text_of(second) == "second"
+    assert len(http.get(f"/v1/threads/{thread_id}/messages").json()["messages"]) == 4
+    # Without the flag an unknown thread is still a 404, and a bad id is refused.
+    assert http.post(f"/v1/threads/nope-{time.time_ns()}/runs",
+                     json={"message": user("x")}).status_code == 404
+    assert http.post("/v1/threads/" + "x" * 65 + "/runs",
+                     json={"message": user("x"), "createThread": True}).status_code == 400
+
+
+def test_a_components_context_tools_are_offered_only_while_it_is_shown(http, scripted_model):
+    """`contextTools` (the Tambo v1 proposal): a component's tools reach the model only once the
+    component is in the thread, and each stops at its own `maxCalls`."""
+    card = {"name": "StockCard", "description": "A stock", "propsSchema": {"type": "object"},
+            "contextTools": [{"name": "refresh_quote", "description": "Refresh the quote",
+                              "inputSchema": {"type": "object"}, "maxCalls": 1}]}
+
+    def offered() -> set[str]:
+        return {t["function"]["name"] for t in scripted_model.requests[-1].get("tools", [])}
+
+    scripted_model.enqueue([{"tool_call": {"index": 0, "id": "call_card",
+                                           "name": "show_component_StockCard",
+                                           "arguments": '{"symbol": "ACME"}'}}])
+    first = run_events(http, "POST", "/v1/threads/runs",
+                       json={"message": user("show ACME"), "availableComponents": [card]})
+    assert "refresh_quote" not in offered()  # not shown yet
+    thread_id, run_id = first[0].data["threadId"], first[-1].data["runId"]
+    scripted_model.enqueue([{"tool_call": {"index": 0, "id": "call_rq", "name": "refresh_quote",
+                                           "arguments": "{}"}}])
+    second = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": user("refresh"), "availableComponents": [card], "previousRunId": run_id})
+    assert "refresh_quote" in offered()
+    assert second[-2].data["name"] == "tambo.run.awaiting_input"  # a client tool: it pauses
+    scripted_model.enqueue([{"content": "Refreshed."}])
+    run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "availableComponents": [card], "previousRunId": second[0].data["runId"],
+        "message": {"role": "user", "content": [{"type": "tool_result", "toolUseId": "call_rq",
+                                                 "content": [{"type": "text", "text": "42"}]}]}})
+    assert "refresh_quote" not in offered()  # its one call is spent

@@ -2,7 +2,7 @@
 
 A real gateway (scripted model behind litellm, a server tool module) runs the conformance shapes:
 text, reasoning, a client tool round trip, a component whose state changes mid-run, a server
-tool, a provider error, a cancellation, and a replay. Each SSE event is checked with `jsonschema`
+tool, an approved server tool, a provider error, a cancellation, and a replay. Each SSE event is checked with `jsonschema`
 against the published union (`schemas/tambo/event.json`) and its own file (from
 `schemas/index.json`); the run log (`run_frames`) and the stored messages are read from the
 gateway's SQLite file and checked against `schemas/timbal/`. The runs must exercise every type
@@ -159,6 +159,15 @@ def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) ->
                                 call("call_x", "explode", "{}", index=1)],
                                [{"content": "Three."}])
         got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("add")}))
+        # A server tool that asks first: the run pauses, the continuation approves it.
+        scripted_model.enqueue([call("call_o", "place_order", '{"item": "tea"}')],
+                               [{"content": "Ordered."}])
+        asking = got.add(run_events(http, "POST", "/v1/threads/runs",
+                                    json={"message": user("order tea")}))[0].data
+        got.add(run_events(http, "POST", f"/v1/threads/{asking['threadId']}/runs", json={
+            "previousRunId": asking["runId"], "message": {"role": "user", "content": [
+                {"type": "tool_result", "toolUseId": "call_o",
+                 "content": [{"type": "text", "text": '{"approved": true}'}]}]}}))
         # A provider error, and a cancellation mid-stream.
         scripted_model.enqueue([{"error": 503, "message": "overloaded"}])
         got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("fail")}))

@@ -15,16 +15,26 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel
 
 from tests.support.gateway_server import ROOT, free_port
 
 CITIES = {"paris": ("France", 2_102_650), "lima": ("Peru", 9_751_000)}
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
 
 
 class City(BaseModel):
@@ -63,6 +73,13 @@ def build(name: str = "test-tools", prefix: str = "") -> MCPServer:
     async def slow(seconds: float) -> str:
         await anyio.sleep(seconds)
         return f"waited {seconds} s"
+
+    @server.tool(description="Greet someone, asking the user for their name first.",
+                 structured_output=False)
+    async def greet(answer: Annotated[ElicitationResult[Name], Resolve(ask_name)]) -> str:
+        if isinstance(answer, AcceptedElicitation):
+            return f"Hello, {answer.data.name}!"
+        return f"No name given ({answer.action})"
 
     @server.tool(description="Terminate the server process abruptly (simulates a crash).")
     def crash() -> str:

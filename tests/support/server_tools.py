@@ -27,3 +27,9 @@ def sleepy() -> str:
     """Takes longer than the tool timeout."""
     time.sleep(5)
     return "late"
+
+
+@server_tool(approval=True)
+def place_order(item: str) -> str:
+    """Place an order (asks a human first)."""
+    return f"ordered {item}"

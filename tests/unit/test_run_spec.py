@@ -92,3 +92,12 @@ def test_an_agui_reconnect_reads_the_version_from_a_row_written_before_run_spec(
         "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "hi"}]})
     assert protocol_version(row(agui_spec(body, set(), None).snapshot())) is None
     assert protocol_version(row({})) == "1.0"  # a run a Tambo client began
+
+
+def test_a_components_context_tools_survive_the_runs_snapshot() -> None:
+    from gateway.protocol.run_spec import ClientTool, Component, RunSpec
+
+    spec = RunSpec(components=[Component("Card", context_tools=(ClientTool("refresh",
+                                                                             max_calls=2),))])
+    snapshot = json.loads(json.dumps(spec.snapshot()))  # stored as JSON on the run row
+    assert RunSpec.from_snapshot(snapshot).components == spec.components

@@ -14,6 +14,7 @@ shaped for that version, see `translate.py`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from ag_ui.core import (
@@ -29,7 +30,6 @@ from pydantic import ConfigDict, Field
 
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import (
-    ClientTool,
     Component,
     DisconnectPolicy,
     RunSpec,
@@ -71,8 +71,10 @@ class Declared(WireModel):
     onDisconnect: DisconnectPolicy | None = None
 
 
-def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None) -> RunSpec:
-    """The run this input asks for, on a thread waiting for the `pending` tool call ids."""
+def run_spec(body: RunAgentInput, pending: Mapping[str, str],
+             previous_run_id: str | None) -> RunSpec:
+    """The run this input asks for, on a thread waiting for the `pending` tool calls (`answers`
+    maps the ids a `tool` message or a `resume` entry may name to the call's id)."""
     results = _tool_results(body, pending)
     user = _new_user_message(body)
     if user is None and not results:
@@ -91,9 +93,9 @@ def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None
         if user is not None else None,
         tool_results=results,
         context=context or None,
-        client_tools=[ClientTool(t.name, t.description, t.inputSchema, t.outputSchema,
-                                 t.strict, t.maxCalls) for t in declared.tools],
-        components=[Component(c.name, c.description, c.propsSchema, c.stateSchema)
+        client_tools=[t.client_tool() for t in declared.tools],
+        components=[Component(c.name, c.description, c.propsSchema, c.stateSchema,
+                              tuple(t.client_tool() for t in c.contextTools or []))
                     for c in declared.availableComponents],
         previous_run_id=previous_run_id,
         on_disconnect=declared.onDisconnect,
@@ -148,21 +150,34 @@ def _new_user_message(body: RunAgentInput) -> UserMessage | None:
     return last if isinstance(last, UserMessage) else None
 
 
-def _tool_results(body: RunAgentInput, pending: set[str]) -> list[ToolResult]:
+def answers(pending_calls: list[dict[str, Any]]) -> dict[str, str]:
+    """The ids that answer a thread's pending calls, to the call's id: each call's own id (a
+    `tool` message, or a `resume` entry naming it), and a call waiting for approval also by its
+    interrupt's id."""
+    names = {p["toolCallId"]: p["toolCallId"] for p in pending_calls}
+    for call in pending_calls:
+        if isinstance(call.get("approval"), dict):
+            names[call["approval"]["interruptId"]] = call["toolCallId"]
+    return names
+
+
+def _tool_results(body: RunAgentInput, pending: Mapping[str, str]) -> list[ToolResult]:
     """Results for the pending calls: the latest `tool` message for each, then `resume`."""
     results: dict[str, ToolResult] = {}
     for message in body.messages:
         if isinstance(message, ToolMessage) and message.tool_call_id in pending:
             error = message.error
-            results[message.tool_call_id] = _result(
-                message.tool_call_id, error if error else _text(message.content), bool(error))
+            call_id = pending[message.tool_call_id]
+            results[call_id] = _result(call_id, error if error else _text(message.content),
+                                       bool(error))
     for entry in body.resume or []:
-        if entry.interrupt_id in pending and entry.interrupt_id not in results:
+        call_id = pending.get(entry.interrupt_id, "")
+        if call_id and call_id not in results:
             cancelled = entry.status == "cancelled"
             payload = entry.payload
             text = ("The user cancelled this tool call" if cancelled else
                     payload if isinstance(payload, str) else json.dumps(payload))
-            results[entry.interrupt_id] = _result(entry.interrupt_id, text, cancelled)
+            results[call_id] = _result(call_id, text, cancelled)
     return list(results.values())
 
 

@@ -71,14 +71,14 @@ async def run_agent(request: Request) -> Response:
                            runId=body.run_id)
         return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
     if thread is None:
-        spec = replace(agui_input.run_spec(body, set(), None), agent=agent.name)
+        spec = replace(agui_input.run_spec(body, {}, None), agent=agent.name)
         check_run_request(svc.settings, spec)
         check_fits(request, spec, agent)
         thread = await _create_thread(request, project, body, spec, user_key)
         started = await svc.runs.start_on(project, thread, spec, run_id=body.run_id,
                                           subjects=quota_subjects(request, thread.user_key))
     else:
-        pending = {p["toolCallId"] for p in thread.pending_tool_calls or []}
+        pending = agui_input.answers(thread.pending_tool_calls or [])
         spec = replace(agui_input.run_spec(body, pending, thread.last_completed_run_id),
                        agent=agent.name)
         check_run_request(svc.settings, spec)

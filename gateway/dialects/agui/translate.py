@@ -41,6 +41,7 @@ from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
     CustomEvent,
+    Interrupt,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -49,6 +50,8 @@ from ag_ui.core import (
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateDeltaEvent,
@@ -65,7 +68,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from ...protocol import timbal
+from ...protocol import approvals, timbal
 from ...protocol.props_stream import pointer
 from ...protocol.translation import Dialect, Item
 from ...protocol.usage_events import agui_usage
@@ -79,6 +82,7 @@ class AguiDialect(Dialect[BaseEvent]):
         super().__init__()
         self.before_1_0 = client_version is None
         self.pending: list[str] = []
+        self.interrupts: list[Interrupt] = []  # calls waiting for approval
         self.components: set[str] = set()  # components in the state this run sent
         self.subagents: list[str] = []  # sub-agent invocations under way, innermost last
 
@@ -207,7 +211,9 @@ class AguiDialect(Dialect[BaseEvent]):
             return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                     protocol_version=PROTOCOL_VERSION)]
         if name == timbal.RUN_AWAITING_INPUT:
-            self.pending = [p["toolCallId"] for p in frame["pendingToolCalls"]]
+            calls = frame["pendingToolCalls"]
+            self.pending = [p["toolCallId"] for p in calls if "approval" not in p]
+            self.interrupts = [_interrupt(p) for p in calls if "approval" in p]
             return []
         if name == timbal.COMPONENT_STATE:
             return [self._state_change(frame["componentId"], frame["operations"],
@@ -217,10 +223,9 @@ class AguiDialect(Dialect[BaseEvent]):
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
         if name == timbal.RUN_FINISHED:
-            pending = None if self.before_1_0 else self.pending or None
-            outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=pending)
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, outcome=outcome, usage=usage)]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=self._outcome(),
+                usage=usage)]
         if name == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
@@ -233,6 +238,17 @@ class AguiDialect(Dialect[BaseEvent]):
     def stamp(self, event: BaseEvent, ts: int) -> BaseEvent:
         event.timestamp = ts
         return event
+
+    def _outcome(self) -> RunFinishedOutcome:
+        """How a run that finished ended: interrupted when calls wait for approval (those that
+        wait for the client stay tool calls without a result, answered with `tool` messages);
+        else a success naming the client's pending calls. A client before 1.0 knows neither
+        outcome member: it gets a plain success and answers approvals with `tool` messages."""
+        if self.before_1_0:
+            return RunFinishedSuccessOutcome()
+        if self.interrupts:
+            return RunFinishedInterruptOutcome(interrupts=self.interrupts)
+        return RunFinishedSuccessOutcome(pending_tool_call_ids=self.pending or None)
 
     # -- sub-agents ----------------------------------------------------------------------------
 
@@ -307,6 +323,17 @@ def _attributed(events: list[BaseEvent], owner: str | None) -> list[BaseEvent]:
 def encode(event: BaseEvent) -> str:
     """An event as the JSON of one SSE `data:` line (camelCase, unset fields omitted)."""
     return event.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def _interrupt(call: dict[str, Any]) -> Interrupt:
+    """A call waiting for approval as AG-UI 1.0's interrupt: a `resume` entry answers it by
+    `id`, `{"status": "resolved", "payload": {"approved": true}}` runs the tool."""
+    approval = call["approval"]
+    return Interrupt(id=approval["interruptId"], reason=approval["reason"],
+                     message=approval["message"], tool_call_id=call["toolCallId"],
+                     response_schema=approval.get("responseSchema", approvals.RESPONSE_SCHEMA),
+                     expires_at=approval["expiresAt"],
+                     metadata={"toolName": call["toolName"], "arguments": call["input"]})
 
 
 def _span(i: str) -> str:

@@ -237,6 +237,9 @@ class ToolCallResultBody(TypedDict):
     toolCallId: NonEmpty
     content: str
     role: Literal["tool"]
+    # The tool failed (`content` is its error): the Tambo v1 proposal's flag, which the Tambo
+    # client ignores (it keeps `content`).
+    isError: NotRequired[Literal[True]]
 
 
 @with_config(CLOSED)

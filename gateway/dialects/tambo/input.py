@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...protocol.run_spec import (
-    ClientTool,
     Component,
     Idempotency,
     RunSpec,
@@ -37,9 +36,9 @@ def run_spec(request: RunRequest) -> RunSpec:
                        message.metadata or None) if blocks else None,
         tool_results=[tool_result(r) for r in message.tool_results()],
         context=message.additionalContext or None,
-        client_tools=[ClientTool(t.name, t.description, t.inputSchema, t.outputSchema,
-                                 t.strict, t.maxCalls) for t in request.tools],
-        components=[Component(c.name, c.description, c.propsSchema, c.stateSchema)
+        client_tools=[t.client_tool() for t in request.tools],
+        components=[Component(c.name, c.description, c.propsSchema, c.stateSchema,
+                              tuple(t.client_tool() for t in c.contextTools or []))
                     for c in request.availableComponents],
         tool_choice={"name": choice.name} if isinstance(choice, ToolChoiceName) else choice,
         force_component=request.forceComponent,
@@ -48,7 +47,7 @@ def run_spec(request: RunRequest) -> RunSpec:
         model=request.model,
         previous_run_id=request.previousRunId,
         on_disconnect=request.onDisconnect,
-        metadata=request.runMetadata,
+        metadata=request.runMetadata if request.runMetadata is not None else request.metadata,
         seed_messages=[m.seed() for m in init.initialMessages or []] if init else [],
     )
 

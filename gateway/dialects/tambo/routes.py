@@ -10,7 +10,9 @@ N, for a running, paused or finished run.
 from __future__ import annotations
 
 import dataclasses
+import re
 
+from sqlalchemy.exc import IntegrityError
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -40,12 +42,23 @@ from ...api.stored_caps import check_metadata, check_thread_room
 from ...api.threads import new_thread
 from ...protocol.problems import ApiError, Problem
 from ...protocol.tambo import RunList, RunRequest, wire
-from ...runs.admission import StartedRun
+from ...runs.admission import NewThread, StartedRun
 from ...store.tables import RunRow
 from .input import keyed, run_spec
 from .translate import TamboDialect, encode
 
 IDEMPOTENCY_KEY_MAX = 255
+# A thread id a client may create (`createThread`): as AG-UI clients' ids, it travels in URLs,
+# headers and Redis keys.
+THREAD_ID = re.compile(r"^[\x21-\x2e\x30-\x7e]{1,64}$")
+
+
+def with_thread_id(thread: NewThread, thread_id: str) -> NewThread:
+    """`thread` under the client's id (its initial messages too)."""
+    thread.row.id = thread_id
+    for message in thread.messages:
+        message.thread_id = thread_id
+    return thread
 
 
 def tambo_stream(request: Request, run: RunRow, after: int = 0,
@@ -75,6 +88,13 @@ def idempotency_key(request: Request) -> str | None:
 @gated
 async def run_new_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
+    return await _run_on_new_thread(request, body)
+
+
+async def _run_on_new_thread(request: Request, body: RunRequest,
+                             thread_id: str | None = None) -> Response:
+    """Create a thread (`thread_id`: the client's id for it, `createThread`) and start the
+    request's run on it, in one transaction."""
     spec = run_spec(body)
     check_run(request, spec)
     # The gateway's `?agent=` (the playground's picker) names the new thread's agent, as the
@@ -92,6 +112,8 @@ async def run_new_thread(request: Request) -> Response:
     metadata = body.threadMetadata or (init.metadata if init else None)
     await check_thread_room(settings, services(request).store, project, user_key)
     thread = new_thread(project, user_key, metadata, spec.seed_messages, agent.name)
+    if thread_id is not None:
+        thread = with_thread_id(thread, thread_id)
     started = await services(request).runs.start_new_thread(
         project, thread, keyed(spec, body, idempotency_key(request)), user_key,
         subjects=quota_subjects(request, user_key))
@@ -101,6 +123,17 @@ async def run_new_thread(request: Request) -> Response:
 @gated
 async def run_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
+    thread_id = request.path_params["thread_id"]
+    if body.createThread and await services(request).store.get_thread(
+            project_of(request), thread_id) is None:
+        # The Tambo v1 proposal's `createThread`: the thread is created under the client's id.
+        if not THREAD_ID.match(thread_id):
+            raise ApiError(Problem.VALIDATION_ERROR, "A thread id to create must be 1 to 64 "
+                           "printable ASCII characters without '/'", threadId=thread_id)
+        try:
+            return await _run_on_new_thread(request, body, thread_id)
+        except IntegrityError:  # taken meanwhile, or an id of another project's thread
+            pass
     spec = run_spec(body)
     check_run(request, spec)
     thread = await thread_for(request, body.userKey, body.contextKey)

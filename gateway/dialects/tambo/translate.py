@@ -21,7 +21,13 @@ from ...protocol import timbal
 from ...protocol.props_stream import PropsStream
 from ...protocol.translation import Dialect, Item
 from ...protocol.usage_events import tambo_usage
-from .events import ComponentEndValue, RunErrorBody, RunFinishedBody, TamboEventBody
+from .events import (
+    ComponentEndValue,
+    RunErrorBody,
+    RunFinishedBody,
+    TamboEventBody,
+    ToolCallResultBody,
+)
 
 Event = TamboEventBody
 
@@ -105,13 +111,16 @@ class TamboDialect(Dialect[Event]):
                 {"type": "TOOL_CALL_END", "toolCallId": call_id},
             ]
         if vtype == "tool_result" and value.get("origin") != "client":
-            return [{
+            result: ToolCallResultBody = {
                 "type": "TOOL_CALL_RESULT",
                 "messageId": message_id,
                 "toolCallId": value["toolCallId"],
                 "content": timbal.tool_result_text(value),
                 "role": "tool",
-            }]
+            }
+            if value.get("status") == "error":
+                result["isError"] = True
+            return [result]
         if vtype == "x-component":
             props = PropsStream()
             ops = props.finish(value.get("props") or {})

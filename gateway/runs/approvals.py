@@ -1,0 +1,116 @@
+"""Approvals, from the run's side: reading the answer a run brings, and settling it.
+
+A call waiting for approval is a pending call of its thread (`engine/approvals.py` makes its
+entry), so the run that answers it is admitted as any continuation: under the thread's lock, on
+the condition that the thread is still paused where the client saw it. Only one run can take
+the answer; a repeated or racing answer finds the thread moved on (409 or 400), so an approved
+call runs at most once whatever the clients do, on any number of processes.
+
+`input_part` turns the answer (a tool result in the Tambo dialect, a `resume` entry in AG-UI,
+both already a `ToolResult`) into the run's `x-approval` input part: the decision, made and
+stored at admission, so the run's task, on whichever process, reads the same decision. A
+call past its `expiresAt` is denied whatever the answer, and needs none. `settle` resolves the
+parts before the run's first model call (`engine.loop.resolve_approvals`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..engine import approvals, elicitation
+from ..engine.loop import RunInput, resolve_approvals
+from ..protocol.clock import new_id, parse_iso_ms
+from ..protocol.problems import ApiError, Problem
+from ..protocol.run_spec import ToolResult
+from ..store.tables import MessageRow
+from .recorder import RunRecorder
+
+PART = "x-approval"
+MAX_REASON = 2000
+
+
+def is_approval(entry: Mapping[str, Any]) -> bool:
+    return isinstance(entry.get("approval"), dict)
+
+
+def expired(entry: Mapping[str, Any], now: int) -> bool:
+    """Whether a pending call's approval can no longer be given."""
+    if not is_approval(entry):
+        return False
+    return parse_iso_ms(entry["approval"]["expiresAt"]) < now
+
+
+def input_part(entry: Mapping[str, Any], result: ToolResult | None, now: int) -> dict[str, Any]:
+    """The stored decision on one call waiting for approval."""
+    request = entry["approval"]
+    part: dict[str, Any] = {"id": new_id(), "type": PART, "toolCallId": entry["toolCallId"],
+                            "name": entry["toolName"],
+                            "arguments": json.loads(entry.get("arguments") or "{}"),
+                            "callMessageId": request["messageId"],
+                            "interruptId": request["interruptId"]}
+    if result is not None:
+        part["answer"] = result.text[:MAX_REASON]
+    if expired(entry, now):
+        part["decision"] = "expired"
+        return part
+    assert result is not None  # only an expired call may go unanswered (admission's check)
+    if request.get("reason") == elicitation.REASON:
+        part.update(decision="answered",
+                    answers=[*request.get("answers", []), elicited(result)])
+        return part
+    approved, reason = decision(result)
+    part["decision"] = "approved" if approved else "denied"
+    if reason:
+        part["reason"] = reason[:MAX_REASON]
+    return part
+
+
+def decision(result: ToolResult) -> tuple[bool, str | None]:
+    """An answer as (approved, reason): an error result (the Tambo client's answer when no
+    tool of that name is registered, a cancelled AG-UI interrupt) denies; otherwise the text
+    must be the JSON object `{"approved": true|false, "reason"?: "..."}`."""
+    if result.is_error:
+        return False, result.text or None
+    try:
+        answer = json.loads(result.text)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("approved"), bool):
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
+                       f"The answer to tool call {result.tool_call_id} must be an approval: "
+                       '{"approved": true} or {"approved": false, "reason": "..."}',
+                       reason="INVALID_APPROVAL", toolCallId=result.tool_call_id)
+    reason = answer.get("reason")
+    return answer["approved"], reason if isinstance(reason, str) and reason else None
+
+
+def elicited(result: ToolResult) -> dict[str, Any]:
+    """An answer to a tool's question: `{"action": "accept", "content": {...}}`, `decline` or
+    `cancel`, or the content object alone; an error result declines."""
+    answer = elicitation.answer_of(result.text, result.is_error)
+    if answer is None:
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
+                       f"The answer to tool call {result.tool_call_id} must be a JSON object: "
+                       'the requested content, or {"action": "decline"}',
+                       reason="INVALID_ANSWER", toolCallId=result.tool_call_id)
+    return answer
+
+
+def answers_of(rows: Sequence[MessageRow], run_id: str) -> list[approvals.Answer]:
+    """The approvals the run `run_id` brought (its input's `x-approval` parts)."""
+    return [approvals.Answer.of(part) for row in rows
+            if row.run_id == run_id and row.role == "user"
+            for part in row.parts if part.get("type") == PART]
+
+
+async def settle(run: RunInput, answers: list[approvals.Answer], rows: Sequence[MessageRow],
+                 recorder: RunRecorder) -> list[dict[str, Any]]:
+    """Resolve the approvals: each result is written into the (earlier) message holding its
+    call, which the recorder therefore updates instead of creating."""
+    holders = {a.message_id for a in answers}
+    for row in rows:
+        if row.id in holders:
+            recorder.adopt(row.id, row.parts)
+    return await resolve_approvals(run, answers, recorder)

@@ -1,0 +1,356 @@
+"""Server tools that ask first, over raw HTTP on both dialects: the run pauses before the tool
+runs, an approval runs it exactly once (also under racing and repeated answers, on two apps
+sharing PostgreSQL + Redis), a denial gives the model an error and never runs it, and the pause
+survives a restart. The real clients are in tests/conformance/test_approvals_clients.py."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from ag_ui.core import RunFinishedEvent
+
+from tests.conftest import scripted_env
+from tests.support import engines
+from tests.support.approval_tools import times_sent
+from tests.support.gateway_server import ROOT, USER
+from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
+from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events, text_of
+
+TOOLS = Path(__file__).resolve().parents[1] / "support" / "approval_tools.py"
+
+
+def call(index: int, call_id: str, name: str, arguments: str) -> dict:
+    return {"tool_call": {"index": index, "id": call_id, "name": name, "arguments": arguments}}
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def answer(call_id: str, text: str, is_error: bool = False) -> dict:
+    block: dict = {"type": "tool_result", "toolUseId": call_id,
+                   "content": [{"type": "text", "text": text}]}
+    if is_error:
+        block["isError"] = True
+    return {"role": "user", "content": [block]}
+
+
+def start(env: dict[str, str], workdir: Path) -> InProcess:
+    server = (InProcessCluster(workdir, env) if engines.ENGINES is not None
+              else InProcessGateway(workdir, env))
+    return server.start()
+
+
+@pytest.fixture(scope="module")
+def approvals_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                      ) -> Iterator[InProcess]:
+    server = start(scripted_env(scripted_model, GATEWAY_TOOLS=str(TOOLS)),
+                   tmp_path_factory.mktemp("approvals"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def http(approvals_gateway: InProcess) -> Iterator[httpx.Client]:
+    with approvals_gateway.client(event_hooks=USER, timeout=30) as client:
+        yield client
+
+
+def recipient() -> str:
+    return f"{uuid.uuid4().hex[:8]}@example.com"
+
+
+def paused(http: httpx.Client, model: ScriptedModel, to: str, call_id: str) -> list:
+    """A Tambo run in which the model calls `send_email` (and a tool that needs no approval)."""
+    model.enqueue([{"content": "Sending. "},
+                   call(0, "call_look", "lookup_contact", '{"name": "Ada"}'),
+                   call(1, call_id, "send_email", json.dumps({"to": to, "subject": "Hi"}))])
+    return run_events(http, "POST", "/v1/threads/runs", json={"message": user("mail Ada")})
+
+
+def continue_run(http: httpx.Client, events: list, message: dict) -> httpx.Response:
+    started = events[0].data
+    return http.post(f"/v1/threads/{started['threadId']}/runs",
+                     headers={"accept": "text/event-stream"},
+                     json={"message": message, "previousRunId": started["runId"]})
+
+
+def test_tambo_run_pauses_before_the_tool_and_an_approval_runs_it_once(
+        http: httpx.Client, scripted_model: ScriptedModel):
+    to = recipient()
+    events = paused(http, scripted_model, to, "call_mail")
+    awaiting = events[-2].data
+    assert awaiting["name"] == "tambo.run.awaiting_input"
+    [pending] = awaiting["value"]["pendingToolCalls"]
+    assert pending["toolCallId"] == "call_mail" and pending["toolName"] == "send_email"
+    approval = pending["approval"]
+    assert approval["reason"] == "tool_approval" and approval["expiresAt"].endswith("Z")
+    results = [e.data["toolCallId"] for e in events if e.type == "TOOL_CALL_RESULT"]
+    assert results == ["call_look"]  # the tool that needs no approval ran; send_email did not
+    assert times_sent(to) == 0
+    thread_id = events[0].data["threadId"]
+    run = http.get(f"/v1/threads/{thread_id}/runs/{events[0].data['runId']}",
+                   headers={"accept": "application/json"}).json()
+    assert run["status"] == "awaiting_input"
+    assert run["pendingToolCalls"][0]["approval"]["interruptId"] == approval["interruptId"]
+
+    scripted_model.enqueue([{"content": "Sent."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": answer("call_mail", '{"approved": true}'),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == "call_mail"
+    assert json.loads(result["content"]) == {"sent": True, "to": to}
+    # In the message that holds the call: the Tambo client adds it to the message it knows.
+    parent = next(e.data for e in events if e.type == "TOOL_CALL_START"
+                  and e.data["toolCallId"] == "call_mail")["parentMessageId"]
+    assert result["messageId"] == parent
+    assert text_of(resumed) == "Sent." and resumed[-1].type == "RUN_FINISHED"
+    assert times_sent(to) == 1
+
+    # The model saw the call answered by the tool's output, right after the call.
+    messages = scripted_model.requests[-1]["messages"]
+    tool_messages = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    assert json.loads(tool_messages["call_mail"]) == {"sent": True, "to": to}
+    stored = http.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
+    holder = next(m for m in stored if m["id"] == parent)
+    assert [b["type"] for b in holder["content"]][-2:] == ["tool_result", "tool_result"]
+
+    # The answer is spent: answering again is refused and does not run the tool again.
+    again = continue_run(http, events, answer("call_mail", '{"approved": true}'))
+    assert again.status_code == 400, again.text
+    assert times_sent(to) == 1
+
+
+def test_a_denial_never_runs_the_tool_and_the_model_sees_why(http: httpx.Client,
+                                                             scripted_model: ScriptedModel):
+    to = recipient()
+    events = paused(http, scripted_model, to, "call_no")
+    scripted_model.enqueue([{"content": "Not sent."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{events[0].data['threadId']}/runs", json={
+        "message": answer("call_no", '{"approved": false, "reason": "wrong person"}'),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["content"] == "The user denied running send_email; it did not run: wrong person"
+    tool_messages = {m["tool_call_id"]: m["content"]
+                     for m in scripted_model.requests[-1]["messages"] if m["role"] == "tool"}
+    assert "denied" in tool_messages["call_no"]
+    assert times_sent(to) == 0
+
+
+def test_a_tambo_client_without_the_tool_registered_denies(http: httpx.Client,
+                                                           scripted_model: ScriptedModel):
+    """The real client answers a call it has no tool for with an error result: fail closed."""
+    to = recipient()
+    events = paused(http, scripted_model, to, "call_unknown")
+    scripted_model.enqueue([{"content": "OK."}])
+    resumed = continue_run(http, events, answer(
+        "call_unknown", 'Tool "send_email" not found in registry', is_error=True))
+    assert resumed.status_code == 200
+    assert times_sent(to) == 0
+
+
+def test_an_answer_that_is_not_an_approval_is_refused(http: httpx.Client,
+                                                      scripted_model: ScriptedModel):
+    events = paused(http, scripted_model, recipient(), "call_bad")
+    refused = continue_run(http, events, answer("call_bad", "sure, why not"))
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "INVALID_TOOL_RESULT"
+    assert refused.json()["reason"] == "INVALID_APPROVAL"
+
+
+def test_racing_approvals_run_the_tool_once(approvals_gateway: InProcess,
+                                            scripted_model: ScriptedModel):
+    """Six answers at once (on two apps sharing PostgreSQL + Redis in that configuration): one
+    run takes the answer, the others are refused, and the email goes once."""
+    to = recipient()
+    with approvals_gateway.client(event_hooks=USER, timeout=30) as http:
+        events = paused(http, scripted_model, to, "call_race")
+    scripted_model.enqueue([{"content": "Sent once."}])
+
+    def approve(_: int) -> int:
+        with approvals_gateway.client(event_hooks=USER, timeout=30) as client:
+            response = continue_run(client, events, answer("call_race", '{"approved": true}'))
+            return response.status_code
+
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:  # each reads its stream to the end
+        statuses = list(pool.map(approve, range(6)))
+    assert statuses.count(200) == 1, statuses
+    assert all(s in (400, 409) for s in statuses if s != 200), statuses
+    assert times_sent(to) == 1
+
+
+def agui_input(thread_id: str, text: str | None = None, **extra: object) -> dict:
+    messages = [{"id": uuid.uuid4().hex, "role": "user", "content": text}] if text else []
+    return {"threadId": thread_id, "runId": uuid.uuid4().hex, "protocolVersion": "1.0.0",
+            "state": {}, "messages": messages, "tools": [], "context": [],
+            "forwardedProps": {}, **extra}
+
+
+
+def agui_paused(http: httpx.Client, model: ScriptedModel, call_id: str, to: str,
+                thread_id: str, version: str | None = "1.0.0") -> list:
+    """An AG-UI run in which the model calls `send_email` (`version`: the client's, None for
+    a client before 1.0)."""
+    model.enqueue([call(0, call_id, "send_email", json.dumps({"to": to, "subject": "AG"}))])
+    body = agui_input(thread_id, "mail it", protocolVersion=version)
+    return run_events(http, "POST", "/v1/agui/agents/default/run",
+                      json={k: v for k, v in body.items() if v is not None})
+
+
+def test_agui_interrupt_and_resume(http: httpx.Client, scripted_model: ScriptedModel):
+    to, thread_id = recipient(), uuid.uuid4().hex
+    events = agui_paused(http, scripted_model, "call_ag", to, thread_id)
+    finished = RunFinishedEvent.model_validate(events[-1].data)
+    assert finished.outcome is not None and finished.outcome.type == "interrupt"
+    [interrupt] = finished.outcome.interrupts
+    assert interrupt.tool_call_id == "call_ag" and interrupt.reason == "tool_approval"
+    assert interrupt.response_schema is not None and interrupt.expires_at is not None
+    assert times_sent(to) == 0
+
+    scripted_model.enqueue([{"content": "Done."}])
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=agui_input(
+        thread_id, resume=[{"interruptId": interrupt.id, "status": "resolved",
+                            "payload": {"approved": True}}]))
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == "call_ag"
+    assert json.loads(result["content"])["sent"] is True
+    done = RunFinishedEvent.model_validate(resumed[-1].data)
+    assert done.outcome is not None and done.outcome.type == "success"
+    assert times_sent(to) == 1
+
+
+def test_agui_cancelled_interrupt_denies(http: httpx.Client, scripted_model: ScriptedModel):
+    to, thread_id = recipient(), uuid.uuid4().hex
+    events = agui_paused(http, scripted_model, "call_cx", to, thread_id)
+    interrupt_id = events[-1].data["outcome"]["interrupts"][0]["id"]
+    scripted_model.enqueue([{"content": "Cancelled."}])
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=agui_input(
+        thread_id, resume=[{"interruptId": interrupt_id, "status": "cancelled"}]))
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert "denied" in result["content"]
+    assert times_sent(to) == 0
+
+
+def test_a_pre_1_0_agui_client_answers_with_a_tool_message(http: httpx.Client,
+                                                           scripted_model: ScriptedModel):
+    """A client before 1.0 knows no outcome: it sees the call without a result and answers it
+    with a `tool` message, as it answers its own tools."""
+    to, thread_id = recipient(), uuid.uuid4().hex
+    events = agui_paused(http, scripted_model, "call_old", to, thread_id, version=None)
+    assert events[-1].data["outcome"] == {"type": "success"}  # no member it does not know
+    scripted_model.enqueue([{"content": "Done."}])
+    body = agui_input(thread_id)
+    del body["protocolVersion"]
+    body["messages"] = [{"id": "t1", "role": "tool", "toolCallId": "call_old",
+                         "content": '{"approved": true}'}]
+    run_events(http, "POST", "/v1/agui/agents/default/run", json=body)
+    assert times_sent(to) == 1
+
+
+def test_a_paused_approval_survives_a_restart(scripted_model: ScriptedModel, tmp_path: Path):
+    """The pause is the thread's state in the database: a gateway started afresh on it takes
+    the answer and runs the tool."""
+    env, to = scripted_env(scripted_model, GATEWAY_TOOLS=str(TOOLS)), recipient()
+    first = start(env, tmp_path)
+    try:
+        with first.client(event_hooks=USER, timeout=30) as http:
+            events = paused(http, scripted_model, to, "call_restart")
+    finally:
+        first.stop()
+    second = start(env, tmp_path)
+    try:
+        scripted_model.enqueue([{"content": "Sent after the restart."}])
+        with second.client(event_hooks=USER, timeout=30) as http:
+            resumed = continue_run(http, events, answer("call_restart", '{"approved": true}'))
+            assert resumed.status_code == 200, resumed.text
+            resumed.read()
+    finally:
+        second.stop()
+    assert times_sent(to) == 1
+
+
+# -- questions a tool asks (elicitation) ---------------------------------------------------------
+
+
+def test_a_python_tool_asks_and_is_called_again_with_the_answer(http: httpx.Client,
+                                                                scripted_model: ScriptedModel):
+    scripted_model.enqueue([call(0, "call_book", "book_table", '{"city": "Oslo"}')])
+    events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("book")})
+    [pending] = events[-2].data["value"]["pendingToolCalls"]
+    question = pending["approval"]
+    assert question["reason"] == "input_required"
+    assert question["message"] == "How many guests in Oslo?"
+    assert question["responseSchema"]["required"] == ["guests"]
+
+    scripted_model.enqueue([{"content": "Booked."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{events[0].data['threadId']}/runs", json={
+        "message": answer("call_book", '{"guests": 4}'),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["content"] == "booked for 4 in Oslo"
+    assert text_of(resumed) == "Booked."
+
+
+def test_an_agui_client_answers_a_question_through_resume(http: httpx.Client,
+                                                          scripted_model: ScriptedModel):
+    thread_id = uuid.uuid4().hex
+    scripted_model.enqueue([call(0, "call_q", "book_table", '{"city": "Lima"}')])
+    events = run_events(http, "POST", "/v1/agui/agents/default/run",
+                        json=agui_input(thread_id, "book"))
+    finished = RunFinishedEvent.model_validate(events[-1].data)
+    assert finished.outcome is not None and finished.outcome.type == "interrupt"
+    [interrupt] = finished.outcome.interrupts
+    assert interrupt.reason == "input_required" and interrupt.response_schema is not None
+    assert interrupt.response_schema["properties"] == {"guests": {"type": "integer"}}
+
+    scripted_model.enqueue([{"content": "Done."}])
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=agui_input(
+        thread_id, resume=[{"interruptId": interrupt.id, "status": "resolved",
+                            "payload": {"guests": 2}}]))
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["content"] == "booked for 2 in Lima"
+
+
+def test_a_declined_question_reaches_the_tool(http: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue([call(0, "call_dq", "book_table", '{"city": "Rome"}')])
+    events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("book")})
+    scripted_model.enqueue([{"content": "OK."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{events[0].data['threadId']}/runs", json={
+        "message": answer("call_dq", '{"action": "decline"}'),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["content"] == "not booked"
+
+
+def test_an_mcp_servers_elicitation_pauses_the_run_and_the_answer_goes_back(
+        scripted_model: ScriptedModel, tmp_path: Path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"local": {
+        "command": sys.executable, "args": ["-m", "tests.support.mcp_server"],
+        "cwd": str(ROOT)}}}))
+    server = InProcessGateway(tmp_path, scripted_env(scripted_model,
+                                                     GATEWAY_MCP_SERVERS=str(config))).start()
+    try:
+        with server.client(event_hooks=USER, timeout=30) as http:
+            scripted_model.enqueue([call(0, "call_greet", "greet", "{}")])
+            events = run_events(http, "POST", "/v1/threads/runs", json={"message": user("hi")})
+            [pending] = events[-2].data["value"]["pendingToolCalls"]
+            assert pending["approval"]["message"] == "What is your name?"
+            assert "name" in pending["approval"]["responseSchema"]["properties"]
+            scripted_model.enqueue([{"content": "Greeted."}])
+            resumed = run_events(http, "POST", f"/v1/threads/{events[0].data['threadId']}/runs",
+                                 json={"message": answer("call_greet", '{"name": "Ada"}'),
+                                       "previousRunId": events[0].data["runId"]})
+            [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+            assert result["content"] == "Hello, Ada!"
+    finally:
+        server.stop()
