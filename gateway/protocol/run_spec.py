@@ -110,6 +110,8 @@ class RunSpec:
     metadata: dict[str, Any] | None = None  # the run's metadata, as the dialect keeps it
     seed_messages: list[SeedMessage] = field(default_factory=list)  # a new thread's history
     idempotency: Idempotency | None = None
+    # A new user message may end the thread's pause (`runs/pauses.py`) instead of a 400.
+    abandon_pending_tools: bool = False
 
     def snapshot(self) -> dict[str, Any]:
         """What the run's task needs, as kept on the run row (JSON, snake_case)."""

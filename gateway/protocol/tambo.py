@@ -228,6 +228,10 @@ class RunRequest(WireModel):
     userKey: UserKey | None = None
     contextKey: UserKey | None = None
     onDisconnect: Literal["cancel", "continue", "grace"] | None = None
+    abandonPendingTools: bool | None = Field(
+        default=None, description="On a thread paused for client tool results: answer the "
+        "pending calls as cancelled by the user and run this message, instead of 400 "
+        "MISSING_RESULTS.")
     # POST /v1/threads/runs only
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None

@@ -110,7 +110,8 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
             current = None  # refused on the caller's copy: decide on the thread as it is
             continue
         run = new_run(new_run_id, thread, spec, owner, now, lease_ms, default_model)
-        outcome = await store.start_run(run, inputs, now, current.last_completed_run_id)
+        outcome = await store.start_run(run, inputs, now, current.last_completed_run_id,
+                                        paused=bool(current.pending_tool_calls))
         if outcome == "started":
             return StartedRun(run, attached=False)
         current = None  # `conflict` or `duplicate`: the thread moved on meanwhile; look again.

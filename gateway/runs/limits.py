@@ -29,6 +29,8 @@ class RunLimits:
     """How long an `Idempotency-Key` names the run it started."""
     start_concurrency: int = 16
     """Run starts one process works on at once (`start_gate`)."""
+    pending_tool_ttl_seconds: float | None = 86400.0
+    """After how long a new user message ends a pause unasked (`pauses`; None: never)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLimits:
@@ -37,7 +39,8 @@ class RunLimits:
                    run_max_seconds=settings.run_max_seconds,
                    max_output_tokens=settings.run_max_output_tokens or None,
                    idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
-                   start_concurrency=settings.start_concurrency)
+                   start_concurrency=settings.start_concurrency,
+                   pending_tool_ttl_seconds=settings.pending_tool_ttl_seconds or None)
 
     def quota_slot_ms(self, lease_seconds: float) -> int:
         """How long a quota slot outlives a crashed process: at most a run's longest life."""

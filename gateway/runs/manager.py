@@ -33,6 +33,7 @@ from .idempotency import start_new_thread_once
 from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
+from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
 from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
 from .registry import ActiveRun, RunRegistry
@@ -86,7 +87,8 @@ class RunManager:
 
         `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
         gateway makes one. `subjects` are the API key and user scope whose quotas the run
-        counts against (a 429 when one is over); the run holds their slots until it ends."""
+        counts against (a 429 when one is over); the run holds their slots until it ends.
+        A new user message on a paused thread may first end the pause (`pauses`)."""
         self._refuse_if_closed()
         try:
             ticket = await self.quotas.acquire(subjects)
@@ -96,9 +98,16 @@ class RunManager:
                     thread.id, spec.idempotency.key) is None:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
-        return await self._launched(ticket, admit(
-            self.store, self.owner, self.timings.lease_ms, project_id, thread, spec,
-            self.idempotency_ttl_seconds, run_id, self.setup.model_of(spec)))
+        return await self._launched(ticket, self._admit(project_id, thread, spec, run_id))
+
+    async def _admit(self, project_id: str, thread: ThreadRow, spec: RunSpec,
+                     run_id: str | None) -> StartedRun:
+        if await abandon_stale_pause(self.store, thread, spec,
+                                     self.limits.pending_tool_ttl_seconds):
+            thread = await self.store.get_thread(project_id, thread.id) or thread
+        return await admit(self.store, self.owner, self.timings.lease_ms, project_id, thread,
+                           spec, self.idempotency_ttl_seconds, run_id,
+                           self.setup.model_of(spec))
 
     async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,
@@ -180,7 +189,9 @@ class RunManager:
 
         Here, its task is cancelled at once. In another process, the cancel is signalled to it
         (`signals`); this waits (bounded) for the outcome. A run whose process died (lease
-        expired) is ended here. Idempotent: a run that already ended is left as it ended.
+        expired) is ended here. A paused run (`awaiting_input`) ends as cancelled, its pending
+        calls answered as cancelled (`pauses`). Idempotent: a run that already ended is left as
+        it ended.
         """
         active = self.active.get(run_id)
         if active is not None:
@@ -189,6 +200,9 @@ class RunManager:
             return await self.store.get_run(run_id)
         if row is None:
             row = await self.store.get_run(run_id)
+        if row is not None and row.status == "awaiting_input":
+            await end_pause(self.store, row.thread_id, row.id, row.pending_tool_calls or [])
+            return await self.store.get_run(run_id)
         if row is None or row.status not in ACTIVE_RUN_STATUSES:
             return row
         now = now_ms()

@@ -107,6 +107,34 @@ const SCENARIOS = {
     result.followUp = await ctx.runAndCollect(client, "Thanks!", { threadId: result.threadId });
   },
 
+  /**
+   * The page reloads while a client tool runs (issue 25): the first client never answers;
+   * a second client (the reloaded page) cancels the paused run and sends a new message.
+   */
+  async reload_during_tool(ctx, result) {
+    const before = ctx.newClient();
+    let toolCalled;
+    const called = new Promise((resolve) => { toolCalled = resolve; });
+    before.registerTool({
+      name: "get_weather",
+      description: "Get the weather for a city",
+      inputSchema: WEATHER_TOOL_SCHEMA,
+      outputSchema: { type: "object" },
+      tool: (args) => { toolCalled(args); return new Promise(() => {}); },  // the tab is gone
+    });
+    const ids = {};
+    void ctx.runAndCollect(before, "What's the weather in Paris?", {}, async (event) => {
+      if (event.type === "RUN_STARTED") Object.assign(ids, { threadId: event.threadId, runId: event.runId });
+    });
+    result.call = await called;
+    const after = ctx.newClient();
+    await after.switchThread(ids.threadId);
+    result.deleted = await after.getSdkClient().threads.runs.delete(ids.runId, { threadId: ids.threadId });
+    await after.fetchThread(ids.threadId);
+    result.next = await ctx.runAndCollect(after, "Never mind, hello!", { threadId: ids.threadId });
+    Object.assign(result, ids);
+  },
+
   /** A component rendered from streamed props (§8, §12.1), then a follow-up. */
   async component(ctx, result) {
     const client = ctx.newClient();

@@ -216,3 +216,22 @@ def test_a_stream_that_fails_on_the_server_still_passes_the_verifier(
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_ERROR"
     assert types.count("RUN_ERROR") == 1
     assert replay["events"][-1]["code"] == "STREAM_FAILED"
+
+
+@pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
+def test_a_reload_during_a_client_tool_leaves_a_thread_that_answers(
+        gateway: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue(WEATHER_CALL, [{"content": "Hello again."}])
+    result = run_scenario("reload_during_tool", gateway.url)
+
+    assert "crash" not in result, result
+    assert result["call"] == {"city": "Paris"}
+    assert result["deleted"] == {"runId": result["runId"], "status": "cancelled"}
+    after = result["next"]
+    assert_clean(after)
+    assert texts(after["messages"][-1]) == "Hello again."
+    model_saw = scripted_model.requests[-1]["messages"]
+    tool_message = next(m for m in model_saw if m["role"] == "tool")
+    assert (tool_message["tool_call_id"], tool_message["content"]) == (
+        "call_w1", "cancelled by the user")
+    assert model_saw[-1]["content"] == "Never mind, hello!"

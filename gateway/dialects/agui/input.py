@@ -6,7 +6,8 @@ messages or `resume` entries) and the closing `user` message. On a thread that d
 yet, the messages before that one become its history. Everything else of the input maps onto
 the run: `tools` are client tools, `context` and `state` reach the model as the message's
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
-`name`, `description`, `propsSchema`, `stateSchema`), `userKey` and `onDisconnect`; the whole of
+`name`, `description`, `propsSchema`, `stateSchema`), `userKey`, `onDisconnect` and
+`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`); the whole of
 it is kept as the run's metadata, with the `protocolVersion` the client declared (its stream is
 shaped for that version, see `translate.py`).
 """
@@ -69,6 +70,7 @@ class Declared(WireModel):
     tools: ToolList = []
     availableComponents: ComponentList = []
     onDisconnect: DisconnectPolicy | None = None
+    abandonPendingTools: bool | None = None
 
 
 def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None) -> RunSpec:
@@ -101,6 +103,7 @@ def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None
                            "parentRunId": body.parent_run_id,
                            "protocolVersion": body.protocol_version}},
         seed_messages=seed_messages(body),
+        abandon_pending_tools=bool(declared.abandonPendingTools),
     )
 
 
@@ -112,9 +115,10 @@ def _declared(body: RunAgentInput) -> Declared:
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
-    on_disconnect = forwarded(body, "onDisconnect")
-    if on_disconnect is not None:
-        fields["onDisconnect"] = on_disconnect
+    for name in ("onDisconnect", "abandonPendingTools"):
+        value = forwarded(body, name)
+        if value is not None:
+            fields[name] = value
     try:
         return Declared.model_validate(fields)
     except ValueError as exc:

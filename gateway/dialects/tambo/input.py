@@ -50,6 +50,7 @@ def run_spec(request: RunRequest) -> RunSpec:
         on_disconnect=request.onDisconnect,
         metadata=request.runMetadata,
         seed_messages=[m.seed() for m in init.initialMessages or []] if init else [],
+        abandon_pending_tools=bool(request.abandonPendingTools),
     )
 
 
