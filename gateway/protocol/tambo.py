@@ -248,6 +248,15 @@ class ThreadCreateRequest(WireModel):
     contextKey: UserKey | None = None
 
 
+class ForkRequest(WireModel):
+    """`POST /v1/threads/{id}/fork`: a new thread whose history is this one's up to and
+    including `messageId`."""
+
+    messageId: str = Field(min_length=1, max_length=64)
+    userKey: UserKey | None = None
+    contextKey: UserKey | None = None
+
+
 class ThreadUpdateRequest(WireModel):
     name: str | None = Field(default=None, max_length=500)
     metadata: dict[str, Any] | None = None
@@ -325,11 +334,19 @@ class Message(StrictModel):
     content: list[ContentBlock]
     createdAt: str
     runId: str | None = Field(default=None, description="null for a message seeded with its "
-                                                        "thread (`initialMessages`)")
+                                                        "thread (`initialMessages`) or copied "
+                                                        "into a fork")
     reasoning: list[str] | None = omitted()
     isCancelled: bool | None = omitted()
     metadata: dict[str, Any] | None = omitted()
     parentMessageId: str | None = omitted()
+
+
+class ForkOrigin(StrictModel):
+    """Where a forked thread came from: its history is that thread's up to that message."""
+
+    threadId: str
+    messageId: str
 
 
 class Thread(StrictModel):
@@ -346,6 +363,7 @@ class Thread(StrictModel):
     lastRunError: LastRunError | None = omitted()
     pendingToolCallIds: list[str] | None = omitted()
     statusMessage: str | None = omitted()
+    forkedFrom: ForkOrigin | None = omitted()
 
 
 class ThreadWithMessages(Thread):
