@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from .run_spec import SeedMessage
+from .run_spec import MultitaskStrategy, SeedMessage
 
 
 class WireModel(BaseModel):
@@ -232,6 +232,11 @@ class RunRequest(WireModel):
         default=None, description="On a thread paused for client tool results: answer the "
         "pending calls as cancelled by the user and run this message, instead of 400 "
         "MISSING_RESULTS.")
+    multitaskStrategy: MultitaskStrategy | None = Field(
+        default=None, description="When a run is already active on the thread: `reject` "
+        "(409 CONCURRENT_RUN, the default), `interrupt` (cancel it, keeping its partial "
+        "answer, and start this one) or `rollback` (cancel it and leave its answer out of the "
+        "model's history).")
     # POST /v1/threads/runs only
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None

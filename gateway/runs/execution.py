@@ -29,6 +29,7 @@ from ..store.usage import usage_rows
 from .component_state import ComponentStates, bind_run
 from .limits import RunLimits
 from .log_writer import LogWriter
+from .multitask import model_history
 from .phase import RunPhase
 from .recorder import RunRecorder
 from .registry import ActiveRun
@@ -195,6 +196,7 @@ class RunExecutor:
             active.history = None
         else:
             rows, components = await self.store.thread_context(run.thread_id)
+            rows = model_history(rows)  # without rolled-back answers (`multitask`)
             states = {cid: c.state for cid, c in components.items()}
         for row in rows:  # the run's input, so that the log is the whole transcript
             if row.run_id == run.id and row.role == "user":

@@ -33,6 +33,7 @@ from .idempotency import start_new_thread_once
 from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
+from .multitask import make_room, run_in_the_way
 from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
 from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
@@ -43,6 +44,9 @@ from .subscription import Subscriptions
 from .timings import Timings
 
 log = logging.getLogger(__name__)
+# Starts a request with `interrupt` or `rollback` tries, each after cancelling the run in its
+# way: racing requests interrupt each other in turn, and this bounds how long one keeps losing.
+MULTITASK_ATTEMPTS = 4
 
 
 class RunManager:
@@ -102,12 +106,26 @@ class RunManager:
 
     async def _admit(self, project_id: str, thread: ThreadRow, spec: RunSpec,
                      run_id: str | None) -> StartedRun:
+        """`admission.admit`, after ending a pause the request abandons (`pauses`), and
+        making room on a busy thread when the request's strategy says so (`multitask`)."""
         if await abandon_stale_pause(self.store, thread, spec,
                                      self.limits.pending_tool_ttl_seconds):
             thread = await self.store.get_thread(project_id, thread.id) or thread
-        return await admit(self.store, self.owner, self.timings.lease_ms, project_id, thread,
-                           spec, self.idempotency_ttl_seconds, run_id,
-                           self.setup.model_of(spec))
+        attempts = MULTITASK_ATTEMPTS
+        while True:
+            try:
+                return await admit(self.store, self.owner, self.timings.lease_ms, project_id,
+                                   thread, spec, self.idempotency_ttl_seconds, run_id,
+                                   self.setup.model_of(spec))
+            except ApiError as refused:
+                attempts -= 1
+                in_the_way = run_in_the_way(refused, spec) if attempts else None
+                room = (await make_room(self.store, self.cancel, in_the_way, spec)
+                        if in_the_way else None)
+                if room is None:
+                    raise
+            spec = room
+            thread = await self.store.get_thread(project_id, thread.id) or thread
 
     async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,

@@ -6,8 +6,9 @@ messages or `resume` entries) and the closing `user` message. On a thread that d
 yet, the messages before that one become its history. Everything else of the input maps onto
 the run: `tools` are client tools, `context` and `state` reach the model as the message's
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
-`name`, `description`, `propsSchema`, `stateSchema`), `userKey`, `onDisconnect` and
-`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`); the whole of
+`name`, `description`, `propsSchema`, `stateSchema`), `userKey`, `onDisconnect`,
+`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`) and
+`multitaskStrategy` (on a busy thread, `runs/multitask.py`); the whole of
 it is kept as the run's metadata, with the `protocolVersion` the client declared (its stream is
 shaped for that version, see `translate.py`).
 """
@@ -33,6 +34,7 @@ from ...protocol.run_spec import (
     ClientTool,
     Component,
     DisconnectPolicy,
+    MultitaskStrategy,
     RunSpec,
     SeedMessage,
     ToolResult,
@@ -71,6 +73,7 @@ class Declared(WireModel):
     availableComponents: ComponentList = []
     onDisconnect: DisconnectPolicy | None = None
     abandonPendingTools: bool | None = None
+    multitaskStrategy: MultitaskStrategy | None = None
 
 
 def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None) -> RunSpec:
@@ -104,6 +107,7 @@ def run_spec(body: RunAgentInput, pending: set[str], previous_run_id: str | None
                            "protocolVersion": body.protocol_version}},
         seed_messages=seed_messages(body),
         abandon_pending_tools=bool(declared.abandonPendingTools),
+        multitask_strategy=declared.multitaskStrategy,
     )
 
 
@@ -115,7 +119,7 @@ def _declared(body: RunAgentInput) -> Declared:
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
-    for name in ("onDisconnect", "abandonPendingTools"):
+    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy"):
         value = forwarded(body, name)
         if value is not None:
             fields[name] = value

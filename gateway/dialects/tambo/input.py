@@ -51,6 +51,7 @@ def run_spec(request: RunRequest) -> RunSpec:
         metadata=request.runMetadata,
         seed_messages=[m.seed() for m in init.initialMessages or []] if init else [],
         abandon_pending_tools=bool(request.abandonPendingTools),
+        multitask_strategy=request.multitaskStrategy,
     )
 
 
