@@ -135,6 +135,33 @@ const SCENARIOS = {
     Object.assign(result, ids);
   },
 
+  /**
+   * A second message while the first answer streams (issue 25), the app choosing
+   * `multitaskStrategy: "interrupt"` (TamboClient has no option for it: the app adds it to
+   * its run requests, here by wrapping fetch).
+   */
+  async double_text(ctx, result) {
+    const plainFetch = globalThis.fetch;
+    globalThis.fetch = (input, init = {}) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (init.method === "POST" && /\/runs$/.test(url) && typeof init.body === "string") {
+        init = { ...init, body: JSON.stringify({ ...JSON.parse(init.body), multitaskStrategy: "interrupt" }) };
+      }
+      return plainFetch(input, init);
+    };
+    const client = ctx.newClient();
+    let secondRun;
+    let texts = 0;
+    let threadId;
+    result.first = await ctx.runAndCollect(client, "Tell me a long story", {}, async (event) => {
+      if (event.type === "RUN_STARTED") threadId = event.threadId;
+      if (event.type === "TEXT_MESSAGE_CONTENT" && ++texts === 2) {
+        secondRun = ctx.runAndCollect(client, "Actually, a short one", { threadId });
+      }
+    });
+    result.second = await secondRun;
+  },
+
   /** A component rendered from streamed props (§8, §12.1), then a follow-up. */
   async component(ctx, result) {
     const client = ctx.newClient();

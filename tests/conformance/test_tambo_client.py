@@ -235,3 +235,24 @@ def test_a_reload_during_a_client_tool_leaves_a_thread_that_answers(
     assert (tool_message["tool_call_id"], tool_message["content"]) == (
         "call_w1", "cancelled by the user")
     assert model_saw[-1]["content"] == "Never mind, hello!"
+
+
+@pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
+def test_a_message_sent_while_an_answer_streams_interrupts_it(
+        gateway: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "Once "}, {"slow": {"count": 400, "interval": 0.05}}],
+                           [{"content": "The end."}])
+    result = run_scenario("double_text", gateway.url)
+
+    assert "crash" not in result, result
+    first, second = result["first"], result["second"]
+    assert_clean(second)
+    assert texts(second["messages"][-1]) == "The end."
+    assert first["eventTypes"][-1] == "RUN_ERROR" and first["lastRunCancelled"] is True
+    assert second["threadId"] == first["threadId"]
+    shown = [texts(m) for m in second["messages"]]
+    assert shown[0] == "Tell me a long story" and shown[1].startswith("Once t1")
+    assert shown[2:] == ["Actually, a short one", "The end."]
+    sent = scripted_model.requests[-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"][-2:] == [
+        "Tell me a long story", "Actually, a short one"]
