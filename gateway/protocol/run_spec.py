@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 DisconnectPolicy = Literal["cancel", "continue", "grace"]
 # What a run request does on a busy thread (`runs/multitask.py`).
-MultitaskStrategy = Literal["reject", "interrupt", "rollback"]
+MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 # "auto", "required", "none", or {"name": tool} to force one tool.
 ToolChoice = str | dict[str, str]
 Block = dict[str, Any]
@@ -114,7 +114,8 @@ class RunSpec:
     idempotency: Idempotency | None = None
     # A new user message may end the thread's pause (`runs/pauses.py`) instead of a 400.
     abandon_pending_tools: bool = False
-    # On a busy thread: `reject`, `interrupt` or `rollback` (`runs/multitask.py`; None: reject).
+    # On a busy thread: `reject`, `interrupt`, `rollback` or `enqueue` (`runs/multitask.py`;
+    # None: reject).
     multitask_strategy: MultitaskStrategy | None = None
 
     def snapshot(self) -> dict[str, Any]:

@@ -235,8 +235,9 @@ class RunRequest(WireModel):
     multitaskStrategy: MultitaskStrategy | None = Field(
         default=None, description="When a run is already active on the thread: `reject` "
         "(409 CONCURRENT_RUN, the default), `interrupt` (cancel it, keeping its partial "
-        "answer, and start this one) or `rollback` (cancel it and leave its answer out of the "
-        "model's history).")
+        "answer, and start this one), `rollback` (cancel it and leave its answer out of the "
+        "model's history) or `enqueue` (accept now; the run starts when the thread is free, "
+        "in order, its stream open meanwhile with `X-Run-Queued: true`).")
     # POST /v1/threads/runs only
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None

@@ -57,6 +57,7 @@ class StartedRun:
     attached: bool  # an earlier request with the same Idempotency-Key started it
     # The thread's whole history, when the start knows it (a new thread): not read again.
     history: list[MessageRow] | None = None
+    queued: bool = False  # waits for its thread (`multitask.enqueue`): nothing to launch
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,13 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import RunRow, ThreadRow
@@ -33,7 +34,7 @@ from .idempotency import start_new_thread_once
 from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
-from .multitask import make_room, run_in_the_way
+from .multitask import make_room, queued_input, queued_run, run_in_the_way
 from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
 from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
@@ -118,6 +119,9 @@ class RunManager:
                                    thread, spec, self.idempotency_ttl_seconds, run_id,
                                    self.setup.model_of(spec))
             except ApiError as refused:
+                if spec.multitask_strategy == "enqueue" and refused.problem is \
+                        Problem.CONCURRENT_RUN and not spec.tool_results:
+                    return await self._enqueue(thread, spec, run_id)
                 attempts -= 1
                 in_the_way = run_in_the_way(refused, spec) if attempts else None
                 room = (await make_room(self.store, self.cancel, in_the_way, spec)
@@ -167,6 +171,32 @@ class RunManager:
             metrics.REFUSALS.labels(getattr(error, "code", "REFUSED")).inc()
             raise error
 
+    async def _enqueue(self, thread: ThreadRow, spec: RunSpec,
+                       run_id: str | None) -> StartedRun:
+        """Write the run as queued on the busy thread (`multitask`), then promote the thread's
+        next run in case the one in the way ended meanwhile."""
+        run = queued_run(thread, spec, run_id, self.setup.model_of(spec))
+        await self.store.add(run)
+        await self.promote_next(thread.id)
+        return StartedRun(await self.store.get_run(run.id) or run, attached=False, queued=True)
+
+    async def promote_next(self, thread_id: str) -> None:
+        """Start the thread's oldest queued run here if the thread is free (and not paused for
+        client tools); a no-op when another process got there first."""
+        run = await self.store.next_queued_run(thread_id)
+        if run is None or self.refusal is not None:
+            return
+        thread = await self.store.get_thread(run.project_id, thread_id)
+        if thread is None or thread.run_status != "idle" or thread.pending_tool_calls:
+            return
+        now = now_ms()
+        if await self.store.promote_run(run.id, thread_id, thread.last_completed_run_id,
+                                        queued_input(run, now), self.owner,
+                                        now + self.timings.lease_ms, now):
+            started = await self.store.get_run(run.id)
+            if started is not None:
+                self._launch(StartedRun(started, attached=False), Ticket(self.quotas, NO_QUOTA))
+
     async def _launched(self, ticket: Ticket, admission: Awaitable[StartedRun]) -> StartedRun:
         """Launch the run `admission` persists, holding `ticket`'s quota slots; the slots go
         back at once if nothing is started (refused, or a retry attached to its run)."""
@@ -175,7 +205,7 @@ class RunManager:
         except BaseException:
             await ticket.release()
             raise
-        if started.attached:
+        if started.attached or started.queued:
             await ticket.release()
         else:
             self._launch(started, ticket)
@@ -220,6 +250,7 @@ class RunManager:
             row = await self.store.get_run(run_id)
         if row is not None and row.status == "awaiting_input":
             await end_pause(self.store, row.thread_id, row.id, row.pending_tool_calls or [])
+            await self.promote_next(row.thread_id)
             return await self.store.get_run(run_id)
         if row is None or row.status not in ACTIVE_RUN_STATUSES:
             return row
@@ -229,6 +260,7 @@ class RunManager:
             if await self.store.end_orphaned_run(row, now, "cancelled", CANCELLED_ERROR,
                                                  timbal.control(timbal.RUN_CANCELLED)):
                 await save_partial_answer(self.store, row, CANCELLED_ERROR)
+                await self.promote_next(row.thread_id)
         else:
             await self.signals.request_cancel(run_id)
         loop = asyncio.get_running_loop()
@@ -281,9 +313,17 @@ class RunManager:
         return self.subscriptions.follow(run_id, after)
 
     def retire(self, active: ActiveRun) -> None:
-        """The run ended: forget it (its log lingers a little) and its disconnect policy."""
+        """The run ended: forget it (its log lingers a little) and its disconnect policy, and
+        start the thread's next queued run, if any."""
         self.registry.retire(active)
         self.subscriptions.run_ended(active.run_id)
+        self._in_background(self.promote_next(active.row.thread_id),
+                            f"promote after {active.run_id}")
+
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
 
     async def shutdown(self) -> None:
         """Stop every run this process owns; each ends with a retryable RUN_ERROR."""

@@ -88,6 +88,39 @@ class RunQueries(Queries):
             await _insert_run(connection, run, [*messages, *inputs])
 
     @operation
+    async def next_queued_run(self, thread_id: str) -> RunRow | None:
+        """The oldest run waiting for the thread (`multitaskStrategy: enqueue`)."""
+        query = (select(RunRow).where(RunRow.thread_id == thread_id, RunRow.status == "queued")
+                 .order_by(RunRow.created_ms, RunRow.id).limit(1))
+        async with self.session() as session:
+            return (await session.exec(query)).first()
+
+    @operation
+    async def promote_run(self, run_id: str, thread_id: str, last_completed_run_id: str | None,
+                          inputs: Sequence[MessageRow], owner: str, lease_until: int,
+                          now: int) -> bool:
+        """Start a queued run: take the thread's lock (idle and still after
+        `last_completed_run_id`, as `start_run`), make the run `running` under `owner`'s lease
+        after that run, and write its input, in one transaction; False if the thread is busy
+        or changed, or the run is no longer queued (cancelled, or promoted by another
+        process)."""
+        lock = _LOCK_IDLE if last_completed_run_id is None else _LOCK_AFTER
+        async with self.engine.begin() as connection:
+            locked = await connection.execute(lock, {
+                "thread_id": thread_id, "last": last_completed_run_id, "run_id": run_id,
+                "now": now})
+            started = await connection.execute(
+                update(_runs).where(_runs.c.id == run_id, _runs.c.status == "queued")
+                .values(status="running", started_ms=now, lease_owner=owner,
+                        lease_expires_ms=lease_until, previous_run_id=last_completed_run_id))
+            if locked.rowcount != 1 or started.rowcount != 1:
+                await connection.rollback()
+                return False
+            if inputs:
+                await connection.execute(insert(_messages), [values_of(m) for m in inputs])
+        return True
+
+    @operation
     async def set_run_model(self, run_id: str, model: str) -> None:
         """The model that answered the run, when a fallback did (the run is written with the
         model it expects to call)."""
@@ -252,7 +285,8 @@ class RunQueries(Queries):
 
     @operation
     async def expired_runs(self, now: int) -> list[RunRow]:
-        query = select(RunRow).where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
+        # Queued runs have no owner and no lease: they wait for their thread, not a process.
+        query = select(RunRow).where(RunRow.status == "running",
                                      or_(RunRow.lease_expires_ms < now,
                                          RunRow.lease_expires_ms.is_(None)))
         async with self.session() as session:

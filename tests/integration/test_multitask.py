@@ -62,3 +62,32 @@ def test_agui_interrupts_through_forwarded_props(client: httpx.Client,
     assert rest[-1].type == "RUN_FINISHED" and rest[-1].data["outcome"] == {"type": "cancelled"}
     assert answer[-1].data["outcome"] == {"type": "success"}
     assert run_status(client, first["threadId"], first["runId"])["status"] == "cancelled"
+
+
+def test_an_enqueued_message_streams_once_the_thread_is_free(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "First "}, SLOW], [{"content": "Queued answer."}])
+    with open_stream(client, "POST", "/v1/threads/runs", json={
+            "message": message("first"), "thread": {"userKey": DEFAULT_USER}}) as (_, events):
+        first = read_until(events, lambda seen: texts(seen) >= 2)
+        thread_id, run_id = first[0].data["threadId"], first[0].data["runId"]
+        with open_stream(client, "POST", f"/v1/threads/{thread_id}/runs", json={
+                "message": message("second"), "multitaskStrategy": "enqueue"}) as (
+                queued, queued_events):
+            assert queued.headers["x-run-queued"] == "true"
+            queued_id = queued.headers["x-run-id"]
+            assert run_status(client, thread_id, queued_id)["status"] == "queued"
+            # The run in the way ends (here cancelled): the queued one starts.
+            assert client.delete(f"/v1/threads/{thread_id}/runs/{run_id}").status_code in (
+                200, 202)
+            later = list(queued_events)
+        rest = list(events)
+
+    assert rest[-1].type == "RUN_ERROR" and rest[-1].data["code"] == "CANCELLED"
+    assert [e.id for e in later] == list(range(1, len(later) + 1))
+    assert later[0].type == "RUN_STARTED" and later[-1].type == "RUN_FINISHED"
+    done = run_status(client, thread_id, queued_id)
+    assert (done["status"], done["previousRunId"]) == ("completed", run_id)
+    assert "Queued answer." in json.dumps([e.data for e in later])
+    thread = client.get(f"/v1/threads/{thread_id}").json()
+    assert thread["lastCompletedRunId"] == queued_id

@@ -117,3 +117,45 @@ async def test_interrupting_a_run_of_another_process(
     assert types(await events(other, new.id))[-1] == "RUN_FINISHED"
     assert (await store.get_run(running.id)).status == "cancelled"
     hold.set()
+
+
+async def test_enqueued_runs_wait_then_run_in_order(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    model.enqueue(text_turn("Answer A."), text_turn("Answer B."))
+    queued = [(await manager.start(PROJECT, thread, user(
+        text, previousRunId=running.previous_run_id, multitaskStrategy="enqueue")))
+        for text in ("A", "B")]
+    assert [q.queued for q in queued] == [True, True]
+    assert [(await store.get_run(q.run.id)).status for q in queued] == ["queued", "queued"]
+    streams = [asyncio.create_task(events(manager, q.run.id)) for q in queued]
+    gone = (await manager.start(PROJECT, thread, user(
+        "C", previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
+    assert (await manager.cancel(gone.id)).status == "cancelled"  # leaves the queue
+
+    hold.set()
+    for stream in streams:
+        assert types(await stream)[-1] == "RUN_FINISHED"
+    first, second = [await store.get_run(q.run.id) for q in queued]
+    assert (first.status, second.status) == ("completed", "completed")
+    assert (first.previous_run_id, second.previous_run_id) == (running.id, first.id)
+    assert sent_texts(model) == ["one", "Done.", "two", "partial ", "A", "Answer A.", "B"]
+    assert (await store.get_run(gone.id)).status == "cancelled"
+    assert (await store.get_thread(PROJECT, thread.id)).run_status == "idle"
+
+
+async def test_a_run_queued_in_another_process_starts_where_the_run_ends(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    owner, other = managers(), managers()
+    hold = asyncio.Event()
+    thread, running = await streaming(owner, store, model, hold)
+    model.enqueue(text_turn("Queued answer."))
+    queued = (await other.start(PROJECT, thread, user(
+        "later", previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
+    following = asyncio.create_task(events(other, queued.id))  # through the run feed
+
+    hold.set()
+    seen = await following
+    assert types(seen)[0] == "RUN_STARTED" and types(seen)[-1] == "RUN_FINISHED"
+    assert (await store.get_run(queued.id)).status == "completed"
