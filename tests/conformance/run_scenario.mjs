@@ -137,15 +137,15 @@ const SCENARIOS = {
 
   /**
    * A second message while the first answer streams (issue 25), the app choosing
-   * `multitaskStrategy: "interrupt"` (TamboClient has no option for it: the app adds it to
-   * its run requests, here by wrapping fetch).
+   * `multitaskStrategy` (env STRATEGY, default "interrupt"; TamboClient has no option for it:
+   * the app adds it to its run requests, here by wrapping fetch).
    */
   async double_text(ctx, result) {
     const plainFetch = globalThis.fetch;
     globalThis.fetch = (input, init = {}) => {
       const url = String(input instanceof Request ? input.url : input);
       if (init.method === "POST" && /\/runs$/.test(url) && typeof init.body === "string") {
-        init = { ...init, body: JSON.stringify({ ...JSON.parse(init.body), multitaskStrategy: "interrupt" }) };
+        init = { ...init, body: JSON.stringify({ ...JSON.parse(init.body), multitaskStrategy: process.env.STRATEGY ?? "interrupt" }) };
       }
       return plainFetch(input, init);
     };

@@ -238,20 +238,27 @@ def test_a_reload_during_a_client_tool_leaves_a_thread_that_answers(
 
 
 @pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
-def test_a_message_sent_while_an_answer_streams_interrupts_it(
-        gateway: GatewayServer, scripted_model: ScriptedModel):
-    scripted_model.enqueue([{"content": "Once "}, {"slow": {"count": 400, "interval": 0.05}}],
+@pytest.mark.parametrize("strategy", ["interrupt", "enqueue"])
+def test_a_message_sent_while_an_answer_streams(
+        gateway: GatewayServer, scripted_model: ScriptedModel, strategy: str):
+    count = 400 if strategy == "interrupt" else 30  # enqueue: the first answer runs to its end
+    scripted_model.enqueue([{"content": "Once "}, {"slow": {"count": count, "interval": 0.05}}],
                            [{"content": "The end."}])
-    result = run_scenario("double_text", gateway.url)
+    result = run_scenario("double_text", gateway.url, STRATEGY=strategy)
 
     assert "crash" not in result, result
     first, second = result["first"], result["second"]
     assert_clean(second)
     assert texts(second["messages"][-1]) == "The end."
-    assert first["eventTypes"][-1] == "RUN_ERROR" and first["lastRunCancelled"] is True
+    if strategy == "interrupt":
+        assert first["eventTypes"][-1] == "RUN_ERROR" and first["lastRunCancelled"] is True
+    else:
+        assert_clean(first)
     assert second["threadId"] == first["threadId"]
     shown = [texts(m) for m in second["messages"]]
     assert shown[0] == "Tell me a long story" and shown[1].startswith("Once t1")
+    if strategy == "enqueue":
+        assert shown[1].endswith("t30 ")  # the whole first answer, then the queued exchange
     assert shown[2:] == ["Actually, a short one", "The end."]
     sent = scripted_model.requests[-1]["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"][-2:] == [
