@@ -4,7 +4,8 @@ A run outlives its HTTP request: its task belongs to this process, writes to the
 every SSE response is only a subscriber of that log. Each phase of a run's life has its module:
 `admission` (validation and the thread's lock), `execution` (the task, to its committed end),
 `registry` (the runs this process executes), `subscription` (reading a log, and the policy when
-the last subscriber leaves), `supervisor` (leases and the reaper); how cancels and logs reach
+the last subscriber leaves), `supervisor` (leases and the reaper), `pauses` (ending a run that
+waits for client tools), `multitask` (a run request on a busy thread); how cancels and logs reach
 other processes is the backend's (`backend`, `gateway/backends/`). This module only wires them
 together.
 """
