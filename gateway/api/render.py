@@ -40,6 +40,8 @@ def thread_model(row: ThreadRow, model: type[Thread] = Thread, *, owner: bool = 
         forkedFrom=ForkOrigin(threadId=row.forked_from_thread_id,
                               messageId=row.forked_from_message_id)
         if row.forked_from_thread_id and row.forked_from_message_id else None,
+        contextTokens=row.context_tokens,
+        historyTrimmed=row.context_trimmed if row.context_tokens is not None else None,
         **extra,
     )
 

@@ -21,7 +21,8 @@ def _json(nullable: bool = True) -> Any:
 
 class ThreadRow(SQLModel, table=True):
     __tablename__ = "threads"
-    __table_args__ = (Index("ix_threads_project_user_created", "project_id", "user_key", "created_ms"),)
+    __table_args__ = (Index("ix_threads_project_user_created", "project_id", "user_key", "created_ms"),
+                      Index("ix_threads_updated", "updated_ms"))
 
     id: str = Field(primary_key=True, max_length=64)
     project_id: str = Field(max_length=128)
@@ -45,6 +46,12 @@ class ThreadRow(SQLModel, table=True):
     # was copied up to. Kept as written: the original may be deleted later.
     forked_from_thread_id: str | None = Field(default=None, max_length=64)
     forked_from_message_id: str | None = Field(default=None, max_length=64)
+    # What its last run sent the model (docs/context.md): the counted input tokens (None: no
+    # budget applied), whether older turns were left out, and the summary standing in for
+    # them: {"text", "through": the seq of the last message it covers, "messageId"}.
+    context_tokens: int | None = None
+    context_trimmed: bool = False
+    context_summary: dict[str, Any] | None = _json()
 
 
 class MessageRow(SQLModel, table=True):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from sqlalchemy import update
 
 from gateway.store.repository import Store
 from gateway.store.tables import RunFrameRow
-from tests.conformance.conftest import AGENT_INSTRUCTIONS
+from tests.conformance.conftest import AGENT_INSTRUCTIONS, AGENT_MAX_INPUT_TOKENS
+from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer, read_store
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
@@ -63,6 +65,24 @@ def test_basic_run_and_follow_up(gateway: GatewayServer, scripted_model: Scripte
         assert history.pop(0)["content"] == AGENT_INSTRUCTIONS
     assert [m["role"] for m in history] == ["user", "assistant", "user"]
     assert history[1]["content"] == "Hello from the model."
+
+
+def test_a_delegating_agent_reads_as_a_server_tool(agents_gateway: GatewayServer,
+                                                  scripted_model: ScriptedModel):
+    """The shop agent hands a task to its sub-agent: the Tambo client sees the call and its
+    result, as for any server tool, and none of the sub-agent's own messages."""
+    scripted_model.enqueue(DELEGATE, RESEARCH, ANSWER, [{"content": "Still here."}])
+    result = run_scenario("basic", agents_gateway.url)
+
+    assert "crash" not in result, result
+    first = result["firstRun"]
+    assert_clean(first)
+    assert_clean(result["secondRun"])
+    assert "TOOL_CALL_RESULT" in first["eventTypes"]
+    assert "THINKING_TEXT_MESSAGE_START" not in first["eventTypes"]  # the researcher's
+    assert texts(first["messages"][-1]) == "We have blue and red mugs."
+    shown = json.dumps(first["messages"])
+    assert "Checking." not in shown
 
 
 def test_suggestions_come_back_as_arrays(gateway: GatewayServer, scripted_model: ScriptedModel):
@@ -216,6 +236,33 @@ def test_a_stream_that_fails_on_the_server_still_passes_the_verifier(
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_ERROR"
     assert types.count("RUN_ERROR") == 1
     assert replay["events"][-1]["code"] == "STREAM_FAILED"
+
+
+def test_a_long_thread_keeps_answering_past_the_models_window(
+        agents_gateway: GatewayServer, scripted_model: ScriptedModel):
+    """Issue 25: 30 messages of ~2,000 characters on one thread, on a model whose window (6,000
+    of its tokens) holds a few of them; the agent's `max_input_tokens` (3,000) makes the
+    gateway leave older turns out. Every run finishes and answers the message just sent."""
+    scripted_model.context_window = 6000
+    try:
+        result = run_scenario("long_thread", agents_gateway.url, timeout=120,
+                              LONG_THREAD_MESSAGES="30")
+        overflows = scripted_model.overflows
+    finally:
+        scripted_model.context_window, scripted_model.overflows = None, 0
+
+    assert "crash" not in result, result
+    runs = result["runs"]
+    assert len(runs) == 30
+    for run in runs:
+        assert_clean(run)
+        assert run["answered"], run
+    assert overflows == 0
+    with httpx.Client(base_url=agents_gateway.url, headers={"x-api-key": "test-key"}) as http:
+        thread = http.get(f"/v1/threads/{result['threadId']}",
+                          params={"userKey": "user-1"}).json()
+    assert thread["historyTrimmed"] is True
+    assert thread["contextTokens"] <= AGENT_MAX_INPUT_TOKENS
 
 
 @pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters

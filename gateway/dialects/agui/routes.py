@@ -27,7 +27,7 @@ from starlette.routing import Route
 from ...api.agent_choice import agent_for, check_client_prompt
 from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from ...api.request_limits import check_run_request
-from ...api.runs import cancel_run, event_cursor, event_stream, gated, run_in_thread
+from ...api.runs import cancel_run, check_fits, event_cursor, event_stream, gated, run_in_thread
 from ...api.stored_caps import check_thread_room
 from ...api.threads import initial_message_row
 from ...protocol.clock import now_ms
@@ -73,6 +73,7 @@ async def run_agent(request: Request) -> Response:
     if thread is None:
         spec = replace(agui_input.run_spec(body, set(), None), agent=agent.name)
         check_run_request(svc.settings, spec)
+        check_fits(request, spec, agent)
         thread = await _create_thread(request, project, body, spec, user_key)
         started = await svc.runs.start_on(project, thread, spec, run_id=body.run_id,
                                           subjects=quota_subjects(request, thread.user_key))
@@ -81,6 +82,7 @@ async def run_agent(request: Request) -> Response:
         spec = replace(agui_input.run_spec(body, pending, thread.last_completed_run_id),
                        agent=agent.name)
         check_run_request(svc.settings, spec)
+        check_fits(request, spec, agent)
         started = await svc.runs.start(project, thread, spec, run_id=body.run_id,
                                        subjects=quota_subjects(request, thread.user_key))
     return agui_stream(request, started.run)

@@ -2,7 +2,7 @@
 message its history was copied up to
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0012
 Create Date: 2026-11-26 13:50:00.000000
 """
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ import sqlmodel
 from alembic import op
 
 revision: str = '0008'
-down_revision: str | None = '0006'
+down_revision: str | None = '0012'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
