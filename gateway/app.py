@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 
 from .api import agents as agents_api
 from .api import assist, audio, components, docs, oauth, operations, playground, threads
+from .api import forks as forks_api
 from .api.body_limit import BodyLimitMiddleware
 from .api.development import DevelopmentGuard
 from .api.errors import HANDLERS
@@ -123,13 +124,13 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
         routes=[*operations.routes,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agents_api.routes],
+                *docs.routes, *playground.routes, *agents_api.routes, *forks_api.routes],
         middleware=[Middleware(RequestIdMiddleware),
                     Middleware(HttpMetricsMiddleware),
                     Middleware(DevelopmentGuard, settings=settings),
                     Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],
-                               expose_headers=["X-Run-Id", "X-Thread-Id", "ETag",
+                               expose_headers=["X-Run-Id", "X-Thread-Id", "X-Run-Queued", "ETag",
                                                "X-Request-Id", "Retry-After"], max_age=600),
                     Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
                     Middleware(KeyRingMiddleware)],

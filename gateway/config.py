@@ -396,6 +396,11 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: float = Field(
         86400.0, gt=0, description="How long an `Idempotency-Key` of a run request is "
                                    "remembered; after that the key may be used again.")
+    pending_tool_ttl_seconds: float = Field(
+        86400.0, ge=0, description="How long a run paused for client tool results "
+                                   "(`awaiting_input`) blocks its thread: after that, a new "
+                                   "user message answers the pending calls as cancelled and "
+                                   "runs, instead of 400 `MISSING_RESULTS`. 0: never.")
     oidc_issuers: Annotated[tuple[str, ...], NoDecode] = Field(
         (), description="Identity providers whose ID/access tokens `POST /oauth/token` accepts: "
                         "OIDC issuer URLs, comma-separated; their signing keys are read from "

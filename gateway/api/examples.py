@@ -70,6 +70,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                                  "nextCursor": "WzE3Njc2MDcyMDAwMDAsInRociJd"}},
     "getThread": {"response": {**_THREAD, "messages": [_USER, _ASSISTANT]}},
     "updateThread": {"request": {"name": "Weather in Paris"}, "response": _THREAD},
+    "forkThread": {"request": {"messageId": USER_MESSAGE, "userKey": USER_KEY},
+                   "response": {**{k: v for k, v in _THREAD.items()
+                                   if k not in ("name", "lastCompletedRunId")},
+                                "id": "thr_01JH8Z4A5B6C7D8E9F0G1H2J3K",
+                                "forkedFrom": {"threadId": THREAD, "messageId": USER_MESSAGE},
+                                "messages": [{**_USER, "id": "01JH8Z4A6C7D8E9F0G1H2J3K4M",
+                                              "runId": None}]}},
     "deleteThread": {},
     "generateThreadName": {"response": {**_THREAD, "projectId": "default",
                                         "contextKey": USER_KEY}},

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from ..engine.usage import summed
 from ..protocol.clock import iso_ms
 from ..protocol.run_spec import RunSpec
-from ..protocol.tambo import Message, Run, Thread, Usage
+from ..protocol.tambo import ForkOrigin, Message, Run, Thread, Usage
 from ..protocol.timbal import tool_result_text
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import ComponentRow, MessageRow, RunRow, ThreadRow
@@ -38,6 +38,9 @@ def thread_model(row: ThreadRow, model: type[Thread] = Thread, *, owner: bool = 
         lastRunCancelled=row.last_run_cancelled,
         lastRunError=row.last_run_error,
         pendingToolCallIds=[p["toolCallId"] for p in row.pending_tool_calls or []],
+        forkedFrom=ForkOrigin(threadId=row.forked_from_thread_id,
+                              messageId=row.forked_from_message_id)
+        if row.forked_from_thread_id and row.forked_from_message_id else None,
         contextTokens=row.context_tokens,
         historyTrimmed=row.context_trimmed if row.context_tokens is not None else None,
         **extra,

@@ -76,6 +76,7 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
 
     headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
                "X-Accel-Buffering": "no", "X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
+               **({"X-Run-Queued": "true"} if run.status == "queued" else {}),
                **(extra_headers or {})}
     timings = svc.runs.timings
     return BoundedEventSource(frames(), ping=timings.heartbeat_seconds, sep="\n",

@@ -188,6 +188,17 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("DELETE", "/v1/threads/{thread_id}", "deleteThread", "Delete a thread (cancelling "
               "its active run)", "threads", params=KEYS, status=204,
               errors=("USER_SCOPE_REQUIRED",)),
+    Operation("POST", "/v1/threads/{thread_id}/fork", "forkThread", "Fork a thread at a "
+              "message", "threads", body=tambo.ForkRequest, params=KEYS, status=201,
+              description="A new thread (same user scope, agent and metadata) whose history "
+                          "is this thread's up to and including `messageId`, with the state of "
+                          "its components; it records its origin in `forkedFrom`. The "
+                          "original is unchanged. Regenerate: fork at the message before an "
+                          "answer, then run; edit: fork before a message, then run the new "
+                          "text.",
+              result=tambo.ThreadWithMessages,
+              errors=("MESSAGE_NOT_FOUND", "INVALID_FORK_POINT", "USER_SCOPE_REQUIRED",
+                      "THREAD_LIMIT_REACHED")),
     *(Operation("POST", f"{prefix}/{{thread_id}}/generate-name", f"generateThreadName{alias}",
                 "Name the thread from its history" + note, "threads", params=KEYS,
                 result=tambo.NamedThread, errors=METERED_ERRORS)

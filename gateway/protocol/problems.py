@@ -56,6 +56,9 @@ class Problem(enum.Enum):
     TRANSCRIPTION_DISABLED = (400, "Voice input is off: `GATEWAY_TRANSCRIPTION_MODEL` is not set.")
     UNSUPPORTED_GRANT_TYPE = (400, "The token request is not an RFC 8693 token exchange.")
     TOKEN_EXCHANGE_DISABLED = (400, "No identity provider is configured for `/oauth/token`.")
+    INVALID_FORK_POINT = (400, "The thread cannot be forked at this message: its history up to "
+                               "there ends with tool calls that have no result yet "
+                               "(`unansweredToolCallIds`).")
     UNAUTHORIZED = (401, "Missing or unknown API key (`x-api-key` or a bearer token).")
     INVALID_TOKEN = (401, "A bearer or subject token that is not valid (signature, issuer, "
                           "audience, or another project).")

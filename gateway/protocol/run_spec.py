@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 DisconnectPolicy = Literal["cancel", "continue", "grace"]
+# What a run request does on a busy thread (`runs/multitask.py`).
+MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 # "auto", "required", "none", or {"name": tool} to force one tool.
 ToolChoice = str | dict[str, str]
 Block = dict[str, Any]
@@ -123,6 +125,11 @@ class RunSpec:
     metadata: dict[str, Any] | None = None  # the run's metadata, as the dialect keeps it
     seed_messages: list[SeedMessage] = field(default_factory=list)  # a new thread's history
     idempotency: Idempotency | None = None
+    # A new user message may end the thread's pause (`runs/pauses.py`) instead of a 400.
+    abandon_pending_tools: bool = False
+    # On a busy thread: `reject`, `interrupt`, `rollback` or `enqueue` (`runs/multitask.py`;
+    # None: reject).
+    multitask_strategy: MultitaskStrategy | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """What the run's task needs, as kept on the run row (JSON, snake_case)."""

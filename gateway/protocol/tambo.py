@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from .run_spec import ClientTool, SeedMessage
+from .run_spec import ClientTool, MultitaskStrategy, SeedMessage
 
 
 class WireModel(BaseModel):
@@ -238,6 +238,16 @@ class RunRequest(WireModel):
     userKey: UserKey | None = None
     contextKey: UserKey | None = None
     onDisconnect: Literal["cancel", "continue", "grace"] | None = None
+    abandonPendingTools: bool | None = Field(
+        default=None, description="On a thread paused for client tool results: answer the "
+        "pending calls as cancelled by the user and run this message, instead of 400 "
+        "MISSING_RESULTS.")
+    multitaskStrategy: MultitaskStrategy | None = Field(
+        default=None, description="When a run is already active on the thread: `reject` "
+        "(409 CONCURRENT_RUN, the default), `interrupt` (cancel it, keeping its partial "
+        "answer, and start this one), `rollback` (cancel it and leave its answer out of the "
+        "model's history) or `enqueue` (accept now; the run starts when the thread is free, "
+        "in order, its stream open meanwhile with `X-Run-Queued: true`).")
     # POST /v1/threads/runs (and, with `createThread`, a thread created under its own id)
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None
@@ -252,6 +262,15 @@ class RunRequest(WireModel):
 class ThreadCreateRequest(WireModel):
     initialMessages: list[InitialMessage] | None = None
     metadata: dict[str, Any] | None = None
+    userKey: UserKey | None = None
+    contextKey: UserKey | None = None
+
+
+class ForkRequest(WireModel):
+    """`POST /v1/threads/{id}/fork`: a new thread whose history is this one's up to and
+    including `messageId`."""
+
+    messageId: str = Field(min_length=1, max_length=64)
     userKey: UserKey | None = None
     contextKey: UserKey | None = None
 
@@ -333,11 +352,19 @@ class Message(StrictModel):
     content: list[ContentBlock]
     createdAt: str
     runId: str | None = Field(default=None, description="null for a message seeded with its "
-                                                        "thread (`initialMessages`)")
+                                                        "thread (`initialMessages`) or copied "
+                                                        "into a fork")
     reasoning: list[str] | None = omitted()
     isCancelled: bool | None = omitted()
     metadata: dict[str, Any] | None = omitted()
     parentMessageId: str | None = omitted()
+
+
+class ForkOrigin(StrictModel):
+    """Where a forked thread came from: its history is that thread's up to that message."""
+
+    threadId: str
+    messageId: str
 
 
 class Thread(StrictModel):
@@ -354,6 +381,7 @@ class Thread(StrictModel):
     lastRunError: LastRunError | None = omitted()
     pendingToolCallIds: list[str] | None = omitted()
     statusMessage: str | None = omitted()
+    forkedFrom: ForkOrigin | None = omitted()
     contextTokens: int | None = Field(default=None, exclude_if=_is_none, description=(
         "Input tokens the thread's last run sent the model, counted by the gateway; absent "
         "while no input budget applies to it (docs/context.md)."))

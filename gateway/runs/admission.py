@@ -58,6 +58,7 @@ class StartedRun:
     attached: bool  # an earlier request with the same Idempotency-Key started it
     # The thread's whole history, when the start knows it (a new thread): not read again.
     history: list[MessageRow] | None = None
+    queued: bool = False  # waits for its thread (`multitask.enqueue`): nothing to launch
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
             current = None  # refused on the caller's copy: decide on the thread as it is
             continue
         run = new_run(new_run_id, thread, spec, owner, now, lease_ms, default_model)
-        outcome = await store.start_run(run, inputs, now, current.last_completed_run_id)
+        outcome = await store.start_run(run, inputs, now, current.last_completed_run_id,
+                                        paused=bool(current.pending_tool_calls))
         if outcome == "started":
             return StartedRun(run, attached=False)
         current = None  # `conflict` or `duplicate`: the thread moved on meanwhile; look again.

@@ -33,6 +33,7 @@ from .component_state import ComponentStates, bind_run
 from .context_fit import budgeted
 from .limits import RunLimits
 from .log_writer import LogWriter
+from .multitask import model_history
 from .phase import RunPhase
 from .quotas import Ticket
 from .recorder import RunRecorder
@@ -227,6 +228,7 @@ class RunExecutor:
             active.history = None
         else:
             rows, components = await self.store.thread_context(run.thread_id)
+            rows = model_history(rows)  # without rolled-back answers (`multitask`)
             states = {cid: c.state for cid, c in components.items()}
         for row in rows:  # the run's input, so that the log is the whole transcript
             if row.run_id == run.id and row.role == "user":

@@ -31,6 +31,8 @@ class RunLimits:
     """How long an `Idempotency-Key` names the run it started."""
     start_concurrency: int = 16
     """Run starts one process works on at once (`start_gate`)."""
+    pending_tool_ttl_seconds: float | None = 86400.0
+    """After how long a new user message ends a pause unasked (`pauses`; None: never)."""
     max_input_tokens: int | None = None
     """Input tokens of a call to a model litellm does not know (None: no limit)."""
     output_reserve_tokens: int = 1024
@@ -51,6 +53,7 @@ class RunLimits:
                    max_output_tokens=settings.run_max_output_tokens or None,
                    idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
                    start_concurrency=settings.start_concurrency,
+                   pending_tool_ttl_seconds=settings.pending_tool_ttl_seconds or None,
                    max_input_tokens=settings.max_input_tokens,
                    output_reserve_tokens=settings.output_reserve_tokens,
                    max_active_runs=settings.max_active_runs,

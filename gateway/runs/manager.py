@@ -4,7 +4,8 @@ A run outlives its HTTP request: its task belongs to this process, writes to the
 every SSE response is only a subscriber of that log. Each phase of a run's life has its module:
 `admission` (validation and the thread's lock), `execution` (the task, to its committed end),
 `registry` (the runs this process executes), `subscription` (reading a log, and the policy when
-the last subscriber leaves), `supervisor` (leases and the reaper); how cancels and logs reach
+the last subscriber leaves), `supervisor` (leases and the reaper), `pauses` (ending a run that
+waits for client tools), `multitask` (a run request on a busy thread); how cancels and logs reach
 other processes is the backend's (`backend`, `gateway/backends/`). This module only wires them
 together.
 """
@@ -16,12 +17,13 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError
+from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import RunRow, ThreadRow
@@ -34,6 +36,8 @@ from .lateness import LoopLateness
 from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
+from .multitask import make_room, queued_input, queued_run, run_in_the_way
+from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
 from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
 from .registry import ActiveRun, RunRegistry
@@ -43,6 +47,9 @@ from .subscription import Subscriptions
 from .timings import Timings
 
 log = logging.getLogger(__name__)
+# Starts a request with `interrupt` or `rollback` tries, each after cancelling the run in its
+# way: racing requests interrupt each other in turn, and this bounds how long one keeps losing.
+MULTITASK_ATTEMPTS = 4
 
 
 class RunManager:
@@ -93,7 +100,8 @@ class RunManager:
 
         `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
         gateway makes one. `subjects` are the API key and user scope whose quotas the run
-        counts against (a 429 when one is over); the run holds their slots until it ends."""
+        counts against (a 429 when one is over); the run holds their slots until it ends.
+        A new user message on a paused thread may first end the pause (`pauses`)."""
         self._refuse_if_closed()
         try:
             ticket = await self.quotas.acquire(subjects)
@@ -103,9 +111,33 @@ class RunManager:
                     thread.id, spec.idempotency.key) is None:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
-        return await self._launched(ticket, admit(
-            self.store, self.owner, self.timings.lease_ms, project_id, thread, spec,
-            self.idempotency_ttl_seconds, run_id, self.setup.model_of(spec)))
+        return await self._launched(ticket, self._admit(project_id, thread, spec, run_id))
+
+    async def _admit(self, project_id: str, thread: ThreadRow, spec: RunSpec,
+                     run_id: str | None) -> StartedRun:
+        """`admission.admit`, after ending a pause the request abandons (`pauses`), and
+        making room on a busy thread when the request's strategy says so (`multitask`)."""
+        if await abandon_stale_pause(self.store, thread, spec,
+                                     self.limits.pending_tool_ttl_seconds):
+            thread = await self.store.get_thread(project_id, thread.id) or thread
+        attempts = MULTITASK_ATTEMPTS
+        while True:
+            try:
+                return await admit(self.store, self.owner, self.timings.lease_ms, project_id,
+                                   thread, spec, self.idempotency_ttl_seconds, run_id,
+                                   self.setup.model_of(spec))
+            except ApiError as refused:
+                if spec.multitask_strategy == "enqueue" and refused.problem is \
+                        Problem.CONCURRENT_RUN and not spec.tool_results:
+                    return await self._enqueue(thread, spec, run_id)
+                attempts -= 1
+                in_the_way = run_in_the_way(refused, spec) if attempts else None
+                room = (await make_room(self.store, self.cancel, in_the_way, spec)
+                        if in_the_way else None)
+                if room is None:
+                    raise
+            spec = room
+            thread = await self.store.get_thread(project_id, thread.id) or thread
 
     async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,
@@ -147,6 +179,32 @@ class RunManager:
             metrics.REFUSALS.labels(getattr(error, "code", "REFUSED")).inc()
             raise error
 
+    async def _enqueue(self, thread: ThreadRow, spec: RunSpec,
+                       run_id: str | None) -> StartedRun:
+        """Write the run as queued on the busy thread (`multitask`), then promote the thread's
+        next run in case the one in the way ended meanwhile."""
+        run = queued_run(thread, spec, run_id, self.setup.model_of(spec))
+        await self.store.add(run)
+        await self.promote_next(thread.id)
+        return StartedRun(await self.store.get_run(run.id) or run, attached=False, queued=True)
+
+    async def promote_next(self, thread_id: str) -> None:
+        """Start the thread's oldest queued run here if the thread is free (and not paused for
+        client tools); a no-op when another process got there first."""
+        run = await self.store.next_queued_run(thread_id)
+        if run is None or self.refusal is not None:
+            return
+        thread = await self.store.get_thread(run.project_id, thread_id)
+        if thread is None or thread.run_status != "idle" or thread.pending_tool_calls:
+            return
+        now = now_ms()
+        if await self.store.promote_run(run.id, thread_id, thread.last_completed_run_id,
+                                        queued_input(run, now), self.owner,
+                                        now + self.timings.lease_ms, now):
+            started = await self.store.get_run(run.id)
+            if started is not None:
+                self._launch(StartedRun(started, attached=False), Ticket(self.quotas, NO_QUOTA))
+
     async def _launched(self, ticket: Ticket, admission: Awaitable[StartedRun]) -> StartedRun:
         """Launch the run `admission` persists, holding `ticket`'s quota slots; the slots go
         back at once if nothing is started (refused, or a retry attached to its run)."""
@@ -155,7 +213,7 @@ class RunManager:
         except BaseException:
             await ticket.release()
             raise
-        if started.attached:
+        if started.attached or started.queued:
             await ticket.release()
         else:
             self._launch(started, ticket)
@@ -187,7 +245,9 @@ class RunManager:
 
         Here, its task is cancelled at once. In another process, the cancel is signalled to it
         (`signals`); this waits (bounded) for the outcome. A run whose process died (lease
-        expired) is ended here. Idempotent: a run that already ended is left as it ended.
+        expired) is ended here. A paused run (`awaiting_input`) ends as cancelled, its pending
+        calls answered as cancelled (`pauses`). Idempotent: a run that already ended is left as
+        it ended.
         """
         active = self.active.get(run_id)
         if active is not None:
@@ -196,6 +256,10 @@ class RunManager:
             return await self.store.get_run(run_id)
         if row is None:
             row = await self.store.get_run(run_id)
+        if row is not None and row.status == "awaiting_input":
+            await end_pause(self.store, row.thread_id, row.id, row.pending_tool_calls or [])
+            await self.promote_next(row.thread_id)
+            return await self.store.get_run(run_id)
         if row is None or row.status not in ACTIVE_RUN_STATUSES:
             return row
         now = now_ms()
@@ -204,6 +268,7 @@ class RunManager:
             if await self.store.end_orphaned_run(row, now, "cancelled", CANCELLED_ERROR,
                                                  timbal.control(timbal.RUN_CANCELLED)):
                 await save_partial_answer(self.store, row, CANCELLED_ERROR)
+                await self.promote_next(row.thread_id)
         else:
             await self.signals.request_cancel(run_id)
         loop = asyncio.get_running_loop()
@@ -256,9 +321,17 @@ class RunManager:
         return self.subscriptions.follow(run_id, after)
 
     def retire(self, active: ActiveRun) -> None:
-        """The run ended: forget it (its log lingers a little) and its disconnect policy."""
+        """The run ended: forget it (its log lingers a little) and its disconnect policy, and
+        start the thread's next queued run, if any."""
         self.registry.retire(active)
         self.subscriptions.run_ended(active.run_id)
+        self._in_background(self.promote_next(active.row.thread_id),
+                            f"promote after {active.run_id}")
+
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
 
     async def shutdown(self) -> None:
         """Stop every run this process owns; each ends with a retryable RUN_ERROR."""

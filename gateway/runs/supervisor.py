@@ -46,6 +46,7 @@ class Supervised(Protocol):
     @property
     def active(self) -> Collection[str]: ...
     def lose(self, run_id: str) -> None: ...
+    async def promote_next(self, thread_id: str) -> None: ...
 
 
 class RunSupervisor:
@@ -95,6 +96,7 @@ class RunSupervisor:
                                                    lost_frame()):
                 failed += 1
                 await save_partial_answer(manager.store, row, RUN_LOST_ERROR)
+                await manager.promote_next(row.thread_id)  # its queued runs go on
                 log.warning("run %s on thread %s was lost with its process (lease held by %s);"
                             " marked failed", row.id, row.thread_id, row.lease_owner)
         return failed

@@ -27,6 +27,10 @@ _LOCK = (update(_threads)
                  updated_ms=bindparam("now")))
 _LOCK_IDLE = _LOCK.where(_threads.c.last_completed_run_id.is_(None))
 _LOCK_AFTER = _LOCK.where(_threads.c.last_completed_run_id == bindparam("last"))
+# A continuation that answers a pause: only while the pause is still open (ending a pause,
+# `end_pause`, marks the thread's last run cancelled), so its results and the cancellation's
+# can never both be written.
+_LOCK_PAUSED = _LOCK_AFTER.where(_threads.c.last_run_cancelled.is_(False))
 _FINISH = (update(_runs).where(_runs.c.id == bindparam("run_id"))
            .values(status=bindparam("to_status"), finished_ms=bindparam("now"),
                    pending_tool_calls=bindparam("pending"), error=bindparam("run_error"),
@@ -47,7 +51,7 @@ class RunQueries(Queries):
 
     @operation
     async def start_run(self, run: RunRow, inputs: Sequence[MessageRow], now: int,
-                        last_completed_run_id: str | None) -> str:
+                        last_completed_run_id: str | None, paused: bool = False) -> str:
         """Take the thread's run lock, persist the run and its input, in one transaction.
 
         The lock is taken only if the thread is idle *and* still has the `lastCompletedRunId`
@@ -55,8 +59,10 @@ class RunQueries(Queries):
         request can never start on a thread state it did not check, and a crash can never
         leave a lock without its run. Returns `started`, `conflict` (busy, or changed since
         it was read: re-read and decide) or `duplicate` (the run's idempotency key is taken).
+        `paused`: the thread was validated with pending tool calls, which must still be open.
         """
-        lock = _LOCK_IDLE if last_completed_run_id is None else _LOCK_AFTER
+        lock = (_LOCK_IDLE if last_completed_run_id is None else
+                _LOCK_PAUSED if paused else _LOCK_AFTER)
         try:
             async with self.engine.begin() as connection:
                 result = await connection.execute(lock, {
@@ -80,6 +86,39 @@ class RunQueries(Queries):
         async with self.engine.begin() as connection:
             await connection.execute(insert(_threads), [values_of(thread)])
             await _insert_run(connection, run, [*messages, *inputs])
+
+    @operation
+    async def next_queued_run(self, thread_id: str) -> RunRow | None:
+        """The oldest run waiting for the thread (`multitaskStrategy: enqueue`)."""
+        query = (select(RunRow).where(RunRow.thread_id == thread_id, RunRow.status == "queued")
+                 .order_by(RunRow.created_ms, RunRow.id).limit(1))
+        async with self.session() as session:
+            return (await session.exec(query)).first()
+
+    @operation
+    async def promote_run(self, run_id: str, thread_id: str, last_completed_run_id: str | None,
+                          inputs: Sequence[MessageRow], owner: str, lease_until: int,
+                          now: int) -> bool:
+        """Start a queued run: take the thread's lock (idle and still after
+        `last_completed_run_id`, as `start_run`), make the run `running` under `owner`'s lease
+        after that run, and write its input, in one transaction; False if the thread is busy
+        or changed, or the run is no longer queued (cancelled, or promoted by another
+        process)."""
+        lock = _LOCK_IDLE if last_completed_run_id is None else _LOCK_AFTER
+        async with self.engine.begin() as connection:
+            locked = await connection.execute(lock, {
+                "thread_id": thread_id, "last": last_completed_run_id, "run_id": run_id,
+                "now": now})
+            started = await connection.execute(
+                update(_runs).where(_runs.c.id == run_id, _runs.c.status == "queued")
+                .values(status="running", started_ms=now, lease_owner=owner,
+                        lease_expires_ms=lease_until, previous_run_id=last_completed_run_id))
+            if locked.rowcount != 1 or started.rowcount != 1:
+                await connection.rollback()
+                return False
+            if inputs:
+                await connection.execute(insert(_messages), [values_of(m) for m in inputs])
+        return True
 
     @operation
     async def set_run_model(self, run_id: str, model: str) -> None:
@@ -127,6 +166,35 @@ class RunQueries(Queries):
                                                                    now, pending, error))
         except IntegrityError:  # another writer took these log positions: we were fenced
             return False
+        return True
+
+    @operation
+    async def end_pause(self, run_id: str, thread_id: str, now: int, error: dict[str, Any],
+                        results: MessageRow) -> bool:
+        """End a paused run (`awaiting_input`) as cancelled and write `results` (its pending
+        calls answered with errors) to the thread, in one transaction; the thread stays idle,
+        without pending calls, its last run cancelled.
+
+        Only while the pause is the thread's current state: the thread idle, that run its last,
+        not already ended (False otherwise, and nothing is written). A continuation racing it
+        loses on `last_run_cancelled` (`start_run`'s `paused` lock), or it wins and this
+        finds the thread moved on.
+        """
+        async with self.engine.begin() as connection:
+            released = await connection.execute(
+                update(_threads).where(_threads.c.id == thread_id,
+                                       _threads.c.run_status == "idle",
+                                       _threads.c.last_completed_run_id == run_id,
+                                       _threads.c.last_run_cancelled.is_(False))
+                .values(last_run_cancelled=True, last_run_error=None, pending_tool_calls=None,
+                        updated_ms=now))
+            ended = await connection.execute(
+                update(_runs).where(_runs.c.id == run_id, _runs.c.status == "awaiting_input")
+                .values(status="cancelled", error=error, pending_tool_calls=None))
+            if released.rowcount != 1 or ended.rowcount != 1:
+                await connection.rollback()
+                return False
+            await connection.execute(insert(_messages), [values_of(results)])
         return True
 
     @operation
@@ -217,7 +285,8 @@ class RunQueries(Queries):
 
     @operation
     async def expired_runs(self, now: int) -> list[RunRow]:
-        query = select(RunRow).where(RunRow.status.in_(ACTIVE_RUN_STATUSES),
+        # Queued runs have no owner and no lease: they wait for their thread, not a process.
+        query = select(RunRow).where(RunRow.status == "running",
                                      or_(RunRow.lease_expires_ms < now,
                                          RunRow.lease_expires_ms.is_(None)))
         async with self.session() as session:

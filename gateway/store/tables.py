@@ -42,6 +42,10 @@ class ThreadRow(SQLModel, table=True):
     # The agent its runs use: chosen by its first run, kept for every later one (None: a
     # thread from before agents, which runs the default agent).
     agent: str | None = Field(default=None, max_length=64)
+    # A fork's origin (`POST /v1/threads/{id}/fork`): the thread and the message its history
+    # was copied up to. Kept as written: the original may be deleted later.
+    forked_from_thread_id: str | None = Field(default=None, max_length=64)
+    forked_from_message_id: str | None = Field(default=None, max_length=64)
     # What its last run sent the model (docs/context.md): the counted input tokens (None: no
     # budget applied), whether older turns were left out, and the summary standing in for
     # them: {"text", "through": the seq of the last message it covers, "messageId"}.

@@ -139,6 +139,19 @@ class ThreadQueries(Queries):
             return True
 
     @operation
+    async def mark_run_answer(self, run_id: str, key: str) -> int:
+        """Set `key: true` on the metadata of every answer (assistant message) of the run;
+        returns how many were marked."""
+        async with self.session() as session:
+            rows = (await session.exec(select(MessageRow).where(
+                MessageRow.run_id == run_id, MessageRow.role == "assistant"))).all()
+            for row in rows:
+                await session.execute(update(MessageRow).where(MessageRow.id == row.id)
+                                      .values(meta={**(row.meta or {}), key: True}))
+            await session.commit()
+            return len(rows)
+
+    @operation
     async def save_message_meta(self, message_id: str, meta: dict[str, Any]) -> None:
         async with self.session() as session:
             await session.execute(update(MessageRow).where(MessageRow.id == message_id)

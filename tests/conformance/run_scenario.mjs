@@ -129,6 +129,61 @@ const SCENARIOS = {
     result.run = await ctx.runAndCollect(client, "Email Ada");
   },
 
+  /**
+   * The page reloads while a client tool runs (issue 25): the first client never answers;
+   * a second client (the reloaded page) cancels the paused run and sends a new message.
+   */
+  async reload_during_tool(ctx, result) {
+    const before = ctx.newClient();
+    let toolCalled;
+    const called = new Promise((resolve) => { toolCalled = resolve; });
+    before.registerTool({
+      name: "get_weather",
+      description: "Get the weather for a city",
+      inputSchema: WEATHER_TOOL_SCHEMA,
+      outputSchema: { type: "object" },
+      tool: (args) => { toolCalled(args); return new Promise(() => {}); },  // the tab is gone
+    });
+    const ids = {};
+    void ctx.runAndCollect(before, "What's the weather in Paris?", {}, async (event) => {
+      if (event.type === "RUN_STARTED") Object.assign(ids, { threadId: event.threadId, runId: event.runId });
+    });
+    result.call = await called;
+    const after = ctx.newClient();
+    await after.switchThread(ids.threadId);
+    result.deleted = await after.getSdkClient().threads.runs.delete(ids.runId, { threadId: ids.threadId });
+    await after.fetchThread(ids.threadId);
+    result.next = await ctx.runAndCollect(after, "Never mind, hello!", { threadId: ids.threadId });
+    Object.assign(result, ids);
+  },
+
+  /**
+   * A second message while the first answer streams (issue 25), the app choosing
+   * `multitaskStrategy` (env STRATEGY, default "interrupt"; TamboClient has no option for it:
+   * the app adds it to its run requests, here by wrapping fetch).
+   */
+  async double_text(ctx, result) {
+    const plainFetch = globalThis.fetch;
+    globalThis.fetch = (input, init = {}) => {
+      const url = String(input instanceof Request ? input.url : input);
+      if (init.method === "POST" && /\/runs$/.test(url) && typeof init.body === "string") {
+        init = { ...init, body: JSON.stringify({ ...JSON.parse(init.body), multitaskStrategy: process.env.STRATEGY ?? "interrupt" }) };
+      }
+      return plainFetch(input, init);
+    };
+    const client = ctx.newClient();
+    let secondRun;
+    let texts = 0;
+    let threadId;
+    result.first = await ctx.runAndCollect(client, "Tell me a long story", {}, async (event) => {
+      if (event.type === "RUN_STARTED") threadId = event.threadId;
+      if (event.type === "TEXT_MESSAGE_CONTENT" && ++texts === 2) {
+        secondRun = ctx.runAndCollect(client, "Actually, a short one", { threadId });
+      }
+    });
+    result.second = await secondRun;
+  },
+
   /** A component rendered from streamed props (§8, §12.1), then a follow-up. */
   async component(ctx, result) {
     const client = ctx.newClient();

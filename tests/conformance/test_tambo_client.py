@@ -263,3 +263,50 @@ def test_a_long_thread_keeps_answering_past_the_models_window(
                           params={"userKey": "user-1"}).json()
     assert thread["historyTrimmed"] is True
     assert thread["contextTokens"] <= AGENT_MAX_INPUT_TOKENS
+
+
+@pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
+def test_a_reload_during_a_client_tool_leaves_a_thread_that_answers(
+        gateway: GatewayServer, scripted_model: ScriptedModel):
+    scripted_model.enqueue(WEATHER_CALL, [{"content": "Hello again."}])
+    result = run_scenario("reload_during_tool", gateway.url)
+
+    assert "crash" not in result, result
+    assert result["call"] == {"city": "Paris"}
+    assert result["deleted"] == {"runId": result["runId"], "status": "cancelled"}
+    after = result["next"]
+    assert_clean(after)
+    assert texts(after["messages"][-1]) == "Hello again."
+    model_saw = scripted_model.requests[-1]["messages"]
+    tool_message = next(m for m in model_saw if m["role"] == "tool")
+    assert (tool_message["tool_call_id"], tool_message["content"]) == (
+        "call_w1", "cancelled by the user")
+    assert model_saw[-1]["content"] == "Never mind, hello!"
+
+
+@pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
+@pytest.mark.parametrize("strategy", ["interrupt", "enqueue"])
+def test_a_message_sent_while_an_answer_streams(
+        gateway: GatewayServer, scripted_model: ScriptedModel, strategy: str):
+    count = 400 if strategy == "interrupt" else 30  # enqueue: the first answer runs to its end
+    scripted_model.enqueue([{"content": "Once "}, {"slow": {"count": count, "interval": 0.05}}],
+                           [{"content": "The end."}])
+    result = run_scenario("double_text", gateway.url, STRATEGY=strategy)
+
+    assert "crash" not in result, result
+    first, second = result["first"], result["second"]
+    assert_clean(second)
+    assert texts(second["messages"][-1]) == "The end."
+    if strategy == "interrupt":
+        assert first["eventTypes"][-1] == "RUN_ERROR" and first["lastRunCancelled"] is True
+    else:
+        assert_clean(first)
+    assert second["threadId"] == first["threadId"]
+    shown = [texts(m) for m in second["messages"]]
+    assert shown[0] == "Tell me a long story" and shown[1].startswith("Once t1")
+    if strategy == "enqueue":
+        assert shown[1].endswith("t30 ")  # the whole first answer, then the queued exchange
+    assert shown[2:] == ["Actually, a short one", "The end."]
+    sent = scripted_model.requests[-1]["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"][-2:] == [
+        "Tell me a long story", "Actually, a short one"]

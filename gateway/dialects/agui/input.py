@@ -6,7 +6,9 @@ messages or `resume` entries) and the closing `user` message. On a thread that d
 yet, the messages before that one become its history. Everything else of the input maps onto
 the run: `tools` are client tools, `context` and `state` reach the model as the message's
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
-`name`, `description`, `propsSchema`, `stateSchema`), `userKey` and `onDisconnect`; the whole of
+`name`, `description`, `propsSchema`, `stateSchema`), `userKey`, `onDisconnect`,
+`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`) and
+`multitaskStrategy` (on a busy thread, `runs/multitask.py`); the whole of
 it is kept as the run's metadata, with the `protocolVersion` the client declared (its stream is
 shaped for that version, see `translate.py`).
 """
@@ -32,6 +34,7 @@ from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import (
     Component,
     DisconnectPolicy,
+    MultitaskStrategy,
     RunSpec,
     SeedMessage,
     ToolResult,
@@ -69,6 +72,8 @@ class Declared(WireModel):
     tools: ToolList = []
     availableComponents: ComponentList = []
     onDisconnect: DisconnectPolicy | None = None
+    abandonPendingTools: bool | None = None
+    multitaskStrategy: MultitaskStrategy | None = None
 
 
 def run_spec(body: RunAgentInput, pending: Mapping[str, str],
@@ -103,6 +108,8 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
                            "parentRunId": body.parent_run_id,
                            "protocolVersion": body.protocol_version}},
         seed_messages=seed_messages(body),
+        abandon_pending_tools=bool(declared.abandonPendingTools),
+        multitask_strategy=declared.multitaskStrategy,
     )
 
 
@@ -114,9 +121,10 @@ def _declared(body: RunAgentInput) -> Declared:
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
-    on_disconnect = forwarded(body, "onDisconnect")
-    if on_disconnect is not None:
-        fields["onDisconnect"] = on_disconnect
+    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy"):
+        value = forwarded(body, name)
+        if value is not None:
+            fields[name] = value
     try:
         return Declared.model_validate(fields)
     except ValueError as exc:

@@ -49,6 +49,8 @@ def run_spec(request: RunRequest) -> RunSpec:
         on_disconnect=request.onDisconnect,
         metadata=request.runMetadata if request.runMetadata is not None else request.metadata,
         seed_messages=[m.seed() for m in init.initialMessages or []] if init else [],
+        abandon_pending_tools=bool(request.abandonPendingTools),
+        multitask_strategy=request.multitaskStrategy,
     )
 
 

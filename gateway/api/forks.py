@@ -1,0 +1,121 @@
+"""Forks: `POST /v1/threads/{id}/fork` makes a new thread from a thread's history.
+
+The new thread has the original's user scope, agent and metadata, and a copy of its messages up
+to and including `messageId`; its components (those of the copied messages) are copied with
+the state they have now (a component keeps only its latest state). It records where it came
+from (`forkedFrom`), and it starts idle with no runs: its first run needs no `previousRunId`.
+The original is never touched: the log stays append-only, and a fork of a thread with a run
+going on copies only what is already written.
+
+Regenerating an answer is a fork at the message before it plus a run; editing a message is a
+fork at the message before it plus a run with the new text (docs/threads.md). A fork point
+whose history ends on tool calls without results (a paused run's calls) is refused: the model
+would receive a call with no answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..protocol.clock import new_id, now_ms
+from ..protocol.problems import ApiError, Problem
+from ..protocol.tambo import ForkRequest, ThreadWithMessages, wire
+from ..store.tables import ComponentRow, MessageRow, ThreadRow
+from .context import json_body, services, thread_for, user_scope
+from .render import message_model, thread_model
+from .stored_caps import check_thread_room
+
+
+@dataclass(frozen=True)
+class Fork:
+    """The rows a fork writes: its thread, its messages (in order) and its components."""
+
+    thread: ThreadRow
+    messages: list[MessageRow]
+    components: list[ComponentRow]
+
+
+def history_until(rows: Sequence[MessageRow], message_id: str) -> list[MessageRow]:
+    """The messages up to and including `message_id`; 404 if it is not in the thread."""
+    for index, row in enumerate(rows):
+        if row.id == message_id:
+            return list(rows[:index + 1])
+    thread_id = rows[0].thread_id if rows else None
+    raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {message_id} not found",
+                   threadId=thread_id, messageId=message_id)
+
+
+def unanswered_calls(rows: Sequence[MessageRow]) -> list[str]:
+    """Tool calls in `rows` without a result in `rows` (components answer themselves)."""
+    calls = [p["toolCallId"] for row in rows for p in row.parts if p.get("type") == "tool_call"]
+    answered = {p.get("toolCallId") for row in rows for p in row.parts
+                if p.get("type") == "tool_result"}
+    return [call for call in calls if call not in answered]
+
+
+def forked(original: ThreadRow, rows: Sequence[MessageRow],
+           components: dict[str, ComponentRow], message_id: str) -> Fork:
+    """The fork of `original` at `message_id`: new ids for the thread, its messages and its
+    components, and the references between them (`messageId`, `componentId`) rewritten."""
+    now = now_ms()
+    thread = ThreadRow(id=new_id("thr_"), project_id=original.project_id,
+                       user_key=original.user_key, meta=original.meta, agent=original.agent,
+                       created_ms=now, updated_ms=now, forked_from_thread_id=original.id,
+                       forked_from_message_id=message_id)
+    message_ids = {row.id: new_id() for row in rows}
+    component_ids = {cid: new_id("comp_") for cid, c in components.items()
+                     if c.message_id in message_ids}
+    messages = [MessageRow(id=message_ids[row.id], thread_id=thread.id, role=row.role,
+                           parts=[_renamed(p, message_ids, component_ids) for p in row.parts],
+                           meta=row.meta, created_ms=row.created_ms,
+                           is_cancelled=row.is_cancelled) for row in rows]
+    copies = [ComponentRow(id=new, thread_id=thread.id,
+                           message_id=message_ids[components[old].message_id],
+                           name=components[old].name, props=components[old].props,
+                           state=components[old].state,
+                           state_schema=components[old].state_schema,
+                           revision=components[old].revision, updated_ms=now)
+              for old, new in component_ids.items()]
+    return Fork(thread, messages, copies)
+
+
+def _renamed(part: dict[str, Any], message_ids: dict[str, str],
+             component_ids: dict[str, str]) -> dict[str, Any]:
+    copy = dict(part)
+    if copy.get("messageId") in message_ids:
+        copy["messageId"] = message_ids[copy["messageId"]]
+    if copy.get("componentId") in component_ids:
+        copy["componentId"] = component_ids[copy["componentId"]]
+    return copy
+
+
+async def fork_thread(request: Request) -> Response:
+    body: ForkRequest = await json_body(request, ForkRequest)
+    original = await thread_for(request, body.userKey, body.contextKey)
+    svc = services(request)
+    rows, components = await svc.store.thread_context(original.id)
+    kept = history_until(rows, body.messageId)
+    unanswered = unanswered_calls(kept)
+    if unanswered:
+        raise ApiError(Problem.INVALID_FORK_POINT,
+                       f"Message {body.messageId} leaves tool calls without results: "
+                       f"{', '.join(unanswered)}; fork at the message with their results or "
+                       "before the calls", threadId=original.id, messageId=body.messageId,
+                       unansweredToolCallIds=unanswered)
+    await check_thread_room(svc.settings, svc.store, original.project_id, original.user_key)
+    fork = forked(original, kept, components, body.messageId)
+    await svc.store.add(fork.thread, *fork.messages, *fork.components)
+    copied = {row.id: row for row in fork.components}
+    messages = [message_model(row, copied) for row in fork.messages]
+    owner = user_scope(request, body.userKey, body.contextKey) is not None
+    return JSONResponse(wire(thread_model(fork.thread, ThreadWithMessages, messages=messages,
+                                          owner=owner)), status_code=201)
+
+
+routes = [Route("/v1/threads/{thread_id}/fork", fork_thread, methods=["POST"])]

@@ -1,0 +1,91 @@
+"""Double texting: what a run request does when its thread is busy (`multitaskStrategy`).
+
+A message sent while a run streams used to be refused (409 `CONCURRENT_RUN`), so a chat UI had
+to disable its input or queue messages itself. A request may now choose, as LangGraph names
+the strategies:
+
+- `reject` (the default): 409 `CONCURRENT_RUN`, as before;
+- `interrupt`: cancel the running run (its partial answer stays in the thread, marked
+  cancelled, and the model sees it), then start this one;
+- `rollback`: the same, but the cancelled run's answer is marked `rolledBack` and left out of
+  the model's history from then on (the thread's log keeps it: it is append-only);
+- `enqueue`: the run is written at once as `queued` (no owner, no lease, its input kept on the
+  run) and its stream opens at once; it starts when the thread is free, oldest first
+  (`RunManager.promote_next`): whichever process ends a run on the thread, or ends its pause,
+  promotes the next one, and so does the enqueuing request right after writing it (the run
+  in the way may have ended meanwhile). Promotion is one conditional transaction
+  (`Store.promote_run`), so two processes never start the same queued run or two at once. A
+  queued run waits while the thread is paused for client tools (their results come first).
+
+Starting stays atomic: the cancelled run releases the thread's lock, and this request takes it
+with the same conditional update as any start (`admission`). Two racing `interrupt` requests
+both succeed in turn, the later one interrupting the earlier (the newest message wins), and
+never two runs at once. A run in another process is cancelled through the backend's signal; if
+it has not ended within the cancel's wait, the request is refused with 409 as `reject` would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+
+from ..protocol.clock import new_id, now_ms
+from ..protocol.problems import ApiError, Problem
+from ..protocol.run_spec import RunSpec
+from ..store.repository import ACTIVE_RUN_STATUSES, Store
+from ..store.tables import MessageRow, RunRow, ThreadRow
+from .admission import input_parts, new_run
+
+# The key on a message's metadata that leaves it out of the model's history.
+ROLLED_BACK = "rolledBack"
+# The key of a queued run's request snapshot that holds its input until it starts.
+QUEUED_INPUT = "queued_input"
+
+
+def queued_run(thread: ThreadRow, spec: RunSpec, run_id: str | None,
+               default_model: str | None) -> RunRow:
+    """`spec` as a run waiting for `thread`: its input (the user's message) kept on the run
+    until it starts."""
+    run = new_run(run_id or new_id("run_"), thread, spec, "", now_ms(), 0, default_model)
+    run.status, run.started_ms, run.lease_owner, run.lease_expires_ms = "queued", None, None, None
+    run.previous_run_id = None  # the run it follows is known when it starts
+    run.request = {**(run.request or {}), QUEUED_INPUT: input_parts(spec, {}, run.created_ms)}
+    return run
+
+
+def queued_input(run: RunRow, now: int) -> list[MessageRow]:
+    """The input message a queued run writes when it starts."""
+    parts = (run.request or {}).get(QUEUED_INPUT) or []
+    return [MessageRow(id=new_id(), thread_id=run.thread_id, run_id=run.id, role="user",
+                       parts=parts, created_ms=now)] if parts else []
+
+
+def run_in_the_way(refused: ApiError, spec: RunSpec) -> str | None:
+    """The run to cancel so that `spec` can start, when it was refused for a busy thread and
+    asks to interrupt or roll back (None: the refusal stands)."""
+    if refused.problem is not Problem.CONCURRENT_RUN:
+        return None
+    if spec.multitask_strategy not in ("interrupt", "rollback"):
+        return None
+    current = refused.extra.get("currentRunId")
+    return current if isinstance(current, str) else None
+
+
+async def make_room(store: Store, cancel: Callable[[str], Awaitable[RunRow | None]],
+                    run_id: str, spec: RunSpec) -> RunSpec | None:
+    """Cancel `run_id` for `spec` (and roll back its answer if asked); the spec to start with
+    (its `previousRunId` moved onto the cancelled run, which the client could not know yet),
+    or None if the run is still going (another process did not end it in time)."""
+    ended = await cancel(run_id)
+    if ended is None or ended.status in ACTIVE_RUN_STATUSES:
+        return None
+    if spec.multitask_strategy == "rollback":
+        await store.mark_run_answer(run_id, ROLLED_BACK)
+    if spec.previous_run_id in (ended.previous_run_id, ended.id):
+        spec = replace(spec, previous_run_id=ended.id)
+    return spec
+
+
+def model_history(rows: Sequence[MessageRow]) -> list[MessageRow]:
+    """The thread's messages the model reads: all but rolled-back answers."""
+    return [row for row in rows if not (row.meta or {}).get(ROLLED_BACK)]

@@ -1,0 +1,161 @@
+"""Double texting (`runs/multitask.py`): a run request on a busy thread rejects, interrupts or
+rolls back the running run; racing requests and a run in another process."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.protocol.problems import ApiError
+from gateway.runs.manager import RunManager
+from gateway.store.repository import Store
+from gateway.store.tables import RunRow, ThreadRow
+from tests.inprocess.conftest import (
+    PROJECT,
+    ManagerFactory,
+    ScriptedDeltas,
+    events,
+    new_thread,
+    text_turn,
+    types,
+    user,
+)
+from tests.inprocess.runs.test_supervisor import in_background
+
+
+async def streaming(manager: RunManager, store: Store, model: ScriptedDeltas,
+                    hold: asyncio.Event) -> tuple[ThreadRow, RunRow]:
+    """A thread with one finished run and a second one streaming "partial " until `hold`."""
+    thread = await new_thread(store)
+    model.enqueue(text_turn("Done."))
+    first = (await manager.start(PROJECT, thread, user("one"))).run
+    await events(manager, first.id)
+    model.enqueue(text_turn("partial ") + [hold])
+    second = (await manager.start(PROJECT, thread, user("two", previousRunId=first.id))).run
+    while not await store.history(thread.id) or (await store.history(thread.id))[-1].run_id \
+            != second.id or len(manager.live_log(second.id).since(0)) < 3:
+        await asyncio.sleep(0.005)
+    return thread, second
+
+
+def sent_texts(model: ScriptedDeltas) -> list[str | None]:
+    return [m.get("content") for m in model.requests[-1].messages]
+
+
+async def test_reject_is_the_default(manager: RunManager, store: Store,
+                                     model: ScriptedDeltas) -> None:
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    for strategy in ({}, {"multitaskStrategy": "reject"}):
+        with pytest.raises(ApiError) as busy:
+            await manager.start(PROJECT, thread, user("three", previousRunId=running.previous_run_id,
+                                                      **strategy))
+        assert busy.value.code == "CONCURRENT_RUN"
+    hold.set()
+    assert types(await events(manager, running.id))[-1] == "RUN_FINISHED"
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+async def test_interrupt_and_rollback_cancel_the_run_and_start_the_new_one(
+        manager: RunManager, store: Store, model: ScriptedDeltas, strategy: str) -> None:
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    model.enqueue(text_turn("Three."))
+
+    # The client still names the run before the one streaming: it has not ended for it yet.
+    new = (await manager.start(PROJECT, thread, user(
+        "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))).run
+
+    assert types(await events(manager, new.id))[-1] == "RUN_FINISHED"
+    assert (await store.get_run(running.id)).status == "cancelled"
+    assert new.previous_run_id == running.id
+    kept = strategy == "interrupt"
+    assert sent_texts(model) == ["one", "Done.", "two", *(["partial "] if kept else []), "three"]
+    partial = [m for m in await store.history(thread.id) if m.run_id == running.id
+               and m.role == "assistant"]
+    assert partial[0].is_cancelled  # the thread keeps what was said either way
+    assert bool((partial[0].meta or {}).get("rolledBack")) is not kept
+    hold.set()
+
+
+async def test_racing_interrupts_never_run_two_at_once(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    model.enqueue(*[text_turn("late ") + [hold] for _ in range(3)])
+
+    outcomes = await asyncio.gather(*[manager.start(PROJECT, thread, user(
+        f"again {n}", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))
+        for n in range(3)], return_exceptions=True)
+
+    started = [o.run for o in outcomes if not isinstance(o, BaseException)]
+    assert len(started) >= 2, outcomes  # the later ones interrupted the earlier
+    assert all(isinstance(o, ApiError) and o.code == "CONCURRENT_RUN"
+               for o in outcomes if isinstance(o, BaseException))
+    hold.set()
+    for run in started:
+        await events(manager, run.id)
+    statuses = [(await store.get_run(run.id)).status for run in [running, *started]]
+    assert statuses.count("completed") == 1
+    assert statuses.count("cancelled") == len(statuses) - 1
+    after = await store.get_thread(PROJECT, thread.id)
+    assert after.run_status == "idle"
+
+
+async def test_interrupting_a_run_of_another_process(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    owner, other = managers(), managers()
+    hold = asyncio.Event()
+    thread, running = await streaming(owner, store, model, hold)
+    model.enqueue(text_turn("From the other process."))
+
+    async with in_background(owner.listen_for_signals()):  # how the cancel reaches it
+        new = (await other.start(PROJECT, thread, user(
+            "three", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
+
+    assert types(await events(other, new.id))[-1] == "RUN_FINISHED"
+    assert (await store.get_run(running.id)).status == "cancelled"
+    hold.set()
+
+
+async def test_enqueued_runs_wait_then_run_in_order(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    model.enqueue(text_turn("Answer A."), text_turn("Answer B."))
+    queued = [(await manager.start(PROJECT, thread, user(
+        text, previousRunId=running.previous_run_id, multitaskStrategy="enqueue")))
+        for text in ("A", "B")]
+    assert [q.queued for q in queued] == [True, True]
+    assert [(await store.get_run(q.run.id)).status for q in queued] == ["queued", "queued"]
+    streams = [asyncio.create_task(events(manager, q.run.id)) for q in queued]
+    gone = (await manager.start(PROJECT, thread, user(
+        "C", previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
+    assert (await manager.cancel(gone.id)).status == "cancelled"  # leaves the queue
+
+    hold.set()
+    for stream in streams:
+        assert types(await stream)[-1] == "RUN_FINISHED"
+    first, second = [await store.get_run(q.run.id) for q in queued]
+    assert (first.status, second.status) == ("completed", "completed")
+    assert (first.previous_run_id, second.previous_run_id) == (running.id, first.id)
+    assert sent_texts(model) == ["one", "Done.", "two", "partial ", "A", "Answer A.", "B"]
+    assert (await store.get_run(gone.id)).status == "cancelled"
+    assert (await store.get_thread(PROJECT, thread.id)).run_status == "idle"
+
+
+async def test_a_run_queued_in_another_process_starts_where_the_run_ends(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    owner, other = managers(), managers()
+    hold = asyncio.Event()
+    thread, running = await streaming(owner, store, model, hold)
+    model.enqueue(text_turn("Queued answer."))
+    queued = (await other.start(PROJECT, thread, user(
+        "later", previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
+    following = asyncio.create_task(events(other, queued.id))  # through the run feed
+
+    hold.set()
+    seen = await following
+    assert types(seen)[0] == "RUN_STARTED" and types(seen)[-1] == "RUN_FINISHED"
+    assert (await store.get_run(queued.id)).status == "completed"
