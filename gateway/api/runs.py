@@ -156,9 +156,14 @@ def event_cursor(request: Request) -> int:
 async def cancel_run(request: Request) -> Response:
     """Cancel a run; idempotent. A run that already ended reports how it ended (200); a run in
     another process that has not ended yet after a few seconds is still being cancelled (202)."""
-    run = await run_in_thread(request)
+    return await cancelled(request, await run_in_thread(request))
+
+
+async def cancelled(request: Request, run: RunRow, shown_id: str | None = None) -> Response:
+    """Cancel `run` (found by the caller's own rules) and say how it ended, as `cancel_run`;
+    `shown_id` is the run's id as the caller knows it (an AG-UI client's `runId`)."""
     final = await services(request).runs.cancel(run.id, run) or run
     active = final.status in ACTIVE_RUN_STATUSES
-    body = CancelResponse(runId=run.id, status=final.status, cancelRequested=active or None)
+    body = CancelResponse(runId=shown_id or run.id, status=final.status, cancelRequested=active or None)
     return JSONResponse(wire(body), status_code=202 if active else 200)
 

@@ -79,13 +79,13 @@ class RunManager:
     # -- starting -------------------------------------------------------------------------------
 
     async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
-                    run_id: str | None = None,
+                    client_run_id: str | None = None,
                     subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start a run on the thread, or attach to the run the spec's idempotency key already
         started.
 
-        `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
-        gateway makes one. `subjects` are the API key and user scope whose quotas the run
+        `client_run_id` is the client's own name for the run (AG-UI clients choose one), kept
+        beside the gateway's id. `subjects` are the API key and user scope whose quotas the run
         counts against (a 429 when one is over); the run holds their slots until it ends."""
         self._refuse_if_closed()
         try:
@@ -98,7 +98,7 @@ class RunManager:
             ticket = Ticket(self.quotas, NO_QUOTA)
         return await self._launched(ticket, admit(
             self.store, self.owner, self.timings.lease_ms, project_id, thread, spec,
-            self.idempotency_ttl_seconds, run_id, self.setup.model_of(spec)))
+            self.idempotency_ttl_seconds, client_run_id, self.setup.model_of(spec)))
 
     async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,
@@ -122,13 +122,13 @@ class RunManager:
                                            project_id, create_thread, spec, user_key)
 
     async def start_on(self, project_id: str, thread: ThreadRow, spec: RunSpec,
-                       run_id: str | None = None,
+                       client_run_id: str | None = None,
                        subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start the first run on a thread just created for it; if the run is refused (its
         continuation is invalid, a quota is spent), the thread goes too: a refused request
         leaves nothing."""
         try:
-            return await self.start(project_id, thread, spec, run_id, subjects)
+            return await self.start(project_id, thread, spec, client_run_id, subjects)
         except ApiError:
             await self.store.delete_thread(thread.id)
             raise

@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 from tests.conftest import scripted_env
 from tests.support.gateway_server import GatewayServer
 from tests.support.node import have_node, run_agui_agent
+from tests.support.run_stream import gateway_ids
 from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(not have_node(), reason="node and npm are needed")
@@ -114,8 +115,10 @@ def test_frontend_tool_pauses_and_continues(tools_gateway: GatewayServer,
     assert answered == [{"role": "tool", "tool_call_id": "call_w1", "content": "21 °C, sunny"}]
     assert messages_of(result, "assistant")[-1]["content"] == "It is 21 °C in Paris."
     with httpx.Client(base_url=tools_gateway.url, headers={"x-api-key": "k"}) as http:
-        thread = http.get(f"/v1/threads/{result['threadId']}").json()
-    assert thread["runStatus"] == "idle" and thread["lastCompletedRunId"] == second["runId"]
+        thread_id, run_id = gateway_ids(http, {"threadId": result["threadId"],
+                                               "runId": second["runId"]})
+        thread = http.get(f"/v1/threads/{thread_id}").json()
+    assert thread["runStatus"] == "idle" and thread["lastCompletedRunId"] == run_id
 
 
 def test_component_is_a_tool_call_and_agent_state(tools_gateway: GatewayServer,
@@ -136,6 +139,7 @@ def test_component_is_a_tool_call_and_agent_state(tools_gateway: GatewayServer,
     assert component["props"] == {"city": "Paris", "tempC": 21}
     assert [m["toolCallId"] for m in messages_of(result, "tool")] == ["call_c1"]
     with httpx.Client(base_url=tools_gateway.url) as http:
-        state = http.get(f"/v1/threads/{result['threadId']}/components/"
+        thread_id, _ = gateway_ids(http, {"threadId": result["threadId"], "runId": run["runId"]})
+        state = http.get(f"/v1/threads/{thread_id}/components/"
                          f"{component['componentId']}/state").json()
     assert state["state"] == component["state"]

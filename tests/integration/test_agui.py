@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from tests.conftest import scripted_env
 from tests.support.inprocess_app import InProcessGateway
-from tests.support.run_stream import open_stream, read_until, slow_turn
+from tests.support.run_stream import agui_path, gateway_ids, open_stream, read_until, slow_turn
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, run_events, text_of
 
@@ -31,10 +31,6 @@ def agui_input(thread_id: str | None = None, run_id: str | None = None, text: st
             "tools": [], "context": [], "state": {}, "forwardedProps": {}, **extra}
 
 
-def run_path(body: dict[str, Any]) -> str:
-    return f"/v1/agui/threads/{body['threadId']}/runs/{body['runId']}"
-
-
 def valid(events: list[SseEvent]) -> list[SseEvent]:
     for event in events:
         EVENT.validate_python(event.data)
@@ -48,12 +44,12 @@ def test_reconnect_from_a_cursor_gives_exactly_the_missed_events(
     with open_stream(client, "POST", RUN, json=body) as (_, events):
         first = read_until(events, lambda seen: len(seen) >= 6)
     assert [e.id for e in first] == list(range(1, 7))
-    rest = valid(run_events(client, "GET", run_path(body), headers={"last-event-id": "6"}))
-    whole = valid(run_events(client, "GET", run_path(body)))
+    rest = valid(run_events(client, "GET", agui_path(body), headers={"last-event-id": "6"}))
+    whole = valid(run_events(client, "GET", agui_path(body)))
 
     assert [e.id for e in rest] == list(range(7, len(whole) + 1))
     assert [e.data for e in first + rest] == [e.data for e in whole]
-    by_query = run_events(client, "GET", run_path(body) + "?after=20")
+    by_query = run_events(client, "GET", agui_path(body) + "?after=20")
     assert [e.data for e in by_query] == [e.data for e in whole[20:]]
     assert text_of(whole) == "".join(f"t{i} " for i in range(1, 31))
     assert whole[-1].type == "RUN_FINISHED" and whole[-1].data["outcome"] == {"type": "success"}
@@ -65,7 +61,7 @@ def test_cancel_ends_the_stream_with_a_cancelled_outcome(client: httpx.Client,
     body = agui_input()
     with open_stream(client, "POST", RUN, json=body) as (_, events):
         seen = read_until(events, lambda s: any(e.type == "TEXT_MESSAGE_CONTENT" for e in s))
-        response = client.delete(run_path(body))
+        response = client.delete(agui_path(body))
         assert response.status_code == 200 and response.json()["status"] == "cancelled"
         seen += list(events)
     valid(seen)
@@ -93,8 +89,9 @@ def test_a_client_from_before_1_0_gets_the_outcomes_its_schema_knows(
     events = valid(run_events(client, "POST", RUN, json=paused))
     assert [e.data["toolCallName"] for e in events if e.type == "TOOL_CALL_START"] == ["lookup"]
     assert events[-1].type == "RUN_FINISHED" and events[-1].data["outcome"] == {"type": "success"}
-    assert client.get(f"/v1/threads/{paused['threadId']}").json()["pendingToolCallIds"] == ["call_l1"]
-    replayed = run_events(client, "GET", run_path(paused))
+    thread_id, _ = gateway_ids(client, paused)
+    assert client.get(f"/v1/threads/{thread_id}").json()["pendingToolCallIds"] == ["call_l1"]
+    replayed = run_events(client, "GET", agui_path(paused))
     assert [e.data for e in replayed] == [e.data for e in events]
 
     cancelled = agui_input(paused["threadId"], tools=[LOOKUP])
@@ -103,7 +100,7 @@ def test_a_client_from_before_1_0_gets_the_outcomes_its_schema_knows(
                                      "content": "found"})
     with open_stream(client, "POST", RUN, json=cancelled) as (_, stream):
         seen = read_until(stream, lambda s: any(e.type == "TEXT_MESSAGE_CONTENT" for e in s))
-        assert client.delete(run_path(cancelled)).json()["status"] == "cancelled"
+        assert client.delete(agui_path(cancelled)).json()["status"] == "cancelled"
         seen += list(stream)
     assert seen[-1].type == "RUN_FINISHED" and "outcome" not in valid(seen)[-1].data
     (answer,) = [m for m in scripted_model.requests[1]["messages"] if m["role"] == "tool"]
@@ -141,8 +138,8 @@ def test_history_and_context_reach_the_model(client: httpx.Client, scripted_mode
         ("user", "earlier"), ("assistant", "earlier answer"), ("user", "and now?\n\nAddi")]
     assert "checkout" in first[-1]["content"]
     assert [m["role"] for m in second] == ["user", "assistant", "user", "assistant", "user"]
-    thread = client.get(f"/v1/threads/{body['threadId']}").json()
-    assert thread["lastCompletedRunId"] == follow_up["runId"]
+    thread_id, run_id = gateway_ids(client, follow_up)
+    assert client.get(f"/v1/threads/{thread_id}").json()["lastCompletedRunId"] == run_id
 
 
 @pytest.mark.parametrize(("change", "field"), [
@@ -195,14 +192,32 @@ def keyed_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPa
     server.stop()
 
 
-def test_a_thread_of_another_project_is_404(keyed_gateway: InProcessGateway,
-                                            scripted_model: ScriptedModel):
-    scripted_model.enqueue([{"content": "Project A's secret."}])
+def test_two_projects_choosing_the_same_ids_get_their_own_threads(
+        keyed_gateway: InProcessGateway, scripted_model: ScriptedModel):
+    """AG-UI ids are names within the project: project B's `threadId` and `runId` equal to
+    project A's neither collide with A's (no squatting, no existence oracle) nor reach them,
+    and each project's events, reconnects and cancels name the ids its client chose."""
+    scripted_model.enqueue([{"content": "For A."}], [{"content": "For B."}],
+                           [{"content": "A again."}])
     body = agui_input()
+    a, b = {"x-api-key": "key-a"}, {"x-api-key": "key-b"}
     with keyed_gateway.client(timeout=30) as http:
-        run_events(http, "POST", RUN, json=body, headers={"x-api-key": "key-a"})
-        other = http.post(RUN, json=agui_input(body["threadId"]), headers={"x-api-key": "key-b"})
-        replay = http.get(run_path(body), headers={"x-api-key": "key-b"})
-    assert other.status_code == 404 and other.json()["code"] == "THREAD_NOT_FOUND"
-    assert replay.status_code == 404 and "secret" not in replay.text
-    assert len(scripted_model.requests) == 1
+        for_a = run_events(http, "POST", RUN, json=body, headers=a)
+        for_b = run_events(http, "POST", RUN, json=body, headers=b)
+        again = agui_input(body["threadId"], text="and?")
+        run_events(http, "POST", RUN, json=again, headers=a)
+        replay_b = run_events(http, "GET", agui_path(body), headers=b)
+        threads = [gateway_ids(http, body, **key)[0] for key in (a, b)]
+        messages_b = http.get(f"/v1/threads/{threads[1]}/messages", headers=b).json()
+        cancel_b = http.delete(agui_path(body), headers=b).json()
+
+    assert (text_of(for_a), text_of(for_b), text_of(replay_b)) == ("For A.", "For B.", "For B.")
+    for events in (for_a, for_b, replay_b):
+        ids = [(e.data["threadId"], e.data["runId"]) for e in events
+               if e.type in ("RUN_STARTED", "RUN_FINISHED")]
+        assert ids == [(body["threadId"], body["runId"])] * 2
+    assert threads[0] != threads[1] and body["threadId"] not in threads
+    assert [m["content"][0]["text"] for m in messages_b["messages"]] == ["hi", "For B."]
+    assert cancel_b == {"runId": body["runId"], "status": "completed"}
+    # A's second run saw A's history only.
+    assert [m["content"] for m in scripted_model.requests[-1]["messages"]][:2] == ["hi", "For A."]

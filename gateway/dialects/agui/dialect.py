@@ -30,8 +30,10 @@ AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"
 OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/agui/agents/{agent}/run", "aguiRunAgent",
               "Run the agent for an AG-UI 1.0 client (HttpAgent, CopilotKit)", "agui",
-              description="Takes a `RunAgentInput`; `threadId` and `runId` become the thread's "
-                          "and the run's ids (at most 64 characters). A new thread starts with "
+              description="Takes a `RunAgentInput`; `threadId` and `runId` (at most 64 "
+                          "characters) are the client's names for the thread and the run within "
+                          "the project, beside the gateway's own ids (headers `X-Thread-Id`, "
+                          "`X-Run-Id`). A new thread starts with "
                           "the messages before the last user message; an existing one takes "
                           "the last user message and the `tool` messages or `resume` entries "
                           "answering its pending tool calls. `forwardedProps` may carry "
