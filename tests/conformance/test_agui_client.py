@@ -49,9 +49,9 @@ def call(index: int, call_id: str, name: str, arguments: str) -> dict:
     return {"tool_call": {"index": index, "id": call_id, "name": name, "arguments": arguments}}
 
 
-def run_plan(gateway: GatewayServer, *steps: dict) -> dict:
+def run_plan(gateway: GatewayServer, *steps: dict, connect: bool = False) -> dict:
     result = run_agui_agent({"url": f"{gateway.url}/v1/agui/agents/default/run",
-                             "headers": {"x-api-key": "test-key"},
+                             "headers": {"x-api-key": "test-key"}, "connect": connect,
                              "threadId": f"agui-{uuid.uuid4()}", "steps": list(steps)})
     for run in result["runs"]:
         assert run["error"] is None, (run, result["_stderr"])
@@ -102,7 +102,7 @@ def test_frontend_tool_pauses_and_continues(tools_gateway: GatewayServer,
                             call(0, "call_w1", "get_weather", '{"city": "Paris"}')],
                            [{"content": "It is 21 °C in Paris."}])
     result = run_plan(tools_gateway, {"user": "weather in Paris?", "tools": [WEATHER_TOOL]},
-                      {"answerPending": "21 °C, sunny", "tools": [WEATHER_TOOL]})
+                      {"answerPending": "21 °C, sunny", "tools": [WEATHER_TOOL]}, connect=True)
 
     first, second = result["runs"]
     finished = first["events"][-1]
@@ -119,6 +119,17 @@ def test_frontend_tool_pauses_and_continues(tools_gateway: GatewayServer,
                                                "runId": second["runId"]})
         thread = http.get(f"/v1/threads/{thread_id}").json()
     assert thread["runStatus"] == "idle" and thread["lastCompletedRunId"] == run_id
+    # A page that reloads loads the same conversation with connectAgent() (the client's own
+    # message ids are its own: the gateway's stand in for them).
+    connected = result["connected"]
+    assert connected["error"] is None, connected
+    for event in connected["events"]:
+        EVENT.validate_python(event)
+    assert [e["type"] for e in connected["events"]] == [
+        "RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    def without_ids(messages: list[dict]) -> list[dict]:
+        return [{k: v for k, v in m.items() if k != "id"} for m in messages]
+    assert without_ids(connected["messages"]) == without_ids(result["messages"])
 
 
 def test_component_is_a_tool_call_and_agent_state(tools_gateway: GatewayServer,

@@ -221,3 +221,68 @@ def test_two_projects_choosing_the_same_ids_get_their_own_threads(
     assert cancel_b == {"runId": body["runId"], "status": "completed"}
     # A's second run saw A's history only.
     assert [m["content"] for m in scripted_model.requests[-1]["messages"]][:2] == ["hi", "For A."]
+
+
+def connect_events(client: httpx.Client, body: dict[str, Any], **headers: str
+                   ) -> list[SseEvent]:
+    return valid(run_events(client, "POST", CONNECT, json=body, headers=headers))
+
+
+CONNECT = "/v1/agui/agents/default/connect"
+
+
+def test_connect_hydrates_a_thread_then_follows_its_active_run(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    """A reloaded page (`connectAgent`, CopilotKit's `connect`) gets the thread's messages,
+    tool calls and results included, and what it waits for; then, while a run is active, that
+    run's own events live, resumable by their ids."""
+    scripted_model.enqueue([{"reasoning": "Look it up."}, {"content": "Let me check."},
+                            {"tool_call": {"index": 0, "id": "call_l1", "name": "lookup",
+                                           "arguments": '{"q": "x"}'}}],
+                           slow_turn(40, 0.03))
+    paused = agui_input(text="find x", tools=[LOOKUP])
+    run_events(client, "POST", RUN, json=paused)
+    hydrate = agui_input(paused["threadId"])
+    first = connect_events(client, hydrate)
+
+    assert [e.type for e in first] == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT",
+                                       "RUN_FINISHED"]
+    assert all(e.id is None for e in first)
+    messages = first[1].data["messages"]
+    assert [(m["role"], m.get("content")) for m in messages] == [
+        ("user", "find x"), ("reasoning", "Look it up."), ("assistant", "Let me check.")]
+    assert messages[2]["toolCalls"] == [{"id": "call_l1", "type": "function", "function": {
+        "name": "lookup", "arguments": '{"q": "x"}'}}]
+    assert first[2].data["snapshot"]["pendingToolCalls"][0]["toolCallId"] == "call_l1"
+    assert first[3].data["outcome"] == {"type": "success", "pendingToolCallIds": ["call_l1"]}
+    assert first[0].data["threadId"] == paused["threadId"]
+
+    answer = agui_input(paused["threadId"], tools=[LOOKUP])
+    answer["messages"] = [{"id": "t1", "role": "tool", "toolCallId": "call_l1",
+                           "content": "found it"}]
+    with open_stream(client, "POST", RUN, json=answer) as (_, live):
+        read_until(live, lambda seen: len(seen) >= 5)
+        during = connect_events(client, hydrate)
+    snapshot, rest = during[:4], during[4:]
+    assert [(m["role"], m.get("content")) for m in snapshot[1].data["messages"]][-1] == (
+        "tool", "found it")
+    assert "pendingToolCalls" not in snapshot[2].data["snapshot"]
+    whole = run_events(client, "GET", agui_path(answer))
+    assert [e.data for e in rest] == [e.data for e in whole]
+    assert [e.id for e in rest] == list(range(1, len(whole) + 1))
+    assert rest[0].data["runId"] == answer["runId"] and text_of(rest) == text_of(whole)
+    # With a cursor the client holds the snapshot: the latest run after that event only.
+    resumed = run_events(client, "POST", CONNECT, json=hydrate, headers={"last-event-id": "7"})
+    assert [e.data for e in resumed] == [e.data for e in whole[7:]]
+
+
+def test_connect_to_an_unknown_or_foreign_thread_is_an_empty_thread(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "For alice."}])
+    body = agui_input(forwardedProps={"userKey": "alice"})
+    run_events(client, "POST", RUN, json=body)
+    for thread_id, user in ((body["threadId"], "bob"), (f"t-{uuid.uuid4()}", "alice")):
+        events = connect_events(client, agui_input(thread_id, forwardedProps={"userKey": user}))
+        assert events[1].data["messages"] == [] and "For alice" not in str(events)
+    mine = connect_events(client, agui_input(body["threadId"], forwardedProps={"userKey": "alice"}))
+    assert [m.get("content") for m in mine[1].data["messages"]] == ["hi", "For alice."]

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from ag_ui.core import Event
+from starlette.routing import Route
 
 from ...api.examples import CALL, MESSAGE, RUN, THREAD, T, sse
 from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STORED_CAPS, STREAM_HEADERS, Operation
 from ...protocol import tambo
 from ...protocol.schema_files import Schemas, Union
 from ..base import EventSchema, WireDialect
-from . import routes
+from . import connect, routes
 from .input import GatewayRunInput
 
 EVENTS = EventSchema("AguiEvent", Event)
@@ -42,6 +43,19 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
                       "THREAD_AGENT_MISMATCH",
                       "USER_SCOPE_REQUIRED", *RUN_ERRORS, *STORED_CAPS)),
+    Operation("POST", "/v1/agui/agents/{agent}/connect", "aguiConnectAgent",
+              "Load a thread for an AG-UI 1.0 client (connectAgent, CopilotKit connect)", "agui",
+              description="Takes a `RunAgentInput`; its `threadId` names the thread, its `runId` "
+                          "the snapshot. Answers `RUN_STARTED`, `MESSAGES_SNAPSHOT` (the "
+                          "thread's messages, tool calls and results included), `STATE_SNAPSHOT` "
+                          "(`components`, and `pendingToolCalls` the thread waits for) and "
+                          "`RUN_FINISHED` (1.0: `outcome.pendingToolCallIds`), without SSE ids; "
+                          "then, if a run is active, that run's events from its start, with "
+                          "their ids, live until it ends. With `Last-Event-ID` (or `after`): "
+                          "only the thread's latest run after that event. A thread that does "
+                          "not exist, or is outside the caller's scope, is an empty thread.",
+              body=GatewayRunInput, params=(*KEYS, *REPLAY), stream=EVENTS.name,
+              errors=("AGENT_NOT_FOUND", "THREAD_AGENT_MISMATCH", "INVALID_CURSOR")),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "
                           "live until the run ends. " + AGUI_STREAM,
@@ -87,4 +101,6 @@ SCHEMAS = Schemas(unions=(Union(
     "Any event of an AG-UI 1.0 run stream (POST /v1/agui/agents/{agent}/run, GET "
     "/v1/agui/threads/{threadId}/runs/{runId}): ag-ui-protocol 1.0's `ag_ui.core.Event`."),))
 
-DIALECT = WireDialect("agui", routes.routes, OPERATIONS, EXAMPLES, EVENTS, SCHEMAS)
+ROUTES = [*routes.routes,
+          Route("/v1/agui/agents/{agent}/connect", connect.connect, methods=["POST"])]
+DIALECT = WireDialect("agui", ROUTES, OPERATIONS, EXAMPLES, EVENTS, SCHEMAS)
