@@ -14,7 +14,14 @@ from pydantic import TypeAdapter
 
 from tests.conftest import scripted_env
 from tests.support.inprocess_app import InProcessGateway
-from tests.support.run_stream import agui_path, gateway_ids, open_stream, read_until, slow_turn
+from tests.support.run_stream import (
+    agui_path,
+    gateway_ids,
+    open_stream,
+    read_until,
+    slow_turn,
+    wait_for_status,
+)
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, run_events, text_of
 
@@ -286,3 +293,18 @@ def test_connect_to_an_unknown_or_foreign_thread_is_an_empty_thread(
         assert events[1].data["messages"] == [] and "For alice" not in str(events)
     mine = connect_events(client, agui_input(body["threadId"], forwardedProps={"userKey": "alice"}))
     assert [m.get("content") for m in mine[1].data["messages"]] == ["hi", "For alice."]
+
+
+def test_a_client_from_before_1_0_that_hangs_up_cancels_its_run(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    """CopilotKit's `@ag-ui/client` 0.0.x stops a run only by dropping the connection: with no
+    `onDisconnect` of its own, its run is cancelled then (1.0 clients keep the grace window,
+    and every client may choose with `forwardedProps.onDisconnect`)."""
+    scripted_model.enqueue(slow_turn(400, 0.05))
+    body = agui_input()
+    del body["protocolVersion"]
+    with open_stream(client, "POST", RUN, json=body) as (_, events):
+        read_until(events, lambda seen: any(e.type == "TEXT_MESSAGE_CONTENT" for e in seen))
+    thread_id, run_id = gateway_ids(client, body)  # the replay reads until the run ends
+    final = wait_for_status(client, thread_id, run_id, "cancelled", "completed")
+    assert final["status"] == "cancelled"

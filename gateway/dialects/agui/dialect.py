@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from ag_ui.core import Event
-from starlette.routing import Route
 
 from ...api.examples import CALL, MESSAGE, RUN, THREAD, T, sse
 from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STORED_CAPS, STREAM_HEADERS, Operation
 from ...protocol import tambo
 from ...protocol.schema_files import Schemas, Union
 from ..base import EventSchema, WireDialect
-from . import connect, routes
+from . import routes
 from .input import GatewayRunInput
 
 EVENTS = EventSchema("AguiEvent", Event)
@@ -37,11 +36,15 @@ OPERATIONS: tuple[Operation, ...] = (
                           "`X-Run-Id`). A new thread starts with "
                           "the messages before the last user message; an existing one takes "
                           "the last user message and the `tool` messages or `resume` entries "
-                          "answering its pending tool calls. `forwardedProps` may carry "
-                          "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
+                          "answering its pending tool calls. Image, audio, video and document "
+                          "parts of the user message reach the model as Tambo `resource` "
+                          "blocks do. `forwardedProps` may carry `components`, `userKey` and "
+                          "`onDisconnect` (default `grace`; `cancel` for a client before 1.0, "
+                          "which sends no `protocolVersion`). " + AGUI_STREAM,
               body=GatewayRunInput, params=KEYS, stream=EVENTS.name, headers=STREAM_HEADERS,
               errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
-                      "THREAD_AGENT_MISMATCH",
+                      "THREAD_AGENT_MISMATCH", "ATTACHMENT_TOO_LARGE", "INVALID_ATTACHMENT",
+                      "UNSUPPORTED_ATTACHMENT",
                       "USER_SCOPE_REQUIRED", *RUN_ERRORS, *STORED_CAPS)),
     Operation("POST", "/v1/agui/agents/{agent}/connect", "aguiConnectAgent",
               "Load a thread for an AG-UI 1.0 client (connectAgent, CopilotKit connect)", "agui",
@@ -92,6 +95,21 @@ AGUI_EVENTS = sse([
 ])
 EXAMPLES: dict[str, dict[str, Any]] = {
     "aguiRunAgent": {"request": AGUI_INPUT, "stream": AGUI_EVENTS},
+    "aguiConnectAgent": {"request": {**AGUI_INPUT, "messages": [], "tools": []},
+                         "stream": sse([
+        {"type": "RUN_STARTED", "timestamp": T, "threadId": THREAD, "runId": "connect-1",
+         "protocolVersion": "1.0"},
+        {"type": "MESSAGES_SNAPSHOT", "timestamp": T, "messages": [
+            {"id": "msg-1", "role": "user", "content": "What is the weather in Paris?"},
+            {"id": MESSAGE, "role": "assistant", "content": "Let me check.", "toolCalls": [
+                {"id": CALL, "type": "function", "function": {
+                    "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}]},
+        {"type": "STATE_SNAPSHOT", "timestamp": T, "snapshot": {
+            "components": {}, "pendingToolCalls": [
+                {"toolCallId": CALL, "toolName": "get_weather",
+                 "arguments": "{\"city\": \"Paris\"}"}]}},
+        {"type": "RUN_FINISHED", "timestamp": T, "threadId": THREAD, "runId": "connect-1",
+         "outcome": {"type": "success", "pendingToolCallIds": [CALL]}}])},
     "aguiGetRun": {"stream": AGUI_EVENTS},
     "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
 }
@@ -101,6 +119,4 @@ SCHEMAS = Schemas(unions=(Union(
     "Any event of an AG-UI 1.0 run stream (POST /v1/agui/agents/{agent}/run, GET "
     "/v1/agui/threads/{threadId}/runs/{runId}): ag-ui-protocol 1.0's `ag_ui.core.Event`."),))
 
-ROUTES = [*routes.routes,
-          Route("/v1/agui/agents/{agent}/connect", connect.connect, methods=["POST"])]
-DIALECT = WireDialect("agui", ROUTES, OPERATIONS, EXAMPLES, EVENTS, SCHEMAS)
+DIALECT = WireDialect("agui", routes.routes, OPERATIONS, EXAMPLES, EVENTS, SCHEMAS)

@@ -8,24 +8,36 @@ project*, kept beside the gateway's own ids (`client_id` of the thread and run r
 gateway's ids themselves. So two projects choosing the same ids get two threads that never
 meet, and a project cannot learn that an id is taken elsewhere. Every event and every AG-UI
 path names the client's ids; the response headers (`X-Thread-Id`, `X-Run-Id`) carry the
-gateway's, which the Tambo and Timbal endpoints use for the same thread. A thread is created on
-first use of its `threadId`. A retried request with a `runId` the thread already ran replays
+gateway's, which the Tambo and Timbal endpoints use for the same thread. A thread or run
+without a client's name (made by the Tambo endpoints, or before names existed) answers to its
+own id. A thread is created on first use of its `threadId`. A retried request with a `runId` the thread already ran replays
 that run instead of starting another. A `threadId` of the project outside the caller's user
 scope is answered as if it did not exist (404).
 
 The run is the same run the Tambo endpoints serve, so a stream can be resumed from its cursor
 (`GET /v1/agui/threads/{threadId}/runs/{runId}` with `Last-Event-ID` or `?after=`), and a
 run is cancelled with `DELETE` on the same path; its stream then ends with
-`RUN_FINISHED {outcome: cancelled}`.
+`RUN_FINISHED {outcome: cancelled}`. `POST /v1/agui/agents/{agent}/connect` loads a thread
+(see "connect" below).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    MessagesSnapshotEvent,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    StateSnapshotEvent,
+)
 from sqlalchemy.exc import IntegrityError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,7 +46,15 @@ from starlette.routing import Route
 from ...api.agent_choice import agent_for, check_client_prompt
 from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from ...api.request_limits import check_run_request
-from ...api.runs import cancelled, event_cursor, event_stream, gated
+from ...api.runs import (
+    cancelled,
+    check_attachments,
+    event_cursor,
+    event_stream,
+    gated,
+    run_events,
+    sse_response,
+)
 from ...api.stored_caps import check_thread_room
 from ...api.threads import initial_message_row
 from ...protocol.clock import new_id, now_ms
@@ -42,6 +62,7 @@ from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import RunSpec
 from ...store.tables import RunRow, ThreadRow
 from . import input as agui_input
+from . import snapshot
 from . import translate as agui
 
 
@@ -88,6 +109,7 @@ async def run_agent(request: Request) -> Response:
     if thread is None:
         spec = replace(agui_input.run_spec(body, set(), None), agent=agent.name)
         check_run_request(svc.settings, spec)
+        check_attachments(request, spec)
         thread = await _create_thread(request, project, body, spec, user_key)
         started = await svc.runs.start_on(project, thread, spec, client_run_id=body.run_id,
                                           subjects=quota_subjects(request, thread.user_key))
@@ -96,6 +118,7 @@ async def run_agent(request: Request) -> Response:
         spec = replace(agui_input.run_spec(body, pending, thread.last_completed_run_id),
                        agent=agent.name)
         check_run_request(svc.settings, spec)
+        check_attachments(request, spec)
         started = await svc.runs.start(project, thread, spec, client_run_id=body.run_id,
                                        subjects=quota_subjects(request, thread.user_key))
     return agui_stream(request, thread, started.run)
@@ -162,7 +185,111 @@ async def cancel_run(request: Request) -> Response:
     return await cancelled(request, run, client_ids(thread, run)[1])
 
 
+# -- connect: an AG-UI client (re)loads a thread ------------------------------------------------
+#
+# What `connectAgent()` of `@ag-ui/client` and CopilotKit's runtime `connect` expect: one SSE
+# stream that gives the client the thread as it is, then follows its active run. Its `threadId`
+# names the thread (as for a run); its `runId` names the snapshot.
+#
+# 1. `RUN_STARTED` (the input's `runId`), `MESSAGES_SNAPSHOT` (the thread's messages in AG-UI
+#    shape: `snapshot.py`), `STATE_SNAPSHOT` (its components, and the tool calls it waits for),
+#    `RUN_FINISHED` (for a 1.0 client, `outcome.pendingToolCallIds` when the thread waits for
+#    client tool results). These events carry no SSE id.
+# 2. If a run is active, its own events from its start (the same events, with the same ids, as
+#    `GET /v1/agui/threads/{threadId}/runs/{runId}`), live until it ends. Its output is not in the
+#    snapshot, so nothing arrives twice; its input (the user's message) is.
+#
+# With a cursor (`Last-Event-ID` or `?after=N`), the client already holds the snapshot: the
+# stream is the thread's latest run (active, or the one that just ended) after event N.
+#
+# A thread that does not exist, or that the caller may not see, is an empty thread (no 404): the
+# answer never tells whether a thread id is taken.
+
+
+async def connect(request: Request) -> Response:
+    asked = request.path_params["agent"]
+    agent_for(request, None, asked)  # an unknown agent is a 404 before the body is read
+    body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
+    store = services(request).store
+    scope = user_scope(request, agui_input.forwarded(body, "userKey"))
+    thread = await store.get_thread_by_client_id(project_of(request), body.thread_id)
+    if thread is not None and not may_see(request, thread, scope):
+        thread = None
+    if thread is not None:
+        agent_for(request, thread, asked)  # another agent's thread: 409, as for a run
+    cursor = event_cursor(request)
+    if cursor:
+        return sse_response(request, _latest_run(request, thread, cursor), _headers(thread))
+    return sse_response(request, _thread(request, body, thread), _headers(thread))
+
+
+def _headers(thread: ThreadRow | None) -> dict[str, str]:
+    return {"X-Thread-Id": thread.id} if thread is not None else {}
+
+
+def _active(thread: ThreadRow) -> str | None:
+    return thread.current_run_id if thread.run_status != "idle" else None
+
+
+async def _thread(request: Request, body: RunAgentInput, thread: ThreadRow | None
+                  ) -> AsyncIterator[dict[str, str]]:
+    for event in await _snapshots(request, body, thread):
+        yield {"data": agui.encode(event)}
+    active = _active(thread) if thread is not None else None
+    if thread is not None and active is not None:
+        async for message in _run_after(request, thread, active, 0):
+            yield message
+
+
+async def _snapshots(request: Request, body: RunAgentInput, thread: ThreadRow | None
+                     ) -> list[BaseEvent]:
+    """The thread as it is, framed as a run of its own (the AG-UI verifier wants every event
+    inside one); its output of the active run left to that run's own events."""
+    thread_id, run_id, now = body.thread_id, body.run_id, now_ms()
+    messages, state, pending = [], {}, None
+    if thread is not None:
+        store = services(request).store
+        rows = await store.history(thread.id)
+        active = _active(thread)
+        components = snapshot.rendered(rows, active)
+        current = {c.id: c.state for c in (await store.components_of(thread.id)).values()
+                   if c.state is not None}
+        messages = snapshot.with_component_answers(snapshot.messages(rows, active), components)
+        waiting = thread.pending_tool_calls if active is None else None
+        state = snapshot.state(components, current, waiting)
+        if waiting and body.protocol_version is not None:  # 1.0: the outcome names them
+            pending = [p["toolCallId"] for p in waiting]
+    outcome = (None if body.protocol_version is None
+               else RunFinishedSuccessOutcome(pending_tool_call_ids=pending))
+    events: list[BaseEvent] = [
+        RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION),
+        MessagesSnapshotEvent(messages=messages), StateSnapshotEvent(snapshot=state),
+        RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=outcome)]
+    for event in events:
+        event.timestamp = now
+    return events
+
+
+async def _latest_run(request: Request, thread: ThreadRow | None, cursor: int
+                      ) -> AsyncIterator[dict[str, str]]:
+    run_id = thread and (_active(thread) or thread.last_completed_run_id)
+    if thread is not None and run_id:
+        async for message in _run_after(request, thread, run_id, cursor):
+            yield message
+
+
+async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: int
+                     ) -> AsyncIterator[dict[str, str]]:
+    run = await services(request).store.get_run(run_id)
+    if run is None:
+        return
+    dialect = functools.partial(agui.AguiDialect, protocol_version(run), client_ids(thread, run))
+    async for message in run_events(request, run.id, after, dialect, agui.encode):
+        yield message
+
+
 routes = [
+    Route("/v1/agui/agents/{agent}/connect", connect, methods=["POST"]),
     Route("/v1/agui/agents/{agent}/run", run_agent, methods=["POST"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", cancel_run, methods=["DELETE"]),
