@@ -269,7 +269,9 @@ def test_connect_hydrates_a_thread_then_follows_its_active_run(
                            "content": "found it"}]
     with open_stream(client, "POST", RUN, json=answer) as (_, live):
         read_until(live, lambda seen: len(seen) >= 5)
+        status = client.get(f"/v1/agui/threads/{paused['threadId']}").json()
         during = connect_events(client, hydrate)
+    assert status == {"threadId": paused["threadId"], "running": True, "runId": answer["runId"]}
     snapshot, rest = during[:4], during[4:]
     assert [(m["role"], m.get("content")) for m in snapshot[1].data["messages"]][-1] == (
         "tool", "found it")
@@ -281,6 +283,7 @@ def test_connect_hydrates_a_thread_then_follows_its_active_run(
     # With a cursor the client holds the snapshot: the latest run after that event only.
     resumed = run_events(client, "POST", CONNECT, json=hydrate, headers={"last-event-id": "7"})
     assert [e.data for e in resumed] == [e.data for e in whole[7:]]
+    assert client.get(f"/v1/agui/threads/{paused['threadId']}").json()["running"] is False
 
 
 def test_connect_to_an_unknown_or_foreign_thread_is_an_empty_thread(

@@ -12,7 +12,7 @@ from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STORED_CAPS, STREAM_HEADERS, O
 from ...protocol import tambo
 from ...protocol.schema_files import Schemas, Union
 from ..base import EventSchema, WireDialect
-from . import routes
+from . import routes, snapshot
 from .input import GatewayRunInput
 
 EVENTS = EventSchema("AguiEvent", Event)
@@ -59,6 +59,13 @@ OPERATIONS: tuple[Operation, ...] = (
                           "not exist, or is outside the caller's scope, is an empty thread.",
               body=GatewayRunInput, params=(*KEYS, *REPLAY), stream=EVENTS.name,
               errors=("AGENT_NOT_FOUND", "THREAD_AGENT_MISMATCH", "INVALID_CURSOR")),
+    Operation("GET", "/v1/agui/threads/{thread_id}", "aguiGetThreadStatus",
+              "Whether a run is active on an AG-UI thread", "agui",
+              description="By the client's ids: `running`, and the active run's `runId` (to "
+                          "cancel it with `DELETE /v1/agui/threads/{threadId}/runs/{runId}`). A "
+                          "thread that does not exist, or is outside the caller's scope, reads "
+                          "as idle.",
+              params=KEYS, result=snapshot.ThreadStatus),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "
                           "live until the run ends. " + AGUI_STREAM,
@@ -110,6 +117,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                  "arguments": "{\"city\": \"Paris\"}"}]}},
         {"type": "RUN_FINISHED", "timestamp": T, "threadId": THREAD, "runId": "connect-1",
          "outcome": {"type": "success", "pendingToolCallIds": [CALL]}}])},
+    "aguiGetThreadStatus": {"response": {"threadId": THREAD, "running": True, "runId": RUN}},
     "aguiGetRun": {"stream": AGUI_EVENTS},
     "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
 }

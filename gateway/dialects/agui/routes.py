@@ -40,7 +40,7 @@ from ag_ui.core import (
 )
 from sqlalchemy.exc import IntegrityError
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...api.agent_choice import agent_for, check_client_prompt
@@ -60,6 +60,7 @@ from ...api.threads import initial_message_row
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import RunSpec
+from ...protocol.tambo import wire
 from ...store.tables import RunRow, ThreadRow
 from . import input as agui_input
 from . import snapshot
@@ -179,6 +180,22 @@ async def get_run(request: Request) -> Response:
     return agui_stream(request, thread, run, event_cursor(request))
 
 
+async def thread_status(request: Request) -> Response:
+    """Whether a run is active on the thread, and which: a thread the caller may not see, or
+    none, reads as idle (as `connect` reads it as empty)."""
+    thread_id = request.path_params["thread_id"]
+    store = services(request).store
+    thread = await store.get_thread_by_client_id(project_of(request), thread_id)
+    if thread is not None and not may_see(request, thread, user_scope(request),
+                                          scope_optional=True):
+        thread = None
+    active = _active(thread) if thread is not None else None
+    run = await store.get_run(active) if active is not None else None
+    status = snapshot.ThreadStatus(threadId=thread_id, running=run is not None,
+                                   runId=client_ids(thread, run)[1] if thread and run else None)
+    return JSONResponse(wire(status))
+
+
 async def cancel_run(request: Request) -> Response:
     """Cancel the run (idempotent), as `DELETE /v1/threads/{id}/runs/{runId}` does."""
     thread, run = await agui_run(request)
@@ -291,6 +308,7 @@ async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: in
 routes = [
     Route("/v1/agui/agents/{agent}/connect", connect, methods=["POST"]),
     Route("/v1/agui/agents/{agent}/run", run_agent, methods=["POST"]),
+    Route("/v1/agui/threads/{thread_id}", thread_status, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", cancel_run, methods=["DELETE"]),
 ]

@@ -31,9 +31,19 @@ from ag_ui.core import (
 )
 
 from ...protocol import timbal
+from ...protocol.tambo import WireModel
 from .translate import COMPONENTS
 
 PENDING = "pendingToolCalls"  # the member of the snapshot state naming the calls to answer
+
+
+class ThreadStatus(WireModel):
+    """Whether a run is active on an AG-UI thread (`GET /v1/agui/threads/{threadId}`), and
+    which, by the client's ids: what a runner reads for `isRunning` and before a `stop`."""
+
+    threadId: str
+    running: bool
+    runId: str | None = None
 
 
 class StoredMessage(Protocol):
