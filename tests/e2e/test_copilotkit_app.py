@@ -300,8 +300,8 @@ def test_a_reloaded_page_shows_the_conversation_after_a_runtime_restart_and_stop
     for i in range(1, 80):
         counting += [{"delay": 0.15}, {"content": f"{i}, "}]
     scripted_model.enqueue(stream_turn(*counting))
-    clean(browser.step("send", text="Count slowly.", until={"text": "Counting: 3,", "idle": False}))
-    stopped = clean(browser.step("stop", until={"text": "Counting: 3,"},
+    clean(browser.step("send", text="Count slowly.", until={"text": "Counting: 1, 2, 3,", "idle": False}))
+    stopped = clean(browser.step("stop", until={"text": "Counting: 1, 2, 3,"},
                                  screenshot=str(shots / "31-stopped.png")))
     assert stopped["status"] == "Ready"
 
