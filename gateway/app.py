@@ -25,6 +25,8 @@ from .config import Settings, load_settings
 from .dialects import registry
 from .engine.agents import Agent
 from .engine.agents_file import registry_for
+from .observability import metrics
+from .observability.http_metrics import HttpMetricsMiddleware
 from .observability.logs import RequestIdMiddleware, configure_levels
 from .services import open_services
 from .shutdown import DrainOnSignals
@@ -37,9 +39,10 @@ GC_THRESHOLDS = (20_000, 50, 100)
 
 # Outside the server-error handler, in this order: the request id and every response's own
 # headers (so the guard's refusals, CORS preflights and the 500 of an unexpected error carry
-# them, and their log lines name the request), the development-mode guard (so a foreign
+# them, and their log lines name the request), the HTTP metrics (which count those too), the
+# development-mode guard (so a foreign
 # origin's preflight is refused, not answered), then CORS.
-OUTERMOST = (RequestIdMiddleware, DevelopmentGuard, CORSMiddleware)
+OUTERMOST = (RequestIdMiddleware, HttpMetricsMiddleware, DevelopmentGuard, CORSMiddleware)
 
 
 class CorsOutermost(Starlette):
@@ -114,6 +117,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
             finally:
                 if signals is not None:
                     signals.uninstall()
+                metrics.process_exited()
 
     app = CorsOutermost(
         routes=[*operations.routes,
@@ -121,6 +125,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes, *agents_api.routes],
         middleware=[Middleware(RequestIdMiddleware),
+                    Middleware(HttpMetricsMiddleware),
                     Middleware(DevelopmentGuard, settings=settings),
                     Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                                allow_methods=["*"], allow_headers=["*"],

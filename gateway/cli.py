@@ -1,4 +1,4 @@
-"""`gateway serve | migrate | config | openapi | keys | agents | usage`.
+"""`gateway serve | migrate | config | openapi | keys | agents | usage`, and `--version`.
 
 Every way start-up can fail for a reason the operator must fix (a bad setting, a port in use,
 a database that cannot be reached or migrated) ends the process at once with one line on stderr
@@ -37,6 +37,7 @@ class UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"gateway {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host", default="127.0.0.1")
@@ -63,6 +64,17 @@ def _parser() -> argparse.ArgumentParser:
     openapi.add_argument("--check", action="store_true",
                          help="only report stale files; exit 1 if any")
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (`pyproject.toml`), or `unknown` when the source
+    is run without being installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gateway")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _one_line(exc: BaseException, secret: str | None) -> str:
@@ -154,6 +166,21 @@ def check_agents(settings: Settings) -> None:
         raise UsageError(f"invalid {what} {error}") from None
 
 
+def check_model(settings: Settings) -> None:
+    """`GATEWAY_MODEL_ADAPTER=direct` with a model it cannot serve, refused before anything
+    starts, in one line saying why (inside the app's start-up, uvicorn would only say that
+    the start-up failed). Only then is litellm imported this early: it decides the provider."""
+    if settings.model_adapter != "direct":
+        return
+    from .engine.adapters import AdapterError, adapter_for, load_litellm
+
+    load_litellm()
+    try:
+        adapter_for(settings)
+    except AdapterError as error:
+        raise UsageError(str(error)) from None
+
+
 def serve_workers(settings: Settings, host: str, port: int, log_level: str,
                   workers: int) -> int:
     """`--workers N`: uvicorn's supervisor and N worker processes sharing one socket, each with
@@ -169,6 +196,7 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
                          "GATEWAY_DATABASE_URL=postgresql://... (SQLite serves one worker)")
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
+    shared_metrics_directory()
     # Each worker reads its settings again: pass the command-line overrides on.
     os.environ["GATEWAY_DATABASE_URL"] = settings.database_url
     os.environ["GATEWAY_MODEL"] = settings.model
@@ -179,6 +207,30 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
                 fd=sock.fileno(), log_level=log_level, log_config=None,
                 timeout_graceful_shutdown=5)
     return 0
+
+
+def shared_metrics_directory() -> str:
+    """Prometheus multiprocess mode for `--workers`: each worker writes its samples under one
+    directory, and whichever worker a scrape reaches answers for all of them. The operator's
+    PROMETHEUS_MULTIPROC_DIR is used (emptied: old samples would be counted again), else a
+    new temporary one."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from .observability.metrics import MULTIPROCESS_DIR
+
+    given = os.environ.get(MULTIPROCESS_DIR)
+    if given:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        for stale in Path(given).glob("*.db"):
+            stale.unlink()
+        return given
+    directory = tempfile.mkdtemp(prefix="gateway-metrics-")
+    os.environ[MULTIPROCESS_DIR] = directory
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
 
 
 def quiet_startup_failure(app: Any) -> Any:
@@ -265,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(prepare_database(settings.database_url))
             return usage_cli.run(settings, args)
         check_agents(settings)
+        check_model(settings)
         check_exposure(settings, args.host)
         if args.workers < 1:
             raise UsageError("--workers must be at least 1")

@@ -81,6 +81,39 @@ def normalise_database_url(raw: str) -> str:
                      + ", ".join(DATABASE_URL_FORMS))
 
 
+def existing_sqlite_directory(url: str) -> str:
+    """An SQLite URL whose file is in a directory that exists (or the default `./data`, which
+    a first `gateway serve` creates): a typo in a path must not quietly start an empty
+    database somewhere else."""
+    prefix = "sqlite+aiosqlite:///"
+    if not url.startswith(prefix) or url == default_database_url():
+        return url
+    path = url.removeprefix(prefix).split("?", 1)[0]
+    if path and path != ":memory:" and not Path(path).parent.is_dir():
+        raise ValueError(f"the directory {str(Path(path).parent)!r} of the SQLite file does "
+                         "not exist (create it first, or fix the path)")
+    return url
+
+
+_ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/?#@\s]+$", re.IGNORECASE)
+
+
+def parse_origins(raw: Any) -> Any:
+    """`*` or browser origins (`scheme://host[:port]`, what a browser sends in `Origin`): an
+    entry that is not one would never match any request, so it is refused at start-up."""
+    origins = _comma_list(raw)
+    if not isinstance(origins, tuple):
+        return origins
+    checked = []
+    for origin in origins:
+        origin = origin.removesuffix("/")
+        if origin != "*" and not _ORIGIN.match(origin):
+            raise ValueError(f"{origin!r} is not an origin: `*` or scheme://host[:port] "
+                             "(e.g. https://app.example.com), comma-separated")
+        checked.append(origin)
+    return tuple(checked)
+
+
 class FallbackModel(BaseModel):
     """One entry of `GATEWAY_MODEL_FALLBACKS`."""
 
@@ -121,7 +154,9 @@ class Settings(BaseSettings):
     database_url: str = Field(
         default_factory=default_database_url,
         description="SQLAlchemy async URL of the database: `sqlite+aiosqlite:///path` or "
-                    "`postgresql+asyncpg://user:password@host/db`. Default: `./data/gateway.db`.",
+                    "`postgresql+asyncpg://user:password@host/db`. Default: `./data/gateway.db` (its "
+                    "directory made on first start); any other SQLite file's directory must "
+                    "exist.",
         json_schema_extra={"secret_parts": "password"})
     database_pool_size: int = Field(
         10, ge=1, le=1000,
@@ -130,7 +165,8 @@ class Settings(BaseSettings):
                     "`max_connections`. Not used with SQLite.")
     redis_url: str | None = Field(
         None, json_schema_extra={"secret_parts": "password"},
-        description="`redis://host:port/db`: live tails, cancels and state updates across "
+        description="`redis://[:password@]host:port/db` (`gateway config` masks the "
+                    "password): live tails, cancels and state updates across "
                     "processes go through Redis (streams and pub/sub). Unset: processes "
                     "sharing a database follow each other's runs by polling it, and on "
                     "PostgreSQL send cancels and state updates by LISTEN/NOTIFY.")
@@ -145,7 +181,8 @@ class Settings(BaseSettings):
     model_adapter: Literal["auto", "litellm", "direct"] = Field(
         "auto", description="How streamed model calls are made: `direct` reads an "
                             "OpenAI-compatible chat-completions stream itself (far less CPU per "
-                            "token), `litellm` goes through litellm, `auto` uses `direct` for "
+                            "token; a model it cannot serve stops `gateway serve` with the "
+                            "reason), `litellm` goes through litellm, `auto` uses `direct` for "
                             "providers litellm knows as OpenAI-compatible and litellm otherwise.")
     model_fallbacks: Annotated[tuple[FallbackModel, ...], NoDecode] = Field(
         (), json_schema_extra={"secret_parts": "api_key"},
@@ -297,8 +334,10 @@ class Settings(BaseSettings):
         30.0, gt=0, description="A run whose process died is failed and its thread unlocked "
                                 "after this long.")
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
-        ("*",), description="Origins allowed to call the API from a browser, comma-separated; "
-                            "`*` allows any; an origin not listed gets no CORS headers.")
+        ("*",), description="Origins allowed to call the API from a browser, comma-separated "
+                            "`scheme://host[:port]` (as browsers send them; anything else is "
+                            "refused at start-up); `*` allows any; an origin not listed gets "
+                            "no CORS headers.")
     log_format: Literal["auto", "json", "text"] = Field(
         "auto", description="`json`: one JSON object per log line (with `request_id` and "
                             "`run_id`); `text`: plain lines; `auto`: text when stderr is a "
@@ -360,7 +399,7 @@ class Settings(BaseSettings):
 
     _parse_api_keys = field_validator("api_keys", mode="before")(
         lambda raw: parse_api_keys(raw) if isinstance(raw, str) else raw)
-    _parse_origins = field_validator("cors_origins", mode="before")(_comma_list)
+    _parse_origins = field_validator("cors_origins", mode="before")(parse_origins)
     _parse_models = field_validator("models", mode="before")(_comma_list)
     _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)
@@ -372,7 +411,8 @@ class Settings(BaseSettings):
             raise ValueError("GATEWAY_OIDC_ISSUERS needs an audience: a token issued for "
                              "another application must not sign its users in here")
         return audience
-    _normalise_database_url = field_validator("database_url")(normalise_database_url)
+    _normalise_database_url = field_validator("database_url")(
+        lambda raw: existing_sqlite_directory(normalise_database_url(raw)))
 
     @field_validator("development_mode")
     @classmethod

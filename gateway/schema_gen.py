@@ -1,5 +1,5 @@
-"""`gateway openapi`: regenerate `openapi/openapi.json`, `schemas/`, `docs/settings.md` and
-`docs/errors.md`.
+"""`gateway openapi`: regenerate `openapi/openapi.json`, `schemas/`, `docs/settings.md`,
+`docs/errors.md` and `deploy/gateway.env`.
 
 Both are checked in so front-end teams can generate clients and validate payloads without
 running the server; CI regenerates them in memory and fails when the checked-in copies differ.
@@ -18,7 +18,7 @@ from .api.spec import operation_keys
 from .dialects import registry
 from .problems_report import PROBLEMS_PATH, problems_markdown
 from .protocol.schema_files import schema_files
-from .settings_report import REFERENCE_PATH, reference_markdown
+from .settings_report import ENV_FILE_PATH, REFERENCE_PATH, env_file_text, reference_markdown
 
 COMMAND = "gateway openapi"
 GENERATED_DIRS = ("openapi", "schemas")
@@ -31,6 +31,7 @@ def generated_files() -> dict[str, str]:
                   for path, text in schema_files(d.schemas for d in registry.DIALECTS).items()})
     files[REFERENCE_PATH] = reference_markdown()
     files[PROBLEMS_PATH] = problems_markdown()
+    files[ENV_FILE_PATH] = env_file_text()
     return files
 
 

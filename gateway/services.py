@@ -24,13 +24,12 @@ from .api.identity import IdentityProviders
 from .api.keyring import KeyRing
 from .backends import open_backend
 from .config import DEMO_MODEL, Settings
-from .engine.adapters import model_adapter
-from .engine.agents import AgentRegistry
+from .engine.adapters import AdapterError, adapter_for, load_litellm, model_adapter
+from .engine.agents import AgentDefaults, AgentRegistry
 from .engine.agents_file import registry_for
 from .engine.assist import CompletionModel
 from .engine.direct_model import DirectModel
 from .engine.loop import Model, ServerToolSpec
-from .engine.routed_model import Deployment
 from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
 from .observability import tracing
@@ -86,7 +85,9 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         backend = open_backend(settings, store, timings)
         stack.push_async_callback(backend.close)
         setup = LoopSetup(served, settings.model, server_tools, agents,
-                          await agent_tools(settings, agents, stack))
+                          await agent_tools(settings, agents, stack),
+                          agent_models(settings, agents, stack) if model is None else {})
+        check_subagent_names(setup)
         manager = RunManager(store, setup, backend, RunLimits.from_settings(settings), timings)
         manager.components.max_state_bytes = settings.max_component_state_bytes
         stack.push_async_callback(manager.shutdown)
@@ -107,12 +108,11 @@ async def _open_store(settings: Settings, stack: contextlib.AsyncExitStack) -> S
 
 async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> ServedModel:
     """The configured model adapter (measured by the runs' loop hooks, `runs/run_hooks.py`)."""
-    adapter = model_adapter(
-        settings.model, settings.model_api_base,
-        settings.model_api_key.get_secret_value() if settings.model_api_key else None,
-        settings.model_adapter,
-        [Deployment(f.model, f.api_base, f.api_key.get_secret_value() if f.api_key else None)
-         for f in settings.model_fallbacks], settings.model_retries)
+    try:
+        adapter = adapter_for(settings)
+    except AdapterError as error:  # an embedding app's start-up: say why, in one line
+        log.error("cannot start: %s", error)
+        raise
     if isinstance(adapter, DirectModel):
         stack.push_async_callback(adapter.aclose)
     return adapter
@@ -157,22 +157,6 @@ async def _warn_about_defaults(services: Services) -> None:
                     "real LLM. Set GATEWAY_MODEL to use a real one.", DEMO_MODEL)
 
 
-def load_litellm() -> None:
-    """Import litellm once, offline: no cost-map download, no `.env` loading."""
-    import os
-
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-    import litellm  # noqa: F401  (about 5 s; done at start-up, never per request)
-
-    from .engine import demo_model
-
-    demo_model.register()
-    litellm.suppress_debug_info = True
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):  # one INFO line per request
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
 async def open_server_tools(settings: Settings, stack: contextlib.AsyncExitStack
                             ) -> dict[str, ServerToolSpec]:
     """The project's server tools: Python functions (GATEWAY_TOOLS) and MCP servers (closed
@@ -202,6 +186,40 @@ async def _server_tools(settings: Settings, stack: contextlib.AsyncExitStack
                 raise ValueError(f"MCP tool {name!r} has the name of a Python server tool")
             tools[name] = spec
     return tools
+
+
+def agent_models(settings: Settings, agents: AgentRegistry,
+                 stack: contextlib.AsyncExitStack) -> dict[str, Model]:
+    """The model object of each agent whose fallbacks are not the environment's: its model
+    and its own `fallbacks`, through litellm's Router (as `GATEWAY_MODEL_FALLBACKS` are), so a
+    failure before the stream's content moves on down the agent's list. Every other agent
+    streams through the configured adapter (with the environment's fallbacks, on the
+    environment's model)."""
+    inherited = AgentDefaults.from_settings(settings).fallbacks
+    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
+    models: dict[str, Model] = {}
+    for agent in agents:
+        on_configured = agent.model == settings.model
+        if agent.fallbacks == (inherited if on_configured else ()):
+            continue
+        adapter = model_adapter(agent.model, settings.model_api_base, key,
+                                settings.model_adapter, agent.fallbacks, settings.model_retries)
+        if isinstance(adapter, DirectModel):
+            stack.push_async_callback(adapter.aclose)
+        models[agent.name] = adapter
+        log.info("agent %s: model %s, fallbacks %s", agent.name, agent.model,
+                 ", ".join(f.model for f in agent.fallbacks) or "none")
+    return models
+
+
+def check_subagent_names(setup: LoopSetup) -> None:
+    """A sub-agent is offered to its calling agent's model under its own name: none of that
+    agent's server tools (its Python tools, its MCP servers') may have the same name."""
+    for agent in setup.agents or ():
+        taken = set(agent.subagents) & set(setup.tools_of(agent))
+        if taken:
+            raise ValueError(f"agent {agent.name}: its sub-agent {sorted(taken)[0]!r} has the "
+                             "name of one of its server tools")
 
 
 async def agent_tools(settings: Settings, agents: AgentRegistry,

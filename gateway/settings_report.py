@@ -22,16 +22,20 @@ from .config import Settings, env_name
 
 MASK = "****"
 REFERENCE_PATH = "docs/settings.md"
+ENV_FILE_PATH = "deploy/gateway.env"
+_SECRET_QUERY_NAMES = {"password", "pass", "pwd", "token", "access_token", "api_key", "key"}
 _TYPE_NAMES = {str: "text", int: "integer", float: "number", SecretStr: "secret text",
                dict: "key list", tuple: "comma-separated list"}
 
 
 def mask_url(url: str) -> str:
-    """A URL with its password (and a bare token in the user part) replaced by `****`.
+    """A URL with its password (and a bare token in the user part) replaced by `****`, and so
+    is a `password=` in its query (`redis://host/0?password=...`).
 
     SQLAlchemy's own renderer is used for database URLs, so a URL it parses is masked exactly as
     it would connect; anything else falls back to a plain URL split.
     """
+    url = _mask_query_password(url)
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -44,6 +48,17 @@ def mask_url(url: str) -> str:
     userinfo, host = parts.netloc.rsplit("@", 1)
     user = userinfo.split(":", 1)[0]
     return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+
+
+def _mask_query_password(url: str) -> str:
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    query = "&".join(
+        f"{name}={MASK}" if name.lower() in _SECRET_QUERY_NAMES else item
+        for item in parts.query.split("&")
+        for name in [item.split("=", 1)[0]])
+    return urlunsplit(parts._replace(query=query))
 
 
 def shown_value(name: str, value: Any) -> str:
@@ -61,9 +76,11 @@ def shown_value(name: str, value: Any) -> str:
                 f.api_key and f"api_key={MASK}") if part)
             for f in value)
     if isinstance(value, tuple):
-        return ",".join(value)
-    if name in ("database_url", "model_api_base"):
-        return mask_url(str(value))
+        return ",".join(mask_url(item) if "://" in item else item for item in value)
+    if isinstance(value, str) and "://" in value:
+        # Any URL may carry a password (the database's, Redis's `redis://:pw@host`, a proxy's
+        # `user:token@` in an api base): every one is masked, not a list of known fields.
+        return mask_url(value)
     return str(value)
 
 
@@ -124,3 +141,18 @@ def reference_markdown() -> str:
         rows.append(f"| `{env_name(name)}` | {_type_name(field)} | {_default(field)} | "
                     f"{_range(field)} | {meaning} |")
     return "\n".join(rows) + "\n"
+
+
+def env_file_text() -> str:
+    """`deploy/gateway.env`: every setting, commented out at its default, for compose's and
+    Kubernetes' `env_file`/ConfigMap; uncomment what you set. Generated like the reference."""
+    lines = ["# Every gateway setting, for `env_file:` in compose.yaml (and deploy/kubernetes/).",
+             "# Generated from gateway/config.py by `gateway openapi`; the meaning of each is",
+             "# docs/settings.md. Uncomment and set what you need; keep secrets out of version",
+             "# control (this file is a template: copy it, or pass secrets from the environment).",
+             ""]
+    for name, field in Settings.model_fields.items():
+        default = _default(field).strip("`")
+        shown = "" if default in ("unset", "see meaning") else default
+        lines.append(f"# {env_name(name)}={shown}")
+    return "\n".join(lines) + "\n"

@@ -10,11 +10,11 @@ or while the process drains for shutdown. What is pinged is the backend's
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..observability.metrics import exposition
 from ..protocol.problems import Problem
 from ..runs.backend import Unreachable
 from .context import services
@@ -37,7 +37,8 @@ async def ready(request: Request) -> Response:
 
 
 async def metrics(_: Request) -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    body, media_type = exposition()
+    return Response(body, media_type=media_type)
 
 
 routes = [

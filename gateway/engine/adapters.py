@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .direct_model import DirectModel
 from .model import LiteLLMModel
 from .routed_model import Deployment, RoutedModel
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 Adapter = Literal["auto", "litellm", "direct"]
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -29,10 +32,24 @@ class AdapterError(ValueError):
     """`GATEWAY_MODEL_ADAPTER=direct` for a model the direct adapter cannot reach."""
 
 
+def load_litellm() -> None:
+    """Import litellm once, offline: no cost-map download, no `.env` loading."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+    import litellm  # noqa: F401  (about 5 s; done at start-up, never per request)
+
+    from . import demo_model
+
+    demo_model.register()
+    litellm.suppress_debug_info = True
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):  # one INFO line per request
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def model_adapter(model: str, api_base: str | None, api_key: str | None,
                   adapter: Adapter = "auto", fallbacks: Sequence[Deployment] = (),
                   retries: int = 0) -> LiteLLMModel | DirectModel:
-    """The adapter for `model`; litellm must already be imported (`services.load_litellm`).
+    """The adapter for `model`; litellm must already be imported (`load_litellm`).
 
     With fallbacks or retries, litellm's Router makes the streamed calls (`RoutedModel`):
     resilience is bought with litellm's cost per token, so `direct` cannot be combined with it.
@@ -55,6 +72,17 @@ def model_adapter(model: str, api_base: str | None, api_key: str | None,
         raise AdapterError(f"GATEWAY_MODEL_ADAPTER=direct cannot serve {model!r}: {reason}")
     log.info("model %s streams through litellm (%s)", model, reason)
     return fallback
+
+
+def adapter_for(settings: Settings) -> LiteLLMModel | DirectModel:
+    """The adapter the settings ask for, or `AdapterError` (one line). Holds nothing open
+    until its first call, so `gateway serve` can check it before starting anything."""
+    return model_adapter(
+        settings.model, settings.model_api_base,
+        settings.model_api_key.get_secret_value() if settings.model_api_key else None,
+        settings.model_adapter,
+        [Deployment(f.model, f.api_base, f.api_key.get_secret_value() if f.api_key else None)
+         for f in settings.model_fallbacks], settings.model_retries)
 
 
 def _direct(model: str, api_base: str | None, api_key: str | None, fallback: LiteLLMModel

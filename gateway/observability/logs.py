@@ -26,9 +26,16 @@ request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request
 run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("run_id", default=None)
 
 REQUEST_ID_HEADER = "x-request-id"
+RUN_ID_HEADER = "x-run-id"
 # An incoming id is echoed into logs and headers: only short, plain tokens are trusted.
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# Fields libraries add that carry nothing for a log pipeline: uvicorn's `color_message` (the
+# message again, with ANSI escapes).
+_DROPPED = {"color_message"}
+# A value whose only text is its address (`<object object at 0x7f...>`, a library's sentinel
+# such as litellm's `litellm_redacted`): noise, and different on every line.
+_ADDRESS_ONLY = re.compile(r"^<[\w. ]+ at 0x[0-9a-fA-F]+>$")
 
 
 class ContextFilter(logging.Filter):
@@ -41,7 +48,8 @@ class ContextFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: what log collectors parse without a custom grammar."""
+    """One JSON object per line: what log collectors parse without a custom grammar. A field
+    without a value (no request or run id outside of them) is left out, not written `null`."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -49,13 +57,15 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
-            "request_id": getattr(record, "request_id", None),
-            "run_id": getattr(record, "run_id", None),
         }
-        for key, value in vars(record).items():  # `extra=` fields
-            if key not in _RESERVED and key not in line:
-                line[key] = value if isinstance(value, (str, int, float, bool, type(None))) \
-                    else repr(value)
+        for key, value in vars(record).items():  # the ids, and `extra=` fields
+            if key in _RESERVED or key in _DROPPED or key in line or value is None:
+                continue
+            if not isinstance(value, (str, int, float, bool)):
+                value = repr(value)
+                if _ADDRESS_ONLY.match(value):
+                    continue
+            line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
         return json.dumps(line, ensure_ascii=False)
@@ -125,6 +135,10 @@ class RequestIdMiddleware:
                 headers = MutableHeaders(scope=message)
                 headers[REQUEST_ID_HEADER] = rid
                 headers["x-content-type-options"] = "nosniff"
+                # The server logs its access line as it sends this: a run request's line
+                # names the run it started (its `X-Run-Id`).
+                if RUN_ID_HEADER in headers:
+                    run_id.set(headers[RUN_ID_HEADER])
             await send(message)
 
         await self.app(scope, receive, send_with_id)

@@ -9,26 +9,40 @@ are bounded sets (run status, error code, store operation), never ids.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 from . import tracing
 
 RUNS_STARTED = Counter("gateway_runs_started", "Runs started by this process.")
 RUNS_ENDED = Counter("gateway_runs_ended", "Runs ended by this process, by final status and "
                      "error code (empty when none).", ["status", "code"])
-ACTIVE_RUNS = Gauge("gateway_active_runs", "Runs executing in this process.")
-ACTIVE_SUBSCRIBERS = Gauge("gateway_active_subscribers", "Clients reading a run's event stream.")
+# Gauges under `--workers`: the sum over the live workers.
+ACTIVE_RUNS = Gauge("gateway_active_runs", "Runs executing in this process.",
+                    multiprocess_mode="livesum")
+ACTIVE_SUBSCRIBERS = Gauge("gateway_active_subscribers", "Clients reading a run's event stream.",
+                           multiprocess_mode="livesum")
 STARTS_WAITING = Gauge("gateway_starts_waiting", "Run requests waiting for their turn to start "
-                       "(GATEWAY_START_CONCURRENCY).")
+                       "(GATEWAY_START_CONCURRENCY).", multiprocess_mode="livesum")
 TIME_TO_FIRST_TOKEN = Histogram(
     "gateway_time_to_first_token_seconds",
     "From a model call to its first streamed content (text, reasoning or tool call).",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64))
-TOKENS_STREAMED = Counter("gateway_tokens_streamed", "Content chunks streamed from the model.")
+TOKENS_STREAMED = Counter("gateway_tokens_streamed", "Content chunks (not tokens: a provider "
+                          "may send several tokens in one) streamed from the model; tokens "
+                          "are `gateway_model_tokens`.")
 MODEL_ERRORS = Counter("gateway_model_errors", "Failed model calls, by error code.", ["code"])
 TOKENS_PER_SECOND = Histogram(
     "gateway_model_tokens_per_second",
@@ -60,6 +74,27 @@ MODEL_COST = Counter(
     ["agent", "model"])
 REFUSALS = Counter("gateway_refusals", "Requests refused before a run started, by code "
                    "(shutting down, payload too large, a quota).", ["code"])
+
+
+# Set (by `gateway serve --workers N`, or by the operator) when several processes serve one
+# port: each writes its samples to files there, and any of them answers a scrape for all.
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def exposition() -> tuple[bytes, str]:
+    """The Prometheus text of this process, or of every worker sharing `MULTIPROCESS_DIR`
+    (whichever one the scrape reached), and its content type."""
+    if not os.environ.get(MULTIPROCESS_DIR):
+        return generate_latest(), CONTENT_TYPE_LATEST
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def process_exited() -> None:
+    """A worker's gauges leave the sums when it stops."""
+    if os.environ.get(MULTIPROCESS_DIR):
+        multiprocess.mark_process_dead(os.getpid())
 
 
 class ModelCallMeter:

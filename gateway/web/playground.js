@@ -4,6 +4,13 @@
 //
 // Two views of one stream: the rendered conversation (built from the thread's REST messages,
 // then updated by each event) and the raw events with their ids.
+//
+// Keeping up with a fast stream (real models send 50-150 tokens a second): events only change
+// the page's state, and the page is redrawn at most once per animation frame; the read loop
+// gives the browser a turn after each chunk it reads, so a click (Cancel) is handled at once
+// whatever the stream's speed.
+
+import { agentQuery, initAgentPicker } from "/web/agent_picker.js";
 
 const $ = (id) => document.getElementById(id);
 const stored = (key, fallback) => localStorage.getItem(`playground.${key}`) ?? fallback;
@@ -95,7 +102,18 @@ async function readSse(response, onEvent, onComment) {
       }
       if (data.length) onEvent({ id, data: JSON.parse(data.join("\n")) });
     }
+    await nextTask();  // input events (a click on Cancel) come before the next chunk
   }
+}
+
+/** Resolves after the browser has had a turn (its queued input and rendering tasks). */
+function nextTask() {
+  if (globalThis.scheduler?.yield) return globalThis.scheduler.yield();
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(null);
+  });
 }
 
 // -- runs -------------------------------------------------------------------------------------
@@ -114,7 +132,7 @@ async function startRun(message) {
   const user = $("user-key").value.trim();
   if (user) body.userKey = user;
   if (thread?.lastCompletedRunId) body.previousRunId = thread.lastCompletedRunId;
-  const path = thread ? `/v1/threads/${thread.id}/runs` : "/v1/threads/runs";
+  const path = thread ? `/v1/threads/${thread.id}/runs` : `/v1/threads/runs${agentQuery()}`;
   await stream("POST", path, body, "started");
 }
 
@@ -198,7 +216,7 @@ function onEvent({ id, data: event }) {
   }
   rawEvent(id, event);
   applyEvent(event);
-  renderConversation();
+  scheduleConversation();
 }
 
 function message(id, role = "assistant") {
@@ -364,6 +382,18 @@ function el(tag, attrs = {}, ...children) {
 
 const pretty = (value) => JSON.stringify(value, null, 2);
 
+let conversationQueued = false;
+
+/** Redraws the conversation on the next animation frame, once however many events came. */
+function scheduleConversation() {
+  if (conversationQueued) return;
+  conversationQueued = true;
+  requestAnimationFrame(() => {
+    conversationQueued = false;
+    renderConversation();
+  });
+}
+
 function renderConversation() {
   const box = $("conversation");
   const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
@@ -427,26 +457,55 @@ async function patchState(part, text) {
   renderConversation();
 }
 
+// Streamed fragments of one message or tool call, one row for the run of them (ids first-last).
+const COLLAPSED = new Set(["TEXT_MESSAGE_CONTENT", "THINKING_TEXT_MESSAGE_CONTENT",
+                           "TOOL_CALL_ARGS"]);
+let openRow = null;  // the collapsed row still growing: {type, key, count, text, node, span, pre}
+
 function rawEvent(id, event) {
   const { type, ...rest } = event;
+  const key = event.messageId ?? event.toolCallId ?? "";
+  if (COLLAPSED.has(type) && openRow && openRow.type === type && openRow.key === key && id) {
+    openRow.count += 1;
+    openRow.text += event.delta ?? "";
+    openRow.node.dataset.lastId = id;
+    openRow.span.textContent = `${openRow.node.dataset.id}-${id}`;
+    openRow.pre.textContent = `x${openRow.count} ${JSON.stringify(openRow.text)}`;
+    return;
+  }
   const label = type === "CUSTOM" ? `CUSTOM ${event.name}` : type;
   if (type === "CUSTOM") delete rest.name;
-  addRaw(el("li", { class: "event", "data-id": id ?? "" }, el("span", { class: "id" }, id ?? ""),
-            el("span", { class: "type" }, label), el("pre", {}, JSON.stringify(rest))));
+  const span = el("span", { class: "id" }, id ?? "");
+  const pre = el("pre", {}, JSON.stringify(rest));
+  const node = el("li", { class: "event", "data-id": id ?? "" }, span,
+                  el("span", { class: "type" }, label), pre);
+  openRow = COLLAPSED.has(type) && id
+    ? { type, key, count: 1, text: event.delta ?? "", node, span, pre } : null;
+  addRaw(node);
 }
 
 function rawComment(text) {
+  openRow = null;
   addRaw(el("li", { class: "comment" }, el("span", { class: "id" }, ":"), el("span", {}, text)));
 }
 
 function rawNote(text) {
+  openRow = null;
   addRaw(el("li", { class: "note" }, el("span", { class: "id" }, "—"), el("span", {}, text)));
 }
 
+const rawQueue = [];
+
+/** Queues a row of the events pane; the rows of one animation frame are added together. */
 function addRaw(node) {
+  rawQueue.push(node);
+  if (rawQueue.length === 1) requestAnimationFrame(flushRaw);
+}
+
+function flushRaw() {
   const list = $("events");
   const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
-  list.append(node);
+  list.append(...rawQueue.splice(0));
   while (list.children.length > 3000) list.firstChild.remove();
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
@@ -593,6 +652,7 @@ function init() {
   $("reconnect").addEventListener("click", () => guard(reconnect));
   $("cancel").addEventListener("click", () => guard(cancel));
   guard(loadThreads);
+  initAgentPicker();
 }
 
 init();

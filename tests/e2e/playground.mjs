@@ -88,7 +88,7 @@ function snapshot() {
       pending: document.getElementById("pending").hidden ? [] :
         [...document.querySelectorAll("#pending-calls textarea")].map((t) => t.dataset.toolCallId),
       events: [...document.querySelectorAll("#events li")].map((li) => ({
-        kind: li.className, id: li.dataset.id ?? null,
+        kind: li.className, id: li.dataset.id ?? null, lastId: li.dataset.lastId ?? null,
         text: text(li).replace(/\s+/g, " ").slice(0, 300),
       })),
     };

@@ -74,10 +74,18 @@ def shown(result: dict[str, Any], origin: str, expected_error: str = "") -> dict
 
 
 def event_types(snapshot: dict[str, Any]) -> list[tuple[str, str]]:
-    """(id, type) of the raw events pane's event rows, in order."""
-    return [(e["id"], e["text"].split(" ", 2)[1] if e["text"].split(" ")[1] != "CUSTOM"
-             else " ".join(e["text"].split(" ")[1:3]))
-            for e in snapshot["events"] if e["kind"] == "event"]
+    """(id, type) of each event of the raw events pane, in order; a row that collapses a run
+    of content fragments (ids first-last) stands for each of them."""
+    found = []
+    for row in snapshot["events"]:
+        if row["kind"] != "event":
+            continue
+        words = row["text"].split(" ")
+        kind = words[1] if words[1] != "CUSTOM" else " ".join(words[1:3])
+        first, last = row["id"], row.get("lastId") or row["id"]
+        ids = range(int(first), int(last) + 1) if first else [first]
+        found += [(str(i), kind) for i in ids]
+    return found
 
 
 def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
@@ -176,8 +184,9 @@ def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
     result = next(m for m in sent if m.get("tool_call_id") == "call_time")
     assert "12:00" in json.dumps(result["content"])
 
-    # Cancel a long run from the page.
-    scripted_model.enqueue(stream_turn(*slow_turn(400, 0.05)))
+    # Cancel a long run from the page, streaming at 100 tokens a second (real models send
+    # 50-150): the page keeps up, so the click is handled while the run still streams.
+    scripted_model.enqueue(stream_turn(*slow_turn(400, 0.01)))
     step("fill", selector="#message", value="count slowly")
     step("click", selector="#send", until={"selector": "#conversation", "text": "t5 "})
     cancelled = step("click", "09-cancelled", selector="#cancel",

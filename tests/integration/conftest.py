@@ -24,9 +24,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from gateway.client import Client
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.gateway_server import USER
+from tests.support.gateway_server import DEFAULT_USER, USER
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.scripted_model import ScriptedModel
 
@@ -65,3 +66,11 @@ def demo_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcess
 def client(gateway: InProcess) -> Iterator[httpx.Client]:
     with gateway.client(event_hooks=USER, timeout=30, headers={"x-api-key": "test-key"}) as http:
         yield http
+
+
+@pytest.fixture
+def python_client(gateway: InProcess) -> Iterator[Client]:
+    """`gateway.client.Client` on the same app, as the default test user."""
+    with Client(gateway.url, api_key="test-key", user_key=DEFAULT_USER,
+                transport=gateway.sync_transport()) as python:
+        yield python

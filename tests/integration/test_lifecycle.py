@@ -16,6 +16,7 @@ import uuid
 import httpx
 import pytest
 
+from gateway.client import Client
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
 from tests.support.inprocess_app import InProcess
 from tests.support.run_stream import (
@@ -95,7 +96,7 @@ def test_reconnect_to_a_running_run_then_follows_it_live(
 
 
 def test_paused_run_replays_its_pending_tool_calls(
-        client: httpx.Client, scripted_model: ScriptedModel):
+        client: httpx.Client, python_client: Client, scripted_model: ScriptedModel):
     scripted_model.enqueue([
         {"content": "Checking."},
         {"tool_call": {"index": 0, "id": "call_w1", "name": "get_weather",
@@ -103,14 +104,14 @@ def test_paused_run_replays_its_pending_tool_calls(
     ])
     tool = {"name": "get_weather", "description": "Weather for a city",
             "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}
-    live = run_events(client, "POST", "/v1/threads/runs", json=start_body(tools=[tool]))
-    run = started_ids(live)
+    stream = python_client.run("go", tools=[tool])
+    live = stream.collect()
+    run = (stream.thread_id, stream.run_id)
 
-    replay = resume(client, run)
-    assert [(e.id, e.data) for e in replay] == [(e.id, e.data) for e in live]
-    awaiting = [e for e in replay if e.data.get("name") == "tambo.run.awaiting_input"]
-    assert [p["toolCallId"] for p in awaiting[0].data["value"]["pendingToolCalls"]] == ["call_w1"]
-    assert replay[-1].type == "RUN_FINISHED"
+    replay = python_client.join(*run)
+    assert replay.collect() == live
+    assert [p["toolCallId"] for p in replay.pending_tool_calls] == ["call_w1"]
+    assert live[-1].type == "RUN_FINISHED"
 
     status = run_status(client, *run)
     assert status["status"] == "awaiting_input"

@@ -41,7 +41,8 @@ def ops(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
         # With a key: development mode would refuse every origin but loopback ones.
         scripted_model, GATEWAY_API_KEYS="test-key", GATEWAY_LOG_FORMAT="json",
         GATEWAY_CORS_ORIGINS=ALLOWED,
-        GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT)))
+        GATEWAY_MAX_BODY_BYTES=str(BODY_LIMIT)),
+        args=("--log-level", "info"))  # uvicorn's start-up and access lines too
     server.start()
     yield server
     server.stop()
@@ -85,6 +86,20 @@ def test_metrics_count_a_run_its_tokens_and_time_to_first_token(
     ttft = ("gateway_time_to_first_token_seconds_count", ())
     assert after[ttft] == before[ttft] + 1
     assert after[("gateway_active_runs", ())] == 0
+    # HTTP requests by route template and status, and the model's tokens (as it reported
+    # them, not chunks) by agent and model.
+    posted = ("gateway_http_requests_total", (("method", "POST"), ("route", "/v1/threads/runs"),
+                                              ("status", "200")))
+    assert after[posted] == before.get(posted, 0) + 1
+    scraped = ("gateway_http_requests_total", (("method", "GET"), ("route", "/metrics"),
+                                               ("status", "200")))
+    assert after[scraped] >= 2
+
+    def output_tokens(samples: dict) -> dict[str, float]:
+        return {dict(labels)["model"]: value for (name, labels), value in samples.items()
+                if name == "gateway_model_tokens_total" and dict(labels)["kind"] == "output"
+                and dict(labels)["agent"] == "default"}
+    assert sum(output_tokens(after).values()) > sum(output_tokens(before).values())
     # One model call: its tokens per second and the gateway's own time per token.
     for per_call in ("gateway_model_tokens_per_second", "gateway_added_latency_per_token_seconds"):
         assert after[(f"{per_call}_count", ())] == before.get((f"{per_call}_count", ()), 0) + 1
@@ -125,6 +140,15 @@ def test_json_logs_carry_the_request_id_and_the_run_id(
     assert failure["level"] in ("WARNING", "ERROR")
     assert "LLM_SERVER_ERROR" in failure["message"] and "upstream exploded" in failure["message"]
     assert {"time", "logger"} <= set(failure)
+    # The access line of the run request names its run; no line carries empty fields, ANSI
+    # escapes or a library's sentinel objects.
+    [access] = [line for line in lines if line["logger"] == "uvicorn.access"
+                and "POST /v1/threads/runs" in line["message"] and line.get("run_id") == run_id]
+    assert access["request_id"] == "req-ops-42"
+    for line in lines:
+        assert None not in line.values(), line
+        assert "color_message" not in line and "\x1b" not in json.dumps(line), line
+        assert "<object object" not in json.dumps(line), line
 
 
 def test_ready_checks_the_database_and_health_stays_liveness(ops: GatewayServer):

@@ -104,7 +104,9 @@ def test_migrate_masks_the_password(tmp_path: Path) -> None:
 def test_config_prints_effective_settings_with_secrets_masked(tmp_path: Path) -> None:
     result = gateway("config", cwd=tmp_path, GATEWAY_DATABASE_URL=UNREACHABLE_PG,
                      GATEWAY_MODEL_API_KEY="sk-live-abcdef", GATEWAY_API_KEYS="key-one:alpha",
-                     GATEWAY_MAX_STEPS="4", GATEWAY_MODEL_API_BASE="http://user:tok3n@h/v1")
+                     GATEWAY_MAX_STEPS="4", GATEWAY_MODEL_API_BASE="http://user:tok3n@h/v1",
+                     GATEWAY_REDIS_URL="redis://:r3dis-pw@cache:6379/0",
+                     GATEWAY_TOKEN_SECRET="t" * 40)
     assert result.returncode == 0, result.stderr
     shown = dict(line.split("=", 1) for line in result.stdout.strip().splitlines())
     assert shown["GATEWAY_MAX_STEPS"] == "4"
@@ -113,8 +115,51 @@ def test_config_prints_effective_settings_with_secrets_masked(tmp_path: Path) ->
     assert shown["GATEWAY_API_KEYS"] == "****:alpha"
     assert shown["GATEWAY_DATABASE_URL"] == UNREACHABLE_PG.replace(PASSWORD, "****")
     assert shown["GATEWAY_MODEL_API_BASE"] == "http://user:****@h/v1"
-    for secret in (PASSWORD, "sk-live-abcdef", "key-one", "tok3n"):
+    assert shown["GATEWAY_REDIS_URL"] == "redis://:****@cache:6379/0"
+    assert shown["GATEWAY_TOKEN_SECRET"] == "****"
+    for secret in (PASSWORD, "sk-live-abcdef", "key-one", "tok3n", "r3dis-pw", "t" * 40):
         assert secret not in result.stdout + result.stderr
+
+
+def test_version_answers(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    result = gateway("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"gateway {version('gateway')}"
+
+
+def test_a_direct_adapter_that_cannot_serve_the_model_says_why_in_one_line(
+        tmp_path: Path) -> None:
+    """Refused before the database, the port or uvicorn start: only litellm's import (it
+    decides the provider) comes first."""
+    port = free_port()
+    started = time.monotonic()
+    result = gateway("serve", "--port", str(port), cwd=tmp_path, timeout=120,
+                     GATEWAY_MODEL_ADAPTER="direct", GATEWAY_MODEL="anthropic/claude-sonnet-4-5")
+    print(f"direct adapter refused in {time.monotonic() - started:.1f} s")
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "gateway: GATEWAY_MODEL_ADAPTER=direct cannot serve 'anthropic/claude-sonnet-4-5': "
+        "provider 'anthropic' is not an OpenAI-compatible chat-completions API")
+    assert not (tmp_path / "data").exists()  # nothing was started
+
+
+def test_cors_origins_that_are_not_origins_stop_serve_in_one_line(tmp_path: Path) -> None:
+    result = gateway("serve", "--port", str(free_port()), cwd=tmp_path,
+                     GATEWAY_CORS_ORIGINS="not a url")
+    assert result.returncode == 2
+    assert one_line(result).startswith(
+        "gateway: invalid setting GATEWAY_CORS_ORIGINS='not a url': 'not a url' is not an origin")
+
+
+def test_an_sqlite_path_in_a_missing_directory_stops_serve_in_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "gateway.db"
+    result = gateway("serve", "--port", str(free_port()), cwd=tmp_path,
+                     GATEWAY_DATABASE_URL=f"sqlite:///{missing}")
+    assert result.returncode == 2
+    assert "does not exist" in one_line(result)
+    assert not missing.parent.exists()
 
 
 def test_config_with_a_bad_value_is_one_line_and_status_2(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import scripted_env
 from tests.support import engines
@@ -80,6 +81,16 @@ def test_two_workers_serve_runs_on_one_port(scripted_model: ScriptedModel,
         with ThreadPoolExecutor(4) as pool:
             answers = sorted(pool.map(one_run, range(4)))
         assert answers == [f"Answer {n}." for n in range(4)]
+        # Whichever worker a scrape reaches counts every worker's runs and requests
+        # (Prometheus multiprocess mode).
+        for _ in range(4):
+            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                       for family in text_string_to_metric_families(
+                           httpx.get(f"{server.url}/metrics", timeout=30).text)
+                       for s in family.samples}
+            assert samples[("gateway_runs_started_total", ())] == 4
+            assert samples[("gateway_http_requests_total", (
+                ("method", "POST"), ("route", "/v1/threads/runs"), ("status", "200")))] == 4
     finally:
         server.stop()
     # Every process logs as one `serve` does (JSON: stderr is not a terminal), uvicorn's own

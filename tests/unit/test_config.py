@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -125,7 +126,11 @@ def test_serve_with_a_bad_value_exits_2_with_one_line() -> None:
     ("sqlite+aiosqlite:///./data/gw.db", "sqlite+aiosqlite:///./data/gw.db"),
 ])
 def test_pasted_database_urls_map_to_the_async_drivers(monkeypatch: pytest.MonkeyPatch,
-                                                        pasted: str, used: str) -> None:
+                                                        tmp_path: Path, pasted: str,
+                                                        used: str) -> None:
+    monkeypatch.chdir(tmp_path)  # the relative SQLite paths' directories exist
+    (tmp_path / "var" / "lib").mkdir(parents=True)
+    (tmp_path / "data").mkdir()
     assert _load(monkeypatch, GATEWAY_DATABASE_URL=pasted).database_url == used
 
 
@@ -140,3 +145,38 @@ def test_serve_with_an_unsupported_database_url_exits_2_with_one_line(url: str) 
     assert len(lines) == 1 and lines[0].startswith("gateway: invalid setting GATEWAY_DATABASE_URL")
     assert "postgresql://" in lines[0] and "sqlite:///path" in lines[0]
     assert "secretpw" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_sqlite_file_in_a_missing_directory_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """A typo in the path must not start an empty database in a new directory."""
+    missing = tmp_path / "no-such-dir" / "gateway.db"
+    with pytest.raises(SettingsError) as error:
+        _load(monkeypatch, GATEWAY_DATABASE_URL=f"sqlite:///{missing}")
+    assert str(error.value) == (
+        f"invalid setting GATEWAY_DATABASE_URL: the directory '{missing.parent}' of the SQLite "
+        "file does not exist (create it first, or fix the path)")
+    assert not missing.parent.exists()
+    # The default (./data/gateway.db) is still made on a first start, with no set-up at all.
+    monkeypatch.delenv("GATEWAY_DATABASE_URL")
+    monkeypatch.chdir(tmp_path)
+    assert _load(monkeypatch).with_overrides(model="openai/x").database_url == (
+        f"sqlite+aiosqlite:///{tmp_path / 'data' / 'gateway.db'}")
+
+
+@pytest.mark.parametrize("value", ["not a url", "https://app.example.com/path", "app.example.com",
+                                   "https://a.example.com,null"])
+def test_a_cors_origin_that_is_not_an_origin_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                        value: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        _load(monkeypatch, GATEWAY_CORS_ORIGINS=value)
+    assert str(error.value).startswith("invalid setting GATEWAY_CORS_ORIGINS=")
+    assert "is not an origin: `*` or scheme://host[:port]" in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_cors_origins_as_browsers_send_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _load(monkeypatch, GATEWAY_CORS_ORIGINS="https://app.example.com/, "
+                                                       "http://localhost:5173")
+    assert settings.cors_origins == ("https://app.example.com", "http://localhost:5173")
+    assert _load(monkeypatch, GATEWAY_CORS_ORIGINS="*").cors_origins == ("*",)

@@ -32,3 +32,18 @@ def test_importing_the_package_does_not_load_the_server() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert result.stdout.strip() == "False"
+
+
+def test_the_package_is_typed_and_described() -> None:
+    """Code that imports `gateway` (or `gateway.client`) gets its annotations checked (PEP 561
+    `py.typed`, shipped in the wheel with the package), and the metadata says what it is."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(gateway.__file__).parent
+    assert (root / "py.typed").is_file()
+    project = tomllib.loads((root.parent / "pyproject.toml").read_text())
+    assert project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["gateway"]
+    metadata = project["project"]
+    assert "Typing :: Typed" in metadata["classifiers"]
+    assert metadata["description"] and metadata["requires-python"] and metadata["license"]

@@ -40,7 +40,8 @@ def test_the_wire_formats_are_checked_strictly() -> None:
 # Checked by strict mode itself, not only by the override in pyproject.toml that lists its flags
 # for these packages (a flag a newer mypy adds to --strict would otherwise be missed). Its own
 # cache: --strict applies to the libraries these import too, which the default run must not see.
-STRICT_PACKAGES = ["gateway/protocol", "gateway/runs", "gateway/backends", "gateway/engine"]
+STRICT_PACKAGES = ["gateway/protocol", "gateway/runs", "gateway/backends", "gateway/engine",
+                   "gateway/client"]
 
 
 def test_the_strict_packages_pass_mypy_strict() -> None:
