@@ -1,4 +1,4 @@
-"""`gateway serve | migrate | config | openapi | keys | agents | usage`, and `--version`.
+"""`gateway serve | migrate | config | openapi | keys | agents | usage | prune`, and `--version`.
 
 Every way start-up can fail for a reason the operator must fix (a bad setting, a port in use,
 a database that cannot be reached or migrated) ends the process at once with one line on stderr
@@ -16,7 +16,7 @@ import socket
 import sys
 from typing import Any
 
-from . import agents_cli, keys_cli, usage_cli
+from . import agents_cli, keys_cli, prune_cli, usage_cli
 from .config import Settings, SettingsError, load_settings
 from .loopback import is_loopback
 from .observability.logs import configure_levels
@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     keys_cli.add_parser(commands)
     agents_cli.add_parser(commands)
     usage_cli.add_parser(commands)
+    prune_cli.add_parser(commands)
     openapi = commands.add_parser("openapi", help="regenerate openapi/, schemas/ and "
                                                   "docs/settings.md")
     openapi.add_argument("--root", default=".", help="the repository root (default: .)")
@@ -316,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "usage":
             asyncio.run(prepare_database(settings.database_url))
             return usage_cli.run(settings, args)
+        if args.command == "prune":
+            asyncio.run(prepare_database(settings.database_url))
+            return prune_cli.run(settings, args)
         check_agents(settings)
         check_model(settings)
         check_exposure(settings, args.host)

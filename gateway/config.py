@@ -249,6 +249,19 @@ class Settings(BaseSettings):
                              "reaches it ends with `RUN_ERROR` `OUTPUT_TOKEN_LIMIT` before its "
                              "next model call, and a request's `maxTokens` is capped to what "
                              "is left.")
+    max_input_tokens: int | None = Field(
+        None, ge=1, description="Input tokens a model call may carry when neither the agent "
+                                "(`max_input_tokens`) nor litellm's model information says: "
+                                "older turns of a longer thread are left out of what the model "
+                                "sees (docs/context.md). Unset: no limit for unknown models.")
+    output_reserve_tokens: int = Field(
+        1024, ge=0, description="Tokens of the input budget kept for the model's answer when "
+                                "a call names no `max_tokens` (at most half the budget).")
+    retention_days: float | None = Field(
+        None, gt=0, description="Delete threads not updated for this many days (with their "
+                                "runs, logs and component state), checked hourly by every "
+                                "server; a thread with a live or paused run is kept. Unset: "
+                                "nothing is ever deleted (`gateway prune` does it by hand).")
     max_message_chars: int = Field(
         200_000, ge=1, description="Characters of text a run's input message may carry (text "
                                    "blocks and tool results, attachments not counted); more "

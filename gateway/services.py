@@ -34,6 +34,7 @@ from .engine.tools import load_python_tools
 from .loop_lag import monitor_loop_lag
 from .observability import tracing
 from .observability.metrics import StoreTimer
+from .retention import prune_periodically
 from .runs.backend import Backend
 from .runs.execution import LoopSetup
 from .runs.limits import RunLimits
@@ -121,13 +122,16 @@ async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> S
 def _start_background(manager: RunManager, settings: Settings,
                       stack: contextlib.AsyncExitStack) -> None:
     """Lease renewal and failing the runs of dead processes (at start-up too); cancels and
-    thread events signalled by other processes; the event loop's lag, if asked for. Stopped
-    first on exit."""
+    thread events signalled by other processes; the event loop's lag, if asked for; the
+    retention prune, if set. Stopped first on exit."""
     tasks = [asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor"),
              asyncio.create_task(manager.listen_for_signals(), name="signals")]
     if settings.loop_lag_log_seconds:
         tasks.append(asyncio.create_task(monitor_loop_lag(settings.loop_lag_log_seconds),
                                          name="loop lag"))
+    if settings.retention_days:
+        tasks.append(asyncio.create_task(
+            prune_periodically(manager.store, settings.retention_days), name="retention"))
 
     async def stop() -> None:
         for task in tasks:

@@ -37,6 +37,8 @@ def thread_model(row: ThreadRow, model: type[Thread] = Thread, *, owner: bool = 
         lastRunCancelled=row.last_run_cancelled,
         lastRunError=row.last_run_error,
         pendingToolCallIds=[p["toolCallId"] for p in row.pending_tool_calls or []],
+        contextTokens=row.context_tokens,
+        historyTrimmed=row.context_trimmed if row.context_tokens is not None else None,
         **extra,
     )
 

@@ -27,6 +27,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..engine import attachments
+from ..engine.agents import ResolvedAgent
+from ..engine.context_window import TokenCounter, available_tokens, input_limit
+from ..engine.history import user_messages
 from ..protocol.clock import now_ms
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_errors import error_frame, run_error
@@ -119,6 +122,33 @@ def check_run(request: Request, spec: RunSpec) -> None:
     check_model(request, spec)
     check_attachments(request, spec)
     check_run_request(services(request).settings, spec)
+
+
+def check_fits(request: Request, spec: RunSpec, agent: ResolvedAgent) -> None:
+    """A new message that could never reach the model, whatever history is left out (with the
+    agent's instructions it is over the model's input budget), is refused before the run
+    starts (400 `MESSAGE_TOO_LARGE_FOR_MODEL`), not failed by the provider after it."""
+    if spec.user is None:
+        return
+    settings = services(request).settings
+    model = spec.model or agent.model
+    limit = input_limit(model, agent.max_input_tokens, settings.max_input_tokens)
+    if limit is None:
+        return
+    max_tokens = min((n for n in (spec.max_tokens, agent.max_tokens) if n is not None),
+                     default=None)
+    budget = available_tokens(limit, max_tokens, settings.output_reserve_tokens)
+    counter = TokenCounter(model)
+    part = {"type": "user", "content": spec.user.text, "blocks": spec.user.blocks,
+            "context": spec.user.context}
+    tokens = sum(counter.message(m) for m in user_messages([part]))
+    if agent.instructions:
+        tokens += counter.message({"role": "system", "content": agent.instructions})
+    if tokens > budget:
+        raise ApiError(Problem.MESSAGE_TOO_LARGE_FOR_MODEL,
+                       f"The message has {tokens} tokens; the model's input budget is "
+                       f"{budget} (its limit {limit}, less room for the answer)",
+                       tokens=tokens, budgetTokens=budget)
 
 
 def gated(handler: Callable[[Request], Awaitable[Response]]

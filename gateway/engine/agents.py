@@ -32,6 +32,7 @@ DEFAULT_AGENT = "default"
 AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 ToolSource = str | Callable[..., Any] | ServerToolSpec
+CONTEXT_MODES = ("trim", "summarize")
 
 
 class AgentError(ValueError):
@@ -69,6 +70,9 @@ class Agent:
     max_input_tokens: int | None = None
     subagents: Sequence[str] = ()
     allow_client_system_prompt: bool = False
+    # What replaces the older turns left out to fit the input budget: nothing ("trim"), or a
+    # summary the model writes of them ("summarize"; docs/context.md).
+    context: str = "trim"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class ResolvedAgent:
     max_input_tokens: int | None
     subagents: tuple[str, ...]
     allow_client_system_prompt: bool
+    context: str = "trim"
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,8 @@ def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent
                           for f in agent.fallbacks)
     else:  # the environment's fallbacks belong to the environment's model
         fallbacks = defaults.fallbacks if agent.model is None else ()
+    if agent.context not in CONTEXT_MODES:
+        raise error("context", f"must be one of {', '.join(CONTEXT_MODES)}")
     tools = None if agent.tools is None else load_tools(agent.tools, error)
     mcp = agent.mcp_servers if agent.mcp_servers is not None else defaults.mcp_servers
     return ResolvedAgent(
@@ -199,7 +206,7 @@ def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent
         max_tokens=agent.max_tokens, tools=tools, mcp_servers=mcp or None,
         max_steps=agent.max_steps if agent.max_steps is not None else defaults.max_steps,
         max_input_tokens=agent.max_input_tokens, subagents=tuple(agent.subagents),
-        allow_client_system_prompt=agent.allow_client_system_prompt)
+        allow_client_system_prompt=agent.allow_client_system_prompt, context=agent.context)
 
 
 def load_tools(sources: Sequence[ToolSource],

@@ -54,6 +54,7 @@ _FIELDS: dict[str, tuple[str, Any]] = {
     "subagents": ("a list of agent names (strings)",
                   lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)),
     "allow_client_system_prompt": ("true or false", lambda v: isinstance(v, bool)),
+    "context": ('"trim" or "summarize"', lambda v: v in ("trim", "summarize")),
 }
 
 

@@ -30,7 +30,7 @@ def to_model_messages(
     messages: list[dict[str, Any]] = []
     for row in rows:
         if row.role == "user":
-            messages.extend(_user_messages(row.parts))
+            messages.extend(user_messages(row.parts))
         elif row.role == "system":
             messages.extend({"role": "system", "content": p.get("content", "")} for p in row.parts)
         else:
@@ -38,7 +38,7 @@ def to_model_messages(
     return _answer_dangling_calls(messages)
 
 
-def _user_messages(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def user_messages(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in parts:
         if part.get("type") == "tool_result":

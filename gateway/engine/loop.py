@@ -44,6 +44,7 @@ from ..protocol.frames_schema import (
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
+from .context_window import ContextBudget
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
@@ -107,6 +108,8 @@ class RunInput:
     on_model: Callable[[str], Awaitable[None]] | None = None
     # Metrics, traces and quota counting, called at each model call's well-defined points.
     hooks: LoopHooks = NO_HOOKS
+    # The input budget every model call is fitted to (None: the whole history, always).
+    context: ContextBudget | None = None
     # The agent's name, written as `sender` on every message (None: no agents, no sender).
     sender: str | None = None
     # The agents this one may delegate to, by tool name.
@@ -377,7 +380,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model,
                     set(run.subagents), run.authorship())
-        request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,
+        sent = run.context.fitted(messages, tools).messages if run.context else messages
+        request = ModelRequest(messages=sent, tools=tools, tool_choice=tool_choice,
                                max_tokens=call_max_tokens(run, output_tokens),
                                temperature=run.temperature, model=run.model)
         try:

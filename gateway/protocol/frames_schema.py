@@ -206,6 +206,18 @@ class SystemValue(TypedDict):
 
 
 @with_config(CLOSED)
+class SummaryValue(TypedDict):
+    """The summary that stands in for a thread's older turns when its agent summarises
+    (docs/context.md): written by the model once, into the log of the run that first needed
+    it, and sent in place of the turns it covers (`covers`: how many of the history's
+    messages, system messages aside, from its start). Never a message of the thread."""
+
+    type: Literal["x-summary"]
+    content: str
+    covers: int
+
+
+@with_config(CLOSED)
 class AgentCompleteValue(TypedDict):
     """A sub-agent finished (Timbal's multi-agent `agent_complete`): `agentId` is its invocation
     (`subagent.started`'s `subagentRunId`), `result` its answer, which the calling agent gets as
@@ -239,12 +251,14 @@ VALUES: dict[str, type] = {
     "tool_result.client": ClientToolResultValue,
     "user": UserValue,
     "x-system": SystemValue,
+    "x-summary": SummaryValue,
     "agent_complete": AgentCompleteValue,
     "error": ErrorValue,
 }
 
 MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
-                | ServerToolResultValue | ClientToolResultValue | UserValue | SystemValue)
+                | ServerToolResultValue | ClientToolResultValue | UserValue | SystemValue
+                | SummaryValue)
 """One part of a stored Tambo message, or the `v` of a set frame."""
 
 SubagentValue = AgentCompleteValue | ErrorValue
@@ -304,7 +318,7 @@ class SetFrame(TypedDict):
     i: ItemId
     t: IsoMs
     v: (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
-        | ClientToolResultValue | UserValue | AgentCompleteValue | ErrorValue)
+        | ClientToolResultValue | UserValue | AgentCompleteValue | ErrorValue | SummaryValue)
 
 
 # -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------

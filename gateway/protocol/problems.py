@@ -76,6 +76,10 @@ class Problem(enum.Enum):
     SYSTEM_PROMPT_NOT_ALLOWED = (400, "The request carries a `system` or `developer` message and "
                                       "the agent does not allow client system prompts "
                                       "(`allow_client_system_prompt`).")
+    MESSAGE_TOO_LARGE_FOR_MODEL = (400, "The message alone (with the agent's instructions) has "
+                                        "more tokens than the model's input budget "
+                                        "(`budgetTokens`; docs/context.md): no history could "
+                                        "make room for it.")
     THREAD_AGENT_MISMATCH = (409, "The thread runs another agent (`agent`): a thread keeps the "
                                   "agent of its first run.")
     RUN_ID_IN_USE = (409, "The `runId` names a run of another thread.")

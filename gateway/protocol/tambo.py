@@ -342,6 +342,12 @@ class Thread(StrictModel):
     lastRunError: LastRunError | None = omitted()
     pendingToolCallIds: list[str] | None = omitted()
     statusMessage: str | None = omitted()
+    contextTokens: int | None = Field(default=None, exclude_if=_is_none, description=(
+        "Input tokens the thread's last run sent the model, counted by the gateway; absent "
+        "while no input budget applies to it (docs/context.md)."))
+    historyTrimmed: bool | None = Field(default=None, exclude_if=_is_none, description=(
+        "Whether older turns were left out of (or summarised for) what its last run sent "
+        "the model, to fit the model's input budget."))
 
 
 class ThreadWithMessages(Thread):

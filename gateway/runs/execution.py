@@ -29,6 +29,7 @@ from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
 from ..store.usage import usage_rows
 from .component_state import ComponentStates, bind_run
+from .context_fit import budgeted
 from .limits import RunLimits
 from .log_writer import LogWriter
 from .phase import RunPhase
@@ -129,6 +130,7 @@ class RunExecutor:
         self.server_tools = setup.server_tools
         self._lose, self._retire = host.lose, host.retire
         self.writer = host.log_writer
+        self.limits = limits
         self.model_name = setup.model_name  # the configured model, when a run names none
         self.setup = setup
 
@@ -248,13 +250,16 @@ class RunExecutor:
             on_model=self._model_recorder(run.id, model, meter),
             hooks=RunHooks(model, meter),
         )
-        if agent is None:
-            return await run_agent(self.model, run_input, recorder)
-        run_input = as_agent(run_input, agent, self.setup.agent_tools)
-        delegation = self.setup.delegation(active.usage, ticket)
-        if delegation is not None:
-            run_input.subagents = delegation.tools_of(agent)
-        model_object = self.model if spec.model is not None else self.setup.model_for(agent)
+        model_object = self.model
+        if agent is not None:
+            run_input = as_agent(run_input, agent, self.setup.agent_tools)
+            delegation = self.setup.delegation(active.usage, ticket)
+            if delegation is not None:
+                run_input.subagents = delegation.tools_of(agent)
+            if spec.model is None:
+                model_object = self.setup.model_for(agent)
+        run_input = await budgeted(self.store, run, run_input, agent, self.limits, model_object,
+                                   recorder)
         return await run_agent(model_object, run_input, recorder)
 
     def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter

@@ -29,6 +29,10 @@ class RunLimits:
     """How long an `Idempotency-Key` names the run it started."""
     start_concurrency: int = 16
     """Run starts one process works on at once (`start_gate`)."""
+    max_input_tokens: int | None = None
+    """Input tokens of a call to a model litellm does not know (None: no limit)."""
+    output_reserve_tokens: int = 1024
+    """Tokens of the input budget kept for the answer of a call without `max_tokens`."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLimits:
@@ -37,7 +41,9 @@ class RunLimits:
                    run_max_seconds=settings.run_max_seconds,
                    max_output_tokens=settings.run_max_output_tokens or None,
                    idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
-                   start_concurrency=settings.start_concurrency)
+                   start_concurrency=settings.start_concurrency,
+                   max_input_tokens=settings.max_input_tokens,
+                   output_reserve_tokens=settings.output_reserve_tokens)
 
     def quota_slot_ms(self, lease_seconds: float) -> int:
         """How long a quota slot outlives a crashed process: at most a run's longest life."""

@@ -11,6 +11,7 @@ from .base import ACTIVE_RUN_STATUSES, UNAVAILABLE, FrameEntry, Page
 from .components import ComponentQueries
 from .frames import FrameLog
 from .idempotency import IdempotencyKeys
+from .retention import RetentionQueries
 from .runs import RunQueries
 from .threads import ThreadQueries
 from .usage import UsageQueries
@@ -19,6 +20,6 @@ __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 
 
 class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
-            ApiKeyQueries, UsageQueries):
-    """Threads, runs and leases, the frame log, components, idempotency keys, API keys and
-    usage."""
+            ApiKeyQueries, UsageQueries, RetentionQueries):
+    """Threads, runs and leases, the frame log, components, idempotency keys, API keys,
+    usage and retention."""

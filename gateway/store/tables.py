@@ -23,6 +23,7 @@ class ThreadRow(SQLModel, table=True):
     __tablename__ = "threads"
     __table_args__ = (
         Index("ix_threads_project_user_created", "project_id", "user_key", "created_ms"),
+        Index("ix_threads_updated", "updated_ms"),
         UniqueConstraint("project_id", "client_id", name="uq_threads_project_client_id"),
     )
 
@@ -47,6 +48,12 @@ class ThreadRow(SQLModel, table=True):
     # The agent its runs use: chosen by its first run, kept for every later one (None: a
     # thread from before agents, which runs the default agent).
     agent: str | None = Field(default=None, max_length=64)
+    # What its last run sent the model (docs/context.md): the counted input tokens (None: no
+    # budget applied), whether older turns were left out, and the summary standing in for
+    # them: {"text", "through": the seq of the last message it covers, "messageId"}.
+    context_tokens: int | None = None
+    context_trimmed: bool = False
+    context_summary: dict[str, Any] | None = _json()
 
 
 class MessageRow(SQLModel, table=True):

@@ -15,7 +15,9 @@ from tests.support.gateway_server import GatewayServer
 from tests.support.scripted_model import ScriptedModel
 
 AGENT_INSTRUCTIONS = SHOP_INSTRUCTIONS
-AGENTS = DELEGATING_AGENTS
+AGENT_MAX_INPUT_TOKENS = 3000  # the shop's calls are fitted to this (docs/context.md)
+AGENTS = DELEGATING_AGENTS.replace(
+    "[agents.shop]\n", f"[agents.shop]\nmax_input_tokens = {AGENT_MAX_INPUT_TOKENS}\n", 1)
 
 
 @pytest.fixture(scope="session")

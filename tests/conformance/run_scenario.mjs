@@ -222,6 +222,31 @@ const SCENARIOS = {
     result.after = view(after);
   },
 
+  /**
+   * A long thread (issue 25): LONG_THREAD_MESSAGES long messages on one thread, past the
+   * model's window; each run must finish and answer the message just sent (the scripted
+   * model echoes the newest user message it was given).
+   */
+  async long_thread(ctx, result) {
+    const client = ctx.newClient();
+    const count = Number(process.env.LONG_THREAD_MESSAGES ?? 30);
+    const words = ["river", "lamp", "orange", "quiet", "seventeen", "paper", "window", "garden"];
+    result.runs = [];
+    let threadId;
+    for (let n = 0; n < count; n++) {
+      let text = `message ${n}:`;
+      for (let i = 0; i < 300; i++) text += " " + words[(n * 7 + i * 13 + (i >> 3)) % words.length];
+      const run = await ctx.runAndCollect(client, text, threadId ? { threadId } : {});
+      threadId ??= run.threadId;
+      const last = run.messages[run.messages.length - 1];
+      const answer = last ? last.content.filter((b) => b.type === "text").map((b) => b.text).join("") : "";
+      result.runs.push({ rejected: run.rejected, error: run.error, status: run.status,
+                         answered: answer === `You said: ${text}`, answer: answer.slice(0, 40) });
+      if (run.rejected || run.error) break;
+    }
+    result.threadId = threadId;
+  },
+
   /** New thread, one text run, then a follow-up on the same thread (previousRunId). */
   async basic(ctx, result) {
     const client = ctx.newClient();

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from sqlalchemy import update
 
 from gateway.store.repository import Store
 from gateway.store.tables import RunFrameRow
-from tests.conformance.conftest import AGENT_INSTRUCTIONS
+from tests.conformance.conftest import AGENT_INSTRUCTIONS, AGENT_MAX_INPUT_TOKENS
 from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer, read_store
 from tests.support.node import capture_and_verify, have_node, run_scenario
@@ -235,3 +236,30 @@ def test_a_stream_that_fails_on_the_server_still_passes_the_verifier(
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_ERROR"
     assert types.count("RUN_ERROR") == 1
     assert replay["events"][-1]["code"] == "STREAM_FAILED"
+
+
+def test_a_long_thread_keeps_answering_past_the_models_window(
+        agents_gateway: GatewayServer, scripted_model: ScriptedModel):
+    """Issue 25: 30 messages of ~2,000 characters on one thread, on a model whose window (6,000
+    of its tokens) holds a few of them; the agent's `max_input_tokens` (3,000) makes the
+    gateway leave older turns out. Every run finishes and answers the message just sent."""
+    scripted_model.context_window = 6000
+    try:
+        result = run_scenario("long_thread", agents_gateway.url, timeout=120,
+                              LONG_THREAD_MESSAGES="30")
+        overflows = scripted_model.overflows
+    finally:
+        scripted_model.context_window, scripted_model.overflows = None, 0
+
+    assert "crash" not in result, result
+    runs = result["runs"]
+    assert len(runs) == 30
+    for run in runs:
+        assert_clean(run)
+        assert run["answered"], run
+    assert overflows == 0
+    with httpx.Client(base_url=agents_gateway.url, headers={"x-api-key": "test-key"}) as http:
+        thread = http.get(f"/v1/threads/{result['threadId']}",
+                          params={"userKey": "user-1"}).json()
+    assert thread["historyTrimmed"] is True
+    assert thread["contextTokens"] <= AGENT_MAX_INPUT_TOKENS

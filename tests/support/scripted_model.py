@@ -49,9 +49,13 @@ is exactly ``prompt`` (taken before the shared FIFO): many concurrent runs, each
 with its own known reply, whatever order their requests arrive in.
 With no matching turn queued, the reply echoes ``You said: <last user text>``.
 
+``context_window`` (tokens, counted as the usage is: characters / 4) makes it a model with a
+small window: a request whose messages are longer is answered 400 ``context_length_exceeded``,
+as OpenAI answers, and counted in ``overflows``; no turn is taken for it.
+
 The same controls exist over HTTP for other processes: ``POST /_script``
 (``{"turns": [...]}``, with ``"for": prompt`` to reserve them), ``GET /_requests``, ``GET /_disconnects``,
-``POST /_reset``. Run standalone with ``python -m tests.support.scripted_model``.
+``POST /_reset``; ``{"contextWindow": n}`` in a ``/_script`` body sets the window. Run standalone with ``python -m tests.support.scripted_model``.
 """
 
 from __future__ import annotations
@@ -146,10 +150,20 @@ def _error_body(step: dict) -> dict:
     }
 
 
+def _prompt_tokens(body: dict) -> int:
+    """The request's input tokens as this model counts them: characters / 4."""
+    return sum(len(_message_text(m)) for m in body.get("messages", [])) // 4 + 1
+
+
+def _too_long(window: int, tokens: int) -> dict:
+    return _error_body({"error": 400, "code": "context_length_exceeded",
+                        "message": f"This model's maximum context length is {window} tokens. "
+                                   f"However, your messages resulted in {tokens} tokens."})
+
+
 def _usage(body: dict, completion_chars: int, override: dict | None) -> dict:
     """Rough, deterministic token counts (chars/4); a ``usage`` step overrides them."""
-    prompt_chars = sum(len(_message_text(m)) for m in body.get("messages", []))
-    usage = {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": completion_chars // 4 + 1}
+    usage = {"prompt_tokens": _prompt_tokens(body), "completion_tokens": completion_chars // 4 + 1}
     usage.update(override or {})
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     return usage
@@ -167,6 +181,8 @@ class ScriptedModel:
         self._peers: list[int] = []  # the client port of each chat request
         self._transcripts: deque[str] = deque()
         self._transcriptions: list[dict] = []
+        self.context_window: int | None = None
+        self.overflows = 0  # requests refused as longer than `context_window`
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -250,6 +266,7 @@ class ScriptedModel:
             self._peers.clear()
             self._transcripts.clear()
             self._transcriptions.clear()
+            self.context_window, self.overflows = None, 0
 
     def start(self) -> Self:
         """Serve on a free port in a daemon thread; return once it accepts connections."""
@@ -326,6 +343,12 @@ class ScriptedModel:
         if request.client is not None:
             with self._lock:
                 self._peers.append(request.client.port)
+        window, tokens = self.context_window, _prompt_tokens(body)
+        if window is not None and tokens > window:
+            with self._lock:
+                self._requests.append(body)
+                self.overflows += 1
+            return JSONResponse(_too_long(window, tokens), status_code=400)
         index, turn = self._take_turn(body)
         steps = turn["steps"]
         if steps and "error" in steps[0]:
@@ -410,6 +433,8 @@ class ScriptedModel:
 
     async def _http_script(self, request: Request) -> JSONResponse:
         payload = await request.json()
+        if "contextWindow" in payload:
+            self.context_window = payload["contextWindow"]
         try:
             if payload.get("for") is not None:
                 self.enqueue_for(str(payload["for"]), *payload.get("turns", []))

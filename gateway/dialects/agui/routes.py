@@ -49,6 +49,7 @@ from ...api.request_limits import check_run_request
 from ...api.runs import (
     cancelled,
     check_attachments,
+    check_fits,
     event_cursor,
     event_stream,
     gated,
@@ -111,6 +112,7 @@ async def run_agent(request: Request) -> Response:
         spec = replace(agui_input.run_spec(body, set(), None), agent=agent.name)
         check_run_request(svc.settings, spec)
         check_attachments(request, spec)
+        check_fits(request, spec, agent)
         thread = await _create_thread(request, project, body, spec, user_key)
         started = await svc.runs.start_on(project, thread, spec, client_run_id=body.run_id,
                                           subjects=quota_subjects(request, thread.user_key))
@@ -120,6 +122,7 @@ async def run_agent(request: Request) -> Response:
                        agent=agent.name)
         check_run_request(svc.settings, spec)
         check_attachments(request, spec)
+        check_fits(request, spec, agent)
         started = await svc.runs.start(project, thread, spec, client_run_id=body.run_id,
                                        subjects=quota_subjects(request, thread.user_key))
     return agui_stream(request, thread, started.run)

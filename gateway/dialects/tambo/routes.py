@@ -27,7 +27,15 @@ from ...api.context import (
     thread_for,
 )
 from ...api.render import run_model
-from ...api.runs import cancel_run, check_run, event_cursor, event_stream, gated, run_in_thread
+from ...api.runs import (
+    cancel_run,
+    check_fits,
+    check_run,
+    event_cursor,
+    event_stream,
+    gated,
+    run_in_thread,
+)
 from ...api.stored_caps import check_metadata, check_thread_room
 from ...api.threads import new_thread
 from ...protocol.problems import ApiError, Problem
@@ -73,6 +81,7 @@ async def run_new_thread(request: Request) -> Response:
     # AG-UI path does; without it, the key's agent or the default.
     agent = agent_for(request, None, request.query_params.get("agent"))
     check_client_prompt(agent, spec.seed_messages)
+    check_fits(request, spec, agent)
     spec = dataclasses.replace(spec, agent=agent.name)
     project = project_of(request)
     init = body.thread
@@ -95,7 +104,9 @@ async def run_thread(request: Request) -> Response:
     spec = run_spec(body)
     check_run(request, spec)
     thread = await thread_for(request, body.userKey, body.contextKey)
-    spec = dataclasses.replace(spec, agent=agent_for(request, thread).name)
+    agent = agent_for(request, thread)
+    check_fits(request, spec, agent)
+    spec = dataclasses.replace(spec, agent=agent.name)
     started = await services(request).runs.start(
         thread.project_id, thread, keyed(spec, body, idempotency_key(request)),
         subjects=quota_subjects(request, thread.user_key))

@@ -3,7 +3,7 @@ project (unique per project) instead of the gateway's own ids, so that two proje
 the same ids never meet. Rows without one (every existing row) answer to their own id.
 
 Revision ID: 0007
-Revises: 0006
+Revises: 0012
 Create Date: 2026-11-26 13:40:00.000000
 """
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ import sqlmodel
 from alembic import op
 
 revision: str = '0007'
-down_revision: str | None = '0006'
+down_revision: str | None = '0012'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
