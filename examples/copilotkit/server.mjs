@@ -16,6 +16,7 @@ import { createServer } from "node:http";
 import { HttpAgent } from "@ag-ui/client";
 import { CopilotRuntime } from "@copilotkit/runtime/v2";
 import { createCopilotNodeListener } from "@copilotkit/runtime/v2/node";
+import { GatewayRunner } from "./gateway-runner.mjs";
 
 const gatewayUrl = (process.env.GATEWAY_URL || "http://127.0.0.1:8000").replace(/\/$/, "");
 const userKey = process.env.GATEWAY_USER_KEY || "demo-user";
@@ -24,12 +25,14 @@ const port = Number(process.env.PORT || 4000);
 
 // One user here; a real app would derive the user key from its own session, for instance with
 // `agents: ({ request }) => ({ default: agentFor(userOf(request)) })`.
+const apiKey = process.env.GATEWAY_API_KEY || "dev-key";
 const gateway = new HttpAgent({
   url: `${gatewayUrl}/v1/agui/agents/default/run?userKey=${encodeURIComponent(userKey)}`,
-  headers: { "x-api-key": process.env.GATEWAY_API_KEY || "dev-key" },
+  headers: { "x-api-key": apiKey },
 });
+const runner = new GatewayRunner({ url: gatewayUrl, apiKey, userKey });
 
-const runtime = new CopilotRuntime({ agents: { default: gateway } });
+const runtime = new CopilotRuntime({ agents: { default: gateway }, runner });
 
 const server = createServer(
   createCopilotNodeListener({ runtime, basePath: "/api/copilotkit", cors: true }),

@@ -58,29 +58,38 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
                  dialect: Callable[[], Dialect[Any]],
                  encode: Callable[[Any], str]) -> EventSourceResponse:
     """A run's events in `dialect`, each written with `encode`, from after event `after`."""
-    svc = services(request)
-
-    async def frames() -> AsyncIterator[dict[str, str]]:
-        reader = dialect()
-        try:
-            async with contextlib.aclosing(svc.runs.entries(run.id)) as entries:
-                async for position, event in positioned(entries, reader, after):
-                    yield {"data": encode(event), "id": str(position)}
-        except Exception:
-            # Headers are sent: the client gets one RUN_ERROR instead of a cut connection (its
-            # SDK would report a network error, and the AG-UI verifier a stream without an end).
-            # It has no id, so the client's Last-Event-ID stays on the last event it got.
-            log.exception("run %s: its event stream failed", run.id)
-            for event in reader.feed(error_frame(STREAM_FAILED_ERROR)):
-                yield {"data": encode(reader.stamp(event, now_ms()))}
-
-    headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
-               "X-Accel-Buffering": "no", "X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
+    headers = {"X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
                **({"X-Run-Queued": "true"} if run.status == "queued" else {}),
                **(extra_headers or {})}
-    timings = svc.runs.timings
-    return BoundedEventSource(frames(), ping=timings.heartbeat_seconds, sep="\n",
-                              headers=headers, send_timeout=timings.slow_reader_seconds)
+    return sse_response(request, run_events(request, run.id, after, dialect, encode), headers)
+
+
+async def run_events(request: Request, run_id: str, after: int,
+                     dialect: Callable[[], Dialect[Any]], encode: Callable[[Any], str]
+                     ) -> AsyncIterator[dict[str, str]]:
+    """The SSE messages of a run's events after event `after`, each with its position as id."""
+    reader = dialect()
+    try:
+        async with contextlib.aclosing(services(request).runs.entries(run_id)) as entries:
+            async for position, event in positioned(entries, reader, after):
+                yield {"data": encode(event), "id": str(position)}
+    except Exception:
+        # Headers are sent: the client gets one RUN_ERROR instead of a cut connection (its
+        # SDK would report a network error, and the AG-UI verifier a stream without an end).
+        # It has no id, so the client's Last-Event-ID stays on the last event it got.
+        log.exception("run %s: its event stream failed", run_id)
+        for event in reader.feed(error_frame(STREAM_FAILED_ERROR)):
+            yield {"data": encode(reader.stamp(event, now_ms()))}
+
+
+def sse_response(request: Request, messages: AsyncIterator[dict[str, str]],
+                 headers: dict[str, str]) -> EventSourceResponse:
+    """SSE of `messages`, with the run streams' heartbeat, proxy headers and slow-reader bound."""
+    timings = services(request).runs.timings
+    return BoundedEventSource(messages, ping=timings.heartbeat_seconds, sep="\n",
+                              headers={"Cache-Control": "no-cache", "Connection": "keep-alive",
+                                       "X-Accel-Buffering": "no", **headers},
+                              send_timeout=timings.slow_reader_seconds)
 
 
 def check_model(request: Request, spec: RunSpec) -> None:
@@ -187,9 +196,14 @@ def event_cursor(request: Request) -> int:
 async def cancel_run(request: Request) -> Response:
     """Cancel a run; idempotent. A run that already ended reports how it ended (200); a run in
     another process that has not ended yet after a few seconds is still being cancelled (202)."""
-    run = await run_in_thread(request)
+    return await cancelled(request, await run_in_thread(request))
+
+
+async def cancelled(request: Request, run: RunRow, shown_id: str | None = None) -> Response:
+    """Cancel `run` (found by the caller's own rules) and say how it ended, as `cancel_run`;
+    `shown_id` is the run's id as the caller knows it (an AG-UI client's `runId`)."""
     final = await services(request).runs.cancel(run.id, run) or run
     active = final.status in ACTIVE_RUN_STATUSES
-    body = CancelResponse(runId=run.id, status=final.status, cancelRequested=active or None)
+    body = CancelResponse(runId=shown_id or run.id, status=final.status, cancelRequested=active or None)
     return JSONResponse(wire(body), status_code=202 if active else 200)
 

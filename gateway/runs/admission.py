@@ -70,12 +70,13 @@ class NewThread:
 
 
 async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread: ThreadRow,
-                spec: RunSpec, idempotency_ttl_seconds: float, run_id: str | None = None,
+                spec: RunSpec, idempotency_ttl_seconds: float, client_run_id: str | None = None,
                 default_model: str | None = None) -> StartedRun:
     """Persist a new run on the thread under `owner`'s lease (`attached=False`: the caller
     launches it), or return the run the spec's idempotency key already started
     (`attached=True`).
-    `run_id` is the client's own id for the run when it chooses one (AG-UI clients do);
+    `client_run_id` is the client's own name for the run when it chooses one (AG-UI clients
+    do; the run's id is always the gateway's);
     `default_model` is the model the run calls when the request names none."""
     # The thread as the caller read it: a start that passes on it is safe (the lock is taken
     # only if the thread is still as validated), and it is read again before a refusal.
@@ -95,7 +96,7 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
         if current is None:
             raise ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread.id} not found",
                            threadId=thread.id)
-        new_run_id, now = run_id or new_id("run_"), now_ms()
+        new_run_id, now = new_id("run_"), now_ms()
         try:
             if current.run_status != "idle":
                 if idempotency_key and await store.find_run_by_idempotency_key(
@@ -112,6 +113,7 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
             current = None  # refused on the caller's copy: decide on the thread as it is
             continue
         run = new_run(new_run_id, thread, spec, owner, now, lease_ms, default_model)
+        run.client_id = client_run_id
         outcome = await store.start_run(run, inputs, now, current.last_completed_run_id,
                                         paused=bool(current.pending_tool_calls))
         if outcome == "started":

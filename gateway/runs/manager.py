@@ -93,13 +93,13 @@ class RunManager:
     # -- starting -------------------------------------------------------------------------------
 
     async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
-                    run_id: str | None = None,
+                    client_run_id: str | None = None,
                     subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start a run on the thread, or attach to the run the spec's idempotency key already
         started.
 
-        `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
-        gateway makes one. `subjects` are the API key and user scope whose quotas the run
+        `client_run_id` is the client's own name for the run (AG-UI clients choose one), kept
+        beside the gateway's id. `subjects` are the API key and user scope whose quotas the run
         counts against (a 429 when one is over); the run holds their slots until it ends.
         A new user message on a paused thread may first end the pause (`pauses`)."""
         self._refuse_if_closed()
@@ -111,10 +111,10 @@ class RunManager:
                     thread.id, spec.idempotency.key) is None:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
-        return await self._launched(ticket, self._admit(project_id, thread, spec, run_id))
+        return await self._launched(ticket, self._admit(project_id, thread, spec, client_run_id))
 
     async def _admit(self, project_id: str, thread: ThreadRow, spec: RunSpec,
-                     run_id: str | None) -> StartedRun:
+                     client_run_id: str | None) -> StartedRun:
         """`admission.admit`, after ending a pause the request abandons (`pauses`), and
         making room on a busy thread when the request's strategy says so (`multitask`)."""
         if await abandon_stale_pause(self.store, thread, spec,
@@ -124,12 +124,12 @@ class RunManager:
         while True:
             try:
                 return await admit(self.store, self.owner, self.timings.lease_ms, project_id,
-                                   thread, spec, self.idempotency_ttl_seconds, run_id,
+                                   thread, spec, self.idempotency_ttl_seconds, client_run_id,
                                    self.setup.model_of(spec))
             except ApiError as refused:
                 if spec.multitask_strategy == "enqueue" and refused.problem is \
                         Problem.CONCURRENT_RUN and not spec.tool_results:
-                    return await self._enqueue(thread, spec, run_id)
+                    return await self._enqueue(thread, spec, client_run_id)
                 attempts -= 1
                 in_the_way = run_in_the_way(refused, spec) if attempts else None
                 room = (await make_room(self.store, self.cancel, in_the_way, spec)
@@ -161,13 +161,13 @@ class RunManager:
                                            project_id, create_thread, spec, user_key)
 
     async def start_on(self, project_id: str, thread: ThreadRow, spec: RunSpec,
-                       run_id: str | None = None,
+                       client_run_id: str | None = None,
                        subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
         """Start the first run on a thread just created for it; if the run is refused (its
         continuation is invalid, a quota is spent), the thread goes too: a refused request
         leaves nothing."""
         try:
-            return await self.start(project_id, thread, spec, run_id, subjects)
+            return await self.start(project_id, thread, spec, client_run_id, subjects)
         except ApiError:
             await self.store.delete_thread(thread.id)
             raise
@@ -180,10 +180,10 @@ class RunManager:
             raise error
 
     async def _enqueue(self, thread: ThreadRow, spec: RunSpec,
-                       run_id: str | None) -> StartedRun:
+                       client_run_id: str | None) -> StartedRun:
         """Write the run as queued on the busy thread (`multitask`), then promote the thread's
         next run in case the one in the way ended meanwhile."""
-        run = queued_run(thread, spec, run_id, self.setup.model_of(spec))
+        run = queued_run(thread, spec, client_run_id, self.setup.model_of(spec))
         await self.store.add(run)
         await self.promote_next(thread.id)
         return StartedRun(await self.store.get_run(run.id) or run, attached=False, queued=True)

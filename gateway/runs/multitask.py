@@ -42,11 +42,12 @@ ROLLED_BACK = "rolledBack"
 QUEUED_INPUT = "queued_input"
 
 
-def queued_run(thread: ThreadRow, spec: RunSpec, run_id: str | None,
+def queued_run(thread: ThreadRow, spec: RunSpec, client_run_id: str | None,
                default_model: str | None) -> RunRow:
     """`spec` as a run waiting for `thread`: its input (the user's message) kept on the run
-    until it starts."""
-    run = new_run(run_id or new_id("run_"), thread, spec, "", now_ms(), 0, default_model)
+    until it starts; `client_run_id` is the client's own name for it (AG-UI)."""
+    run = new_run(new_id("run_"), thread, spec, "", now_ms(), 0, default_model)
+    run.client_id = client_run_id
     run.status, run.started_ms, run.lease_owner, run.lease_expires_ms = "queued", None, None, None
     run.previous_run_id = None  # the run it follows is known when it starts
     run.request = {**(run.request or {}), QUEUED_INPUT: input_parts(spec, {}, run.created_ms)}

@@ -240,6 +240,18 @@ class RunQueries(Queries):
             return await session.get(RunRow, run_id)
 
     @operation
+    async def get_run_by_client_id(self, project_id: str, client_id: str) -> RunRow | None:
+        """The project's run an AG-UI client calls `client_id` (its `runId`), else a run that has
+        no such name (begun by the Tambo endpoints, or before AG-UI names existed) whose own id
+        it is."""
+        async with self.session() as session:
+            found = (await session.exec(select(RunRow).where(
+                RunRow.project_id == project_id,
+                or_(RunRow.client_id == client_id,
+                    and_(RunRow.id == client_id, RunRow.client_id.is_(None)))))).all()
+            return min(found, key=lambda row: row.client_id is None, default=None)
+
+    @operation
     async def find_run_by_idempotency_key(self, thread_id: str, key: str) -> RunRow | None:
         async with self.session() as session:
             query = select(RunRow).where(RunRow.thread_id == thread_id,

@@ -21,11 +21,17 @@ def _json(nullable: bool = True) -> Any:
 
 class ThreadRow(SQLModel, table=True):
     __tablename__ = "threads"
-    __table_args__ = (Index("ix_threads_project_user_created", "project_id", "user_key", "created_ms"),
-                      Index("ix_threads_updated", "updated_ms"))
+    __table_args__ = (
+        Index("ix_threads_project_user_created", "project_id", "user_key", "created_ms"),
+        Index("ix_threads_updated", "updated_ms"),
+        UniqueConstraint("project_id", "client_id", name="uq_threads_project_client_id"),
+    )
 
     id: str = Field(primary_key=True, max_length=64)
     project_id: str = Field(max_length=128)
+    # The id an AG-UI client chose for the thread (its `threadId`): a name within the project,
+    # never the gateway's own id, so two projects choosing the same one never meet.
+    client_id: str | None = Field(default=None, max_length=64)
     user_key: str | None = Field(default=None, max_length=512)
     name: str | None = Field(default=None, max_length=500)
     meta: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
@@ -75,9 +81,12 @@ class RunRow(SQLModel, table=True):
         Index("ix_runs_thread_created", "thread_id", "created_ms"),
         Index("ix_runs_status_lease", "status", "lease_expires_ms"),
         UniqueConstraint("thread_id", "idempotency_key", name="uq_runs_thread_idempotency"),
+        UniqueConstraint("project_id", "client_id", name="uq_runs_project_client_id"),
     )
 
     id: str = Field(primary_key=True, max_length=64)
+    # The id an AG-UI client chose for the run (its `runId`), unique within the project.
+    client_id: str | None = Field(default=None, max_length=64)
     thread_id: str = Field(max_length=64)
     project_id: str = Field(max_length=128)
     # queued -> running -> completed | awaiting_input | failed | cancelled

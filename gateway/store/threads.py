@@ -45,6 +45,19 @@ class ThreadQueries(Queries):
             return row if row is not None and row.project_id == project_id else None
 
     @operation
+    async def get_thread_by_client_id(self, project_id: str, client_id: str
+                                      ) -> ThreadRow | None:
+        """The project's thread an AG-UI client calls `client_id` (its `threadId`): the thread
+        it created under that name, else a thread that has no such name (made by the Tambo
+        endpoints, or before AG-UI names existed) whose own id it is."""
+        async with self.session() as session:
+            found = (await session.exec(select(ThreadRow).where(
+                ThreadRow.project_id == project_id,
+                or_(ThreadRow.client_id == client_id,
+                    and_(ThreadRow.id == client_id, ThreadRow.client_id.is_(None)))))).all()
+            return min(found, key=lambda row: row.client_id is None, default=None)
+
+    @operation
     async def list_threads(
         self, project_id: str, user_key: str | None, limit: int, cursor: str | None
     ) -> Page:

@@ -12,10 +12,21 @@
  * recorded as the run's `error`. What the client printed with console.warn (for instance a
  * STATE_DELTA it could not apply) is recorded as `warnings`.
  *
+ * With `connect: true`, a second agent on the same thread (a page that reloaded) then loads it
+ * with `connectAgent()`, its `connect()` posting to the gateway's `/connect` endpoint (what an
+ * app's HttpAgent subclass does: the stock one implements no `connect`).
+ *
  * Prints one JSON line: {threadId, runs: [{runId, events, error, outcome, pendingToolCallIds}],
- * messages, state, warnings}.
+ * messages, state, warnings, connected?: {events, error, messages, state}}.
  */
 import { HttpAgent } from "@ag-ui/client";
+
+class GatewayAgent extends HttpAgent {
+  connect(input) {
+    const url = this.url.replace(/\/run(\?|$)/, "/connect$1");
+    return new HttpAgent({ url, headers: this.headers }).run(input);
+  }
+}
 
 async function readPlan() {
   if (process.argv[2]) return JSON.parse(process.argv[2]);
@@ -71,5 +82,19 @@ for (const step of plan.steps) {
   interrupts = run.interrupts;
 }
 
+let connected;
+if (plan.connect) {
+  const reloaded = new GatewayAgent({ url: plan.url, headers: plan.headers ?? {},
+                                      threadId: agent.threadId });
+  connected = { events: [], error: null };
+  try {
+    await reloaded.connectAgent({}, { onEvent: ({ event }) => { connected.events.push(event); } });
+  } catch (err) {
+    connected.error = err?.message ?? String(err);
+  }
+  connected.messages = reloaded.messages;
+  connected.state = reloaded.state;
+}
+
 console.log(JSON.stringify({ threadId: agent.threadId, runs, messages: agent.messages,
-                             state: agent.state, warnings }));
+                             state: agent.state, warnings, connected }));

@@ -22,6 +22,7 @@ from tests.conftest import scripted_env
 from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer
 from tests.support.node import have_node, run_agui_agent
+from tests.support.run_stream import gateway_ids
 from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(not have_node(), reason="node and npm are needed")
@@ -49,9 +50,10 @@ def call(index: int, call_id: str, name: str, arguments: str) -> dict:
     return {"tool_call": {"index": index, "id": call_id, "name": name, "arguments": arguments}}
 
 
-def run_plan(gateway: GatewayServer, *steps: dict, agent: str = "default") -> dict:
+def run_plan(gateway: GatewayServer, *steps: dict, agent: str = "default",
+             connect: bool = False) -> dict:
     result = run_agui_agent({"url": f"{gateway.url}/v1/agui/agents/{agent}/run",
-                             "headers": {"x-api-key": "test-key"},
+                             "headers": {"x-api-key": "test-key"}, "connect": connect,
                              "threadId": f"agui-{uuid.uuid4()}", "steps": list(steps)})
     for run in result["runs"]:
         assert run["error"] is None, (run, result["_stderr"])
@@ -102,7 +104,7 @@ def test_frontend_tool_pauses_and_continues(tools_gateway: GatewayServer,
                             call(0, "call_w1", "get_weather", '{"city": "Paris"}')],
                            [{"content": "It is 21 °C in Paris."}])
     result = run_plan(tools_gateway, {"user": "weather in Paris?", "tools": [WEATHER_TOOL]},
-                      {"answerPending": "21 °C, sunny", "tools": [WEATHER_TOOL]})
+                      {"answerPending": "21 °C, sunny", "tools": [WEATHER_TOOL]}, connect=True)
 
     first, second = result["runs"]
     finished = first["events"][-1]
@@ -115,8 +117,21 @@ def test_frontend_tool_pauses_and_continues(tools_gateway: GatewayServer,
     assert answered == [{"role": "tool", "tool_call_id": "call_w1", "content": "21 °C, sunny"}]
     assert messages_of(result, "assistant")[-1]["content"] == "It is 21 °C in Paris."
     with httpx.Client(base_url=tools_gateway.url, headers={"x-api-key": "k"}) as http:
-        thread = http.get(f"/v1/threads/{result['threadId']}").json()
-    assert thread["runStatus"] == "idle" and thread["lastCompletedRunId"] == second["runId"]
+        thread_id, run_id = gateway_ids(http, {"threadId": result["threadId"],
+                                               "runId": second["runId"]})
+        thread = http.get(f"/v1/threads/{thread_id}").json()
+    assert thread["runStatus"] == "idle" and thread["lastCompletedRunId"] == run_id
+    # A page that reloads loads the same conversation with connectAgent() (the client's own
+    # message ids are its own: the gateway's stand in for them).
+    connected = result["connected"]
+    assert connected["error"] is None, connected
+    for event in connected["events"]:
+        EVENT.validate_python(event)
+    assert [e["type"] for e in connected["events"]] == [
+        "RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    def without_ids(messages: list[dict]) -> list[dict]:
+        return [{k: v for k, v in m.items() if k != "id"} for m in messages]
+    assert without_ids(connected["messages"]) == without_ids(result["messages"])
 
 
 def test_component_is_a_tool_call_and_agent_state(tools_gateway: GatewayServer,
@@ -137,7 +152,8 @@ def test_component_is_a_tool_call_and_agent_state(tools_gateway: GatewayServer,
     assert component["props"] == {"city": "Paris", "tempC": 21}
     assert [m["toolCallId"] for m in messages_of(result, "tool")] == ["call_c1"]
     with httpx.Client(base_url=tools_gateway.url) as http:
-        state = http.get(f"/v1/threads/{result['threadId']}/components/"
+        thread_id, _ = gateway_ids(http, {"threadId": result["threadId"], "runId": run["runId"]})
+        state = http.get(f"/v1/threads/{thread_id}/components/"
                          f"{component['componentId']}/state").json()
     assert state["state"] == component["state"]
 

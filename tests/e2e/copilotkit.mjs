@@ -6,6 +6,9 @@
 // together. Commands:
 //   {"action": "open"}                     a fresh context on the app, once its chat input shows
 //   {"action": "send", "text": str}        type into CopilotChat's input and press its send button
+//   {"action": "reload"}                   reload the page (same context: its saved thread)
+//   {"action": "stop"}                     press CopilotChat's stop button (the send button
+//                                          while the agent runs)
 //   {"action": "wait"}
 // each optionally with "until" ({text: one or a list, absent, idle: false to not wait for the
 // agent to stop running}) and "screenshot" (a PNG path). Replies: {"ok": true, "page": snapshot,
@@ -84,6 +87,13 @@ async function perform(cmd) {
       break;
     case "send":
       await page.getByTestId("copilot-chat-textarea").fill(cmd.text);
+      await page.getByTestId("copilot-send-button").click();
+      break;
+    case "reload":
+      await page.reload();
+      await page.getByTestId("copilot-chat-textarea").waitFor({ timeout: WAIT_MS });
+      break;
+    case "stop":
       await page.getByTestId("copilot-send-button").click();
       break;
     case "wait":

@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import artifacts_dir, scripted_env
 from tests.support.gateway_server import GatewayServer, free_port
+from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
 
 from .harness import ROOT, Browser, clean, npm_ci, require_tools, static_server, vite_build
@@ -59,38 +60,59 @@ def tools_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPa
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def runtime_url(tools_gateway: GatewayServer, tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[str]:
-    """`npm run server`: the CopilotKit runtime, configured by its documented variables."""
-    npm_ci(EXAMPLE)
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("copilotkit-runtime") / "runtime.log"
-    env = {**os.environ, "GATEWAY_URL": tools_gateway.url, "GATEWAY_API_KEY": API_KEY,
-           "GATEWAY_USER_KEY": USER_KEY, "PORT": str(port),
-           "COPILOTKIT_TELEMETRY_DISABLED": "true"}  # the test machine has no network
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(["node", "server.mjs"], cwd=EXAMPLE, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
+class Runtime:
+    """`npm run server`: the CopilotKit runtime, configured by its documented variables, on a
+    port of its own that a restart keeps (the page's built-in runtime URL)."""
+
+    def __init__(self, gateway: GatewayServer, log_path: Path) -> None:
+        self.port, self.log_path = free_port(), log_path
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "GATEWAY_URL": gateway.url, "GATEWAY_API_KEY": API_KEY,
+                    "GATEWAY_USER_KEY": USER_KEY, "PORT": str(self.port),
+                    "COPILOTKIT_TELEMETRY_DISABLED": "true"}  # the test machine has no network
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "a") as log:
+            self.process = subprocess.Popen(["node", "server.mjs"], cwd=EXAMPLE, env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the CopilotKit runtime did not start:\n{log_path.read_text()}")
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the CopilotKit runtime did not start:\n"
+                                   f"{self.log_path.read_text()}")
             try:
-                if httpx.get(f"{url}/api/copilotkit/info", timeout=2).status_code == 200:
-                    break
+                if httpx.get(f"{self.url}/api/copilotkit/info", timeout=2).status_code == 200:
+                    return
             except httpx.HTTPError:
                 time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
         try:
-            process.wait(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def runtime(tools_gateway: GatewayServer, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Runtime]:
+    npm_ci(EXAMPLE)
+    process = Runtime(tools_gateway, tmp_path_factory.mktemp("copilotkit-runtime") / "runtime.log")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def runtime_url(runtime: Runtime) -> str:
+    return runtime.url
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +147,14 @@ def chat(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def stored(gateway: GatewayServer, thread_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The thread and its messages as the gateway keeps them (the user key the runtime sent)."""
+    """The thread CopilotKit calls `thread_id` and its messages as the gateway keeps them (the
+    user key the runtime sent): its gateway id is the `X-Thread-Id` of an AG-UI connect."""
     with httpx.Client(base_url=gateway.url, params={"userKey": USER_KEY}, timeout=10,
                       headers={"x-api-key": API_KEY}) as http:
+        with http.stream("POST", "/v1/agui/agents/default/connect", json={
+                "threadId": thread_id, "runId": "probe", "messages": [], "tools": [],
+                "context": [], "state": {}, "forwardedProps": {}}) as connected:
+            thread_id = connected.headers["x-thread-id"]
         thread = http.get(f"/v1/threads/{thread_id}")
         messages = http.get(f"/v1/threads/{thread_id}/messages")
     assert thread.status_code == 200, thread.text
@@ -238,3 +265,60 @@ def test_a_tool_the_gateway_runs_is_shown_with_its_result(
     assert "get_weather" in [t["function"]["name"] for t in offered["tools"]]
     (tool_message,) = [m for m in answered["messages"] if m["role"] == "tool"]
     assert json.loads(tool_message["content"]) == {"city": "Paris", "sky": "windy", "celsius": 11}
+
+
+def reloaded(result: dict[str, Any]) -> dict[str, Any]:
+    """A step that (re)loads the page, less the `connect` requests cut short on the way: the
+    unloaded page's open stream, or the one CopilotChat aborts itself when its effect re-runs
+    while the page settles on its thread id (the browser reports both as ERR_ABORTED)."""
+    cut = [e for e in result["errors"]
+           if e.startswith("request failed: POST ") and "/connect " in e
+           and e.endswith(" net::ERR_ABORTED")]
+    return {**result, "errors": [e for e in result["errors"] if e not in cut]}
+
+
+def test_a_reloaded_page_shows_the_conversation_after_a_runtime_restart_and_stop_cancels(
+        browser: Browser, runtime: Runtime, tools_gateway: GatewayServer,
+        scripted_model: ScriptedModel, shots: Path) -> None:
+    """The runtime keeps nothing (examples/copilotkit/gateway-runner.mjs): after it restarts,
+    a reloaded page loads its thread from the gateway (connect). Stop cancels the gateway's
+    run: the model's stream is closed and nothing more is written."""
+    scripted_model.enqueue(stream_turn({"content": "Kept by the gateway, not the runtime."}))
+    clean(reloaded(browser.step("open")))
+    before = clean(browser.step("send", text="Remember this conversation.",
+                                until={"text": "Kept by the gateway, not the runtime."}))
+    runtime.stop()
+    runtime.start()
+    after = clean(reloaded(browser.step(
+        "reload", until={"text": ["Remember this conversation.",
+                                  "Kept by the gateway, not the runtime."]},
+        screenshot=str(shots / "30-reloaded.png"))))
+    assert after["threadId"] == before["threadId"]
+    assert after["messages"] == before["messages"]
+
+    counting = [{"content": "Counting: "}]
+    for i in range(1, 80):
+        counting += [{"delay": 0.15}, {"content": f"{i}, "}]
+    scripted_model.enqueue(stream_turn(*counting))
+    clean(browser.step("send", text="Count slowly.", until={"text": "Counting: 1, 2, 3,", "idle": False}))
+    stopped = clean(browser.step("stop", until={"text": "Counting: 1, 2, 3,"},
+                                 screenshot=str(shots / "31-stopped.png")))
+    assert stopped["status"] == "Ready"
+
+    def cancelled() -> list[dict[str, Any]] | None:
+        thread, messages = stored(tools_gateway, before["threadId"])
+        if thread["runStatus"] != "idle":
+            return None
+        with httpx.Client(base_url=tools_gateway.url, params={"userKey": USER_KEY}, timeout=10,
+                          headers={"x-api-key": API_KEY}) as http:
+            last = http.get(f"/v1/threads/{thread['id']}/runs/{thread['lastCompletedRunId']}",
+                            headers={"accept": "application/json"}).json()
+        assert last["status"] == "cancelled", last
+        return messages
+
+    messages = wait_for(cancelled, what="the stopped run to be cancelled")
+    written = messages[-1]["content"][0]["text"]
+    assert written.startswith("Counting: ") and "79," not in written
+    # Once the run is over, what the gateway holds is final: a reload shows the same text.
+    again = clean(reloaded(browser.step("reload", until={"text": "Count slowly."})))
+    assert again["messages"][-1]["text"] == written.strip()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import uuid
 from collections.abc import Iterator
 
 import httpx
@@ -320,3 +321,49 @@ def test_a_components_context_tools_are_offered_only_while_it_is_shown(http, scr
         "message": {"role": "user", "content": [{"type": "tool_result", "toolUseId": "call_rq",
                                                  "content": [{"type": "text", "text": "42"}]}]}})
     assert "refresh_quote" not in offered()  # its one call is spent
+
+
+def test_agui_media_parts_reach_the_model_as_tambo_resources_do(http, scripted_model):
+    """AG-UI parity: image, audio and document parts of an AG-UI user message (and the
+    `binary` part of a client before 1.0) reach the model exactly as the Tambo `resource`
+    blocks of the same files, and are checked the same way."""
+    audio = base64.b64encode(b"ID3" + b"\0" * 40).decode()
+    tambo = [{"type": "text", "text": "what is this?"},
+             {"type": "resource", "resource": {"mimeType": "image/png", "blob": PNG}},
+             {"type": "resource", "resource": {"uri": "https://example.com/cat.jpg",
+                                               "mimeType": "image/jpeg"}},
+             {"type": "resource", "resource": {"name": "a.mp3", "mimeType": "audio/mpeg",
+                                               "blob": audio}}]
+    agui = [{"type": "text", "text": "what is this?"},
+            {"type": "image", "source": {"type": "data", "value": PNG, "mimeType": "image/png"}},
+            {"type": "image", "source": {"type": "url", "value": "https://example.com/cat.jpg",
+                                         "mimeType": "image/jpeg"}},
+            {"type": "audio", "source": {"type": "data", "value": audio,
+                                         "mimeType": "audio/mpeg"},
+             "metadata": {"filename": "a.mp3"}}]
+    legacy = [*agui[:1], {"type": "binary", "mimeType": "image/png", "data": PNG}]
+
+    def agui_run(content: list, version: str | None = "1.0") -> httpx.Response:
+        body = {"threadId": f"t-{uuid.uuid4()}", "runId": f"r-{uuid.uuid4()}", "tools": [],
+                "context": [], "state": {}, "forwardedProps": {},
+                "messages": [{"id": "m1", "role": "user", "content": content}]}
+        return http.post("/v1/agui/agents/default/run", json={
+            **body, **({"protocolVersion": version} if version else {})})
+
+    scripted_model.enqueue(*[[{"content": "Seen."}]] * 3)
+    run_events(http, "POST", "/v1/threads/runs", json={"message": {"role": "user",
+                                                                    "content": tambo}})
+    assert agui_run(agui).status_code == 200
+    assert agui_run(legacy, version=None).status_code == 200
+    from_tambo, from_agui, from_legacy = (r["messages"][-1]["content"]
+                                          for r in scripted_model.requests[-3:])
+    assert from_agui == from_tambo and from_legacy == from_tambo[:2]
+    assert [p["type"] for p in from_agui] == ["text", "image_url", "image_url", "file"]
+
+    big = base64.b64encode(b"x" * 3000).decode()
+    problem(agui_run([{"type": "document", "source": {
+        "type": "data", "value": big, "mimeType": "application/pdf"}}]), 413,
+        "ATTACHMENT_TOO_LARGE")
+    problem(agui_run([{"type": "image", "source": {"type": "file", "value": "file-123"}}]),
+            400, "UNSUPPORTED_ATTACHMENT")
+    assert len(scripted_model.requests) == 3

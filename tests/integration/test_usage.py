@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 
 from tests.conftest import scripted_env
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
+from tests.support.run_stream import gateway_ids
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
@@ -160,5 +161,5 @@ def test_an_agui_run_finished_carries_the_usage_the_run_status_shows(
     assert finished.data["usage"] == [{
         "provider": "openai", "model": PRICED, "inputTokens": 120, "outputTokens": 30,
         "totalTokens": 150, "reasoningTokens": 10, "cachedInputTokens": 100}]
-    usage = status(client, body["threadId"], body["runId"])["usage"]
+    usage = status(client, *gateway_ids(client, body))["usage"]
     assert (usage["inputTokens"], usage["outputTokens"]) == (120, 30)

@@ -115,6 +115,20 @@ def started_ids(seen: list[SseEvent]) -> tuple[str, str]:
     return first.data["threadId"], first.data["runId"]
 
 
+def agui_path(body: dict[str, Any]) -> str:
+    """The AG-UI path of the run an AG-UI input started (by the client's ids)."""
+    return f"/v1/agui/threads/{body['threadId']}/runs/{body['runId']}"
+
+
+def gateway_ids(client: httpx.Client, body: dict[str, Any], **headers: str) -> tuple[str, str]:
+    """The gateway's own (thread id, run id) of the run an AG-UI input started, which the
+    Tambo endpoints use: an AG-UI client's ids are its names for them (`X-Thread-Id` and
+    `X-Run-Id` of its AG-UI stream carry the gateway's)."""
+    with client.stream("GET", agui_path(body), headers=headers) as response:
+        assert response.status_code == 200, response.read()
+        return response.headers["x-thread-id"], response.headers["x-run-id"]
+
+
 def disconnects_after(model: Any, since: float) -> list[float]:
     """Monotonic times of upstream streams the gateway closed after `since`."""
     return [t for t, _ in model.disconnects if t >= since]

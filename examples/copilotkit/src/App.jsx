@@ -52,8 +52,20 @@ function parseJson(text) {
   }
 }
 
+/** The page's thread, kept across reloads: the gateway holds its conversation (the runtime's
+ * GatewayRunner loads it back with `connect`), so a reload or a restarted runtime shows it. */
+function savedThreadId() {
+  let id = localStorage.getItem("gateway-thread-id");
+  if (!id) {
+    id = crypto.randomUUID();
+    localStorage.setItem("gateway-thread-id", id);
+  }
+  return id;
+}
+
 export default function App() {
   const [color, setColor] = useState("#6366f1");
+  const [threadId] = useState(savedThreadId);
   useThemeColorAction(setColor);
   useWeatherCard();
   useDefaultRenderTool(); // any other tool call: CopilotKit's own card
@@ -72,6 +84,7 @@ export default function App() {
         </p>
       </header>
       <CopilotChat
+        threadId={threadId}
         className="chat"
         labels={{ chatInputPlaceholder: "Ask the gateway's agent…" }}
       />

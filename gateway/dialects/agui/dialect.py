@@ -12,7 +12,7 @@ from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STORED_CAPS, STREAM_HEADERS, O
 from ...protocol import tambo
 from ...protocol.schema_files import Schemas, Union
 from ..base import EventSchema, WireDialect
-from . import routes
+from . import routes, snapshot
 from .input import GatewayRunInput
 
 EVENTS = EventSchema("AguiEvent", Event)
@@ -30,16 +30,42 @@ AGUI_RUN = "/v1/agui/threads/{thread_id}/runs/{run_id}"
 OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/agui/agents/{agent}/run", "aguiRunAgent",
               "Run the agent for an AG-UI 1.0 client (HttpAgent, CopilotKit)", "agui",
-              description="Takes a `RunAgentInput`; `threadId` and `runId` become the thread's "
-                          "and the run's ids (at most 64 characters). A new thread starts with "
+              description="Takes a `RunAgentInput`; `threadId` and `runId` (at most 64 "
+                          "characters) are the client's names for the thread and the run within "
+                          "the project, beside the gateway's own ids (headers `X-Thread-Id`, "
+                          "`X-Run-Id`). A new thread starts with "
                           "the messages before the last user message; an existing one takes "
                           "the last user message and the `tool` messages or `resume` entries "
-                          "answering its pending tool calls. `forwardedProps` may carry "
-                          "`components`, `userKey` and `onDisconnect`. " + AGUI_STREAM,
+                          "answering its pending tool calls. Image, audio, video and document "
+                          "parts of the user message reach the model as Tambo `resource` "
+                          "blocks do. `forwardedProps` may carry `components`, `userKey` and "
+                          "`onDisconnect` (default `grace`; `cancel` for a client before 1.0, "
+                          "which sends no `protocolVersion`). " + AGUI_STREAM,
               body=GatewayRunInput, params=KEYS, stream=EVENTS.name, headers=STREAM_HEADERS,
               errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
-                      "THREAD_AGENT_MISMATCH",
+                      "THREAD_AGENT_MISMATCH", "ATTACHMENT_TOO_LARGE", "INVALID_ATTACHMENT",
+                      "UNSUPPORTED_ATTACHMENT",
                       "USER_SCOPE_REQUIRED", *RUN_ERRORS, *STORED_CAPS)),
+    Operation("POST", "/v1/agui/agents/{agent}/connect", "aguiConnectAgent",
+              "Load a thread for an AG-UI 1.0 client (connectAgent, CopilotKit connect)", "agui",
+              description="Takes a `RunAgentInput`; its `threadId` names the thread, its `runId` "
+                          "the snapshot. Answers `RUN_STARTED`, `MESSAGES_SNAPSHOT` (the "
+                          "thread's messages, tool calls and results included), `STATE_SNAPSHOT` "
+                          "(`components`, and `pendingToolCalls` the thread waits for) and "
+                          "`RUN_FINISHED` (1.0: `outcome.pendingToolCallIds`), without SSE ids; "
+                          "then, if a run is active, that run's events from its start, with "
+                          "their ids, live until it ends. With `Last-Event-ID` (or `after`): "
+                          "only the thread's latest run after that event. A thread that does "
+                          "not exist, or is outside the caller's scope, is an empty thread.",
+              body=GatewayRunInput, params=(*KEYS, *REPLAY), stream=EVENTS.name,
+              errors=("AGENT_NOT_FOUND", "THREAD_AGENT_MISMATCH", "INVALID_CURSOR")),
+    Operation("GET", "/v1/agui/threads/{thread_id}", "aguiGetThreadStatus",
+              "Whether a run is active on an AG-UI thread", "agui",
+              description="By the client's ids: `running`, and the active run's `runId` (to "
+                          "cancel it with `DELETE /v1/agui/threads/{threadId}/runs/{runId}`). A "
+                          "thread that does not exist, or is outside the caller's scope, reads "
+                          "as idle.",
+              params=KEYS, result=snapshot.ThreadStatus),
     Operation("GET", AGUI_RUN, "aguiGetRun", "Reconnect to a run's AG-UI 1.0 stream", "agui",
               description="The run's events after the cursor (`Last-Event-ID` or `after`), "
                           "live until the run ends. " + AGUI_STREAM,
@@ -76,6 +102,22 @@ AGUI_EVENTS = sse([
 ])
 EXAMPLES: dict[str, dict[str, Any]] = {
     "aguiRunAgent": {"request": AGUI_INPUT, "stream": AGUI_EVENTS},
+    "aguiConnectAgent": {"request": {**AGUI_INPUT, "messages": [], "tools": []},
+                         "stream": sse([
+        {"type": "RUN_STARTED", "timestamp": T, "threadId": THREAD, "runId": "connect-1",
+         "protocolVersion": "1.0"},
+        {"type": "MESSAGES_SNAPSHOT", "timestamp": T, "messages": [
+            {"id": "msg-1", "role": "user", "content": "What is the weather in Paris?"},
+            {"id": MESSAGE, "role": "assistant", "content": "Let me check.", "toolCalls": [
+                {"id": CALL, "type": "function", "function": {
+                    "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}]},
+        {"type": "STATE_SNAPSHOT", "timestamp": T, "snapshot": {
+            "components": {}, "pendingToolCalls": [
+                {"toolCallId": CALL, "toolName": "get_weather",
+                 "arguments": "{\"city\": \"Paris\"}"}]}},
+        {"type": "RUN_FINISHED", "timestamp": T, "threadId": THREAD, "runId": "connect-1",
+         "outcome": {"type": "success", "pendingToolCallIds": [CALL]}}])},
+    "aguiGetThreadStatus": {"response": {"threadId": THREAD, "running": True, "runId": RUN}},
     "aguiGetRun": {"stream": AGUI_EVENTS},
     "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
 }

@@ -16,19 +16,22 @@ shaped for that version, see `translate.py`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
 from ag_ui.core import (
     AssistantMessage,
+    DataSource,
     DeveloperMessage,
     RunAgentInput,
     SystemMessage,
     TextInputContent,
     ToolMessage,
+    UrlSource,
     UserMessage,
 )
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import (
@@ -57,6 +60,18 @@ class GatewayRunInput(RunAgentInput):
 
     thread_id: GatewayId
     run_id: GatewayId
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_binary_parts(cls, data: Any) -> Any:
+        """Clients before 1.0 (CopilotKit's `@ag-ui/client` 0.0.x) send a file as a `binary`
+        part (`mimeType` and `data` or `url`), which 1.0 replaced by typed parts with a
+        `source`; it is read as the 1.0 part it stands for."""
+        for message in data.get("messages") or [] if isinstance(data, dict) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                message["content"] = [_from_binary(p) for p in content]
+        return data
 
 
 def forwarded(body: RunAgentInput, key: str) -> Any:
@@ -93,8 +108,11 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
     if body.state not in (None, {}, []):
         context["state"] = body.state
     declared = _declared(body)
+    on_disconnect = declared.onDisconnect
+    if on_disconnect is None and body.protocol_version is None:
+        on_disconnect = "cancel"  # a client before 1.0 stops a run only by hanging up
     return RunSpec(
-        user=UserInput([{"type": "text", "text": _text(user.content) or " "}], context or None)
+        user=UserInput(user_blocks(user.content), context or None)
         if user is not None else None,
         tool_results=results,
         context=context or None,
@@ -103,7 +121,7 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
                               tuple(t.client_tool() for t in c.contextTools or []))
                     for c in declared.availableComponents],
         previous_run_id=previous_run_id,
-        on_disconnect=declared.onDisconnect,
+        on_disconnect=on_disconnect,
         metadata={"agui": {"forwardedProps": body.forwarded_props,
                            "parentRunId": body.parent_run_id,
                            "protocolVersion": body.protocol_version}},
@@ -197,6 +215,64 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(p.text for p in content or [] if isinstance(p, TextInputContent))
+
+
+def user_blocks(content: Any) -> list[dict[str, Any]]:
+    """A user message's content as the Tambo dialect's blocks: its text, and each image, audio,
+    video or document part as the `resource` block a Tambo client sends for an attachment (so
+    it reaches the model, and is checked, exactly as that is: `engine/attachments.py`)."""
+    if isinstance(content, str) or not content:
+        return [{"type": "text", "text": content or " "}]
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, TextInputContent):
+            blocks.append({"type": "text", "text": part.text})
+        else:
+            blocks.append({"type": "resource", "resource": _resource(part)})
+    if not any(b["type"] == "text" for b in blocks):
+        blocks.insert(0, {"type": "text", "text": " "})
+    return blocks
+
+
+def _resource(part: Any) -> dict[str, Any]:
+    """An AG-UI media part as a Tambo (MCP) resource: inline data as `blob`, a URL as `uri`
+    (a `data:` URL is inline data); a provider's file id is refused (400)."""
+    source, meta = part.source, part.metadata if isinstance(part.metadata, dict) else {}
+    name = meta.get("filename") or meta.get("name")
+    found: dict[str, Any] = {"name": name} if isinstance(name, str) else {}
+    if isinstance(source, DataSource):
+        return {**found, "mimeType": source.mime_type, "blob": source.value}
+    if isinstance(source, UrlSource):
+        inline = DATA_URL.fullmatch(source.value)
+        if inline:
+            return {**found, "mimeType": source.mime_type or inline[1], "blob": inline[2]}
+        default = {"image": "image/*", "audio": "audio/*", "video": "video/*"}.get(part.type)
+        return {**found, "uri": source.value,
+                **({"mimeType": source.mime_type or default} if source.mime_type or default
+                   else {})}
+    raise ApiError(Problem.UNSUPPORTED_ATTACHMENT, f"A {part.type} part's source must be "
+                   "inline data or a URL: a provider's file id is not supported")
+
+
+DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+MEDIA = {"image": "image", "audio": "audio", "video": "video"}
+
+
+def _from_binary(part: Any) -> Any:
+    """A 0.0.x `binary` part as the 1.0 part of its kind (by its MIME type)."""
+    if not isinstance(part, dict) or part.get("type") != "binary":
+        return part
+    mime = str(part.get("mimeType") or "")
+    kind = MEDIA.get(mime.split("/")[0], "document")
+    if part.get("data"):
+        source = {"type": "data", "value": part["data"], "mimeType": mime}
+    elif part.get("url"):
+        source = {"type": "url", "value": part["url"], "mimeType": mime}
+    else:  # a provider's file id: refused with the others (`_resource`)
+        source = {"type": "file", "value": part.get("id") or "", "mimeType": mime}
+    filename = part.get("filename")
+    return {"type": kind, "source": source,
+            **({"metadata": {"filename": filename}} if filename else {})}
 
 
 def _invalid(field: str, message: str) -> ApiError:

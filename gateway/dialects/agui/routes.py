@@ -1,40 +1,70 @@
 """AG-UI 1.0 endpoints: `HttpAgent` and CopilotKit run the gateway's agent here.
 
 `POST /v1/agui/agents/{agent}/run` takes a `RunAgentInput` (parsed with `ag_ui.core`'s own
-model) and answers with the run's AG-UI 1.0 events. The client chooses the ids: its `threadId`
-is the gateway thread's id (created on first use, an ordinary thread the Tambo endpoints see
-too) and its `runId` the run's. A retried request with a `runId` the thread already ran replays
-that run instead of starting another. A `threadId` outside the caller's project or user scope is
-answered as if it did not exist (404).
+model) and answers with the run's AG-UI 1.0 events.
+
+Ids. The client chooses its `threadId` and `runId`; they are names *within the caller's
+project*, kept beside the gateway's own ids (`client_id` of the thread and run rows), never the
+gateway's ids themselves. So two projects choosing the same ids get two threads that never
+meet, and a project cannot learn that an id is taken elsewhere. Every event and every AG-UI
+path names the client's ids; the response headers (`X-Thread-Id`, `X-Run-Id`) carry the
+gateway's, which the Tambo and Timbal endpoints use for the same thread. A thread or run
+without a client's name (made by the Tambo endpoints, or before names existed) answers to its
+own id. A thread is created on first use of its `threadId`. A retried request with a `runId` the thread already ran replays
+that run instead of starting another. A `threadId` of the project outside the caller's user
+scope is answered as if it did not exist (404).
 
 The run is the same run the Tambo endpoints serve, so a stream can be resumed from its cursor
 (`GET /v1/agui/threads/{threadId}/runs/{runId}` with `Last-Event-ID` or `?after=`), and a
 run is cancelled with `DELETE` on the same path; its stream then ends with
-`RUN_FINISHED {outcome: cancelled}`.
+`RUN_FINISHED {outcome: cancelled}`. `POST /v1/agui/agents/{agent}/connect` loads a thread
+(see "connect" below).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
-from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    MessagesSnapshotEvent,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    StateSnapshotEvent,
+)
 from sqlalchemy.exc import IntegrityError
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...api.agent_choice import agent_for, check_client_prompt
 from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
 from ...api.request_limits import check_run_request
-from ...api.runs import cancel_run, check_fits, event_cursor, event_stream, gated, run_in_thread
+from ...api.runs import (
+    cancelled,
+    check_attachments,
+    check_fits,
+    event_cursor,
+    event_stream,
+    gated,
+    run_events,
+    sse_response,
+)
 from ...api.stored_caps import check_thread_room
 from ...api.threads import initial_message_row
-from ...protocol.clock import now_ms
+from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import RunSpec
+from ...protocol.tambo import wire
 from ...store.tables import RunRow, ThreadRow
 from . import input as agui_input
+from . import snapshot
 from . import translate as agui
 
 
@@ -45,10 +75,17 @@ def protocol_version(run: RunRow) -> str | None:
     return PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
 
 
-def agui_stream(request: Request, run: RunRow, after: int = 0,
+def client_ids(thread: ThreadRow, run: RunRow) -> tuple[str, str]:
+    """The thread's and the run's ids as an AG-UI client knows them: the ids it chose, or the
+    gateway's for a thread or run the Tambo endpoints began."""
+    return thread.client_id or thread.id, run.client_id or run.id
+
+
+def agui_stream(request: Request, thread: ThreadRow, run: RunRow, after: int = 0,
                 extra_headers: dict[str, str] | None = None) -> Response:
-    """The run's events in AG-UI, shaped for its client's version."""
-    dialect = functools.partial(agui.AguiDialect, protocol_version(run))
+    """The run's events in AG-UI, shaped for its client's version, naming the client's ids."""
+    dialect = functools.partial(agui.AguiDialect, protocol_version(run),
+                                client_ids(thread, run))
     return event_stream(request, run, after, extra_headers, dialect=dialect, encode=agui.encode)
 
 
@@ -64,33 +101,36 @@ async def run_agent(request: Request) -> Response:
     agent = agent_for(request, thread, asked)
     if not agent.allow_client_system_prompt:
         check_client_prompt(agent, agui_input.client_prompts(body))
-    existing = await svc.store.get_run(body.run_id)
+    existing = await svc.store.get_run_by_client_id(project, body.run_id)
     if existing is not None:
         if thread is None or existing.thread_id != thread.id:
             raise ApiError(Problem.RUN_ID_IN_USE, f"Run id {body.run_id} is already used",
                            runId=body.run_id)
-        return agui_stream(request, existing, extra_headers={"Idempotent-Replayed": "true"})
+        return agui_stream(request, thread, existing,
+                           extra_headers={"Idempotent-Replayed": "true"})
     if thread is None:
         spec = replace(agui_input.run_spec(body, {}, None), agent=agent.name)
         check_run_request(svc.settings, spec)
+        check_attachments(request, spec)
         check_fits(request, spec, agent)
         thread = await _create_thread(request, project, body, spec, user_key)
-        started = await svc.runs.start_on(project, thread, spec, run_id=body.run_id,
+        started = await svc.runs.start_on(project, thread, spec, client_run_id=body.run_id,
                                           subjects=quota_subjects(request, thread.user_key))
     else:
         pending = agui_input.answers(thread.pending_tool_calls or [])
         spec = replace(agui_input.run_spec(body, pending, thread.last_completed_run_id),
                        agent=agent.name)
         check_run_request(svc.settings, spec)
+        check_attachments(request, spec)
         check_fits(request, spec, agent)
-        started = await svc.runs.start(project, thread, spec, run_id=body.run_id,
+        started = await svc.runs.start(project, thread, spec, client_run_id=body.run_id,
                                        subjects=quota_subjects(request, thread.user_key))
-    return agui_stream(request, started.run)
+    return agui_stream(request, thread, started.run)
 
 
 async def _scoped_thread(request: Request, project: str, thread_id: str,
                          user_key: str | None) -> ThreadRow | None:
-    thread = await services(request).store.get_thread(project, thread_id)
+    thread = await services(request).store.get_thread_by_client_id(project, thread_id)
     if thread is not None and not may_see(request, thread, user_key):
         raise _not_found(thread_id)
     return thread
@@ -98,11 +138,11 @@ async def _scoped_thread(request: Request, project: str, thread_id: str,
 
 async def _create_thread(request: Request, project: str, body: RunAgentInput, spec: RunSpec,
                          user_key: str | None) -> ThreadRow:
-    """The client's thread, with the history it sent; a thread id taken outside the caller's
-    scope is answered as absent."""
+    """The client's thread, with the history it sent, under an id of the gateway's; a thread
+    id taken meanwhile outside the caller's scope is answered as absent."""
     now = now_ms()
-    thread = ThreadRow(id=body.thread_id, project_id=project, user_key=user_key,
-                       created_ms=now, updated_ms=now, agent=spec.agent)
+    thread = ThreadRow(id=new_id("thr_"), client_id=body.thread_id, project_id=project,
+                       user_key=user_key, created_ms=now, updated_ms=now, agent=spec.agent)
     await check_thread_room(services(request).settings, services(request).store, project,
                             user_key)
     rows = [initial_message_row(thread.id, m, now) for m in spec.seed_messages]
@@ -120,14 +160,158 @@ def _not_found(thread_id: str) -> ApiError:
     return ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread_id} not found", threadId=thread_id)
 
 
+async def agui_run(request: Request) -> tuple[ThreadRow, RunRow]:
+    """The thread and run the path names by the client's ids (`get_thread_by_client_id`), if
+    the caller may see the thread; else 404."""
+    thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
+    store = services(request).store
+    project = project_of(request)
+    thread, run = await asyncio.gather(store.get_thread_by_client_id(project, thread_id),
+                                       store.get_run_by_client_id(project, run_id))
+    if thread is None or not may_see(request, thread, user_scope(request),
+                                     scope_optional=True):
+        raise _not_found(thread_id)
+    if run is None or run.thread_id != thread.id:
+        raise ApiError(Problem.RUN_NOT_FOUND, f"Run {run_id} not found on thread {thread_id}",
+                       threadId=thread_id, runId=run_id)
+    return thread, run
+
+
 async def get_run(request: Request) -> Response:
     """Reconnect: the run's AG-UI events after the cursor, live until the run ends."""
-    run = await run_in_thread(request)
-    return agui_stream(request, run, event_cursor(request))
+    thread, run = await agui_run(request)
+    return agui_stream(request, thread, run, event_cursor(request))
+
+
+async def thread_status(request: Request) -> Response:
+    """Whether a run is active on the thread, and which: a thread the caller may not see, or
+    none, reads as idle (as `connect` reads it as empty)."""
+    thread_id = request.path_params["thread_id"]
+    store = services(request).store
+    thread = await store.get_thread_by_client_id(project_of(request), thread_id)
+    if thread is not None and not may_see(request, thread, user_scope(request),
+                                          scope_optional=True):
+        thread = None
+    active = _active(thread) if thread is not None else None
+    run = await store.get_run(active) if active is not None else None
+    status = snapshot.ThreadStatus(threadId=thread_id, running=run is not None,
+                                   runId=client_ids(thread, run)[1] if thread and run else None)
+    return JSONResponse(wire(status))
+
+
+async def cancel_run(request: Request) -> Response:
+    """Cancel the run (idempotent), as `DELETE /v1/threads/{id}/runs/{runId}` does."""
+    thread, run = await agui_run(request)
+    return await cancelled(request, run, client_ids(thread, run)[1])
+
+
+# -- connect: an AG-UI client (re)loads a thread ------------------------------------------------
+#
+# What `connectAgent()` of `@ag-ui/client` and CopilotKit's runtime `connect` expect: one SSE
+# stream that gives the client the thread as it is, then follows its active run. Its `threadId`
+# names the thread (as for a run); its `runId` names the snapshot.
+#
+# 1. `RUN_STARTED` (the input's `runId`), `MESSAGES_SNAPSHOT` (the thread's messages in AG-UI
+#    shape: `snapshot.py`), `STATE_SNAPSHOT` (its components, and the tool calls it waits for),
+#    `RUN_FINISHED` (for a 1.0 client, `outcome.pendingToolCallIds` when the thread waits for
+#    client tool results). These events carry no SSE id.
+# 2. If a run is active, its own events from its start (the same events, with the same ids, as
+#    `GET /v1/agui/threads/{threadId}/runs/{runId}`), live until it ends. Its output is not in the
+#    snapshot, so nothing arrives twice; its input (the user's message) is.
+#
+# With a cursor (`Last-Event-ID` or `?after=N`), the client already holds the snapshot: the
+# stream is the thread's latest run (active, or the one that just ended) after event N.
+#
+# A thread that does not exist, or that the caller may not see, is an empty thread (no 404): the
+# answer never tells whether a thread id is taken.
+
+
+async def connect(request: Request) -> Response:
+    asked = request.path_params["agent"]
+    agent_for(request, None, asked)  # an unknown agent is a 404 before the body is read
+    body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
+    store = services(request).store
+    scope = user_scope(request, agui_input.forwarded(body, "userKey"))
+    thread = await store.get_thread_by_client_id(project_of(request), body.thread_id)
+    if thread is not None and not may_see(request, thread, scope):
+        thread = None
+    if thread is not None:
+        agent_for(request, thread, asked)  # another agent's thread: 409, as for a run
+    cursor = event_cursor(request)
+    if cursor:
+        return sse_response(request, _latest_run(request, thread, cursor), _headers(thread))
+    return sse_response(request, _thread(request, body, thread), _headers(thread))
+
+
+def _headers(thread: ThreadRow | None) -> dict[str, str]:
+    return {"X-Thread-Id": thread.id} if thread is not None else {}
+
+
+def _active(thread: ThreadRow) -> str | None:
+    return thread.current_run_id if thread.run_status != "idle" else None
+
+
+async def _thread(request: Request, body: RunAgentInput, thread: ThreadRow | None
+                  ) -> AsyncIterator[dict[str, str]]:
+    for event in await _snapshots(request, body, thread):
+        yield {"data": agui.encode(event)}
+    active = _active(thread) if thread is not None else None
+    if thread is not None and active is not None:
+        async for message in _run_after(request, thread, active, 0):
+            yield message
+
+
+async def _snapshots(request: Request, body: RunAgentInput, thread: ThreadRow | None
+                     ) -> list[BaseEvent]:
+    """The thread as it is, framed as a run of its own (the AG-UI verifier wants every event
+    inside one); its output of the active run left to that run's own events."""
+    thread_id, run_id, now = body.thread_id, body.run_id, now_ms()
+    messages, state, pending = [], {}, None
+    if thread is not None:
+        store = services(request).store
+        rows = await store.history(thread.id)
+        active = _active(thread)
+        components = snapshot.rendered(rows, active)
+        current = {c.id: c.state for c in (await store.components_of(thread.id)).values()
+                   if c.state is not None}
+        messages = snapshot.with_component_answers(snapshot.messages(rows, active), components)
+        waiting = thread.pending_tool_calls if active is None else None
+        state = snapshot.state(components, current, waiting)
+        if waiting and body.protocol_version is not None:  # 1.0: the outcome names them
+            pending = [p["toolCallId"] for p in waiting]
+    outcome = (None if body.protocol_version is None
+               else RunFinishedSuccessOutcome(pending_tool_call_ids=pending))
+    events: list[BaseEvent] = [
+        RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION),
+        MessagesSnapshotEvent(messages=messages), StateSnapshotEvent(snapshot=state),
+        RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=outcome)]
+    for event in events:
+        event.timestamp = now
+    return events
+
+
+async def _latest_run(request: Request, thread: ThreadRow | None, cursor: int
+                      ) -> AsyncIterator[dict[str, str]]:
+    run_id = thread and (_active(thread) or thread.last_completed_run_id)
+    if thread is not None and run_id:
+        async for message in _run_after(request, thread, run_id, cursor):
+            yield message
+
+
+async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: int
+                     ) -> AsyncIterator[dict[str, str]]:
+    run = await services(request).store.get_run(run_id)
+    if run is None:
+        return
+    dialect = functools.partial(agui.AguiDialect, protocol_version(run), client_ids(thread, run))
+    async for message in run_events(request, run.id, after, dialect, agui.encode):
+        yield message
 
 
 routes = [
+    Route("/v1/agui/agents/{agent}/connect", connect, methods=["POST"]),
     Route("/v1/agui/agents/{agent}/run", run_agent, methods=["POST"]),
+    Route("/v1/agui/threads/{thread_id}", thread_status, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", cancel_run, methods=["DELETE"]),
 ]

@@ -78,9 +78,14 @@ CUSTOM_STATE = "gateway.component.state"  # a state change of a component this r
 
 
 class AguiDialect(Dialect[BaseEvent]):
-    def __init__(self, client_version: str | None = PROTOCOL_VERSION) -> None:
+    """`client_ids`: the (threadId, runId) the client calls the thread and the run by, which
+    its events name instead of the gateway's own ids (`routes.py`, "Ids")."""
+
+    def __init__(self, client_version: str | None = PROTOCOL_VERSION,
+                 client_ids: tuple[str, str] | None = None) -> None:
         super().__init__()
         self.before_1_0 = client_version is None
+        self.client_ids = client_ids
         self.pending: list[str] = []
         self.interrupts: list[Interrupt] = []  # calls waiting for approval
         self.components: set[str] = set()  # components in the state this run sent
@@ -208,6 +213,8 @@ class AguiDialect(Dialect[BaseEvent]):
 
     def on_control(self, name: str, frame: timbal.Frame) -> list[BaseEvent]:
         if name == timbal.RUN_STARTED:
+            if self.client_ids is not None:
+                self.thread_id, self.run_id = self.client_ids
             return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                     protocol_version=PROTOCOL_VERSION)]
         if name == timbal.RUN_AWAITING_INPUT:

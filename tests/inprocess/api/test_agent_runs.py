@@ -20,6 +20,7 @@ from gateway.api.keyring import key_row, new_key
 from gateway.app import create_app
 from gateway.cli import main
 from tests.support.agents import agents_settings
+from tests.support.run_stream import gateway_ids
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
 
@@ -95,14 +96,16 @@ def test_tambo_runs_the_default_agent_with_its_instructions_first(
 
 def test_agui_runs_the_agent_its_path_names_with_its_instructions_first(
         client: TestClient, scripted_model: ScriptedModel) -> None:
-    events = agui_run(client, "open", agui_input("hello"))
+    body = agui_input("hello")
+    events = agui_run(client, "open", body)
     assert sent(scripted_model)[0] == {"role": "system", "content": "Operator rules come first."}
     for event in events:
         EVENT.validate_python(event.data)
     finished = events[-1].data
     assert finished["type"] == "RUN_FINISHED"
     [usage] = finished["usage"]
-    status = client.get(f"/v1/threads/{finished['threadId']}/runs/{finished['runId']}",
+    thread_id, run_id = gateway_ids(client, body, **KEY)
+    status = client.get(f"/v1/threads/{thread_id}/runs/{run_id}",
                         headers={**KEY, "accept": "application/json"}).json()
     assert usage["inputTokens"] == status["usage"]["inputTokens"] > 0
     assert usage["model"] == "openai/scripted"
@@ -180,12 +183,12 @@ def test_a_thread_keeps_its_agent(client: TestClient, scripted_model: ScriptedMo
     agui_run(client, "open", first)
     # The thread is continued through the Tambo endpoints, whose key names no agent: the
     # thread's own agent answers, not the default one.
-    thread_id = first["threadId"]
+    thread_id, run_id = gateway_ids(client, first, **KEY)
     tambo_run(client, "and again", url=f"/v1/threads/{thread_id}/runs",
-              previousRunId=first["runId"])
+              previousRunId=run_id)
     assert content(sent(scripted_model)[0]) == "Operator rules come first."
     # Another agent's path cannot take the thread over.
-    again = agui_input("take over", thread_id=thread_id)
+    again = agui_input("take over", thread_id=first["threadId"])
     response = client.post("/v1/agui/agents/support/run", headers=KEY, json=again)
     assert response.status_code == 409
     assert response.json()["code"] == "THREAD_AGENT_MISMATCH"
