@@ -53,7 +53,8 @@ def test_agui_interrupts_through_forwarded_props(client: httpx.Client,
                                                  scripted_model: ScriptedModel):
     scripted_model.enqueue([{"content": "partial "}, SLOW], [{"content": "Second answer."}])
     first = agui_input(text="first")
-    with open_stream(client, "POST", RUN, json=first) as (_, events):
+    with open_stream(client, "POST", RUN, json=first) as (started, events):
+        ids = started.headers["x-thread-id"], started.headers["x-run-id"]  # the gateway's
         read_until(events, lambda seen: texts(seen) >= 2)
         second = agui_input(first["threadId"], text="second",
                             forwardedProps={"multitaskStrategy": "interrupt"})
@@ -61,7 +62,7 @@ def test_agui_interrupts_through_forwarded_props(client: httpx.Client,
         rest = list(events)
     assert rest[-1].type == "RUN_FINISHED" and rest[-1].data["outcome"] == {"type": "cancelled"}
     assert answer[-1].data["outcome"] == {"type": "success"}
-    assert run_status(client, first["threadId"], first["runId"])["status"] == "cancelled"
+    assert run_status(client, *ids)["status"] == "cancelled"
 
 
 def test_an_enqueued_message_streams_once_the_thread_is_free(

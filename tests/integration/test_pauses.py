@@ -12,7 +12,7 @@ import httpx
 
 from tests.integration.test_agui import RUN, agui_input
 from tests.support.gateway_server import DEFAULT_USER
-from tests.support.run_stream import message, run_status, started_ids
+from tests.support.run_stream import message, open_stream, run_status, started_ids
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
 
@@ -83,7 +83,9 @@ def test_agui_abandons_a_pause_through_forwarded_props(
             "parameters": {"type": "object", "properties": {}}}
     scripted_model.enqueue([CALL])
     first = agui_input(text="weather?", tools=[tool])
-    assert run_events(client, "POST", RUN, json=first)[-1].type == "RUN_FINISHED"
+    with open_stream(client, "POST", RUN, json=first) as (started, events):
+        assert list(events)[-1].type == "RUN_FINISHED"
+        ids = started.headers["x-thread-id"], started.headers["x-run-id"]  # the gateway's
     later = {**first, "runId": f"r-{uuid.uuid4()}", "messages": [
         *first["messages"], {"id": "m-2", "role": "user", "content": "hello?"}]}
     refused = client.post(RUN, json=later)
@@ -94,5 +96,5 @@ def test_agui_abandons_a_pause_through_forwarded_props(
         **later, "forwardedProps": {"abandonPendingTools": True}})
     assert events[-1].data["outcome"] == {"type": "success"}
     assert "cancelled by the user" in last_model_input(scripted_model)
-    status = run_status(client, first["threadId"], first["runId"])
+    status = run_status(client, *ids)
     assert status["status"] == "cancelled"
