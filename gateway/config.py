@@ -296,6 +296,12 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         30.0, gt=0, description="A run whose process died is failed and its thread unlocked "
                                 "after this long.")
+    timbal_thread_wait_seconds: float = Field(
+        30.0, ge=0, le=3600,
+        description="A Timbal WebSocket may open before its thread is created "
+                    "(`/v1/timbal/threads/{id}/stream`): how long the gateway waits for the "
+                    "thread before it closes the socket with 4004. The Timbal HTTP spec asks "
+                    "for at least 30 s; lower it only for tests.")
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
         ("*",), description="Origins allowed to call the API from a browser, comma-separated; "
                             "`*` allows any; an origin not listed gets no CORS headers.")

@@ -84,6 +84,9 @@ class Problem(enum.Enum):
                                    " retry later.")
     JSON_PATCH_TEST_FAILED = (409, "A `test` operation of the patch failed.")
     STATE_UPDATE_CONFLICT = (409, "The component state is contended; retry.")
+    THREAD_EXISTS = (409, "A thread with this client-chosen id exists, created with another "
+                          "request (Timbal `POST /v1/timbal/threads/{threadId}`) or by someone "
+                          "else: choose another id.")
     REVISION_MISMATCH = (412, "`If-Match` names a revision that is not the current one.")
     PAYLOAD_TOO_LARGE = (413, "The request body is larger than `GATEWAY_MAX_BODY_BYTES` (default "
                               "10 MiB).")

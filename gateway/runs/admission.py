@@ -197,8 +197,8 @@ def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]]) -> list[dict[
         parts.append(value)
     user = spec.user
     if user is not None:
-        part: dict[str, Any] = {"id": new_id(), "type": "user", "content": user.text,
-                                "blocks": user.blocks}
+        part: dict[str, Any] = {"id": user.id or new_id(), "type": "user",
+                                "content": user.text, "blocks": user.blocks}
         if user.context:
             part["context"] = user.context
         if user.metadata:

@@ -41,6 +41,10 @@ class ThreadRow(SQLModel, table=True):
     # The agent its runs use: chosen by its first run, kept for every later one (None: a
     # thread from before agents, which runs the default agent).
     agent: str | None = Field(default=None, max_length=64)
+    # A thread created with a client-chosen id (`POST /v1/timbal/threads/{id}`): the SHA-256 of
+    # that request (body and user scope), so the same create again is told from a conflicting
+    # one without keeping the body (it may carry credentials).
+    create_fingerprint: str | None = Field(default=None, max_length=64)
 
 
 class MessageRow(SQLModel, table=True):

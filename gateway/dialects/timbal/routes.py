@@ -1,4 +1,5 @@
 """Timbal views of threads and runs: NDJSON over HTTP, and a WebSocket per the Timbal HTTP layer.
+The write path (create a thread, send a message, cancel) is `routes_write.py`.
 
 - `GET /v1/timbal/threads/{id}/runs/{runId}`: the run's log, one frame per line
   (`application/x-ndjson`), live until the run ends; `?after=N` skips the first N frames.
@@ -10,9 +11,9 @@
   closed by our `{"c":"synced","count":N}`; `{"c":"unsub","s":...}` stops the live frames until
   the next `sync`. A malformed request gets an `error` control frame; unparseable data closes
   the socket with 1003, a thread that is not there (after waiting for it to be created,
-  `Timings.timbal_thread_wait_seconds`) with 4004, a deleted thread with 4009, an internal failure with 1011.
-
-Writing goes through the run endpoints; these views only read.
+  `GATEWAY_TIMBAL_THREAD_WAIT_SECONDS`, 30 s) with 4004, a deleted thread with 4009, an
+  internal failure with 1011. Every socket on a thread gets every run's frames, the user's
+  message first, whichever process runs it (the run's log comes through the backend's feed).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from ...protocol.problems import ApiError, Problem
 from ...protocol.run_errors import error_frame, run_error
 from ...protocol.translation import positioned
 from ...store.tables import ThreadRow
+from . import routes_write as writes
 from . import translate as view
+from .routes_write import canonical_thread_id
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +183,8 @@ class ThreadSocket:
             else:
                 self.subscribed = False
         elif "i" in frame:
-            await self.send(_error("invalid_request", "this stream is read-only: start runs "
-                                                      "with POST .../runs"))
+            await self.send(_error("invalid_request", "frames are sent by the server: send a "
+                                   "message with POST /v1/timbal/threads/{threadId}/messages"))
         return True  # other control frames are ignored, as Timbal requires
 
     async def sync(self, since: int | None) -> None:
@@ -241,6 +244,7 @@ async def thread_socket(ws: WebSocket) -> None:
     svc.sockets[holder] += 1
     try:
         await ws.accept()
+        canonical_thread_id(ws)
         thread_id = ws.path_params["thread_id"]
         thread = await _wait_for_thread(ws, svc, who.project, thread_id, user_key)
         if thread is None:
@@ -278,6 +282,9 @@ async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id
 
 routes: list[Any] = [
     Route("/v1/timbal/threads/{thread_id}", thread_frames, methods=["GET"]),
+    Route("/v1/timbal/threads/{thread_id}", writes.create_thread, methods=["POST"]),
+    Route("/v1/timbal/threads/{thread_id}/messages", writes.send_message, methods=["POST"]),
+    Route("/v1/timbal/threads/{thread_id}/cancel", writes.cancel_thread, methods=["POST"]),
     Route("/v1/timbal/threads/{thread_id}/runs/{run_id}", run_frames, methods=["GET"]),
     WebSocketRoute("/v1/timbal/threads/{thread_id}/stream", thread_socket),
 ]
