@@ -16,7 +16,7 @@ import socket
 import sys
 from typing import Any
 
-from . import agents_cli, keys_cli, usage_cli
+from . import agents_cli, chorus_cli, keys_cli, usage_cli
 from .config import Settings, SettingsError, load_settings
 from .loopback import is_loopback
 from .observability.logs import configure_levels
@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     keys_cli.add_parser(commands)
     agents_cli.add_parser(commands)
     usage_cli.add_parser(commands)
+    chorus_cli.add_parser(commands)
     openapi = commands.add_parser("openapi", help="regenerate openapi/, schemas/ and "
                                                   "docs/settings.md")
     openapi.add_argument("--root", default=".", help="the repository root (default: .)")
@@ -261,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "agents":
             return agents_cli.run(settings, args)
+        if args.command == "chorus":
+            asyncio.run(prepare_database(settings.database_url))
+            return chorus_cli.run(settings, args)
         if args.command == "usage":
             asyncio.run(prepare_database(settings.database_url))
             return usage_cli.run(settings, args)

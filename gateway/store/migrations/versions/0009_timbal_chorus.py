@@ -1,4 +1,5 @@
-"""timbal and chorus: the fingerprint of a Timbal thread's create request (client-chosen ids)
+"""timbal and chorus: the fingerprint of a Timbal thread's create request (client-chosen ids);
+Chorus connection strings (hashed) and the messages waiting for their channel's thread
 
 Revision ID: 0009
 Revises: 0006
@@ -20,8 +21,34 @@ def upgrade() -> None:
     with op.batch_alter_table('threads') as batch:
         batch.add_column(sa.Column('create_fingerprint',
                                    sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True))
+    op.create_table(
+        'chorus_connections',
+        sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+        sa.Column('project_id', sqlmodel.sql.sqltypes.AutoString(length=128), nullable=False),
+        sa.Column('agent', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+        sa.Column('secret_hash', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+        sa.Column('prefix', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
+        sa.Column('created_ms', sa.BigInteger(), nullable=False),
+        sa.Column('revoked_ms', sa.BigInteger(), nullable=True),
+        sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('secret_hash'),
+    )
+    op.create_table(
+        'chorus_deliveries',
+        sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+        sa.Column('thread_id', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+        sa.Column('connection_id', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+        sa.Column('payload', sa.JSON(), nullable=False),
+        sa.Column('created_ms', sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint('id'),
+    )
+    op.create_index('ix_chorus_deliveries_thread', 'chorus_deliveries',
+                    ['thread_id', 'created_ms'])
 
 
 def downgrade() -> None:
+    op.drop_index('ix_chorus_deliveries_thread', table_name='chorus_deliveries')
+    op.drop_table('chorus_deliveries')
+    op.drop_table('chorus_connections')
     with op.batch_alter_table('threads') as batch:
         batch.drop_column('create_fingerprint')
