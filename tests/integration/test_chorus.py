@@ -2,7 +2,7 @@
 and the agent's output POSTed to a real callback receiver on loopback.
 
 The app in the test process (two on PostgreSQL + Redis, requests alternating between them),
-allowed to call 127.0.0.1 only.
+with API keys, allowed to call 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -74,7 +74,9 @@ def receiver() -> Iterator[Receiver]:
 def chorus_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[InProcess]:
     workdir = tmp_path_factory.mktemp("chorus")
-    env = scripted_env(scripted_model, GATEWAY_CHORUS_ALLOWED_HOSTS="127.0.0.1")
+    # With API keys: a connection string needs none (its secret is the credential).
+    env = scripted_env(scripted_model, GATEWAY_CHORUS_ALLOWED_HOSTS="127.0.0.1",
+                       GATEWAY_API_KEYS="chorus-test-key")
     server = (InProcessCluster(workdir, env) if engines.ENGINES is not None
               else InProcessGateway(workdir, env)).start()
     yield server
