@@ -222,6 +222,9 @@ class RunExecutor:
         )
         if agent is not None:
             run_input = as_agent(run_input, agent, self.setup.agent_tools)
+        if active.extra_tools:  # this run's own (a Chorus message's MCP servers)
+            run_input = replace(run_input, server_tools={**run_input.server_tools,
+                                                         **active.extra_tools})
         return await run_agent(self.model, run_input, recorder)
 
     def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter

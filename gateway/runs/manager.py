@@ -18,6 +18,7 @@ import os
 import socket
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
+from ..engine.loop import ServerToolSpec
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
@@ -80,13 +81,15 @@ class RunManager:
 
     async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
                     run_id: str | None = None,
-                    subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
+                    subjects: Sequence[Subject] = NO_QUOTA,
+                    extra_tools: dict[str, ServerToolSpec] | None = None) -> StartedRun:
         """Start a run on the thread, or attach to the run the spec's idempotency key already
         started.
 
         `run_id` is the client's own id for the run (AG-UI clients choose it); by default the
         gateway makes one. `subjects` are the API key and user scope whose quotas the run
-        counts against (a 429 when one is over); the run holds their slots until it ends."""
+        counts against (a 429 when one is over); the run holds their slots until it ends.
+        `extra_tools`: server tools for this run only, besides its agent's."""
         self._refuse_if_closed()
         try:
             ticket = await self.quotas.acquire(subjects)
@@ -98,7 +101,7 @@ class RunManager:
             ticket = Ticket(self.quotas, NO_QUOTA)
         return await self._launched(ticket, admit(
             self.store, self.owner, self.timings.lease_ms, project_id, thread, spec,
-            self.idempotency_ttl_seconds, run_id, self.setup.model_of(spec)))
+            self.idempotency_ttl_seconds, run_id, self.setup.model_of(spec)), extra_tools)
 
     async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
                                user_key: str | None,
@@ -140,7 +143,8 @@ class RunManager:
             metrics.REFUSALS.labels(getattr(error, "code", "REFUSED")).inc()
             raise error
 
-    async def _launched(self, ticket: Ticket, admission: Awaitable[StartedRun]) -> StartedRun:
+    async def _launched(self, ticket: Ticket, admission: Awaitable[StartedRun],
+                        extra_tools: dict[str, ServerToolSpec] | None = None) -> StartedRun:
         """Launch the run `admission` persists, holding `ticket`'s quota slots; the slots go
         back at once if nothing is started (refused, or a retry attached to its run)."""
         try:
@@ -151,13 +155,14 @@ class RunManager:
         if started.attached:
             await ticket.release()
         else:
-            self._launch(started, ticket)
+            self._launch(started, ticket, extra_tools or {})
         return started
 
-    def _launch(self, started: StartedRun, ticket: Ticket) -> None:
+    def _launch(self, started: StartedRun, ticket: Ticket,
+                extra_tools: dict[str, ServerToolSpec] | None = None) -> None:
         run = started.run
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
-                           history=started.history)
+                           history=started.history, extra_tools=extra_tools or {})
         if self.setup.agents is not None:  # for its usage and metrics
             active.agent = (RunSpec.from_snapshot(run.request).agent
                             or self.setup.agents.default_name)

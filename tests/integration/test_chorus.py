@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
+from tests.support.mcp_server import HttpMcpServer
 from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
 
@@ -164,3 +165,30 @@ def test_a_callback_outside_the_allow_list_is_never_called(
     assert refused.status_code == 400 and refused.json()["code"] == "CHORUS_URL_NOT_ALLOWED"
     assert mcp.status_code == 400 and "mcp.meta" in mcp.json()["errors"]
     assert receiver.posts == 0 and scripted_model.requests == []
+
+
+def test_the_messages_mcp_server_gives_its_run_tools(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    """The message's `mcp` server (with its headers) adds `<name>__<tool>` tools to that run:
+    the model calls one, and the callback gets the call and its result."""
+    server = HttpMcpServer("--token", "mcp-secret").start()
+    try:
+        _, path = connect(chorus_gateway)
+        scripted_model.enqueue(
+            [{"tool_call": {"index": 0, "id": "call_1", "name": "calc__add",
+                            "arguments": '{"a": 2, "b": 3}'}}],
+            [{"content": "It is 5."}])
+        body = {**delivery(receiver, "2 + 3?", "m1", channel="C-mcp"), "mcp": [
+            {"name": "calc", "url": server.url,
+             "headers": {"Authorization": "Bearer mcp-secret"}}]}
+        with chorus_gateway.client(timeout=30) as http:
+            assert http.post(path, json=body).status_code == 200
+        events = receiver.idle(1)
+    finally:
+        server.stop()
+    assert events[1:-1] == [
+        {"type": "tool_call", "name": "calc__add", "args": {"a": 2, "b": 3}, "id": "call_1"},
+        {"type": "tool_result", "id": "call_1", "content": "5"},
+        {"type": "message", "content": "It is 5."}]
+    offered = {t["function"]["name"] for t in scripted_model.requests[0].get("tools", [])}
+    assert "calc__add" in offered

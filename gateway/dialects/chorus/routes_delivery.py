@@ -10,6 +10,9 @@ can never run twice. The run goes on whoever watches; the process that started i
 log and POSTs the callback events (`translate.py`): `lifecycle processing`, one event per
 completed message, `error` if it failed, `lifecycle idle`.
 
+The message's MCP servers (`mcp`) are connected for its run only: their tools are the run's
+`extra_tools`, named `<server>__<tool>`, and the connections close when the run has ended.
+
 A callback that fails (5xx, no connection, timeout) is retried with backoff, a few times; one
 that keeps failing is logged and given up for the rest of the run (the run and its answer are
 kept in the thread either way). A 4xx drops that event only.
@@ -26,6 +29,7 @@ import httpx
 from starlette.requests import Request
 
 from ...api.context import services
+from ...engine.mcp_tools import RunMcpTools, open_run_tools
 from ...protocol import timbal
 from ...protocol.clock import new_id
 from ...protocol.problems import ApiError, Problem
@@ -38,6 +42,7 @@ log = logging.getLogger("gateway.chorus")
 
 ATTEMPTS = 4  # per event
 BACKOFF_SECONDS = 0.5  # doubled after each failed attempt
+MCP_CONNECT_SECONDS = 10.0
 
 
 class Callback:
@@ -85,6 +90,7 @@ class Deliveries:
         self.svc = svc
         self.client = httpx.AsyncClient(timeout=outbound.TIMEOUT, follow_redirects=False)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing: dict[str, RunMcpTools] = {}  # run id -> its MCP servers, until it ends
 
     def wake(self, project: str, thread_id: str) -> None:
         """Start the thread's next waiting message if its thread is free (in the background)."""
@@ -97,7 +103,10 @@ class Deliveries:
             while (row := await self.svc.store.next_chorus_delivery(thread_id)) is not None:
                 run, more = await self._start(project, row)
                 if run is not None:
-                    await self.relay(run, row.payload["callback"])
+                    try:
+                        await self.relay(run, row.payload["callback"])
+                    finally:
+                        await self._closing.pop(run.id).close()
                 if not more:
                     return  # the thread is busy: its run's end wakes the next
         except Exception:
@@ -112,12 +121,17 @@ class Deliveries:
         if thread is None or await store.get_run(run_id) is not None:
             await store.delete_chorus_delivery(row.id)
             return None, True
+        if thread.run_status != "idle":
+            return None, False
         delivery = chorus_input.Delivery.model_validate(row.payload)
         spec = chorus_input.run_spec(delivery, new_id(), thread.last_completed_run_id,
                                      thread.agent or self.svc.agents.default_name)
+        tools = await self._mcp_tools(delivery)
         try:
-            started = await self.svc.runs.start(project, thread, spec, run_id=run_id)
+            started = await self.svc.runs.start(project, thread, spec, run_id=run_id,
+                                                extra_tools=tools.tools)
         except ApiError as exc:
+            await tools.close()
             if exc.problem is Problem.CONCURRENT_RUN:
                 return None, False
             if exc.problem is Problem.INVALID_PREVIOUS_RUN:
@@ -128,7 +142,23 @@ class Deliveries:
                 {"type": "error", "message": exc.detail, "code": exc.code})
             return None, True
         await store.delete_chorus_delivery(row.id)
+        self._closing[started.run.id] = tools
         return started.run, True
+
+    async def _mcp_tools(self, delivery: chorus_input.Delivery) -> RunMcpTools:
+        """The message's MCP servers that may still be called (the allow-list is checked
+        again: a name may resolve elsewhere now), connected for its run."""
+        servers = []
+        for server in delivery.mcp or []:
+            try:
+                await outbound.check(server.url, self.svc.settings.chorus_allowed_hosts)
+            except outbound.NotAllowed as exc:
+                log.warning("chorus MCP server %r refused: %s", server.name, exc)
+                continue
+            servers.append((server.name, server.url, server.headers or {}))
+        if not servers:
+            return RunMcpTools()
+        return await open_run_tools(servers, MCP_CONNECT_SECONDS)
 
     def _callback(self, url: str) -> Callback:
         return Callback(self.client, url, self.svc.settings.chorus_allowed_hosts)
