@@ -145,6 +145,8 @@ def test_a_bad_or_revoked_secret_and_a_bad_body_are_refused(
             receiver, "hi", "m1")).status_code == 404
         bad = http.post(path, json={"channel": {"id": "C1"}, "callback": receiver.url})
         assert bad.status_code == 400 and bad.json()["code"] == "VALIDATION_ERROR"
+        huge = http.post(path, json=delivery(receiver, "x" * 200_001, "m2"))
+        assert huge.status_code == 413 and huge.json()["code"] == "MESSAGE_TOO_LARGE"
         cli(chorus_gateway, "revoke", connection_id)
         revoked = http.post(path, json=delivery(receiver, "hi", "m1"))
     assert revoked.status_code == 404

@@ -20,7 +20,7 @@ OPERATIONS: tuple[Operation, ...] = (
                           "docs/chorus.md.",
               body=chorus_input.Delivery, result=chorus_input.Accepted, public=True,
               errors=("CHORUS_CONNECTION_NOT_FOUND", "CHORUS_URL_NOT_ALLOWED",
-                      "AGENT_NOT_FOUND", "DATABASE_UNAVAILABLE")),
+                      "AGENT_NOT_FOUND", "MESSAGE_TOO_LARGE", "DATABASE_UNAVAILABLE")),
 )
 
 EXAMPLES: dict[str, dict[str, Any]] = {

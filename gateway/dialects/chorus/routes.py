@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...api.context import json_body, services
+from ...api.request_limits import check_run_request
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow, ThreadRow
@@ -76,6 +77,8 @@ async def receive(request: Request) -> Response:
         raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {conn.agent!r} on this gateway",
                        agent=conn.agent)
     await check_urls(request, delivery)
+    check_run_request(services(request).settings,  # the message's size, before it is stored
+                      chorus_input.run_spec(delivery, "", None, conn.agent))
     thread_id = await channel_thread(request, conn, delivery.channel.id)
     row = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id, connection_id=conn.id,
                             payload=delivery.model_dump(exclude_none=True), created_ms=now_ms())

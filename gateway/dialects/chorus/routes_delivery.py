@@ -89,6 +89,8 @@ class Deliveries:
     def __init__(self, svc: Services) -> None:
         self.svc = svc
         self.client = httpx.AsyncClient(timeout=outbound.TIMEOUT, follow_redirects=False)
+        # httpx logs every request's URL at INFO, and a callback URL carries its credential.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing: dict[str, RunMcpTools] = {}  # run id -> its MCP servers, until it ends
 
