@@ -55,12 +55,15 @@ OPERATIONS: tuple[Operation, ...] = (
               description="Answers 202 at once; the user message and the agent's frames go out "
                           "on the thread's WebSocket. 409 `conflict` while a run is active.",
               body=timbal_input.MessageSend, params=KEYS, status=202,
-              result=timbal_input.MessageAccepted, **SHAPE, errors=RUN_ERRORS),
+              result=timbal_input.MessageAccepted, **SHAPE,
+              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
     Operation("POST", "/v1/timbal/threads/{thread_id}/cancel", "timbalCancel",
               "Cancel the thread's active run (Timbal HTTP/1.0)", "timbal",
               description="200 `cancelling` (the run's log ends with `run.cancelled`), or 200 "
                           "`idle` when no run is active. The body (`{reason}`) is optional.",
-              params=KEYS, result=timbal_input.CancelAnswer, **SHAPE),
+              params=KEYS, result=timbal_input.CancelAnswer, **SHAPE,
+              errors=("USER_SCOPE_REQUIRED", "VALIDATION_ERROR", "INVALID_JSON",
+                      "JSON_TOO_DEEP")),
 )
 
 UUID = "550e8400-e29b-41d4-a716-446655440000"
