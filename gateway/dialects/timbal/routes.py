@@ -116,8 +116,12 @@ async def thread_frames(request: Request) -> Response:
 class ThreadSocket:
     """One client's socket on one thread: live frames of its runs, and sync answers."""
 
-    def __init__(self, ws: WebSocket, svc: Services, project: str, thread: ThreadRow) -> None:
+    def __init__(self, ws: WebSocket, svc: Services, project: str, thread: ThreadRow,
+                 from_start: bool = False) -> None:
         self.ws, self.svc, self.project, self.thread = ws, svc, project, thread
+        # Connected before the thread existed: its runs so far are new to the client too (one
+        # may have ended before the wait saw the thread).
+        self.from_start = from_start
         self.subscribed = True
         self._send_lock = asyncio.Lock()
         self._next_sync = 0.0  # loop time before which another sync is refused
@@ -198,7 +202,7 @@ class ThreadSocket:
     async def follow_runs(self) -> None:
         """Send the frames of each run on the thread, from its first frame, as it happens."""
         thread = self.thread
-        seen = {thread.last_completed_run_id}
+        seen = set() if self.from_start else {thread.last_completed_run_id}
         try:
             while True:
                 run_id = _current_run(thread) or thread.last_completed_run_id
@@ -246,11 +250,11 @@ async def thread_socket(ws: WebSocket) -> None:
         await ws.accept()
         canonical_thread_id(ws)
         thread_id = ws.path_params["thread_id"]
-        thread = await _wait_for_thread(ws, svc, who.project, thread_id, user_key)
+        thread, waited = await _wait_for_thread(ws, svc, who.project, thread_id, user_key)
         if thread is None:
             await ws.close(CLOSE_NOT_FOUND, "thread not found")
             return
-        await ThreadSocket(ws, svc, who.project, thread).serve()
+        await ThreadSocket(ws, svc, who.project, thread, from_start=waited).serve()
     finally:
         svc.sockets[holder] -= 1
         if not svc.sockets[holder]:
@@ -267,16 +271,20 @@ def origin_allowed(settings: Settings, origin: str | None) -> bool:
 
 
 async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id: str,
-                           user_key: str | None) -> ThreadRow | None:
+                           user_key: str | None) -> tuple[ThreadRow | None, bool]:
+    """The thread once it exists (None: not within the wait, or not the caller's), and
+    whether it had to be waited for."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + svc.runs.timings.timbal_thread_wait_seconds
+    waited = False
     while True:
         thread = await svc.store.get_thread(project, thread_id)
         if thread is not None:
             visible = may_see(ws, thread, user_key, scope_optional=True)  # type: ignore[arg-type]
-            return thread if visible else None
+            return (thread if visible else None), waited
         if loop.time() >= deadline:
-            return None
+            return None, waited
+        waited = True
         await asyncio.sleep(0.5)
 
 
