@@ -25,7 +25,7 @@ from .api.keyring import KeyRing
 from .backends import open_backend
 from .config import DEMO_MODEL, Settings
 from .engine.adapters import model_adapter
-from .engine.agents import AgentRegistry
+from .engine.agents import AgentDefaults, AgentRegistry
 from .engine.agents_file import registry_for
 from .engine.assist import CompletionModel
 from .engine.direct_model import DirectModel
@@ -86,7 +86,9 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         backend = open_backend(settings, store, timings)
         stack.push_async_callback(backend.close)
         setup = LoopSetup(served, settings.model, server_tools, agents,
-                          await agent_tools(settings, agents, stack))
+                          await agent_tools(settings, agents, stack),
+                          agent_models(settings, agents, stack) if model is None else {})
+        check_subagent_names(setup)
         manager = RunManager(store, setup, backend, RunLimits.from_settings(settings), timings)
         manager.components.max_state_bytes = settings.max_component_state_bytes
         stack.push_async_callback(manager.shutdown)
@@ -202,6 +204,40 @@ async def _server_tools(settings: Settings, stack: contextlib.AsyncExitStack
                 raise ValueError(f"MCP tool {name!r} has the name of a Python server tool")
             tools[name] = spec
     return tools
+
+
+def agent_models(settings: Settings, agents: AgentRegistry,
+                 stack: contextlib.AsyncExitStack) -> dict[str, Model]:
+    """The model object of each agent whose fallbacks are not the environment's: its model
+    and its own `fallbacks`, through litellm's Router (as `GATEWAY_MODEL_FALLBACKS` are), so a
+    failure before the stream's content moves on down the agent's list. Every other agent
+    streams through the configured adapter (with the environment's fallbacks, on the
+    environment's model)."""
+    inherited = AgentDefaults.from_settings(settings).fallbacks
+    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
+    models: dict[str, Model] = {}
+    for agent in agents:
+        on_configured = agent.model == settings.model
+        if agent.fallbacks == (inherited if on_configured else ()):
+            continue
+        adapter = model_adapter(agent.model, settings.model_api_base, key,
+                                settings.model_adapter, agent.fallbacks, settings.model_retries)
+        if isinstance(adapter, DirectModel):
+            stack.push_async_callback(adapter.aclose)
+        models[agent.name] = adapter
+        log.info("agent %s: model %s, fallbacks %s", agent.name, agent.model,
+                 ", ".join(f.model for f in agent.fallbacks) or "none")
+    return models
+
+
+def check_subagent_names(setup: LoopSetup) -> None:
+    """A sub-agent is offered to its calling agent's model under its own name: none of that
+    agent's server tools (its Python tools, its MCP servers') may have the same name."""
+    for agent in setup.agents or ():
+        taken = set(agent.subagents) & set(setup.tools_of(agent))
+        if taken:
+            raise ValueError(f"agent {agent.name}: its sub-agent {sorted(taken)[0]!r} has the "
+                             "name of one of its server tools")
 
 
 async def agent_tools(settings: Settings, agents: AgentRegistry,

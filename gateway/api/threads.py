@@ -43,17 +43,26 @@ def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | No
     now = now_ms()
     thread = ThreadRow(id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
                        created_ms=now, updated_ms=now, agent=agent)
-    return NewThread(thread, [initial_message_row(thread.id, message, now)
+    return NewThread(thread, [initial_message_row(thread.id, message, now, user_key, agent)
                               for message in initial])
 
 
-def initial_message_row(thread_id: str, message: SeedMessage, now: int) -> MessageRow:
+def initial_message_row(thread_id: str, message: SeedMessage, now: int,
+                        user_key: str | None = None, agent: str | None = None) -> MessageRow:
+    """A seeded message as stored; `sender` (Timbal's) is the user scope on the user's, the
+    thread's agent on the assistant's, when known."""
+    part: dict[str, Any]
     if message.role == "assistant":
         part = {"id": new_id(), "type": "agent", "content": message.text}
+        sender = agent
     elif message.role == "system":
         part = {"id": new_id(), "type": "x-system", "content": message.text}
+        sender = None
     else:
         part = {"id": new_id(), "type": "user", "content": message.text}
+        sender = user_key
+    if sender:
+        part["sender"] = sender
     return MessageRow(id=new_id(), thread_id=thread_id, role=message.role, parts=[part],
                       created_ms=now)
 

@@ -127,6 +127,7 @@ class AgentRegistry:
     agents: dict[str, ResolvedAgent]
     default_name: str
     source: str = "the environment"
+    max_depth: int = 3  # GATEWAY_SUBAGENT_MAX_DEPTH: how deep a run may delegate
 
     def get(self, name: str) -> ResolvedAgent | None:
         return self.agents.get(name)
@@ -172,7 +173,7 @@ def build_registry(agents: Sequence[Agent], defaults: AgentDefaults, source: str
     elif default_name not in resolved:
         raise AgentError(source, f"GATEWAY_DEFAULT_AGENT names {default_name!r}, which is not "
                                  f"declared (agents: {', '.join(resolved)})")
-    return AgentRegistry(resolved, default_name, source)
+    return AgentRegistry(resolved, default_name, source, defaults.max_depth)
 
 
 def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent:

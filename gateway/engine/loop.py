@@ -5,6 +5,12 @@ messages: `thinking`, `agent` text, `tool_call`s and `x-component`s. Server tool
 the loop takes another turn; client tools end the run in `awaiting_input`; components end the turn
 with a synthetic result. Frames go to a `FrameSink`; this module knows nothing of logs,
 databases or HTTP.
+
+Every message carries `sender`, the agent's name (Timbal's multi-actor threads), when the run
+has one. A sub-agent (`SubagentTool`) is a tool too: calling it runs the sub-agent's own loop,
+recursively, into the same sink, between a `subagent.started` control frame and its
+`agent_complete` (or `error`) message; its messages carry its `subagentRunId`, and its answer is
+the call's result.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from partial_json_parser import loads as partial_loads
@@ -23,11 +29,16 @@ from partial_json_parser import loads as partial_loads
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.frames_schema import (
+    AgentCompleteValue,
     AgentValue,
+    Authorship,
     ComponentStartMeta,
     ComponentValue,
+    ErrorValue,
     MessageValue,
     ServerToolResultValue,
+    TextStartMeta,
+    ThinkingValue,
     ToolCallStartMeta,
     ToolCallValue,
 )
@@ -63,6 +74,18 @@ class ServerToolSpec:
     call: ServerTool
 
 
+@dataclass(frozen=True)
+class SubagentTool:
+    """An agent the model may delegate a task to: offered as a tool of its name with one
+    `task` string; `prepare(task, subagent_run_id)` is the sub-agent's own run of it (its
+    instructions, model, tools and sub-agents), streamed with `model`."""
+
+    name: str
+    description: str
+    model: Model
+    prepare: Callable[[str, str], RunInput]
+
+
 @dataclass
 class RunInput:
     history: list[dict[str, Any]]
@@ -84,13 +107,31 @@ class RunInput:
     on_model: Callable[[str], Awaitable[None]] | None = None
     # Metrics, traces and quota counting, called at each model call's well-defined points.
     hooks: LoopHooks = NO_HOOKS
+    # The agent's name, written as `sender` on every message (None: no agents, no sender).
+    sender: str | None = None
+    # The agents this one may delegate to, by tool name.
+    subagents: dict[str, SubagentTool] = field(default_factory=dict)
+    # Set when this loop is a sub-agent's: the invocation its messages belong to.
+    subagent_run_id: str | None = None
+
+    def authorship(self) -> Authorship:
+        """What every message of this loop carries: who wrote it, for which invocation."""
+        who: Authorship = {}
+        if self.sender is not None:
+            who["sender"] = self.sender
+        if self.subagent_run_id is not None:
+            who["subagentRunId"] = self.subagent_run_id
+        return who
 
 
 @dataclass
 class Outcome:
-    """How the loop ended: `pending` holds client tool calls awaiting results."""
+    """How the loop ended: `pending` holds client tool calls awaiting results; `text` is the
+    last turn's answer; `output_tokens` what the loop's calls (sub-agents' too) produced."""
 
     pending: list[dict[str, Any]] = field(default_factory=list)
+    text: str = ""
+    output_tokens: int = 0
 
 
 @dataclass
@@ -99,7 +140,7 @@ class _Call:
     i: str
     tool_call_id: str
     name: str
-    kind: str  # "client" | "server" | "component" | "unknown"
+    kind: str  # "client" | "server" | "subagent" | "component" | "unknown"
     fragments: Fragments = field(default_factory=Fragments)  # joined when read
     component_id: str | None = None
 
@@ -113,11 +154,14 @@ class Turn:
 
     def __init__(self, sink: FrameSink, components: set[str], server_tools: set[str],
                  client_tools: set[str],
-                 on_model: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 on_model: Callable[[str], Awaitable[None]] | None = None,
+                 subagents: set[str] | None = None, who: Authorship | None = None) -> None:
         self.sink, self.on_model = sink, on_model
         self.message_id = new_id()
         self.components, self.server_tools, self.client_tools = (
             components, server_tools, client_tools)
+        self.subagents = subagents or set()
+        self.who: Authorship = who or {}
         self._texts = Fragments()
         self._thinking: tuple[str, Fragments] | None = None  # (i, content so far)
         self._agent: str | None = None
@@ -131,8 +175,9 @@ class Turn:
             if self._thinking is None:
                 i = new_id()
                 self._thinking = (i, Fragments())
-                await self.sink.emit(timbal.start(i, {"type": "thinking",
-                                                      "messageId": self.message_id}))
+                meta: TextStartMeta = {"type": "thinking", "messageId": self.message_id}
+                _sign(meta, self.who)
+                await self.sink.emit(timbal.start(i, meta))
             i, content = self._thinking
             content.append(delta.text)
             await self.sink.emit(timbal.append(i, delta.text))
@@ -140,8 +185,9 @@ class Turn:
             await self._close_thinking()
             if self._agent is None:
                 self._agent = new_id()
-                await self.sink.emit(timbal.start(self._agent, {"type": "agent",
-                                                                "messageId": self.message_id}))
+                meta = {"type": "agent", "messageId": self.message_id}
+                _sign(meta, self.who)
+                await self.sink.emit(timbal.start(self._agent, meta))
             self._agent_texts.append(delta.text)
             self._texts.append(delta.text)
             await self.sink.emit(timbal.append(self._agent, delta.text))
@@ -172,6 +218,7 @@ class Turn:
             else:
                 meta = {"type": "tool_call", "messageId": self.message_id,
                         "toolCallId": call.tool_call_id, "name": call.name}
+            _sign(meta, self.who)
             await self.sink.emit(timbal.start(call.i, meta))
             fragment = call.arguments
         else:
@@ -186,7 +233,8 @@ class Turn:
         if name.startswith(COMPONENT_TOOL_PREFIX) and name[len(COMPONENT_TOOL_PREFIX):] in self.components:
             return _Call(delta.index, new_id(), call_id, name[len(COMPONENT_TOOL_PREFIX):],
                          "component", Fragments(arguments), component_id=new_id("comp_"))
-        kind = ("client" if name in self.client_tools
+        kind = ("subagent" if name in self.subagents
+                else "client" if name in self.client_tools
                 else "server" if name in self.server_tools else "unknown")
         return _Call(delta.index, new_id(), call_id, name, kind, Fragments(arguments))
 
@@ -194,13 +242,16 @@ class Turn:
         if self._thinking is not None:
             i, content = self._thinking
             self._thinking = None
-            await self.write_value(i, {"type": "thinking", "messageId": self.message_id,
-                                "content": str(content)})
+            value: ThinkingValue = {"type": "thinking", "messageId": self.message_id,
+                                    "content": str(content)}
+            _sign(value, self.who)
+            await self.write_value(i, value)
 
     async def _close_agent(self, cancelled: bool = False) -> None:
         if self._agent is not None:
             value: AgentValue = {"type": "agent", "messageId": self.message_id,
-                                     "content": str(self._agent_texts)}
+                                 "content": str(self._agent_texts)}
+            _sign(value, self.who)
             if cancelled:
                 value["cancelled"] = True
             i, self._agent, self._agent_texts = self._agent, None, Fragments()
@@ -211,7 +262,7 @@ class Turn:
         await self._close_thinking()
         await self._close_agent(cancelled)
         for call in self.ordered_calls():
-            value = call_value(call, self.message_id)
+            value = call_value(call, self.message_id, self.who)
             if cancelled:
                 value["cancelled"] = True
             await self.write_value(call.i, value)
@@ -231,6 +282,11 @@ class Turn:
         return [self.calls[index] for index in sorted(self.calls)]
 
 
+def _sign(value: Any, who: Authorship) -> None:
+    """Put who wrote a message on its start metadata or value (a TypedDict of either kind)."""
+    value.update(who)
+
+
 def parse_arguments(text: str) -> dict[str, Any]:
     """Tool arguments as an object; a model that produced broken JSON gets its best reading."""
     if not text.strip():
@@ -245,14 +301,20 @@ def parse_arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def call_value(call: _Call, message_id: str) -> ToolCallValue | ComponentValue:
+def call_value(call: _Call, message_id: str, who: Authorship | None = None
+               ) -> ToolCallValue | ComponentValue:
     arguments = parse_arguments(call.arguments)
+    value: ToolCallValue | ComponentValue
     if call.kind == "component":
         assert call.component_id is not None
-        return {"type": "x-component", "messageId": message_id, "componentId": call.component_id,
-                "name": call.name, "toolCallId": call.tool_call_id, "props": arguments}
-    return {"type": "tool_call", "messageId": message_id, "toolCallId": call.tool_call_id,
-            "name": call.name, "arguments": arguments}
+        value = {"type": "x-component", "messageId": message_id,
+                 "componentId": call.component_id, "name": call.name,
+                 "toolCallId": call.tool_call_id, "props": arguments}
+    else:
+        value = {"type": "tool_call", "messageId": message_id, "toolCallId": call.tool_call_id,
+                 "name": call.name, "arguments": arguments}
+    _sign(value, who or {})
+    return value
 
 
 def exhausted_tools(run: RunInput) -> set[str]:
@@ -265,16 +327,25 @@ def model_tools(run: RunInput) -> list[dict[str, Any]]:
     tools = []
     exhausted = exhausted_tools(run)
     for tool in run.client_tools:
-        if tool.name in exhausted:
+        if tool.name in exhausted or tool.name in run.subagents:
             continue
         tools.append(_function(tool.name, tool.description, tool.input_schema))
     for spec in run.server_tools.values():
-        tools.append(_function(spec.name, spec.description, spec.parameters))
+        if spec.name not in run.subagents:
+            tools.append(_function(spec.name, spec.description, spec.parameters))
+    for sub in run.subagents.values():
+        tools.append(_function(sub.name, sub.description or f"Delegate a task to {sub.name}",
+                               TASK_SCHEMA))
     for component in run.components:
         description = f"Show the {component.name} component to the user. {component.description}"
         tools.append(_function(COMPONENT_TOOL_PREFIX + component.name, description.strip(),
                                component.props_schema))
     return tools
+
+
+TASK_SCHEMA = {"type": "object", "required": ["task"], "properties": {"task": {
+    "type": "string", "description": "The task, with everything the agent needs to know to do "
+                                     "it: it does not see this conversation"}}}
 
 
 def _function(name: str, description: str, schema: Any) -> dict[str, Any]:
@@ -304,7 +375,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     for _ in range(run.max_steps):
         client_tools = {t.name for t in run.client_tools} - exhausted_tools(run)
         tools = model_tools(run)
-        turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model)
+        turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model,
+                    set(run.subagents), run.authorship())
         request = ModelRequest(messages=messages, tools=tools, tool_choice=tool_choice,
                                max_tokens=call_max_tokens(run, output_tokens),
                                temperature=run.temperature, model=run.model)
@@ -318,12 +390,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         for call in calls:
             run.call_counts[call.name] = run.call_counts.get(call.name, 0) + 1
         pending = [c for c in calls if c.kind == "client"]
-        ran_tools = False
-        for call in calls:
-            if call.kind in ("server", "unknown"):
-                ran_tools = True
-                result = await _run_server_tool(run, call, turn.message_id)
-                await turn.write_value(new_id(), result)
+        ran_tools = any(c.kind in ("server", "subagent", "unknown") for c in calls)
+        output_tokens += await _run_tools(run, turn, sink, output_tokens)
         # What the model sees of this turn from now on, as the thread's history shows it.
         messages.extend(turn_messages(turn.values))
         if pending:
@@ -332,9 +400,9 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
                  "arguments": json.dumps(parse_arguments(c.arguments)),
                  "input": parse_arguments(c.arguments)}
                 for c in pending
-            ])
+            ], turn.text, output_tokens)
         if not ran_tools:
-            return Outcome()
+            return Outcome(text=turn.text, output_tokens=output_tokens)
         if run.max_output_tokens is not None and output_tokens >= run.max_output_tokens:
             raise ModelError("OUTPUT_TOKEN_LIMIT",
                              f"The run used its {run.max_output_tokens} output tokens before "
@@ -344,6 +412,62 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     raise ModelError("MAX_STEPS_EXCEEDED",
                      f"The run stopped after {run.max_steps} model calls without an answer",
                      "server_error", False)
+
+
+async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int) -> int:
+    """Run the turn's server tools and sub-agents, one after the other, each result written
+    into the turn; the output tokens the sub-agents used."""
+    tokens = 0
+    for call in turn.ordered_calls():
+        if call.kind == "subagent":
+            result, spent = await _run_subagent(run, call, turn.message_id, sink, used + tokens)
+            tokens += spent
+        elif call.kind in ("server", "unknown"):
+            result = await _run_server_tool(run, call, turn.message_id)
+        else:
+            continue
+        await turn.write_value(new_id(), result)
+    return tokens
+
+
+# A sub-agent's failure is its calling agent's tool error, except the run's own limits.
+RUN_LEVEL_ERRORS = frozenset({"OUTPUT_TOKEN_LIMIT"})
+
+
+async def _run_subagent(run: RunInput, call: _Call, message_id: str, sink: FrameSink,
+                        used: int) -> tuple[ServerToolResultValue, int]:
+    """The sub-agent's loop on the call's task, into the same sink; its answer as the call's
+    result, and the output tokens it used (counted against the run's limit)."""
+    tool = run.subagents[call.name]
+    task = parse_arguments(call.arguments).get("task")
+    if not isinstance(task, str) or not task.strip():
+        return _server_result(call, message_id, error=f"{tool.name} needs a `task` string",
+                              sender=tool.name), 0
+    invocation = new_id("sub_")
+    started = timbal.control(timbal.SUBAGENT_STARTED, subagentRunId=invocation,
+                             name=tool.name, toolCallId=call.tool_call_id, messageId=message_id)
+    if tool.description:
+        started["description"] = tool.description
+    if run.subagent_run_id is not None:
+        started["parentSubagentRunId"] = run.subagent_run_id
+    await sink.emit(started)
+    child = replace(tool.prepare(task, invocation), tool_timeout=run.tool_timeout,
+                    max_output_tokens=(None if run.max_output_tokens is None
+                                       else max(1, run.max_output_tokens - used)))
+    try:
+        outcome = await run_agent(tool.model, child, sink)
+    except ModelError as error:
+        if error.code in RUN_LEVEL_ERRORS:
+            raise
+        failed: ErrorValue = {"type": "error", "content": error.message, "code": error.code,
+                              "recoverable": True, "agentId": invocation, "sender": tool.name}
+        await sink.emit(timbal.set_value(new_id(), failed, now_ms()))
+        return _server_result(call, message_id, error=f"{tool.name} failed: {error.message}",
+                              sender=tool.name), 0
+    done: AgentCompleteValue = {"type": "agent_complete", "agentId": invocation,
+                                "result": outcome.text, "sender": tool.name}
+    await sink.emit(timbal.set_value(new_id(), done, now_ms()))
+    return _server_result(call, message_id, outcome.text, sender=tool.name), outcome.output_tokens
 
 
 async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: LoopHooks
@@ -391,10 +515,16 @@ def call_max_tokens(run: RunInput, used: int) -> int | None:
 
 
 def _server_result(call: _Call, message_id: str, output: Any = None,
-                   error: str | None = None) -> ServerToolResultValue:
+                   error: str | None = None, sender: str | None = None,
+                   who: Authorship | None = None) -> ServerToolResultValue:
+    """A tool's result; `sender` is its executor (the sub-agent that answered), else the
+    calling agent's (`who`)."""
     value: ServerToolResultValue = {"type": "tool_result", "messageId": message_id,
                                     "toolCallId": call.tool_call_id, "name": call.name,
                                     "status": "success" if error is None else "error"}
+    _sign(value, who or {})
+    if sender is not None:
+        value["sender"] = sender
     if error is None:
         value["output"] = output
     else:
@@ -404,20 +534,21 @@ def _server_result(call: _Call, message_id: str, output: Any = None,
 
 async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> ServerToolResultValue:
     spec = run.server_tools.get(call.name)
+    who = run.authorship()  # the gateway runs it on the calling agent's behalf
     if spec is None:
         return _server_result(call, message_id,
-                              error=f"Tool {call.name} is not available in this run")
+                              error=f"Tool {call.name} is not available in this run", who=who)
     try:
         async with asyncio.timeout(run.tool_timeout):
             output = await spec.call(parse_arguments(call.arguments))
     except TimeoutError:
         return _server_result(call, message_id, error=f"Tool {call.name} timed out after "
-                                                      f"{run.tool_timeout:g} s")
+                                                      f"{run.tool_timeout:g} s", who=who)
     except ToolError as exc:  # a failing tool is a result the model sees, not a crashed run
-        return _server_result(call, message_id, error=str(exc)[:2000])
+        return _server_result(call, message_id, error=str(exc)[:2000], who=who)
     except Exception:
         incident = uuid.uuid4().hex[:12]
         log.exception("server tool %s failed (error %s)", call.name, incident)
         return _server_result(call, message_id,
-                              error=f"Tool {call.name} failed (error {incident})")
-    return _server_result(call, message_id, output)
+                              error=f"Tool {call.name} failed (error {incident})", who=who)
+    return _server_result(call, message_id, output, who=who)

@@ -35,6 +35,13 @@ PartId = Annotated[str, Field(
 PartTime = Annotated[str, Field(
     pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$",
     description="Present on stored parts written from a set frame: that frame's `t`")]
+Sender = Annotated[str, Field(
+    min_length=1, description="Who wrote the message (Timbal multi-actor threads): the agent's "
+                              "name, the user scope on user input, a tool's executor on its result")]
+SubagentRunId = Annotated[str, Field(
+    min_length=1, description="The sub-agent invocation this message belongs to (absent: the "
+                              "run's own agent); such messages are in the run's log only, not "
+                              "in the thread")]
 
 
 # -- JSON Patch (RFC 6902), as props_delta and state_delta carry it -----------------------------
@@ -73,6 +80,13 @@ class PendingToolCall(TypedDict):
     input: dict[str, Any]
 
 
+class Authorship(TypedDict, total=False):
+    """The fields that say who wrote a message, which the engine puts on each it writes."""
+
+    sender: Sender
+    subagentRunId: SubagentRunId
+
+
 # -- message values ---------------------------------------------------------------------------
 
 
@@ -81,6 +95,8 @@ class AgentValue(TypedDict):
     """Assistant text. Seeded `initialMessages` have no `messageId`."""
 
     type: Literal["agent"]
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
     id: NotRequired[PartId]
     t: NotRequired[PartTime]
     messageId: NotRequired[MessageId]
@@ -91,6 +107,8 @@ class AgentValue(TypedDict):
 @with_config(CLOSED)
 class ThinkingValue(TypedDict):
     type: Literal["thinking"]
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
     id: NotRequired[PartId]
     t: NotRequired[PartTime]
     messageId: MessageId
@@ -102,6 +120,8 @@ class ToolCallValue(TypedDict):
     """A client or server tool call with its parsed arguments."""
 
     type: Literal["tool_call"]
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
     id: NotRequired[PartId]
     t: NotRequired[PartTime]
     messageId: MessageId
@@ -116,6 +136,8 @@ class ComponentValue(TypedDict):
     """A component (`show_component_<Name>` call): final props, and state once it has some."""
 
     type: Literal["x-component"]
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
     id: NotRequired[PartId]
     t: NotRequired[PartTime]
     messageId: MessageId
@@ -132,6 +154,8 @@ class ServerToolResultValue(TypedDict):
     """A server tool's result, written by the engine as a whole set frame."""
 
     type: Literal["tool_result"]
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
     id: NotRequired[PartId]
     t: NotRequired[PartTime]
     messageId: MessageId
@@ -148,6 +172,7 @@ class ClientToolResultValue(TypedDict):
     set frame when the run starts (the part's `id` is then the frame's `i`)."""
 
     type: Literal["tool_result"]
+    sender: NotRequired[Sender]
     id: NotRequired[PartId]
     origin: Literal["client"]
     toolCallId: NonEmpty
@@ -163,6 +188,7 @@ class UserValue(TypedDict):
     """The user's input message: stored, and written as a set frame when the run starts."""
 
     type: Literal["user"]
+    sender: NotRequired[Sender]
     id: NotRequired[PartId]
     content: str
     blocks: NotRequired[list[dict[str, Any]]]
@@ -179,6 +205,31 @@ class SystemValue(TypedDict):
     content: str
 
 
+@with_config(CLOSED)
+class AgentCompleteValue(TypedDict):
+    """A sub-agent finished (Timbal's multi-agent `agent_complete`): `agentId` is its invocation
+    (`subagent.started`'s `subagentRunId`), `result` its answer, which the calling agent gets as
+    its tool call's result. In the run's log only."""
+
+    type: Literal["agent_complete"]
+    agentId: NonEmpty
+    result: Any
+    sender: NotRequired[Sender]
+
+
+@with_config(CLOSED)
+class ErrorValue(TypedDict):
+    """A sub-agent failed (Timbal's multi-agent `error`, recoverable: the calling agent gets the
+    failure as its tool call's result and goes on). In the run's log only."""
+
+    type: Literal["error"]
+    content: str
+    code: NotRequired[str]
+    recoverable: bool
+    agentId: NotRequired[NonEmpty]
+    sender: NotRequired[Sender]
+
+
 VALUES: dict[str, type] = {
     "agent": AgentValue,
     "thinking": ThinkingValue,
@@ -188,11 +239,16 @@ VALUES: dict[str, type] = {
     "tool_result.client": ClientToolResultValue,
     "user": UserValue,
     "x-system": SystemValue,
+    "agent_complete": AgentCompleteValue,
+    "error": ErrorValue,
 }
 
 MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
                 | ServerToolResultValue | ClientToolResultValue | UserValue | SystemValue)
 """One part of a stored Tambo message, or the `v` of a set frame."""
+
+SubagentValue = AgentCompleteValue | ErrorValue
+"""The `v` of a set frame about a sub-agent: in the run's log, never stored in the thread."""
 
 
 # -- message frames -----------------------------------------------------------------------------
@@ -202,12 +258,16 @@ MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
 class TextStartMeta(TypedDict):
     type: Literal["agent", "thinking"]
     messageId: MessageId
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
 
 
 @with_config(CLOSED)
 class ToolCallStartMeta(TypedDict):
     type: Literal["tool_call"]
     messageId: MessageId
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
     toolCallId: NonEmpty
     name: str
 
@@ -216,6 +276,8 @@ class ToolCallStartMeta(TypedDict):
 class ComponentStartMeta(TypedDict):
     type: Literal["x-component"]
     messageId: MessageId
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
     componentId: NonEmpty
     name: NonEmpty
     toolCallId: NonEmpty
@@ -242,7 +304,7 @@ class SetFrame(TypedDict):
     i: ItemId
     t: IsoMs
     v: (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
-        | ClientToolResultValue | UserValue)
+        | ClientToolResultValue | UserValue | AgentCompleteValue | ErrorValue)
 
 
 # -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------
@@ -310,6 +372,21 @@ class ErrorFrame(TypedDict):
 
 
 @with_config(CLOSED)
+class SubagentStartedFrame(TypedDict):
+    """A sub-agent starts the task its calling agent gave it (the tool call `toolCallId` of the
+    turn `messageId`); the messages of `subagentRunId` follow, then its `agent_complete` or
+    `error`."""
+
+    c: Literal["subagent.started"]
+    subagentRunId: NonEmpty
+    name: NonEmpty
+    description: NotRequired[str]
+    toolCallId: NonEmpty
+    messageId: NonEmpty
+    parentSubagentRunId: NotRequired[NonEmpty]
+
+
+@with_config(CLOSED)
 class ComponentStateFrame(TypedDict):
     c: Literal["component.state"]
     componentId: NonEmpty
@@ -324,12 +401,14 @@ CONTROL_FRAMES: dict[str, type] = {
     "run.cancelled": RunCancelledFrame,
     "error": ErrorFrame,
     "component.state": ComponentStateFrame,
+    "subagent.started": SubagentStartedFrame,
 }
 
 FRAMES: dict[str, type] = {"start": StartFrame, "append": AppendFrame, "set": SetFrame}
 
 ControlFrame = Annotated[
-    RunStartedFrame | RunFinishedFrame | RunAwaitingInputFrame | RunCancelledFrame | ErrorFrame | ComponentStateFrame,
+    RunStartedFrame | RunFinishedFrame | RunAwaitingInputFrame | RunCancelledFrame | ErrorFrame
+    | ComponentStateFrame | SubagentStartedFrame,
     Field(discriminator="c"),
 ]
 

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .clock import iso_ms
 
 if TYPE_CHECKING:
-    from .frames_schema import ComponentStartMeta, MessageValue, TextStartMeta, ToolCallStartMeta
+    from .frames_schema import (
+        ComponentStartMeta,
+        MessageValue,
+        SubagentValue,
+        TextStartMeta,
+        ToolCallStartMeta,
+    )
 
 Frame = dict[str, Any]
 FrameKind = Literal["start", "append", "set", "delete", "control", "invalid"]
@@ -36,6 +42,7 @@ RUN_AWAITING_INPUT = "run.awaiting_input"
 RUN_CANCELLED = "run.cancelled"
 ERROR = "error"
 COMPONENT_STATE = "component.state"
+SUBAGENT_STARTED = "subagent.started"
 
 # The `error` code a reaper writes for a run whose process died (`is_lost`).
 RUN_LOST = "RUN_LOST"
@@ -53,11 +60,11 @@ def append(i: str, text: str) -> Frame:
     return {"i": i, "a": text}
 
 
-def set_value(i: str, value: MessageValue, t_ms: int) -> Frame:
+def set_value(i: str, value: MessageValue | SubagentValue, t_ms: int) -> Frame:
     return {"i": i, "t": iso_ms(t_ms), "v": value}
 
 
-def control(name: str, **params: Any) -> Frame:
+def control(name: str, /, **params: Any) -> Frame:
     return {"c": name, **params}
 
 

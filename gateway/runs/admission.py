@@ -177,18 +177,22 @@ async def validated_inputs(thread: ThreadRow, spec: RunSpec, run_id: str,
                        f"Tool results provided for unknown tool calls: {', '.join(extra)}",
                        reason="EXTRA_RESULTS", extraToolCallIds=extra)
     return [MessageRow(id=new_id(), thread_id=thread.id, run_id=run_id, role="user",
-                       parts=input_parts(spec, pending), created_ms=now)]
+                       parts=input_parts(spec, pending, thread.user_key), created_ms=now)]
 
 
-def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The run's input as Timbal values: client tool results first, then the user's text."""
+def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]],
+                sender: str | None = None) -> list[dict[str, Any]]:
+    """The run's input as Timbal values: client tool results first, then the user's text.
+    `sender` (Timbal's multi-actor threads) is the thread's user scope: the user wrote the
+    message, and the user's browser ran the client tools."""
     parts: list[dict[str, Any]] = []
+    signed = {"sender": sender} if sender else {}
     for result in spec.tool_results:
         value: dict[str, Any] = {
             "id": new_id(), "type": "tool_result", "origin": "client",
             "toolCallId": result.tool_call_id,
             "name": pending.get(result.tool_call_id, {}).get("toolName"),
-            "blocks": result.blocks,
+            "blocks": result.blocks, **signed,
         }
         if result.is_error:
             value.update(status="error", error=result.text)
@@ -198,7 +202,7 @@ def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]]) -> list[dict[
     user = spec.user
     if user is not None:
         part: dict[str, Any] = {"id": user.id or new_id(), "type": "user",
-                                "content": user.text, "blocks": user.blocks}
+                                "content": user.text, "blocks": user.blocks, **signed}
         if user.context:
             part["context"] = user.context
         if user.metadata:

@@ -17,7 +17,9 @@ from ..engine.agents import AgentRegistry, ResolvedAgent
 from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
+from ..engine.subagents import Delegation
 from ..engine.tool_context import ToolContext, bind_tool_context
+from ..engine.usage import RunUsage
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
@@ -30,6 +32,7 @@ from .component_state import ComponentStates, bind_run
 from .limits import RunLimits
 from .log_writer import LogWriter
 from .phase import RunPhase
+from .quotas import Ticket
 from .recorder import RunRecorder
 from .registry import ActiveRun
 from .run_hooks import RunHooks
@@ -60,6 +63,8 @@ class LoopSetup:
     server_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
     agents: AgentRegistry | None = None
     agent_tools: dict[str, dict[str, ServerToolSpec]] = field(default_factory=dict)
+    # The model object of each agent that streams through its own fallbacks (else `model`).
+    agent_models: dict[str, Model] = field(default_factory=dict)
 
     def agent(self, name: str | None) -> ResolvedAgent | None:
         """The run's agent (None: no agents given, as in tests of the loop alone)."""
@@ -70,6 +75,29 @@ class LoopSetup:
             raise ModelError("AGENT_NOT_FOUND", f"The run's agent {name!r} is no longer "
                              "configured on this gateway", "client_error", False)
         return found
+
+    def tools_of(self, agent: ResolvedAgent) -> dict[str, ServerToolSpec]:
+        return self.agent_tools.get(agent.name, self.server_tools)
+
+    def model_for(self, agent: ResolvedAgent | None) -> Model:
+        return self.agent_models.get(agent.name, self.model) if agent else self.model
+
+    def delegation(self, usage: RunUsage, ticket: Ticket | None) -> Delegation | None:
+        """How this run's agents call their sub-agents: each sub-agent's calls metered under
+        its own model, into the run's usage and quota."""
+        if self.agents is None:
+            return None
+
+        def hooks(model: str) -> tuple[RunHooks, Callable[[str], Awaitable[None]]]:
+            meter = UsageMeter(usage, model, ticket)
+
+            async def served(name: str) -> None:
+                meter.served(name)
+
+            return RunHooks(model, meter), served
+
+        return Delegation(self.agents.agents, self.tools_of, self.model_for, hooks,
+                          self.agents.max_depth)
 
     def model_of(self, spec: RunSpec) -> str | None:
         """The model a run calls: the one it picked (allow-listed), else its agent's."""
@@ -225,7 +253,13 @@ class RunExecutor:
         if active.extra_tools:  # this run's own (a Chorus message's MCP servers)
             run_input = replace(run_input, server_tools={**run_input.server_tools,
                                                          **active.extra_tools})
-        return await run_agent(self.model, run_input, recorder)
+        if agent is None:
+            return await run_agent(self.model, run_input, recorder)
+        delegation = self.setup.delegation(active.usage, ticket)
+        if delegation is not None:
+            run_input.subagents = delegation.tools_of(agent)
+        model_object = self.model if spec.model is not None else self.setup.model_for(agent)
+        return await run_agent(model_object, run_input, recorder)
 
     def _model_recorder(self, run_id: str, expected: str | None, meter: UsageMeter
                         ) -> Callable[[str], Awaitable[None]]:
@@ -336,6 +370,7 @@ def as_agent(run_input: RunInput, agent: ResolvedAgent,
                      default=None)
     return replace(
         run_input, history=history, max_steps=agent.max_steps, max_tokens=max_tokens,
+        sender=agent.name,
         server_tools=agent_tools.get(agent.name, run_input.server_tools),
         temperature=(run_input.temperature if run_input.temperature is not None
                      else agent.temperature))

@@ -168,8 +168,8 @@ class RunRecorder:
 
     async def _save_value(self, i: str, value: dict[str, Any], t: str | None) -> None:
         message_id = value.get("messageId")
-        if not message_id:
-            return
+        if not message_id or value.get("subagentRunId"):
+            return  # a sub-agent's work is in the run's log; the thread keeps its answer
         # The frame's time too: a Timbal `sync` answers with the parts completed since then.
         part = {"id": i, **({"t": t} if t else {}), **value}
         parts = self._messages.get(message_id)

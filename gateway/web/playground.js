@@ -5,6 +5,8 @@
 // Two views of one stream: the rendered conversation (built from the thread's REST messages,
 // then updated by each event) and the raw events with their ids.
 
+import { agentQuery, initAgentPicker } from "/web/agent_picker.js";
+
 const $ = (id) => document.getElementById(id);
 const stored = (key, fallback) => localStorage.getItem(`playground.${key}`) ?? fallback;
 const store = (key, value) => localStorage.setItem(`playground.${key}`, value);
@@ -114,7 +116,7 @@ async function startRun(message) {
   const user = $("user-key").value.trim();
   if (user) body.userKey = user;
   if (thread?.lastCompletedRunId) body.previousRunId = thread.lastCompletedRunId;
-  const path = thread ? `/v1/threads/${thread.id}/runs` : "/v1/threads/runs";
+  const path = thread ? `/v1/threads/${thread.id}/runs` : `/v1/threads/runs${agentQuery()}`;
   await stream("POST", path, body, "started");
 }
 
@@ -593,6 +595,7 @@ function init() {
   $("reconnect").addEventListener("click", () => guard(reconnect));
   $("cancel").addEventListener("click", () => guard(cancel));
   guard(loadThreads);
+  initAgentPicker();
 }
 
 init();

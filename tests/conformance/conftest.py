@@ -10,21 +10,19 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import scripted_env
+from tests.support.agents import DELEGATING_AGENTS, SHOP_INSTRUCTIONS
 from tests.support.gateway_server import GatewayServer
 from tests.support.scripted_model import ScriptedModel
 
-AGENT_INSTRUCTIONS = "You are the shop's assistant."
-AGENTS = f"""
-[agents.shop]
-description = "The shop's assistant"
-instructions = "{AGENT_INSTRUCTIONS}"
-"""
+AGENT_INSTRUCTIONS = SHOP_INSTRUCTIONS
+AGENTS = DELEGATING_AGENTS
 
 
 @pytest.fixture(scope="session")
 def agents_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[GatewayServer]:
-    """A gateway whose one agent (the default) comes from an agents file."""
+    """A gateway whose agents come from an agents file: `shop` (the default, the first), which
+    may delegate to `researcher`."""
     workdir = tmp_path_factory.mktemp("agents-gateway")
     (workdir / "agents.toml").write_text(AGENTS)
     server = GatewayServer(workdir, scripted_env(

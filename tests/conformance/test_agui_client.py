@@ -19,6 +19,7 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 
 from tests.conftest import scripted_env
+from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer
 from tests.support.node import have_node, run_agui_agent
 from tests.support.scripted_model import ScriptedModel
@@ -48,8 +49,8 @@ def call(index: int, call_id: str, name: str, arguments: str) -> dict:
     return {"tool_call": {"index": index, "id": call_id, "name": name, "arguments": arguments}}
 
 
-def run_plan(gateway: GatewayServer, *steps: dict) -> dict:
-    result = run_agui_agent({"url": f"{gateway.url}/v1/agui/agents/default/run",
+def run_plan(gateway: GatewayServer, *steps: dict, agent: str = "default") -> dict:
+    result = run_agui_agent({"url": f"{gateway.url}/v1/agui/agents/{agent}/run",
                              "headers": {"x-api-key": "test-key"},
                              "threadId": f"agui-{uuid.uuid4()}", "steps": list(steps)})
     for run in result["runs"]:
@@ -139,3 +140,26 @@ def test_component_is_a_tool_call_and_agent_state(tools_gateway: GatewayServer,
         state = http.get(f"/v1/threads/{result['threadId']}/components/"
                          f"{component['componentId']}/state").json()
     assert state["state"] == component["state"]
+
+
+def test_a_subagent_streams_between_its_events(agents_gateway: GatewayServer,
+                                               scripted_model: ScriptedModel):
+    """HttpAgent's verifier and the `ag_ui` models accept a run that delegates: the
+    sub-agent's work, attributed to it, between SUBAGENT_STARTED and SUBAGENT_FINISHED."""
+    scripted_model.enqueue(DELEGATE, RESEARCH, ANSWER)
+    result = run_plan(agents_gateway, {"user": "mugs?"}, agent="shop")
+
+    (run,) = result["runs"]
+    types = [e["type"] for e in run["events"]]
+    started, finished = types.index("SUBAGENT_STARTED"), types.index("SUBAGENT_FINISHED")
+    invocation = run["events"][started]["subagentRunId"]
+    assert run["events"][started]["name"] == "researcher"
+    assert run["events"][finished]["result"] == "Blue and red mugs."
+    inside = run["events"][started + 1:finished]
+    assert inside and all(e.get("subagentRunId") == invocation for e in inside)
+    researched = [m for m in messages_of(result, "assistant")
+                  if m.get("subagentRunId") == invocation]
+    assert [m["content"] for m in researched] == ["Blue and red mugs."]
+    (tool,) = messages_of(result, "tool")
+    assert tool["toolCallId"] == "call_r1" and tool["content"] == "Blue and red mugs."
+    assert messages_of(result, "assistant")[-1]["content"] == "We have blue and red mugs."

@@ -15,6 +15,7 @@ from sqlalchemy import update
 from gateway.store.repository import Store
 from gateway.store.tables import RunFrameRow
 from tests.conformance.conftest import AGENT_INSTRUCTIONS
+from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer, read_store
 from tests.support.node import capture_and_verify, have_node, run_scenario
 from tests.support.scripted_model import ScriptedModel
@@ -63,6 +64,24 @@ def test_basic_run_and_follow_up(gateway: GatewayServer, scripted_model: Scripte
         assert history.pop(0)["content"] == AGENT_INSTRUCTIONS
     assert [m["role"] for m in history] == ["user", "assistant", "user"]
     assert history[1]["content"] == "Hello from the model."
+
+
+def test_a_delegating_agent_reads_as_a_server_tool(agents_gateway: GatewayServer,
+                                                  scripted_model: ScriptedModel):
+    """The shop agent hands a task to its sub-agent: the Tambo client sees the call and its
+    result, as for any server tool, and none of the sub-agent's own messages."""
+    scripted_model.enqueue(DELEGATE, RESEARCH, ANSWER, [{"content": "Still here."}])
+    result = run_scenario("basic", agents_gateway.url)
+
+    assert "crash" not in result, result
+    first = result["firstRun"]
+    assert_clean(first)
+    assert_clean(result["secondRun"])
+    assert "TOOL_CALL_RESULT" in first["eventTypes"]
+    assert "THINKING_TEXT_MESSAGE_START" not in first["eventTypes"]  # the researcher's
+    assert texts(first["messages"][-1]) == "We have blue and red mugs."
+    shown = json.dumps(first["messages"])
+    assert "Checking." not in shown
 
 
 def test_suggestions_come_back_as_arrays(gateway: GatewayServer, scripted_model: ScriptedModel):

@@ -38,6 +38,8 @@ WEATHER = {"name": "get_weather", "description": "Get weather",
            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}
 CARD = {"name": "Card", "description": "A card",
         "propsSchema": {"type": "object", "properties": {"title": {"type": "string"}}}}
+# A sub-agent's end: in the run's log, never stored with the thread.
+LOG_ONLY = {"agent_complete", "error"}
 # Reserved by the dialect, never emitted by the gateway yet.
 NOT_EMITTED = {"CUSTOM tambo.message.parent"}
 
@@ -78,8 +80,11 @@ def event_name(event: dict[str, Any]) -> str:
 def schema_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[InProcessGateway]:
     workdir = tmp_path_factory.mktemp("schema-gateway")
-    # An agent that takes a client's system prompt, so a thread can store one (`x-system`).
-    (workdir / "agents.toml").write_text("[agents.default]\nallow_client_system_prompt = true\n")
+    # An agent that takes a client's system prompt, so a thread can store one (`x-system`),
+    # and delegates to a sub-agent (its frames and values).
+    (workdir / "agents.toml").write_text(
+        "[agents.default]\nallow_client_system_prompt = true\nsubagents = [\"helper\"]\n"
+        "[agents.helper]\ndescription = \"Helps\"\n")
     server = InProcessGateway(workdir, scripted_env(
         scripted_model, GATEWAY_TOOLS=str(SERVER_TOOLS),
         GATEWAY_AGENTS_FILE=str(workdir / "agents.toml")))
@@ -159,6 +164,13 @@ def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) ->
         got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("fail")}))
         scripted_model.enqueue([{"slow": {"count": 200, "interval": 0.05}}])
         cancelled_run(http, got)
+        # A sub-agent that answers, then one that fails.
+        scripted_model.enqueue([call("call_d", "helper", '{"task": "look"}')],
+                               [{"content": "Looked."}], [{"content": "Done."}],
+                               [call("call_e", "helper", '{"task": "fail"}')],
+                               [{"error": 400, "message": "bad"}], [{"content": "Sorry."}])
+        got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("ask")}))
+        got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("ask")}))
         # A reconnect replays a finished run from its stored log.
         replay = run_events(http, "GET", f"/v1/threads/{started['threadId']}/runs/"
                                          f"{started['runId']}")
@@ -225,6 +237,13 @@ def test_run_logs_match_the_timbal_frame_schemas(schema_gateway: InProcessGatewa
     frames = stored_frames(schema_gateway, captured.run_ids)
     seen = check_all(frames, "timbal.frame", "timbal.frames", frame_name)
     assert seen == set(INDEX["types"]["timbal.frames"])
+    # The values only a run's log holds (a sub-agent's end): their set frames passed above,
+    # and each matches its own file.
+    values = [f["v"] for f in frames if "v" in f and f["v"]["type"] in LOG_ONLY]
+    assert {value_name(v) for v in values} == LOG_ONLY
+    for value in values:
+        entry = INDEX["types"]["timbal.values"][value_name(value)]
+        assert not list(validator(entry["path"]).iter_errors(value)), value
 
 
 def test_stored_messages_match_the_timbal_value_schemas(schema_gateway: InProcessGateway,
@@ -235,4 +254,4 @@ def test_stored_messages_match_the_timbal_value_schemas(schema_gateway: InProces
 
     parts = [part for row in read_store(schema_gateway, messages) for part in row.parts]
     seen = check_all(parts, "timbal.value", "timbal.values", value_name)
-    assert seen == set(INDEX["types"]["timbal.values"])
+    assert seen == set(INDEX["types"]["timbal.values"]) - LOG_ONLY

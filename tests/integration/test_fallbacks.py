@@ -10,6 +10,7 @@ then read (a model it lists without vision would refuse their image attachments)
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
 SECOND = "openai/second"
+THIRD = "openai/third"  # the `own` agent's fallback: the second upstream under another name
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +37,14 @@ def second() -> Iterator[ScriptedModel]:
 def resilient(scripted_model: ScriptedModel, second: ScriptedModel,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
     fallbacks = [{"model": SECOND, "api_base": second.base_url, "api_key": "sk-second-key-5678"}]
-    server = GatewayServer(tmp_path_factory.mktemp("fallbacks"), scripted_env(
-        scripted_model, GATEWAY_MODEL_FALLBACKS=json.dumps(fallbacks)))
+    workdir = tmp_path_factory.mktemp("fallbacks")
+    # `default` inherits the environment's fallbacks; `own` has a list of its own.
+    (workdir / "agents.toml").write_text(
+        "[agents.default]\n[agents.own]\nfallbacks = [{ model = \"" + THIRD + "\", "
+        "api_base = \"" + second.base_url + "\", api_key = \"sk-third-key-9012\" }]\n")
+    server = GatewayServer(workdir, scripted_env(
+        scripted_model, GATEWAY_MODEL_FALLBACKS=json.dumps(fallbacks),
+        GATEWAY_AGENTS_FILE=str(workdir / "agents.toml")))
     server.start()
     yield server
     server.stop()
@@ -96,3 +104,23 @@ def test_every_model_failing_ends_with_one_run_error(
     assert status_body["status"] == "failed"
     assert len([r for r in second.requests if r.get("stream")]) == 1
     assert "sk-second-key-5678" not in resilient.log()
+
+
+def test_an_agent_falls_back_to_its_own_list(
+        resilient: GatewayServer, scripted_model: ScriptedModel, second: ScriptedModel):
+    """An agent with `fallbacks` in the agents file uses its list, not the environment's."""
+    second.reset()
+    scripted_model.enqueue({"steps": [{"error": 429, "message": "first is busy"}],
+                            "stream": True})
+    second.enqueue({"steps": [{"content": "From the agent's fallback."}], "stream": True})
+    body = {"threadId": f"t-{uuid.uuid4()}", "runId": f"r-{uuid.uuid4()}",
+            "protocolVersion": "1.0", "tools": [], "context": [], "state": {},
+            "messages": [{"id": "m1", "role": "user", "content": "hi"}], "forwardedProps": {}}
+    with httpx.Client(base_url=resilient.url, timeout=60,
+                      headers={"x-api-key": "test-key"}) as client:
+        events = run_events(client, "POST", "/v1/agui/agents/own/run", json=body)
+    assert events[-1].type == "RUN_FINISHED"
+    assert text_of(events) == "From the agent's fallback."
+    assert [u["model"] for u in events[-1].data["usage"]] == [THIRD]
+    assert f"openai/scripted failed; fallback model {THIRD} answered" in resilient.log()
+    assert "sk-third-key-9012" not in resilient.log()

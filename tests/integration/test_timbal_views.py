@@ -86,8 +86,10 @@ def test_socket_delivers_the_log_and_sync_gives_what_was_missed(
         first = receive(ws, lambda f: f.get("c") == "run.finished")
     run1 = first[0]["runId"]
     assert first[0] == {"c": "run.started", "threadId": thread_id, "runId": run1}
-    assert first[1]["v"] == {"type": "user", "content": "hello",
+    # `sender`: the thread's user scope on the user's message, the agent's name on its own.
+    assert first[1]["v"] == {"type": "user", "content": "hello", "sender": "test-user",
                              "blocks": [{"type": "text", "text": "hello"}]}
+    assert {f["v"]["sender"] for f in sets(first)[1:]} == {"default"}
     assert first == ndjson(client, f"/v1/timbal/threads/{thread_id}/runs/{run1}")
 
     with socket(gateway, thread_id) as ws:

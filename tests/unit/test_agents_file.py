@@ -196,3 +196,13 @@ def test_serve_with_a_bad_agents_file_exits_2_before_listening(
     err = capsys.readouterr().err.strip()
     assert err == (f"gateway: invalid agents file {bad}: [agents.support] subagents: "
                    "delegation cycle support -> support")
+
+
+def test_the_example_agents_file_is_valid(monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/agents/agents.toml, which docs/agents.md points to, passes the check."""
+    monkeypatch.delenv("GATEWAY_MODELS", raising=False)
+    example = Path(__file__).resolve().parents[2] / "examples" / "agents" / "agents.toml"
+    assert main(["agents", "check", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "2 agents, default assistant" in out and "sub-agents researcher" in out

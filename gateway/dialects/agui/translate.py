@@ -16,11 +16,20 @@ state is the agent's, and a snapshot replaces it.
 Input the client sent itself (the user's message, client tool results) is in the log too, but it
 is never echoed back: the client already holds it under its own ids.
 
+Sub-agents: a `subagent.started` control frame is `SUBAGENT_STARTED` (with the spawning tool
+call and message, and the enclosing sub-agent when one delegates further); every event of a
+message that carries `subagentRunId` carries it too (AG-UI's attribution); the sub-agent's
+`agent_complete` is `SUBAGENT_FINISHED {result}` and its `error` `SUBAGENT_ERROR`. A run that
+ends while a sub-agent works (a cancel, a failure) first ends it with `SUBAGENT_ERROR`, so no
+sub-agent is left open.
+
 A client that declares no `protocolVersion` in its `RunAgentInput` predates 1.0 (the spec reads
 absence so): `@ag-ui/client` 0.0.x, which CopilotKit 1.7x bundles. Its `RUN_FINISHED` schema is
 strict and knows neither `outcome.pendingToolCallIds` nor the `cancelled` outcome, and rejects
 the whole run over either. Such a client gets the spec's downgrade: both are left out (it finds
-the calls it must answer from the tool calls themselves), nothing else changes.
+the calls it must answer from the tool calls themselves); so are the `SUBAGENT_*` events and
+the attribution, which it does not know either (it sees the sub-agent's messages as the
+assistant's). Nothing else changes.
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ from ag_ui.core import (
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -68,6 +80,29 @@ class AguiDialect(Dialect[BaseEvent]):
         self.before_1_0 = client_version is None
         self.pending: list[str] = []
         self.components: set[str] = set()  # components in the state this run sent
+        self.subagents: list[str] = []  # sub-agent invocations under way, innermost last
+
+    def feed(self, frame: timbal.Frame) -> list[BaseEvent]:
+        owner = None if self.before_1_0 else _owner(frame, self.open)
+        events = super().feed(frame)
+        return _attributed(events, owner) if owner else events
+
+    def close_open(self) -> list[BaseEvent]:
+        """Every open item closed (as its owner's), then every sub-agent still working."""
+        events: list[BaseEvent] = []
+        for item in self.open.values():
+            owner = None if self.before_1_0 else item.meta.get("subagentRunId")
+            events.extend(_attributed(self.on_close(item), owner))
+        self.open.clear()
+        return events + self._end_subagents()
+
+    def _end_subagents(self) -> list[BaseEvent]:
+        ended: list[BaseEvent] = [
+            SubagentErrorEvent(subagent_run_id=invocation, code="RUN_ENDED",
+                               message="The run ended before the sub-agent finished")
+            for invocation in reversed(self.subagents)]
+        self.subagents.clear()
+        return ended
 
     def on_start(self, item: Item) -> list[BaseEvent] | None:
         meta = item.meta
@@ -139,6 +174,8 @@ class AguiDialect(Dialect[BaseEvent]):
                     ToolCallArgsEvent(tool_call_id=call_id,
                                       delta=json.dumps(value.get("arguments") or {})),
                     ToolCallEndEvent(tool_call_id=call_id)]
+        if vtype in ("agent_complete", "error"):
+            return self._subagent_ended(value)
         if vtype == "tool_result" and value.get("origin") != "client":
             return [ToolCallResultEvent(message_id=i, tool_call_id=value["toolCallId"],
                                         content=timbal.tool_result_text(value), role="tool")]
@@ -175,6 +212,8 @@ class AguiDialect(Dialect[BaseEvent]):
         if name == timbal.COMPONENT_STATE:
             return [self._state_change(frame["componentId"], frame["operations"],
                                        frame["revision"])]
+        if name == timbal.SUBAGENT_STARTED:
+            return [] if self.before_1_0 else [self._subagent_started(frame)]
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
         if name == timbal.RUN_FINISHED:
@@ -187,13 +226,33 @@ class AguiDialect(Dialect[BaseEvent]):
             return self.close_open() + [RunFinishedEvent(
                 thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage)]
         if name == timbal.ERROR:
-            return [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
+            return self._end_subagents() + [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
                                   code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
         return []
 
     def stamp(self, event: BaseEvent, ts: int) -> BaseEvent:
         event.timestamp = ts
         return event
+
+    # -- sub-agents ----------------------------------------------------------------------------
+
+    def _subagent_started(self, frame: timbal.Frame) -> BaseEvent:
+        self.subagents.append(frame["subagentRunId"])
+        return SubagentStartedEvent(
+            subagent_run_id=frame["subagentRunId"], name=frame["name"],
+            description=frame.get("description") or None,
+            parent_subagent_run_id=frame.get("parentSubagentRunId"),
+            parent_tool_call_id=frame["toolCallId"], parent_message_id=frame["messageId"])
+
+    def _subagent_ended(self, value: dict[str, Any]) -> list[BaseEvent]:
+        invocation = value.get("agentId")
+        if self.before_1_0 or invocation not in self.subagents:
+            return []
+        self.subagents.remove(invocation)
+        if value["type"] == "agent_complete":
+            return [SubagentFinishedEvent(subagent_run_id=invocation, result=value.get("result"))]
+        return [SubagentErrorEvent(subagent_run_id=invocation, message=value.get("content", ""),
+                                   code=value.get("code"))]
 
     # -- components as agent state -----------------------------------------------------------
 
@@ -225,6 +284,24 @@ class AguiDialect(Dialect[BaseEvent]):
         return CustomEvent(name=CUSTOM_STATE, value={"componentId": component_id,
                                                      "operations": operations,
                                                      "revision": revision})
+
+
+def _owner(frame: timbal.Frame, open_items: dict[str, Item]) -> str | None:
+    """The sub-agent invocation a message frame belongs to (None: the run's own agent)."""
+    item = open_items.get(frame.get("i") or "")
+    meta = item.meta if item is not None else frame.get("m") or frame.get("v") or {}
+    owner = meta.get("subagentRunId") if isinstance(meta, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
+def _attributed(events: list[BaseEvent], owner: str | None) -> list[BaseEvent]:
+    """The events with AG-UI's `subagentRunId` attribution, on those that can carry it."""
+    if owner is not None:
+        for event in events:
+            if "subagent_run_id" in type(event).model_fields and not isinstance(
+                    event, (SubagentStartedEvent, SubagentFinishedEvent, SubagentErrorEvent)):
+                setattr(event, "subagent_run_id", owner)  # noqa: B010 (a field of some)
+    return events
 
 
 def encode(event: BaseEvent) -> str:

@@ -15,6 +15,7 @@ from ...api.spec import (
     STORED_CAPS,
     STREAM_HEADERS,
     Operation,
+    Param,
     limit,
 )
 from ...protocol import tambo
@@ -30,10 +31,15 @@ RUN_STREAM = (
     "at once; comment lines are heartbeats. After the stream starts, an error is exactly one "
     "`RUN_ERROR` event and nothing after it.")
 
+AGENT = Param("agent", "query", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+              "The gateway's addition: the agent of the new thread (as the AG-UI path names "
+              "one). Without it, the API key's agent, else the default agent.")
+
 OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/threads/runs", "createThreadAndRun", "Create a thread and run it",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
-              params=(*KEYS, IDEMPOTENCY_KEY), stream=EVENTS.name, headers=STREAM_HEADERS,
+              params=(*KEYS, IDEMPOTENCY_KEY, AGENT), stream=EVENTS.name,
+              headers=STREAM_HEADERS,
               errors=(*RUN_ERRORS, *STORED_CAPS, "USER_SCOPE_REQUIRED")),
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,

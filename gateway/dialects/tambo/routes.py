@@ -69,7 +69,9 @@ async def run_new_thread(request: Request) -> Response:
     body: RunRequest = await json_body(request, RunRequest)
     spec = run_spec(body)
     check_run(request, spec)
-    agent = agent_for(request, None)
+    # The gateway's `?agent=` (the playground's picker) names the new thread's agent, as the
+    # AG-UI path does; without it, the key's agent or the default.
+    agent = agent_for(request, None, request.query_params.get("agent"))
     check_client_prompt(agent, spec.seed_messages)
     spec = dataclasses.replace(spec, agent=agent.name)
     project = project_of(request)

@@ -27,8 +27,14 @@ Event = TamboEventBody
 
 
 class TamboDialect(Dialect[Event]):
+    """A sub-agent's messages (those with `subagentRunId`) are not shown: the Tambo clients see
+    its calling agent's tool call and, when it answers, the call's result, as for a server
+    tool."""
+
     def on_start(self, item: Item) -> list[Event] | None:
         meta = item.meta
+        if meta.get("subagentRunId"):
+            return None
         if item.type == "agent":
             return [{"type": "TEXT_MESSAGE_START", "messageId": item.message_id,
                      "role": "assistant"}]
@@ -78,6 +84,8 @@ class TamboDialect(Dialect[Event]):
 
     def on_whole(self, i: str, value: dict[str, Any]) -> list[Event]:
         vtype, message_id = value.get("type"), value.get("messageId", "")
+        if value.get("subagentRunId"):
+            return []
         if vtype == "agent":
             content = value.get("content", "")
             events: list[Event] = [

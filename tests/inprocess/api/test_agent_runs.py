@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from gateway.api.keyring import key_row, new_key
 from gateway.app import create_app
 from gateway.cli import main
-from gateway.config import Settings
+from tests.support.agents import agents_settings
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
 
@@ -41,12 +41,7 @@ EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 @pytest.fixture
 def client(scripted_model: ScriptedModel, tmp_path: Path) -> Iterator[TestClient]:
-    agents = tmp_path / "agents.toml"
-    agents.write_text(AGENTS)
-    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
-                        api_keys={"k1": "shop"}, agents_file=str(agents),
-                        default_agent="support", model="openai/scripted",
-                        model_api_base=scripted_model.base_url, model_api_key="sk-test")
+    settings = agents_settings(scripted_model, tmp_path, AGENTS, default_agent="support")
     with TestClient(create_app(settings)) as http:
         yield http
 
@@ -124,6 +119,28 @@ def test_an_unknown_agent_is_a_404_problem(client: TestClient) -> None:
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("application/problem+json")
     assert response.json()["code"] == "AGENT_NOT_FOUND"
+    response = client.post("/v1/threads/runs?agent=nobody", headers=KEY, json={
+        "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        "userKey": "u1"})
+    assert response.status_code == 404 and response.json()["code"] == "AGENT_NOT_FOUND"
+
+
+def test_a_new_tambo_thread_may_name_its_agent(client: TestClient,
+                                               scripted_model: ScriptedModel) -> None:
+    """`?agent=` (the playground's picker) chooses a new thread's agent; the thread keeps it."""
+    finished = tambo_run(client, "hello", "/v1/threads/runs?agent=open")[-1].data
+    assert sent(scripted_model)[0] == {"role": "system", "content": "Operator rules come first."}
+    tambo_run(client, "again", f"/v1/threads/{finished['threadId']}/runs",
+              previousRunId=finished["runId"])
+    assert sent(scripted_model)[0] == {"role": "system", "content": "Operator rules come first."}
+
+
+def test_the_playground_offers_an_agent_picker(client: TestClient) -> None:
+    page = client.get("/").text
+    assert '<select id="agent">' in page
+    script = client.get("/web/agent_picker.js")
+    assert script.status_code == 200 and "/v1/agents" in script.text
+    assert 'from "/web/agent_picker.js"' in client.get("/web/playground.js").text
 
 
 def test_a_client_system_prompt_is_refused_on_every_dialect(
