@@ -16,7 +16,7 @@ import socket
 import sys
 from typing import Any
 
-from . import agents_cli, keys_cli, prune_cli, usage_cli
+from . import agents_cli, chorus_cli, keys_cli, prune_cli, usage_cli
 from .config import Settings, SettingsError, load_settings
 from .loopback import is_loopback
 from .observability.logs import configure_levels
@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     agents_cli.add_parser(commands)
     usage_cli.add_parser(commands)
     prune_cli.add_parser(commands)
+    chorus_cli.add_parser(commands)
     openapi = commands.add_parser("openapi", help="regenerate openapi/, schemas/ and "
                                                   "docs/settings.md")
     openapi.add_argument("--root", default=".", help="the repository root (default: .)")
@@ -314,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "agents":
             return agents_cli.run(settings, args)
+        if args.command == "chorus":
+            asyncio.run(prepare_database(settings.database_url))
+            return chorus_cli.run(settings, args)
         if args.command == "usage":
             asyncio.run(prepare_database(settings.database_url))
             return usage_cli.run(settings, args)

@@ -371,11 +371,24 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(
         30.0, gt=0, description="A run whose process died is failed and its thread unlocked "
                                 "after this long.")
+    timbal_thread_wait_seconds: float = Field(
+        30.0, ge=0, le=3600,
+        description="A Timbal WebSocket may open before its thread is created "
+                    "(`/v1/timbal/threads/{id}/stream`): how long the gateway waits for the "
+                    "thread before it closes the socket with 4004. The Timbal HTTP spec asks "
+                    "for at least 30 s; lower it only for tests.")
     cors_origins: Annotated[tuple[str, ...], NoDecode] = Field(
         ("*",), description="Origins allowed to call the API from a browser, comma-separated "
                             "`scheme://host[:port]` (as browsers send them; anything else is "
                             "refused at start-up); `*` allows any; an origin not listed gets "
                             "no CORS headers.")
+    chorus_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Hosts a Chorus message's `callback` and `mcp` URLs may name, "
+                        "comma-separated: `example.com`, `*.example.com` (its subdomains), an "
+                        "IP address or a network (`10.0.0.0/8`). Every address the name "
+                        "resolves to must be public, or inside a listed address or network "
+                        "(loopback, link-local and private ones are refused otherwise). Empty: "
+                        "every callback is refused (Chorus cannot answer).")
     log_format: Literal["auto", "json", "text"] = Field(
         "auto", description="`json`: one JSON object per log line (with `request_id` and "
                             "`run_id`); `text`: plain lines; `auto`: text when stderr is a "
@@ -444,6 +457,7 @@ class Settings(BaseSettings):
         lambda raw: parse_api_keys(raw) if isinstance(raw, str) else raw)
     _parse_origins = field_validator("cors_origins", mode="before")(parse_origins)
     _parse_models = field_validator("models", mode="before")(_comma_list)
+    _parse_chorus_hosts = field_validator("chorus_allowed_hosts", mode="before")(_comma_list)
     _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)
 

@@ -22,7 +22,8 @@ CREATED = "2026-01-05T10:00:00.000Z"
 UPDATED = "2026-01-05T10:00:03.250Z"
 
 PATH_PARAMS = {"threadId": THREAD, "runId": RUN, "messageId": MESSAGE,
-               "componentId": COMPONENT, "agent": "default"}
+               "componentId": COMPONENT, "agent": "default",
+               "secret": "chs_q3Jv8c1mZ0xT5nW2bK7yR4pL9dF6hA1s"}
 QUERY_PARAMS = {"userKey": USER_KEY, "contextKey": USER_KEY}
 
 _THREAD = {"id": THREAD, "createdAt": CREATED, "updatedAt": UPDATED, "runStatus": "idle",

@@ -77,7 +77,7 @@ def _path_params(path: str) -> list[dict[str, Any]]:
             for name in re.findall(r"\{(\w+)\}", path)]
 
 
-def _problem_responses(op: Operation) -> dict[str, Any]:
+def _problem_responses(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
     by_status: dict[int, list[str]] = {}
     for code in op.codes():
         by_status.setdefault(CODES[code].status, []).append(code)
@@ -86,10 +86,16 @@ def _problem_responses(op: Operation) -> dict[str, Any]:
         schema = {"allOf": [{"$ref": REF.format(model="Problem")},
                             {"properties": {"status": {"const": status},
                                             "code": {"enum": codes}}}]}
+        content = {"application/problem+json": {"schema": schema,
+                                                "example": problem_example(codes[0])}}
+        if op.error_shape is not None:
+            content = {"application/json": {
+                "schema": {"allOf": [refs[f"{op.id}.error"], {"properties": {"details": {
+                    "properties": {"code": {"enum": codes}}}}}]},
+                "example": op.error_shape(problem_example(codes[0]))}}
         responses[str(status)] = {
             "description": "\n".join(f"- `{c}`: {CODES[c].description}" for c in codes),
-            "content": {"application/problem+json": {"schema": schema,
-                                                     "example": problem_example(codes[0])}},
+            "content": content,
         }
     return responses
 
@@ -140,7 +146,7 @@ def _operation(op: Operation, refs: dict[str, Any]) -> dict[str, Any]:
                       **{str(status): _success(op, refs.get(f"{op.id}.result"), text)
                          for status, text in op.alternates.items()},
                       **{str(status): {"description": text} for status, text in op.other.items()},
-                      **_problem_responses(op)},
+                      **_problem_responses(op, refs)},
         "x-error-codes": op.codes(),
     }
     if op.description:
@@ -165,6 +171,8 @@ def build(operations: tuple[Operation, ...] | None = None) -> dict[str, Any]:
             types.append((f"{op.id}.body", op.body, "validation"))
         if op.result is not None:
             types.append((f"{op.id}.result", op.result, "serialization"))
+        if op.error_model is not None:
+            types.append((f"{op.id}.error", op.error_model, "serialization"))
     refs, defs = definitions(types, REF)
     _require_discriminators(defs)
     for event in events:

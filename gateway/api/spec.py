@@ -10,6 +10,7 @@ describe a shape the server does not use. Error codes are listed per operation: 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,6 +61,10 @@ class Operation:
     alternates: dict[int, str] = field(default_factory=dict)  # other statuses, same body
     errors: tuple[str, ...] = ()  # codes beyond the ones every operation of its kind has
     public: bool = False  # no API key needed
+    # Errors in another shape than problem+json (the Timbal write path's `{error, message,
+    # details}`): its model, and how a problem+json body becomes it (for the examples).
+    error_model: Any = None
+    error_shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def codes(self) -> list[str]:
         """Every problem code this operation can answer with, in a stable order."""

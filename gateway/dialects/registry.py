@@ -18,6 +18,7 @@ NAMES = (
     "tambo",
     "agui",
     "timbal",
+    "chorus",
 )
 
 

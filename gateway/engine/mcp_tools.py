@@ -336,8 +336,10 @@ def tool_name(name: str) -> str:
     return _TOOL_NAME.sub("_", name)[:_MAX_NAME] or "tool"
 
 
-def _specs(listed: list[tuple[McpConnection, list[mcp_types.Tool]]]) -> dict[str, ServerToolSpec]:
-    """Name every tool; a name offered by several servers becomes `<server>__<tool>` for each."""
+def _specs(listed: list[tuple[McpConnection, list[mcp_types.Tool]]],
+           namespaced: bool = False) -> dict[str, ServerToolSpec]:
+    """Name every tool; a name offered by several servers (or every name, `namespaced`)
+    becomes `<server>__<tool>`."""
     offered: dict[str, int] = {}
     for _, tools in listed:
         for name in {tool_name(t.name) for t in tools}:
@@ -346,7 +348,7 @@ def _specs(listed: list[tuple[McpConnection, list[mcp_types.Tool]]]) -> dict[str
     for connection, tools in listed:
         for tool in tools:
             name = tool_name(tool.name)
-            if offered[name] > 1:
+            if offered[name] > 1 or namespaced:
                 name = tool_name(f"{connection.config.name}__{name}")
             if name in specs:
                 raise McpStartupError(f"MCP server {connection.config.name!r}: two tools are both "
@@ -396,3 +398,39 @@ async def open_mcp_tools(config_path: str, stack: contextlib.AsyncExitStack,
         stack.push_async_callback(connection.close)
         log.info("MCP server %r connected: %d tool(s)", connection.config.name, len(tools))
     return specs
+
+
+@dataclass
+class RunMcpTools:
+    """Servers one run brings with it (a Chorus message's `mcp`): their tools, named
+    `<server>__<tool>`, for that run only; `close` when the run has ended."""
+
+    tools: dict[str, ServerToolSpec] = field(default_factory=dict)
+    connections: list[McpConnection] = field(default_factory=list)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.connections))
+
+
+async def open_run_tools(servers: list[tuple[str, str, dict[str, str]]],
+                         connect_timeout: float) -> RunMcpTools:
+    """Connect each `(name, url, headers)` server over streamable HTTP; a server that cannot
+    be reached is left out (logged without its headers), the others' tools are offered."""
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    connections = [McpConnection(ServerConfig(name, url=url, headers=headers,
+                                              secrets=(url, *headers.values())))
+                   for name, url, headers in servers]
+    outcomes = await asyncio.gather(*(c.open(connect_timeout) for c in connections),
+                                    return_exceptions=True)
+    listed = []
+    for connection, outcome in zip(connections, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            log.warning("%s", outcome)  # McpStartupError: names the server, never its secrets
+        else:
+            listed.append((connection, outcome))
+    found = RunMcpTools(connections=[c for c, _ in listed])
+    try:
+        found.tools = _specs(listed, namespaced=True)
+    except McpStartupError as exc:
+        log.warning("%s", exc)
+    return found

@@ -71,6 +71,8 @@ class Problem(enum.Enum):
     MESSAGE_NOT_FOUND = (404, "No such message in the thread.")
     RUN_NOT_FOUND = (404, "No such run in the thread.")
     COMPONENT_NOT_FOUND = (404, "No such component in the thread.")
+    CHORUS_CONNECTION_NOT_FOUND = (404, "No such Chorus connection string, or it was revoked "
+                                        "(`gateway chorus revoke`).")
     METHOD_NOT_ALLOWED = (405, "The path exists but not with this method; see the `Allow` header.")
     NO_NEW_INPUT = (400, "An AG-UI input with nothing new for the thread: no closing user message"
                          " and no answer to its pending tool calls.")
@@ -91,6 +93,9 @@ class Problem(enum.Enum):
                                    " retry later.")
     JSON_PATCH_TEST_FAILED = (409, "A `test` operation of the patch failed.")
     STATE_UPDATE_CONFLICT = (409, "The component state is contended; retry.")
+    THREAD_EXISTS = (409, "A thread with this client-chosen id exists, created with another "
+                          "request (Timbal `POST /v1/timbal/threads/{threadId}`) or by someone "
+                          "else: choose another id.")
     REVISION_MISMATCH = (412, "`If-Match` names a revision that is not the current one.")
     PAYLOAD_TOO_LARGE = (413, "The request body is larger than `GATEWAY_MAX_BODY_BYTES` (default "
                               "10 MiB).")
@@ -114,6 +119,9 @@ class Problem(enum.Enum):
                                  "user or project).")
     IMAGE_URL_NOT_ALLOWED = (400, "An image is attached by URL; this gateway takes images as data "
                                   "only (`GATEWAY_IMAGE_URLS`).")
+    CHORUS_URL_NOT_ALLOWED = (400, "A Chorus message's `callback` or `mcp` URL is not one the "
+                                   "gateway may call (`GATEWAY_CHORUS_ALLOWED_HOSTS`: its host, "
+                                   "and the addresses it resolves to).")
     UNSUPPORTED_SCHEMA_PATTERN = (400, "A component's `stateSchema` holds a pattern the "
                                        "linear-time regex engine (RE2) cannot run: "
                                        "backreferences or lookaround.")

@@ -81,6 +81,9 @@ class UserInput:
     blocks: list[Block]
     context: dict[str, Any] | None = None  # the page's context (Tambo `additionalContext`)
     metadata: dict[str, Any] | None = None
+    # The user message's id (its Timbal `i`) when the dialect promised one to its client (the
+    # Timbal write path answers with it); None: the run makes one.
+    id: str | None = None
 
     @property
     def text(self) -> str:

@@ -215,8 +215,8 @@ def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]], now: int,
         parts.append(value)
     user = spec.user
     if user is not None:
-        part: dict[str, Any] = {"id": new_id(), "type": "user", "content": user.text,
-                                "blocks": user.blocks, **signed}
+        part: dict[str, Any] = {"id": user.id or new_id(), "type": "user",
+                                "content": user.text, "blocks": user.blocks, **signed}
         if user.context:
             part["context"] = user.context
         if user.metadata:

@@ -243,6 +243,7 @@ class RunExecutor:
             if asking:  # a tool asked another question: pause again before the model
                 return Outcome(asking)
             rows, components = await self.store.thread_context(run.thread_id)
+            rows = model_history(rows)
             states = {cid: c.state for cid, c in components.items()}
             run_input = self._run_input(active, spec, rows, states, model, meter)
         agent = self.setup.agent(spec.agent)
@@ -277,9 +278,13 @@ class RunExecutor:
             hooks=RunHooks(model, meter),
         )
         agent = self.setup.agent(spec.agent)
+        if agent is not None:
+            run_input = as_agent(run_input, agent, self.setup.agent_tools)
+        if active.extra_tools:  # this run's own (a Chorus message's MCP servers)
+            run_input = replace(run_input, server_tools={**run_input.server_tools,
+                                                         **active.extra_tools})
         if agent is None:
             return run_input
-        run_input = as_agent(run_input, agent, self.setup.agent_tools)
         delegation = self.setup.delegation(active.usage, active.ticket)
         if delegation is not None:
             run_input.subagents = delegation.tools_of(agent)

@@ -20,6 +20,7 @@ import socket
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+from ..engine.loop import ServerToolSpec
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
@@ -94,14 +95,16 @@ class RunManager:
 
     async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
                     client_run_id: str | None = None,
-                    subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
+                    subjects: Sequence[Subject] = NO_QUOTA,
+                    extra_tools: dict[str, ServerToolSpec] | None = None) -> StartedRun:
         """Start a run on the thread, or attach to the run the spec's idempotency key already
         started.
 
         `client_run_id` is the client's own name for the run (AG-UI clients choose one), kept
         beside the gateway's id. `subjects` are the API key and user scope whose quotas the run
         counts against (a 429 when one is over); the run holds their slots until it ends.
-        A new user message on a paused thread may first end the pause (`pauses`)."""
+        A new user message on a paused thread may first end the pause (`pauses`).
+        `extra_tools`: server tools for this run only, besides its agent's."""
         self._refuse_if_closed()
         try:
             ticket = await self.quotas.acquire(subjects)
@@ -111,7 +114,8 @@ class RunManager:
                     thread.id, spec.idempotency.key) is None:
                 raise
             ticket = Ticket(self.quotas, NO_QUOTA)
-        return await self._launched(ticket, self._admit(project_id, thread, spec, client_run_id))
+        return await self._launched(ticket, self._admit(project_id, thread, spec, client_run_id),
+                                    extra_tools)
 
     async def _admit(self, project_id: str, thread: ThreadRow, spec: RunSpec,
                      client_run_id: str | None) -> StartedRun:
@@ -205,7 +209,8 @@ class RunManager:
             if started is not None:
                 self._launch(StartedRun(started, attached=False), Ticket(self.quotas, NO_QUOTA))
 
-    async def _launched(self, ticket: Ticket, admission: Awaitable[StartedRun]) -> StartedRun:
+    async def _launched(self, ticket: Ticket, admission: Awaitable[StartedRun],
+                        extra_tools: dict[str, ServerToolSpec] | None = None) -> StartedRun:
         """Launch the run `admission` persists, holding `ticket`'s quota slots; the slots go
         back at once if nothing is started (refused, or a retry attached to its run)."""
         try:
@@ -216,13 +221,14 @@ class RunManager:
         if started.attached or started.queued:
             await ticket.release()
         else:
-            self._launch(started, ticket)
+            self._launch(started, ticket, extra_tools or {})
         return started
 
-    def _launch(self, started: StartedRun, ticket: Ticket) -> None:
+    def _launch(self, started: StartedRun, ticket: Ticket,
+                extra_tools: dict[str, ServerToolSpec] | None = None) -> None:
         run = started.run
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
-                           history=started.history)
+                           history=started.history, extra_tools=extra_tools or {})
         if self.setup.agents is not None:  # for its usage and metrics
             active.agent = (RunSpec.from_snapshot(run.request).agent
                             or self.setup.agents.default_name)

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from ..engine.agents import DEFAULT_AGENT
+from ..engine.loop import ServerToolSpec
 from ..engine.usage import RunUsage
 from ..store.tables import MessageRow, RunRow
 from .log import LiveLog
@@ -32,6 +33,9 @@ class ActiveRun:
     # What its model calls consumed so far (`runs/usage.py`), recorded with its end.
     usage: RunUsage = field(default_factory=RunUsage)
     agent: str = DEFAULT_AGENT  # the agent it runs, for usage and metrics
+    # Server tools this run alone may call, besides its agent's (a Chorus message's MCP
+    # servers), by name.
+    extra_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:

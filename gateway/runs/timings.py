@@ -26,6 +26,8 @@ class Timings:
     """SSE comment heartbeat while a stream is idle."""
     drain_seconds: float = 20.0
     """On SIGTERM, how long running runs may go on finishing (`shutdown`)."""
+    timbal_thread_wait_seconds: float = 30.0
+    """A Timbal client may connect before its thread exists: how long it is waited for."""
 
     # -- fixed: how often each background loop looks --------------------------------------
     supervisor_tick_seconds: float = 0.25
@@ -68,8 +70,6 @@ class Timings:
     disconnected (its run goes on)."""
     timbal_poll_seconds: float = 0.25
     """How often a Timbal socket looks for a new run on its thread."""
-    timbal_thread_wait_seconds: float = 30.0
-    """A Timbal client may connect before its thread exists: how long it is waited for."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Timings:
@@ -77,7 +77,8 @@ class Timings:
                    disconnect_grace_seconds=settings.disconnect_grace_seconds,
                    heartbeat_seconds=settings.heartbeat_seconds,
                    slow_reader_seconds=settings.slow_reader_seconds,
-                   drain_seconds=settings.drain_seconds)
+                   drain_seconds=settings.drain_seconds,
+                   timbal_thread_wait_seconds=settings.timbal_thread_wait_seconds)
 
     @property
     def lease_ms(self) -> int:

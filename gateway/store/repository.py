@@ -1,13 +1,14 @@
 """The store: one object with the queries of every aggregate, so call sites stay simple.
 
 Each aggregate's queries live in their own module (`threads`, `runs`, `frames`, `components`,
-`idempotency`, `api_keys`, `usage`); this facade only puts them together on one engine.
+`idempotency`, `api_keys`, `usage`, `chorus`); this facade only puts them together on one engine.
 """
 
 from __future__ import annotations
 
 from .api_keys import ApiKeyQueries
 from .base import ACTIVE_RUN_STATUSES, UNAVAILABLE, FrameEntry, Page
+from .chorus import ChorusQueries
 from .components import ComponentQueries
 from .frames import FrameLog
 from .idempotency import IdempotencyKeys
@@ -20,6 +21,6 @@ __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 
 
 class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
-            ApiKeyQueries, UsageQueries, RetentionQueries):
+            ApiKeyQueries, UsageQueries, RetentionQueries, ChorusQueries):
     """Threads, runs and leases, the frame log, components, idempotency keys, API keys,
-    usage and retention."""
+    usage, retention and Chorus deliveries."""

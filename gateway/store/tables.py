@@ -58,6 +58,10 @@ class ThreadRow(SQLModel, table=True):
     context_tokens: int | None = None
     context_trimmed: bool = False
     context_summary: dict[str, Any] | None = _json()
+    # A thread created with a client-chosen id (`POST /v1/timbal/threads/{id}`): the SHA-256 of
+    # that request (body and user scope), so the same create again is told from a conflicting
+    # one without keeping the body (it may carry credentials).
+    create_fingerprint: str | None = Field(default=None, max_length=64)
 
 
 class MessageRow(SQLModel, table=True):
@@ -203,8 +207,40 @@ class ApiKeyRow(SQLModel, table=True):
     agent: str | None = Field(default=None, max_length=64)  # its runs' agent (None: default)
 
 
+class ChorusConnectionRow(SQLModel, table=True):
+    """A Chorus connection string of an agent (`gateway chorus connect`): only the secret's
+    SHA-256 is kept; the URL holding it is shown once."""
+
+    __tablename__ = "chorus_connections"
+
+    id: str = Field(primary_key=True, max_length=64)
+    project_id: str = Field(max_length=128)
+    agent: str = Field(max_length=64)
+    secret_hash: str = Field(max_length=64, unique=True)
+    prefix: str = Field(max_length=16)
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    revoked_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+
+
+class ChorusDeliveryRow(SQLModel, table=True):
+    """A Chorus message waiting for its channel's thread (one run at a time): kept until its
+    run starts, so a message that arrives while the thread is busy is queued, not dropped. The
+    payload (with its callback URL and MCP headers) is deleted as the run starts."""
+
+    __tablename__ = "chorus_deliveries"
+    __table_args__ = (Index("ix_chorus_deliveries_thread", "thread_id", "created_ms"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(max_length=64)
+    connection_id: str = Field(max_length=64)
+    payload: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 __all__ = [
     "ApiKeyRow",
+    "ChorusConnectionRow",
+    "ChorusDeliveryRow",
     "ComponentRow",
     "IdempotencyKeyRow",
     "MessageRow",

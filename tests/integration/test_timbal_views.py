@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import socket as socket_module
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -22,8 +24,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import GatewayServer
-from tests.support.run_stream import message, open_stream, read_until, wait_for_status
+from tests.support.gateway_server import GatewayCluster, GatewayServer
+from tests.support.run_stream import message, open_stream, read_until, slow_turn, wait_for_status
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
 
@@ -41,8 +43,11 @@ def client(process_client: httpx.Client) -> httpx.Client:
     return process_client
 
 
-def socket(gateway: GatewayServer, thread_id: str) -> ClientConnection:
+def socket(gateway: GatewayServer | GatewayCluster, thread_id: str,
+           query: dict[str, str] | None = None) -> ClientConnection:
     url = gateway.url.replace("http://", "ws://") + f"/v1/timbal/threads/{thread_id}/stream"
+    if query:
+        url += "?" + urlencode(query)
     return connect(url, additional_headers={"x-api-key": "test-key"}, open_timeout=10)
 
 
@@ -141,6 +146,47 @@ def test_socket_control_frames_and_errors(client: httpx.Client, gateway: Gateway
             assert closed.rcvd is not None and closed.rcvd.code == 4009
 
 
+def processes(gateway: GatewayServer | GatewayCluster) -> tuple[GatewayServer, GatewayServer]:
+    """Two processes of the gateway (on PostgreSQL + Redis), else the one twice."""
+    if isinstance(gateway, GatewayCluster):
+        return gateway.servers[0], gateway.servers[1]
+    return gateway, gateway
+
+
+def test_a_socket_opened_before_the_thread_gets_every_frame_of_its_runs(
+        gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel):
+    """Timbal HTTP/1.0 (spec/http.md §5.3, scenario 1): connect, create, send. The thread is
+    created and written through one process; sockets on it, opened on another before it
+    existed and on the first after, each get the user's message and the agent's frames; a
+    cancel shows on them as the run's end."""
+    writer, reader = processes(gateway)
+    thread_id = str(uuid.uuid4())
+    user = {"userKey": "timbal-socket"}
+    scripted_model.enqueue([{"content": "Hello "}, {"content": "there."}], slow_turn(400, 0.05))
+    with writer.client(timeout=30, headers={"x-api-key": "test-key"}) as http, \
+            socket(reader, thread_id, user) as early:
+        assert http.post(f"/v1/timbal/threads/{thread_id}", json=user).status_code == 201
+        with socket(writer, thread_id, user) as late:
+            sent = http.post(f"/v1/timbal/threads/{thread_id}/messages", params=user,
+                             json={"content": "hi"})
+            assert sent.status_code == 202, sent.text
+            frames = [receive(ws, lambda f: f.get("c") == "run.finished") for ws in (early, late)]
+            assert frames[0] == frames[1]
+            user_frame = frames[0][1]
+            assert user_frame["i"] == sent.json()["messageId"]
+            assert user_frame["v"]["type"] == "user" and user_frame["v"]["content"] == "hi"
+            assert [f["v"]["content"] for f in sets(frames[0])[1:]] == ["Hello there."]
+
+            assert http.post(f"/v1/timbal/threads/{thread_id}/messages", params=user,
+                             json={"content": "count"}).status_code == 202
+            receive(early, lambda f: f.get("a") == "t2 ")  # the slow run is streaming
+            cancel = http.post(f"/v1/timbal/threads/{thread_id}/cancel", params=user)
+            assert cancel.status_code == 200 and cancel.json()["status"] == "cancelling"
+            for ws in (early, late):
+                ended = receive(ws, lambda f: "c" in f and f["c"] != "run.started")
+                assert ended[-1]["c"] == "run.cancelled", ended[-1]
+
+
 def test_ndjson_refuses_a_bad_since(client: httpx.Client):
     thread_id = client.post("/v1/threads", json={}).json()["id"]
     response = client.get(f"/v1/timbal/threads/{thread_id}?since=soon")
@@ -174,7 +220,8 @@ def impatient(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFa
               ) -> Iterator[GatewayServer]:
     """One process (on the configured backend): a proxy in front would buffer for the reader."""
     workdir = tmp_path_factory.mktemp("slow-readers")
-    env = scripted_env(scripted_model, GATEWAY_SLOW_READER_SECONDS=str(SLOW_READER_SECONDS))
+    env = scripted_env(scripted_model, GATEWAY_SLOW_READER_SECONDS=str(SLOW_READER_SECONDS),
+                       GATEWAY_TIMBAL_THREAD_WAIT_SECONDS="1")
     server = GatewayServer(workdir, env)
     server.start()
     yield server
@@ -264,3 +311,12 @@ def test_a_websocket_reader_that_never_reads_is_disconnected(
     # Dropped by the gateway (the client sent no close), after a part of the run's frames.
     assert closed.value.sent is None, closed.value
     assert 0 < got < len(BIG_TURN)
+
+
+def test_a_socket_to_a_thread_never_created_closes_with_4004(impatient: GatewayServer):
+    """After the wait for the thread (`GATEWAY_TIMBAL_THREAD_WAIT_SECONDS`, 1 s here; 30 s by
+    default, as the spec asks)."""
+    with socket(impatient, str(uuid.uuid4())) as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=30)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4004

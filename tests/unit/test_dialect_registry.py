@@ -48,8 +48,8 @@ def with_echo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "DIALECTS", (*registry.DIALECTS, ECHO))
 
 
-def test_the_registry_holds_the_three_dialects_in_order() -> None:
-    assert [d.name for d in registry.DIALECTS] == ["tambo", "agui", "timbal"]
+def test_the_registry_holds_the_four_dialects_in_order() -> None:
+    assert [d.name for d in registry.DIALECTS] == ["tambo", "agui", "timbal", "chorus"]
 
 
 @pytest.mark.usefixtures("with_echo")

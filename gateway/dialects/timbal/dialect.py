@@ -3,12 +3,18 @@ documentation, and the log's own types (`protocol/frames_schema.py`), which it p
 
 from __future__ import annotations
 
-from ...api.spec import EVENT_CURSOR, KEYS, Operation, Param
+from typing import Any
+
+from ...api.spec import EVENT_CURSOR, KEYS, RUN_ERRORS, Operation, Param
 from ...protocol import frames_schema
 from ...protocol.frames_schema import Frame as TimbalFrame
 from ...protocol.schema_files import Schemas, Type, Union
 from ..base import WireDialect
-from . import routes
+from . import errors, routes
+from . import input as timbal_input
+
+# The write path answers errors in the Timbal shape, not problem+json.
+SHAPE: dict[str, Any] = {"error_model": errors.TimbalError, "error_shape": errors.example}
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/v1/timbal/threads/{thread_id}", "timbalThread",
@@ -32,7 +38,50 @@ OPERATIONS: tuple[Operation, ...] = (
                                    "Skip this many frames; empty: from the start.")),
               result=TimbalFrame, media_type="application/x-ndjson",
               errors=("RUN_NOT_FOUND", "INVALID_CURSOR")),
+    Operation("POST", "/v1/timbal/threads/{thread_id}", "timbalCreateThread",
+              "Create a thread with a client-chosen id (Timbal HTTP/1.0)", "timbal",
+              description="The path's id must be a UUID (400 otherwise). 201 `created`; the "
+                          "same request again (same body, same user scope) 200 `exists`; "
+                          "any other request on a taken id 409. The body chooses the agent and "
+                          "carries the user scope; other fields are allowed, never kept or "
+                          "logged. Errors are in the Timbal shape `{error, message, details}`.",
+              body=timbal_input.ThreadCreate, params=KEYS, status=201,
+              alternates={200: "The thread exists, created with this same request."},
+              result=timbal_input.ThreadCreated, **SHAPE,
+              errors=("THREAD_EXISTS", "USER_SCOPE_REQUIRED", "AGENT_NOT_FOUND",
+                      "METADATA_TOO_LARGE", "THREAD_LIMIT_REACHED")),
+    Operation("POST", "/v1/timbal/threads/{thread_id}/messages", "timbalSendMessage",
+              "Send a user message: the run starts (Timbal HTTP/1.0)", "timbal",
+              description="Answers 202 at once; the user message and the agent's frames go out "
+                          "on the thread's WebSocket. 409 `conflict` while a run is active.",
+              body=timbal_input.MessageSend, params=KEYS, status=202,
+              result=timbal_input.MessageAccepted, **SHAPE,
+              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
+    Operation("POST", "/v1/timbal/threads/{thread_id}/cancel", "timbalCancel",
+              "Cancel the thread's active run (Timbal HTTP/1.0)", "timbal",
+              description="200 `cancelling` (the run's log ends with `run.cancelled`), or 200 "
+                          "`idle` when no run is active. The body (`{reason}`) is optional.",
+              params=KEYS, result=timbal_input.CancelAnswer, **SHAPE,
+              errors=("USER_SCOPE_REQUIRED", "VALIDATION_ERROR", "INVALID_JSON",
+                      "JSON_TOO_DEEP")),
 )
+
+UUID = "550e8400-e29b-41d4-a716-446655440000"
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "timbalCreateThread": {
+        "request": {"agent": "default", "userKey": "user-123", "metadata": {"topic": "weather"}},
+        "response": {"threadId": UUID, "status": "created", "createdAt": "2025-01-15T14:30:00.000Z",
+                     "streamUrl": f"wss://gateway.example.com/v1/timbal/threads/{UUID}/stream"}},
+    "timbalSendMessage": {
+        "request": {"content": "What's the weather in San Francisco?",
+                    "metadata": {"role": "user", "timestamp": "2025-01-15T14:30:00.000Z"}},
+        "response": {"messageId": "01J4KZ3Y9ABCDEFGHJKMNPQRST", "threadId": UUID,
+                     "status": "processing", "receivedAt": "2025-01-15T14:30:00.123Z"}},
+    "timbalCancel": {
+        "response": {"threadId": UUID, "status": "cancelling",
+                     "cancelledAt": "2025-01-15T14:30:10.000Z",
+                     "runId": "run_01J4KZ3Y9ABCDEFGHJKMNPQRST"}},
+}
 
 SCHEMAS = Schemas(
     unions=(Union("timbal.frame", frames_schema.Frame, "timbal/frame.json",
@@ -49,4 +98,4 @@ SCHEMAS = Schemas(
              for name, tp in frames_schema.VALUES.items())),
 )
 
-DIALECT = WireDialect("timbal", routes.routes, OPERATIONS, schemas=SCHEMAS)
+DIALECT = WireDialect("timbal", routes.routes, OPERATIONS, EXAMPLES, schemas=SCHEMAS)

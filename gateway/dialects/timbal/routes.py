@@ -1,4 +1,5 @@
 """Timbal views of threads and runs: NDJSON over HTTP, and a WebSocket per the Timbal HTTP layer.
+The write path (create a thread, send a message, cancel) is `routes_write.py`.
 
 - `GET /v1/timbal/threads/{id}/runs/{runId}`: the run's log, one frame per line
   (`application/x-ndjson`), live until the run ends; `?after=N` skips the first N frames.
@@ -10,9 +11,9 @@
   closed by our `{"c":"synced","count":N}`; `{"c":"unsub","s":...}` stops the live frames until
   the next `sync`. A malformed request gets an `error` control frame; unparseable data closes
   the socket with 1003, a thread that is not there (after waiting for it to be created,
-  `Timings.timbal_thread_wait_seconds`) with 4004, a deleted thread with 4009, an internal failure with 1011.
-
-Writing goes through the run endpoints; these views only read.
+  `GATEWAY_TIMBAL_THREAD_WAIT_SECONDS`, 30 s) with 4004, a deleted thread with 4009, an
+  internal failure with 1011. Every socket on a thread gets every run's frames, the user's
+  message first, whichever process runs it (the run's log comes through the backend's feed).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from ...protocol.problems import ApiError, Problem
 from ...protocol.run_errors import error_frame, run_error
 from ...protocol.translation import positioned
 from ...store.tables import ThreadRow
+from . import routes_write as writes
 from . import translate as view
+from .routes_write import canonical_thread_id
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +116,12 @@ async def thread_frames(request: Request) -> Response:
 class ThreadSocket:
     """One client's socket on one thread: live frames of its runs, and sync answers."""
 
-    def __init__(self, ws: WebSocket, svc: Services, project: str, thread: ThreadRow) -> None:
+    def __init__(self, ws: WebSocket, svc: Services, project: str, thread: ThreadRow,
+                 from_start: bool = False) -> None:
         self.ws, self.svc, self.project, self.thread = ws, svc, project, thread
+        # Connected before the thread existed: its runs so far are new to the client too (one
+        # may have ended before the wait saw the thread).
+        self.from_start = from_start
         self.subscribed = True
         self._send_lock = asyncio.Lock()
         self._next_sync = 0.0  # loop time before which another sync is refused
@@ -180,8 +187,8 @@ class ThreadSocket:
             else:
                 self.subscribed = False
         elif "i" in frame:
-            await self.send(_error("invalid_request", "this stream is read-only: start runs "
-                                                      "with POST .../runs"))
+            await self.send(_error("invalid_request", "frames are sent by the server: send a "
+                                   "message with POST /v1/timbal/threads/{threadId}/messages"))
         return True  # other control frames are ignored, as Timbal requires
 
     async def sync(self, since: int | None) -> None:
@@ -195,7 +202,7 @@ class ThreadSocket:
     async def follow_runs(self) -> None:
         """Send the frames of each run on the thread, from its first frame, as it happens."""
         thread = self.thread
-        seen = {thread.last_completed_run_id}
+        seen = set() if self.from_start else {thread.last_completed_run_id}
         try:
             while True:
                 run_id = _current_run(thread) or thread.last_completed_run_id
@@ -241,12 +248,13 @@ async def thread_socket(ws: WebSocket) -> None:
     svc.sockets[holder] += 1
     try:
         await ws.accept()
+        canonical_thread_id(ws)
         thread_id = ws.path_params["thread_id"]
-        thread = await _wait_for_thread(ws, svc, who.project, thread_id, user_key)
+        thread, waited = await _wait_for_thread(ws, svc, who.project, thread_id, user_key)
         if thread is None:
             await ws.close(CLOSE_NOT_FOUND, "thread not found")
             return
-        await ThreadSocket(ws, svc, who.project, thread).serve()
+        await ThreadSocket(ws, svc, who.project, thread, from_start=waited).serve()
     finally:
         svc.sockets[holder] -= 1
         if not svc.sockets[holder]:
@@ -263,21 +271,28 @@ def origin_allowed(settings: Settings, origin: str | None) -> bool:
 
 
 async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id: str,
-                           user_key: str | None) -> ThreadRow | None:
+                           user_key: str | None) -> tuple[ThreadRow | None, bool]:
+    """The thread once it exists (None: not within the wait, or not the caller's), and
+    whether it had to be waited for."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + svc.runs.timings.timbal_thread_wait_seconds
+    waited = False
     while True:
         thread = await svc.store.get_thread(project, thread_id)
         if thread is not None:
             visible = may_see(ws, thread, user_key, scope_optional=True)  # type: ignore[arg-type]
-            return thread if visible else None
+            return (thread if visible else None), waited
         if loop.time() >= deadline:
-            return None
+            return None, waited
+        waited = True
         await asyncio.sleep(0.5)
 
 
 routes: list[Any] = [
     Route("/v1/timbal/threads/{thread_id}", thread_frames, methods=["GET"]),
+    Route("/v1/timbal/threads/{thread_id}", writes.create_thread, methods=["POST"]),
+    Route("/v1/timbal/threads/{thread_id}/messages", writes.send_message, methods=["POST"]),
+    Route("/v1/timbal/threads/{thread_id}/cancel", writes.cancel_thread, methods=["POST"]),
     Route("/v1/timbal/threads/{thread_id}/runs/{run_id}", run_frames, methods=["GET"]),
     WebSocketRoute("/v1/timbal/threads/{thread_id}/stream", thread_socket),
 ]

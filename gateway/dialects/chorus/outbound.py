@@ -1,0 +1,120 @@
+"""Outbound safety for Chorus: a message names URLs the gateway will call (its callback, its MCP
+servers), so whoever holds a connection string could aim the gateway at anything it can reach.
+
+A URL is called only if its host matches `GATEWAY_CHORUS_ALLOWED_HOSTS` (a name, `*.` and its
+subdomains, an address or a network) and every address the name resolves to is public or
+inside a listed address or network: loopback, link-local and private addresses (the cloud
+metadata service, the database, the gateway itself) are refused unless listed. The call then
+goes to the address that was checked (the name is not resolved again, so a DNS answer that
+changes in between cannot move it), with TLS still verified against the name, no redirects,
+short timeouts and a bound on what is read of the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+MAX_RESPONSE_BYTES = 64 * 1024
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class NotAllowed(Exception):
+    """A URL the allow-list does not let the gateway call (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A checked URL, and the address it is called at."""
+
+    url: httpx.URL
+    address: str
+
+
+def _networks(allowed: Sequence[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    found = []
+    for entry in allowed:
+        try:
+            found.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+        except ValueError:
+            continue
+    return found
+
+
+def name_allowed(host: str, allowed: Sequence[str]) -> bool:
+    """Whether `host` is listed: by name, under a `*.` entry, or as an address in a listed
+    network."""
+    host = host.lower().rstrip(".")
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    if address is not None:
+        return any(address in net for net in _networks(allowed))
+    for entry in (e.lower().rstrip(".") for e in allowed):
+        if entry == host or (entry.startswith("*.") and host.endswith(entry[1:])):
+            return True
+    return False
+
+
+def address_allowed(address: IpAddress, allowed: Sequence[str]) -> bool:
+    """A public address, or one inside a listed address or network."""
+    if any(address in net for net in _networks(allowed)):
+        return True
+    return address.is_global and not address.is_multicast
+
+
+async def resolve(host: str, port: int) -> list[IpAddress]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [ipaddress.ip_address(info[4][0]) for info in infos]
+
+
+async def check(raw: str, allowed: Sequence[str]) -> Target:
+    """The URL as the gateway may call it; `NotAllowed` otherwise."""
+    try:
+        url = httpx.URL(raw)
+    except (httpx.InvalidURL, TypeError):
+        raise NotAllowed("not a URL") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise NotAllowed("only http and https URLs with a host")
+    if url.userinfo:
+        raise NotAllowed("credentials in the URL's authority are not allowed")
+    if not name_allowed(url.host, allowed):
+        raise NotAllowed(f"host {url.host[:100]!r} is not in GATEWAY_CHORUS_ALLOWED_HOSTS")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        addresses = await resolve(url.host, port)
+    except OSError:
+        raise NotAllowed(f"host {url.host[:100]!r} does not resolve") from None
+    refused = [a for a in addresses if not address_allowed(a, allowed)]
+    if refused or not addresses:
+        raise NotAllowed(f"host {url.host[:100]!r} resolves to a loopback, link-local or "
+                         "private address that GATEWAY_CHORUS_ALLOWED_HOSTS does not list")
+    return Target(url, str(addresses[0]))
+
+
+async def post(client: httpx.AsyncClient, target: Target, body: Any) -> int:
+    """POST `body` as JSON to the checked address; the status (at most `MAX_RESPONSE_BYTES`
+    of the answer is read, and ignored)."""
+    host = target.url.host
+    pinned = target.url.copy_with(host=target.address)
+    extensions = {"sni_hostname": host} if target.url.scheme == "https" else {}
+    request = client.build_request("POST", pinned, json=body, extensions=extensions,
+                                   headers={"host": target.url.netloc.decode("ascii")})
+    response = await client.send(request, stream=True, follow_redirects=False)
+    try:
+        read = 0
+        async for chunk in response.aiter_raw():
+            read += len(chunk)
+            if read > MAX_RESPONSE_BYTES:
+                break
+    finally:
+        await response.aclose()
+    return response.status_code

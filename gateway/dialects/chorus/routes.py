@@ -1,0 +1,90 @@
+"""Chorus 0.1: `POST /v1/chorus/{secret}`, an agent's connection string (`spec/chorus.md`).
+
+The secret in the path is the credential (made by `gateway chorus connect`, only its hash is
+kept; no API key is asked for): an unknown or revoked one is 404. A body that is not a
+delivery is 400, and so is a callback or MCP URL the gateway may not call
+(`GATEWAY_CHORUS_ALLOWED_HOSTS`, `outbound.py`): it is never called. Otherwise the message is
+stored for its channel's thread (created on the channel's first message) and the answer is
+200 at once; the run and its callback follow (`routes_delivery.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy.exc import IntegrityError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ...api.context import json_body, services
+from ...api.request_limits import check_run_request
+from ...protocol.clock import new_id, now_ms
+from ...protocol.problems import ApiError, Problem
+from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow, ThreadRow
+from . import input as chorus_input
+from . import outbound
+from .routes_delivery import deliveries
+
+SECRET_PREFIX = "chs_"
+
+
+def secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+async def connection(request: Request) -> ChorusConnectionRow:
+    secret = request.path_params["secret"]
+    found = None
+    if secret.startswith(SECRET_PREFIX) and len(secret) <= 128:
+        found = await services(request).store.find_chorus_connection(secret_hash(secret))
+    if found is None or found.revoked_ms is not None:
+        raise ApiError(Problem.CHORUS_CONNECTION_NOT_FOUND,
+                       "No such connection string (or it was revoked)")
+    return found
+
+
+async def check_urls(request: Request, delivery: chorus_input.Delivery) -> None:
+    allowed = services(request).settings.chorus_allowed_hosts
+    urls = {"callback": delivery.callback,
+            **{f"mcp.{m.name}": m.url for m in delivery.mcp or []}}
+    for field, url in urls.items():
+        try:
+            await outbound.check(url, allowed)
+        except outbound.NotAllowed as exc:
+            raise ApiError(Problem.CHORUS_URL_NOT_ALLOWED, f"{field}: {exc}",
+                           errors={field: str(exc)}) from None
+
+
+async def channel_thread(request: Request, conn: ChorusConnectionRow, channel_id: str) -> str:
+    """The channel's thread for the connection's agent, created on its first message."""
+    store = services(request).store
+    thread_id = chorus_input.thread_id(conn.project_id, conn.agent, channel_id)
+    if await store.get_thread(conn.project_id, thread_id) is None:
+        now = now_ms()
+        try:
+            await store.add(ThreadRow(id=thread_id, project_id=conn.project_id,
+                                      created_ms=now, updated_ms=now, agent=conn.agent))
+        except IntegrityError:
+            pass  # the channel's first two messages raced: the other created it
+    return thread_id
+
+
+async def receive(request: Request) -> Response:
+    conn = await connection(request)
+    delivery: chorus_input.Delivery = await json_body(request, chorus_input.Delivery)
+    if services(request).agents.get(conn.agent) is None:
+        raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {conn.agent!r} on this gateway",
+                       agent=conn.agent)
+    await check_urls(request, delivery)
+    check_run_request(services(request).settings,  # the message's size, before it is stored
+                      chorus_input.run_spec(delivery, "", None, conn.agent))
+    thread_id = await channel_thread(request, conn, delivery.channel.id)
+    row = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id, connection_id=conn.id,
+                            payload=delivery.model_dump(exclude_none=True), created_ms=now_ms())
+    await services(request).store.add(row)
+    deliveries(request).wake(conn.project_id, thread_id)
+    return JSONResponse({"status": "accepted", "threadId": thread_id})
+
+
+routes = [Route("/v1/chorus/{secret}", receive, methods=["POST"])]

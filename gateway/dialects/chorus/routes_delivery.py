@@ -1,0 +1,187 @@
+"""Chorus deliveries: a channel's messages run one at a time on its thread, and each run's
+output is POSTed to that message's callback, in order.
+
+A message is stored (`chorus_deliveries`) before it is answered, so a message that arrives
+while its channel's thread is busy waits there, in order, instead of being dropped. Whoever
+may start the next run tries (`pump`): the process that took the message, and the process
+whose run on the thread just ended. The thread's lock decides between them (the others get
+`CONCURRENT_RUN` and leave it), and the run's id is derived from the delivery's, so a message
+can never run twice. The run goes on whoever watches; the process that started it follows its
+log and POSTs the callback events (`translate.py`): `lifecycle processing`, one event per
+completed message, `error` if it failed, `lifecycle idle`.
+
+The message's MCP servers (`mcp`) are connected for its run only: their tools are the run's
+`extra_tools`, named `<server>__<tool>`, and the connections close when the run has ended.
+
+A callback that fails (5xx, no connection, timeout) is retried with backoff, a few times; one
+that keeps failing is logged and given up for the rest of the run (the run and its answer are
+kept in the thread either way). A 4xx drops that event only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+
+from ...api.context import services
+from ...engine.mcp_tools import RunMcpTools, open_run_tools
+from ...protocol import timbal
+from ...protocol.clock import new_id
+from ...protocol.problems import ApiError, Problem
+from ...services import Services
+from ...store.tables import ChorusDeliveryRow, RunRow
+from . import input as chorus_input
+from . import outbound, translate
+
+log = logging.getLogger("gateway.chorus")
+
+ATTEMPTS = 4  # per event
+BACKOFF_SECONDS = 0.5  # doubled after each failed attempt
+MCP_CONNECT_SECONDS = 10.0
+
+
+class Callback:
+    """One delivery's callback: its events in order, each retried, until it gives up."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, allowed: tuple[str, ...]) -> None:
+        self.client, self.url, self.allowed = client, url, allowed
+        self.failed = False
+
+    async def send(self, event: dict[str, Any]) -> None:
+        if self.failed:
+            return
+        delay = BACKOFF_SECONDS
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                status = await outbound.post(self.client,
+                                             await outbound.check(self.url, self.allowed), event)
+            except outbound.NotAllowed as exc:
+                log.warning("chorus callback refused: %s", exc)
+                self.failed = True
+                return
+            except httpx.HTTPError as exc:
+                status, why = 0, type(exc).__name__
+            else:
+                why = f"status {status}"
+            if 200 <= status < 300:
+                return
+            if 400 <= status < 500:
+                log.warning("chorus callback answered %s to a %s event; dropped", status,
+                            event["type"])
+                return
+            if attempt < ATTEMPTS:
+                await asyncio.sleep(delay)
+                delay *= 2
+        log.warning("chorus callback failed %s times (%s); giving up on it for this run",
+                    ATTEMPTS, why)
+        self.failed = True
+
+
+class Deliveries:
+    """This process's side of Chorus: the runs it starts for waiting messages, and their
+    callbacks."""
+
+    def __init__(self, svc: Services) -> None:
+        self.svc = svc
+        self.client = httpx.AsyncClient(timeout=outbound.TIMEOUT, follow_redirects=False)
+        # httpx logs every request's URL at INFO, and a callback URL carries its credential.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing: dict[str, RunMcpTools] = {}  # run id -> its MCP servers, until it ends
+
+    def wake(self, project: str, thread_id: str) -> None:
+        """Start the thread's next waiting message if its thread is free (in the background)."""
+        task = asyncio.create_task(self.pump(project, thread_id), name=f"chorus {thread_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def pump(self, project: str, thread_id: str) -> None:
+        try:
+            while (row := await self.svc.store.next_chorus_delivery(thread_id)) is not None:
+                run, more = await self._start(project, row)
+                if run is not None:
+                    try:
+                        await self.relay(run, row.payload["callback"])
+                    finally:
+                        await self._closing.pop(run.id).close()
+                if not more:
+                    return  # the thread is busy: its run's end wakes the next
+        except Exception:
+            log.exception("chorus delivery on thread %s failed", thread_id)
+
+    async def _start(self, project: str, row: ChorusDeliveryRow) -> tuple[RunRow | None, bool]:
+        """Start the delivery's run: (the run, or None; whether the next may start now). A
+        delivery whose run already started (a racing process) or that cannot run is removed."""
+        store = self.svc.store
+        run_id = chorus_input.run_id(row.id)
+        thread = await store.get_thread(project, row.thread_id)
+        if thread is None or await store.get_run_by_client_id(project, run_id) is not None:
+            await store.delete_chorus_delivery(row.id)
+            return None, True
+        if thread.run_status != "idle":
+            return None, False
+        delivery = chorus_input.Delivery.model_validate(row.payload)
+        spec = chorus_input.run_spec(delivery, new_id(), thread.last_completed_run_id,
+                                     thread.agent or self.svc.agents.default_name)
+        tools = await self._mcp_tools(delivery)
+        try:
+            started = await self.svc.runs.start(project, thread, spec, client_run_id=run_id,
+                                                extra_tools=tools.tools)
+        except ApiError as exc:
+            await tools.close()
+            if exc.problem is Problem.CONCURRENT_RUN:
+                return None, False
+            if exc.problem is Problem.INVALID_PREVIOUS_RUN:
+                return None, True  # a run ended meanwhile: read the thread again
+            log.warning("chorus message refused on thread %s: %s", thread.id, exc.code)
+            await store.delete_chorus_delivery(row.id)
+            await self._callback(row.payload["callback"]).send(
+                {"type": "error", "message": exc.detail, "code": exc.code})
+            return None, True
+        await store.delete_chorus_delivery(row.id)
+        self._closing[started.run.id] = tools
+        return started.run, True
+
+    async def _mcp_tools(self, delivery: chorus_input.Delivery) -> RunMcpTools:
+        """The message's MCP servers that may still be called (the allow-list is checked
+        again: a name may resolve elsewhere now), connected for its run."""
+        servers = []
+        for server in delivery.mcp or []:
+            try:
+                await outbound.check(server.url, self.svc.settings.chorus_allowed_hosts)
+            except outbound.NotAllowed as exc:
+                log.warning("chorus MCP server %r refused: %s", server.name, exc)
+                continue
+            servers.append((server.name, server.url, server.headers or {}))
+        if not servers:
+            return RunMcpTools()
+        return await open_run_tools(servers, MCP_CONNECT_SECONDS)
+
+    def _callback(self, url: str) -> Callback:
+        return Callback(self.client, url, self.svc.settings.chorus_allowed_hosts)
+
+    async def relay(self, run: RunRow, url: str) -> None:
+        """POST the run's output to the callback, in order, until the run ends."""
+        callback = self._callback(url)
+        await callback.send(translate.PROCESSING)
+        async with contextlib.aclosing(self.svc.runs.entries(run.id)) as entries:
+            async for entry in entries:
+                for event in translate.events(entry.frame):
+                    await callback.send(event)
+                if timbal.is_terminal(entry.frame):
+                    break
+        await callback.send(translate.IDLE)
+
+
+def deliveries(request: Request) -> Deliveries:
+    """The process's `Deliveries` (made on first use)."""
+    state = request.app.state
+    found: Deliveries | None = getattr(state, "chorus", None)
+    if found is None or found.svc is not services(request):
+        found = state.chorus = Deliveries(services(request))
+    return found

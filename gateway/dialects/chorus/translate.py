@@ -1,0 +1,47 @@
+"""The run's log as Chorus callback events (`spec/chorus.md` §3), in the log's order.
+
+Pure. Each completed message becomes one event (`message`, `tool_call`, `tool_result`,
+`status`, `error`); appends are not sent (a channel shows whole messages). The run's end is
+`lifecycle idle`, after an `error` event if it failed or was cancelled. `lifecycle processing`
+is sent before the first frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol import timbal
+
+PROCESSING: dict[str, Any] = {"type": "lifecycle", "status": "processing"}
+IDLE: dict[str, Any] = {"type": "lifecycle", "status": "idle"}
+
+
+def _from_value(value: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = value.get("type")
+    if kind == "agent" and value.get("content"):
+        return [{"type": "message", "content": value["content"]}]
+    if kind == "tool_call":
+        return [{"type": "tool_call", "name": value.get("name"),
+                 "args": value.get("arguments", {}), "id": value.get("toolCallId")}]
+    if kind == "tool_result":
+        return [{"type": "tool_result", "id": value.get("toolCallId"),
+                 "content": timbal.tool_result_text(value)}]
+    if kind == "status":
+        return [{"type": "status", "status": value.get("detail") or value.get("state")}]
+    if kind == "error":
+        return [{"type": "error", "message": value.get("content"), "code": value.get("code")}]
+    return []
+
+
+def events(frame: timbal.Frame) -> list[dict[str, Any]]:
+    """The callback events of one frame of the log (most frames have none)."""
+    if "c" in frame:
+        if frame["c"] == timbal.ERROR:
+            return [{"type": "error", "message": frame.get("message"), "code": frame.get("code")}]
+        if frame["c"] == timbal.RUN_CANCELLED:
+            return [{"type": "error", "message": "The run was cancelled", "code": "CANCELLED"}]
+        return []
+    value = frame.get("v")
+    if timbal.kind(frame) != "set" or not isinstance(value, dict):
+        return []
+    return _from_value(value)

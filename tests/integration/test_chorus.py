@@ -1,0 +1,196 @@
+"""Chorus 0.1 (docs/chorus.md): a connection string made by the CLI, messages from a channel,
+and the agent's output POSTed to a real callback receiver on loopback.
+
+The app in the test process (two on PostgreSQL + Redis, requests alternating between them),
+with API keys, allowed to call 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.conftest import scripted_env
+from tests.support import engines
+from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
+from tests.support.mcp_server import HttpMcpServer
+from tests.support.run_stream import wait_for
+from tests.support.scripted_model import ScriptedModel
+
+
+class Receiver:
+    """A callback endpoint on loopback: records each POSTed event; answers 503 to the first
+    `fail_first` POSTs."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.posts = 0
+        self.fail_first = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["content-length"]))
+                receiver.posts += 1
+                if receiver.posts <= receiver.fail_first:
+                    self.send_response(503)
+                else:
+                    receiver.events.append(json.loads(body))
+                    self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/cb/tok_1"
+
+    def idle(self, count: int) -> list[dict[str, Any]]:
+        """The events once `count` turns have ended."""
+        wait_for(lambda: sum(e == {"type": "lifecycle", "status": "idle"}
+                             for e in self.events) >= count, what=f"{count} idle events")
+        return self.events
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+    yield found
+    found.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def chorus_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[InProcess]:
+    workdir = tmp_path_factory.mktemp("chorus")
+    # With API keys: a connection string needs none (its secret is the credential).
+    env = scripted_env(scripted_model, GATEWAY_CHORUS_ALLOWED_HOSTS="127.0.0.1",
+                       GATEWAY_API_KEYS="chorus-test-key")
+    server = (InProcessCluster(workdir, env) if engines.ENGINES is not None
+              else InProcessGateway(workdir, env)).start()
+    yield server
+    server.stop()
+
+
+def cli(gateway: InProcess, *args: str) -> str:
+    env = gateway.servers[0].env if isinstance(gateway, InProcessCluster) else gateway.env
+    done = subprocess.run([sys.executable, "-m", "gateway", "chorus", *args,
+                           "--database-url", env["GATEWAY_DATABASE_URL"]],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def connect(gateway: InProcess) -> tuple[str, str]:
+    """(the connection's id, the path of its connection string)."""
+    out = cli(gateway, "connect", "--agent", "default", "--url", "http://gateway.test")
+    connection_id = out.split()[1]
+    url = out.strip().splitlines()[-1]
+    assert url.startswith("http://gateway.test/v1/chorus/chs_")
+    return connection_id, url.removeprefix("http://gateway.test")
+
+
+def delivery(receiver: Receiver, text: str, message_id: str, channel: str = "C1"
+             ) -> dict[str, Any]:
+    return {"channel": {"id": channel, "name": "ops", "service": "Slack",
+                        "context": "The ops team's channel."},
+            "message": {"id": message_id, "sender": "alice", "content": text},
+            "callback": receiver.url}
+
+
+def test_a_channel_talks_to_its_agent_through_the_callback(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    _, path = connect(chorus_gateway)
+    scripted_model.enqueue([{"delay": 0.5}, {"content": "Hello "}, {"content": "alice."}],
+                           [{"content": "You said hello."}])
+    receiver.fail_first = 1  # the first POST is retried
+    with chorus_gateway.client(timeout=30) as http:
+        first = http.post(path, json=delivery(receiver, "hello", "m1"))
+        # Arrives while the first runs: queued, then answered in order.
+        second = http.post(path, json=delivery(receiver, "what did I say?", "m2"))
+    assert first.status_code == 200 and second.status_code == 200, first.text + second.text
+    assert first.json()["threadId"] == second.json()["threadId"]
+
+    events = receiver.idle(2)
+    processing, idle = {"type": "lifecycle", "status": "processing"}, {
+        "type": "lifecycle", "status": "idle"}
+    assert events == [processing, {"type": "message", "content": "Hello alice."}, idle,
+                      processing, {"type": "message", "content": "You said hello."}, idle]
+    assert receiver.posts == len(events) + 1
+
+    # The second run saw the first exchange, and the channel and sender as context.
+    messages = scripted_model.requests[-1]["messages"]
+    said = json.dumps(messages)
+    assert "Hello alice." in said and "hello" in said
+    assert "The ops team's channel." in said and "alice" in said
+
+
+def test_a_bad_or_revoked_secret_and_a_bad_body_are_refused(
+        chorus_gateway: InProcess, receiver: Receiver):
+    connection_id, path = connect(chorus_gateway)
+    with chorus_gateway.client(timeout=30) as http:
+        assert http.post("/v1/chorus/chs_made-up", json=delivery(
+            receiver, "hi", "m1")).status_code == 404
+        bad = http.post(path, json={"channel": {"id": "C1"}, "callback": receiver.url})
+        assert bad.status_code == 400 and bad.json()["code"] == "VALIDATION_ERROR"
+        huge = http.post(path, json=delivery(receiver, "x" * 200_001, "m2"))
+        assert huge.status_code == 413 and huge.json()["code"] == "MESSAGE_TOO_LARGE"
+        cli(chorus_gateway, "revoke", connection_id)
+        revoked = http.post(path, json=delivery(receiver, "hi", "m1"))
+    assert revoked.status_code == 404
+    assert revoked.json()["code"] == "CHORUS_CONNECTION_NOT_FOUND"
+    assert receiver.posts == 0
+
+
+def test_a_callback_outside_the_allow_list_is_never_called(
+        chorus_gateway: InProcess, receiver: Receiver, scripted_model: ScriptedModel):
+    _, path = connect(chorus_gateway)
+    # `localhost` is the receiver, but only 127.0.0.1 is listed: the name is not.
+    elsewhere = receiver.url.replace("127.0.0.1", "localhost")
+    with chorus_gateway.client(timeout=30) as http:
+        refused = http.post(path, json={**delivery(receiver, "hi", "m1"),
+                                        "callback": elsewhere})
+        mcp = http.post(path, json={**delivery(receiver, "hi", "m1"), "mcp": [
+            {"name": "meta", "url": "http://169.254.169.254/latest"}]})
+    assert refused.status_code == 400 and refused.json()["code"] == "CHORUS_URL_NOT_ALLOWED"
+    assert mcp.status_code == 400 and "mcp.meta" in mcp.json()["errors"]
+    assert receiver.posts == 0 and scripted_model.requests == []
+
+
+def test_the_messages_mcp_server_gives_its_run_tools(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    """The message's `mcp` server (with its headers) adds `<name>__<tool>` tools to that run:
+    the model calls one, and the callback gets the call and its result."""
+    server = HttpMcpServer("--token", "mcp-secret").start()
+    try:
+        _, path = connect(chorus_gateway)
+        scripted_model.enqueue(
+            [{"tool_call": {"index": 0, "id": "call_1", "name": "calc__add",
+                            "arguments": '{"a": 2, "b": 3}'}}],
+            [{"content": "It is 5."}])
+        body = {**delivery(receiver, "2 + 3?", "m1", channel="C-mcp"), "mcp": [
+            {"name": "calc", "url": server.url,
+             "headers": {"Authorization": "Bearer mcp-secret"}}]}
+        with chorus_gateway.client(timeout=30) as http:
+            assert http.post(path, json=body).status_code == 200
+        events = receiver.idle(1)
+    finally:
+        server.stop()
+    assert events[1:-1] == [
+        {"type": "tool_call", "name": "calc__add", "args": {"a": 2, "b": 3}, "id": "call_1"},
+        {"type": "tool_result", "id": "call_1", "content": "5"},
+        {"type": "message", "content": "It is 5."}]
+    offered = {t["function"]["name"] for t in scripted_model.requests[0].get("tools", [])}
+    assert "calc__add" in offered
