@@ -31,7 +31,7 @@ from tests.support.agents import (
 )
 from tests.support.run_stream import open_stream, read_until, slow_turn
 from tests.support.scripted_model import ScriptedModel
-from tests.support.sse import run_events
+from tests.support.sse import iter_events, run_events
 
 KEY = {"x-api-key": "k1"}
 EVENT: TypeAdapter[Any] = TypeAdapter(Event)
@@ -45,15 +45,24 @@ def client(scripted_model: ScriptedModel, tmp_path: Path) -> Iterator[TestClient
 
 
 def agui_run(client: TestClient, text: str) -> list[dict[str, Any]]:
+    return agui_run_with_ids(client, text)[0]
+
+
+def agui_run_with_ids(client: TestClient, text: str
+                      ) -> tuple[list[dict[str, Any]], tuple[str, str]]:
+    """The run's AG-UI events, and the gateway's own (thread id, run id) of it (its
+    `X-Thread-Id` / `X-Run-Id`), which the Tambo and Timbal endpoints use."""
     body = {"threadId": f"t-{uuid.uuid4()}", "runId": f"r-{uuid.uuid4()}",
             "protocolVersion": "1.0", "tools": [], "context": [], "state": {},
             "messages": [{"id": f"m-{uuid.uuid4()}", "role": "user", "content": text}],
             "forwardedProps": {"userKey": "u1"}}
-    events = [e.data for e in run_events(client, "POST", "/v1/agui/agents/shop/run",
-                                          headers=KEY, json=body)]
+    with client.stream("POST", "/v1/agui/agents/shop/run", headers=KEY, json=body) as response:
+        assert response.status_code == 200, response.read()
+        events = [e.data for e in iter_events(response)]
+        ids = response.headers["x-thread-id"], response.headers["x-run-id"]
     for event in events:
         EVENT.validate_python(event)  # strict AG-UI 1.0
-    return events
+    return events, ids
 
 
 def streamed(scripted_model: ScriptedModel) -> list[dict[str, Any]]:
@@ -111,7 +120,7 @@ def run_ids(events: list[dict[str, Any]]) -> tuple[str, str]:
 def test_the_timbal_view_names_every_sender(client: TestClient,
                                             scripted_model: ScriptedModel) -> None:
     scripted_model.enqueue(DELEGATE, RESEARCH, ANSWER)
-    thread_id, run_id = run_ids(agui_run(client, "mugs?"))
+    thread_id, run_id = agui_run_with_ids(client, "mugs?")[1]
     body = client.get(f"/v1/timbal/threads/{thread_id}/runs/{run_id}", headers=KEY,
                       params={"userKey": "u1"})
     assert body.status_code == 200, body.text
