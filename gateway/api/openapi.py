@@ -41,10 +41,13 @@ def sse_message(event: str) -> dict[str, Any]:
             "data": {"type": "string", "contentMediaType": "application/json",
                      "contentSchema": {"$ref": REF.format(model=event)}},
             "id": {"type": "string", "pattern": "^[1-9][0-9]*$",
-                   "description": "The event's position in the run (1, 2, ...)."},
+                   "description": "The event's position in the run (1, 2, ...). Every event "
+                                  "of a run has one; only the snapshot events an AG-UI "
+                                  "thread connect opens with have none (they belong to no "
+                                  "run, so they leave the client's cursor alone)."},
             "event": {"const": "message"},
         },
-        "required": ["data", "id"],
+        "required": ["data"],
     }
 
 

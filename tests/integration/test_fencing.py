@@ -35,7 +35,7 @@ async def stale_owner_writes(url: str) -> tuple[list[bool], list[bool]]:
     now = now_ms()
     thread = ThreadRow(id="thr_fence", project_id="p", created_ms=now, updated_ms=now)
     run = RunRow(id="run_fence", thread_id=thread.id, project_id="p", created_ms=now,
-                 lease_owner=OWNER, lease_expires_ms=now + 60_000)
+                 status="running", lease_owner=OWNER, lease_expires_ms=now + 60_000)
     await store.add(thread)
     assert await store.start_run(run, [], now, None) == "started"
     fence = (run.id, OWNER)

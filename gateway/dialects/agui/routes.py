@@ -187,10 +187,10 @@ async def thread_status(request: Request) -> Response:
     """Whether a run is active on the thread, and which: a thread the caller may not see, or
     none, reads as idle (as `connect` reads it as empty)."""
     thread_id = request.path_params["thread_id"]
+    scope = user_scope(request)  # checked whether or not the thread exists
     store = services(request).store
     thread = await store.get_thread_by_client_id(project_of(request), thread_id)
-    if thread is not None and not may_see(request, thread, user_scope(request),
-                                          scope_optional=True):
+    if thread is not None and not may_see(request, thread, scope, scope_optional=True):
         thread = None
     active = _active(thread) if thread is not None else None
     run = await store.get_run(active) if active is not None else None
