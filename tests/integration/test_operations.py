@@ -90,6 +90,12 @@ def test_metrics_count_a_run_its_tokens_and_time_to_first_token(
     # them, not chunks) by agent and model.
     posted = ("gateway_http_requests_total", (("method", "POST"), ("route", "/v1/threads/runs"),
                                               ("status", "200")))
+    # A request is counted once its response has gone out, which the client may see a moment
+    # before the server's middleware gets to count it: scrape again until it is there.
+    deadline = time.monotonic() + 10
+    while after.get(posted, 0) <= before.get(posted, 0) and time.monotonic() < deadline:
+        with http(ops) as client:
+            after = scrape(client)
     assert after[posted] == before.get(posted, 0) + 1
     scraped = ("gateway_http_requests_total", (("method", "GET"), ("route", "/metrics"),
                                                ("status", "200")))
