@@ -8,3 +8,7 @@ if ! command -v uv >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check uv >&2
 fi
 uv sync --frozen --quiet >&2
+# Let Python cache compiled modules (__pycache__, ignored by git). Some environments turn that
+# off (PYTHONDONTWRITEBYTECODE); then every gateway process and command the tests start compiles
+# litellm and the rest from source again, about 6 s of CPU each time.
+unset PYTHONDONTWRITEBYTECODE

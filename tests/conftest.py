@@ -22,8 +22,30 @@ from tests.support.scripted_model import ScriptedModel
 def pytest_configure(config: pytest.Config) -> None:
     """`GATEWAY_TEST_BACKEND=postgres`: every gateway of the session runs on a throwaway
     PostgreSQL and Redis (tests/support/engines.py); the default is SQLite in one process."""
+    config.addinivalue_line("markers", SQLITE_ONLY_MARKER)
     if engines.backend() == "postgres" and engines.ENGINES is None:
         engines.ENGINES = engines.Engines().start()
+
+
+# Which configuration runs what. Every test runs on SQLite (the default). On PostgreSQL + Redis
+# runs everything whose outcome can depend on the backend: what is stored and read back
+# (threads, runs, keys, quotas, caps, usage), fan-out and signals between processes (resume,
+# cancel, approvals, connect), locks, leases and fencing, draining, crashes and restarts, the
+# Node clients through the proxy. A test whose outcome cannot depend on it (a start-up or CLI
+# error that comes before the database, the shape of a log line or a metric, the schema the
+# fuzzer checks, a socket's limits in one process, the soak's bounded load) is marked
+# `@pytest.mark.sqlite_only` and skipped there, so CI does not pay for it twice.
+SQLITE_ONLY_MARKER = ("sqlite_only: its outcome cannot depend on the backend; skipped with "
+                      "GATEWAY_TEST_BACKEND=postgres (tests/conftest.py says which tests)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if engines.backend() != "postgres":
+        return
+    skip = pytest.mark.skip(reason="sqlite_only: the backend does not change what it checks")
+    for item in items:
+        if item.get_closest_marker("sqlite_only") is not None:
+            item.add_marker(skip)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

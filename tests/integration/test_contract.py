@@ -262,6 +262,7 @@ def test_server_tools_run_inline(tools_gateway: InProcessGateway, scripted_model
         assert messages[2]["content"] == [{"type": "text", "text": "The sum is 42."}]
 
 
+@pytest.mark.sqlite_only  # the stream's shape; the Node clients check it on both (conformance)
 def test_server_tool_stream_passes_the_ag_ui_verifier(tools_gateway_process: GatewayServer,
                                                       scripted_model: ScriptedModel):
     from tests.support.node import capture_and_verify, have_node

@@ -23,6 +23,9 @@ from tests.support.run_stream import message, run_status, started_ids
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
+# Fallbacks are litellm's Router in one process; the backend does not take part.
+pytestmark = pytest.mark.sqlite_only
+
 SECOND = "openai/second"
 THIRD = "openai/third"  # the `own` agent's fallback: the second upstream under another name
 

@@ -30,6 +30,9 @@ from tests.conftest import scripted_env
 from tests.support.gateway_server import GatewayServer
 from tests.support.scripted_model import ScriptedModel
 
+# The schema the responses must match does not depend on the backend.
+pytestmark = pytest.mark.sqlite_only
+
 ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "fuzz-key"
 MIN_REQUESTS = 1000

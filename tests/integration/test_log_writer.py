@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from sqlalchemy import event
 
 from gateway.runs.log_writer import LogWriter
 from gateway.store.db import create_engine, migrate
 from gateway.store.repository import Store
+
+# On a SQLite database of its own whatever the configuration.
+pytestmark = pytest.mark.sqlite_only
 
 
 async def _store(tmp_path: Path) -> Store:

@@ -8,6 +8,10 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
+
+# The served document and the docs page do not depend on the backend.
+pytestmark = pytest.mark.sqlite_only
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 

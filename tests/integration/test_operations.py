@@ -24,6 +24,9 @@ from tests.support.run_stream import message, open_stream, read_until, slow_text
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
+# One process's metrics, log lines, CORS and body limit: the backend does not change them (test_ready.py checks /ready against PostgreSQL and Redis).
+pytestmark = pytest.mark.sqlite_only
+
 ALLOWED = "http://app.example"
 BODY_LIMIT = 4096
 SECRET = "sk-test-secret-key-1234"  # scripted_env's model API key

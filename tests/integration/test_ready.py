@@ -21,6 +21,9 @@ from tests.support.gateway_server import free_port
 from tests.support.inprocess_app import InProcessGateway
 from tests.support.run_stream import wait_for
 
+# Starts its own PostgreSQL and Redis whatever the configuration: the same test in both.
+pytestmark = pytest.mark.sqlite_only
+
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 needs_postgres = pytest.mark.skipif(not (PG_BIN / "initdb").exists(),
                                     reason="PostgreSQL 15 is not installed (scripts/test "

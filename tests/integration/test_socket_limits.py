@@ -13,6 +13,9 @@ from websockets.sync.client import ClientConnection, connect
 from tests.support.gateway_server import GatewayServer
 from tests.support.run_stream import wait_for
 
+# WebSockets are counted per process, not through the backend.
+pytestmark = pytest.mark.sqlite_only
+
 KEY, OTHER_KEY = "socket-key", "other-socket-key"
 APP = "http://app.example"
 

@@ -16,8 +16,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.gateway_server import free_port
+
+# Each command runs with GATEWAY_ settings of its own, on SQLite: the same in both configurations.
+pytestmark = pytest.mark.sqlite_only
 
 PASSWORD = "hunter2-secret"
 UNREACHABLE_PG = f"postgresql+asyncpg://gw:{PASSWORD}@127.0.0.1:{free_port()}/gw"

@@ -218,7 +218,8 @@ SLOW_READER_SECONDS = 1
 @pytest.fixture(scope="module")
 def impatient(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[GatewayServer]:
-    """One process (on the configured backend): a proxy in front would buffer for the reader."""
+    """One process: a proxy in front would buffer for the reader. Its tests are `sqlite_only`:
+    a reader is cut off by this process's own sends, and the thread wait is a timer."""
     workdir = tmp_path_factory.mktemp("slow-readers")
     env = scripted_env(scripted_model, GATEWAY_SLOW_READER_SECONDS=str(SLOW_READER_SECONDS),
                        GATEWAY_TIMBAL_THREAD_WAIT_SECONDS="1")
@@ -266,6 +267,7 @@ def _drain(stalled: socket_module.socket) -> bytes:
     return received
 
 
+@pytest.mark.sqlite_only
 def test_an_ndjson_reader_that_never_reads_is_disconnected(
         impatient: GatewayServer, scripted_model: ScriptedModel):
     with httpx.Client(base_url=impatient.url, timeout=30, headers={"x-api-key": "k"}) as http:
@@ -287,6 +289,7 @@ def test_an_ndjson_reader_that_never_reads_is_disconnected(
     assert b"run.finished" not in received and not received.endswith(b"0\r\n\r\n")
 
 
+@pytest.mark.sqlite_only
 def test_a_websocket_reader_that_never_reads_is_disconnected(
         impatient: GatewayServer, scripted_model: ScriptedModel):
     with httpx.Client(base_url=impatient.url, timeout=30, headers={"x-api-key": "k"}) as http:
@@ -313,6 +316,7 @@ def test_a_websocket_reader_that_never_reads_is_disconnected(
     assert 0 < got < len(BIG_TURN)
 
 
+@pytest.mark.sqlite_only
 def test_a_socket_to_a_thread_never_created_closes_with_4004(impatient: GatewayServer):
     """After the wait for the thread (`GATEWAY_TIMBAL_THREAD_WAIT_SECONDS`, 1 s here; 30 s by
     default, as the spec asks)."""

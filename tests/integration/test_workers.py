@@ -34,6 +34,7 @@ from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, run_events, text_of
 
 
+@pytest.mark.sqlite_only  # its own SQLite URL
 def test_several_workers_on_sqlite_are_refused_in_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gateway", "serve", "--port", "1", "--workers", "2"],
