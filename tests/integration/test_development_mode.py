@@ -82,6 +82,7 @@ def test_revoking_the_last_managed_key_leaves_every_request_401(
         assert started.status_code == 401
 
 
+@pytest.mark.sqlite_only  # each process's own Host/Origin check; the key test above is on both
 def test_development_mode_refuses_a_foreign_host_and_origin(
         fresh_gateway: GatewayServer | GatewayCluster) -> None:
     url = fresh_gateway.url
