@@ -59,6 +59,12 @@ class GatewayServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 90.0) -> "GatewayServer":
+        self.spawn()
+        return self.wait_ready(timeout)
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it (`GatewayCluster` starts its processes
+        together, then waits for each)."""
         env = {**os.environ, **self.env}
         for name in ("GATEWAY_MODEL", "GATEWAY_MODEL_API_BASE", "GATEWAY_MODEL_API_KEY",
                      "GATEWAY_API_KEYS"):
@@ -70,6 +76,9 @@ class GatewayServer:
              "--port", str(self.port), "--log-level", "warning", *self.args],
             cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
+
+    def wait_ready(self, timeout: float = 90.0) -> "GatewayServer":
+        assert self.process is not None, "spawn() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -167,7 +176,9 @@ class GatewayCluster:
         from tests.support.engines import HAProxy
 
         for server in self.servers:
-            server.start()
+            server.spawn()
+        for server in self.servers:
+            server.wait_ready()
         ports = [s.port for s in self.servers]
         self.proxy = (HAProxy(self.workdir, ports, self.check) if self.check
                       else HAProxy(self.workdir, ports)).start()
