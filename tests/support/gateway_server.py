@@ -177,8 +177,8 @@ class GatewayCluster:
 
         for server in self.servers:
             server.spawn()
-        for server in self.servers:
-            server.wait_ready()
+        for server in self.servers:  # as long in all as one by one: they share the CPU
+            server.wait_ready(90.0 * len(self.servers))
         ports = [s.port for s in self.servers]
         self.proxy = (HAProxy(self.workdir, ports, self.check) if self.check
                       else HAProxy(self.workdir, ports)).start()
