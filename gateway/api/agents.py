@@ -1,5 +1,6 @@
 """`GET /v1/agents`: the operator's agents by name and description (never their instructions,
-tools or models: those are the operator's), for a client that offers a choice."""
+tools or models: those are the operator's), and the models a run may pick (the allow-list that
+`check_model` enforces), for a client that offers a choice."""
 
 from __future__ import annotations
 
@@ -25,14 +26,15 @@ def gateway_version() -> str:
 async def list_agents(request: Request) -> Response:
     project_of(request)  # an API key, as for every /v1 call
     registry: AgentRegistry = request.app.state.agents
+    settings = services(request).settings
     body = AgentList(
         version=gateway_version(),
         agents={agent.name: AgentDescription(name=agent.name, description=agent.description,
                                              className="HttpAgent")
                 for agent in registry},
         defaultAgent=registry.default_name,
-        audioFileTranscriptionEnabled=services(request).settings.transcription_model
-        is not None)
+        models=list(dict.fromkeys((settings.model, *settings.models))),
+        audioFileTranscriptionEnabled=settings.transcription_model is not None)
     return JSONResponse(wire(body))
 
 
