@@ -48,9 +48,11 @@ def console_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.Temp
     require_tools()
     server = GatewayServer(tmp_path_factory.mktemp("admin-gateway"), scripted_env(scripted_model))
     keys = {"admin": create_key(server, "--admin"), "client": create_key(server)}
-    server.start()
-    yield server, keys
-    server.stop()
+    try:
+        server.start(timeout=240)  # a loaded CI machine starts a process slowly
+        yield server, keys
+    finally:
+        server.stop()
 
 
 def test_an_operator_signs_in_and_sees_two_users_threads_and_a_failed_runs_error(
