@@ -69,6 +69,8 @@ class Problem(enum.Enum):
                                "(`gateway keys create --admin`); this key is not one.")
     ADMIN_KEY_NOT_ALLOWED = (403, "An admin key is for the operator console and `/v1/admin/...` "
                                   "only: it cannot run agents or read threads as a client.")
+    AGENT_NOT_ALLOWED = (403, "The API key is bound to one agent (`gateway keys create --agent`,"
+                              " `agent`): it runs only that agent and that agent's threads.")
     NOT_FOUND = (404, "No route matches the path (for example an empty or slash-containing id).")
     THREAD_NOT_FOUND = (404, "No such thread in the caller's project (or it belongs to another "
                              "userKey).")
