@@ -168,7 +168,7 @@ async def list_runs(request: Request) -> Response:
             thread_id=request.query_params.get("threadId") or None)
     except InvalidCursor:
         raise ApiError(Problem.INVALID_CURSOR, "The cursor is not valid") from None
-    usage = await store.runs_usage([row.id for row in page.rows])
+    usage = await store.admin_runs_usage([row.id for row in page.rows])
     runs = [AdminRun(**_run(request, row, usage.get(row.id))) for row in page.rows]
     return JSONResponse(wire(AdminRunList(runs=runs, hasMore=page.has_more,
                                           nextCursor=page.next_cursor)))
@@ -185,7 +185,7 @@ async def _found_run(request: Request) -> Any:
 async def get_run(request: Request) -> Response:
     row = await _found_run(request)
     store = services(request).store
-    usage = (await store.runs_usage([row.id])).get(row.id)
+    usage = (await store.admin_runs_usage([row.id])).get(row.id)
     frames = await store.read_frames(row.id, 0, FIRST_TOKEN_SCAN)
     first = next((f.ts_ms for f in frames if _is_output(f.frame)), None)
     last = await store.last_frame(row.id)

@@ -114,7 +114,7 @@ class AdminQueries(Queries):
             return (await connection.execute(query)).first()
 
     @operation
-    async def runs_usage(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def admin_runs_usage(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Each run's usage summed over its models, and the key that started it, by run id."""
         if not run_ids:
             return {}

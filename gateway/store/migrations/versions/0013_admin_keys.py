@@ -2,7 +2,7 @@
 project's threads by update time and its runs by creation time, across users
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0014
 Create Date: 2026-11-26 16:45:00.000000
 """
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0013'
-down_revision: str | None = '0009'
+down_revision: str | None = '0014'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
