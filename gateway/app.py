@@ -15,6 +15,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
+from .api import admin as admin_api
 from .api import agents as agents_api
 from .api import assist, audio, components, docs, oauth, operations, playground, threads
 from .api import forks as forks_api
@@ -124,7 +125,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
         routes=[*operations.routes,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
-                *docs.routes, *playground.routes, *agents_api.routes, *forks_api.routes],
+                *docs.routes, *playground.routes, *agents_api.routes, *forks_api.routes,
+                *admin_api.routes],
         middleware=[Middleware(RequestIdMiddleware),
                     Middleware(HttpMetricsMiddleware),
                     Middleware(DevelopmentGuard, settings=settings),

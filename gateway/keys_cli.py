@@ -1,6 +1,7 @@
 """`gateway keys create | list | revoke --project NAME`: managed API keys in the database.
 
 `create` prints the new key once (only its hash is stored, so it cannot be shown again);
+`create --admin` makes an operator's key, for the console (`/admin`) and `/v1/admin/...` only;
 `list` shows ids, prefixes, expiry, state and limits, never a key; `revoke` stops a key in
 every process within `GATEWAY_KEY_CACHE_SECONDS`.
 """
@@ -35,6 +36,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     create.add_argument("--agent", type=agent_name, metavar="NAME",
                         help="the agent this key's Tambo runs use (default: "
                              "GATEWAY_DEFAULT_AGENT); checked against the configured agents")
+    create.add_argument("--admin", action="store_true",
+                        help="an operator's key: the console (/admin) and /v1/admin/... of "
+                             "its project only; it cannot run agents")
     create.add_argument("--expires", type=expiry, metavar="DURATION|DATE",
                         help="e.g. 30d, 12h, or an ISO date/time (UTC); default: never")
     for flag, what in (("--max-concurrent-runs", "runs at once"),
@@ -147,6 +151,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
             await engine.dispose()
 
     if args.keys_command == "create":
+        if args.admin and args.agent:
+            print("gateway: --agent: an admin key runs no agent")
+            return 2
         refused = unknown_agent(settings, args.agent)
         if refused is not None:
             print(f"gateway: --agent: {refused}")
@@ -162,10 +169,10 @@ async def _create(store: Store, args: argparse.Namespace) -> int:
 
     key = new_key()
     row = key_row(key, args.project, args.expires, args.max_concurrent_runs,
-                  args.runs_per_minute, args.daily_tokens, args.agent)
+                  args.runs_per_minute, args.daily_tokens, args.agent, args.admin)
     await store.add_api_key(row)
-    print(f"created {row.id} in project {row.project_id} (expires: {_when(row.expires_ms)}"
-          f"{f'; agent: {row.agent}' if row.agent else ''})")
+    print(f"created {'admin key ' if row.admin else ''}{row.id} in project {row.project_id} "
+          f"(expires: {_when(row.expires_ms)}{f'; agent: {row.agent}' if row.agent else ''})")
     print("the key (shown only now; store it safely):")
     print(key)
     return 0
@@ -174,13 +181,15 @@ async def _create(store: Store, args: argparse.Namespace) -> int:
 async def _list(store: Store, project: str | None) -> int:
     rows = await store.list_api_keys(project)
     now = now_ms()
-    print("id\tproject\tprefix\tcreated\texpires\tstate\tconcurrent\tper-minute\tdaily-tokens")
+    print("id\tproject\tprefix\tcreated\texpires\tstate\tconcurrent\tper-minute\tdaily-tokens"
+          "\tkind")
     for r in rows:
         state = ("revoked" if r.revoked_ms is not None else
                  "expired" if r.expires_ms is not None and r.expires_ms <= now else "active")
         print("\t".join([r.id, r.project_id, r.prefix + "...", _when(r.created_ms),
                          _when(r.expires_ms), state, _limit(r.max_concurrent_runs),
-                         _limit(r.runs_per_minute), _limit(r.daily_tokens)]))
+                         _limit(r.runs_per_minute), _limit(r.daily_tokens),
+                         "admin" if r.admin else "client"]))
     return 0
 
 

@@ -59,8 +59,18 @@ def _key_project(settings: Settings, creds: Credentials | None,
         return project, env_key_id(key), None
     managed = creds.managed.get(key) if creds is not None else None
     if managed is not None:
+        _refuse_admin(managed)
         return managed.project, managed.id, managed
     return None
+
+
+def _refuse_admin(managed: ManagedKey | None) -> None:
+    """An admin key opens the operator API only (`api/admin_access.py`): it runs no agent and
+    reads no thread as a client would, so a leaked client key and an operator's key never
+    stand in for each other."""
+    if managed is not None and managed.admin:
+        raise ApiError(Problem.ADMIN_KEY_NOT_ALLOWED, "This is an admin key: it opens the "
+                       "operator console and /v1/admin only; use a client key here")
 
 
 def caller(request: Request) -> Caller:
@@ -76,7 +86,7 @@ def caller(request: Request) -> Caller:
         return known
     settings = services(request).settings
     creds: Credentials | None = getattr(request.state, "credentials", None)  # KeyRingMiddleware
-    _refuse_unresolved(creds)
+    refuse_unresolved(creds)
     development = creds is not None and creds.development
     key = request.headers.get("x-api-key")
     auth = request.headers.get("authorization", "")
@@ -103,7 +113,7 @@ def caller(request: Request) -> Caller:
     return who
 
 
-def _refuse_unresolved(creds: Credentials | None) -> None:
+def refuse_unresolved(creds: Credentials | None) -> None:
     """The keys could not be looked up: the database is away, or this client made up too
     many keys (each unknown one costs a query)."""
     if creds is not None and creds.unavailable:
@@ -131,6 +141,7 @@ def _token_caller(request: Request, bearer: str, key_project: str | None,
                        "Invalid bearer token: it was issued for another project")
     creds: Credentials | None = getattr(request.state, "credentials", None)
     managed = creds.token_key if creds is not None else None
+    _refuse_admin(managed)
     if development:
         return Caller(project, scope, token_key, managed)
     if token_key is not None and token_key.startswith(ENV_KEY_PREFIX):

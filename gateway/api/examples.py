@@ -44,6 +44,13 @@ _SUGGESTIONS = {"suggestions": [{
     "description": "What will the weather be in Paris tomorrow?", "createdAt": UPDATED}],
     "hasMore": False}
 HTML = "<!doctype html><html lang=\"en\">...</html>"
+_ADMIN_USAGE = {"calls": 1, "inputTokens": 120, "outputTokens": 30, "totalTokens": 150,
+                "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.000036,
+                "unpriced": 0}
+_ADMIN_RUN = {"id": RUN, "threadId": THREAD, "userKey": USER_KEY, "agent": "default",
+              "model": "gpt-4o-mini", "status": "completed", "apiKeyId": "key_01JH8Z1A2B3C4D5E",
+              "createdAt": CREATED, "startedAt": CREATED, "finishedAt": UPDATED,
+              "durationMs": 3250, "queuedMs": 0, "error": None, "usage": _ADMIN_USAGE}
 
 # operationId -> {"request": body example, "response": success body example}. Operations on the
 # beta path share their v1 twin's examples.
@@ -56,6 +63,23 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                              "info": {"title": "Gateway API", "version": "0.1.0"},
                              "paths": {"/health": {"get": {"operationId": "health"}}}}},
     "playground": {"response": HTML},
+    "adminConsole": {"response": HTML},
+    "adminListThreads": {"response": {"threads": [{
+        "id": THREAD, "name": "Weather in Paris", "userKey": USER_KEY, "agent": "default",
+        "status": "idle", "currentRunId": None, "lastRunError": None, "createdAt": CREATED,
+        "updatedAt": UPDATED}], "hasMore": False}},
+    "adminListRuns": {"response": {"runs": [_ADMIN_RUN], "hasMore": False}},
+    "adminGetRun": {"response": {**_ADMIN_RUN, "firstTokenMs": 420, "frames": 14}},
+    "adminRunFrames": {"response": {"frames": [
+        {"seq": 1, "at": CREATED, "frame": {"c": "run.started", "threadId": THREAD,
+                                            "runId": RUN}},
+        {"seq": 2, "at": "2026-01-05T10:00:00.420Z", "frame": {
+            "i": "01JH8Z3R1C2D3E4F5G6H7J8K9N", "a": "Here is"}}],
+        "hasMore": True, "nextAfter": 2}},
+    "adminUsage": {"response": {
+        "by": "user", "since": "2025-12-06T10:00:00.000Z", "until": UPDATED,
+        "groups": [{"name": USER_KEY, "runs": 1, **_ADMIN_USAGE}],
+        "total": _ADMIN_USAGE}},
     "docs": {"response": HTML},
     "listAgents": {"response": {
         "version": "0.1.0", "defaultAgent": "support", "audioFileTranscriptionEnabled": False,

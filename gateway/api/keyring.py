@@ -58,6 +58,7 @@ class ManagedKey:
     runs_per_minute: int | None = None
     daily_tokens: int | None = None
     agent: str | None = None  # the agent its Tambo runs use (`gateway keys create --agent`)
+    admin: bool = False  # an operator's key: `/v1/admin/...` only (`gateway keys create --admin`)
 
 
 def usable(row: ApiKeyRow | None, now: int) -> ManagedKey | None:
@@ -66,16 +67,17 @@ def usable(row: ApiKeyRow | None, now: int) -> ManagedKey | None:
     if row.expires_ms is not None and row.expires_ms <= now:
         return None
     return ManagedKey(row.id, row.project_id, row.max_concurrent_runs, row.runs_per_minute,
-                      row.daily_tokens, row.agent)
+                      row.daily_tokens, row.agent, row.admin)
 
 
 def key_row(key: str, project: str, expires_ms: int | None = None,
             max_concurrent_runs: int | None = None, runs_per_minute: int | None = None,
-            daily_tokens: int | None = None, agent: str | None = None) -> ApiKeyRow:
+            daily_tokens: int | None = None, agent: str | None = None,
+            admin: bool = False) -> ApiKeyRow:
     return ApiKeyRow(id=new_id("key_"), project_id=project, key_hash=hash_key(key),
                      prefix=key[:len(KEY_PREFIX) + 4], created_ms=now_ms(), expires_ms=expires_ms,
                      max_concurrent_runs=max_concurrent_runs, runs_per_minute=runs_per_minute,
-                     daily_tokens=daily_tokens, agent=agent)
+                     daily_tokens=daily_tokens, agent=agent, admin=admin)
 
 
 class KeyLookupsExceeded(Exception):

@@ -17,6 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..protocol import tambo
+from ..protocol.admin import (
+    AdminFrameList,
+    AdminRunDetail,
+    AdminRunList,
+    AdminThreadList,
+    AdminUsageReport,
+)
 from ..protocol.agents import AgentList
 from ..protocol.problems import CATALOGUE
 
@@ -74,6 +81,8 @@ class Operation:
         implied: list[str] = ["LOOPBACK_ONLY"]  # development mode, for any operation
         if not self.public:
             implied += ["UNAUTHORIZED", "INVALID_TOKEN", "TOKEN_EXPIRED", "TOO_MANY_KEY_LOOKUPS"]
+            if not self.path.startswith("/v1/admin/"):  # an admin key opens those only
+                implied.append("ADMIN_KEY_NOT_ALLOWED")
         if self.body is not None:
             implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
             if self.body_media_type == "application/json":
@@ -150,6 +159,22 @@ METERED_ERRORS = (*MODEL_ERRORS, "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
 BETA_AND_V1 = (("/v1/threads", "", ""),
                ("/threads", "Beta", " (the beta path the Tambo clients call)"))
 COMPONENT_STATE = "/v1/threads/{thread_id}/components/{component_id}/state"
+
+
+ADMIN_ERRORS = ("ADMIN_KEY_REQUIRED", "VALIDATION_ERROR")
+ADMIN_USER = Param("userKey", "query", tambo.USER_KEY_SCHEMA,
+                   "Only this user scope's (a userKey, or `oauth:...` of a signed-in user).")
+ADMIN_AGENT = Param("agent", "query", {"type": "string", "maxLength": 64},
+                    "Only this agent's.")
+
+
+def admin_window(since: str, until: str, what: str) -> tuple[Param, Param]:
+    """The time window of an operator call: at most 366 days, 30 by default."""
+    return (Param(since, "query", {"type": "string", "format": "date-time"},
+                  f"Only {what} at or after this time (default: 30 days before `{until}`)."),
+            Param(until, "query", {"type": "string", "format": "date-time"},
+                  f"Only {what} before this time (default: now). The window is at most 366 "
+                  "days."))
 
 
 def scoped(prefix: str) -> tuple[str, ...]:
@@ -260,6 +285,48 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
                       "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION",
                       "STATE_SCHEMA_TOO_COMPLEX", "STATE_TOO_LARGE")),
+    # the operator console's API (admin keys only)
+    Operation("GET", "/admin", "adminConsole", "The operator console (offline HTML; asks for an "
+              "admin key)", "meta", public=True, result=str, media_type="text/html"),
+    Operation("GET", "/v1/admin/threads", "adminListThreads", "Threads of every user scope, "
+              "most recently updated first", "admin",
+              description="Admin keys only (`gateway keys create --admin`): the threads of the "
+                          "key's project across user scopes.",
+              params=(ADMIN_USER, ADMIN_AGENT,
+                      Param("status", "query", {"type": "string", "enum": ["idle", "running"]},
+                            "`running`: a run is active or queued on it."),
+                      *admin_window("updatedSince", "updatedUntil", "threads updated"),
+                      limit(50, 200), CURSOR),
+              result=AdminThreadList, errors=(*ADMIN_ERRORS, "INVALID_CURSOR")),
+    Operation("GET", "/v1/admin/runs", "adminListRuns", "Runs of every user scope, newest first",
+              "admin",
+              description="Admin keys only: each run with its user scope, agent, key, times, "
+                          "error and usage.",
+              params=(ADMIN_USER, ADMIN_AGENT,
+                      Param("status", "query", {"type": "string"},
+                            "Comma-separated statuses (`queued`, `running`, `completed`, "
+                            "`awaiting_input`, `failed`, `cancelled`)."),
+                      Param("threadId", "query", {"type": "string"}, "Only this thread's."),
+                      *admin_window("since", "until", "runs created"), limit(50, 200), CURSOR),
+              result=AdminRunList, errors=(*ADMIN_ERRORS, "INVALID_CURSOR")),
+    Operation("GET", "/v1/admin/runs/{run_id}", "adminGetRun", "One run with its error, time to "
+              "first token and usage", "admin", result=AdminRunDetail,
+              errors=(*ADMIN_ERRORS, "RUN_NOT_FOUND")),
+    Operation("GET", "/v1/admin/runs/{run_id}/frames", "adminRunFrames", "A run's stored log "
+              "(Timbal frames), a page at a time", "admin",
+              params=(Param("after", "query", {"type": "integer", "minimum": 0},
+                            "Frames after this position (`nextAfter` of the previous page)."),
+                      limit(200, 1000)),
+              result=AdminFrameList, errors=(*ADMIN_ERRORS, "RUN_NOT_FOUND")),
+    Operation("GET", "/v1/admin/usage", "adminUsage", "Usage summed by key, user, agent, model "
+              "or day", "admin",
+              description="Admin keys only: tokens, calls, runs and cost of the key's project in "
+                          "the window, grouped.",
+              params=(Param("by", "query", {"type": "string", "enum": ["key", "user", "agent",
+                                                                      "model", "day"],
+                                            "default": "day"}, "The grouping."),
+                      *admin_window("since", "until", "usage")),
+              result=AdminUsageReport, errors=ADMIN_ERRORS),
     # voice input
     Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
               "input)", "audio",

@@ -65,6 +65,10 @@ class Problem(enum.Enum):
     TOKEN_EXPIRED = (401, "A bearer or subject token that has expired; exchange a fresh one.")
     LOOPBACK_ONLY = (403, "Development mode (no API keys) answers this machine only: the client "
                           "address, `Host` or `Origin` is not loopback.")
+    ADMIN_KEY_REQUIRED = (403, "The operator API (`/v1/admin/...`) answers admin keys only "
+                               "(`gateway keys create --admin`); this key is not one.")
+    ADMIN_KEY_NOT_ALLOWED = (403, "An admin key is for the operator console and `/v1/admin/...` "
+                                  "only: it cannot run agents or read threads as a client.")
     AGENT_NOT_ALLOWED = (403, "The API key is bound to one agent (`gateway keys create --agent`,"
                               " `agent`): it runs only that agent and that agent's threads.")
     NOT_FOUND = (404, "No route matches the path (for example an empty or slash-containing id).")

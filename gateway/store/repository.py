@@ -1,11 +1,12 @@
 """The store: one object with the queries of every aggregate, so call sites stay simple.
 
 Each aggregate's queries live in their own module (`threads`, `runs`, `frames`, `components`,
-`idempotency`, `api_keys`, `usage`, `chorus`); this facade only puts them together on one engine.
+`idempotency`, `api_keys`, `usage`, `chorus`, `admin`); this facade only puts them together on one engine.
 """
 
 from __future__ import annotations
 
+from .admin import AdminQueries
 from .api_keys import ApiKeyQueries
 from .base import ACTIVE_RUN_STATUSES, UNAVAILABLE, FrameEntry, Page
 from .chorus import ChorusQueries
@@ -21,6 +22,6 @@ __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 
 
 class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
-            ApiKeyQueries, UsageQueries, RetentionQueries, ChorusQueries):
+            ApiKeyQueries, UsageQueries, RetentionQueries, ChorusQueries, AdminQueries):
     """Threads, runs and leases, the frame log, components, idempotency keys, API keys,
-    usage, retention and Chorus deliveries."""
+    usage, retention, Chorus deliveries, and the operator console's listings."""

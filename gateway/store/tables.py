@@ -24,6 +24,7 @@ class ThreadRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_threads_project_user_created", "project_id", "user_key", "created_ms"),
         Index("ix_threads_updated", "updated_ms"),
+        Index("ix_threads_project_updated", "project_id", "updated_ms"),  # the admin listing
         UniqueConstraint("project_id", "client_id", name="uq_threads_project_client_id"),
     )
 
@@ -84,6 +85,7 @@ class RunRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_runs_thread_created", "thread_id", "created_ms"),
         Index("ix_runs_status_lease", "status", "lease_expires_ms"),
+        Index("ix_runs_project_created", "project_id", "created_ms"),  # the admin listing
         UniqueConstraint("thread_id", "idempotency_key", name="uq_runs_thread_idempotency"),
         UniqueConstraint("project_id", "client_id", name="uq_runs_project_client_id"),
     )
@@ -208,6 +210,8 @@ class ApiKeyRow(SQLModel, table=True):
     runs_per_minute: int | None = None
     daily_tokens: int | None = Field(default=None, sa_column=Column(BigInteger))
     agent: str | None = Field(default=None, max_length=64)  # its runs' agent (None: default)
+    # An operator's key (`--admin`): the console and `/v1/admin/...` only, never a client's call.
+    admin: bool = False
 
 
 class ChorusConnectionRow(SQLModel, table=True):
