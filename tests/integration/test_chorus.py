@@ -84,18 +84,18 @@ def chorus_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempP
     server.stop()
 
 
-def cli(gateway: InProcess, *args: str) -> str:
+def cli(gateway: InProcess, *args: str, command: str = "chorus") -> str:
     env = gateway.servers[0].env if isinstance(gateway, InProcessCluster) else gateway.env
-    done = subprocess.run([sys.executable, "-m", "gateway", "chorus", *args,
+    done = subprocess.run([sys.executable, "-m", "gateway", command, *args,
                            "--database-url", env["GATEWAY_DATABASE_URL"]],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
-def connect(gateway: InProcess) -> tuple[str, str]:
+def connect(gateway: InProcess, *limits: str) -> tuple[str, str]:
     """(the connection's id, the path of its connection string)."""
-    out = cli(gateway, "connect", "--agent", "default", "--url", "http://gateway.test")
+    out = cli(gateway, "connect", "--agent", "default", "--url", "http://gateway.test", *limits)
     connection_id = out.split()[1]
     url = out.strip().splitlines()[-1]
     assert url.startswith("http://gateway.test/v1/chorus/chs_")
@@ -194,3 +194,30 @@ def test_the_messages_mcp_server_gives_its_run_tools(
         {"type": "message", "content": "It is 5."}]
     offered = {t["function"]["name"] for t in scripted_model.requests[0].get("tools", [])}
     assert "calc__add" in offered
+
+
+def test_a_connection_strings_limits_refuse_what_is_over_them(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    """A connection string is a credential: its own limits (one message in flight, a daily
+    token budget) hold across channels and processes; a message over them is refused with 429
+    and `Retry-After`, and is neither stored nor run. Its runs' usage is attributed to it."""
+    connection_id, path = connect(chorus_gateway, "--max-concurrent-runs", "1",
+                                  "--daily-tokens", "50")
+    assert "concurrent=1,daily-tokens=50" in cli(chorus_gateway, "list")
+    scripted_model.enqueue([{"delay": 3}, {"content": "Done."},
+                            {"usage": {"prompt_tokens": 100, "completion_tokens": 1}}])
+    with chorus_gateway.client(timeout=30) as http:
+        first = http.post(path, json=delivery(receiver, "slow one", "m1", channel="C-q1"))
+        busy = http.post(path, json=delivery(receiver, "another", "m2", channel="C-q2"))
+        assert first.status_code == 200, first.text
+        assert busy.status_code == 429, busy.text
+        assert busy.json()["code"] == "TOO_MANY_CONCURRENT_RUNS"
+        assert busy.json()["limitScope"] == "chorus" and busy.headers["retry-after"] == "1"
+        receiver.idle(1)
+        spent = http.post(path, json=delivery(receiver, "and another", "m3", channel="C-q2"))
+    assert spent.status_code == 429 and spent.json()["code"] == "TOKEN_BUDGET_EXCEEDED"
+    assert int(spent.headers["retry-after"]) >= 1
+    assert len(scripted_model.requests) == 1  # neither refused message ran
+    assert [e["type"] for e in receiver.events] == ["lifecycle", "message", "lifecycle"]
+    usage = cli(chorus_gateway, "--by", "key", command="usage")
+    assert connection_id in usage

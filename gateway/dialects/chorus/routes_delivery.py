@@ -37,6 +37,7 @@ from ...services import Services
 from ...store.tables import ChorusDeliveryRow, RunRow
 from . import input as chorus_input
 from . import outbound, translate
+from . import routes_quota as quota
 
 log = logging.getLogger("gateway.chorus")
 
@@ -120,8 +121,13 @@ class Deliveries:
         store = self.svc.store
         run_id = chorus_input.run_id(row.id)
         thread = await store.get_thread(project, row.thread_id)
-        if thread is None or await store.get_run_by_client_id(project, run_id) is not None:
+        ticket = quota.run_ticket(self.svc.runs.quotas, row)
+        if await store.get_run_by_client_id(project, run_id) is not None:
+            await store.delete_chorus_delivery(row.id)  # its run holds the slot
+            return None, True
+        if thread is None:
             await store.delete_chorus_delivery(row.id)
+            await ticket.release()
             return None, True
         if thread.run_status != "idle":
             return None, False
@@ -130,8 +136,10 @@ class Deliveries:
                                      thread.agent or self.svc.agents.default_name)
         tools = await self._mcp_tools(delivery)
         try:
+            # A refusal releases the slot, even when the message goes on waiting (the thread
+            # was taken between the look and the start, rarely): it waits uncounted then.
             started = await self.svc.runs.start(project, thread, spec, client_run_id=run_id,
-                                                extra_tools=tools.tools)
+                                                extra_tools=tools.tools, ticket=ticket)
         except ApiError as exc:
             await tools.close()
             if exc.problem is Problem.CONCURRENT_RUN:
