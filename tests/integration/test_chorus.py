@@ -7,18 +7,25 @@ with API keys, allowed to call 127.0.0.1 only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from gateway.engine.mcp_pinned import Pin
+from gateway.engine.mcp_tools import open_run_tools
 from tests.conftest import scripted_env
 from tests.support import engines
+from tests.support.gateway_server import GatewayServer
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.mcp_server import HttpMcpServer
 from tests.support.run_stream import wait_for
@@ -84,7 +91,7 @@ def chorus_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempP
     server.stop()
 
 
-def cli(gateway: InProcess, *args: str, command: str = "chorus") -> str:
+def cli(gateway: InProcess | GatewayServer, *args: str, command: str = "chorus") -> str:
     env = gateway.servers[0].env if isinstance(gateway, InProcessCluster) else gateway.env
     done = subprocess.run([sys.executable, "-m", "gateway", command, *args,
                            "--database-url", env["GATEWAY_DATABASE_URL"]],
@@ -93,7 +100,7 @@ def cli(gateway: InProcess, *args: str, command: str = "chorus") -> str:
     return done.stdout
 
 
-def connect(gateway: InProcess, *limits: str) -> tuple[str, str]:
+def connect(gateway: InProcess | GatewayServer, *limits: str) -> tuple[str, str]:
     """(the connection's id, the path of its connection string)."""
     out = cli(gateway, "connect", "--agent", "default", "--url", "http://gateway.test", *limits)
     connection_id = out.split()[1]
@@ -221,3 +228,62 @@ def test_a_connection_strings_limits_refuse_what_is_over_them(
     assert [e["type"] for e in receiver.events] == ["lifecycle", "message", "lifecycle"]
     usage = cli(chorus_gateway, "--by", "key", command="usage")
     assert connection_id in usage
+
+
+def test_a_message_queued_by_a_process_that_died_is_run_by_another(
+        scripted_model: ScriptedModel, receiver: Receiver, tmp_path: Path):
+    """Process A takes two messages of a channel: the first runs, the second waits for the
+    thread. A is killed. Process B fails A's lost run (its lease ran out) and its sweeper runs
+    the waiting message, once, and POSTs its answer to that message's callback."""
+    env = scripted_env(scripted_model, GATEWAY_CHORUS_ALLOWED_HOSTS="127.0.0.1",
+                       GATEWAY_API_KEYS="chorus-test-key", GATEWAY_LEASE_SECONDS="2")
+    a, b = GatewayServer(tmp_path, env), GatewayServer(tmp_path, env)
+    processing = {"type": "lifecycle", "status": "processing"}
+    try:
+        with ThreadPoolExecutor(2) as starting:  # a loaded machine takes long to start one
+            list(starting.map(lambda server: server.start(timeout=300), (a, b)))
+        _, path = connect(a)
+        scripted_model.enqueue([{"delay": 30}, {"content": "Never said."}],
+                               [{"content": "The second, answered by B."}])
+        with a.client(timeout=30) as on_a:
+            assert on_a.post(path, json=delivery(receiver, "first", "m1")).status_code == 200
+            wait_for(lambda: receiver.events, what="the first run to start")
+            assert on_a.post(path, json=delivery(receiver, "second", "m2")).status_code == 200
+        a.kill()
+        events = receiver.idle(1)
+    finally:
+        a.kill()
+        b.stop()
+    assert events == [processing, processing,
+                      {"type": "message", "content": "The second, answered by B."},
+                      {"type": "lifecycle", "status": "idle"}]
+    assert len(scripted_model.requests) == 2
+    assert "second" in json.dumps(scripted_model.requests[1]["messages"])
+
+
+def test_a_messages_mcp_server_is_reached_at_the_checked_address_only():
+    """A message's MCP server is connected at the address the allow-list checked, never by
+    resolving its name again (here the name resolves nowhere: only the pin reaches the
+    server), and an answer longer than the bound fails the connection (the server is left
+    out, the run goes on without its tools)."""
+    server = HttpMcpServer("--host-name", "mcp.chorus.invalid").start()
+    try:
+        port = httpx.URL(server.url).port
+        assert port is not None
+        url = server.url.replace("127.0.0.1", "mcp.chorus.invalid")
+
+        async def offered(pin: Pin) -> list[str]:
+            opened = await open_run_tools([("calc", url, {}, pin)], 30)
+            try:
+                return sorted(opened.tools)
+            finally:
+                await opened.close()
+
+        pinned = asyncio.run(offered(Pin("mcp.chorus.invalid", port, "127.0.0.1")))
+        bounded = asyncio.run(offered(Pin("mcp.chorus.invalid", port, "127.0.0.1",
+                                          max_response_bytes=64)))
+        elsewhere = asyncio.run(offered(Pin("other.chorus.invalid", port, "127.0.0.1")))
+    finally:
+        server.stop()
+    assert "calc__add" in pinned
+    assert bounded == [] and elsewhere == []
