@@ -115,7 +115,11 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
             signals = DrainOnSignals.install(services.runs) if drain_on_signals else None
             tune_for_serving()
             try:
-                yield
+                async with contextlib.AsyncExitStack() as dialects:
+                    for dialect in registry.DIALECTS:
+                        if dialect.background is not None:
+                            await dialects.enter_async_context(dialect.background(app))
+                    yield
             finally:
                 if signals is not None:
                     signals.uninstall()

@@ -1,7 +1,8 @@
 """`gateway chorus connect | list | revoke`: agents' Chorus connection strings (docs/chorus.md).
 
 `connect` makes a secret, stores only its SHA-256 and prints the connection string (a URL with
-the secret in it) once: whoever holds it can send the agent messages. `revoke` ends one at
+the secret in it) once: whoever holds it can send the agent messages, within the connection's
+limits (its own, or the `GATEWAY_CHORUS_*` defaults). `revoke` ends one at
 once, in every process (each delivery looks its secret up).
 """
 
@@ -14,7 +15,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 from .config import Settings
-from .keys_cli import agent_name, project_name, unknown_agent
+from .keys_cli import agent_name, non_negative, project_name, unknown_agent
 from .protocol.clock import new_id, now_ms
 
 if TYPE_CHECKING:
@@ -33,6 +34,12 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                          help="the project its threads belong to (default: default)")
     connect.add_argument("--url", default="http://127.0.0.1:8000", metavar="BASE",
                          help="the gateway's public base URL (default: http://127.0.0.1:8000)")
+    for flag, what in (("--max-concurrent-runs", "messages in flight (waiting or running)"),
+                       ("--runs-per-minute", "messages per minute"),
+                       ("--daily-tokens", "model tokens per UTC day")):
+        connect.add_argument(flag, type=non_negative, metavar="N",
+                             help=f"this connection's limit of {what} (0: none; default: the "
+                                  "GATEWAY_CHORUS_* setting)")
     actions.add_parser("list", help="show connection strings (never their secrets)")
     revoke = actions.add_parser("revoke", help="stop a connection string at once")
     revoke.add_argument("connection_id", help="its id (`chc_...`, from `gateway chorus list`)")
@@ -71,7 +78,10 @@ async def _connect(store: Store, args: argparse.Namespace) -> int:
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     row = ChorusConnectionRow(id=new_id("chc_"), project_id=args.project, agent=args.agent,
                               secret_hash=hashlib.sha256(secret.encode()).hexdigest(),
-                              prefix=secret[:8], created_ms=now_ms())
+                              prefix=secret[:8], created_ms=now_ms(),
+                              max_concurrent_runs=args.max_concurrent_runs,
+                              runs_per_minute=args.runs_per_minute,
+                              daily_tokens=args.daily_tokens)
     await store.add(row)
     print(f"created {row.id} for agent {row.agent} in project {row.project_id}")
     print("the connection string (shown only now; it is a secret):")
@@ -80,10 +90,14 @@ async def _connect(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _list(store: Store) -> int:
-    print("id\tproject\tagent\tprefix\tstate")
+    print("id\tproject\tagent\tprefix\tstate\tlimits")
     for r in await store.list_chorus_connections():
         state = "revoked" if r.revoked_ms is not None else "active"
-        print("\t".join([r.id, r.project_id, r.agent, r.prefix + "...", state]))
+        own = [f"{name}={value}" for name, value in (
+            ("concurrent", r.max_concurrent_runs), ("per-minute", r.runs_per_minute),
+            ("daily-tokens", r.daily_tokens)) if value is not None]
+        print("\t".join([r.id, r.project_id, r.agent, r.prefix + "...", state,
+                         ",".join(own) or "defaults"]))
     return 0
 
 

@@ -389,6 +389,19 @@ class Settings(BaseSettings):
                         "resolves to must be public, or inside a listed address or network "
                         "(loopback, link-local and private ones are refused otherwise). Empty: "
                         "every callback is refused (Chorus cannot answer).")
+    chorus_concurrent_runs: int = Field(
+        10, ge=0, description="Messages one Chorus connection string may have in flight at "
+                              "once, waiting for their channel's thread or running (0: no "
+                              "limit); one more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A "
+                              "connection may set its own (`gateway chorus connect`).")
+    chorus_runs_per_minute: int = Field(
+        60, ge=0, description="Messages one Chorus connection string may send per minute (0: "
+                              "no limit); one more gets 429 `RATE_LIMITED`. A connection may "
+                              "set its own.")
+    chorus_daily_tokens: int = Field(
+        0, ge=0, description="Model tokens (input and output) one Chorus connection string's "
+                             "runs may use per UTC day (0: no budget); once spent, its messages "
+                             "get 429 `TOKEN_BUDGET_EXCEEDED`. A connection may set its own.")
     log_format: Literal["auto", "json", "text"] = Field(
         "auto", description="`json`: one JSON object per log line (with `request_id` and "
                             "`run_id`); `text`: plain lines; `auto`: text when stderr is a "

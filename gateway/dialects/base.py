@@ -1,10 +1,12 @@
 """What the registry holds for each dialect: the routes `create_app` mounts, their documentation
 (the operations and examples the OpenAPI builder reads) and the event types it publishes (the
-SSE event union the OpenAPI document names, the files under `schemas/`)."""
+SSE event union the OpenAPI document names, the files under `schemas/`), and what it keeps
+going in the background while the app lives (Chorus's sweeper)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,3 +38,5 @@ class WireDialect:
     examples: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: EventSchema | None = None
     schemas: Schemas = Schemas()
+    # What the dialect keeps going beside the app (entered in its lifespan, given the app).
+    background: Callable[[Any], AbstractAsyncContextManager[None]] | None = None

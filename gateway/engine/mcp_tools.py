@@ -32,7 +32,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from . import elicitation
 from .loop import ServerToolSpec, ToolError
+from .mcp_pinned import TIMEOUT as PIN_TIMEOUT
+from .mcp_pinned import Pin, PinnedTransport
 from .tool_context import current_tool_context
 
 log = logging.getLogger("gateway.mcp")
@@ -74,6 +76,7 @@ class ServerConfig:
     headers: dict[str, str] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
     approval: bool = False  # every tool of this server asks a human before it runs
+    pin: Pin | None = None  # a run's server: reached at a checked address only (`mcp_pinned`)
 
     def describe(self) -> str:
         if self.stdio is not None:
@@ -163,8 +166,8 @@ def _reason(exc: BaseException, secrets: tuple[str, ...]) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str], statuses: list[int]
-                          ) -> AsyncIterator[Any]:
+async def _http_transport(url: str, headers: dict[str, str], statuses: list[int],
+                          pin: Pin | None = None) -> AsyncIterator[Any]:
     """Streamable HTTP with the configured headers (the SDK takes them via its httpx2 client).
 
     Error statuses are recorded because the SDK reports a 401 or 500 only as "Server returned an
@@ -175,8 +178,11 @@ async def _http_transport(url: str, headers: dict[str, str], statuses: list[int]
         if response.status_code >= 400:
             statuses.append(response.status_code)
 
-    timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: responses may stream
-    async with (httpx2.AsyncClient(headers=headers, timeout=timeout,
+    # The SDK's defaults (responses may stream), or a run's server's short ones.
+    timeout = httpx2.Timeout(30.0, read=300.0) if pin is None else PIN_TIMEOUT
+    transport = None if pin is None else PinnedTransport(pin)
+    async with (httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport,
+                                   follow_redirects=False,
                                    event_hooks={"response": [record]}) as http,
                 streamable_http_client(url, http_client=http) as streams):
         yield streams
@@ -221,7 +227,7 @@ class McpConnection:
         config = self.config
         target: Any = (config.stdio if config.stdio is not None
                        else _http_transport(config.url or "", config.headers,
-                                            self._http_statuses))
+                                            self._http_statuses, config.pin))
         try:
             async with Client(target, cache=None, client_info=mcp_types.Implementation(
                     name="gateway", version="0.1.0"),
@@ -412,14 +418,15 @@ class RunMcpTools:
         await asyncio.gather(*(c.close() for c in self.connections))
 
 
-async def open_run_tools(servers: list[tuple[str, str, dict[str, str]]],
+async def open_run_tools(servers: Sequence[tuple[str, str, dict[str, str], Pin | None]],
                          connect_timeout: float) -> RunMcpTools:
-    """Connect each `(name, url, headers)` server over streamable HTTP; a server that cannot
-    be reached is left out (logged without its headers), the others' tools are offered."""
+    """Connect each `(name, url, headers, pin)` server over streamable HTTP (at the pinned
+    address, when one is given); a server that cannot be reached is left out (logged without
+    its headers), the others' tools are offered."""
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     connections = [McpConnection(ServerConfig(name, url=url, headers=headers,
-                                              secrets=(url, *headers.values())))
-                   for name, url, headers in servers]
+                                              secrets=(url, *headers.values()), pin=pin))
+                   for name, url, headers, pin in servers]
     outcomes = await asyncio.gather(*(c.open(connect_timeout) for c in connections),
                                     return_exceptions=True)
     listed = []

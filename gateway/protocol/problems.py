@@ -138,12 +138,14 @@ class Problem(enum.Enum):
     STATE_SCHEMA_TOO_COMPLEX = (422, "Checking the state against the component's `stateSchema` "
                                      "needs more work than one update may take (see "
                                      "docs/security.md).")
-    RATE_LIMITED = (429, "The API key or user started its runs per minute; retry after "
-                         "`Retry-After` seconds (`limitScope`: apiKey or user).")
-    TOO_MANY_CONCURRENT_RUNS = (429, "The API key or user has its limit of runs going at once; "
-                                     "retry after `Retry-After` seconds or when one ends.")
-    TOKEN_BUDGET_EXCEEDED = (429, "The API key's daily token budget is spent; `Retry-After` says "
-                                  "when the UTC day ends.")
+    RATE_LIMITED = (429, "The API key, user or Chorus connection string started its runs per "
+                         "minute; retry after `Retry-After` seconds (`limitScope`: apiKey, "
+                         "user or chorus).")
+    TOO_MANY_CONCURRENT_RUNS = (429, "The API key, user or Chorus connection string has its "
+                                     "limit of runs going at once; retry after `Retry-After` "
+                                     "seconds or when one ends.")
+    TOKEN_BUDGET_EXCEEDED = (429, "The API key's (or Chorus connection string's) daily token "
+                                  "budget is spent; `Retry-After` says when the UTC day ends.")
     TOO_MANY_KEY_LOOKUPS = (429, "This client address presented more unknown API keys than "
                                  "`GATEWAY_FAILED_KEY_LOOKUPS_PER_MINUTE`; retry after "
                                  "`Retry-After` seconds.")

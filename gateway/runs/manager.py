@@ -96,7 +96,8 @@ class RunManager:
     async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
                     client_run_id: str | None = None,
                     subjects: Sequence[Subject] = NO_QUOTA,
-                    extra_tools: dict[str, ServerToolSpec] | None = None) -> StartedRun:
+                    extra_tools: dict[str, ServerToolSpec] | None = None,
+                    ticket: Ticket | None = None) -> StartedRun:
         """Start a run on the thread, or attach to the run the spec's idempotency key already
         started.
 
@@ -104,10 +105,13 @@ class RunManager:
         beside the gateway's id. `subjects` are the API key and user scope whose quotas the run
         counts against (a 429 when one is over); the run holds their slots until it ends.
         A new user message on a paused thread may first end the pause (`pauses`).
-        `extra_tools`: server tools for this run only, besides its agent's."""
+        `extra_tools`: server tools for this run only, besides its agent's. `ticket`: quota
+        slots taken already (a Chorus message takes its own when it is accepted); the run
+        holds them instead of `subjects`', and releases them when it ends or is refused."""
         self._refuse_if_closed()
         try:
-            ticket = await self.quotas.acquire(subjects)
+            if ticket is None:
+                ticket = await self.quotas.acquire(subjects)
         except QuotaExceeded:
             # A retry of a request that started its run only attaches to it: no new slot.
             if spec.idempotency is None or await self.store.find_run_by_idempotency_key(

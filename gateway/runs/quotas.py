@@ -1,4 +1,5 @@
-"""Quotas: runs per minute, concurrent runs and tokens per day, per API key and per user scope.
+"""Quotas: runs per minute, concurrent runs and tokens per day, per API key, per user scope and
+per Chorus connection string (a credential too: `dialects/chorus`).
 
 A run start takes a `Ticket` before it is admitted: one check of every subject's counters and,
 if all pass, one increment of each, atomically (one Lua script in Redis; one step of the event
@@ -33,7 +34,9 @@ MINUTE_MS = 60_000
 DAY_MS = 86_400_000
 # A client refused for concurrency cannot know when a run ends; it may look again this soon.
 CONCURRENCY_RETRY_SECONDS = 1
-Kind = Literal["apiKey", "user"]
+Kind = Literal["apiKey", "user", "chorus"]
+# Subjects whose runs' tokens count against a daily budget (a user scope has none).
+TOKEN_KINDS = ("apiKey", "chorus")
 Exceeded = Literal["tokens", "rate", "concurrent"]
 
 
@@ -52,7 +55,8 @@ class Limits:
 
 @dataclass(frozen=True)
 class Subject:
-    """Who a limit is counted for: an API key, or a user scope of a project."""
+    """Who a limit is counted for: an API key, a user scope of a project, or a Chorus
+    connection string."""
 
     kind: Kind
     name: str  # stable and free of secrets: a key id, or a hash of project and scope
@@ -68,6 +72,11 @@ def user_subject(project: str, scope: str, limits: Limits) -> Subject:
     return Subject("user", f"user:{digest}", limits)
 
 
+def chorus_subject(connection_id: str, limits: Limits) -> Subject:
+    return Subject("chorus", f"chorus:{connection_id}", limits)
+
+
+WHO = {"apiKey": "this API key", "user": "this user", "chorus": "this connection string"}
 PROBLEMS: dict[Exceeded, Problem] = {"tokens": Problem.TOKEN_BUDGET_EXCEEDED,
                                      "rate": Problem.RATE_LIMITED,
                                      "concurrent": Problem.TOO_MANY_CONCURRENT_RUNS}
@@ -75,7 +84,7 @@ PROBLEMS: dict[Exceeded, Problem] = {"tokens": Problem.TOKEN_BUDGET_EXCEEDED,
 
 def refusal(subject: Subject, exceeded: Exceeded, now: int) -> "QuotaExceeded":
     """The 429 for a subject over one of its limits, with the wait until it may pass."""
-    who = "this API key" if subject.kind == "apiKey" else "this user"
+    who = WHO[subject.kind]
     if exceeded == "tokens":
         limit, wait_ms = subject.limits.daily_tokens, DAY_MS - now % DAY_MS
         detail = f"The daily token budget of {who} ({limit} tokens) is spent"
@@ -138,10 +147,10 @@ class Ticket:
 
     @property
     def counts_tokens(self) -> bool:
-        return any(s.kind == "apiKey" for s in self.subjects)
+        return any(s.kind in TOKEN_KINDS for s in self.subjects)
 
     async def add_tokens(self, tokens: int) -> None:
-        counted = [s for s in self.subjects if s.kind == "apiKey"]
+        counted = [s for s in self.subjects if s.kind in TOKEN_KINDS]
         if not counted or tokens <= 0:
             return
         try:

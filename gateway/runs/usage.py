@@ -47,9 +47,10 @@ def with_usage(frames: list[timbal.Frame], entries: list[dict[str, Any]]
 
 
 def api_key_id(ticket: Ticket | None) -> str | None:
-    """The id of the API key a run was admitted under (none in development mode)."""
+    """The id of the credential a run was admitted under: its API key's, or the Chorus
+    connection string's (`chc_...`); none in development mode."""
     subjects: Sequence[Any] = ticket.subjects if ticket is not None else ()
     for subject in subjects:
-        if subject.kind == "apiKey":
-            return str(subject.name).removeprefix("key:")
+        if subject.kind in ("apiKey", "chorus"):
+            return str(subject.name).split(":", 1)[1]
     return None

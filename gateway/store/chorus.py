@@ -1,15 +1,16 @@
 """Chorus: agents' connection strings (by the secret's hash) and the messages that wait for
-their channel's thread."""
+their channel's thread, with the claim of the process starting one (so that another process
+starts it when that one died: `dialects/chorus/routes_delivery.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, or_, update
 from sqlmodel import select
 
 from .base import Queries, operation
-from .tables import ChorusConnectionRow, ChorusDeliveryRow
+from .tables import ChorusConnectionRow, ChorusDeliveryRow, ThreadRow
 
 
 class ChorusQueries(Queries):
@@ -52,3 +53,40 @@ class ChorusQueries(Queries):
             await session.execute(delete(ChorusDeliveryRow).where(
                 ChorusDeliveryRow.id == delivery_id))
             await session.commit()
+
+    @operation
+    async def claim_chorus_delivery(self, delivery_id: str, owner: str, until: int,
+                                    now: int) -> bool:
+        """Claim a waiting message for `owner` until `until`: False while another process's
+        claim holds (it is starting the message's run), or when the message is gone."""
+        async with self.session() as session:
+            result = await session.execute(update(ChorusDeliveryRow).where(
+                ChorusDeliveryRow.id == delivery_id,
+                or_(ChorusDeliveryRow.claimed_by.is_(None),
+                    ChorusDeliveryRow.claimed_by == owner,
+                    ChorusDeliveryRow.claim_until_ms < now)
+            ).values(claimed_by=owner, claim_until_ms=until))
+            await session.commit()
+            return result.rowcount == 1
+
+    @operation
+    async def release_chorus_claim(self, delivery_id: str, owner: str) -> None:
+        """Give a claim up (the thread was busy): the message waits for anyone again."""
+        async with self.session() as session:
+            await session.execute(update(ChorusDeliveryRow).where(
+                ChorusDeliveryRow.id == delivery_id, ChorusDeliveryRow.claimed_by == owner
+            ).values(claimed_by=None, claim_until_ms=None))
+            await session.commit()
+
+    @operation
+    async def stranded_chorus_threads(self, now: int, limit: int) -> list[tuple[str, str]]:
+        """(project, thread) of idle threads with a message waiting that no live claim holds:
+        nobody is starting it (the process that stored it died, or its run's end woke no one)."""
+        query = (select(ThreadRow.project_id, ThreadRow.id).distinct()
+                 .join(ChorusDeliveryRow, ChorusDeliveryRow.thread_id == ThreadRow.id)
+                 .where(ThreadRow.run_status == "idle",
+                        or_(ChorusDeliveryRow.claimed_by.is_(None),
+                            ChorusDeliveryRow.claim_until_ms < now))
+                 .limit(limit))
+        async with self.session() as session:
+            return [(project, thread) for project, thread in (await session.exec(query)).all()]

@@ -216,7 +216,8 @@ class ApiKeyRow(SQLModel, table=True):
 
 class ChorusConnectionRow(SQLModel, table=True):
     """A Chorus connection string of an agent (`gateway chorus connect`): only the secret's
-    SHA-256 is kept; the URL holding it is shown once."""
+    SHA-256 is kept; the URL holding it is shown once. Its limits (None: the settings'
+    `GATEWAY_CHORUS_*` defaults) are counted per connection, like a managed key's."""
 
     __tablename__ = "chorus_connections"
 
@@ -227,12 +228,17 @@ class ChorusConnectionRow(SQLModel, table=True):
     prefix: str = Field(max_length=16)
     created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
     revoked_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    max_concurrent_runs: int | None = None
+    runs_per_minute: int | None = None
+    daily_tokens: int | None = None
 
 
 class ChorusDeliveryRow(SQLModel, table=True):
     """A Chorus message waiting for its channel's thread (one run at a time): kept until its
     run starts, so a message that arrives while the thread is busy is queued, not dropped. The
-    payload (with its callback URL and MCP headers) is deleted as the run starts."""
+    payload (with its callback URL and MCP headers) is deleted as the run starts. `ticket` is
+    the quota slot it took when it was accepted (its run holds it until it ends); `claimed_by`
+    the process starting it, until `claim_until_ms` (then any process may: `chorus/sweeper.py`)."""
 
     __tablename__ = "chorus_deliveries"
     __table_args__ = (Index("ix_chorus_deliveries_thread", "thread_id", "created_ms"),)
@@ -242,6 +248,9 @@ class ChorusDeliveryRow(SQLModel, table=True):
     connection_id: str = Field(max_length=64)
     payload: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    ticket: str | None = Field(default=None, max_length=64)
+    claimed_by: str | None = Field(default=None, max_length=128)
+    claim_until_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
 
 
 __all__ = [

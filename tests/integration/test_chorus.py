@@ -7,18 +7,24 @@ with API keys, allowed to call 127.0.0.1 only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from gateway.engine.mcp_pinned import Pin
+from gateway.engine.mcp_tools import open_run_tools
 from tests.conftest import scripted_env
 from tests.support import engines
+from tests.support.gateway_server import GatewayServer
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.mcp_server import HttpMcpServer
 from tests.support.run_stream import wait_for
@@ -84,18 +90,18 @@ def chorus_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempP
     server.stop()
 
 
-def cli(gateway: InProcess, *args: str) -> str:
+def cli(gateway: InProcess | GatewayServer, *args: str, command: str = "chorus") -> str:
     env = gateway.servers[0].env if isinstance(gateway, InProcessCluster) else gateway.env
-    done = subprocess.run([sys.executable, "-m", "gateway", "chorus", *args,
+    done = subprocess.run([sys.executable, "-m", "gateway", command, *args,
                            "--database-url", env["GATEWAY_DATABASE_URL"]],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
-def connect(gateway: InProcess) -> tuple[str, str]:
+def connect(gateway: InProcess | GatewayServer, *limits: str) -> tuple[str, str]:
     """(the connection's id, the path of its connection string)."""
-    out = cli(gateway, "connect", "--agent", "default", "--url", "http://gateway.test")
+    out = cli(gateway, "connect", "--agent", "default", "--url", "http://gateway.test", *limits)
     connection_id = out.split()[1]
     url = out.strip().splitlines()[-1]
     assert url.startswith("http://gateway.test/v1/chorus/chs_")
@@ -194,3 +200,89 @@ def test_the_messages_mcp_server_gives_its_run_tools(
         {"type": "message", "content": "It is 5."}]
     offered = {t["function"]["name"] for t in scripted_model.requests[0].get("tools", [])}
     assert "calc__add" in offered
+
+
+def test_a_connection_strings_limits_refuse_what_is_over_them(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    """A connection string is a credential: its own limits (one message in flight, a daily
+    token budget) hold across channels and processes; a message over them is refused with 429
+    and `Retry-After`, and is neither stored nor run. Its runs' usage is attributed to it."""
+    connection_id, path = connect(chorus_gateway, "--max-concurrent-runs", "1",
+                                  "--daily-tokens", "50")
+    assert "concurrent=1,daily-tokens=50" in cli(chorus_gateway, "list")
+    scripted_model.enqueue([{"delay": 3}, {"content": "Done."},
+                            {"usage": {"prompt_tokens": 100, "completion_tokens": 1}}])
+    with chorus_gateway.client(timeout=30) as http:
+        first = http.post(path, json=delivery(receiver, "slow one", "m1", channel="C-q1"))
+        busy = http.post(path, json=delivery(receiver, "another", "m2", channel="C-q2"))
+        assert first.status_code == 200, first.text
+        assert busy.status_code == 429, busy.text
+        assert busy.json()["code"] == "TOO_MANY_CONCURRENT_RUNS"
+        assert busy.json()["limitScope"] == "chorus" and busy.headers["retry-after"] == "1"
+        receiver.idle(1)
+        spent = http.post(path, json=delivery(receiver, "and another", "m3", channel="C-q2"))
+    assert spent.status_code == 429 and spent.json()["code"] == "TOKEN_BUDGET_EXCEEDED"
+    assert int(spent.headers["retry-after"]) >= 1
+    assert len(scripted_model.requests) == 1  # neither refused message ran
+    assert [e["type"] for e in receiver.events] == ["lifecycle", "message", "lifecycle"]
+    usage = cli(chorus_gateway, "--by", "key", command="usage")
+    assert connection_id in usage
+
+
+def test_a_message_queued_by_a_process_that_died_is_run_by_another(
+        scripted_model: ScriptedModel, receiver: Receiver, tmp_path: Path):
+    """Process A takes two messages of a channel: the first runs, the second waits for the
+    thread. A is killed. Process B fails A's lost run (its lease ran out) and its sweeper runs
+    the waiting message, once, and POSTs its answer to that message's callback."""
+    env = scripted_env(scripted_model, GATEWAY_CHORUS_ALLOWED_HOSTS="127.0.0.1",
+                       GATEWAY_API_KEYS="chorus-test-key", GATEWAY_LEASE_SECONDS="2")
+    a, b = GatewayServer(tmp_path, env), GatewayServer(tmp_path, env)
+    processing = {"type": "lifecycle", "status": "processing"}
+    try:
+        a.start(timeout=300)  # one after the other: the first migrates the database
+        b.start(timeout=300)
+        _, path = connect(a)
+        scripted_model.enqueue([{"delay": 30}, {"content": "Never said."}],
+                               [{"content": "The second, answered by B."}])
+        with a.client(timeout=30) as on_a:
+            assert on_a.post(path, json=delivery(receiver, "first", "m1")).status_code == 200
+            wait_for(lambda: receiver.events, what="the first run to start")
+            assert on_a.post(path, json=delivery(receiver, "second", "m2")).status_code == 200
+        a.kill()
+        events = receiver.idle(1)
+    finally:
+        a.kill()
+        b.stop()
+    assert events == [processing, processing,
+                      {"type": "message", "content": "The second, answered by B."},
+                      {"type": "lifecycle", "status": "idle"}]
+    assert len(scripted_model.requests) == 2
+    assert "second" in json.dumps(scripted_model.requests[1]["messages"])
+
+
+def test_a_messages_mcp_server_is_reached_at_the_checked_address_only():
+    """A message's MCP server is connected at the address the allow-list checked, never by
+    resolving its name again (here the name resolves nowhere: only the pin reaches the
+    server), and an answer longer than the bound fails the connection (the server is left
+    out, the run goes on without its tools)."""
+    server = HttpMcpServer("--host-name", "mcp.chorus.invalid").start()
+    try:
+        port = httpx.URL(server.url).port
+        assert port is not None
+        url = server.url.replace("127.0.0.1", "mcp.chorus.invalid")
+
+        async def offered(pin: Pin) -> list[str]:
+            opened = await open_run_tools([("calc", url, {}, pin)], 30)
+            try:
+                return sorted(opened.tools)
+            finally:
+                await opened.close()
+
+        pinned = asyncio.run(offered(Pin("mcp.chorus.invalid", port, "127.0.0.1")))
+        bounded = asyncio.run(offered(Pin("mcp.chorus.invalid", port, "127.0.0.1",
+                                          max_response_bytes=64)))
+        elsewhere = asyncio.run(offered(Pin("other.chorus.invalid", port, "127.0.0.1")))
+    finally:
+        server.stop()
+    assert "calc__add" in pinned
+    assert bounded == [] and elsewhere == []

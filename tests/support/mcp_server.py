@@ -5,6 +5,8 @@ stdio; `python -m tests.support.mcp_server --http PORT` serves streamable HTTP o
 `http://127.0.0.1:PORT/mcp`. `--prefix NAME` renames `lookup_city` to `NAME_lookup_city` and
 `--name` sets the server name, so two instances can offer distinct or colliding tools.
 `--token T` makes the HTTP server answer 401 unless `Authorization: Bearer T` is sent.
+`--host-name NAME` also accepts requests whose `Host` is `NAME` (the SDK refuses any but
+loopback names otherwise), as a server reached by name at a pinned address is asked.
 """
 
 from __future__ import annotations
@@ -145,6 +147,7 @@ def main() -> None:
     parser.add_argument("--name", default="test-tools")
     parser.add_argument("--prefix", default="")
     parser.add_argument("--token")
+    parser.add_argument("--host-name")
     args = parser.parse_args()
     server = build(args.name, args.prefix)
     if not args.http:
@@ -152,7 +155,14 @@ def main() -> None:
         return
     import uvicorn
 
-    app: Any = server.streamable_http_app()
+    security = None
+    if args.host_name:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", f"{args.host_name}:*"])
+    app: Any = server.streamable_http_app(transport_security=security)
     if args.token:
         app = require_token(app, args.token)
     uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")

@@ -7,7 +7,7 @@ from typing import Any
 from ...api.spec import Operation
 from ..base import WireDialect
 from . import input as chorus_input
-from . import routes
+from . import routes, routes_sweeper
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/chorus/{secret}", "chorusDeliver",
@@ -34,4 +34,5 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                      "threadId": "chorus_3f1c2b7a9d0e4f5a6b7c8d9e0f1a2b3c4d5e6f7a"}},
 }
 
-DIALECT = WireDialect("chorus", routes.routes, OPERATIONS, EXAMPLES)
+DIALECT = WireDialect("chorus", routes.routes, OPERATIONS, EXAMPLES,
+                      background=routes_sweeper.background)

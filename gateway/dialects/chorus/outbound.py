@@ -76,6 +76,10 @@ async def resolve(host: str, port: int) -> list[IpAddress]:
     return [ipaddress.ip_address(info[4][0]) for info in infos]
 
 
+def port(url: httpx.URL) -> int:
+    return url.port or (443 if url.scheme == "https" else 80)
+
+
 async def check(raw: str, allowed: Sequence[str]) -> Target:
     """The URL as the gateway may call it; `NotAllowed` otherwise."""
     try:
@@ -88,9 +92,8 @@ async def check(raw: str, allowed: Sequence[str]) -> Target:
         raise NotAllowed("credentials in the URL's authority are not allowed")
     if not name_allowed(url.host, allowed):
         raise NotAllowed(f"host {url.host[:100]!r} is not in GATEWAY_CHORUS_ALLOWED_HOSTS")
-    port = url.port or (443 if url.scheme == "https" else 80)
     try:
-        addresses = await resolve(url.host, port)
+        addresses = await resolve(url.host, port(url))
     except OSError:
         raise NotAllowed(f"host {url.host[:100]!r} does not resolve") from None
     refused = [a for a in addresses if not address_allowed(a, allowed)]

@@ -3,7 +3,8 @@
 The secret in the path is the credential (made by `gateway chorus connect`, only its hash is
 kept; no API key is asked for): an unknown or revoked one is 404. A body that is not a
 delivery is 400, and so is a callback or MCP URL the gateway may not call
-(`GATEWAY_CHORUS_ALLOWED_HOSTS`, `outbound.py`): it is never called. Otherwise the message is
+(`GATEWAY_CHORUS_ALLOWED_HOSTS`, `outbound.py`): it is never called; a message over the
+connection's limits is 429 with `Retry-After` (`routes_quota.py`). Otherwise the message is
 stored for its channel's thread (created on the channel's first message) and the answer is
 200 at once; the run and its callback follow (`routes_delivery.py`).
 """
@@ -24,6 +25,7 @@ from ...protocol.problems import ApiError, Problem
 from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow, ThreadRow
 from . import input as chorus_input
 from . import outbound
+from . import routes_quota as quota
 from .routes_delivery import deliveries
 
 SECRET_PREFIX = "chs_"
@@ -79,10 +81,17 @@ async def receive(request: Request) -> Response:
     await check_urls(request, delivery)
     check_run_request(services(request).settings,  # the message's size, before it is stored
                       chorus_input.run_spec(delivery, "", None, conn.agent))
-    thread_id = await channel_thread(request, conn, delivery.channel.id)
-    row = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id, connection_id=conn.id,
-                            payload=delivery.model_dump(exclude_none=True), created_ms=now_ms())
-    await services(request).store.add(row)
+    svc = services(request)
+    ticket = await quota.admit(svc.runs.quotas, svc.settings, conn)  # 429 over a limit
+    try:
+        thread_id = await channel_thread(request, conn, delivery.channel.id)
+        row = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id, connection_id=conn.id,
+                                payload=delivery.model_dump(exclude_none=True),
+                                created_ms=now_ms(), ticket=ticket.id)
+        await svc.store.add(row)
+    except BaseException:
+        await ticket.release()
+        raise
     deliveries(request).wake(conn.project_id, thread_id)
     return JSONResponse({"status": "accepted", "threadId": thread_id})
 

@@ -3,10 +3,13 @@ output is POSTed to that message's callback, in order.
 
 A message is stored (`chorus_deliveries`) before it is answered, so a message that arrives
 while its channel's thread is busy waits there, in order, instead of being dropped. Whoever
-may start the next run tries (`pump`): the process that took the message, and the process
-whose run on the thread just ended. The thread's lock decides between them (the others get
-`CONCURRENT_RUN` and leave it), and the run's id is derived from the delivery's, so a message
-can never run twice. The run goes on whoever watches; the process that started it follows its
+may start the next run tries (`pump`): the process that took the message, the process whose
+run on the thread just ended, and any process's sweeper (`routes_sweeper.py`), which finds
+messages nobody is starting (their process died). Only a channel's oldest message is ever
+started, and only by the process that claimed it in the database (a claim lasts a lease, so
+a dead claimant's message is taken over); the thread's lock decides against runs of others,
+and the run's id is derived from the delivery's (unique per project), so a message can never
+run twice. The run goes on whoever watches; the process that started it follows its
 log and POSTs the callback events (`translate.py`): `lifecycle processing`, one event per
 completed message, `error` if it failed, `lifecycle idle`.
 
@@ -29,14 +32,16 @@ import httpx
 from starlette.requests import Request
 
 from ...api.context import services
+from ...engine.mcp_pinned import Pin
 from ...engine.mcp_tools import RunMcpTools, open_run_tools
 from ...protocol import timbal
-from ...protocol.clock import new_id
+from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...services import Services
 from ...store.tables import ChorusDeliveryRow, RunRow
 from . import input as chorus_input
 from . import outbound, translate
+from . import routes_quota as quota
 
 log = logging.getLogger("gateway.chorus")
 
@@ -91,26 +96,57 @@ class Deliveries:
         self.client = httpx.AsyncClient(timeout=outbound.TIMEOUT, follow_redirects=False)
         # httpx logs every request's URL at INFO, and a callback URL carries its credential.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # thread id -> its pump here
+        self._woken: set[str] = set()  # threads woken while their pump here was going
         self._closing: dict[str, RunMcpTools] = {}  # run id -> its MCP servers, until it ends
 
     def wake(self, project: str, thread_id: str) -> None:
-        """Start the thread's next waiting message if its thread is free (in the background)."""
+        """Start the thread's next waiting message if its thread is free (in the background);
+        a thread this process pumps already is left to that pump."""
+        pumping = self._tasks.get(thread_id)
+        if pumping is not None and not pumping.done():
+            self._woken.add(thread_id)  # it looks again before it stops
+            return
         task = asyncio.create_task(self.pump(project, thread_id), name=f"chorus {thread_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[thread_id] = task
+        task.add_done_callback(
+            lambda done: self._tasks.pop(thread_id) if self._tasks.get(thread_id) is done
+            else None)
+
+    async def close(self) -> None:
+        """Stop following runs (at shutdown): the runs go on; their waiting messages stay."""
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        for tools in self._closing.values():
+            await tools.close()
+        await self.client.aclose()
 
     async def pump(self, project: str, thread_id: str) -> None:
+        store, owner = self.svc.store, self.svc.runs.owner
         try:
-            while (row := await self.svc.store.next_chorus_delivery(thread_id)) is not None:
+            while True:
+                self._woken.discard(thread_id)
+                row = await store.next_chorus_delivery(thread_id)
+                if row is None:
+                    if thread_id in self._woken:
+                        continue  # a message came in while it looked
+                    return
+                now = now_ms()
+                if not await store.claim_chorus_delivery(
+                        row.id, owner, now + self.svc.runs.timings.lease_ms, now):
+                    return  # another process is starting it
                 run, more = await self._start(project, row)
+                if not more:  # the thread is busy: its run's end (or a sweeper) starts it
+                    await store.release_chorus_claim(row.id, owner)
+                    return
                 if run is not None:
                     try:
                         await self.relay(run, row.payload["callback"])
                     finally:
                         await self._closing.pop(run.id).close()
-                if not more:
-                    return  # the thread is busy: its run's end wakes the next
+        except asyncio.CancelledError:
+            raise
         except Exception:
             log.exception("chorus delivery on thread %s failed", thread_id)
 
@@ -120,8 +156,13 @@ class Deliveries:
         store = self.svc.store
         run_id = chorus_input.run_id(row.id)
         thread = await store.get_thread(project, row.thread_id)
-        if thread is None or await store.get_run_by_client_id(project, run_id) is not None:
+        ticket = quota.run_ticket(self.svc.runs.quotas, row)
+        if await store.get_run_by_client_id(project, run_id) is not None:
+            await store.delete_chorus_delivery(row.id)  # its run holds the slot
+            return None, True
+        if thread is None:
             await store.delete_chorus_delivery(row.id)
+            await ticket.release()
             return None, True
         if thread.run_status != "idle":
             return None, False
@@ -130,8 +171,10 @@ class Deliveries:
                                      thread.agent or self.svc.agents.default_name)
         tools = await self._mcp_tools(delivery)
         try:
+            # A refusal releases the slot, even when the message goes on waiting (the thread
+            # was taken between the look and the start, rarely): it waits uncounted then.
             started = await self.svc.runs.start(project, thread, spec, client_run_id=run_id,
-                                                extra_tools=tools.tools)
+                                                extra_tools=tools.tools, ticket=ticket)
         except ApiError as exc:
             await tools.close()
             if exc.problem is Problem.CONCURRENT_RUN:
@@ -149,15 +192,17 @@ class Deliveries:
 
     async def _mcp_tools(self, delivery: chorus_input.Delivery) -> RunMcpTools:
         """The message's MCP servers that may still be called (the allow-list is checked
-        again: a name may resolve elsewhere now), connected for its run."""
+        again: a name may resolve elsewhere now), connected for its run at the addresses
+        checked (`engine/mcp_pinned.py`)."""
         servers = []
         for server in delivery.mcp or []:
             try:
-                await outbound.check(server.url, self.svc.settings.chorus_allowed_hosts)
+                target = await outbound.check(server.url, self.svc.settings.chorus_allowed_hosts)
             except outbound.NotAllowed as exc:
                 log.warning("chorus MCP server %r refused: %s", server.name, exc)
                 continue
-            servers.append((server.name, server.url, server.headers or {}))
+            pin = Pin(target.url.host, outbound.port(target.url), target.address)
+            servers.append((server.name, server.url, server.headers or {}, pin))
         if not servers:
             return RunMcpTools()
         return await open_run_tools(servers, MCP_CONNECT_SECONDS)
