@@ -51,6 +51,7 @@ from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
 from .model import ModelRequest
 from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
+from .resources import ResourceServer
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,9 @@ class ServerToolSpec:
     call: ServerTool
     # Ask a human first: a call pauses the run until it is approved (`engine/approvals.py`).
     approval: bool = False
+    # The MCP server the tool is from, which can also read its resources (`embedResources`,
+    # `engine/resources.py`); None: a Python tool.
+    resources: ResourceServer | None = None
 
 
 @dataclass(frozen=True)

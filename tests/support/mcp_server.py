@@ -5,6 +5,7 @@ stdio; `python -m tests.support.mcp_server --http PORT` serves streamable HTTP o
 `http://127.0.0.1:PORT/mcp`. `--prefix NAME` renames `lookup_city` to `NAME_lookup_city` and
 `--name` sets the server name, so two instances can offer distinct or colliding tools.
 `--token T` makes the HTTP server answer 401 unless `Authorization: Bearer T` is sent.
+It also offers two text resources, `test://notes/welcome` and `test://notes/big` (200,000 bytes).
 """
 
 from __future__ import annotations
@@ -80,6 +81,16 @@ def build(name: str = "test-tools", prefix: str = "") -> MCPServer:
         if isinstance(answer, AcceptedElicitation):
             return f"Hello, {answer.data.name}!"
         return f"No name given ({answer.action})"
+
+    @server.resource("test://notes/welcome", name="welcome", mime_type="text/plain",
+                     description="A short note (for `embedResources`).")
+    def welcome_note() -> str:
+        return "Welcome to the test server."
+
+    @server.resource("test://notes/big", name="big", mime_type="text/plain",
+                     description="A note of 200,000 bytes (for the size limit).")
+    def big_note() -> str:
+        return "x" * 200_000
 
     @server.tool(description="Terminate the server process abruptly (simulates a crash).")
     def crash() -> str:
