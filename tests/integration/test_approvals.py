@@ -18,7 +18,7 @@ from ag_ui.core import RunFinishedEvent
 
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.approval_tools import times_sent
+from tests.support.approval_tools import keys_sent, times_sent
 from tests.support.gateway_server import ROOT, USER
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.scripted_model import ScriptedModel
@@ -115,6 +115,8 @@ def test_tambo_run_pauses_before_the_tool_and_an_approval_runs_it_once(
     assert result["messageId"] == parent
     assert text_of(resumed) == "Sent." and resumed[-1].type == "RUN_FINISHED"
     assert times_sent(to) == 1
+    # The approved call, run by a later run, names itself as the model's call did.
+    assert keys_sent(to) == [f"{thread_id}:call_mail"]
 
     # The model saw the call answered by the tool's output, right after the call.
     messages = scripted_model.requests[-1]["messages"]

@@ -16,6 +16,7 @@ import pytest
 
 from gateway.engine.loop import ServerToolSpec
 from gateway.engine.mcp_tools import McpStartupError, McpToolError, open_mcp_tools
+from gateway.engine.tool_context import ToolContext, bind_tool_call, bind_tool_context
 from tests.conftest import scripted_env
 from tests.support.gateway_server import ROOT, USER, free_port
 from tests.support.inprocess_app import InProcessGateway
@@ -62,6 +63,22 @@ async def test_stdio_server_tools_are_listed_and_called(tmp_path: Path):
         assert await add.call({"a": 2, "b": 40}) == "42"  # text content
         assert await tools["lookup_city"].call({"name": "paris"}) == {  # structuredContent
             "name": "Paris", "country": "France", "population": 2102650}
+
+
+async def test_an_mcp_tool_gets_its_calls_id_and_idempotency_key_in_meta(tmp_path: Path):
+    """Inside a call, the request's `_meta` names the call, so an MCP tool can make its
+    effect idempotent (docs/human-in-the-loop.md, "Exactly once")."""
+    async def in_a_call(tools: dict[str, ServerToolSpec]) -> Any:
+        bind_tool_context(ToolContext("p1", "thr_1", "run_1", "alice"))
+        bind_tool_call("call_9")
+        return await tools["call_meta"].call({})
+
+    async with mcp_tools(tmp_path, {"local": stdio_entry()}) as tools:
+        meta = await asyncio.create_task(in_a_call(tools))
+    assert meta == {"gateway/projectId": "p1", "gateway/userScope": "alice",
+                    "gateway/signedIn": False, "gateway/threadId": "thr_1",
+                    "gateway/runId": "run_1", "gateway/toolCallId": "call_9",
+                    "gateway/idempotencyKey": "thr_1:call_9"}
 
 
 async def test_error_results_raise_with_the_tools_text(tmp_path: Path):

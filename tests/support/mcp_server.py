@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel
@@ -91,6 +91,12 @@ def build(name: str = "test-tools", prefix: str = "") -> MCPServer:
                      description="A note of 200,000 bytes (for the size limit).")
     def big_note() -> str:
         return "x" * 200_000
+
+    @server.tool(description="Report the gateway's `_meta` entries of this request.")
+    def call_meta(ctx: Context) -> dict[str, Any]:
+        meta = ctx.request_context.meta
+        given = meta.model_dump() if hasattr(meta, "model_dump") else dict(meta or {})
+        return {k: v for k, v in given.items() if k.startswith("gateway/")}
 
     @server.tool(description="Terminate the server process abruptly (simulates a crash).")
     def crash() -> str:
