@@ -20,7 +20,7 @@
  *
  * Prints one JSON line: {threadId, runs: [{runId, events, error, outcome, pendingToolCallIds}],
  * messages, state, warnings, connected?: {events, error, messages, state, pendingInterrupts,
- * runs}}.
+ * runs, messagesAfter}}.
  */
 import { HttpAgent } from "@ag-ui/client";
 
@@ -106,6 +106,7 @@ if (plan.connect) {
   pending = [];
   connected.runs = [];
   for (const step of plan.afterConnect ?? []) connected.runs.push(await runStep(reloaded, step));
+  connected.messagesAfter = reloaded.messages;  // as the steps after the reload left them
 }
 
 console.log(JSON.stringify({ threadId: agent.threadId, runs, messages: agent.messages,

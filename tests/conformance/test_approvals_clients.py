@@ -127,7 +127,7 @@ def test_http_agent_reloads_a_waiting_thread_and_approves(approvals_process: Gat
     [resumed] = connected["runs"]
     assert resumed["error"] is None and resumed["outcome"] == "success", resumed
     assert times_sent(to) == 1
-    assert "Sent after reload." in [m.get("content") for m in connected["messages"]]
+    assert connected["messagesAfter"][-1]["content"] == "Sent after reload."
 
 
 def test_tambo_client_takes_a_failed_tools_result_with_its_error_flag(
