@@ -55,6 +55,9 @@ class Operation:
     # An SSE stream of the events of that name (a dialect's `event_schema`); with `result`
     # too, the alternative to it.
     stream: str | None = None
+    # The stream opens with events that carry no SSE id (an AG-UI connect's snapshot, which
+    # belongs to no run), so its messages' `id` is optional; every run stream numbers them all.
+    snapshot_first: bool = False
     media_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)  # response headers always sent
     other: dict[int, str] = field(default_factory=dict)  # other bodiless successes (304, ...)
@@ -175,7 +178,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/v1/agents", "listAgents", "The agents a client may run", "agents",
               description="Name and description of each of the operator's agents (from "
                           "`GATEWAY_AGENTS_FILE`, or the one `default` agent), in the shape of "
-                          "CopilotKit's runtime `info`, so a UI can offer a picker.",
+                          "CopilotKit's runtime `info`, so a UI can offer a picker; and the "
+                          "models a run may pick (`models`).",
               result=AgentList),
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
