@@ -454,6 +454,11 @@ class Settings(BaseSettings):
     max_attachment_bytes: int = Field(
         5 * 1024 * 1024, ge=1, description="Largest attachment (decoded `resource` blob or "
                                            "text) a message may carry to the model.")
+    max_embedded_resources: int = Field(
+        8, ge=0, le=100, description="Most MCP resources one message may reference for the "
+                                     "gateway to read and embed (`embedResources`; "
+                                     "docs/resources.md); each at most "
+                                     "`GATEWAY_MAX_ATTACHMENT_BYTES`.")
     image_urls: Literal["refuse", "pass"] = Field(
         "refuse", description="An image attached by `https` URL (not inline data): `refuse` "
                               "answers 400 `IMAGE_URL_NOT_ALLOWED`; `pass` hands the URL to the "

@@ -51,6 +51,8 @@ from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
 from .model import ModelRequest
 from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
+from .resources import ResourceServer
+from .tool_context import bind_tool_call
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,9 @@ class ServerToolSpec:
     call: ServerTool
     # Ask a human first: a call pauses the run until it is approved (`engine/approvals.py`).
     approval: bool = False
+    # The MCP server the tool is from, which can also read its resources (`embedResources`,
+    # `engine/resources.py`); None: a Python tool.
+    resources: ResourceServer | None = None
 
 
 @dataclass(frozen=True)
@@ -476,7 +481,7 @@ async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
         if answer.decision in ("approved", "answered"):
             try:
                 output, error = await call_server_tool(run, answer.name, answer.arguments,
-                                                       answer.answers)
+                                                       answer.answers, answer.tool_call_id)
             except elicitation.InputRequired as question:
                 pending.append(_question(run, answer.tool_call_id, answer.name,
                                          answer.arguments, answer.message_id, question,
@@ -622,23 +627,25 @@ def result_value(message_id: str, tool_call_id: str, name: str, output: Any = No
 
 
 async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> ServerToolResultValue:
-    output, error = await call_server_tool(run, call.name, parse_arguments(call.arguments))
+    output, error = await call_server_tool(run, call.name, parse_arguments(call.arguments),
+                                           tool_call_id=call.tool_call_id)
     # The gateway runs it on the calling agent's behalf.
     return _server_result(call, message_id, output, error, who=run.authorship())
 
 
 async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
-                           answers: list[dict[str, Any]] | None = None
-                           ) -> tuple[Any, str | None]:
+                           answers: list[dict[str, Any]] | None = None,
+                           tool_call_id: str | None = None) -> tuple[Any, str | None]:
     """Run one server tool: its output, or the error the model sees (then the output is
     None). `answers`: to the questions it asks (`engine/elicitation.py`); one it asks without
-    an answer raises `InputRequired`."""
+    an answer raises `InputRequired`. `tool_call_id`: the model's call, which the tool's
+    context names (`ToolContext.tool_call_id`, its idempotency key)."""
     spec = run.server_tools.get(name)
     if spec is None:
         return None, f"Tool {name} is not available in this run"
     given = elicitation.Answers(list(answers or []))
     try:
-        return await _call_with(spec, arguments, given, run.tool_timeout), None
+        return await _call_with(spec, arguments, given, run.tool_timeout, tool_call_id), None
     except elicitation.InputRequired:
         raise
     except TimeoutError:
@@ -652,12 +659,15 @@ async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
 
 
 async def _call_with(spec: ServerToolSpec, arguments: dict[str, Any],
-                     answers: elicitation.Answers, timeout: float) -> Any:
-    """The tool's call in a task of its own, bound to its answers; a question it asked and
-    could not have answered pauses the run even if the tool swallowed the signal (an MCP
-    server told `cancel` may answer with an error)."""
+                     answers: elicitation.Answers, timeout: float,
+                     tool_call_id: str | None = None) -> Any:
+    """The tool's call in a task of its own, bound to its answers and to its call's context;
+    a question it asked and could not have answered pauses the run even if the tool swallowed
+    the signal (an MCP server told `cancel` may answer with an error)."""
     async def call() -> Any:
         elicitation.bind(answers)
+        if tool_call_id is not None:
+            bind_tool_call(tool_call_id)
         return await spec.call(arguments)
 
     async with asyncio.timeout(timeout):

@@ -265,6 +265,33 @@ class McpConnection:
                 self._asking.remove(answers)
         return result_output(result)
 
+    async def lists(self, uri: str, max_pages: int = 10) -> bool:
+        """Whether the server lists the resource `uri` (`resources/list`, at most `max_pages`
+        pages): the only resources the gateway reads from it."""
+        client = self._client
+        if client is None:
+            return False
+        cursor: str | None = None
+        for _ in range(max_pages):
+            page = await client.list_resources(cursor=cursor)
+            if any(str(r.uri) == uri for r in page.resources):
+                return True
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return False
+
+    async def read(self, uri: str) -> list[dict[str, Any]]:
+        """The resource's contents (`resources/read`) as MCP content dicts: `{uri, mimeType?,
+        text}` or `{uri, mimeType?, blob}`."""
+        client = self._client
+        if client is None:
+            raise McpToolError(f"MCP server {self.config.name!r} is not connected")
+        result = await client.read_resource(uri)
+        return [c.model_dump(mode="json", by_alias=True, exclude_none=True,
+                             include={"uri", "mime_type", "text", "blob"})
+                for c in result.contents]
+
     async def _elicit(self, context: Any, params: mcp_types.ElicitRequestParams
                       ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
         """The server asks the user something during a tool call: answered from the call's
@@ -362,7 +389,7 @@ def _specs(listed: list[tuple[McpConnection, list[mcp_types.Tool]]],
             specs[name] = ServerToolSpec(
                 name=name, description=tool.description or tool.title or tool.name,
                 parameters=dict(tool.input_schema), call=_caller(connection, tool.name),
-                approval=connection.config.approval)
+                approval=connection.config.approval, resources=connection)
     return specs
 
 

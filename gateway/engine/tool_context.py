@@ -8,7 +8,16 @@ a `ToolContext` before its agent loop starts; every tool the loop calls sees it:
   that parameter is not part of the arguments the model fills in, so the model cannot forge it.
   `tool_context()` returns the same object anywhere inside the call;
 - an MCP tool receives it in the request's `_meta` (`gateway/projectId`, `gateway/userScope`,
-  `gateway/signedIn`, `gateway/threadId`, `gateway/runId`).
+  `gateway/signedIn`, `gateway/threadId`, `gateway/runId`, and for the call
+  `gateway/toolCallId` and `gateway/idempotencyKey`).
+
+Each call also names itself: `tool_call_id` (the model's id for the call) and
+`idempotency_key` (that call in its thread). Both stay the same whenever the same call runs
+again: a tool that asked a question is called again from the start once it is answered, and
+an approved call runs in a later run than the one that paused for it. A tool with side effects
+passes the key to what it changes (a payment API's `Idempotency-Key`, a unique column), so that
+the effect happens once however often the call runs (docs/human-in-the-loop.md, "Exactly
+once").
 
 `user_scope` is the thread's owner: a `userKey` the browser sent (asserted by the client, not
 proven), or, when `signed_in`, the subject of a bearer token the gateway issued after verifying
@@ -18,7 +27,7 @@ the app's identity provider. Only a signed-in scope is fit to authorise on (docs
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # Scopes of signed-in users start with this (they come from verified tokens, see api/identity).
@@ -31,6 +40,13 @@ class ToolContext:
     thread_id: str
     run_id: str
     user_scope: str | None  # the thread's userKey or signed-in scope; None: the project's
+    tool_call_id: str | None = None  # the call being run (None outside a tool call)
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The same for every run of this call, and for no other call: `<threadId>:<call>`
+        (a model's call ids are unique within a thread, not across threads)."""
+        return f"{self.thread_id}:{self.tool_call_id}" if self.tool_call_id else None
 
     @property
     def signed_in(self) -> bool:
@@ -47,9 +63,13 @@ class ToolContext:
 
     def mcp_meta(self) -> dict[str, Any]:
         """The context as an MCP request's `_meta`."""
-        return {"gateway/projectId": self.project_id, "gateway/userScope": self.user_scope,
+        meta = {"gateway/projectId": self.project_id, "gateway/userScope": self.user_scope,
                 "gateway/signedIn": self.signed_in, "gateway/threadId": self.thread_id,
                 "gateway/runId": self.run_id}
+        if self.tool_call_id is not None:
+            meta.update({"gateway/toolCallId": self.tool_call_id,
+                         "gateway/idempotencyKey": self.idempotency_key})
+        return meta
 
 
 _current: ContextVar[ToolContext | None] = ContextVar("tool_context", default=None)
@@ -58,6 +78,13 @@ _current: ContextVar[ToolContext | None] = ContextVar("tool_context", default=No
 def bind_tool_context(context: ToolContext) -> None:
     """Make `tool_context()` answer `context` in this task (the run's) and what it awaits."""
     _current.set(context)
+
+
+def bind_tool_call(tool_call_id: str) -> None:
+    """In a tool call's own task: the run's context, naming the call."""
+    bound = _current.get()
+    if bound is not None:
+        _current.set(replace(bound, tool_call_id=tool_call_id))
 
 
 def tool_context() -> ToolContext:

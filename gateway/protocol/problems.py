@@ -59,6 +59,10 @@ class Problem(enum.Enum):
     INVALID_FORK_POINT = (400, "The thread cannot be forked at this message: its history up to "
                                "there ends with tool calls that have no result yet "
                                "(`unansweredToolCallIds`).")
+    UNKNOWN_RESOURCE = (400, "`embedResources`: a resource the message references is listed by "
+                             "no MCP server of the agent (`uri`); the gateway reads only those.")
+    TOO_MANY_RESOURCES = (400, "`embedResources`: the message references more resources than "
+                               "`GATEWAY_MAX_EMBEDDED_RESOURCES`.")
     UNAUTHORIZED = (401, "Missing or unknown API key (`x-api-key` or a bearer token).")
     INVALID_TOKEN = (401, "A bearer or subject token that is not valid (signature, issuer, "
                           "audience, or another project).")
@@ -118,6 +122,8 @@ class Problem(enum.Enum):
                                "`GATEWAY_MAX_METADATA_BYTES`.")
     STATE_TOO_LARGE = (413, "A component's state is larger than "
                             "`GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
+    RESOURCE_TOO_LARGE = (413, "`embedResources`: a referenced resource's contents are larger "
+                               "than `GATEWAY_MAX_ATTACHMENT_BYTES` (`uri`).")
     TOO_MANY_INITIAL_MESSAGES = (400, "A new thread is seeded with more messages than "
                                       "`GATEWAY_MAX_INITIAL_MESSAGES`.")
     THREAD_LIMIT_REACHED = (403, "The user scope (or project) holds `GATEWAY_MAX_THREADS_PER_USER`"
@@ -167,6 +173,8 @@ class Problem(enum.Enum):
                               "get no traffic until it does.")
     LLM_UNREACHABLE = (502, "The gateway cannot connect to the model provider (connection "
                             "refused, unknown host, connect timeout).")
+    RESOURCE_UNAVAILABLE = (502, "`embedResources`: the MCP server failed to read a referenced "
+                                 "resource, or took too long (`uri`).")
     SHUTTING_DOWN = (503, "The gateway is shutting down and starts no new run; retry after "
                           "`Retry-After` seconds (another process may take it).")
     OVERLOADED = (503, "This gateway process is at capacity (`GATEWAY_MAX_ACTIVE_RUNS`, a run "

@@ -254,6 +254,10 @@ class RunRequest(WireModel):
     # POST /v1/threads/{id}/runs: create the thread under that id if it does not exist (the
     # Tambo v1 proposal's `createThread`).
     createThread: bool | None = None
+    embedResources: bool | None = Field(
+        default=None, description="Read each MCP resource the message references (a "
+        "`resource` block with a `uri` and no `text` or `blob`) from the agent's MCP server "
+        "that lists it, and embed its contents in the message for the model (docs/resources.md).")
 
 
 # -- thread requests ----------------------------------------------------------------------------

@@ -14,10 +14,13 @@
  *
  * With `connect: true`, a second agent on the same thread (a page that reloaded) then loads it
  * with `connectAgent()`, its `connect()` posting to the gateway's `/connect` endpoint (what an
- * app's HttpAgent subclass does: the stock one implements no `connect`).
+ * app's HttpAgent subclass does: the stock one implements no `connect`). The plan's
+ * `afterConnect` steps then run on the reloaded agent (a `resume` step answers the interrupts
+ * its connect loaded, `agent.pendingInterrupts`).
  *
  * Prints one JSON line: {threadId, runs: [{runId, events, error, outcome, pendingToolCallIds}],
- * messages, state, warnings, connected?: {events, error, messages, state}}.
+ * messages, state, warnings, connected?: {events, error, messages, state, pendingInterrupts,
+ * runs, messagesAfter}}.
  */
 import { HttpAgent } from "@ag-ui/client";
 
@@ -49,7 +52,8 @@ let pending = [];
 let interrupts = [];
 let counter = 0;
 
-for (const step of plan.steps) {
+/** Run one step of the plan on `agent`; returns the run's record. */
+async function runStep(agent, step) {
   for (const toolCallId of step.answerPending !== undefined ? pending : []) {
     agent.addMessage({ id: `tool-result-${++counter}`, role: "tool", toolCallId,
                        content: step.answerPending });
@@ -59,7 +63,6 @@ for (const step of plan.steps) {
   }
   const run = { runId: null, events: [], error: null, outcome: null, pendingToolCallIds: [],
                 interrupts: [] };
-  runs.push(run);
   const resume = step.resume === undefined ? undefined
     : interrupts.map((i) => ({ interruptId: i.id, ...step.resume }));
   try {
@@ -80,7 +83,10 @@ for (const step of plan.steps) {
   }
   pending = run.pendingToolCallIds;
   interrupts = run.interrupts;
+  return run;
 }
+
+for (const step of plan.steps) runs.push(await runStep(agent, step));
 
 let connected;
 if (plan.connect) {
@@ -94,6 +100,13 @@ if (plan.connect) {
   }
   connected.messages = reloaded.messages;
   connected.state = reloaded.state;
+  connected.pendingInterrupts = reloaded.pendingInterrupts;
+  // Steps after the reload run on the reloaded agent, answering what its connect loaded.
+  interrupts = reloaded.pendingInterrupts ?? [];
+  pending = [];
+  connected.runs = [];
+  for (const step of plan.afterConnect ?? []) connected.runs.push(await runStep(reloaded, step));
+  connected.messagesAfter = reloaded.messages;  // as the steps after the reload left them
 }
 
 console.log(JSON.stringify({ threadId: agent.threadId, runs, messages: agent.messages,

@@ -102,6 +102,34 @@ def test_http_agent_interrupt_and_resume(approvals_process: GatewayServer,
     assert result["messages"][-1]["content"] == "Approved and sent."
 
 
+def test_http_agent_reloads_a_waiting_thread_and_approves(approvals_process: GatewayServer,
+                                                         scripted_model: ScriptedModel):
+    """A page reloads while the run waits for an approval: `connectAgent()` loads the
+    interrupt (the agent's `pendingInterrupts`, and the state's `interrupts`), and the reloaded
+    agent's `resume` runs the tool once."""
+    to = f"{uuid.uuid4().hex[:8]}@example.com"
+    scripted_model.enqueue(mail_call("call_hr", to), [{"content": "Sent after reload."}])
+    result = run_agui_agent({
+        "url": f"{approvals_process.url}/v1/agui/agents/default/run",
+        "headers": {"x-api-key": "test-key"}, "threadId": f"agui-{uuid.uuid4()}",
+        "steps": [{"user": "Email Ada"}], "connect": True,
+        "afterConnect": [{"resume": {"status": "resolved", "payload": {"approved": True}}}]})
+    [first] = result["runs"]
+    connected = result["connected"]
+    assert first["error"] is None and connected["error"] is None, (result, result["_stderr"])
+    for event in connected["events"]:
+        EVENT.validate_python(event)
+    [asked] = first["interrupts"]
+    assert connected["pendingInterrupts"] == [asked]
+    assert connected["state"]["interrupts"] == [asked]
+    assert asked["toolCallId"] == "call_hr" and asked["reason"] == "tool_approval"
+    assert first["outcome"] == "interrupt"  # the first run paused; the reloaded agent resumed
+    [resumed] = connected["runs"]
+    assert resumed["error"] is None and resumed["outcome"] == "success", resumed
+    assert times_sent(to) == 1
+    assert connected["messagesAfter"][-1]["content"] == "Sent after reload."
+
+
 def test_tambo_client_takes_a_failed_tools_result_with_its_error_flag(
         approvals_process: GatewayServer, scripted_model: ScriptedModel):
     """`TOOL_CALL_RESULT {isError: true}` (the proposal's flag): the real client ignores the

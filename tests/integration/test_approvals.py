@@ -18,7 +18,7 @@ from ag_ui.core import RunFinishedEvent
 
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.approval_tools import times_sent
+from tests.support.approval_tools import keys_sent, times_sent
 from tests.support.gateway_server import ROOT, USER
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.scripted_model import ScriptedModel
@@ -115,6 +115,8 @@ def test_tambo_run_pauses_before_the_tool_and_an_approval_runs_it_once(
     assert result["messageId"] == parent
     assert text_of(resumed) == "Sent." and resumed[-1].type == "RUN_FINISHED"
     assert times_sent(to) == 1
+    # The approved call, run by a later run, names itself as the model's call did.
+    assert keys_sent(to) == [f"{thread_id}:call_mail"]
 
     # The model saw the call answered by the tool's output, right after the call.
     messages = scripted_model.requests[-1]["messages"]
@@ -226,6 +228,53 @@ def test_agui_interrupt_and_resume(http: httpx.Client, scripted_model: ScriptedM
     done = RunFinishedEvent.model_validate(resumed[-1].data)
     assert done.outcome is not None and done.outcome.type == "success"
     assert times_sent(to) == 1
+
+
+def test_agui_connect_shows_what_the_thread_waits_for(http: httpx.Client,
+                                                     scripted_model: ScriptedModel):
+    """A page that reloads while a run waits for an approval and a client tool loads both with
+    `connect`: the client tool call in `pendingToolCalls`, the approval as the interrupt the
+    paused run ended with (in the state, and as the snapshot's outcome, which `HttpAgent`
+    keeps as its pending interrupts); its `resume` then runs the tool once."""
+    to, thread_id = recipient(), uuid.uuid4().hex
+    scripted_model.enqueue([call(0, "call_cw", "get_weather", '{"city": "Oslo"}'),
+                            call(1, "call_cm", "send_email",
+                                 json.dumps({"to": to, "subject": "AG"}))])
+    weather = {"name": "get_weather", "description": "The weather",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    paused_run = run_events(http, "POST", "/v1/agui/agents/default/run",
+                            json=agui_input(thread_id, "weather, then mail it", tools=[weather]))
+    [asked] = paused_run[-1].data["outcome"]["interrupts"]
+
+    connected = run_events(http, "POST", "/v1/agui/agents/default/connect",
+                           json=agui_input(thread_id))
+    assert [e.type for e in connected] == ["RUN_STARTED", "MESSAGES_SNAPSHOT",
+                                           "STATE_SNAPSHOT", "RUN_FINISHED"]
+    state = connected[2].data["snapshot"]
+    assert state["pendingToolCalls"] == [{"toolCallId": "call_cw", "toolName": "get_weather",
+                                          "arguments": '{"city": "Oslo"}'}]
+    assert state["interrupts"] == [asked]
+    assert asked["toolCallId"] == "call_cm" and asked["reason"] == "tool_approval"
+    assert {"id", "responseSchema", "expiresAt"} <= asked.keys()
+    finished = RunFinishedEvent.model_validate(connected[-1].data)
+    assert finished.outcome is not None and finished.outcome.type == "interrupt"
+    assert connected[-1].data["outcome"]["interrupts"] == [asked]
+    before_1_0 = agui_input(thread_id)
+    del before_1_0["protocolVersion"]
+    old = run_events(http, "POST", "/v1/agui/agents/default/connect", json=before_1_0)
+    assert "outcome" not in old[-1].data and old[2].data["snapshot"] == state
+
+    scripted_model.enqueue([{"content": "Done."}])
+    body = agui_input(thread_id, tools=[weather], resume=[
+        {"interruptId": asked["id"], "status": "resolved", "payload": {"approved": True}}])
+    body["messages"] = [{"id": "t1", "role": "tool", "toolCallId": "call_cw", "content": "Mild"}]
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=body)
+    assert resumed[-1].data["outcome"] == {"type": "success"}
+    assert times_sent(to) == 1
+    after = run_events(http, "POST", "/v1/agui/agents/default/connect",
+                       json=agui_input(thread_id))
+    assert after[2].data["snapshot"] == {"components": {}}
+    assert after[-1].data["outcome"] == {"type": "success"}
 
 
 def test_agui_cancelled_interrupt_denies(http: httpx.Client, scripted_model: ScriptedModel):

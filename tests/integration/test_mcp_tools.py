@@ -16,6 +16,7 @@ import pytest
 
 from gateway.engine.loop import ServerToolSpec
 from gateway.engine.mcp_tools import McpStartupError, McpToolError, open_mcp_tools
+from gateway.engine.tool_context import ToolContext, bind_tool_call, bind_tool_context
 from tests.conftest import scripted_env
 from tests.support.gateway_server import ROOT, USER, free_port
 from tests.support.inprocess_app import InProcessGateway
@@ -62,6 +63,22 @@ async def test_stdio_server_tools_are_listed_and_called(tmp_path: Path):
         assert await add.call({"a": 2, "b": 40}) == "42"  # text content
         assert await tools["lookup_city"].call({"name": "paris"}) == {  # structuredContent
             "name": "Paris", "country": "France", "population": 2102650}
+
+
+async def test_an_mcp_tool_gets_its_calls_id_and_idempotency_key_in_meta(tmp_path: Path):
+    """Inside a call, the request's `_meta` names the call, so an MCP tool can make its
+    effect idempotent (docs/human-in-the-loop.md, "Exactly once")."""
+    async def in_a_call(tools: dict[str, ServerToolSpec]) -> Any:
+        bind_tool_context(ToolContext("p1", "thr_1", "run_1", "alice"))
+        bind_tool_call("call_9")
+        return await tools["call_meta"].call({})
+
+    async with mcp_tools(tmp_path, {"local": stdio_entry()}) as tools:
+        meta = await asyncio.create_task(in_a_call(tools))
+    assert meta == {"gateway/projectId": "p1", "gateway/userScope": "alice",
+                    "gateway/signedIn": False, "gateway/threadId": "thr_1",
+                    "gateway/runId": "run_1", "gateway/toolCallId": "call_9",
+                    "gateway/idempotencyKey": "thr_1:call_9"}
 
 
 async def test_error_results_raise_with_the_tools_text(tmp_path: Path):
@@ -196,7 +213,9 @@ def mcp_client(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathF
     """A gateway app whose server tools come from the stdio MCP test server."""
     workdir = tmp_path_factory.mktemp("mcp-gateway")
     config = write_config(workdir, {"local": stdio_entry()})
-    server = InProcessGateway(workdir, scripted_env(scripted_model, GATEWAY_MCP_SERVERS=config))
+    server = InProcessGateway(workdir, scripted_env(
+        scripted_model, GATEWAY_MCP_SERVERS=config, GATEWAY_MAX_ATTACHMENT_BYTES="100000",
+        GATEWAY_MAX_EMBEDDED_RESOURCES="2"))
     server.start()
     try:
         with server.client(event_hooks=USER, timeout=30,
@@ -275,3 +294,50 @@ def test_failing_mcp_tool_is_an_error_result_and_the_run_goes_on(
     messages = mcp_client.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
     tool_result = next(b for m in messages for b in m["content"] if b["type"] == "tool_result")
     assert tool_result["isError"] is True
+
+
+def with_resources(text: str, *uris: str, embed: bool = True) -> dict[str, Any]:
+    content = [{"type": "text", "text": text},
+               *({"type": "resource", "resource": {"uri": uri}} for uri in uris)]
+    return {"message": {"role": "user", "content": content}, "embedResources": embed}
+
+
+def test_embed_resources_reads_the_agents_mcp_server_for_the_model(
+        mcp_client: httpx.Client, scripted_model: ScriptedModel):
+    """`embedResources`: a resource the message references by URI is read from the MCP server
+    that lists it, and the model gets its text; without the option, only the URI."""
+    scripted_model.enqueue([{"content": "Read it."}], [{"content": "Only the name."}])
+    events = run_events(mcp_client, "POST", "/v1/threads/runs",
+                        json=with_resources("Summarise", "test://notes/welcome"))
+    assert text_of(events) == "Read it."
+    [asked] = [m for m in scripted_model.requests[-1]["messages"] if m["role"] == "user"]
+    assert {"type": "text", "text": "Resource test://notes/welcome:\nWelcome to the test "
+            "server."} in asked["content"]
+    thread_id = events[0].data["threadId"]
+    stored = mcp_client.get(f"/v1/threads/{thread_id}/messages").json()["messages"][0]
+    assert stored["content"][1] == {"type": "resource", "resource": {
+        "uri": "test://notes/welcome", "mimeType": "text/plain",
+        "text": "Welcome to the test server."}}
+
+    run_events(mcp_client, "POST", "/v1/threads/runs",
+               json=with_resources("Summarise", "test://notes/welcome", embed=False))
+    assert "Welcome to the test server" not in json.dumps(scripted_model.requests[-1])
+
+
+@pytest.mark.parametrize(("uris", "status", "code"), [
+    (["file:///etc/passwd"], 400, "UNKNOWN_RESOURCE"),
+    (["https://example.com/notes/welcome"], 400, "UNKNOWN_RESOURCE"),
+    (["test://notes/welcome"] * 3, 400, "TOO_MANY_RESOURCES"),
+    (["test://notes/big"], 413, "RESOURCE_TOO_LARGE"),
+])
+def test_embed_resources_refuses_before_the_run(mcp_client: httpx.Client,
+                                                scripted_model: ScriptedModel,
+                                                uris: list[str], status: int, code: str):
+    """Only what the agent's MCP servers list is read, within the count and size bounds;
+    anything else is a problem+json answer and no run starts."""
+    asked = len(scripted_model.requests)
+    response = mcp_client.post("/v1/threads/runs", json=with_resources("Read", *uris))
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["code"] == code
+    assert len(scripted_model.requests) == asked

@@ -19,11 +19,17 @@ def times_sent(to: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def keys_sent(to: str) -> list[str]:
+    """The idempotency key of each run of `send_email` for `to`."""
+    path = sent_log(to)
+    return [line.split("\t")[1] for line in path.read_text().splitlines()] if path.exists() else []
+
+
 @server_tool(approval=True)
-def send_email(to: str, subject: str) -> dict:
+def send_email(ctx: ToolContext, to: str, subject: str) -> dict:
     """Send an email (asks a human first)."""
     with sent_log(to).open("a") as log:
-        log.write(f"{subject}\n")
+        log.write(f"{subject}\t{ctx.idempotency_key}\n")
     return {"sent": True, "to": to}
 
 

@@ -7,6 +7,7 @@ stdio; `python -m tests.support.mcp_server --http PORT` serves streamable HTTP o
 `--token T` makes the HTTP server answer 401 unless `Authorization: Bearer T` is sent.
 `--host-name NAME` also accepts requests whose `Host` is `NAME` (the SDK refuses any but
 loopback names otherwise), as a server reached by name at a pinned address is asked.
+It also offers two text resources, `test://notes/welcome` and `test://notes/big` (200,000 bytes).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel
@@ -82,6 +83,22 @@ def build(name: str = "test-tools", prefix: str = "") -> MCPServer:
         if isinstance(answer, AcceptedElicitation):
             return f"Hello, {answer.data.name}!"
         return f"No name given ({answer.action})"
+
+    @server.resource("test://notes/welcome", name="welcome", mime_type="text/plain",
+                     description="A short note (for `embedResources`).")
+    def welcome_note() -> str:
+        return "Welcome to the test server."
+
+    @server.resource("test://notes/big", name="big", mime_type="text/plain",
+                     description="A note of 200,000 bytes (for the size limit).")
+    def big_note() -> str:
+        return "x" * 200_000
+
+    @server.tool(description="Report the gateway's `_meta` entries of this request.")
+    def call_meta(ctx: Context) -> dict[str, Any]:
+        meta = ctx.request_context.meta
+        given = meta.model_dump() if hasattr(meta, "model_dump") else dict(meta or {})
+        return {k: v for k, v in given.items() if k.startswith("gateway/")}
 
     @server.tool(description="Terminate the server process abruptly (simulates a crash).")
     def crash() -> str:

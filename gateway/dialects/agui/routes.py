@@ -27,13 +27,17 @@ import asyncio
 import functools
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
+    Message,
     MessagesSnapshotEvent,
     RunAgentInput,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateSnapshotEvent,
@@ -212,9 +216,10 @@ async def cancel_run(request: Request) -> Response:
 # names the thread (as for a run); its `runId` names the snapshot.
 #
 # 1. `RUN_STARTED` (the input's `runId`), `MESSAGES_SNAPSHOT` (the thread's messages in AG-UI
-#    shape: `snapshot.py`), `STATE_SNAPSHOT` (its components, and the tool calls it waits for),
-#    `RUN_FINISHED` (for a 1.0 client, `outcome.pendingToolCallIds` when the thread waits for
-#    client tool results). These events carry no SSE id.
+#    shape: `snapshot.py`), `STATE_SNAPSHOT` (its components, the client tool calls and the
+#    interrupts it waits for), `RUN_FINISHED` (for a 1.0 client, as the paused run ended: an
+#    `interrupt` outcome when a human must answer, else `outcome.pendingToolCallIds` when it waits
+#    for client tool results). These events carry no SSE id.
 # 2. If a run is active, its own events from its start (the same events, with the same ids, as
 #    `GET /v1/agui/threads/{threadId}/runs/{runId}`), live until it ends. Its output is not in the
 #    snapshot, so nothing arrives twice; its input (the user's message) is.
@@ -266,7 +271,9 @@ async def _snapshots(request: Request, body: RunAgentInput, thread: ThreadRow | 
     """The thread as it is, framed as a run of its own (the AG-UI verifier wants every event
     inside one); its output of the active run left to that run's own events."""
     thread_id, run_id, now = body.thread_id, body.run_id, now_ms()
-    messages, state, pending = [], {}, None
+    messages: list[Message] = []
+    state: dict[str, Any] = {}
+    waiting: list[dict[str, Any]] = []
     if thread is not None:
         store = services(request).store
         rows = await store.history(thread.id)
@@ -275,19 +282,30 @@ async def _snapshots(request: Request, body: RunAgentInput, thread: ThreadRow | 
         current = {c.id: c.state for c in (await store.components_of(thread.id)).values()
                    if c.state is not None}
         messages = snapshot.with_component_answers(snapshot.messages(rows, active), components)
-        waiting = thread.pending_tool_calls if active is None else None
+        waiting = (thread.pending_tool_calls or []) if active is None else []
         state = snapshot.state(components, current, waiting)
-        if waiting and body.protocol_version is not None:  # 1.0: the outcome names them
-            pending = [p["toolCallId"] for p in waiting]
-    outcome = (None if body.protocol_version is None
-               else RunFinishedSuccessOutcome(pending_tool_call_ids=pending))
     events: list[BaseEvent] = [
         RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION),
         MessagesSnapshotEvent(messages=messages), StateSnapshotEvent(snapshot=state),
-        RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=outcome)]
+        RunFinishedEvent(thread_id=thread_id, run_id=run_id,
+                         outcome=_outcome(body, waiting))]
     for event in events:
         event.timestamp = now
     return events
+
+
+def _outcome(body: RunAgentInput, waiting: list[dict[str, Any]]) -> RunFinishedOutcome | None:
+    """What the snapshot's run ends with, as the paused run's own `RUN_FINISHED` said it (for
+    a 1.0 client; one before 1.0 knows no outcome): the interrupts a human must answer (so
+    `HttpAgent` holds them as `pendingInterrupts` and its next run answers them with
+    `resume[]`), else the client tool calls it must answer."""
+    if body.protocol_version is None:
+        return None
+    asked = snapshot.interrupts(waiting)
+    if asked:
+        return RunFinishedInterruptOutcome(interrupts=asked)
+    calls = [p["toolCallId"] for p in waiting if not snapshot.asks_a_human(p)]
+    return RunFinishedSuccessOutcome(pending_tool_call_ids=calls or None)
 
 
 async def _latest_run(request: Request, thread: ThreadRow | None, cursor: int

@@ -11,7 +11,9 @@ refused.
 
 `state` is the agent state the live stream builds (`components`), with each component's current
 state, plus what the thread waits for: `pendingToolCalls` (client tool calls to answer, as the
-run that paused named them).
+run that paused named them) and `interrupts` (calls waiting for a human: an approval, or a
+tool's question), each in the shape of AG-UI 1.0's `Interrupt`, as the paused run's
+`RUN_FINISHED` outcome gave them, so a client that reloads can answer them with `resume[]`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Protocol
 from ag_ui.core import (
     AssistantMessage,
     FunctionCall,
+    Interrupt,
     Message,
     ReasoningMessage,
     ToolCall,
@@ -32,9 +35,10 @@ from ag_ui.core import (
 
 from ...protocol import timbal
 from ...protocol.tambo import WireModel
-from .translate import COMPONENTS
+from .translate import COMPONENTS, interrupt
 
 PENDING = "pendingToolCalls"  # the member of the snapshot state naming the calls to answer
+INTERRUPTS = "interrupts"  # the member naming the calls that wait for a human
 
 
 class ThreadStatus(WireModel):
@@ -130,7 +134,8 @@ def with_component_answers(listed: list[Message], components: list[dict[str, Any
 def state(components: list[dict[str, Any]], current: Mapping[str, Any],
           pending: list[dict[str, Any]] | None) -> dict[str, Any]:
     """The agent state a client loading the thread starts from: its components (with their
-    current state, `current`: component id -> state) and the tool calls it must answer."""
+    current state, `current`: component id -> state), the client tool calls it must answer
+    and the interrupts (approvals, questions) a human must answer."""
     entries = {}
     for value in components:
         component_id = value["componentId"]
@@ -141,7 +146,22 @@ def state(components: list[dict[str, Any]], current: Mapping[str, Any],
             "props": value.get("props") or {},
             "state": current.get(component_id, value.get("state") or {})}
     snapshot: dict[str, Any] = {COMPONENTS: entries}
-    if pending:
+    calls = [p for p in pending or [] if not asks_a_human(p)]
+    if calls:
         snapshot[PENDING] = [{"toolCallId": p["toolCallId"], "toolName": p.get("toolName"),
-                              "arguments": p.get("arguments")} for p in pending]
+                              "arguments": p.get("arguments")} for p in calls]
+    asked = interrupts(pending or [])
+    if asked:
+        snapshot[INTERRUPTS] = [i.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                for i in asked]
     return snapshot
+
+
+def asks_a_human(call: Mapping[str, Any]) -> bool:
+    """Whether a pending call waits for a human's answer (an interrupt), not a client tool."""
+    return isinstance(call.get("approval"), dict)
+
+
+def interrupts(pending: list[dict[str, Any]]) -> list[Interrupt]:
+    """The pending calls that wait for a human, as AG-UI 1.0 interrupts."""
+    return [interrupt(p) for p in pending if asks_a_human(p)]

@@ -220,7 +220,7 @@ class AguiDialect(Dialect[BaseEvent]):
         if name == timbal.RUN_AWAITING_INPUT:
             calls = frame["pendingToolCalls"]
             self.pending = [p["toolCallId"] for p in calls if "approval" not in p]
-            self.interrupts = [_interrupt(p) for p in calls if "approval" in p]
+            self.interrupts = [interrupt(p) for p in calls if "approval" in p]
             return []
         if name == timbal.COMPONENT_STATE:
             return [self._state_change(frame["componentId"], frame["operations"],
@@ -332,15 +332,27 @@ def encode(event: BaseEvent) -> str:
     return event.model_dump_json(by_alias=True, exclude_none=True)
 
 
-def _interrupt(call: dict[str, Any]) -> Interrupt:
-    """A call waiting for approval as AG-UI 1.0's interrupt: a `resume` entry answers it by
-    `id`, `{"status": "resolved", "payload": {"approved": true}}` runs the tool."""
+def interrupt(call: dict[str, Any]) -> Interrupt:
+    """A call waiting for a human (an approval, or a tool's question) as AG-UI 1.0's
+    interrupt: a `resume` entry answers it by `id`; for an approval,
+    `{"status": "resolved", "payload": {"approved": true}}` runs the tool."""
     approval = call["approval"]
     return Interrupt(id=approval["interruptId"], reason=approval["reason"],
                      message=approval["message"], tool_call_id=call["toolCallId"],
                      response_schema=approval.get("responseSchema", approvals.RESPONSE_SCHEMA),
                      expires_at=approval["expiresAt"],
-                     metadata={"toolName": call["toolName"], "arguments": call["input"]})
+                     metadata={"toolName": call["toolName"], "arguments": _input(call)})
+
+
+def _input(call: dict[str, Any]) -> Any:
+    """A pending call's arguments as an object: the live frame's `input`, else (as the thread
+    stores the call) its `arguments` JSON."""
+    if "input" in call:
+        return call["input"]
+    try:
+        return json.loads(call.get("arguments") or "{}")
+    except ValueError:
+        return call.get("arguments")
 
 
 def _span(i: str) -> str:

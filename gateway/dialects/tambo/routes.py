@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sse_starlette import EventSourceResponse
@@ -28,6 +30,7 @@ from ...api.context import (
     services,
     thread_for,
 )
+from ...api.embedding import embedded_blocks, references, with_blocks
 from ...api.render import run_model
 from ...api.runs import (
     cancel_run,
@@ -35,11 +38,11 @@ from ...api.runs import (
     check_run,
     event_cursor,
     event_stream,
-    gated,
     run_in_thread,
 )
 from ...api.stored_caps import check_metadata, check_thread_room
 from ...api.threads import new_thread
+from ...engine.agents import ResolvedAgent
 from ...protocol.problems import ApiError, Problem
 from ...protocol.tambo import RunList, RunRequest, wire
 from ...runs.admission import NewThread, StartedRun
@@ -85,13 +88,46 @@ def idempotency_key(request: Request) -> str | None:
     return key
 
 
-@gated
+Blocks = list[dict[str, Any]] | None  # the user's blocks with resources embedded; None: as sent
+
+
 async def run_new_thread(request: Request) -> Response:
-    body: RunRequest = await json_body(request, RunRequest)
-    return await _run_on_new_thread(request, body)
+    return await _gated_embedding(request, _run_on_new_thread)
 
 
-async def _run_on_new_thread(request: Request, body: RunRequest,
+async def run_thread(request: Request) -> Response:
+    return await _gated_embedding(request, _run_thread)
+
+
+async def _gated_embedding(request: Request,
+                           start: Callable[[Request, RunRequest, Blocks], Awaitable[Response]]
+                           ) -> Response:
+    """The run start, whole, in the process's start gate (`api.runs.gated`); a request whose
+    message names resources to embed (`embedResources`) leaves the gate to read them (it may
+    take seconds: `api/embedding.py`) and takes another turn to start."""
+    gate = services(request).runs.start_gate
+    async with gate.turn():
+        body: RunRequest = await json_body(request, RunRequest)
+        spec = run_spec(body)
+        if not (body.embedResources and references(spec)):
+            return await start(request, body, None)
+        check_run(request, spec)
+    blocks = await embedded_blocks(request, spec, await _embedding_agent(request, body))
+    async with gate.turn():
+        return await start(request, body, blocks)
+
+
+async def _embedding_agent(request: Request, body: RunRequest) -> ResolvedAgent:
+    """The agent whose MCP servers the request's resources are read from: the thread's, or
+    the one a new thread gets."""
+    thread_id = request.path_params.get("thread_id")
+    if thread_id is None or body.createThread and await services(request).store.get_thread(
+            project_of(request), thread_id) is None:
+        return agent_for(request, None, request.query_params.get("agent"))
+    return agent_for(request, await thread_for(request, body.userKey, body.contextKey))
+
+
+async def _run_on_new_thread(request: Request, body: RunRequest, blocks: Blocks = None,
                              thread_id: str | None = None) -> Response:
     """Create a thread (`thread_id`: the client's id for it, `createThread`) and start the
     request's run on it, in one transaction."""
@@ -101,6 +137,7 @@ async def _run_on_new_thread(request: Request, body: RunRequest,
     # AG-UI path does; without it, the key's agent or the default.
     agent = agent_for(request, None, request.query_params.get("agent"))
     check_client_prompt(agent, spec.seed_messages)
+    spec = with_blocks(request, spec, blocks)
     check_fits(request, spec, agent)
     spec = dataclasses.replace(spec, agent=agent.name)
     project = project_of(request)
@@ -120,9 +157,7 @@ async def _run_on_new_thread(request: Request, body: RunRequest,
     return _started_stream(request, started)
 
 
-@gated
-async def run_thread(request: Request) -> Response:
-    body: RunRequest = await json_body(request, RunRequest)
+async def _run_thread(request: Request, body: RunRequest, blocks: Blocks) -> Response:
     thread_id = request.path_params["thread_id"]
     if body.createThread and await services(request).store.get_thread(
             project_of(request), thread_id) is None:
@@ -131,13 +166,14 @@ async def run_thread(request: Request) -> Response:
             raise ApiError(Problem.VALIDATION_ERROR, "A thread id to create must be 1 to 64 "
                            "printable ASCII characters without '/'", threadId=thread_id)
         try:
-            return await _run_on_new_thread(request, body, thread_id)
+            return await _run_on_new_thread(request, body, blocks, thread_id)
         except IntegrityError:  # taken meanwhile, or an id of another project's thread
             pass
     spec = run_spec(body)
     check_run(request, spec)
     thread = await thread_for(request, body.userKey, body.contextKey)
     agent = agent_for(request, thread)
+    spec = with_blocks(request, spec, blocks)
     check_fits(request, spec, agent)
     spec = dataclasses.replace(spec, agent=agent.name)
     started = await services(request).runs.start(

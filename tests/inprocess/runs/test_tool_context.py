@@ -61,6 +61,10 @@ async def test_a_tool_is_given_the_runs_project_user_scope_and_thread(
         PROJECT, thread.id, run.id, "oauth:issuer:alice")
     assert given.signed_in
     assert given.mcp_meta()["gateway/userScope"] == "oauth:issuer:alice"
+    # The call names itself: a key that stays the same whenever this call runs again.
+    assert given.tool_call_id == "call_1"
+    assert given.idempotency_key == f"{thread.id}:call_1"
+    assert given.mcp_meta()["gateway/idempotencyKey"] == f"{thread.id}:call_1"
 
 
 @pytest.mark.parametrize(("tool", "shown", "hidden"), [
