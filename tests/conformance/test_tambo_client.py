@@ -8,6 +8,7 @@ Every stream is also fed through `@ag-ui/client` 1.0's verifier.
 from __future__ import annotations
 
 import json
+import uuid
 
 import httpx
 import pytest
@@ -16,9 +17,11 @@ from sqlalchemy import update
 from gateway.store.repository import Store
 from gateway.store.tables import RunFrameRow
 from tests.conformance.conftest import AGENT_INSTRUCTIONS, AGENT_MAX_INPUT_TOKENS
+from tests.integration.test_agui import agui_input
 from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer, read_store
 from tests.support.node import capture_and_verify, have_node, run_scenario
+from tests.support.run_stream import message, open_stream, read_until
 from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(not have_node(), reason="node and npm are needed")
@@ -308,7 +311,48 @@ def test_a_message_sent_while_an_answer_streams(
     assert shown[0] == "Tell me a long story" and shown[1].startswith("Once t1")
     if strategy == "enqueue":
         assert shown[1].endswith("t30 ")  # the whole first answer, then the queued exchange
+        # The queued stream said so first; the client took it in its stride (one run).
+        assert second["eventTypes"][:2] == ["RUN_STARTED", "CUSTOM"]
+        assert second["customNames"][0] == "tambo.run.queued"
+        assert len(second["runIds"]) == 1
     assert shown[2:] == ["Actually, a short one", "The end."]
     sent = scripted_model.requests[-1]["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"][-2:] == [
         "Tell me a long story", "Actually, a short one"]
+
+
+@pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
+@pytest.mark.parametrize("endpoint", ["tambo", "agui"])
+def test_a_queued_runs_stream_passes_the_ag_ui_verifier(
+        gateway: GatewayServer, scripted_model: ScriptedModel, endpoint: str):
+    """Issue 25: an enqueued run's stream opens with RUN_STARTED and the queued notice, then
+    the run's events when it starts: valid AG-UI on both endpoints."""
+    scripted_model.enqueue([{"content": "First "}, {"slow": {"count": 60, "interval": 0.05}}],
+                           [{"content": "Queued answer."}])
+    headers = {"x-api-key": "test-key", "accept": "text/event-stream"}
+    thread = f"agui-{uuid.uuid4()}"
+    first_url, first_body = (
+        ("/v1/threads/runs", {"message": message("first"), "thread": {"userKey": "user-1"}})
+        if endpoint == "tambo" else ("/v1/agui/agents/default/run?userKey=user-1",
+                                     agui_input(thread, text="first")))
+    with httpx.Client(base_url=gateway.url, headers=headers, timeout=30) as http, \
+            open_stream(http, "POST", first_url, json=first_body) as (_, events):
+        started = read_until(events, lambda seen: len(seen) >= 2)[0].data
+        if endpoint == "tambo":
+            url = f"{gateway.url}/v1/threads/{started['threadId']}/runs"
+            body = {"message": message("second"), "userKey": "user-1",
+                    "multitaskStrategy": "enqueue"}
+        else:
+            url = f"{gateway.url}/v1/agui/agents/default/run?userKey=user-1"
+            body = agui_input(thread, text="second",
+                              forwardedProps={"multitaskStrategy": "enqueue"})
+        queued = capture_and_verify(url, body, headers)
+        list(events)
+
+    assert queued["errors"] == [], queued
+    types = [e["type"] for e in queued["events"]]
+    assert types[:2] == ["RUN_STARTED", "CUSTOM"] and types.count("RUN_STARTED") == 1
+    assert queued["events"][1]["name"] == (
+        "tambo.run.queued" if endpoint == "tambo" else "gateway.run.queued")
+    assert types[-1] == "RUN_FINISHED"
+    assert "Queued answer." in json.dumps(queued["events"])

@@ -85,10 +85,45 @@ def test_an_enqueued_message_streams_once_the_thread_is_free(
         rest = list(events)
 
     assert rest[-1].type == "RUN_ERROR" and rest[-1].data["code"] == "CANCELLED"
-    assert [e.id for e in later] == list(range(1, len(later) + 1))
-    assert later[0].type == "RUN_STARTED" and later[-1].type == "RUN_FINISHED"
+    # The stream says at once that the run is queued: its start, then the notice (neither has
+    # a position: a reconnect replays from the run's own first event); then the run's events
+    # from its second position on (its first, RUN_STARTED, was sent early).
+    prelude, later = later[:2], later[2:]
+    assert [(e.type, e.id) for e in prelude] == [("RUN_STARTED", None), ("CUSTOM", None)]
+    assert prelude[0].data["runId"] == queued_id
+    assert (prelude[1].data["name"], prelude[1].data["value"]) == (
+        "tambo.run.queued", {"threadId": thread_id, "runId": queued_id})
+    assert [e.id for e in later] == list(range(2, len(later) + 2))
+    assert "RUN_STARTED" not in [e.type for e in later] and later[-1].type == "RUN_FINISHED"
     done = run_status(client, thread_id, queued_id)
     assert (done["status"], done["previousRunId"]) == ("completed", run_id)
     assert "Queued answer." in json.dumps([e.data for e in later])
     thread = client.get(f"/v1/threads/{thread_id}").json()
     assert thread["lastCompletedRunId"] == queued_id
+
+
+def test_agui_an_enqueued_run_says_it_is_queued(client: httpx.Client,
+                                                scripted_model: ScriptedModel):
+    scripted_model.enqueue([{"content": "First "}, SLOW], [{"content": "Queued answer."}])
+    first = agui_input(text="first")
+    with open_stream(client, "POST", RUN, json=first) as (started, events):
+        ids = started.headers["x-thread-id"], started.headers["x-run-id"]
+        read_until(events, lambda seen: texts(seen) >= 2)
+        second = agui_input(first["threadId"], text="second",
+                            forwardedProps={"multitaskStrategy": "enqueue"})
+        with open_stream(client, "POST", RUN, json=second) as (queued, queued_events):
+            assert queued.headers["x-run-queued"] == "true"
+            opening = read_until(queued_events, lambda seen: len(seen) >= 2)
+            assert client.delete(f"/v1/threads/{ids[0]}/runs/{ids[1]}").status_code in (
+                200, 202)
+            later = opening + list(queued_events)
+        list(events)
+
+    assert [e.type for e in later[:2]] == ["RUN_STARTED", "CUSTOM"]
+    assert (later[0].data["threadId"], later[0].data["runId"]) == (
+        first["threadId"], second["runId"])  # the client's ids, as in every event
+    assert (later[1].data["name"], later[1].data["value"]) == (
+        "gateway.run.queued", {"threadId": first["threadId"], "runId": second["runId"]})
+    assert [e.type for e in later].count("RUN_STARTED") == 1
+    assert later[-1].data["outcome"] == {"type": "success"}
+    assert "Queued answer." in json.dumps([e.data for e in later])
