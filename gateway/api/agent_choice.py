@@ -1,12 +1,14 @@
 """Which agent a run uses, and what a client may say to it (docs/agents.md).
 
 A thread keeps the agent its first run used (`threads.agent`); every later run on it uses that
-agent, whatever key or path it arrives by. A new thread's agent is the one its request names
-(the AG-UI path `/v1/agui/agents/{agent}/run`), else its API key's (`gateway keys create
---agent`), else the default (`GATEWAY_DEFAULT_AGENT`). The agent's instructions are the
-operator's: a client's own `system`/`developer` message is refused (400
-`SYSTEM_PROMPT_NOT_ALLOWED`) unless the agent allows client prompts, and then it comes after
-them (`runs/execution.py` puts the instructions first).
+agent. A new thread's agent is the one its request names (the AG-UI path
+`/v1/agui/agents/{agent}/run`, `?agent=`, a Timbal create body), else its API key's
+(`gateway keys create --agent`), else the default (`GATEWAY_DEFAULT_AGENT`). A key bound to an
+agent runs that agent only: another name, or another agent's thread, is 403
+`AGENT_NOT_ALLOWED`. The agent's instructions are the operator's: a client's own
+`system`/`developer` message is refused (400 `SYSTEM_PROMPT_NOT_ALLOWED`) unless the agent
+allows client prompts, and then it comes after them (`runs/execution.py` puts the instructions
+first).
 """
 
 from __future__ import annotations
@@ -25,26 +27,43 @@ from .context import caller, services
 def agent_for(request: Request, thread: ThreadRow | None, asked: str | None = None
               ) -> ResolvedAgent:
     """The agent of a run on `thread` (None: a thread this run creates). `asked`: the agent the
-    request names; `default` names the default agent."""
+    request names; `default` names the default agent, or a bound key's own agent.
+
+    A key bound to an agent (`gateway keys create --agent`) is held to it whatever the request
+    names (the AG-UI path, `?agent=`, a Timbal body): the operator bound it so that the browser
+    holding it cannot reach other agents' instructions and tools. Failing closed matters more
+    here than the convenience of one key for several agents."""
     agents = services(request).agents
-    if asked == DEFAULT_AGENT and agents.get(DEFAULT_AGENT) is None:
-        asked = agents.default_name
+    managed = caller(request).managed
+    bound = managed.agent if managed is not None and managed.agent else None
+    if asked == DEFAULT_AGENT and (bound is not None or agents.get(DEFAULT_AGENT) is None):
+        asked = bound or agents.default_name
+    if bound is not None:
+        _hold_to(bound, asked, thread)
     if thread is not None and thread.agent is not None:
         if asked is not None and asked != thread.agent:
             raise ApiError(Problem.THREAD_AGENT_MISMATCH,
                            f"Thread {thread.id} runs agent {thread.agent!r}, not {asked!r}",
                            threadId=thread.id, agent=thread.agent)
         name = thread.agent
-    elif asked is not None:
-        name = asked
     else:
-        managed = caller(request).managed
-        name = managed.agent if managed is not None and managed.agent else agents.default_name
+        name = asked or bound or agents.default_name
     agent = agents.get(name)
     if agent is None:
         raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {name[:100]!r} on this gateway",
                        agent=name[:100], agents=[a.name for a in agents])
     return agent
+
+
+def _hold_to(bound: str, asked: str | None, thread: ThreadRow | None) -> None:
+    """Refuse a bound key another agent, by name or through another agent's thread."""
+    other = asked if asked is not None and asked != bound else None
+    if other is None and thread is not None and thread.agent not in (None, bound):
+        other = thread.agent
+    if other is not None:
+        raise ApiError(Problem.AGENT_NOT_ALLOWED,
+                       f"This API key runs agent {bound!r} only, not {other[:100]!r}",
+                       agent=bound)
 
 
 def check_client_prompt(agent: ResolvedAgent, seeds: Sequence[SeedMessage]) -> None:

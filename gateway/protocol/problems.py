@@ -65,6 +65,8 @@ class Problem(enum.Enum):
     TOKEN_EXPIRED = (401, "A bearer or subject token that has expired; exchange a fresh one.")
     LOOPBACK_ONLY = (403, "Development mode (no API keys) answers this machine only: the client "
                           "address, `Host` or `Origin` is not loopback.")
+    AGENT_NOT_ALLOWED = (403, "The API key is bound to one agent (`gateway keys create --agent`,"
+                              " `agent`): it runs only that agent and that agent's threads.")
     NOT_FOUND = (404, "No route matches the path (for example an empty or slash-containing id).")
     THREAD_NOT_FOUND = (404, "No such thread in the caller's project (or it belongs to another "
                              "userKey).")

@@ -214,3 +214,39 @@ def test_keys_create_refuses_an_agent_that_is_not_configured(
     monkeypatch.setenv("GATEWAY_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'g.db'}")
     assert main(["keys", "create", "--project", "shop", "--agent", "nobody"]) == 2
     assert "no agent 'nobody' is configured (agents: support, open)" in capsys.readouterr().out
+
+
+def test_a_key_bound_to_an_agent_reaches_no_other_agent(
+        client: TestClient, scripted_model: ScriptedModel) -> None:
+    """A browser holding a key made with `--agent open` cannot pick another agent by any
+    door (the AG-UI path, `?agent=`, a Timbal create body) nor run another agent's thread;
+    `default` (what CopilotKit sends) means its own agent."""
+    bound = new_key()
+    store = client.app.state.services.store  # type: ignore[attr-defined]
+    client.portal.call(store.add_api_key, key_row(bound, "shop", agent="open"))  # type: ignore[union-attr]
+    headers = {"x-api-key": bound}
+    refusals = [
+        client.post("/v1/agui/agents/support/run", headers=headers, json=agui_input("hi")),
+        client.post("/v1/threads/runs?agent=support", headers=headers, json={
+            "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            "userKey": "u1"}),
+        client.post(f"/v1/timbal/threads/{uuid.uuid4()}", headers=headers,
+                    json={"agent": "support", "userKey": "u1"}),
+    ]
+    assert [r.status_code for r in refusals] == [403, 403, 403]
+    assert [r.json().get("code") for r in refusals[:2]] == ["AGENT_NOT_ALLOWED"] * 2
+    assert "open" in refusals[2].text
+    # `default` is the key's own agent.
+    run_events(client, "POST", "/v1/agui/agents/default/run", headers=headers,
+               json=agui_input("hello"))
+    assert content(sent(scripted_model)[0]) == "Operator rules come first."
+    # A thread of the support agent (made with the project's unbound key) stays out of reach.
+    finished = tambo_run(client, "hi")[-1].data
+    assert content(sent(scripted_model)[0]) == "You are the support agent of Example Shop."
+    calls = len(scripted_model.requests)
+    taken = client.post(f"/v1/threads/{finished['threadId']}/runs", headers=headers, json={
+        "message": {"role": "user", "content": [{"type": "text", "text": "more"}]},
+        "userKey": "u1", "previousRunId": finished["runId"]})
+    assert taken.status_code == 403
+    assert taken.json()["code"] == "AGENT_NOT_ALLOWED"
+    assert len(scripted_model.requests) == calls
