@@ -1,5 +1,6 @@
 """`GET /v1/agents`: the operator's agents by name and description (never their instructions,
-tools or models: those are the operator's), for a client that offers a choice."""
+tools or models: those are the operator's), and the models a run may pick (the allow-list that
+`check_model` enforces), for a client that offers a choice."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.routing import Route
 from ..engine.agents import AgentRegistry
 from ..protocol.agents import AgentDescription, AgentList
 from ..protocol.tambo import wire
-from .context import project_of, services
+from .context import caller, project_of, services
 
 
 def gateway_version() -> str:
@@ -23,16 +24,22 @@ def gateway_version() -> str:
 
 
 async def list_agents(request: Request) -> Response:
+    """A key bound to an agent (`gateway keys create --agent`) sees that agent only, as its
+    default: the others are refused to it (`api/agent_choice.py`), so offering them would only
+    lead a picker into 403s."""
     project_of(request)  # an API key, as for every /v1 call
     registry: AgentRegistry = request.app.state.agents
+    settings = services(request).settings
+    managed = caller(request).managed
+    bound = managed.agent if managed is not None and managed.agent else None
     body = AgentList(
         version=gateway_version(),
         agents={agent.name: AgentDescription(name=agent.name, description=agent.description,
                                              className="HttpAgent")
-                for agent in registry},
-        defaultAgent=registry.default_name,
-        audioFileTranscriptionEnabled=services(request).settings.transcription_model
-        is not None)
+                for agent in registry if bound is None or agent.name == bound},
+        defaultAgent=bound or registry.default_name,
+        models=list(dict.fromkeys((settings.model, *settings.models))),
+        audioFileTranscriptionEnabled=settings.transcription_model is not None)
     return JSONResponse(wire(body))
 
 

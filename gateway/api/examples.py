@@ -59,6 +59,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "docs": {"response": HTML},
     "listAgents": {"response": {
         "version": "0.1.0", "defaultAgent": "support", "audioFileTranscriptionEnabled": False,
+        "models": ["gpt-4o-mini", "gpt-4o"],
         "agents": {"support": {"name": "support", "description": "Answers questions about "
                                "orders", "className": "HttpAgent"},
                    "billing": {"name": "billing", "description": "Explains invoices",

@@ -103,6 +103,7 @@ def run_model(run: RunRow, usage: list[dict[str, Any]] | None = None) -> Run:
         createdAt=iso_ms(run.created_ms),
         startedAt=iso_ms(run.started_ms) if run.started_ms else None,
         finishedAt=iso_ms(run.finished_ms) if run.finished_ms else None,
+        firstTokenAt=iso_ms(run.first_token_ms) if run.first_token_ms else None,
         previousRunId=run.previous_run_id,
         pendingToolCalls=run.pending_tool_calls,
         error=run.error if run.status in ("failed", "cancelled") else None,

@@ -178,7 +178,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/v1/agents", "listAgents", "The agents a client may run", "agents",
               description="Name and description of each of the operator's agents (from "
                           "`GATEWAY_AGENTS_FILE`, or the one `default` agent), in the shape of "
-                          "CopilotKit's runtime `info`, so a UI can offer a picker.",
+                          "CopilotKit's runtime `info`, so a UI can offer a picker; and the "
+                          "models a run may pick (`models`).",
               result=AgentList),
     # threads
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",

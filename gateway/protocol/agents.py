@@ -21,5 +21,9 @@ class AgentList(StrictModel):
     version: str = Field(description="The gateway's version.")
     agents: dict[str, AgentDescription] = Field(description="By name, in declaration order.")
     defaultAgent: str = Field(description="The agent a run gets when it names none.")
+    models: list[str] = Field(description=(
+        "The models a run request may pick with its `model` field: `GATEWAY_MODEL` first, "
+        "then `GATEWAY_MODELS` (the gateway's addition; the playground offers them when there "
+        "is more than one). A run that picks none gets its agent's model."))
     audioFileTranscriptionEnabled: bool = Field(
         description="Whether `POST /audio/transcribe` is on (`GATEWAY_TRANSCRIPTION_MODEL`).")

@@ -515,6 +515,10 @@ class Run(StrictModel):
     createdAt: str
     startedAt: str | None = omitted()
     finishedAt: str | None = omitted()
+    firstTokenAt: str | None = Field(None, exclude_if=_is_none, description=(
+        "When the run's model streamed its first token (text, reasoning, tool arguments or "
+        "component props); `firstTokenAt - startedAt` is its time to first token. Absent "
+        "until the run has ended, and for a run that streamed none."))
     previousRunId: str | None = omitted()
     pendingToolCalls: list[PendingToolCallInfo] | None = omitted()
     error: RunErrorInfo | None = omitted()
@@ -532,6 +536,8 @@ class Run(StrictModel):
 
 
 class RunList(StrictModel):
+    """A thread's runs, newest first (`GET /v1/threads/{id}/runs`), each with its usage."""
+
     runs: list[Run]
     hasMore: bool
     nextCursor: str | None = omitted()

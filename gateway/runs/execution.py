@@ -349,7 +349,7 @@ class RunExecutor:
             now = now_ms()
             ended = await self.store.finish_run(
                 run.id, run.thread_id, status, now, pending=pending, error=error,
-                owner=self.owner, frames=entries,
+                owner=self.owner, frames=entries, first_token_ms=recorder.first_token_ms,
                 usage=usage_rows(run, active.agent, api_key_id(active.ticket), usage, now))
             # Freed before the client reads the end: a continuation it posts at once (client
             # tools) must find the slot free, as it finds the thread idle.

@@ -78,6 +78,9 @@ class RunRecorder:
         self._sealed = False  # the terminal frames are in: nothing may follow them
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self.unsaved: set[str] = set()  # messages whose last write failed (database away)
+        # When the first streamed token (any append frame) was logged; stored with the run's
+        # end, so its time to first token can be shown (`GET /v1/threads/{id}/runs`).
+        self.first_token_ms: int | None = None
         self.writer.register(self)
 
     async def emit(self, frame: timbal.Frame) -> None:
@@ -85,6 +88,8 @@ class RunRecorder:
             log.debug("run %s has ended; frame dropped: %s", self.run_id, frame)
             return
         kind = timbal.kind(frame)
+        if kind == "append" and self.first_token_ms is None:
+            self.first_token_ms = now_ms()
         if self.fenced:
             self.live.append(frame)
             return

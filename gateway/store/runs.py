@@ -34,6 +34,7 @@ _LOCK_PAUSED = _LOCK_AFTER.where(_threads.c.last_run_cancelled.is_(False))
 _FINISH = (update(_runs).where(_runs.c.id == bindparam("run_id"))
            .values(status=bindparam("to_status"), finished_ms=bindparam("now"),
                    pending_tool_calls=bindparam("pending"), error=bindparam("run_error"),
+                   first_token_ms=bindparam("first_token"),
                    lease_owner=None, lease_expires_ms=None))
 _FINISH_FENCED = _FINISH.where(_runs.c.status.in_(ACTIVE_RUN_STATUSES),
                                _runs.c.lease_owner == bindparam("owner"))
@@ -141,6 +142,7 @@ class RunQueries(Queries):
         owner: str | None = None,
         frames: Sequence[FrameEntry] = (),
         usage: Sequence[dict[str, Any]] = (),
+        first_token_ms: int | None = None,
     ) -> bool:
         """Record a run's terminal state, the rest of its log, and release the thread, in one
         transaction: once a run reads as finished, its log is complete on disk.
@@ -149,14 +151,15 @@ class RunQueries(Queries):
         `previousRunId` whatever the outcome. With `owner` (a fencing token) nothing is written
         unless that process still holds the run's lease and the run is still active; a reaper
         that already failed the run wins, and False is returned. `usage`: the run's
-        `run_usage` rows (`store.usage.usage_rows`), whatever the terminal state.
+        `run_usage` rows (`store.usage.usage_rows`), whatever the terminal state;
+        `first_token_ms`: when its first streamed token was logged, if one was.
         """
         try:
             async with self.engine.begin() as connection:
                 result = await connection.execute(
                     _FINISH if owner is None else _FINISH_FENCED,
                     {"run_id": run_id, "owner": owner, "to_status": status, "now": now,
-                     "pending": pending, "run_error": error})
+                     "pending": pending, "run_error": error, "first_token": first_token_ms})
                 if result.rowcount != 1:
                     await connection.rollback()
                     return False

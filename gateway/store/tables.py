@@ -114,6 +114,9 @@ class RunRow(SQLModel, table=True):
     # The model the run calls, written with the run; replaced by the one that answered when a
     # fallback of a list did.
     model: str | None = Field(default=None, max_length=255)
+    # When the run's first streamed token (a delta of text, reasoning, tool arguments or
+    # component props) reached its log; written with its end, null for a run that streamed none.
+    first_token_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
 
 
 class RunFrameRow(SQLModel, table=True):

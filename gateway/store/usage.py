@@ -60,6 +60,18 @@ class UsageQueries(Queries):
         async with self.engine.connect() as connection:
             return [entry_of(row) for row in (await connection.execute(query)).all()]
 
+    async def runs_usage(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """`run_usage` of each of `run_ids` (a page of a run list), in one query."""
+        if not run_ids:
+            return {}
+        query = (select(_usage).where(_usage.c.run_id.in_(list(run_ids)))
+                 .order_by(_usage.c.run_id, _usage.c.model))
+        entries: dict[str, list[dict[str, Any]]] = {}
+        async with self.engine.connect() as connection:
+            for row in (await connection.execute(query)).all():
+                entries.setdefault(row.run_id, []).append(entry_of(row))
+        return entries
+
     async def thread_usage(self, thread_id: str) -> list[dict[str, Any]]:
         """The thread's usage per model, over all its runs; a model's cost is null if any of
         its runs' cost was unknown."""

@@ -10,7 +10,11 @@
 // gives the browser a turn after each chunk it reads, so a click (Cancel) is handled at once
 // whatever the stream's speed.
 
-import { agentQuery, initAgentPicker } from "/web/agent_picker.js";
+import { agentQuery, initAgentPicker, modelChoice } from "/web/agent_picker.js";
+import { copyCurl } from "/web/curl.js";
+import { api, headers, problem, withUser } from "/web/http.js";
+import { loadRuns } from "/web/run_list.js";
+import { initRename, nameAfterFirstAnswer, threadLabel } from "/web/thread_names.js";
 
 const $ = (id) => document.getElementById(id);
 const stored = (key, fallback) => localStorage.getItem(`playground.${key}`) ?? fallback;
@@ -43,36 +47,6 @@ const state = {
   stream: null,        // AbortController of the open stream
   pending: [],         // client tool calls awaiting results
 };
-
-// -- HTTP -------------------------------------------------------------------------------------
-
-function headers(extra = {}) {
-  const key = $("api-key").value.trim();
-  return { ...(key ? { "x-api-key": key } : {}), ...extra };
-}
-
-function withUser(path) {
-  const user = $("user-key").value.trim();
-  if (!user) return path;
-  return `${path}${path.includes("?") ? "&" : "?"}userKey=${encodeURIComponent(user)}`;
-}
-
-async function api(method, path, body) {
-  const init = { method, headers: headers(body ? { "content-type": "application/json" } : {}) };
-  if (body) init.body = JSON.stringify(body);
-  const response = await fetch(withUser(path), init);
-  const text = await response.text();
-  const data = text ? JSON.parse(text) : null;
-  if (!response.ok && response.status !== 304) throw problem(response.status, data);
-  return { status: response.status, data, response };
-}
-
-function problem(status, data) {
-  const error = new Error(data?.code ? `${status} ${data.code}: ${data.detail || data.message}`
-                                     : `HTTP ${status}`);
-  error.data = data;
-  return error;
-}
 
 function showError(error) {
   $("error").hidden = !error;
@@ -126,14 +100,29 @@ function extras() {
   }
 }
 
-async function startRun(message) {
+/** The run request for `message` on the selected thread (or a new one): {path, body}. */
+function runRequest(message) {
   const thread = state.thread;
   const body = { ...extras(), message };
   const user = $("user-key").value.trim();
   if (user) body.userKey = user;
   if (thread?.lastCompletedRunId) body.previousRunId = thread.lastCompletedRunId;
+  const model = modelChoice();
+  if (model) body.model = model;
   const path = thread ? `/v1/threads/${thread.id}/runs` : `/v1/threads/runs${agentQuery()}`;
+  return { path, body };
+}
+
+async function startRun(message) {
+  const { path, body } = runRequest(message);
   await stream("POST", path, body, "started");
+}
+
+/** The composer's message as a run request, copied as a curl command. */
+async function copyComposerCurl() {
+  const text = $("message").value.trim();
+  if (!text) throw new Error("Type a message first: its run request is what gets copied.");
+  await copyCurl(runRequest({ role: "user", content: [{ type: "text", text }] }));
 }
 
 async function reconnect() {
@@ -165,7 +154,10 @@ async function stream(method, path, body, note) {
     await selectThread(threadId, { keepEvents: true });
     await loadThreads();  // the new thread appears in the list at once
   }
-  if (runId) setRun(runId);
+  if (runId) {
+    setRun(runId);
+    refreshRuns();  // the run list shows the new run as running
+  }
   rawNote(`${method} ${path.split("?")[0]}: ${note}`);
   setStatus("streaming");
   try {
@@ -195,7 +187,10 @@ function setRun(runId) {
 }
 
 async function afterRun() {
-  if (state.thread) await loadThread(state.thread.id);
+  if (state.thread) {
+    await loadThread(state.thread.id);
+    await nameThread();
+  }
   await loadThreads();
   if (state.pending.length) setStatus("awaiting client tool results");
 }
@@ -540,9 +535,10 @@ function setStatus(text) {
 async function loadThreads() {
   const { data } = await api("GET", "/v1/threads?limit=50");
   $("threads").replaceChildren(...data.threads.map((thread) => {
-    const item = el("li", { "data-thread-id": thread.id,
+    const item = el("li", { "data-thread-id": thread.id, title: thread.id,
                             class: thread.id === state.thread?.id ? "selected" : "" },
-                    thread.name || thread.id, el("small", {}, `${thread.runStatus} · ${thread.id}`));
+                    el("span", { class: "name" }, threadLabel(thread)),
+                    el("small", {}, thread.runStatus));
     item.addEventListener("click", () => guard(() => selectThread(thread.id)));
     return item;
   }));
@@ -568,9 +564,37 @@ async function loadThread(threadId) {
   state.thread = data;
   state.messages = data.messages.map(fromRest);
   state.current = null;
-  $("thread-title").textContent = data.name || data.id;
+  showTitle(data);
   if (!state.stream) setStatus(data.runStatus);
   renderConversation();
+  refreshRuns();
+}
+
+function showTitle(thread) {
+  $("thread-title").textContent = threadLabel(thread);
+  $("thread-title").title = thread.id;
+  $("rename-thread").hidden = false;
+}
+
+/** Name the thread after its first answer (once; a failure leaves it unnamed, noted). */
+async function nameThread() {
+  try {
+    const named = await nameAfterFirstAnswer(state.thread);
+    if (named && state.thread?.id === named.id) {
+      state.thread.name = named.name;
+      showTitle(state.thread);
+    }
+  } catch (error) {
+    rawNote(`naming the thread failed: ${error.message}`);
+  }
+}
+
+/** Reload the run list of the selected thread, in the background. */
+function refreshRuns() {
+  const threadId = state.thread?.id;
+  loadRuns(threadId, (runId) => setRun(runId)).catch((error) => {
+    if (state.thread?.id === threadId) showError(error);
+  });
 }
 
 function fromRest(msg) {
@@ -604,8 +628,11 @@ function newThread() {
   $("run-id").value = "";
   $("after-id").value = "";
   $("thread-title").textContent = "New thread";
+  $("thread-title").title = "";
+  $("rename-thread").hidden = true;
   setStatus("");
   renderConversation();
+  refreshRuns();
   for (const item of $("threads").children) item.classList.remove("selected");
 }
 
@@ -651,6 +678,13 @@ function init() {
   $("pending").addEventListener("submit", (event) => guard(() => sendToolResults(event)));
   $("reconnect").addEventListener("click", () => guard(reconnect));
   $("cancel").addEventListener("click", () => guard(cancel));
+  $("copy-curl").addEventListener("click", () => guard(copyComposerCurl));
+  $("close-curl").addEventListener("click", () => { $("curl-box").hidden = true; });
+  initRename(() => state.thread, async (thread) => {
+    state.thread.name = thread.name;
+    showTitle(state.thread);
+    await loadThreads();
+  }, guard);
   guard(loadThreads);
   initAgentPicker();
 }

@@ -6,6 +6,7 @@
 //                                                       (or on `url`, once `ready` shows)
 //   {"action": "fill", "selector": css, "value": str}   type into a field (then "change" fires)
 //   {"action": "click", "selector": css}
+//   {"action": "select", "selector": css, "value": str}  pick an option of a <select>
 //   {"action": "wait"}
 // each optionally with "until" ({selector, text?: expected in its innerText, count?: at least
 // this many matches, absent?: text that must not be in it}) and "screenshot" (a PNG path).
@@ -25,7 +26,9 @@ let page = null;
 
 async function openPage(cmd) {
   if (context) await context.close();
-  context = await browser.newContext({ viewport: { width: 1400, height: 860 }, locale: "en-GB" });
+  // The clipboard permissions let the page copy ("Copy as curl") and the snapshot read it back.
+  context = await browser.newContext({ viewport: { width: 1400, height: 860 }, locale: "en-GB",
+                                       permissions: ["clipboard-read", "clipboard-write"] });
   page = await context.newPage();
   recordPageErrors(page);
   page.on("request", (req) => seen.requests.push({ method: req.method(), url: req.url() }));
@@ -53,7 +56,15 @@ async function waitUntil(until) {
 }
 
 /** What a person reads off the page, as data (the playground's parts, or any page's text). */
-function snapshot() {
+async function snapshot() {
+  const shown = await pageSnapshot();
+  if (shown.curl !== undefined) {
+    shown.clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch(() => null);
+  }
+  return shown;
+}
+
+function pageSnapshot() {
   return page.evaluate(() => {
     const text = (el) => (el ? el.innerText.trim() : null);
     if (!document.getElementById("threads-pane")) {
@@ -69,6 +80,16 @@ function snapshot() {
       runId: document.getElementById("run-id").value,
       afterId: document.getElementById("after-id").value,
       threads: [...document.querySelectorAll("#threads li")].map((li) => li.dataset.threadId),
+      threadNames: [...document.querySelectorAll("#threads li .name")].map(text),
+      models: [...document.querySelectorAll("#model option")].map((o) => o.value),
+      modelShown: !document.getElementById("model").parentElement.hidden,
+      runs: [...document.querySelectorAll("#runs tr")].map((tr) => ({
+        id: tr.dataset.runId,
+        cells: Object.fromEntries([...tr.children].map((td, i) => [
+          document.querySelectorAll("#runs-box th")[i].innerText, td.innerText])),
+      })),
+      curl: document.getElementById("curl-box").hidden ? undefined
+        : document.getElementById("curl").innerText,
       selectedThread: document.querySelector("#threads li.selected")?.dataset.threadId ?? null,
       messages: [...document.querySelectorAll("#conversation .message")].map((el) => ({
         id: el.dataset.messageId,
@@ -106,6 +127,9 @@ async function perform(cmd) {
       break;
     case "click":
       await page.locator(cmd.selector).first().click();
+      break;
+    case "select":
+      await page.locator(cmd.selector).selectOption(cmd.value);
       break;
     case "wait":
       break;

@@ -11,7 +11,9 @@ test-artifacts/playground/.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.timeout(300)
 
 API_KEY = "playground-key"
 USER_KEY = "playground"  # the page's default userKey
+OTHER_MODEL = "openai/scripted-large"  # GATEWAY_MODELS: the model picker offers it
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,8 @@ def keyed_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPa
                   ) -> Iterator[GatewayServer]:
     require_tools()
     server = GatewayServer(tmp_path_factory.mktemp("playground-gateway"),
-                           scripted_env(scripted_model, GATEWAY_API_KEYS=f"{API_KEY}:pg"))
+                           scripted_env(scripted_model, GATEWAY_API_KEYS=f"{API_KEY}:pg",
+                                        GATEWAY_MODELS=OTHER_MODEL))
     server.start()
     yield server
     server.stop()
@@ -73,6 +77,17 @@ def shown(result: dict[str, Any], origin: str, expected_error: str = "") -> dict
     return result["page"]
 
 
+def stepper(page: Browser, origin: str, shots: Path) -> Callable[..., dict[str, Any]]:
+    """`step(action, name?, expected_error?, **args)`: one page action, its snapshot checked by
+    `shown`; with `name`, a screenshot of that name."""
+    def step(action: str, name: str | None = None, expected_error: str = "", **args: Any
+             ) -> dict[str, Any]:
+        if name:
+            args["screenshot"] = str(shots / f"{name}.png")
+        return shown(page.step(action, **args), origin, expected_error)
+    return step
+
+
 def event_types(snapshot: dict[str, Any]) -> list[tuple[str, str]]:
     """(id, type) of each event of the raw events pane, in order; a row that collapses a run
     of content fragments (ids first-last) stands for each of them."""
@@ -94,11 +109,7 @@ def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
     rest = httpx.Client(base_url=origin, headers={"x-api-key": API_KEY}, timeout=30,
                         params={"userKey": USER_KEY})
 
-    def step(action: str, name: str | None = None, expected_error: str = "", **args: Any
-             ) -> dict[str, Any]:
-        if name:
-            args["screenshot"] = str(shots / f"{name}.png")
-        return shown(page.step(action, **args), origin, expected_error)
+    step = stepper(page, origin, shots)
 
     # Without a key the gateway refuses, and the page says so in one line.
     first = step("open", "01-no-key", expected_error="status of 401", until={"selector": "#error", "text": "UNAUTHORIZED"})
@@ -212,17 +223,83 @@ def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
     rest.close()
 
 
+def test_thread_names_the_model_picker_the_run_list_and_copy_as_curl(
+        page: Browser, keyed_gateway: GatewayServer, scripted_model: ScriptedModel,
+        shots: Path) -> None:
+    origin = keyed_gateway.url
+    user = "namer"
+    rest = httpx.Client(base_url=origin, headers={"x-api-key": API_KEY}, timeout=30,
+                        params={"userKey": user})
+
+    step = stepper(page, origin, shots)
+
+    step("open", expected_error="status of 401", until={"selector": "#error", "text": "UNAUTHORIZED"})
+    step("fill", selector="#api-key", value=API_KEY)
+    keyed = step("fill", selector="#user-key", value=user,
+                 until={"selector": "#model option", "count": 3})
+    assert keyed["modelShown"] and keyed["models"] == ["", "openai/scripted", OTHER_MODEL]
+
+    # A run on the picked model; the thread is named after its first answer.
+    step("select", selector="#model", value=OTHER_MODEL)
+    scripted_model.enqueue(
+        stream_turn({"content": "It is sunny in Paris."},
+                    {"usage": {"prompt_tokens": 42, "completion_tokens": 7}}),
+        {"steps": [{"content": "Weather in Paris"}], "stream": False})
+    step("fill", selector="#message", value="how is the weather in Paris?")
+    named = step("click", "14-named", selector="#send",
+                 until={"selector": "#threads li .name", "text": "Weather in Paris"})
+    thread_id = named["selectedThread"]
+    assert named["threadNames"] == ["Weather in Paris"]
+    assert "thr_" not in " ".join(named["threadNames"])
+    sent = [r for r in scripted_model.requests if r.get("stream")][-1]
+    assert sent["model"] == "scripted-large"  # litellm's provider prefix is not sent upstream
+
+    # The run list: the run with its status, model, timings and usage, as stored.
+    listed = step("wait", "15-run-list", until={"selector": "#runs tr", "text": "completed"})
+    [run] = rest.get(f"/v1/threads/{thread_id}/runs").json()["runs"]
+    [row] = listed["runs"]
+    assert row["id"] == run["id"] and row["cells"]["status"] == "completed"
+    assert row["cells"]["model"] == OTHER_MODEL == run["model"]
+    assert row["cells"]["tokens"] == "42 in · 7 out"
+    assert row["cells"]["first token"].endswith(("ms", " s"))
+    assert row["cells"]["duration"].endswith(("ms", " s"))
+
+    # Renamed inline.
+    step("click", selector="#rename-thread", until={"selector": "#thread-name"})
+    step("fill", selector="#thread-name", value="Paris trip")
+    renamed = step("click", selector="#rename button",
+                   until={"selector": "#threads li .name", "text": "Paris trip"})
+    assert renamed["title"] == "Paris trip"
+    assert rest.get(f"/v1/threads/{thread_id}").json()["name"] == "Paris trip"
+
+    # Copy as curl: the key is a shell variable, and the command, run with it, streams a run.
+    step("fill", selector="#message", value="again from a shell")
+    copied = step("click", "16-curl", selector="#copy-curl",
+                  until={"selector": "#curl", "text": "curl -N"})
+    command = copied["clipboard"]
+    assert command == copied["curl"]
+    assert "$GATEWAY_API_KEY" in command and API_KEY not in command
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "GATEWAY_API_KEY": API_KEY})
+    assert result.returncode == 0, result.stderr
+    assert '"type":"RUN_FINISHED"' in result.stdout.replace(" ", "")
+    assert "You said: again from a shell" in "".join(
+        json.loads(line[5:]).get("delta", "") for line in result.stdout.splitlines()
+        if line.startswith("data:"))
+    assert [r for r in scripted_model.requests if r.get("stream")][-1]["model"] == \
+        "scripted-large"
+    runs = rest.get(f"/v1/threads/{thread_id}/runs").json()["runs"]
+    assert len(runs) == 2 and runs[0]["status"] == "completed"
+    rest.close()
+
+
 def test_api_reference_renders_offline_with_examples_and_tries_a_call(
         page: Browser, keyed_gateway: GatewayServer, shots: Path) -> None:
     origin = keyed_gateway.url
     document = httpx.get(f"{origin}/openapi.json").json()
     operations = sum(len(methods) for methods in document["paths"].values())
 
-    def step(action: str, name: str | None = None, expected_error: str = "", **args: Any
-             ) -> dict[str, Any]:
-        if name:
-            args["screenshot"] = str(shots / f"{name}.png")
-        return shown(page.step(action, **args), origin, expected_error)
+    step = stepper(page, origin, shots)
 
     # Reached from the playground's link (no key typed: the playground's thread list is
     # refused, the docs need none); every operation listed, the markdown rendered.

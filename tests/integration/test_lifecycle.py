@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from datetime import datetime
 
 import httpx
 import pytest
@@ -138,6 +139,44 @@ def test_run_status_and_run_list(client: httpx.Client, scripted_model: ScriptedM
     listed = client.get(f"/v1/threads/{thread_id}/runs").json()
     assert [r["id"] for r in listed["runs"]] == [started_ids(second)[1], started_ids(first)[1]]
     assert listed["hasMore"] is False
+
+
+def test_the_run_list_shows_each_runs_timings_model_and_usage(
+        gateway: InProcess, client: httpx.Client, scripted_model: ScriptedModel):
+    """What the playground's run list shows: newest first, a page at a time, each run with its
+    status, model, time to first token and usage, for the caller's threads only."""
+    thread_id = new_thread(client)
+    scripted_model.enqueue(
+        [{"content": "one"}, {"usage": {"prompt_tokens": 12, "completion_tokens": 3}}],
+        [{"delay": 0.3}, {"content": "two"},
+         {"usage": {"prompt_tokens": 20, "completion_tokens": 5}}])
+    first = started_ids(run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
+                                   json={"message": message("a")}))[1]
+    second = started_ids(run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
+                                    json={"message": message("b"), "previousRunId": first}))[1]
+
+    page = client.get(f"/v1/threads/{thread_id}/runs", params={"limit": 1}).json()
+    [newest] = page["runs"]
+    assert newest["id"] == second and page["hasMore"] is True
+    assert newest["status"] == "completed" and newest["model"] == "openai/scripted"
+    assert (newest["usage"]["inputTokens"], newest["usage"]["outputTokens"]) == (20, 5)
+    started, first_token, finished = (datetime.fromisoformat(newest[k]) for k in
+                                      ("startedAt", "firstTokenAt", "finishedAt"))
+    assert started < first_token <= finished
+    assert (first_token - started).total_seconds() >= 0.3  # the model's wait before "two"
+    rest = client.get(f"/v1/threads/{thread_id}/runs",
+                      params={"limit": 1, "cursor": page["nextCursor"]}).json()
+    assert [r["id"] for r in rest["runs"]] == [first] and rest["hasMore"] is False
+    assert rest["runs"][0]["usage"]["inputTokens"] == 12
+
+    # Another user's thread does not exist for this caller; no user scope is refused.
+    other = client.get(f"/v1/threads/{thread_id}/runs", params={"userKey": "someone-else"})
+    assert other.status_code == 404 and other.json()["code"] == "THREAD_NOT_FOUND"
+    with gateway.client(timeout=30, headers={"x-api-key": "test-key"}) as bare:
+        unscoped = bare.get(f"/v1/threads/{thread_id}/runs")  # no default user added
+    assert unscoped.json()["code"] == "USER_SCOPE_REQUIRED"
+    too_many = client.get(f"/v1/threads/{thread_id}/runs", params={"limit": 101})
+    assert too_many.status_code == 400 and too_many.json()["code"] == "VALIDATION_ERROR"
 
 
 @pytest.mark.parametrize("cursor", ["?after=abc", "?after=-1", "?after=1.5"])

@@ -46,7 +46,10 @@ OPERATIONS: tuple[Operation, ...] = (
               params=(*KEYS, IDEMPOTENCY_KEY), stream=EVENTS.name, headers=STREAM_HEADERS,
               errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/threads/{thread_id}/runs", "listRuns", "List a thread's runs",
-              "runs", params=(*KEYS, limit(20, 100), CURSOR), result=tambo.RunList,
+              "runs", description="The thread's runs, newest first, each with its status, "
+                                  "times (`startedAt`, `firstTokenAt`, `finishedAt`), model "
+                                  "and usage: what the playground's run list shows.",
+              params=(*KEYS, limit(20, 100), CURSOR), result=tambo.RunList,
               errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/threads/{thread_id}/runs/{run_id}", "getRun",
               "Reconnect to a run's stream, or its status", "runs",
@@ -65,6 +68,13 @@ OPERATIONS: tuple[Operation, ...] = (
 _RUN = {"id": RUN, "threadId": THREAD, "status": "completed", "createdAt": CREATED,
         "startedAt": CREATED, "finishedAt": UPDATED, "previousRunId": PREVIOUS_RUN,
         "onDisconnect": "grace"}
+_USAGE = {"inputTokens": 412, "outputTokens": 37, "totalTokens": 449, "reasoningTokens": 0,
+          "cachedInputTokens": 0, "costUsd": 0.00067,
+          "models": [{"model": "gpt-4o-mini", "calls": 1, "inputTokens": 412, "outputTokens": 37,
+                      "totalTokens": 449, "reasoningTokens": 0, "cachedInputTokens": 0,
+                      "costUsd": 0.00067}]}
+_LISTED_RUN = {**_RUN, "firstTokenAt": "2026-01-05T10:00:00.420Z", "model": "gpt-4o-mini",
+               "usage": _USAGE}
 _RUN_REQUEST = {
     "message": {"role": "user",
                 "content": [{"type": "text", "text": "Show me the weather in Paris"}]},
@@ -94,7 +104,7 @@ RUN_EVENTS = sse([
 EXAMPLES: dict[str, dict[str, Any]] = {
     "createThreadAndRun": {"request": _NEW_THREAD_RUN, "stream": RUN_EVENTS},
     "runThread": {"request": _RUN_REQUEST, "stream": RUN_EVENTS},
-    "listRuns": {"response": {"runs": [_RUN], "hasMore": False}},
+    "listRuns": {"response": {"runs": [_LISTED_RUN], "hasMore": False}},
     "getRun": {"response": _RUN, "stream": RUN_EVENTS},
     "cancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
 }

@@ -157,11 +157,14 @@ async def get_run(request: Request) -> Response:
 
 
 async def list_runs(request: Request) -> Response:
+    """The thread's runs, newest first, a page at a time, each with its usage (the
+    playground's run list: status, duration, time to first token, tokens and cost)."""
     thread = await thread_for(request)
     limit = int_param(request, "limit", 20, 1, 100)
-    page = await services(request).store.list_runs(thread.id, limit,
-                                                   request.query_params.get("cursor"))
-    return JSONResponse(wire(RunList(runs=[run_model(r) for r in page.rows],
+    store = services(request).store
+    page = await store.list_runs(thread.id, limit, request.query_params.get("cursor"))
+    usage = await store.runs_usage([r.id for r in page.rows])
+    return JSONResponse(wire(RunList(runs=[run_model(r, usage.get(r.id)) for r in page.rows],
                                      hasMore=page.has_more, nextCursor=page.next_cursor)))
 
 

@@ -236,6 +236,10 @@ def test_a_key_bound_to_an_agent_reaches_no_other_agent(
     assert [r.status_code for r in refusals] == [403, 403, 403]
     assert [r.json().get("code") for r in refusals[:2]] == ["AGENT_NOT_ALLOWED"] * 2
     assert "open" in refusals[2].text
+    # It is offered its own agent only, as the default.
+    listing = client.get("/v1/agents", headers=headers).json()
+    assert (list(listing["agents"]), listing["defaultAgent"]) == (["open"], "open")
+    assert len(client.get("/v1/agents", headers=KEY).json()["agents"]) == 2
     # `default` is the key's own agent.
     run_events(client, "POST", "/v1/agui/agents/default/run", headers=headers,
                json=agui_input("hello"))

@@ -1,5 +1,6 @@
 """`GET /v1/agents` as a UI reads it to offer a picker: CopilotKit's runtime `info` shape, the
-operator's names and descriptions only, behind the API key like every /v1 call."""
+operator's names and descriptions only (and the models a run may pick), behind the API key like
+every /v1 call."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_the_agents_are_listed_by_name_and_description(tmp_path: Path) -> None:
     agents.write_text(AGENTS)
     settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
                         api_keys={"k1": "shop"}, agents_file=str(agents),
-                        default_agent="support")
+                        default_agent="support", model="openai/small",
+                        models=["openai/large", "openai/small"])
     with TestClient(create_app(settings)) as client:
         assert client.get("/v1/agents").status_code == 401
         response = client.get("/v1/agents", headers={"x-api-key": "k1"})
@@ -40,5 +42,6 @@ def test_the_agents_are_listed_by_name_and_description(tmp_path: Path) -> None:
     assert list(body["agents"]) == ["support", "billing"]  # the file's order
     assert body["defaultAgent"] == "support"
     assert body["audioFileTranscriptionEnabled"] is False
+    assert body["models"] == ["openai/small", "openai/large"]  # what `model` may pick
     assert isinstance(body["version"], str) and body["version"]
     assert "Never show" not in response.text
