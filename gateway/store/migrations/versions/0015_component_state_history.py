@@ -3,7 +3,7 @@ copies the state as it was at the fork point (`components.message_seq` marks whi
 state was written after)
 
 Revision ID: 0015
-Revises: 0009
+Revises: 0014
 Create Date: 2026-11-26 16:50:00.000000
 """
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ import sqlmodel
 from alembic import op
 
 revision: str = '0015'
-down_revision: str | None = '0009'
+down_revision: str | None = '0014'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
