@@ -2,8 +2,9 @@
 
 The new thread has the original's user scope, agent and metadata, and a copy of its messages up
 to and including `messageId`; its components (those of the copied messages) are copied with
-the state they have now (a component keeps only its latest state). It records where it came
-from (`forkedFrom`), and it starts idle with no runs: its first run needs no `previousRunId`.
+the state they had as of that message: their current state if it has not changed since a later
+message arrived, else the state kept when it first changed after one (`store.components`). It
+records where it came from (`forkedFrom`), and it starts idle with no runs: its first run needs no `previousRunId`.
 The original is never touched: the log stays append-only, and a fork of a thread with a run
 going on copies only what is already written.
 
@@ -26,7 +27,7 @@ from starlette.routing import Route
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError, Problem
 from ..protocol.tambo import ForkRequest, ThreadWithMessages, wire
-from ..store.tables import ComponentRow, MessageRow, ThreadRow
+from ..store.tables import ComponentRow, ComponentStateHistoryRow, MessageRow, ThreadRow
 from .context import json_body, services, thread_for, user_scope
 from .render import message_model, thread_model
 from .stored_caps import check_thread_room
@@ -59,10 +60,27 @@ def unanswered_calls(rows: Sequence[MessageRow]) -> list[str]:
     return [call for call in calls if call not in answered]
 
 
+def states_as_of(components: dict[str, ComponentRow], kept: dict[str, ComponentStateHistoryRow],
+                 message_seq: int) -> dict[str, tuple[dict[str, Any] | None, int]]:
+    """Each component's (state, revision) at message `message_seq`: the current one if it was
+    written before any later message, else the kept one (`kept`, see
+    `ComponentQueries.component_states_as_of`)."""
+    result: dict[str, tuple[dict[str, Any] | None, int]] = {}
+    for cid, row in components.items():
+        earlier = kept.get(cid)
+        if (row.message_seq or 0) > message_seq and earlier is not None:
+            result[cid] = (earlier.state, earlier.revision)
+        else:
+            result[cid] = (row.state, row.revision)
+    return result
+
+
 def forked(original: ThreadRow, rows: Sequence[MessageRow],
-           components: dict[str, ComponentRow], message_id: str) -> Fork:
+           components: dict[str, ComponentRow], message_id: str,
+           states: dict[str, tuple[dict[str, Any] | None, int]]) -> Fork:
     """The fork of `original` at `message_id`: new ids for the thread, its messages and its
-    components, and the references between them (`messageId`, `componentId`) rewritten."""
+    components (with their `states`), and the references between them
+    (`messageId`, `componentId`) rewritten."""
     now = now_ms()
     thread = ThreadRow(id=new_id("thr_"), project_id=original.project_id,
                        user_key=original.user_key, meta=original.meta, agent=original.agent,
@@ -78,9 +96,8 @@ def forked(original: ThreadRow, rows: Sequence[MessageRow],
     copies = [ComponentRow(id=new, thread_id=thread.id,
                            message_id=message_ids[components[old].message_id],
                            name=components[old].name, props=components[old].props,
-                           state=components[old].state,
-                           state_schema=components[old].state_schema,
-                           revision=components[old].revision, updated_ms=now)
+                           state=states[old][0], state_schema=components[old].state_schema,
+                           revision=states[old][1], updated_ms=now)
               for old, new in component_ids.items()]
     return Fork(thread, messages, copies)
 
@@ -109,7 +126,12 @@ async def fork_thread(request: Request) -> Response:
                        "before the calls", threadId=original.id, messageId=body.messageId,
                        unansweredToolCallIds=unanswered)
     await check_thread_room(svc.settings, svc.store, original.project_id, original.user_key)
-    fork = forked(original, kept, components, body.messageId)
+    fork_seq = kept[-1].seq or 0
+    copied_ids = {row.id for row in kept}
+    ours = {cid: c for cid, c in components.items() if c.message_id in copied_ids}
+    earlier = await svc.store.component_states_as_of(
+        [cid for cid, c in ours.items() if (c.message_seq or 0) > fork_seq], fork_seq)
+    fork = forked(original, kept, ours, body.messageId, states_as_of(ours, earlier, fork_seq))
     await svc.store.add(fork.thread, *fork.messages, *fork.components)
     copied = {row.id: row for row in fork.components}
     messages = [message_model(row, copied) for row in fork.messages]

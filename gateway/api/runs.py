@@ -35,7 +35,7 @@ from ..protocol.problems import ApiError, Problem
 from ..protocol.run_errors import error_frame, run_error
 from ..protocol.run_spec import RunSpec
 from ..protocol.tambo import CancelResponse, wire
-from ..protocol.translation import Dialect, positioned
+from ..protocol.translation import Dialect, positioned, queued_prelude
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
 from .context import services, thread_for
@@ -58,20 +58,29 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
                  dialect: Callable[[], Dialect[Any]],
                  encode: Callable[[Any], str]) -> EventSourceResponse:
     """A run's events in `dialect`, each written with `encode`, from after event `after`."""
+    queued = run.status == "queued"
     headers = {"X-Run-Id": run.id, "X-Thread-Id": run.thread_id,
-               **({"X-Run-Queued": "true"} if run.status == "queued" else {}),
+               **({"X-Run-Queued": "true"} if queued else {}),
                **(extra_headers or {})}
-    return sse_response(request, run_events(request, run.id, after, dialect, encode), headers)
+    prelude = queued_prelude(dialect(), run.thread_id, run.id, now_ms()) if queued and \
+        after == 0 else []
+    return sse_response(request, run_events(request, run.id, after, dialect, encode, prelude),
+                        headers)
 
 
 async def run_events(request: Request, run_id: str, after: int,
-                     dialect: Callable[[], Dialect[Any]], encode: Callable[[Any], str]
-                     ) -> AsyncIterator[dict[str, str]]:
-    """The SSE messages of a run's events after event `after`, each with its position as id."""
+                     dialect: Callable[[], Dialect[Any]], encode: Callable[[Any], str],
+                     prelude: list[Any] | None = None) -> AsyncIterator[dict[str, str]]:
+    """The SSE messages of a run's events after event `after`, each with its position as id;
+    first, a queued run's `prelude` (`queued_prelude`: its start and that it is queued, sent
+    without ids, so a reconnect replays the run from its first event)."""
     reader = dialect()
+    for event in prelude or []:
+        yield {"data": encode(event)}
     try:
         async with contextlib.aclosing(services(request).runs.entries(run_id)) as entries:
-            async for position, event in positioned(entries, reader, after):
+            async for position, event in positioned(entries, reader, after,
+                                                    started_early=bool(prelude)):
                 yield {"data": encode(event), "id": str(position)}
     except Exception:
         # Headers are sent: the client gets one RUN_ERROR instead of a cut connection (its

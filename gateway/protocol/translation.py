@@ -122,6 +122,11 @@ class Dialect(Generic[E]):
     def on_control(self, name: str, frame: timbal.Frame) -> list[E]:
         return []
 
+    def on_queued(self) -> list[E]:
+        """The dialect's notice that the run waits for its thread (`enqueue`), sent after its
+        `RUN_STARTED` (see `queued_prelude`); none if the dialect has no such notice."""
+        return []
+
     def stamp(self, event: E, ts: int) -> E:
         """The event with its timestamp (epoch ms of the frame it came from)."""
         raise NotImplementedError
@@ -135,15 +140,29 @@ class LogEntry(Protocol):
     def frame(self) -> dict[str, Any]: ...
 
 
-async def positioned(entries: AsyncIterator[LogEntry], dialect: Dialect[E], after: int = 0
-                     ) -> AsyncIterator[tuple[int, E]]:
-    """The dialect's events of a log with their positions, after the reader's cursor."""
+def queued_prelude(dialect: Dialect[E], thread_id: str, run_id: str, ts: int) -> list[E]:
+    """What the stream of a queued run says before the run starts: the start its first frame
+    will give (so its stream opens as every run's does: AG-UI verifiers want `RUN_STARTED`
+    first), then the dialect's notice that it is queued. `dialect` is a reader of its own; the
+    events have no position, and the log's own start is not sent again
+    (`positioned(..., started_early=True)`)."""
+    events = dialect.feed(timbal.control(timbal.RUN_STARTED, threadId=thread_id, runId=run_id))
+    return [dialect.stamp(event, ts) for event in events + dialect.on_queued()]
+
+
+async def positioned(entries: AsyncIterator[LogEntry], dialect: Dialect[E], after: int = 0,
+                     started_early: bool = False) -> AsyncIterator[tuple[int, E]]:
+    """The dialect's events of a log with their positions, after the reader's cursor.
+    `started_early`: the reader got the run's start already (`queued_prelude`), so the events
+    of the log's first frame, if it is the run's start, are counted but not sent."""
     position = 0
     for_lost: tuple[int, E] | None = None
     async for entry in entries:
+        skip = started_early and entry.frame.get("c") == timbal.RUN_STARTED
+        started_early = False
         for event in dialect.feed(entry.frame):
             position += 1
-            if position > after:
+            if position > after and not skip:
                 yield position, dialect.stamp(event, entry.ts)
             elif timbal.is_lost(entry.frame):
                 for_lost = position, dialect.stamp(event, entry.ts)

@@ -140,8 +140,7 @@ class ComponentStates:
                 check_state(row.state_schema, new)
                 # Shielded: a cancelled caller (a server tool of a cancelled run) must not cut
                 # the write in half. If it lands unpublished, the next delta resends the state.
-                written = asyncio.shield(self.store.set_component_state(
-                    component_id, row.revision, new, now_ms()))
+                written = asyncio.shield(self.store.set_component_state(row, new, now_ms()))
                 if await written:
                     ops = copy.deepcopy(jsonpatch.make_patch(old, new).patch if patch is None
                                         else [op for op in patch if op["op"] != "test"])

@@ -7,7 +7,8 @@ transaction: the threads are deleted first, under the same conditions re-checked
 statement itself (`DELETE ... WHERE run_status = 'idle' ... RETURNING id`), so a run that takes
 a thread's lock between the search and the delete keeps its thread (on PostgreSQL the row lock
 orders the two; SQLite has one writer); then, in the same transaction, what belonged to exactly
-those threads: runs, their frame logs, messages, components and idempotency keys. Usage rows
+those threads: runs, their frame logs, messages, components (and their kept states) and
+idempotency keys. Usage rows
 are kept: they are accounting (`tables.RunUsageRow`).
 """
 
@@ -20,6 +21,7 @@ from sqlalchemy import and_, delete, exists, func, or_, select
 from .base import ACTIVE_RUN_STATUSES, Queries, operation, table
 from .tables import (
     ComponentRow,
+    ComponentStateHistoryRow,
     IdempotencyKeyRow,
     MessageRow,
     RunFrameRow,
@@ -34,7 +36,8 @@ _IDLE = and_(_threads.c.run_status == "idle",
              ~exists().where(_runs.c.thread_id == _threads.c.id,
                              _runs.c.status.in_(ACTIVE_RUN_STATUSES)))
 # What else belongs to a thread, by its `thread_id` column.
-_OWNED = tuple(table(row) for row in (RunRow, MessageRow, ComponentRow, IdempotencyKeyRow))
+_OWNED = tuple(table(row) for row in (RunRow, MessageRow, ComponentRow,
+                                      ComponentStateHistoryRow, IdempotencyKeyRow))
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,29 @@ class ComponentRow(SQLModel, table=True):
     state_schema: dict[str, Any] | None = _json()
     revision: int = 0
     updated_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # The `seq` of the thread's newest message when this state was written (None: written
+    # before any was known, as a fork's copy): what `ComponentStateHistoryRow` keys on.
+    message_seq: int | None = Field(default=None, sa_column=Column(BigInteger))
+
+
+class ComponentStateHistoryRow(SQLModel, table=True):
+    """A component's state as it was when a later message arrived: kept so a fork at an
+    earlier message copies the state as of that message (`api/forks.py`).
+
+    Written only when a state update is the first since a new message on the thread (the state
+    it replaces was the thread's state as of that message), so a component has at most one row
+    per message of its thread, however often its state changes in between.
+    """
+
+    __tablename__ = "component_state_history"
+    __table_args__ = (Index("ix_component_state_history_thread", "thread_id"),)
+
+    component_id: str = Field(primary_key=True, max_length=64)
+    revision: int = Field(primary_key=True)
+    thread_id: str = Field(max_length=64)
+    state: dict[str, Any] | None = _json()
+    # The state's `ComponentRow.message_seq`: it held from that message until a later one.
+    message_seq: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
 class RunUsageRow(SQLModel, table=True):

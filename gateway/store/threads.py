@@ -9,7 +9,14 @@ from sqlmodel import select
 
 from . import cursors
 from .base import Fence, Page, Queries, _page, holds_lease, operation, table, values_of
-from .tables import ComponentRow, MessageRow, RunFrameRow, RunRow, ThreadRow
+from .tables import (
+    ComponentRow,
+    ComponentStateHistoryRow,
+    MessageRow,
+    RunFrameRow,
+    RunRow,
+    ThreadRow,
+)
 
 _messages = table(MessageRow)
 
@@ -97,7 +104,7 @@ class ThreadQueries(Queries):
         async with self.session() as session:
             run_ids = select(RunRow.id).where(RunRow.thread_id == thread_id)
             await session.execute(delete(RunFrameRow).where(RunFrameRow.run_id.in_(run_ids)))
-            for table in (RunRow, MessageRow, ComponentRow):
+            for table in (RunRow, MessageRow, ComponentRow, ComponentStateHistoryRow):
                 await session.execute(delete(table).where(table.thread_id == thread_id))
             await session.execute(delete(ThreadRow).where(ThreadRow.id == thread_id))
             await session.commit()

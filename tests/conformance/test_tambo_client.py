@@ -8,6 +8,9 @@ Every stream is also fed through `@ag-ui/client` 1.0's verifier.
 from __future__ import annotations
 
 import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -16,9 +19,11 @@ from sqlalchemy import update
 from gateway.store.repository import Store
 from gateway.store.tables import RunFrameRow
 from tests.conformance.conftest import AGENT_INSTRUCTIONS, AGENT_MAX_INPUT_TOKENS
+from tests.integration.test_agui import agui_input
 from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer, read_store
 from tests.support.node import capture_and_verify, have_node, run_scenario
+from tests.support.run_stream import message, open_stream, read_until
 from tests.support.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(not have_node(), reason="node and npm are needed")
@@ -287,19 +292,25 @@ def test_a_reload_during_a_client_tool_leaves_a_thread_that_answers(
 
 
 @pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
-@pytest.mark.parametrize("strategy", ["interrupt", "enqueue"])
+@pytest.mark.parametrize("strategy", ["reject", "interrupt", "rollback", "enqueue"])
 def test_a_message_sent_while_an_answer_streams(
         gateway: GatewayServer, scripted_model: ScriptedModel, strategy: str):
-    count = 400 if strategy == "interrupt" else 30  # enqueue: the first answer runs to its end
+    cuts = strategy in ("interrupt", "rollback")
+    count = 400 if cuts else 30  # reject, enqueue: the first answer runs to its end
     scripted_model.enqueue([{"content": "Once "}, {"slow": {"count": count, "interval": 0.05}}],
                            [{"content": "The end."}])
     result = run_scenario("double_text", gateway.url, STRATEGY=strategy)
 
     assert "crash" not in result, result
     first, second = result["first"], result["second"]
+    if strategy == "reject":  # the app gets the 409 (CONCURRENT_RUN); the first answer goes on
+        assert_clean(first)
+        assert second["rejected"] is not None and second["runIds"] == []
+        assert any(texts(m).endswith("t30 ") for m in first["messages"])
+        return
     assert_clean(second)
     assert texts(second["messages"][-1]) == "The end."
-    if strategy == "interrupt":
+    if cuts:
         assert first["eventTypes"][-1] == "RUN_ERROR" and first["lastRunCancelled"] is True
     else:
         assert_clean(first)
@@ -308,7 +319,60 @@ def test_a_message_sent_while_an_answer_streams(
     assert shown[0] == "Tell me a long story" and shown[1].startswith("Once t1")
     if strategy == "enqueue":
         assert shown[1].endswith("t30 ")  # the whole first answer, then the queued exchange
+        # The queued stream said so first; the client took it in its stride (one run).
+        assert second["eventTypes"][:2] == ["RUN_STARTED", "CUSTOM"]
+        assert second["customNames"][0] == "tambo.run.queued"
+        assert len(second["runIds"]) == 1
     assert shown[2:] == ["Actually, a short one", "The end."]
     sent = scripted_model.requests[-1]["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"][-2:] == [
         "Tell me a long story", "Actually, a short one"]
+    # rollback: the cut answer stays in the thread but the model no longer reads it
+    assert ("Once t1" in json.dumps(sent)) is (strategy != "rollback")
+
+
+@pytest.mark.parametrize("gateway", ["direct"], indirect=True)  # about runs, not adapters
+@pytest.mark.parametrize("endpoint", ["tambo", "agui"])
+def test_a_queued_runs_stream_passes_the_ag_ui_verifier(
+        gateway: GatewayServer, scripted_model: ScriptedModel, endpoint: str):
+    """Issue 25: an enqueued run's stream opens with RUN_STARTED and the queued notice, then
+    the run's events once the run in its way ends: valid AG-UI on both endpoints."""
+    scripted_model.enqueue([{"content": "First "}, {"slow": {"count": 400, "interval": 0.05}}],
+                           [{"content": "Queued answer."}])
+    headers = {"x-api-key": "test-key", "accept": "text/event-stream"}
+    thread = f"agui-{uuid.uuid4()}"
+    first_url, first_body = (
+        ("/v1/threads/runs", {"message": message("first"), "thread": {"userKey": "user-1"}})
+        if endpoint == "tambo" else ("/v1/agui/agents/default/run?userKey=user-1",
+                                     agui_input(thread, text="first")))
+    with httpx.Client(base_url=gateway.url, headers=headers, timeout=30) as http, \
+            open_stream(http, "POST", first_url, json=first_body) as (started, events):
+        read_until(events, lambda seen: len(seen) >= 2)
+        thread_id, run_id = started.headers["x-thread-id"], started.headers["x-run-id"]
+        if endpoint == "tambo":
+            url = f"{gateway.url}/v1/threads/{thread_id}/runs"
+            body = {"message": message("second"), "userKey": "user-1",
+                    "multitaskStrategy": "enqueue"}
+        else:
+            url = f"{gateway.url}/v1/agui/agents/default/run?userKey=user-1"
+            body = agui_input(thread, text="second",
+                              forwardedProps={"multitaskStrategy": "enqueue"})
+        with ThreadPoolExecutor(1) as pool:
+            capture = pool.submit(capture_and_verify, url, body, headers)
+            runs = f"/v1/threads/{thread_id}/runs"
+            while not capture.done() and "queued" not in [
+                    r["status"] for r in http.get(runs, params={"userKey": "user-1"}).json()[
+                        "runs"]]:
+                time.sleep(0.1)  # until the second request is queued
+            assert http.delete(f"{runs}/{run_id}", params={"userKey": "user-1"}).status_code \
+                in (200, 202)  # the run in its way ends: the queued one starts
+            queued = capture.result()
+        list(events)
+
+    assert queued["errors"] == [], queued
+    types = [e["type"] for e in queued["events"]]
+    assert types[:2] == ["RUN_STARTED", "CUSTOM"] and types.count("RUN_STARTED") == 1
+    assert queued["events"][1]["name"] == (
+        "tambo.run.queued" if endpoint == "tambo" else "gateway.run.queued")
+    assert types[-1] == "RUN_FINISHED"
+    assert "Queued answer." in json.dumps(queued["events"])

@@ -64,23 +64,55 @@ def test_a_fork_has_the_history_up_to_the_message_and_runs_on_its_own(
     assert client.get(f"/v1/threads/{original['id']}").json() == original
 
 
-def test_a_fork_copies_its_components_with_their_state(
+def test_a_fork_copies_its_components_with_their_state_as_of_the_fork_point(
         client: httpx.Client, scripted_model: ScriptedModel):
-    thread_id, component_id, _ = render_table(client, scripted_model, TABLE)
-    assert client.post(state_url(thread_id, component_id), json={
-        "state": {"page": 2}, "userKey": DEFAULT_USER}).status_code == 200
+    thread_id, component_id, run_id = render_table(client, scripted_model, TABLE)
+
+    def set_page(page: int) -> None:
+        assert client.post(state_url(thread_id, component_id), json={
+            "state": {"page": page}, "userKey": DEFAULT_USER}).status_code == 200
+
+    def next_exchange(text: str, previous: str) -> str:
+        scripted_model.enqueue([{"content": f"Re: {text}."}])
+        events = run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
+                            json={"message": message(text), "previousRunId": previous})
+        assert events[-1].type == "RUN_FINISHED", events[-1]
+        return started_ids(events)[1]
+
+    # The table's state as of each answer: page 2 (set twice), then 4, then 5 and 6.
+    set_page(1)
+    set_page(2)
+    run_id = next_exchange("next", run_id)
+    set_page(3)
+    set_page(4)
+    next_exchange("and next", run_id)
+    set_page(5)
+    set_page(6)
     original = client.get(f"/v1/threads/{thread_id}").json()
+    answers = [m["id"] for m in original["messages"] if m["role"] == "assistant"]
 
-    forked = fork(client, thread_id, original["messages"][-1]["id"]).json()
+    copies = []
+    for answer, page in zip(answers, (2, 4, 6), strict=True):
+        forked = fork(client, thread_id, answer).json()
+        (block,) = [b for m in forked["messages"] for b in m["content"]
+                    if b["type"] == "component"]
+        assert block["id"] != component_id
+        assert (block["name"], block["props"], block["state"]) == (
+            "Table", {"title": "Users"}, {"page": page}), answer
+        assert stored(client, forked["id"], block["id"])[0] == {"page": page}
+        copies.append((forked["id"], block["id"]))
 
-    (block,) = [b for b in forked["messages"][-1]["content"] if b["type"] == "component"]
-    assert block["id"] != component_id
-    assert (block["name"], block["props"], block["state"]) == (
-        "Table", {"title": "Users"}, {"page": 2})
-    assert client.post(state_url(forked["id"], block["id"]), json={
-        "state": {"page": 3}, "userKey": DEFAULT_USER}).status_code == 200
-    assert stored(client, thread_id, component_id)[0] == {"page": 2}
-    assert stored(client, forked["id"], block["id"])[0] == {"page": 3}
+    assert client.get(f"/v1/threads/{thread_id}").json() == original  # untouched
+    assert stored(client, thread_id, component_id) == ({"page": 6}, 6)
+    # A fork's component is its own: writing it changes neither the original nor a fork of it.
+    first_fork, first_block = copies[0]
+    assert client.post(state_url(first_fork, first_block), json={
+        "state": {"page": 7}, "userKey": DEFAULT_USER}).status_code == 200
+    assert stored(client, thread_id, component_id)[0] == {"page": 6}
+    fork_of_fork = fork(client, first_fork, client.get(
+        f"/v1/threads/{first_fork}").json()["messages"][-1]["id"]).json()
+    (block,) = [b for b in fork_of_fork["messages"][-1]["content"] if b["type"] == "component"]
+    assert block["state"] == {"page": 7}
 
 
 def test_refused_fork_points(client: httpx.Client, scripted_model: ScriptedModel):

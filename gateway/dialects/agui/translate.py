@@ -75,6 +75,7 @@ from ...protocol.usage_events import agui_usage
 
 COMPONENTS = "components"  # the member of the agent state that holds the run's components
 CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed
+CUSTOM_QUEUED = "gateway.run.queued"  # the run waits for its thread (`enqueue`)
 
 
 class AguiDialect(Dialect[BaseEvent]):
@@ -241,6 +242,10 @@ class AguiDialect(Dialect[BaseEvent]):
             return self._end_subagents() + [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
                                   code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
         return []
+
+    def on_queued(self) -> list[BaseEvent]:
+        return [CustomEvent(name=CUSTOM_QUEUED,
+                            value={"threadId": self.thread_id, "runId": self.run_id})]
 
     def stamp(self, event: BaseEvent, ts: int) -> BaseEvent:
         event.timestamp = ts

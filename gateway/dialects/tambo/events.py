@@ -300,6 +300,12 @@ class AwaitingInputValue(TypedDict):
 
 
 @with_config(CLOSED)
+class RunQueuedValue(TypedDict):
+    threadId: NonEmpty
+    runId: NonEmpty
+
+
+@with_config(CLOSED)
 class MessageParentValue(TypedDict):
     messageId: NonEmpty
     parentMessageId: NonEmpty
@@ -381,6 +387,25 @@ class RunAwaitingInput(RunAwaitingInputBody):
 
 
 @with_config(CLOSED)
+class RunQueuedBody(TypedDict):
+    """`RunQueued` as the dialect builds it, before the SSE view stamps it."""
+
+    type: Literal["CUSTOM"]
+    name: Literal["tambo.run.queued"]
+    value: RunQueuedValue
+
+
+@with_config(CLOSED)
+class RunQueued(RunQueuedBody):
+    """The run waits for its thread (`multitaskStrategy: "enqueue"`): sent right after the
+    stream's `RUN_STARTED`, while the run is queued; the run's events follow when it starts.
+    The gateway's own event (real Tambo has no queue): the Tambo clients ignore a CUSTOM name
+    they do not know."""
+
+    timestamp: EpochMs
+
+
+@with_config(CLOSED)
 class MessageParentBody(TypedDict):
     """`MessageParent` as the dialect builds it, before the SSE view stamps it."""
 
@@ -403,6 +428,7 @@ CUSTOM_EVENTS: dict[str, type] = {
     "tambo.component.end": ComponentEnd,
     "tambo.run.awaiting_input": RunAwaitingInput,
     "tambo.message.parent": MessageParent,
+    "tambo.run.queued": RunQueued,
 }
 
 EVENTS: dict[str, type] = {
@@ -422,7 +448,7 @@ EVENTS: dict[str, type] = {
 }
 
 CustomEvent = Annotated[
-    ComponentStart | ComponentPropsDelta | ComponentStateDelta | ComponentEnd | RunAwaitingInput | MessageParent,
+    ComponentStart | ComponentPropsDelta | ComponentStateDelta | ComponentEnd | RunAwaitingInput | MessageParent | RunQueued,
     Field(discriminator="name"),
 ]
 
@@ -434,5 +460,5 @@ TamboEvent = Annotated[
 
 tambo_event = TypeAdapter(TamboEvent)
 
-TamboEventBody = RunStartedBody | RunFinishedBody | RunErrorBody | TextMessageStartBody | TextMessageContentBody | TextMessageEndBody | ThinkingTextMessageStartBody | ThinkingTextMessageContentBody | ThinkingTextMessageEndBody | ToolCallStartBody | ToolCallArgsBody | ToolCallEndBody | ToolCallResultBody | ComponentStartBody | ComponentPropsDeltaBody | ComponentStateDeltaBody | ComponentEndBody | RunAwaitingInputBody | MessageParentBody
+TamboEventBody = RunStartedBody | RunFinishedBody | RunErrorBody | TextMessageStartBody | TextMessageContentBody | TextMessageEndBody | ThinkingTextMessageStartBody | ThinkingTextMessageContentBody | ThinkingTextMessageEndBody | ToolCallStartBody | ToolCallArgsBody | ToolCallEndBody | ToolCallResultBody | ComponentStartBody | ComponentPropsDeltaBody | ComponentStateDeltaBody | ComponentEndBody | RunAwaitingInputBody | MessageParentBody | RunQueuedBody
 """An event as `translate.TamboDialect` builds it: `stamp` adds its `timestamp`."""

@@ -195,6 +195,10 @@ class TamboDialect(Dialect[Event]):
             return [event]
         return []
 
+    def on_queued(self) -> list[Event]:
+        return [{"type": "CUSTOM", "name": "tambo.run.queued",
+                 "value": {"threadId": self.thread_id, "runId": self.run_id}}]
+
     def stamp(self, event: Event, ts: int) -> Event:
         # The stamped event is the matching `events.TamboEvent`; the dialect's one type
         # parameter stands for both (no `cast()`: not even a call more per event).

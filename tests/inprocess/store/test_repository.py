@@ -68,8 +68,9 @@ async def test_component_state_is_compare_and_set_on_the_revision(store: Store) 
                              name="Card", props={}, state={}, revision=0,
                              created_ms=now_ms(), updated_ms=now_ms())
     await store.put_component(component)
-    writes = await asyncio.gather(*[store.set_component_state(component.id, 0, {"n": n},
-                                                              now_ms()) for n in range(5)])
+    current = await store.get_component(thread.id, component.id)
+    writes = await asyncio.gather(*[store.set_component_state(current, {"n": n}, now_ms())
+                                    for n in range(5)])
     assert sorted(writes) == [False] * 4 + [True]
     stored = await store.get_component(thread.id, component.id)
     assert stored.revision == 1 and stored.state == {"n": writes.index(True)}
