@@ -13,7 +13,7 @@ import sqlmodel
 from alembic import op
 
 revision: str = '0015'
-down_revision: str | None = '0014'
+down_revision: str | None = '0017'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
