@@ -31,10 +31,8 @@ DESCRIPTION = (
     "| code | status | meaning |\n|---|---|---|\n")
 
 
-def sse_message(event: str, snapshot_first: bool = False) -> dict[str, Any]:
-    """One Server-Sent Events message of a stream whose data is an `event`. A run's events
-    are all numbered; a connect's snapshot events are not (`Operation.snapshot_first`)."""
-    position = "The event's position in the run (1, 2, ...)."
+def sse_message(event: str) -> dict[str, Any]:
+    """One Server-Sent Events message of a stream whose data is an `event`."""
     return {
         "type": "object",
         "description": "One Server-Sent Events message of a run stream, as an SSE parser "
@@ -43,20 +41,19 @@ def sse_message(event: str, snapshot_first: bool = False) -> dict[str, Any]:
             "data": {"type": "string", "contentMediaType": "application/json",
                      "contentSchema": {"$ref": REF.format(model=event)}},
             "id": {"type": "string", "pattern": "^[1-9][0-9]*$",
-                   "description": position + (
-                       " The snapshot events the stream opens with have none: they belong to "
-                       "no run, so they leave the client's cursor alone."
-                       if snapshot_first else "")},
+                   "description": "The event's position in its run's log (1, 2, ...): "
+                                  "resume after it with `Last-Event-ID`. Every event the "
+                                  "run's log holds has one. Events the log does not hold "
+                                  "have none and leave the client's cursor alone: the "
+                                  "snapshot an AG-UI connect opens with, the first two events "
+                                  "of an enqueued run's stream (its `RUN_STARTED`, sent "
+                                  "early and not again, and the `queued` CUSTOM event), and "
+                                  "the `RUN_ERROR` of a stream that fails while being read "
+                                  "(`STREAM_FAILED`)."},
             "event": {"const": "message"},
         },
-        "required": ["data"] if snapshot_first else ["data", "id"],
+        "required": ["data"],
     }
-
-
-def snapshot_message(message: str) -> str:
-    """`AguiSseMessage` -> `AguiSnapshotSseMessage`: the messages of a stream that opens with
-    unnumbered snapshot events."""
-    return message.removesuffix("SseMessage") + "SnapshotSseMessage"
 
 
 def openapi_path(path: str) -> str:
@@ -135,7 +132,6 @@ def _success(op: Operation, result_schema: dict[str, Any] | None,
             content[op.media_type]["example"] = examples["response"]
     if op.stream:
         [message] = [e.sse_message for e in registry.event_schemas() if e.name == op.stream]
-        message = snapshot_message(message) if op.snapshot_first else message
         content["text/event-stream"] = {"schema": {"$ref": REF.format(model=message)}}
         if "stream" in examples:
             content["text/event-stream"]["example"] = examples["stream"]
@@ -190,8 +186,6 @@ def build(operations: tuple[Operation, ...] | None = None) -> dict[str, Any]:
     for event in events:
         defs[event.name] = refs[event.name]
         defs[event.sse_message] = sse_message(event.name)
-        if any(op.snapshot_first and op.stream == event.name for op in operations):
-            defs[snapshot_message(event.sse_message)] = sse_message(event.name, True)
     paths: dict[str, dict[str, Any]] = {}
     for op in operations:
         paths.setdefault(openapi_path(op.path), {})[op.method.lower()] = _operation(op, refs)

@@ -62,9 +62,6 @@ class Operation:
     # An SSE stream of the events of that name (a dialect's `event_schema`); with `result`
     # too, the alternative to it.
     stream: str | None = None
-    # The stream opens with events that carry no SSE id (an AG-UI connect's snapshot, which
-    # belongs to no run), so its messages' `id` is optional; every run stream numbers them all.
-    snapshot_first: bool = False
     media_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)  # response headers always sent
     other: dict[int, str] = field(default_factory=dict)  # other bodiless successes (304, ...)

@@ -73,15 +73,3 @@ def test_summaries_are_plain_text() -> None:
     marked = [op["operationId"] for _, _, op in OPERATIONS if "`" in op.get("summary", "")]
     assert marked == []
 
-
-def test_run_streams_number_every_event_and_only_a_connect_opens_without_ids() -> None:
-    """A client that resumes from `Last-Event-ID` relies on every run event having an id; only
-    the AG-UI connect's snapshot events (no run's) go without one."""
-    optional = {}
-    for _, _, op in OPERATIONS:
-        stream = op["responses"].get("200", {}).get("content", {}).get("text/event-stream")
-        if stream is not None:
-            message = DOCUMENT["components"]["schemas"][stream["schema"]["$ref"].rsplit("/")[-1]]
-            optional[op["operationId"]] = "id" not in message["required"]
-    assert optional.pop("aguiConnectAgent") is True
-    assert optional and not any(optional.values()), optional

@@ -58,7 +58,6 @@ OPERATIONS: tuple[Operation, ...] = (
                           "only the thread's latest run after that event. A thread that does "
                           "not exist, or is outside the caller's scope, is an empty thread.",
               body=GatewayRunInput, params=(*KEYS, *REPLAY), stream=EVENTS.name,
-              snapshot_first=True,
               errors=("AGENT_NOT_FOUND", "THREAD_AGENT_MISMATCH", "INVALID_CURSOR",
                       "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/agui/threads/{thread_id}", "aguiGetThreadStatus",
