@@ -27,6 +27,7 @@ from gateway.store.repository import Store
 from tests.conftest import scripted_env
 from tests.support.gateway_server import USER, read_store
 from tests.support.inprocess_app import InProcessGateway
+from tests.support.run_stream import open_stream, read_until, texts
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent, iter_events, run_events
 
@@ -121,6 +122,20 @@ def cancelled_run(http: httpx.Client, captured: Captured) -> None:
     captured.add(events)
 
 
+def queued_run(http: httpx.Client, captured: Captured) -> None:
+    """A message enqueued behind a streaming run (its stream opens with the queued notice),
+    which starts once that run is cancelled."""
+    with open_stream(http, "POST", "/v1/threads/runs", json={"message": user("first")}) as (
+            _, events):
+        first = read_until(events, lambda seen: texts(seen) >= 2)
+        ids = first[0].data["threadId"], first[0].data["runId"]
+        with open_stream(http, "POST", f"/v1/threads/{ids[0]}/runs", json={
+                "message": user("second"), "multitaskStrategy": "enqueue"}) as (_, queued):
+            http.delete(f"/v1/threads/{ids[0]}/runs/{ids[1]}")
+            captured.add(list(queued))
+        captured.add(first + list(events))
+
+
 @pytest.fixture(scope="module")
 def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) -> Captured:
     scripted_model.reset()
@@ -173,6 +188,10 @@ def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) ->
         got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("fail")}))
         scripted_model.enqueue([{"slow": {"count": 200, "interval": 0.05}}])
         cancelled_run(http, got)
+        # A message enqueued behind a streaming run, which is cancelled.
+        scripted_model.enqueue([{"content": "First "}, {"slow": {"count": 200, "interval": 0.05}}],
+                               [{"content": "Queued answer."}])
+        queued_run(http, got)
         # A sub-agent that answers, then one that fails.
         scripted_model.enqueue([call("call_d", "helper", '{"task": "look"}')],
                                [{"content": "Looked."}], [{"content": "Done."}],
