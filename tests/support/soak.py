@@ -203,6 +203,8 @@ class Client:
                    stop_after: int | None) -> None:
         """Read `response` until the run's last event, or drop it after `stop_after` events."""
         async for event in aiter_events(response):
+            if event.id is None and event.type == "RUN_ERROR" and event.data.get("isRetryable"):
+                break  # this stream failed, not the run (STREAM_FAILED): reconnect, as told
             visit.events.append(event)
             if event.type in ENDING_EVENTS:
                 record.read_to_end = True
