@@ -49,9 +49,6 @@ MAX_WINDOW_DAYS = 366
 RUN_STATUSES = ("queued", "running", "completed", "awaiting_input", "failed", "cancelled")
 GROUPINGS: tuple[str, ...] = get_args(AdminGrouping)
 MAX_GROUPS = 1000
-# Frames read to find a run's first model output (it comes within the first few).
-FIRST_TOKEN_SCAN = 200
-OUTPUT_TYPES = {"agent", "thinking", "tool_call", "x-component"}
 ERROR_FIELDS = ("code", "message", "category")
 
 
@@ -186,22 +183,12 @@ async def get_run(request: Request) -> Response:
     row = await _found_run(request)
     store = services(request).store
     usage = (await store.admin_runs_usage([row.id])).get(row.id)
-    frames = await store.read_frames(row.id, 0, FIRST_TOKEN_SCAN)
-    first = next((f.ts_ms for f in frames if _is_output(f.frame)), None)
     last = await store.last_frame(row.id)
+    first = row.first_token_ms  # stored with the run's end (`runs/recorder.py`)
     detail = AdminRunDetail(**_run(request, row, usage), frames=last.seq if last else 0,
                             firstTokenMs=first - row.started_ms
                             if first is not None and row.started_ms else None)
     return JSONResponse(wire(detail))
-
-
-def _is_output(frame: dict[str, Any]) -> bool:
-    """A frame of the model's output: an append (text, reasoning, tool arguments, props), or
-    a start or set of an output message."""
-    if "a" in frame:
-        return True
-    meta = frame.get("m") if "m" in frame else frame.get("v")
-    return isinstance(meta, dict) and meta.get("type") in OUTPUT_TYPES
 
 
 async def run_frames(request: Request) -> Response:

@@ -79,8 +79,9 @@ class AdminRunList(StrictModel):
 
 
 class AdminRunDetail(AdminRun):
-    firstTokenMs: int | None = Field(description="From start to the first model output frame "
-                                                 "of its stored log; null: none stored.")
+    firstTokenMs: int | None = Field(description="From start to its first streamed token "
+                                                 "(the run list's `firstTokenAt`); null until "
+                                                 "the run ends, or when nothing streamed.")
     frames: int = Field(ge=0, description="How many frames its stored log holds so far.")
 
 
