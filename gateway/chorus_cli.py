@@ -15,7 +15,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 from .config import Settings
-from .keys_cli import agent_name, non_negative, project_name, unknown_agent
+from .keys_cli import add_limit_flags, agent_name, project_name, unknown_agent
 from .protocol.clock import new_id, now_ms
 
 if TYPE_CHECKING:
@@ -34,12 +34,8 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                          help="the project its threads belong to (default: default)")
     connect.add_argument("--url", default="http://127.0.0.1:8000", metavar="BASE",
                          help="the gateway's public base URL (default: http://127.0.0.1:8000)")
-    for flag, what in (("--max-concurrent-runs", "messages in flight (waiting or running)"),
-                       ("--runs-per-minute", "messages per minute"),
-                       ("--daily-tokens", "model tokens per UTC day")):
-        connect.add_argument(flag, type=non_negative, metavar="N",
-                             help=f"this connection's limit of {what} (0: none; default: the "
-                                  "GATEWAY_CHORUS_* setting)")
+    add_limit_flags(connect, "connection", ("messages in flight (waiting or running)",
+                                            "messages per minute"), "GATEWAY_CHORUS_*")
     actions.add_parser("list", help="show connection strings (never their secrets)")
     revoke = actions.add_parser("revoke", help="stop a connection string at once")
     revoke.add_argument("connection_id", help="its id (`chc_...`, from `gateway chorus list`)")

@@ -41,12 +41,8 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                              "its project only; it cannot run agents")
     create.add_argument("--expires", type=expiry, metavar="DURATION|DATE",
                         help="e.g. 30d, 12h, or an ISO date/time (UTC); default: never")
-    for flag, what in (("--max-concurrent-runs", "runs at once"),
-                       ("--runs-per-minute", "runs started per minute"),
-                       ("--daily-tokens", "model tokens per UTC day")):
-        create.add_argument(flag, type=non_negative, metavar="N",
-                            help=f"this key's limit of {what} (0: none; default: the "
-                                 "GATEWAY_KEY_* setting)")
+    add_limit_flags(create, "key", ("runs at once", "runs started per minute"),
+                    "GATEWAY_KEY_*")
     listing = actions.add_parser("list", help="show keys (never the keys themselves)")
     listing.add_argument("--project", type=project_name)
     revoke = actions.add_parser("revoke", help="stop a key, in every process")
@@ -84,6 +80,17 @@ def unknown_agent(settings: Settings, name: str | None) -> str | None:
     if agents.get(name) is None:
         return f"no agent {name!r} is configured (agents: {', '.join(a.name for a in agents)})"
     return None
+
+
+def add_limit_flags(parser: argparse.ArgumentParser, holder: str, runs: tuple[str, str],
+                    settings: str) -> None:
+    """The three quota flags a credential takes (a key, a Chorus connection string), so both
+    commands spell and explain them alike."""
+    for flag, what in (("--max-concurrent-runs", runs[0]), ("--runs-per-minute", runs[1]),
+                       ("--daily-tokens", "model tokens per UTC day")):
+        parser.add_argument(flag, type=non_negative, metavar="N",
+                            help=f"this {holder}'s limit of {what} (0: none; default: the "
+                                 f"{settings} setting)")
 
 
 def non_negative(value: str) -> int:
