@@ -104,6 +104,29 @@ def test_a_key_made_for_an_agent_runs_it_and_its_thread_keeps_it(
     assert first_message(scripted_model, since) == "You are the support agent."
 
 
+def test_a_key_made_for_an_agent_reaches_no_other_agent(
+        gateway: GatewayServer | GatewayCluster, scripted_model: ScriptedModel) -> None:
+    """The operator bound the key: neither a path nor a parameter chosen by the browser that
+    holds it can pick another agent, and nothing reaches the model."""
+    billing = create_key(gateway, "--agent", "billing")
+    calls = len(scripted_model.requests)
+    with httpx.Client(base_url=gateway.url, timeout=30, headers={"x-api-key": billing}) as http:
+        refused = [
+            http.post("/v1/threads/runs", params={"agent": "support"}, json={
+                "message": {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                "userKey": "buyer"}),
+            http.post("/v1/agui/agents/support/run", json={
+                "threadId": "t-bound", "runId": "r-bound", "messages": [
+                    {"id": "m1", "role": "user", "content": "hi"}],
+                "tools": [], "context": [], "state": {}, "forwardedProps": {"userKey": "buyer"}}),
+        ]
+        listing = http.get("/v1/agents").json()
+    assert [(r.status_code, r.json()["code"]) for r in refused] == [
+        (403, "AGENT_NOT_ALLOWED")] * 2
+    assert list(listing["agents"]) == ["billing"]
+    assert len(scripted_model.requests) == calls
+
+
 def test_keys_list_still_works_with_agent_keys(gateway: GatewayServer | GatewayCluster) -> None:
     create_key(gateway, "--agent", "support")
     listing = keys_command(env_of(gateway), gateway.workdir, "list", "--project", PROJECT)
