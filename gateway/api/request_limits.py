@@ -20,6 +20,11 @@ from .stored_caps import check_initial_messages, check_metadata
 # A JSON string (skipped whole, escapes included) or one bracket: what nesting depth is made of.
 _STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 _OPENERS = frozenset(b"[{")
+# A string (skipped whole) or an integer literal of 19 digits or more (not a fraction's or an
+# exponent's digits): the only integers that can fall outside 64 bits.
+_LONG_INTEGER = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\d.eE+-])-?\d{19,}(?![\d.eE])',
+                           re.DOTALL)
+_INT64 = range(-(2 ** 63), 2 ** 63)
 
 
 def json_depth(raw: bytes) -> int:
@@ -39,11 +44,27 @@ def json_depth(raw: bytes) -> int:
     return deepest
 
 
-def check_json_depth(raw: bytes, limit: int) -> None:
-    if json_depth(raw) > limit:
+def has_integer_beyond_64_bits(raw: bytes) -> bool:
+    """Whether a JSON text holds an integer outside the signed 64-bit range.
+
+    Python's parser accepts any integer, but such a number cannot be stored or sent on: the
+    model client's encoder (and other JSON peers) refuse it, which would fail the run after it
+    started. So it is refused with the body, like any other JSON a peer cannot read.
+    """
+    return any(len(token) > 1 and token[:1] != b'"' and int(token) not in _INT64
+               for token in (m.group() for m in _LONG_INTEGER.finditer(raw)))
+
+
+def check_json_body(raw: bytes, depth_limit: int) -> None:
+    """400 for a JSON body nested too deep or holding an integer no JSON peer can carry,
+    checked before it is parsed."""
+    if json_depth(raw) > depth_limit:
         raise ApiError(Problem.JSON_TOO_DEEP,
-                       f"The request body nests arrays and objects deeper than {limit} levels",
-                       limit=limit)
+                       f"The request body nests arrays and objects deeper than {depth_limit} "
+                       "levels", limit=depth_limit)
+    if has_integer_beyond_64_bits(raw):
+        raise ApiError(Problem.INTEGER_OUT_OF_RANGE,
+                       "The request body holds an integer outside the signed 64-bit range")
 
 
 def _text_chars(blocks: list[Block]) -> int:

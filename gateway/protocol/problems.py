@@ -118,6 +118,8 @@ class Problem(enum.Enum):
                                 "`GATEWAY_MAX_COMPONENTS`.")
     JSON_TOO_DEEP = (400, "The body nests arrays and objects deeper than "
                           "`GATEWAY_MAX_JSON_DEPTH`.")
+    INTEGER_OUT_OF_RANGE = (400, "The body holds an integer outside the signed 64-bit range, "
+                                 "which the gateway cannot store or pass to a model.")
     METADATA_TOO_LARGE = (413, "A thread's or run's metadata is larger than "
                                "`GATEWAY_MAX_METADATA_BYTES`.")
     STATE_TOO_LARGE = (413, "A component's state is larger than "

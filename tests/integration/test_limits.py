@@ -208,10 +208,13 @@ def test_requests_over_a_limit_are_refused_before_anything_starts(
         too_long = http.post("/v1/threads/runs", json=run_body("x" * 200_001, "refused"))
         too_many = http.post("/v1/threads/runs", json=run_body(
             user="refused", tools=[{"name": f"t{n}"} for n in range(129)]))
+        too_big = http.post("/v1/threads/runs", json=run_body(  # the model cannot be sent it
+            user="refused", tools=[{"name": "t", "inputSchema": {"maximum": 2 ** 64}}]))
         threads = http.get("/v1/threads", params={"userKey": "refused"}).json()["threads"]
     for response, status, code in ((too_deep, 400, "JSON_TOO_DEEP"),
                                    (too_long, 413, "MESSAGE_TOO_LARGE"),
-                                   (too_many, 400, "TOO_MANY_TOOLS")):
+                                   (too_many, 400, "TOO_MANY_TOOLS"),
+                                   (too_big, 400, "INTEGER_OUT_OF_RANGE")):
         assert response.status_code == status, response.text
         assert response.headers["content-type"] == "application/problem+json"
         assert response.json()["code"] == code

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gateway.api.request_limits import check_run_request, json_depth
+from gateway.api.request_limits import check_run_request, has_integer_beyond_64_bits, json_depth
 from gateway.config import Settings
 from gateway.dialects.tambo.input import run_spec
 from gateway.protocol.problems import ApiError
@@ -24,6 +24,21 @@ from gateway.protocol.tambo import RunRequest
 ])
 def test_json_depth(text: bytes, depth: int) -> None:
     assert json_depth(text) == depth
+
+
+@pytest.mark.parametrize(("text", "beyond"), [
+    (b'{"a": 9223372036854775807, "b": -9223372036854775808}', False),  # the range's ends
+    (b'{"a": 9223372036854775808}', True),
+    (b'{"a": [1, -9223372036854775809]}', True),
+    (b'{"a": 1e400, "b": 0.123456789012345678901234, "c": 1.5e-12345678901234567890}', False),
+    (b'{"a": 123456789012345678901234.5}', False),  # a float, whatever its digits
+    (b'{"s": "99999999999999999999999999", "t": "\\" 99999999999999999999999"}', False),
+])
+def test_integers_beyond_64_bits_are_found_outside_strings(text: bytes, beyond: bool) -> None:
+    """Python reads any integer, but the model client cannot send one past 64 bits: such a
+    body is refused before the run starts (the fuzzer found one failing a run)."""
+    assert json.loads(text) is not None  # every case is valid JSON
+    assert has_integer_beyond_64_bits(text) is beyond
 
 
 def request(**body: object) -> RunSpec:
