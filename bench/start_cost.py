@@ -1,7 +1,8 @@
 """The CPU and the wall time of a run start, in-process, robust to a busy machine.
 
-    .venv/bin/python -m bench.start_cost                     # 300 starts, one at a time and at once
-    .venv/bin/python -m bench.start_cost --profile 30        # plus cProfile's top 30 (at once)
+    .venv/bin/python -m bench.start_cost              # 3 x 100 starts against the bare limit
+    .venv/bin/python -m bench.start_cost --at-once    # then 100 starts in the same instant
+    .venv/bin/python -m bench.start_cost --profile 30 # plus cProfile's top 30 (one at a time)
 
 The whole app (`create_app`, its lifespan, SQLite in a temporary directory, the default model
 adapter) runs on a uvloop in this process; the model is the paced upstream of `bench/paced.py`
@@ -18,6 +19,15 @@ Per start, with its end (a one-token run is almost nothing but its start and its
 
 "one at a time" is the cost of a start on an idle process; "at once" hands all of them to the app
 in the same instant (the start gate and the log writer's group commits at work).
+
+CPU time still stretches on a busy machine (shared cores and caches), so each figure is given
+beside a limit measured in the same process, alternating with it (`--rounds`): **bare**, the
+least any server does for the same request: a Starlette route that parses the body, streams
+the same upstream with the same httpx client settings, and sends the same five events through
+sse-starlette as the gateway frames them, with nothing stored, no middleware, no auth. The
+ratio gateway / bare is what to compare across machines and loads. Beside it, **Python calls
+per start** (cProfile over `--calls` starts one at a time, the loop thread), a count that does
+not depend on the load at all.
 """
 
 from __future__ import annotations
@@ -110,6 +120,89 @@ async def batch(app: Any, n: int, at_once: bool) -> dict[str, Any]:
             "end_ms": [round(pct(list(ends), q), 1) for q in (0.5, 0.99)]}
 
 
+def bare_app(upstream_url: str) -> Any:
+    """The limit: the same request, upstream call and events with nothing else (see the
+    module's docstring)."""
+    import httpx
+    import orjson
+    from sse_starlette import EventSourceResponse
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.routing import Route
+
+    from gateway.engine.direct_model import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
+    from gateway.runs.timings import Timings
+
+    client = httpx.AsyncClient(
+        base_url=f"{upstream_url}/v1", headers={"Accept": "text/event-stream",
+                                               "Authorization": "Bearer sk-bench"},
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        timeout=httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS))
+    timings = Timings()
+
+    def event(kind: str, **fields: Any) -> dict[str, str]:
+        return {"data": orjson.dumps({"type": kind, **fields}).decode()}
+
+    async def start(request: Request) -> EventSourceResponse:
+        text = orjson.loads(await request.body())["message"]["content"][0]["text"]
+        body = {"model": "paced", "messages": [{"role": "user", "content": text}],
+                "stream": True, "stream_options": {"include_usage": True}}
+
+        async def events() -> Any:
+            yield event("RUN_STARTED", threadId="thr", runId="run")
+            yield event("TEXT_MESSAGE_START", messageId="msg", role="assistant")
+            async with client.stream("POST", "/chat/completions", content=orjson.dumps(body),
+                                     headers={"Content-Type": "application/json"}) as response:
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    for choice in orjson.loads(line[6:]).get("choices", []):
+                        if choice["delta"].get("content"):
+                            yield event("TEXT_MESSAGE_CONTENT", messageId="msg",
+                                        delta=choice["delta"]["content"])
+            yield event("TEXT_MESSAGE_END", messageId="msg")
+            yield event("RUN_FINISHED", threadId="thr", runId="run")
+
+        return EventSourceResponse(events(), ping=timings.heartbeat_seconds, sep="\n",
+                                   send_timeout=timings.slow_reader_seconds,
+                                   headers={"Cache-Control": "no-cache",
+                                            "X-Accel-Buffering": "no"})
+
+    return Starlette(routes=[Route("/v1/threads/runs", start, methods=["POST"])])
+
+
+async def calls_per_start(app: Any, n: int) -> int:
+    """Python function calls on the loop thread per start, one at a time (cProfile's count)."""
+    profiler = cProfile.Profile(time.thread_time)
+    profiler.enable()
+    for _ in range(n):
+        await one_start(app)
+    profiler.disable()
+    return round(pstats.Stats(profiler).total_calls / n)  # type: ignore[attr-defined]
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+async def against_bare(gateway: Any, bare: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """CPU per start one at a time, gateway and bare alternating for `--rounds`; the medians,
+    their ratio, and the calls per start of each."""
+    cpu: dict[str, list[float]] = {"gateway": [], "bare": []}
+    for _ in range(args.rounds):
+        for name, app in (("gateway", gateway), ("bare", bare)):
+            row = await batch(app, args.starts, False)
+            cpu[name].append(row["cpu_ms_per_start"])
+            print(json.dumps({"app": name, **row}), flush=True)
+    result = {"gateway_cpu_ms": median(cpu["gateway"]), "bare_cpu_ms": median(cpu["bare"])}
+    result["ratio"] = round(result["gateway_cpu_ms"] / result["bare_cpu_ms"], 2)
+    if args.calls:
+        result["gateway_calls"] = await calls_per_start(gateway, args.calls)
+        result["bare_calls"] = await calls_per_start(bare, args.calls)
+    print(json.dumps({"summary": result, "rounds": cpu}), flush=True)
+    return result
+
+
 async def measure(args: argparse.Namespace, upstream_url: str) -> list[dict[str, Any]]:
     from gateway.app import create_app
     from tests.support.inprocess_app import settings_from
@@ -119,47 +212,70 @@ async def measure(args: argparse.Namespace, upstream_url: str) -> list[dict[str,
         "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}",
         "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
         "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MAX_ACTIVE_RUNS": "0",
-        "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0", **dict(e.split("=", 1) for e in args.env)})
-    app = create_app(settings)
-    results = []
+        "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
+        **dict(e.split("=", 1) for e in args.env)})
+    app, bare = create_app(settings), bare_app(upstream_url)
+    results: list[dict[str, Any]] = []
     async with app.router.lifespan_context(app):
-        app.state.services = app.state.services  # opened by the lifespan
-        await batch(app, 20, False)  # warm-up: lazy imports, the first model call, caches
-        await batch(app, 20, True)
-        for at_once in (False, True):
-            spy = None
-            if args.py_spy:
-                spy = subprocess.Popen(
-                    [args.py_spy, "record", "--pid", str(os.getpid()), "--format", "raw",
-                     "--rate", "250", "--nonblocking", "--threads", "-o",
-                     f"{args.py_spy_out}-{'at-once' if at_once else 'one-by-one'}.txt"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                await asyncio.sleep(1.0)  # attached
-            row = await batch(app, args.starts, at_once)
-            if spy is not None:
-                spy.send_signal(signal.SIGINT)
-                spy.wait(30)
+        for warm in (app, bare):  # lazy imports, the first model call, caches
+            await batch(warm, 20, False)
+            await batch(warm, 20, True)
+        results.append(await against_bare(app, bare, args))
+        if args.at_once:
+            row = await batch(app, args.starts, True)
             results.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({"app": "gateway", **row}), flush=True)
+        if args.py_spy:
+            await sampled(app, args)
         if args.profile:
-            profiler = cProfile.Profile(time.thread_time)  # the loop's CPU, not waits
-            profiler.enable()
-            await batch(app, args.starts, True)
-            profiler.disable()
-            out = io.StringIO()
-            stats = pstats.Stats(profiler, stream=out)
-            stats.sort_stats("tottime").print_stats(args.profile)
-            stats.sort_stats("cumulative").print_stats(args.profile)
-            print(out.getvalue())
-            if args.profile_out:
-                stats.dump_stats(args.profile_out)
+            profiled(await profile(app, args.starts), args)
     return results
+
+
+async def sampled(app: Any, args: argparse.Namespace) -> None:
+    """py-spy over a batch of starts one at a time and one at once."""
+    for at_once in (False, True):
+        spy = subprocess.Popen(
+            [args.py_spy, "record", "--pid", str(os.getpid()), "--format", "raw",
+             "--rate", "250", "--nonblocking", "--threads", "-o",
+             f"{args.py_spy_out}-{'at-once' if at_once else 'one-by-one'}.txt"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await asyncio.sleep(1.0)  # attached
+        await batch(app, args.starts, at_once)
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
+
+
+async def profile(app: Any, n: int) -> cProfile.Profile:
+    profiler = cProfile.Profile(time.thread_time)  # the loop's CPU, not waits
+    profiler.enable()
+    for _ in range(n):
+        await one_start(app)
+    profiler.disable()
+    return profiler
+
+
+def profiled(profiler: cProfile.Profile, args: argparse.Namespace) -> None:
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(args.profile)
+    stats.sort_stats("cumulative").print_stats(args.profile)
+    print(out.getvalue())
+    if args.profile_out:
+        stats.dump_stats(args.profile_out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--starts", type=int, default=300)
-    parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N")
+    parser.add_argument("--starts", type=int, default=100, help="starts per batch")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="batches of gateway and bare, alternating")
+    parser.add_argument("--calls", type=int, default=30,
+                        help="starts to count Python calls over (0: none)")
+    parser.add_argument("--at-once", action="store_true",
+                        help="then a batch all at once (wall times under a burst)")
+    parser.add_argument("--profile", type=int, default=0,
+                        help="print cProfile's top N over a batch one at a time")
     parser.add_argument("--profile-out", help="write the cProfile stats to this file")
     parser.add_argument("--py-spy", help="py-spy binary: sample each batch into "
                                          "--py-spy-out-<batch>.txt (raw format)")
