@@ -11,9 +11,10 @@ from functools import cache
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from asyncpg.exceptions import CannotConnectNowError
-from sqlalchemy import Table, bindparam, inspect, text, update
+from sqlalchemy import Connection, Table, bindparam, inspect, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.util.concurrency import greenlet_spawn
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -96,6 +97,14 @@ async def holds_lease(connection: AsyncSession | AsyncConnection, fence: Fence |
     return held.rowcount == 1
 
 
+def lease_held(connection: Connection, fence: Fence | None) -> bool:
+    """`holds_lease` inside a `Queries.transaction`."""
+    if fence is None:
+        return True
+    run_id, owner = fence
+    return connection.execute(_HOLD_LEASE, {"run_id": run_id, "owner": owner}).rowcount == 1
+
+
 class StoreHooks(Protocol):
     """Told the time of each store operation (an operator's metrics); the store knows no more."""
 
@@ -143,6 +152,18 @@ class Queries:
 
     def session(self) -> AsyncSession:
         return self._sessions()
+
+    async def transaction(self, work: Callable[[Connection], R]) -> R:
+        """`work` in one transaction (committed if it returns, rolled back if it raises or
+        calls `connection.rollback()`), in a single switch to SQLAlchemy's synchronous side:
+        `async with engine.begin()` switches for the checkout, the begin, each statement, the
+        commit and the return, and those switches were a large part of a run start's CPU
+        (bench/README.md). The database driver is the same asynchronous one, awaited inside."""
+        return await greenlet_spawn(self._in_transaction, work)
+
+    def _in_transaction(self, work: Callable[[Connection], R]) -> R:
+        with self.engine.sync_engine.begin() as connection:
+            return work(connection)
 
     @operation
     async def ping(self) -> None:

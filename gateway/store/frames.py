@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import Connection, bindparam, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .base import ACTIVE_RUN_STATUSES, FrameEntry, Queries, operation, table
 from .tables import RunFrameRow, RunRow, ThreadRow
@@ -42,12 +41,11 @@ class LogBatch:
     thread_id: str | None = None
 
 
-async def insert_frames(connection: AsyncSession | AsyncConnection, run_id: str,
-                        entries: Sequence[FrameEntry]) -> None:
+def insert_frames(connection: Connection, run_id: str, entries: Sequence[FrameEntry]) -> None:
     """One Core INSERT for a batch of log frames: an ORM object per frame cost ~45 us each,
     most of the gateway's own per-token CPU (bench/README.md)."""
     if entries:
-        await connection.execute(_INSERT, [
+        connection.execute(_INSERT, [
             {"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
             for seq, ts, frame in entries])
 

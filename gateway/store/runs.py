@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, update
+from sqlalchemy import Connection, and_, bindparam, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -38,6 +37,7 @@ _FINISH = (update(_runs).where(_runs.c.id == bindparam("run_id"))
                    lease_owner=None, lease_expires_ms=None))
 _FINISH_FENCED = _FINISH.where(_runs.c.status.in_(ACTIVE_RUN_STATUSES),
                                _runs.c.lease_owner == bindparam("owner"))
+_INSERT_THREAD, _INSERT_RUN, _INSERT_MESSAGE = insert(_threads), insert(_runs), insert(_messages)
 _RELEASE = (update(_threads)
             .where(_threads.c.id == bindparam("thread_id"),
                    _threads.c.current_run_id == bindparam("run_id"))
@@ -64,18 +64,21 @@ class RunQueries(Queries):
         """
         lock = (_LOCK_IDLE if last_completed_run_id is None else
                 _LOCK_PAUSED if paused else _LOCK_AFTER)
+
+        def work(connection: Connection) -> str:
+            result = connection.execute(lock, {
+                "thread_id": run.thread_id, "last": last_completed_run_id, "run_id": run.id,
+                "now": now})
+            if result.rowcount != 1:
+                connection.rollback()
+                return "conflict"
+            _insert_run(connection, run, inputs)
+            return "started"
+
         try:
-            async with self.engine.begin() as connection:
-                result = await connection.execute(lock, {
-                    "thread_id": run.thread_id, "last": last_completed_run_id,
-                    "run_id": run.id, "now": now})
-                if result.rowcount != 1:
-                    await connection.rollback()
-                    return "conflict"
-                await _insert_run(connection, run, inputs)
+            return await self.transaction(work)
         except IntegrityError:
             return "duplicate"
-        return "started"
 
     @operation
     async def start_run_on_new_thread(self, thread: ThreadRow, messages: Sequence[MessageRow],
@@ -84,9 +87,12 @@ class RunQueries(Queries):
         nobody can know a thread before it exists, so there is nothing to lock against, and a
         new-thread start costs one commit instead of a thread insert, a re-read and a lock."""
         thread.run_status, thread.current_run_id = "waiting", run.id
-        async with self.engine.begin() as connection:
-            await connection.execute(insert(_threads), [values_of(thread)])
-            await _insert_run(connection, run, [*messages, *inputs])
+
+        def work(connection: Connection) -> None:
+            connection.execute(_INSERT_THREAD, [values_of(thread)])
+            _insert_run(connection, run, [*messages, *inputs])
+
+        await self.transaction(work)
 
     @operation
     async def next_queued_run(self, thread_id: str) -> RunRow | None:
@@ -154,22 +160,24 @@ class RunQueries(Queries):
         `run_usage` rows (`store.usage.usage_rows`), whatever the terminal state;
         `first_token_ms`: when its first streamed token was logged, if one was.
         """
+        def work(connection: Connection) -> bool:
+            result = connection.execute(
+                _FINISH if owner is None else _FINISH_FENCED,
+                {"run_id": run_id, "owner": owner, "to_status": status, "now": now,
+                 "pending": pending, "run_error": error, "first_token": first_token_ms})
+            if result.rowcount != 1:
+                connection.rollback()
+                return False
+            insert_frames(connection, run_id, frames)
+            insert_usage(connection, thread_id, usage)
+            connection.execute(_RELEASE, _release_values(run_id, thread_id, status, now,
+                                                         pending, error))
+            return True
+
         try:
-            async with self.engine.begin() as connection:
-                result = await connection.execute(
-                    _FINISH if owner is None else _FINISH_FENCED,
-                    {"run_id": run_id, "owner": owner, "to_status": status, "now": now,
-                     "pending": pending, "run_error": error, "first_token": first_token_ms})
-                if result.rowcount != 1:
-                    await connection.rollback()
-                    return False
-                await insert_frames(connection, run_id, frames)
-                await insert_usage(connection, thread_id, usage)
-                await connection.execute(_RELEASE, _release_values(run_id, thread_id, status,
-                                                                   now, pending, error))
+            return await self.transaction(work)
         except IntegrityError:  # another writer took these log positions: we were fenced
             return False
-        return True
 
     @operation
     async def end_pause(self, run_id: str, thread_id: str, now: int, error: dict[str, Any],
@@ -337,11 +345,10 @@ class RunQueries(Queries):
             await session.commit()
 
 
-async def _insert_run(connection: AsyncConnection, run: RunRow,
-                      messages: Sequence[MessageRow]) -> None:
-    await connection.execute(insert(_runs), [values_of(run)])
+def _insert_run(connection: Connection, run: RunRow, messages: Sequence[MessageRow]) -> None:
+    connection.execute(_INSERT_RUN, [values_of(run)])
     if messages:
-        await connection.execute(insert(_messages), [values_of(m) for m in messages])
+        connection.execute(_INSERT_MESSAGE, [values_of(m) for m in messages])
 
 
 def _release_values(run_id: str, thread_id: str, status: str, now: int,

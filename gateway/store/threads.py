@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, update
 from sqlmodel import select
 
 from . import cursors
-from .base import Fence, Page, Queries, _page, holds_lease, operation, table, values_of
+from .base import (
+    Fence,
+    Page,
+    Queries,
+    _page,
+    holds_lease,
+    lease_held,
+    operation,
+    table,
+    values_of,
+)
 from .tables import (
     ComponentRow,
     ComponentStateHistoryRow,
@@ -19,6 +29,7 @@ from .tables import (
 )
 
 _messages = table(MessageRow)
+_INSERT_MESSAGE = insert(_messages)
 
 
 class ThreadQueries(Queries):
@@ -38,12 +49,14 @@ class ThreadQueries(Queries):
     async def add_message(self, row: MessageRow, fence: Fence | None = None) -> bool:
         """`add` for one message, as a Core INSERT (no unit of work: a run saves each message
         it completes this way, on its start's budget)."""
-        async with self.engine.begin() as connection:
-            if not await holds_lease(connection, fence):
-                await connection.rollback()
+        def work(connection: Connection) -> bool:
+            if not lease_held(connection, fence):
+                connection.rollback()
                 return False
-            await connection.execute(insert(_messages), [values_of(row)])
+            connection.execute(_INSERT_MESSAGE, [values_of(row)])
             return True
+
+        return await self.transaction(work)
 
     @operation
     async def get_thread(self, project_id: str, thread_id: str) -> ThreadRow | None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from sqlalchemy import case, func, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, case, func, insert, select
 
 from .base import Queries, table
 from .tables import RunRow, RunUsageRow, ThreadRow
@@ -38,11 +37,10 @@ def usage_rows(run: RunRow, agent: str, api_key_id: str | None,
             for entry in entries]
 
 
-async def insert_usage(connection: AsyncConnection, thread_id: str,
-                       rows: Sequence[dict[str, Any]]) -> None:
+def insert_usage(connection: Connection, thread_id: str, rows: Sequence[dict[str, Any]]) -> None:
     scope = select(_threads.c.user_key).where(_threads.c.id == thread_id).scalar_subquery()
     for row in rows:  # one per model the run used: one or two
-        await connection.execute(insert(_usage).values(**row, user_key=scope))
+        connection.execute(insert(_usage).values(**row, user_key=scope))
 
 
 def entry_of(row: Any) -> dict[str, Any]:
