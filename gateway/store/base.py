@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from asyncpg.exceptions import CannotConnectNowError
-from sqlalchemy import Connection, Table, bindparam, inspect, text, update
+from sqlalchemy import ColumnElement, Connection, Table, bindparam, inspect, or_, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util.concurrency import greenlet_spawn
@@ -20,6 +20,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
 from .db import session_factory
+from .prepared import Prepared
 from .tables import RunRow
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
@@ -77,12 +78,19 @@ def values_of(row: SQLModel) -> dict[str, Any]:
     return values
 
 
+def is_active(status: Any) -> ColumnElement[bool]:
+    """`status IN ('queued', 'running')` as equalities: a statement run as `Prepared` has no
+    expanding `IN`."""
+    return or_(*(status == value for value in ACTIVE_RUN_STATUSES))
+
+
 _runs = table(RunRow)
 # Built once: building and caching a statement costs more than executing it on SQLite.
 _HOLD_LEASE = (update(_runs)
                .where(_runs.c.id == bindparam("run_id"), _runs.c.lease_owner == bindparam("owner"),
-                      _runs.c.status.in_(ACTIVE_RUN_STATUSES))
+                      is_active(_runs.c.status))
                .values(lease_owner=bindparam("owner")))
+HOLD_LEASE = Prepared(_HOLD_LEASE)
 
 
 async def holds_lease(connection: AsyncSession | AsyncConnection, fence: Fence | None) -> bool:
@@ -102,7 +110,7 @@ def lease_held(connection: Connection, fence: Fence | None) -> bool:
     if fence is None:
         return True
     run_id, owner = fence
-    return connection.execute(_HOLD_LEASE, {"run_id": run_id, "owner": owner}).rowcount == 1
+    return HOLD_LEASE.execute(connection, {"run_id": run_id, "owner": owner}) == 1
 
 
 class StoreHooks(Protocol):

@@ -11,10 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import select
 
 from .base import ACTIVE_RUN_STATUSES, FrameEntry, Queries, operation, table
+from .prepared import Prepared
 from .tables import RunFrameRow, RunRow, ThreadRow
 
 _frames, _threads, _runs = table(RunFrameRow), table(ThreadRow), table(RunRow)
 _INSERT = insert(_frames)
+INSERT = Prepared(_INSERT)  # in a run's end (`prepared`)
 # `base.holds_lease` for many runs of one owner at once: all are held if all rows match.
 _HOLD_LEASES = (update(_runs)
                 .where(_runs.c.id.in_(bindparam("run_ids", expanding=True)),
@@ -45,9 +47,8 @@ def insert_frames(connection: Connection, run_id: str, entries: Sequence[FrameEn
     """One Core INSERT for a batch of log frames: an ORM object per frame cost ~45 us each,
     most of the gateway's own per-token CPU (bench/README.md)."""
     if entries:
-        connection.execute(_INSERT, [
-            {"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
-            for seq, ts, frame in entries])
+        INSERT.execute(connection, [{"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
+                                    for seq, ts, frame in entries])
 
 
 class LeaseLost(Exception):

@@ -11,9 +11,21 @@ from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
-from .base import ACTIVE_RUN_STATUSES, FrameEntry, Page, Queries, _page, operation, table, values_of
+from .base import (
+    ACTIVE_RUN_STATUSES,
+    FrameEntry,
+    Page,
+    Queries,
+    _page,
+    is_active,
+    operation,
+    table,
+    values_of,
+)
 from .frames import insert_frames
+from .prepared import Prepared
 from .tables import MessageRow, RunFrameRow, RunRow, ThreadRow
+from .threads import INSERT_MESSAGE
 from .usage import insert_usage
 
 _threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
@@ -35,9 +47,9 @@ _FINISH = (update(_runs).where(_runs.c.id == bindparam("run_id"))
                    pending_tool_calls=bindparam("pending"), error=bindparam("run_error"),
                    first_token_ms=bindparam("first_token"),
                    lease_owner=None, lease_expires_ms=None))
-_FINISH_FENCED = _FINISH.where(_runs.c.status.in_(ACTIVE_RUN_STATUSES),
+_FINISH_FENCED = _FINISH.where(is_active(_runs.c.status),
                                _runs.c.lease_owner == bindparam("owner"))
-_INSERT_THREAD, _INSERT_RUN, _INSERT_MESSAGE = insert(_threads), insert(_runs), insert(_messages)
+_INSERT_THREAD, _INSERT_RUN = insert(_threads), insert(_runs)
 _RELEASE = (update(_threads)
             .where(_threads.c.id == bindparam("thread_id"),
                    _threads.c.current_run_id == bindparam("run_id"))
@@ -46,6 +58,16 @@ _RELEASE = (update(_threads)
                     last_run_cancelled=bindparam("cancelled"),
                     last_run_error=bindparam("thread_error"),
                     pending_tool_calls=bindparam("pending"), updated_ms=bindparam("now")))
+
+# ... and run on the driver's cursor, in their transactions (`prepared`).
+START = {name: Prepared(lock) for name, lock in
+         (("idle", _LOCK_IDLE), ("after", _LOCK_AFTER), ("paused", _LOCK_PAUSED))}
+INSERT_THREAD, INSERT_RUN = Prepared(_INSERT_THREAD), Prepared(_INSERT_RUN)
+FINISH, FINISH_FENCED, RELEASE = map(Prepared, (_FINISH, _FINISH_FENCED, _RELEASE))
+NEXT_QUEUED = Prepared(select(_runs.c.id)
+                       .where(_runs.c.thread_id == bindparam("thread_id"),
+                              _runs.c.status == "queued")
+                       .order_by(_runs.c.created_ms, _runs.c.id).limit(1))
 
 
 class RunQueries(Queries):
@@ -62,14 +84,14 @@ class RunQueries(Queries):
         it was read: re-read and decide) or `duplicate` (the run's idempotency key is taken).
         `paused`: the thread was validated with pending tool calls, which must still be open.
         """
-        lock = (_LOCK_IDLE if last_completed_run_id is None else
-                _LOCK_PAUSED if paused else _LOCK_AFTER)
+        lock = START["idle" if last_completed_run_id is None else
+                     "paused" if paused else "after"]
 
         def work(connection: Connection) -> str:
-            result = connection.execute(lock, {
+            locked = lock.execute(connection, {
                 "thread_id": run.thread_id, "last": last_completed_run_id, "run_id": run.id,
                 "now": now})
-            if result.rowcount != 1:
+            if locked != 1:
                 connection.rollback()
                 return "conflict"
             _insert_run(connection, run, inputs)
@@ -89,18 +111,19 @@ class RunQueries(Queries):
         thread.run_status, thread.current_run_id = "waiting", run.id
 
         def work(connection: Connection) -> None:
-            connection.execute(_INSERT_THREAD, [values_of(thread)])
+            INSERT_THREAD.execute(connection, values_of(thread))
             _insert_run(connection, run, [*messages, *inputs])
 
         await self.transaction(work)
 
     @operation
     async def next_queued_run(self, thread_id: str) -> RunRow | None:
-        """The oldest run waiting for the thread (`multitaskStrategy: enqueue`)."""
-        query = (select(RunRow).where(RunRow.thread_id == thread_id, RunRow.status == "queued")
-                 .order_by(RunRow.created_ms, RunRow.id).limit(1))
-        async with self.session() as session:
-            return (await session.exec(query)).first()
+        """The oldest run waiting for the thread (`multitaskStrategy: enqueue`). Asked after
+        every run's end, and almost always answered "none": a key lookup first, the run only if
+        there is one."""
+        found = await self.transaction(
+            lambda connection: NEXT_QUEUED.rows(connection, {"thread_id": thread_id}))
+        return await self.get_run(found[0][0]) if found else None
 
     @operation
     async def promote_run(self, run_id: str, thread_id: str, last_completed_run_id: str | None,
@@ -161,17 +184,16 @@ class RunQueries(Queries):
         `first_token_ms`: when its first streamed token was logged, if one was.
         """
         def work(connection: Connection) -> bool:
-            result = connection.execute(
-                _FINISH if owner is None else _FINISH_FENCED,
-                {"run_id": run_id, "owner": owner, "to_status": status, "now": now,
-                 "pending": pending, "run_error": error, "first_token": first_token_ms})
-            if result.rowcount != 1:
+            finished = (FINISH if owner is None else FINISH_FENCED).execute(connection, {
+                "run_id": run_id, "owner": owner, "to_status": status, "now": now,
+                "pending": pending, "run_error": error, "first_token": first_token_ms})
+            if finished != 1:
                 connection.rollback()
                 return False
             insert_frames(connection, run_id, frames)
             insert_usage(connection, thread_id, usage)
-            connection.execute(_RELEASE, _release_values(run_id, thread_id, status, now,
-                                                         pending, error))
+            RELEASE.execute(connection, _release_values(run_id, thread_id, status, now,
+                                                        pending, error))
             return True
 
         try:
@@ -346,9 +368,9 @@ class RunQueries(Queries):
 
 
 def _insert_run(connection: Connection, run: RunRow, messages: Sequence[MessageRow]) -> None:
-    connection.execute(_INSERT_RUN, [values_of(run)])
+    INSERT_RUN.execute(connection, values_of(run))
     if messages:
-        connection.execute(_INSERT_MESSAGE, [values_of(m) for m in messages])
+        INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
 
 
 def _release_values(run_id: str, thread_id: str, status: str, now: int,

@@ -19,6 +19,7 @@ from .base import (
     table,
     values_of,
 )
+from .prepared import Prepared
 from .tables import (
     ComponentRow,
     ComponentStateHistoryRow,
@@ -29,7 +30,8 @@ from .tables import (
 )
 
 _messages = table(MessageRow)
-_INSERT_MESSAGE = insert(_messages)
+# A message a run completes (`add_message`) and a run's input (`runs`), on the driver's cursor.
+INSERT_MESSAGE = Prepared(insert(_messages))
 
 
 class ThreadQueries(Queries):
@@ -53,7 +55,7 @@ class ThreadQueries(Queries):
             if not lease_held(connection, fence):
                 connection.rollback()
                 return False
-            connection.execute(_INSERT_MESSAGE, [values_of(row)])
+            INSERT_MESSAGE.execute(connection, values_of(row))
             return True
 
         return await self.transaction(work)

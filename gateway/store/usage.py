@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Connection, case, func, insert, select
+from sqlalchemy import Connection, bindparam, case, func, insert, select
 
 from .base import Queries, table
+from .prepared import Prepared
 from .tables import RunRow, RunUsageRow, ThreadRow
 
 _usage, _threads = table(RunUsageRow), table(ThreadRow)
@@ -37,10 +38,15 @@ def usage_rows(run: RunRow, agent: str, api_key_id: str | None,
             for entry in entries]
 
 
+# The row with its thread's user scope, in the run's end (`prepared`).
+_INSERT = Prepared(insert(_usage).values(user_key=select(_threads.c.user_key).where(
+    _threads.c.id == bindparam("scope_thread")).scalar_subquery()))
+
+
 def insert_usage(connection: Connection, thread_id: str, rows: Sequence[dict[str, Any]]) -> None:
-    scope = select(_threads.c.user_key).where(_threads.c.id == thread_id).scalar_subquery()
-    for row in rows:  # one per model the run used: one or two
-        connection.execute(insert(_usage).values(**row, user_key=scope))
+    """A run's `usage_rows`, one per model it used (one or two)."""
+    if rows:
+        _INSERT.execute(connection, [{**row, "scope_thread": thread_id} for row in rows])
 
 
 def entry_of(row: Any) -> dict[str, Any]:
