@@ -19,6 +19,11 @@ from typing import Any
 from .deltas import Usage
 
 COUNTS = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
+# Models litellm's (offline) price map does not list: asking again costs 300 to 900 µs of CPU a
+# call, at every run's end, for the same answer. Bounded: model names come from the operator's
+# allow-list and fallbacks, but a bound costs nothing.
+_unpriced: set[str] = set()
+UNPRICED_MAX = 1024
 
 
 def call_cost(model: str, usage: Usage) -> float | None:
@@ -27,14 +32,16 @@ def call_cost(model: str, usage: Usage) -> float | None:
     Only with litellm already loaded (`app.load_litellm`, offline): importing it here could
     fetch its price map from the network, on the event loop."""
     litellm = sys.modules.get("litellm")
-    if litellm is None:
+    if litellm is None or model in _unpriced:
         return None
     try:
         prompt, completion = litellm.cost_per_token(
             model=model, prompt_tokens=usage.input_tokens,
             completion_tokens=usage.output_tokens,
             cache_read_input_tokens=usage.cached_input_tokens)
-    except Exception:  # litellm raises for a model its map does not list
+    except Exception as error:  # litellm raises for a model its map does not list
+        if type(error).__name__ == "ModelNotMappedError" and len(_unpriced) < UNPRICED_MAX:
+            _unpriced.add(model)
         return None
     return float(prompt) + float(completion)
 

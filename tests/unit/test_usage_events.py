@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import pytest
 from ag_ui.core import RunErrorEvent, RunFinishedEvent
 
 from gateway.engine.deltas import Usage
@@ -57,3 +59,26 @@ def test_a_sum_keeps_an_unknown_price_unknown() -> None:
     total = summed(entries)
     assert (total["inputTokens"], total["outputTokens"], total["costUsd"]) == (1010, 101, None)
     assert summed(entries[:1])["costUsd"] == entries[0]["costUsd"]
+
+
+def test_a_model_the_price_map_does_not_list_is_looked_up_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    asked: list[str] = []
+    lookup = litellm.cost_per_token
+
+    def counted(**kwargs: Any) -> Any:
+        asked.append(kwargs["model"])
+        return lookup(**kwargs)
+
+    monkeypatch.setattr(litellm, "cost_per_token", counted)
+    for _ in range(3):  # each run's end prices its calls
+        usage = RunUsage()
+        usage.add("openai/unlisted-model-once", Usage(10, 1))
+        usage.add("openai/gpt-4o-mini", Usage(10, 1))
+        cost = [e["costUsd"] for e in usage.entries()]
+        assert cost[0] is None and cost[1] > 0
+    assert asked.count("openai/unlisted-model-once") == 1
+    assert asked.count("openai/gpt-4o-mini") == 3  # a price is computed for its tokens each time
