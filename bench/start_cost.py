@@ -49,20 +49,26 @@ from typing import Any
 
 from tests.support.gateway_server import ROOT, free_port
 
-BODY = json.dumps({"message": {"role": "user", "content": [{"type": "text",
-                                                           "text": "paced 1 1000"}]},
-                   "thread": {"userKey": "bench"}}).encode()
+
+def body_of(text: str) -> bytes:
+    return json.dumps({"message": {"role": "user", "content": [{"type": "text", "text": text}]},
+                       "thread": {"userKey": "bench"}}).encode()
 
 
-async def one_start(app: Any, path: str = "/v1/threads/runs") -> tuple[float, float, float]:
+BODY = body_of("paced 1 1000")  # a one-token run: almost nothing but its start and its end
+
+
+async def one_start(app: Any, path: str = "/v1/threads/runs",
+                    text: str | None = None) -> tuple[float, float, float]:
     """(first frame, first token, end) in ms after handing the request to the app."""
+    body = BODY if text is None else body_of(text)
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
              "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
              "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
              "server": ("127.0.0.1", 8000),
              "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
                          (b"accept", b"text/event-stream"),
-                         (b"content-length", str(len(BODY)).encode())]}
+                         (b"content-length", str(len(body)).encode())]}
     sent = [False]
     done = asyncio.Event()
     started = time.perf_counter()
@@ -71,7 +77,7 @@ async def one_start(app: Any, path: str = "/v1/threads/runs") -> tuple[float, fl
     async def receive() -> dict[str, Any]:
         if not sent[0]:
             sent[0] = True
-            return {"type": "http.request", "body": BODY, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
         await done.wait()
         return {"type": "http.disconnect"}
 
@@ -80,15 +86,15 @@ async def one_start(app: Any, path: str = "/v1/threads/runs") -> tuple[float, fl
             raise RuntimeError(f"status {message['status']}")
         if message["type"] != "http.response.body":
             return
-        body = message.get("body", b"")
+        sent_bytes = message.get("body", b"")
         now = time.perf_counter()
-        if b"RUN_STARTED" in body:
+        if b"RUN_STARTED" in sent_bytes:
             marks.setdefault("frame", now)
-        if b"TEXT_MESSAGE_CONTENT" in body:
+        if b"TEXT_MESSAGE_CONTENT" in sent_bytes:
             marks.setdefault("token", now)
-        if b"RUN_FINISHED" in body or b"RUN_ERROR" in body:
-            if b"RUN_ERROR" in body:
-                raise RuntimeError(body.decode(errors="replace")[:300])
+        if b"RUN_FINISHED" in sent_bytes or b"RUN_ERROR" in sent_bytes:
+            if b"RUN_ERROR" in sent_bytes:
+                raise RuntimeError(sent_bytes.decode(errors="replace")[:300])
             marks["end"] = now
             done.set()
 
