@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, bindparam, insert, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import select
 
 from .base import ACTIVE_RUN_STATUSES, FrameEntry, Queries, operation, table
@@ -15,8 +14,8 @@ from .prepared import Prepared
 from .tables import RunFrameRow, RunRow, ThreadRow
 
 _frames, _threads, _runs = table(RunFrameRow), table(ThreadRow), table(RunRow)
-_INSERT = insert(_frames)
-INSERT = Prepared(_INSERT)  # in a run's end (`prepared`)
+# On the driver's cursor (`prepared`): in the group commits and in a run's end.
+INSERT = Prepared(insert(_frames))
 # `base.holds_lease` for many runs of one owner at once: all are held if all rows match.
 _HOLD_LEASES = (update(_runs)
                 .where(_runs.c.id.in_(bindparam("run_ids", expanding=True)),
@@ -77,8 +76,7 @@ class FrameLog(Queries):
         one lease check per owner and one INSERT; if a run's lease is gone or a position was
         taken, each run is retried on its own to find which."""
         try:
-            async with self.engine.begin() as connection:
-                await _write(connection, batches)
+            await self.transaction(lambda connection: _write(connection, batches))
             return set()
         except (IntegrityError, LeaseLost):
             if len(batches) == 1:
@@ -105,21 +103,23 @@ class FrameLog(Queries):
             return (await session.exec(query)).first()
 
 
-async def _write(connection: AsyncConnection, batches: Sequence[LogBatch]) -> None:
+def _write(connection: Connection, batches: Sequence[LogBatch]) -> None:
+    """The group commit's statements, in one switch to the synchronous side
+    (`Queries.transaction`); the lease checks and the thread update have one row per run, so
+    they stay SQLAlchemy's (expanding `IN`), the frames go on the driver's cursor."""
     owners: dict[str, set[str]] = {}
     for batch in batches:
         if batch.owner is not None:
             owners.setdefault(batch.owner, set()).add(batch.run_id)
     for owner, run_ids in owners.items():  # see `base.holds_lease`
-        held = await connection.execute(_HOLD_LEASES, {"run_ids": sorted(run_ids),
-                                                       "owner": owner})
+        held = connection.execute(_HOLD_LEASES, {"run_ids": sorted(run_ids), "owner": owner})
         if held.rowcount != len(run_ids):
             raise LeaseLost(owner)
     rows = [{"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
             for batch in batches for seq, ts, frame in batch.entries]
     if rows:
-        await connection.execute(_INSERT, rows)
+        INSERT.execute(connection, rows)
     starting = [batch for batch in batches if batch.thread_id is not None]
     if starting:
-        await connection.execute(_STREAMING, {"thread_ids": [b.thread_id for b in starting],
-                                              "run_ids": [b.run_id for b in starting]})
+        connection.execute(_STREAMING, {"thread_ids": [b.thread_id for b in starting],
+                                        "run_ids": [b.run_id for b in starting]})
