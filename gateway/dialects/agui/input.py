@@ -7,10 +7,11 @@ yet, the messages before that one become its history. Everything else of the inp
 the run: `tools` are client tools, `context` and `state` reach the model as the message's
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
 `name`, `description`, `propsSchema`, `stateSchema`), `userKey`, `onDisconnect`,
-`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`) and
-`multitaskStrategy` (on a busy thread, `runs/multitask.py`); the whole of
-it is kept as the run's metadata, with the `protocolVersion` the client declared (its stream is
-shaped for that version, see `translate.py`).
+`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`),
+`multitaskStrategy` (on a busy thread, `runs/multitask.py`) and `interrupts` (a client before 1.0
+that reads 1.0's interrupt outcome, `opts_into_interrupts`); the whole of it is kept as the run's
+metadata, with the `protocolVersion` the client declared (its stream is shaped for that version
+and that opt-in, see `translate.py`).
 """
 
 from __future__ import annotations
@@ -89,6 +90,15 @@ class Declared(WireModel):
     onDisconnect: DisconnectPolicy | None = None
     abandonPendingTools: bool | None = None
     multitaskStrategy: MultitaskStrategy | None = None
+    interrupts: bool | None = None
+
+
+def opts_into_interrupts(forwarded_props: Any) -> bool:
+    """Whether a client asks for AG-UI 1.0's interrupt outcome even though it declares no
+    `protocolVersion` (`forwardedProps.interrupts: true`). CopilotKit 1.7x reads that outcome
+    (its `useInterrupt`) and answers with `resume[]`, but its `@ag-ui/client` 0.0.x sends no
+    version, so by version alone it would get the downgrade that hides interrupts."""
+    return isinstance(forwarded_props, dict) and forwarded_props.get("interrupts") is True
 
 
 def run_spec(body: RunAgentInput, pending: Mapping[str, str],
@@ -139,7 +149,7 @@ def _declared(body: RunAgentInput) -> Declared:
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
-    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy"):
+    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy", "interrupts"):
         value = forwarded(body, name)
         if value is not None:
             fields[name] = value

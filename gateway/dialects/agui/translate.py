@@ -29,7 +29,10 @@ strict and knows neither `outcome.pendingToolCallIds` nor the `cancelled` outcom
 the whole run over either. Such a client gets the spec's downgrade: both are left out (it finds
 the calls it must answer from the tool calls themselves); so are the `SUBAGENT_*` events and
 the attribution, which it does not know either (it sees the sub-agent's messages as the
-assistant's). Nothing else changes.
+assistant's). Nothing else changes. Its schema does know the `interrupt` outcome, though, and
+CopilotKit's `useInterrupt` reads it: a client that opts in (`interrupts`, from its input's
+`forwardedProps.interrupts`) gets it when calls wait for a human, instead of the plain success
+that leaves it to answer them as tool calls.
 """
 
 from __future__ import annotations
@@ -83,9 +86,10 @@ class AguiDialect(Dialect[BaseEvent]):
     its events name instead of the gateway's own ids (`routes.py`, "Ids")."""
 
     def __init__(self, client_version: str | None = PROTOCOL_VERSION,
-                 client_ids: tuple[str, str] | None = None) -> None:
+                 client_ids: tuple[str, str] | None = None, interrupts: bool = False) -> None:
         super().__init__()
         self.before_1_0 = client_version is None
+        self.interrupt_outcome = interrupts or not self.before_1_0
         self.client_ids = client_ids
         self.pending: list[str] = []
         self.interrupts: list[Interrupt] = []  # calls waiting for approval
@@ -254,12 +258,13 @@ class AguiDialect(Dialect[BaseEvent]):
     def _outcome(self) -> RunFinishedOutcome:
         """How a run that finished ended: interrupted when calls wait for approval (those that
         wait for the client stay tool calls without a result, answered with `tool` messages);
-        else a success naming the client's pending calls. A client before 1.0 knows neither
-        outcome member: it gets a plain success and answers approvals with `tool` messages."""
+        else a success naming the client's pending calls. A client before 1.0 knows no
+        `pendingToolCallIds`: it gets a plain success, and the interrupt only if it opted in
+        (else it answers approvals with `tool` messages)."""
+        if self.interrupts and self.interrupt_outcome:
+            return RunFinishedInterruptOutcome(interrupts=self.interrupts)
         if self.before_1_0:
             return RunFinishedSuccessOutcome()
-        if self.interrupts:
-            return RunFinishedInterruptOutcome(interrupts=self.interrupts)
         return RunFinishedSuccessOutcome(pending_tool_call_ids=self.pending or None)
 
     # -- sub-agents ----------------------------------------------------------------------------
