@@ -273,8 +273,8 @@ def test_an_approval_card_the_user_clicks_runs_the_tool_once(
         shots: Path) -> None:
     """`send_invoice` needs approval: the gateway stops the run before it, CopilotKit's
     `useInterrupt` shows the example's card (the runner opted into interrupts), Approve resumes
-    the thread, and the gateway runs the tool exactly once before the model answers; Deny
-    never runs it."""
+    the thread, and the gateway runs the tool exactly once before the model answers; a card
+    shown again after a reload, denied, never runs it."""
     scripted_model.enqueue(
         stream_turn({"content": "I will send it once you approve. "},
                     {"tool_call": {"index": 0, "id": "call_invoice", "name": "send_invoice",
@@ -319,6 +319,7 @@ def test_an_approval_card_the_user_clicks_runs_the_tool_once(
     assert [json.loads(m["content"]) for m in tool_messages
             if m["tool_call_id"] == "call_invoice"] == ran
 
+    # A card still waiting after a reload is shown again (the runner's connect opts in too);
     # Deny: the tool never runs, and the model is told the user said no.
     scripted_model.enqueue(
         stream_turn({"tool_call": {"index": 0, "id": "call_again", "name": "send_invoice",
@@ -327,6 +328,8 @@ def test_an_approval_card_the_user_clicks_runs_the_tool_once(
     )
     clean(browser.step("send", text="Send her the same invoice again.",
                        until={"text": "needs your approval"}))
+    again = clean(reloaded(browser.step("reload", until={"text": "needs your approval"})))
+    assert len(again["approvalCards"]) == 1
     denied = clean(browser.step("click", selector='[data-testid="deny"]',
                                 until={"text": "Understood, no second invoice."},
                                 screenshot=str(shots / "42-denied.png")))
