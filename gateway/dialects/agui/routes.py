@@ -11,8 +11,10 @@ path names the client's ids; the response headers (`X-Thread-Id`, `X-Run-Id`) ca
 gateway's, which the Tambo and Timbal endpoints use for the same thread. A thread or run
 without a client's name (made by the Tambo endpoints, or before names existed) answers to its
 own id. A thread is created on first use of its `threadId`. A retried request with a `runId` the thread already ran replays
-that run instead of starting another. A `threadId` of the project outside the caller's user
-scope is answered as if it did not exist (404).
+that run instead of starting another, unless its `resume` answers what the thread waits for now
+(CopilotKit answers an interrupt under the interrupted run's `runId`): that starts the
+continuation, as a run named by the gateway's id (`_continuation`). A `threadId` of the project
+outside the caller's user scope is answered as if it did not exist (404).
 
 The run is the same run the Tambo endpoints serve, so a stream can be resumed from its cursor
 (`GET /v1/agui/threads/{threadId}/runs/{runId}` with `Last-Event-ID` or `?after=`), and a
