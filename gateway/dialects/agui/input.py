@@ -45,6 +45,7 @@ from ...protocol.run_spec import (
     UserInput,
 )
 from ...protocol.tambo import ComponentList, ToolList, WireModel
+from .translate import asks_a_human
 
 ID_MAX = 64  # thread and run ids are the gateway's own ids
 
@@ -188,11 +189,11 @@ def _new_user_message(body: RunAgentInput) -> UserMessage | None:
 
 def answers(pending_calls: list[dict[str, Any]]) -> dict[str, str]:
     """The ids that answer a thread's pending calls, to the call's id: each call's own id (a
-    `tool` message, or a `resume` entry naming it), and a call waiting for approval also by its
+    `tool` message, or a `resume` entry naming it), and a call waiting for a human also by its
     interrupt's id."""
     names = {p["toolCallId"]: p["toolCallId"] for p in pending_calls}
     for call in pending_calls:
-        if isinstance(call.get("approval"), dict):
+        if asks_a_human(call):
             names[call["approval"]["interruptId"]] = call["toolCallId"]
     return names
 
