@@ -53,6 +53,25 @@ async def test_finishing_is_fenced_on_the_lease_owner(store: Store) -> None:
     assert [r.frame for r in await store.read_frames(run.id)] == [{"c": "run.finished"}]
 
 
+async def test_a_start_whose_idempotency_key_is_taken_is_a_duplicate_and_writes_nothing(
+        store: Store) -> None:
+    thread = await new_thread(store)
+    first, retry = run_row(thread.id), run_row(thread.id)
+    first.idempotency_key = retry.idempotency_key = "key-1"
+    first.request = {"messages": [{"text": "héllo"}], "nested": {"n": 1}}
+    assert await store.start_run(first, [], now_ms(), None) == "started"
+    assert await store.finish_run(first.id, thread.id, "completed", now_ms(), owner="process-a",
+                                  pending=[{"toolCallId": "c1"}])
+    assert await store.start_run(retry, [], now_ms(), first.id) == "duplicate"
+    assert await store.get_run(retry.id) is None
+    thread_now = await store.get_thread(PROJECT, thread.id)
+    assert (thread_now.run_status, thread_now.last_completed_run_id) == ("idle", first.id)
+    stored = await store.get_run(first.id)  # JSON columns read back as they were written
+    assert stored.request == first.request and stored.pending_tool_calls == [
+        {"toolCallId": "c1"}]
+    assert stored.error is None and thread_now.pending_tool_calls == [{"toolCallId": "c1"}]
+
+
 async def test_a_log_position_is_written_once(store: Store) -> None:
     thread = await new_thread(store)
     run = run_row(thread.id)
