@@ -178,12 +178,15 @@ def test_a_callback_outside_the_allow_list_is_never_called(
 def test_the_messages_mcp_server_gives_its_run_tools(
         chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
     """The message's `mcp` server (with its headers) adds `<name>__<tool>` tools to that run:
-    the model calls one, and the callback gets the call and its result."""
+    the model calls them, and the callback gets each call, the progress the server reports
+    while it runs (`notifications/progress`, as `status` events) and its result."""
     server = HttpMcpServer("--token", "mcp-secret").start()
     try:
         _, path = connect(chorus_gateway)
         scripted_model.enqueue(
-            [{"tool_call": {"index": 0, "id": "call_1", "name": "calc__add",
+            [{"tool_call": {"index": 0, "id": "call_0", "name": "calc__count",
+                            "arguments": '{"steps": 2}'}},
+             {"tool_call": {"index": 1, "id": "call_1", "name": "calc__add",
                             "arguments": '{"a": 2, "b": 3}'}}],
             [{"content": "It is 5."}])
         body = {**delivery(receiver, "2 + 3?", "m1", channel="C-mcp"), "mcp": [
@@ -195,7 +198,11 @@ def test_the_messages_mcp_server_gives_its_run_tools(
     finally:
         server.stop()
     assert events[1:-1] == [
+        {"type": "tool_call", "name": "calc__count", "args": {"steps": 2}, "id": "call_0"},
         {"type": "tool_call", "name": "calc__add", "args": {"a": 2, "b": 3}, "id": "call_1"},
+        {"type": "status", "status": "counted 1"},
+        {"type": "status", "status": "2 of 2"},  # a progress without a message: its numbers
+        {"type": "tool_result", "id": "call_0", "content": "counted to 2"},
         {"type": "tool_result", "id": "call_1", "content": "5"},
         {"type": "message", "content": "It is 5."}]
     offered = {t["function"]["name"] for t in scripted_model.requests[0].get("tools", [])}
