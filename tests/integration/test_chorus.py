@@ -239,8 +239,9 @@ def test_a_connection_strings_limits_refuse_what_is_over_them(
 def test_a_message_queued_by_a_process_that_died_is_run_by_another(
         scripted_model: ScriptedModel, receiver: Receiver, tmp_path: Path):
     """Process A takes two messages of a channel: the first runs, the second waits for the
-    thread. A is killed. Process B fails A's lost run (its lease ran out) and its sweeper runs
-    the waiting message, once, and POSTs its answer to that message's callback."""
+    thread. A is killed. Process B fails A's lost run (its lease ran out); its sweeper POSTs
+    the lost run's end to the first message's callback (`error` RUN_LOST, `lifecycle idle`),
+    then runs the waiting message, once, and POSTs its answer to that message's callback."""
     env = scripted_env(scripted_model, GATEWAY_CHORUS_ALLOWED_HOSTS="127.0.0.1",
                        GATEWAY_API_KEYS="chorus-test-key", GATEWAY_LEASE_SECONDS="2")
     a, b = GatewayServer(tmp_path, env), GatewayServer(tmp_path, env)
@@ -256,13 +257,16 @@ def test_a_message_queued_by_a_process_that_died_is_run_by_another(
             wait_for(lambda: receiver.events, what="the first run to start")
             assert on_a.post(path, json=delivery(receiver, "second", "m2")).status_code == 200
         a.kill()
-        events = receiver.idle(1)
+        events = receiver.idle(2)
     finally:
         a.kill()
         b.stop()
-    assert events == [processing, processing,
-                      {"type": "message", "content": "The second, answered by B."},
-                      {"type": "lifecycle", "status": "idle"}]
+    idle = {"type": "lifecycle", "status": "idle"}
+    assert events == [processing,
+                      {"type": "error", "code": "RUN_LOST", "message": "The gateway process "
+                       "running this run stopped before it finished"}, idle,
+                      processing,
+                      {"type": "message", "content": "The second, answered by B."}, idle]
     assert len(scripted_model.requests) == 2
     assert "second" in json.dumps(scripted_model.requests[1]["messages"])
 

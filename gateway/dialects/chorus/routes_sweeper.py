@@ -6,7 +6,10 @@ whose run on the thread ends starts the next one (`routes_delivery.Deliveries.pu
 process dies, its run is failed by a reaper (`runs/supervisor.py`) and the thread unlocked, but
 nobody is left to start the waiting message: the sweeper finds idle threads with a message no
 live claim holds (a claim lasts a lease, so a dead process's claim runs out) and pumps them as
-the process that took the message would have. Only the channel's oldest message is started,
+the process that took the message would have. First, it reports the end of a run lost with
+its process to that message's callback (`error` `RUN_LOST`, then `lifecycle idle`): the
+message's row is kept until its run's end is reported, and a channel's next message is not
+started before. Only the channel's oldest message is started,
 by whoever claims it first, so messages still run once each and in order. It also sweeps at
 start-up: a single process that was restarted starts what it had stored before it died.
 """
@@ -20,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ...protocol.clock import now_ms
+from ...protocol.timbal import RUN_LOST
 from .routes_delivery import Deliveries
 
 log = logging.getLogger("gateway.chorus")
@@ -27,8 +31,27 @@ log = logging.getLogger("gateway.chorus")
 SWEEP_BATCH = 100  # threads per look; more are found at the next
 
 
+async def report_ended(deliveries: Deliveries) -> int:
+    """Report the end of each started message whose run was lost with its process (or ended
+    a lease ago unreported: its process died after the run's end) to its callback; returns how
+    many were reported. A run that just ended otherwise is its own process's to report."""
+    store = deliveries.svc.store
+    stale = now_ms() - deliveries.svc.runs.timings.lease_ms
+    reported = 0
+    for row, run in await store.ended_chorus_deliveries(SWEEP_BATCH):
+        lost = (run.error or {}).get("code") == RUN_LOST
+        if not lost and (run.finished_ms or 0) > stale:
+            continue
+        if await store.take_chorus_delivery(row.id):  # once, whoever looks
+            await deliveries.report_end(row, run)
+            reported += 1
+    return reported
+
+
 async def sweep(deliveries: Deliveries) -> int:
-    """Wake each thread with a stranded message; returns how many were woken."""
+    """Report the ends nobody reported, then wake each thread with a stranded message (after:
+    a channel hears its messages in order); returns how many threads were woken."""
+    await report_ended(deliveries)
     found = await deliveries.svc.store.stranded_chorus_threads(now_ms(), SWEEP_BATCH)
     for project, thread_id in found:
         deliveries.wake(project, thread_id)
