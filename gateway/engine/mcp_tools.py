@@ -335,7 +335,11 @@ def _progress_of(status: tool_status.ToolStatus | None) -> Any:
     async def progressed(progress: float, total: float | None, message: str | None) -> None:
         detail = message if message else (f"{progress:g} of {total:g}" if total is not None
                                           else f"{progress:g}")
-        await status.report(detail, progress=progress, total=total)
+        try:
+            await status.report(detail, progress=progress, total=total)
+        except Exception:  # noqa: BLE001  (a hint that cannot be shown must not end the session)
+            log.warning("a progress notification of MCP tool call %s was not shown",
+                        status.tool_call_id, exc_info=True)
 
     return progressed
 
