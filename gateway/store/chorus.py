@@ -70,24 +70,28 @@ class ChorusQueries(Queries):
             return result.rowcount == 1
 
     @operation
-    async def start_chorus_delivery(self, delivery_id: str, run_id: str, callback: str) -> None:
+    async def start_chorus_delivery(self, delivery_id: str, run_id: str, callback: str,
+                                    owner: str | None = None, until: int | None = None) -> None:
         """The message's run started: keep its row, with the run's id and its callback only
-        (its MCP servers' headers are no longer needed), until the run's end is reported."""
+        (its MCP servers' headers are no longer needed), until the run's end is reported;
+        claimed by `owner` (the process relaying the run) until `until`, renewed meanwhile."""
         async with self.session() as session:
             await session.execute(update(ChorusDeliveryRow).where(
                 ChorusDeliveryRow.id == delivery_id).values(
-                    run_id=run_id, payload={"callback": callback}, claimed_by=None,
-                    claim_until_ms=None))
+                    run_id=run_id, payload={"callback": callback}, claimed_by=owner,
+                    claim_until_ms=until))
             await session.commit()
 
     @operation
-    async def ended_chorus_deliveries(self, limit: int
+    async def ended_chorus_deliveries(self, now: int, limit: int
                                       ) -> list[tuple[ChorusDeliveryRow, RunRow]]:
-        """Started messages whose run has ended, with the run: their end is not reported yet
-        (the process that ran them is about to, or died)."""
+        """Started messages whose run has ended and that no live claim holds, with the run:
+        nobody is reporting their end (the process relaying them died)."""
         query = (select(ChorusDeliveryRow, RunRow)
                  .join(RunRow, RunRow.id == ChorusDeliveryRow.run_id)
-                 .where(RunRow.status.not_in(_GOING))
+                 .where(RunRow.status.not_in(_GOING),
+                        or_(ChorusDeliveryRow.claimed_by.is_(None),
+                            ChorusDeliveryRow.claim_until_ms < now))
                  .order_by(ChorusDeliveryRow.created_ms).limit(limit))
         async with self.session() as session:
             return [(delivery, run) for delivery, run in (await session.exec(query)).all()]

@@ -13,7 +13,8 @@ run twice. The run goes on whoever watches; the process that started it follows 
 log and POSTs the callback events (`translate.py`): `lifecycle processing`, one event per
 completed message, `error` if it failed, `lifecycle idle`. The message's row is kept, with its
 callback only, until its run's end is reported: the one that deletes it reports it, the
-process that ran it or, when that process died, another's sweeper.
+process that relays the run (it holds a claim on the row, renewed while it relays) or, once
+that claim has run out (the process died), another's sweeper.
 
 The message's MCP servers (`mcp`) are connected for its run only: their tools are the run's
 `extra_tools`, named `<server>__<tool>`, and the connections close when the run has ended.
@@ -189,7 +190,8 @@ class Deliveries:
             await self._callback(row.payload["callback"]).send(
                 {"type": "error", "message": exc.detail, "code": exc.code})
             return None, True
-        await store.start_chorus_delivery(row.id, started.run.id, row.payload["callback"])
+        await store.start_chorus_delivery(row.id, started.run.id, row.payload["callback"],
+                                          self.svc.runs.owner, self._claim_until())
         self._closing[started.run.id] = tools
         return started.run, True
 
@@ -210,6 +212,21 @@ class Deliveries:
             return RunMcpTools()
         return await open_run_tools(servers, MCP_CONNECT_SECONDS)
 
+    def _claim_until(self) -> int:
+        return now_ms() + self.svc.runs.timings.lease_ms
+
+    async def _hold(self, row: ChorusDeliveryRow) -> None:
+        """Renew this process's claim on a started message while it relays its run (every
+        third of a lease): while the claim holds, no sweeper reports the run's end."""
+        owner, every = self.svc.runs.owner, self.svc.runs.timings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.svc.store.claim_chorus_delivery(row.id, owner, self._claim_until(),
+                                                           now_ms())
+            except Exception:  # noqa: BLE001  (the next renewal tries again)
+                log.warning("renewing the claim on chorus message %s failed", row.id)
+
     def _callback(self, url: str) -> Callback:
         return Callback(self.client, url, self.svc.settings.chorus_allowed_hosts)
 
@@ -218,21 +235,26 @@ class Deliveries:
         end (`error`, `lifecycle idle`) only if this process is the one to report it (the row
         is taken: a run lost here may have been reported by another process already)."""
         callback = self._callback(row.payload["callback"])
-        await callback.send(translate.PROCESSING)
-        ending: list[dict[str, Any]] = []
-        async with contextlib.aclosing(self.svc.runs.entries(run.id)) as entries:
-            async for entry in entries:
-                if timbal.is_terminal(entry.frame):
-                    ending = translate.events(entry.frame)
-                    break
-                for event in translate.events(entry.frame):
+        hold = asyncio.create_task(self._hold(row), name=f"chorus claim {row.id}")
+        try:
+            await callback.send(translate.PROCESSING)
+            ending: list[dict[str, Any]] = []
+            async with contextlib.aclosing(self.svc.runs.entries(run.id)) as entries:
+                async for entry in entries:
+                    if timbal.is_terminal(entry.frame):
+                        ending = translate.events(entry.frame)
+                        break
+                    for event in translate.events(entry.frame):
+                        await callback.send(event)
+            if await self.svc.store.take_chorus_delivery(row.id):
+                for event in [*ending, translate.IDLE]:
                     await callback.send(event)
-        if await self.svc.store.take_chorus_delivery(row.id):
-            for event in [*ending, translate.IDLE]:
-                await callback.send(event)
+        finally:
+            hold.cancel()
 
     async def report_end(self, row: ChorusDeliveryRow, run: RunRow) -> None:
-        """POST the end of a run whose process did not (it died): `error`, `lifecycle idle`.
+        """POST the end of a run whose process did not report it (it died): `error` if it
+        failed or was cancelled, then `lifecycle idle`.
         The caller took the row (`take_chorus_delivery`), so it is reported once."""
         callback = self._callback(row.payload["callback"])
         for event in [*translate.ended(run.status, run.error), translate.IDLE]:

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ...protocol.clock import now_ms
-from ...protocol.timbal import RUN_LOST
 from .routes_delivery import Deliveries
 
 log = logging.getLogger("gateway.chorus")
@@ -32,16 +31,12 @@ SWEEP_BATCH = 100  # threads per look; more are found at the next
 
 
 async def report_ended(deliveries: Deliveries) -> int:
-    """Report the end of each started message whose run was lost with its process (or ended
-    a lease ago unreported: its process died after the run's end) to its callback; returns how
-    many were reported. A run that just ended otherwise is its own process's to report."""
+    """Report the end of each started message whose run ended while nobody relays it (the
+    process that did died: its claim ran out) to its callback: a run lost with its process
+    (`RUN_LOST`), or one that ended just before its process died; returns how many."""
     store = deliveries.svc.store
-    stale = now_ms() - deliveries.svc.runs.timings.lease_ms
     reported = 0
-    for row, run in await store.ended_chorus_deliveries(SWEEP_BATCH):
-        lost = (run.error or {}).get("code") == RUN_LOST
-        if not lost and (run.finished_ms or 0) > stale:
-            continue
+    for row, run in await store.ended_chorus_deliveries(now_ms(), SWEEP_BATCH):
         if await store.take_chorus_delivery(row.id):  # once, whoever looks
             await deliveries.report_end(row, run)
             reported += 1
