@@ -10,7 +10,7 @@ import pytest
 
 from gateway import ToolContext, server_tool
 from gateway.engine.deltas import Finish, ModelError, TextDelta, Usage
-from gateway.engine.loop import RunInput, run_agent
+from gateway.engine.loop import RunInput, SubagentTool, run_agent
 from gateway.engine.tool_context import bind_tool_context
 from gateway.engine.tool_status import StatusBudget
 from gateway.engine.tools import spec_for
@@ -228,3 +228,23 @@ async def test_a_runs_statuses_stop_at_its_budget_and_without_one_none_are_writt
                                     server_tools={"survey": spec_for(survey)}), sink)
     assert not any(f.get("v", {}) is None or (f.get("v") or {}).get("type") == "status"
                    for f in sink.frames)
+
+
+async def test_a_sub_agents_tool_statuses_are_its_own_and_count_against_the_run() -> None:
+    bind_tool_context(ToolContext("p1", "thr_1", "run_1", None))
+    model, sink = ScriptedDeltas(), ListSink()
+
+    def prepare(task: str, invocation: str) -> RunInput:
+        return RunInput(history=history(task), server_tools={"survey": spec_for(survey)},
+                        sender="helper", subagent_run_id=invocation)
+
+    model.enqueue(tool_turn("call_h", "helper", '{"task": "look"}'),
+                  tool_turn("call_s", "survey", '{"sources": 3}'), text_turn("Looked."),
+                  text_turn("Done."))
+    await run_agent(model, RunInput(history=history("ask"), sender="lead", subagents={
+        "helper": SubagentTool("helper", "Helps", model, prepare)},
+        status_budget=StatusBudget(max_per_run=2)), sink)
+    statuses = [f["v"] for f in sink.frames if (f.get("v") or {}).get("type") == "status"]
+    started = next(f for f in sink.frames if f.get("c") == "subagent.started")
+    assert [(s["sender"], s["subagentRunId"]) for s in statuses] == [
+        ("helper", started["subagentRunId"])] * 2
