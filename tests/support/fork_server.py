@@ -43,8 +43,15 @@ SETTINGS_PREFIXES = ("GATEWAY_", "OTEL_", "PYTEST_")
 PR_SET_PDEATHSIG = 1
 
 
+# What `load_litellm` sets unless it is set: a test process that has loaded litellm itself (the
+# in-process gateways) has them, and a gateway process gets them either way.
+LITELLM_DEFAULTS = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+
+
 def comparable(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if not k.startswith(SETTINGS_PREFIXES)}
+    """The part of an environment importing the gateway and litellm can read."""
+    return {k: v for k, v in {**LITELLM_DEFAULTS, **env}.items()
+            if not k.startswith(SETTINGS_PREFIXES)}
 
 
 # ---- the client side: the test process ----------------------------------------------------
@@ -132,14 +139,15 @@ class ForkServer:
         return ("--workers" not in args and self.process.poll() is None
                 and comparable(env) == comparable(self.env))
 
-    def spawn(self, args: list[str], env: dict[str, str], cwd: Path, log: Path
-              ) -> ForkedProcess:
-        """`python -m gateway *args` in `cwd` with exactly `env`, stdout and stderr appended
-        to `log`, stdin empty."""
+    def spawn(self, args: list[str], env: dict[str, str], cwd: Path, log: Path,
+              stderr: Path | None = None) -> ForkedProcess:
+        """`python -m gateway *args` in `cwd` with exactly `env`, stdout appended to `log`,
+        stderr too or to `stderr`, stdin empty."""
         self.wait_ready()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(str(self.socket_path))
-        request = {"args": args, "env": env, "cwd": str(cwd), "log": str(log)}
+        request = {"args": args, "env": env, "cwd": str(cwd), "log": str(log),
+                   "stderr": str(stderr or log)}
         conn.sendall(json.dumps(request).encode() + b"\n")
         return ForkedProcess([sys.executable, "-m", "gateway", *args], conn)
 
@@ -198,13 +206,13 @@ def run_child(request: dict[str, Any], inherited: list[int]) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         for fd in inherited:
             os.close(fd)
-        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
         os.close(null)
+        for fd, path in ((1, request["log"]), (2, request["stderr"])):
+            opened = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(opened, fd)
+            os.close(opened)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

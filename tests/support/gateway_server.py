@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -123,6 +124,32 @@ class GatewayServer:
         """A client of this process (the options of `httpx.Client`), as `InProcessGateway`
         gives one of the app in the test process."""
         return httpx.Client(base_url=self.url, **options)
+
+
+def gateway_command(args: list[str], env: dict[str, str] | None = None,
+                    cwd: Path | None = None, timeout: float = 120
+                    ) -> subprocess.CompletedProcess[str]:
+    """`python -m gateway *args` run to its end with `env` over the test process's, its
+    output captured as `subprocess.run(..., capture_output=True, text=True)` captures it;
+    forked from the fork server when it can be (a command imports what `serve` does)."""
+    full_env, cwd = {**os.environ, **(env or {})}, cwd or Path.cwd()
+    forks = fork_server()
+    if forks is None or not forks.can_fork(args, full_env):
+        return subprocess.run([sys.executable, "-m", "gateway", *args], env=full_env, cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory() as output:
+        stdout, stderr = Path(output) / "stdout", Path(output) / "stderr"
+        stdout.touch()
+        stderr.touch()
+        process = forks.spawn(args, full_env, cwd, stdout, stderr)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        return subprocess.CompletedProcess(process.args, code, stdout.read_text(),
+                                           stderr.read_text())
 
 
 DEFAULT_USER = "test-user"
