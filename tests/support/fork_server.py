@@ -218,6 +218,9 @@ def run_child(request: dict[str, Any], inherited: list[int]) -> None:
         os.environ.update(request["env"])
         sys.path[0] = os.getcwd()  # as `-m` puts it first
         code = run_gateway(request["args"])
+        if code < 0:  # ended by a signal it did not handle, as the interpreter ends then
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
     finally:
         os._exit(code)
 
@@ -238,7 +241,7 @@ def run_gateway(args: list[str]) -> int:
             print(exit_.code, file=sys.stderr)
             code = 1
     except KeyboardInterrupt:
-        code = 128 + signal.SIGINT
+        code = -signal.SIGINT
     except BaseException:  # as the interpreter prints an uncaught one
         traceback.print_exc()
         code = 1
