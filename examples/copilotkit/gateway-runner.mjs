@@ -11,6 +11,12 @@
 //   isRunning  GET  /v1/agui/threads/{threadId}      {running, runId}
 //   stop       DELETE /v1/agui/threads/{threadId}/runs/{runId}   a real cancel: the model stops
 //
+// Both run and connect add `forwardedProps.interrupts: true`: CopilotKit's @ag-ui/client 0.0.x
+// declares no AG-UI version, and this tells the gateway that the page reads AG-UI 1.0's
+// `interrupt` outcome anyway (CopilotKit's `useInterrupt`), so a server tool that needs approval
+// reaches the page as an interrupt, answered with `resume` (see the gateway's
+// docs/human-in-the-loop.md).
+//
 // Copy this file into your own runtime; it needs only @ag-ui/client and @copilotkit/runtime.
 // Usage:
 //   new CopilotRuntime({ agents: { default: gatewayAgent },
@@ -19,6 +25,9 @@
 import { randomUUID } from "node:crypto";
 import { HttpAgent } from "@ag-ui/client";
 import { AgentRunner } from "@copilotkit/runtime/v2";
+
+/** The opt-in to AG-UI 1.0 interrupts for a client that declares no version. */
+const INTERRUPTS = { interrupts: true };
 
 export class GatewayRunner extends AgentRunner {
   /**
@@ -43,13 +52,14 @@ export class GatewayRunner extends AgentRunner {
   }
 
   run({ input }) {
-    return this.endpoint("run").run(input);
+    return this.endpoint("run").run(
+      { ...input, forwardedProps: { ...input.forwardedProps, ...INTERRUPTS } });
   }
 
   connect({ threadId }) {
     return this.endpoint("connect").run({
       threadId, runId: randomUUID(), messages: [], tools: [], context: [], state: {},
-      forwardedProps: {},
+      forwardedProps: INTERRUPTS,
     });
   }
 

@@ -9,6 +9,8 @@
 //   {"action": "reload"}                   reload the page (same context: its saved thread)
 //   {"action": "stop"}                     press CopilotChat's stop button (the send button
 //                                          while the agent runs)
+//   {"action": "click", "selector": str}   click an element of the page (the approval card's
+//                                          buttons)
 //   {"action": "wait"}
 // each optionally with "until" ({text: one or a list, absent, idle: false to not wait for the
 // agent to stop running}) and "screenshot" (a PNG path). Replies: {"ok": true, "page": snapshot,
@@ -75,6 +77,8 @@ function snapshot() {
                         text: text(el) })),
       themeCards: all('[data-testid="theme-card"]').map(card),
       weatherCards: all('[data-testid="weather-card"]').map(card),
+      approvalCards: all('[data-testid="approval-card"]').map((el) => text(el)),
+      invoiceCards: all('[data-testid="invoice-card"]').map(card),
       otherTools: all('[data-testid="copilot-tool-render"]').map((el) => text(el)),
     };
   });
@@ -95,6 +99,9 @@ async function perform(cmd) {
       break;
     case "stop":
       await page.getByTestId("copilot-send-button").click();
+      break;
+    case "click":
+      await page.locator(cmd.selector).click();
       break;
     case "wait":
       break;

@@ -268,6 +268,85 @@ def test_a_tool_the_gateway_runs_is_shown_with_its_result(
     assert json.loads(tool_message["content"]) == {"city": "Paris", "sky": "windy", "celsius": 11}
 
 
+def test_an_approval_card_the_user_clicks_runs_the_tool_once(
+        browser: Browser, tools_gateway: GatewayServer, scripted_model: ScriptedModel,
+        shots: Path) -> None:
+    """`send_invoice` needs approval: the gateway stops the run before it, CopilotKit's
+    `useInterrupt` shows the example's card (the runner opted into interrupts), Approve resumes
+    the thread, and the gateway runs the tool exactly once before the model answers; a card
+    shown again after a reload, denied, never runs it."""
+    scripted_model.enqueue(
+        stream_turn({"content": "I will send it once you approve. "},
+                    {"tool_call": {"index": 0, "id": "call_invoice", "name": "send_invoice",
+                                   "arguments": '{"customer": "Ada", "amount_eur": 120}'}}),
+        stream_turn({"content": "Invoice INV-0001 is on its way to Ada."}),
+    )
+    clean(browser.step("open"))
+    asked = browser.step("send", text="Send Ada an invoice for 120 euros.",
+                         until={"text": "needs your approval"},
+                         screenshot=str(shots / "40-approval-card.png"))
+    page = clean(asked)
+    assert [one_line(card) for card in page["approvalCards"]] == [
+        'send_invoice needs your approval: {"customer":"Ada","amount_eur":120} Approve Deny']
+    assert [one_line(card["text"]) for card in page["invoiceCards"]] == [
+        "send_invoice Ada, 120 €: waiting for approval"]
+    thread, _ = stored(tools_gateway, page["threadId"])
+    assert thread["pendingToolCallIds"] == ["call_invoice"]  # paused before the tool ran
+
+    approved = browser.step("click", selector='[data-testid="approve"]',
+                            until={"text": "Invoice INV-0001 is on its way to Ada."},
+                            screenshot=str(shots / "41-approved.png"))
+    done = clean(approved)
+    assert done["approvalCards"] == []
+    assert [(card["status"], one_line(card["text"])) for card in done["invoiceCards"]] == [
+        ("complete", "send_invoice Ada, 120 €: sent as INV-0001")]
+    assert done["messages"][-1]["text"].endswith("Invoice INV-0001 is on its way to Ada.")
+    (first,) = runs(asked)
+    (approval,) = runs(approved)  # one answer, under the interrupted run's id (useInterrupt's way)
+    assert approval["runId"] == first["runId"]
+    (resume,) = approval["resume"]
+    assert resume["status"] == "resolved" and resume["payload"] == {"approved": True}
+
+    # Exactly once: the thread holds one result of the tool, which the model saw.
+    thread, messages = stored(tools_gateway, page["threadId"])
+    assert thread["pendingToolCallIds"] == [] and thread["runStatus"] == "idle"
+    results = [json.loads(block["content"][0]["text"]) for m in messages
+               for block in m["content"] if block["type"] == "tool_result"
+               and block.get("toolUseId") == "call_invoice"]
+    ran = [r for r in results if r.get("sent")]
+    assert ran == [{"sent": True, "number": "INV-0001", "customer": "Ada", "amountEur": 120}]
+    tool_messages = [m for m in scripted_model.requests[-1]["messages"] if m["role"] == "tool"]
+    assert [json.loads(m["content"]) for m in tool_messages
+            if m["tool_call_id"] == "call_invoice"] == ran
+
+    # A card still waiting after a reload is shown again (the runner's connect opts in too);
+    # Deny: the tool never runs, and the model is told the user said no.
+    scripted_model.enqueue(
+        stream_turn({"tool_call": {"index": 0, "id": "call_again", "name": "send_invoice",
+                                   "arguments": '{"customer": "Ada", "amount_eur": 120}'}}),
+        stream_turn({"content": "Understood, no second invoice."}),
+    )
+    clean(browser.step("send", text="Send her the same invoice again.",
+                       until={"text": "needs your approval"}))
+    again = clean(reloaded(browser.step("reload", until={"text": "needs your approval"})))
+    assert len(again["approvalCards"]) == 1
+    denied = clean(browser.step("click", selector='[data-testid="deny"]',
+                                until={"text": "Understood, no second invoice."},
+                                screenshot=str(shots / "42-denied.png")))
+    assert denied["approvalCards"] == []
+    (refusal,) = [m["content"] for m in scripted_model.requests[-1]["messages"]
+                  if m.get("tool_call_id") == "call_again"]
+    assert refusal.startswith("The user denied running send_invoice; it did not run")
+    assert [one_line(card["text"]) for card in denied["invoiceCards"]] == [
+        "send_invoice Ada, 120 €: sent as INV-0001",
+        f"send_invoice Ada, 120 €: not sent ({refusal})"]
+
+
+def one_line(text: str) -> str:
+    """A card's text as one line (its parts are laid out on several)."""
+    return " ".join(text.split())
+
+
 def clean(result: dict[str, Any]) -> dict[str, Any]:
     """`harness.clean` of a step, less the `connect` requests a page (re)load cuts short (see
     `reloaded`): every step of this app may load the page, and CopilotChat connects on load."""

@@ -305,6 +305,51 @@ def test_a_pre_1_0_agui_client_answers_with_a_tool_message(http: httpx.Client,
     assert times_sent(to) == 1
 
 
+# What `@ag-ui/client` 0.0.59 (CopilotKit 1.7x) validates an interrupt with: its schema strips
+# any other member.
+INTERRUPT_0_0_59 = {"id", "reason", "message", "toolCallId", "responseSchema", "expiresAt",
+                    "metadata", "subagentRunId"}
+
+
+def test_a_pre_1_0_client_that_opts_in_gets_the_interrupt_and_resumes_it_under_the_same_run_id(
+        http: httpx.Client, scripted_model: ScriptedModel):
+    """CopilotKit: no `protocolVersion`, `forwardedProps.interrupts: true` (its runner sets it),
+    and `useInterrupt` answers with `resume[]` under the interrupted run's `runId`. That
+    answer continues the thread (the tool runs once); the same answer again is a retry, which
+    replays the interrupted run and runs nothing."""
+    to, thread_id = recipient(), uuid.uuid4().hex
+    scripted_model.enqueue([call(0, "call_ck", "send_email", json.dumps({"to": to, "subject": "CK"}))])
+    body = agui_input(thread_id, "mail it", forwardedProps={"interrupts": True})
+    del body["protocolVersion"]
+    events = run_events(http, "POST", "/v1/agui/agents/default/run", json=body)
+    outcome = events[-1].data["outcome"]
+    assert outcome["type"] == "interrupt" and outcome.keys() == {"type", "interrupts"}
+    [asked] = outcome["interrupts"]
+    assert asked["toolCallId"] == "call_ck" and asked.keys() <= INTERRUPT_0_0_59
+    assert times_sent(to) == 0
+
+    # A reloaded page's connect (the runner opts in there too) ends with the same interrupt.
+    connect = {**agui_input(thread_id, forwardedProps={"interrupts": True})}
+    del connect["protocolVersion"]
+    connected = run_events(http, "POST", "/v1/agui/agents/default/connect", json=connect)
+    assert connected[-1].data["outcome"] == outcome
+
+    scripted_model.enqueue([{"content": "Sent."}])
+    answer = {**body, "resume": [{"interruptId": asked["id"], "status": "resolved",
+                                  "payload": {"approved": True}}]}
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=answer)
+    assert resumed[0].data["runId"] != body["runId"]  # a new run: the client's name is taken
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert result["toolCallId"] == "call_ck" and json.loads(result["content"])["sent"] is True
+    assert text_of(resumed) == "Sent."
+    assert resumed[-1].data["outcome"] == {"type": "success"}
+    assert times_sent(to) == 1
+
+    again = run_events(http, "POST", "/v1/agui/agents/default/run", json=answer)
+    assert again[0].data["runId"] == body["runId"] and again[-1].data["outcome"] == outcome
+    assert times_sent(to) == 1
+
+
 def test_a_paused_approval_survives_a_restart(scripted_model: ScriptedModel, tmp_path: Path):
     """The pause is the thread's state in the database: a gateway started afresh on it takes
     the answer and runs the tool."""

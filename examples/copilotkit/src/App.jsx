@@ -3,6 +3,7 @@ import {
   useAgent,
   useDefaultRenderTool,
   useFrontendTool,
+  useInterrupt,
   useRenderTool,
 } from "@copilotkit/react-core/v2";
 import { useState } from "react";
@@ -44,6 +45,49 @@ function useWeatherCard() {
   });
 }
 
+/** A server tool that needs approval (`send_invoice`, `approval=True` in gateway_tools.py): the
+ * gateway ends the run with an AG-UI interrupt before the tool runs, and this card answers it.
+ * Approve resumes with `{approved: true}` (the gateway runs the tool, once); Deny cancels the
+ * interrupt (the tool never runs and the model is told the user said no). */
+function useApprovalCard() {
+  useInterrupt({
+    enabled: ({ value }) => value?.reason === "tool_approval",
+    render: ({ interrupt, resolve, cancel }) => (
+      <div className="card approval" data-testid="approval-card">
+        <strong>{interrupt.metadata?.toolName}</strong> needs your approval:{" "}
+        <code>{JSON.stringify(interrupt.metadata?.arguments)}</code>
+        <div className="buttons">
+          <button data-testid="approve" onClick={() => resolve({ approved: true })}>
+            Approve
+          </button>
+          <button data-testid="deny" onClick={() => cancel()}>
+            Deny
+          </button>
+        </div>
+      </div>
+    ),
+  });
+}
+
+/** The approved call, once the gateway has run it. */
+function useInvoiceCard() {
+  useRenderTool({
+    name: "send_invoice",
+    parameters: z.object({ customer: z.string(), amount_eur: z.number() }),
+    render: ({ status, parameters, result }) => {
+      const invoice = status === "complete" ? parseJson(result) : null;
+      const outcome = status !== "complete" ? "waiting for approval"
+        : invoice?.sent ? `sent as ${invoice.number}` : `not sent (${result})`;
+      return (
+        <div className="card" data-testid="invoice-card" data-status={status}>
+          <strong>send_invoice</strong> {parameters?.customer ?? "…"}, {parameters?.amount_eur} €:{" "}
+          {outcome}
+        </div>
+      );
+    },
+  });
+}
+
 function parseJson(text) {
   try {
     return JSON.parse(text);
@@ -68,6 +112,8 @@ export default function App() {
   const [threadId] = useState(savedThreadId);
   useThemeColorAction(setColor);
   useWeatherCard();
+  useApprovalCard();
+  useInvoiceCard();
   useDefaultRenderTool(); // any other tool call: CopilotKit's own card
   const { agent } = useAgent(); // the runtime's "default" agent: the gateway
 

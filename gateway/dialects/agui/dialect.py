@@ -22,7 +22,9 @@ AGUI_STREAM = (
     "`AguiEvent`, `ag_ui.core.Event` of ag-ui-protocol 1.0). A pause for client tools ends "
     "with `RUN_FINISHED` whose `outcome.pendingToolCallIds` names them; a cancelled run with "
     "`outcome: {type: cancelled}` (a client from before 1.0, whose input declares no "
-    "`protocolVersion`, gets neither: a plain success, and no outcome); components are tool "
+    "`protocolVersion`, gets neither: a plain success, and no outcome); calls waiting for a "
+    "human end it with `outcome: {type: interrupt, interrupts}` (for a client before 1.0 only "
+    "if it opted in with `forwardedProps.interrupts`); components are tool "
     "calls plus `STATE_SNAPSHOT` / "
     "`STATE_DELTA` under `/components/{componentId}`. After the stream starts, an error is "
     "exactly one `RUN_ERROR` event and nothing after it.")
@@ -38,9 +40,13 @@ OPERATIONS: tuple[Operation, ...] = (
                           "the last user message and the `tool` messages or `resume` entries "
                           "answering its pending tool calls. Image, audio, video and document "
                           "parts of the user message reach the model as Tambo `resource` "
-                          "blocks do. `forwardedProps` may carry `components`, `userKey` and "
+                          "blocks do. `forwardedProps` may carry `components`, `userKey`, "
                           "`onDisconnect` (default `grace`; `cancel` for a client before 1.0, "
-                          "which sends no `protocolVersion`). " + AGUI_STREAM,
+                          "which sends no `protocolVersion`) and `interrupts: true` (a client "
+                          "before 1.0 that reads the `interrupt` outcome, as CopilotKit's "
+                          "`useInterrupt` does). A `runId` the thread already ran replays that "
+                          "run, unless the input's `resume` answers what the thread waits for: "
+                          "then it is a new run. " + AGUI_STREAM,
               body=GatewayRunInput, params=KEYS, stream=EVENTS.name, headers=STREAM_HEADERS,
               errors=("NO_NEW_INPUT", "AGENT_NOT_FOUND", "THREAD_NOT_FOUND", "RUN_ID_IN_USE",
                       "THREAD_AGENT_MISMATCH", "ATTACHMENT_TOO_LARGE", "INVALID_ATTACHMENT",

@@ -7,10 +7,11 @@ yet, the messages before that one become its history. Everything else of the inp
 the run: `tools` are client tools, `context` and `state` reach the model as the message's
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
 `name`, `description`, `propsSchema`, `stateSchema`), `userKey`, `onDisconnect`,
-`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`) and
-`multitaskStrategy` (on a busy thread, `runs/multitask.py`); the whole of
-it is kept as the run's metadata, with the `protocolVersion` the client declared (its stream is
-shaped for that version, see `translate.py`).
+`abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`),
+`multitaskStrategy` (on a busy thread, `runs/multitask.py`) and `interrupts` (a client before 1.0
+that reads 1.0's interrupt outcome, `opts_into_interrupts`); the whole of it is kept as the run's
+metadata, with the `protocolVersion` the client declared (its stream is shaped for that version
+and that opt-in, see `translate.py`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ...protocol.run_spec import (
     UserInput,
 )
 from ...protocol.tambo import ComponentList, ToolList, WireModel
+from .translate import asks_a_human
 
 ID_MAX = 64  # thread and run ids are the gateway's own ids
 
@@ -89,6 +91,15 @@ class Declared(WireModel):
     onDisconnect: DisconnectPolicy | None = None
     abandonPendingTools: bool | None = None
     multitaskStrategy: MultitaskStrategy | None = None
+    interrupts: bool | None = None
+
+
+def opts_into_interrupts(forwarded_props: Any) -> bool:
+    """Whether a client asks for AG-UI 1.0's interrupt outcome even though it declares no
+    `protocolVersion` (`forwardedProps.interrupts: true`). CopilotKit 1.7x reads that outcome
+    (its `useInterrupt`) and answers with `resume[]`, but its `@ag-ui/client` 0.0.x sends no
+    version, so by version alone it would get the downgrade that hides interrupts."""
+    return isinstance(forwarded_props, dict) and forwarded_props.get("interrupts") is True
 
 
 def run_spec(body: RunAgentInput, pending: Mapping[str, str],
@@ -139,7 +150,7 @@ def _declared(body: RunAgentInput) -> Declared:
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
-    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy"):
+    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy", "interrupts"):
         value = forwarded(body, name)
         if value is not None:
             fields[name] = value
@@ -178,11 +189,11 @@ def _new_user_message(body: RunAgentInput) -> UserMessage | None:
 
 def answers(pending_calls: list[dict[str, Any]]) -> dict[str, str]:
     """The ids that answer a thread's pending calls, to the call's id: each call's own id (a
-    `tool` message, or a `resume` entry naming it), and a call waiting for approval also by its
+    `tool` message, or a `resume` entry naming it), and a call waiting for a human also by its
     interrupt's id."""
     names = {p["toolCallId"]: p["toolCallId"] for p in pending_calls}
     for call in pending_calls:
-        if isinstance(call.get("approval"), dict):
+        if asks_a_human(call):
             names[call["approval"]["interruptId"]] = call["toolCallId"]
     return names
 

@@ -11,8 +11,10 @@ path names the client's ids; the response headers (`X-Thread-Id`, `X-Run-Id`) ca
 gateway's, which the Tambo and Timbal endpoints use for the same thread. A thread or run
 without a client's name (made by the Tambo endpoints, or before names existed) answers to its
 own id. A thread is created on first use of its `threadId`. A retried request with a `runId` the thread already ran replays
-that run instead of starting another. A `threadId` of the project outside the caller's user
-scope is answered as if it did not exist (404).
+that run instead of starting another, unless its `resume` answers what the thread waits for now
+(CopilotKit answers an interrupt under the interrupted run's `runId`): that starts the
+continuation, as a run named by the gateway's id (`_continuation`). A `threadId` of the project
+outside the caller's user scope is answered as if it did not exist (404).
 
 The run is the same run the Tambo endpoints serve, so a stream can be resumed from its cursor
 (`GET /v1/agui/threads/{threadId}/runs/{runId}` with `Last-Event-ID` or `?after=`), and a
@@ -72,11 +74,26 @@ from . import snapshot
 from . import translate as agui
 
 
+def _started_by(run: RunRow) -> dict[str, Any] | None:
+    """What the AG-UI client that started the run declared (None: a Tambo client began it)."""
+    started_by = (RunSpec.from_snapshot(run.request).metadata or {}).get("agui")
+    return started_by if isinstance(started_by, dict) else None
+
+
 def protocol_version(run: RunRow) -> str | None:
     """The AG-UI version the run's client declared when it started the run (a reconnect gets
     the same shape as the first response); 1.0 for a run a Tambo client began."""
-    started_by = (RunSpec.from_snapshot(run.request).metadata or {}).get("agui")
+    started_by = _started_by(run)
     return PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
+
+
+def run_dialect(thread: ThreadRow, run: RunRow) -> functools.partial[agui.AguiDialect]:
+    """The translator of the run for the client that started it: its version, its opt-in to
+    interrupts (`input.opts_into_interrupts`) and its ids."""
+    started_by = _started_by(run) or {}
+    return functools.partial(
+        agui.AguiDialect, protocol_version(run), client_ids(thread, run),
+        agui_input.opts_into_interrupts(started_by.get("forwardedProps")))
 
 
 def client_ids(thread: ThreadRow, run: RunRow) -> tuple[str, str]:
@@ -88,9 +105,8 @@ def client_ids(thread: ThreadRow, run: RunRow) -> tuple[str, str]:
 def agui_stream(request: Request, thread: ThreadRow, run: RunRow, after: int = 0,
                 extra_headers: dict[str, str] | None = None) -> Response:
     """The run's events in AG-UI, shaped for its client's version, naming the client's ids."""
-    dialect = functools.partial(agui.AguiDialect, protocol_version(run),
-                                client_ids(thread, run))
-    return event_stream(request, run, after, extra_headers, dialect=dialect, encode=agui.encode)
+    return event_stream(request, run, after, extra_headers, dialect=run_dialect(thread, run),
+                        encode=agui.encode)
 
 
 @gated
@@ -106,7 +122,8 @@ async def run_agent(request: Request) -> Response:
     if not agent.allow_client_system_prompt:
         check_client_prompt(agent, agui_input.client_prompts(body))
     existing = await svc.store.get_run_by_client_id(project, body.run_id)
-    if existing is not None:
+    continues = existing is not None and _continuation(body, thread, existing)
+    if existing is not None and not continues:
         if thread is None or existing.thread_id != thread.id:
             raise ApiError(Problem.RUN_ID_IN_USE, f"Run id {body.run_id} is already used",
                            runId=body.run_id)
@@ -127,9 +144,22 @@ async def run_agent(request: Request) -> Response:
         check_run_request(svc.settings, spec)
         check_attachments(request, spec)
         check_fits(request, spec, agent)
-        started = await svc.runs.start(project, thread, spec, client_run_id=body.run_id,
+        started = await svc.runs.start(project, thread, spec,
+                                       client_run_id=None if continues else body.run_id,
                                        subjects=quota_subjects(request, thread.user_key))
     return agui_stream(request, thread, started.run)
+
+
+def _continuation(body: RunAgentInput, thread: ThreadRow | None, existing: RunRow) -> bool:
+    """Whether an input naming a run the thread already ran continues it rather than retries
+    it: its `resume` entries answer what the thread waits for now. CopilotKit's `useInterrupt`
+    sends the answer under the interrupted run's `runId` (a retry could not know the interrupt
+    ids, and a repeated answer finds the thread moved on). The continuation is a new run, which
+    the client's events call by the gateway's run id, the client's name being taken."""
+    if thread is None or existing.thread_id != thread.id or not body.resume:
+        return False
+    waiting = agui_input.answers(thread.pending_tool_calls or [])
+    return any(entry.interrupt_id in waiting for entry in body.resume)
 
 
 async def _scoped_thread(request: Request, project: str, thread_id: str,
@@ -298,12 +328,14 @@ def _outcome(body: RunAgentInput, waiting: list[dict[str, Any]]) -> RunFinishedO
     """What the snapshot's run ends with, as the paused run's own `RUN_FINISHED` said it (for
     a 1.0 client; one before 1.0 knows no outcome): the interrupts a human must answer (so
     `HttpAgent` holds them as `pendingInterrupts` and its next run answers them with
-    `resume[]`), else the client tool calls it must answer."""
+    `resume[]`), else the client tool calls it must answer. One before 1.0 that opted into
+    interrupts gets them (it knows no other outcome member)."""
+    asked = snapshot.interrupts(waiting)
+    if asked and (body.protocol_version is not None
+                  or agui_input.opts_into_interrupts(body.forwarded_props)):
+        return RunFinishedInterruptOutcome(interrupts=asked)
     if body.protocol_version is None:
         return None
-    asked = snapshot.interrupts(waiting)
-    if asked:
-        return RunFinishedInterruptOutcome(interrupts=asked)
     calls = [p["toolCallId"] for p in waiting if not snapshot.asks_a_human(p)]
     return RunFinishedSuccessOutcome(pending_tool_call_ids=calls or None)
 
@@ -321,8 +353,8 @@ async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: in
     run = await services(request).store.get_run(run_id)
     if run is None:
         return
-    dialect = functools.partial(agui.AguiDialect, protocol_version(run), client_ids(thread, run))
-    async for message in run_events(request, run.id, after, dialect, agui.encode):
+    async for message in run_events(request, run.id, after, run_dialect(thread, run),
+                                    agui.encode):
         yield message
 
 

@@ -35,7 +35,7 @@ from ag_ui.core import (
 
 from ...protocol import timbal
 from ...protocol.tambo import WireModel
-from .translate import COMPONENTS, interrupt
+from .translate import COMPONENTS, asks_a_human, interrupt
 
 PENDING = "pendingToolCalls"  # the member of the snapshot state naming the calls to answer
 INTERRUPTS = "interrupts"  # the member naming the calls that wait for a human
@@ -155,11 +155,6 @@ def state(components: list[dict[str, Any]], current: Mapping[str, Any],
         snapshot[INTERRUPTS] = [i.model_dump(mode="json", by_alias=True, exclude_none=True)
                                 for i in asked]
     return snapshot
-
-
-def asks_a_human(call: Mapping[str, Any]) -> bool:
-    """Whether a pending call waits for a human's answer (an interrupt), not a client tool."""
-    return isinstance(call.get("approval"), dict)
 
 
 def interrupts(pending: list[dict[str, Any]]) -> list[Interrupt]:

@@ -29,12 +29,16 @@ strict and knows neither `outcome.pendingToolCallIds` nor the `cancelled` outcom
 the whole run over either. Such a client gets the spec's downgrade: both are left out (it finds
 the calls it must answer from the tool calls themselves); so are the `SUBAGENT_*` events and
 the attribution, which it does not know either (it sees the sub-agent's messages as the
-assistant's). Nothing else changes.
+assistant's). Nothing else changes. Its schema does know the `interrupt` outcome, though, and
+CopilotKit's `useInterrupt` reads it: a client that opts in (`interrupts`, from its input's
+`forwardedProps.interrupts`) gets it when calls wait for a human, instead of the plain success
+that leaves it to answer them as tool calls.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ag_ui.core import (
@@ -83,12 +87,13 @@ class AguiDialect(Dialect[BaseEvent]):
     its events name instead of the gateway's own ids (`routes.py`, "Ids")."""
 
     def __init__(self, client_version: str | None = PROTOCOL_VERSION,
-                 client_ids: tuple[str, str] | None = None) -> None:
+                 client_ids: tuple[str, str] | None = None, interrupts: bool = False) -> None:
         super().__init__()
         self.before_1_0 = client_version is None
+        self.interrupt_outcome = interrupts or not self.before_1_0
         self.client_ids = client_ids
         self.pending: list[str] = []
-        self.interrupts: list[Interrupt] = []  # calls waiting for approval
+        self.interrupts: list[Interrupt] = []  # calls waiting for a human
         self.components: set[str] = set()  # components in the state this run sent
         self.subagents: list[str] = []  # sub-agent invocations under way, innermost last
 
@@ -220,8 +225,8 @@ class AguiDialect(Dialect[BaseEvent]):
                                     protocol_version=PROTOCOL_VERSION)]
         if name == timbal.RUN_AWAITING_INPUT:
             calls = frame["pendingToolCalls"]
-            self.pending = [p["toolCallId"] for p in calls if "approval" not in p]
-            self.interrupts = [interrupt(p) for p in calls if "approval" in p]
+            self.pending = [p["toolCallId"] for p in calls if not asks_a_human(p)]
+            self.interrupts = [interrupt(p) for p in calls if asks_a_human(p)]
             return []
         if name == timbal.COMPONENT_STATE:
             return [self._state_change(frame["componentId"], frame["operations"],
@@ -252,14 +257,15 @@ class AguiDialect(Dialect[BaseEvent]):
         return event
 
     def _outcome(self) -> RunFinishedOutcome:
-        """How a run that finished ended: interrupted when calls wait for approval (those that
+        """How a run that finished ended: interrupted when calls wait for a human (those that
         wait for the client stay tool calls without a result, answered with `tool` messages);
-        else a success naming the client's pending calls. A client before 1.0 knows neither
-        outcome member: it gets a plain success and answers approvals with `tool` messages."""
+        else a success naming the client's pending calls. A client before 1.0 knows no
+        `pendingToolCallIds`: it gets a plain success, and the interrupt only if it opted in
+        (else it answers them with `tool` messages)."""
+        if self.interrupts and self.interrupt_outcome:
+            return RunFinishedInterruptOutcome(interrupts=self.interrupts)
         if self.before_1_0:
             return RunFinishedSuccessOutcome()
-        if self.interrupts:
-            return RunFinishedInterruptOutcome(interrupts=self.interrupts)
         return RunFinishedSuccessOutcome(pending_tool_call_ids=self.pending or None)
 
     # -- sub-agents ----------------------------------------------------------------------------
@@ -337,15 +343,22 @@ def encode(event: BaseEvent) -> str:
     return event.model_dump_json(by_alias=True, exclude_none=True)
 
 
+def asks_a_human(call: Mapping[str, Any]) -> bool:
+    """Whether a pending call waits for a human's answer (an interrupt), not a client tool. An
+    approval and a tool's question both carry the request in the call's `approval` member (the
+    wire's name, kept for the clients that read it)."""
+    return isinstance(call.get("approval"), dict)
+
+
 def interrupt(call: dict[str, Any]) -> Interrupt:
     """A call waiting for a human (an approval, or a tool's question) as AG-UI 1.0's
     interrupt: a `resume` entry answers it by `id`; for an approval,
     `{"status": "resolved", "payload": {"approved": true}}` runs the tool."""
-    approval = call["approval"]
-    return Interrupt(id=approval["interruptId"], reason=approval["reason"],
-                     message=approval["message"], tool_call_id=call["toolCallId"],
-                     response_schema=approval.get("responseSchema", approvals.RESPONSE_SCHEMA),
-                     expires_at=approval["expiresAt"],
+    asked = call["approval"]
+    return Interrupt(id=asked["interruptId"], reason=asked["reason"],
+                     message=asked["message"], tool_call_id=call["toolCallId"],
+                     response_schema=asked.get("responseSchema", approvals.RESPONSE_SCHEMA),
+                     expires_at=asked["expiresAt"],
                      metadata={"toolName": call["toolName"], "arguments": _input(call)})
 
 
