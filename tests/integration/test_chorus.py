@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +22,7 @@ from gateway.engine.mcp_pinned import Pin
 from gateway.engine.mcp_tools import open_run_tools
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import GatewayServer, gateway_command
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.mcp_server import HttpMcpServer
 from tests.support.run_stream import wait_for
@@ -92,9 +90,7 @@ def chorus_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempP
 
 def cli(gateway: InProcess | GatewayServer, *args: str, command: str = "chorus") -> str:
     env = gateway.servers[0].env if isinstance(gateway, InProcessCluster) else gateway.env
-    done = subprocess.run([sys.executable, "-m", "gateway", command, *args,
-                           "--database-url", env["GATEWAY_DATABASE_URL"]],
-                          capture_output=True, text=True, timeout=120)
+    done = gateway_command([command, *args, "--database-url", env["GATEWAY_DATABASE_URL"]])
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
