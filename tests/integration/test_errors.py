@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import httpx
 import pytest
 
@@ -69,6 +72,8 @@ def test_unknown_route_and_method(client: httpx.Client):
 
 def test_bad_pagination_parameters(client: httpx.Client):
     assert_problem(client.get("/v1/threads", params={"cursor": "%%%"}), 400, "INVALID_CURSOR")
+    too_big = base64.urlsafe_b64encode(json.dumps([10 ** 30, "thr_1"]).encode()).decode()
+    assert_problem(client.get("/v1/threads", params={"cursor": too_big}), 400, "INVALID_CURSOR")
     assert_problem(client.get("/v1/threads", params={"limit": "0"}), 400, "VALIDATION_ERROR")
     assert_problem(client.get("/v1/threads", params={"limit": "x"}), 400, "VALIDATION_ERROR")
 
