@@ -235,6 +235,12 @@ class Settings(BaseSettings):
     tool_timeout_seconds: float = Field(
         30.0, gt=0, description="How long a server tool may run before the model sees a "
                                 "timeout error.")
+    tool_status_max_per_run: int = Field(
+        100, ge=0, le=10_000,
+        description="Progress statuses a run's server tools may report (`ctx.status(...)`, an "
+                    "MCP server's progress notifications; docs/tools.md): each is a Timbal "
+                    "`status` frame and a Chorus `status` event; later ones are dropped (0: "
+                    "none are shown). At most 5 a second are kept after a burst of 10.")
     approval_ttl_seconds: float = Field(
         86400.0, gt=0, le=30 * 86400,
         description="How long a server tool call that asks for approval may wait for its "

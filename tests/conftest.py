@@ -1,7 +1,8 @@
 """Shared fixtures: a scripted OpenAI-compatible model, and real gateway processes in front of it.
 
 Starting a gateway costs a few seconds (importing litellm), so each kind is started once per
-session; tests isolate themselves by creating their own threads. tests/integration replaces
+session, forked from a process that has imported the gateway already (tests/support/
+fork_server.py); tests isolate themselves by creating their own threads. tests/integration replaces
 `gateway`, `litellm_gateway`, `demo_gateway` and `client` with the app in the test process
 (tests/integration/conftest.py); `gateway_process` and `process_client` stay real processes.
 """
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support import engines
+from tests.support.fork_server import fork_server, stop_fork_server
 from tests.support.gateway_server import USER, GatewayCluster, GatewayServer
 from tests.support.scripted_model import ScriptedModel
 
@@ -48,7 +50,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+# Where tests start gateway processes: the fork server (tests/support/fork_server.py) starts
+# importing as soon as such tests are collected, while the first tests run.
+PROCESS_SUITES = ("integration", "conformance", "e2e")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    tests = Path(__file__).resolve().parent
+    if any(item.path.is_relative_to(tests / suite) for item in session.items
+           for suite in PROCESS_SUITES):
+        fork_server()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    stop_fork_server()
     if engines.ENGINES is not None:
         engines.ENGINES.stop()
         engines.ENGINES = None

@@ -44,7 +44,7 @@ from ..protocol.frames_schema import (
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
-from . import approvals, elicitation
+from . import approvals, elicitation, tool_status
 from .context_window import ContextBudget
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
@@ -128,6 +128,8 @@ class RunInput:
     subagents: dict[str, SubagentTool] = field(default_factory=dict)
     # Set when this loop is a sub-agent's: the invocation its messages belong to.
     subagent_run_id: str | None = None
+    # The statuses the run's tools may still report (shared with its sub-agents; None: none).
+    status_budget: tool_status.StatusBudget | None = None
 
     def authorship(self) -> Authorship:
         """What every message of this loop carries: who wrote it, for which invocation."""
@@ -481,7 +483,8 @@ async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
         if answer.decision in ("approved", "answered"):
             try:
                 output, error = await call_server_tool(run, answer.name, answer.arguments,
-                                                       answer.answers, answer.tool_call_id)
+                                                       answer.answers, answer.tool_call_id,
+                                                       sink)
             except elicitation.InputRequired as question:
                 pending.append(_question(run, answer.tool_call_id, answer.name,
                                          answer.arguments, answer.message_id, question,
@@ -505,7 +508,7 @@ async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int,
             tokens += spent
         elif call.kind in ("server", "unknown") and not _asks_first(run, call):
             try:
-                result = await _run_server_tool(run, call, turn.message_id)
+                result = await _run_server_tool(run, call, turn.message_id, sink)
             except elicitation.InputRequired as question:  # the user must answer first
                 pending.append(_question(run, call.tool_call_id, call.name,
                                          parse_arguments(call.arguments), turn.message_id,
@@ -539,6 +542,7 @@ async def _run_subagent(run: RunInput, call: _Call, message_id: str, sink: Frame
         started["parentSubagentRunId"] = run.subagent_run_id
     await sink.emit(started)
     child = replace(tool.prepare(task, invocation), tool_timeout=run.tool_timeout,
+                    status_budget=run.status_budget,
                     max_output_tokens=(None if run.max_output_tokens is None
                                        else max(1, run.max_output_tokens - used)))
     try:
@@ -626,26 +630,32 @@ def result_value(message_id: str, tool_call_id: str, name: str, output: Any = No
     return value
 
 
-async def _run_server_tool(run: RunInput, call: _Call, message_id: str) -> ServerToolResultValue:
+async def _run_server_tool(run: RunInput, call: _Call, message_id: str, sink: FrameSink
+                           ) -> ServerToolResultValue:
     output, error = await call_server_tool(run, call.name, parse_arguments(call.arguments),
-                                           tool_call_id=call.tool_call_id)
+                                           tool_call_id=call.tool_call_id, sink=sink)
     # The gateway runs it on the calling agent's behalf.
     return _server_result(call, message_id, output, error, who=run.authorship())
 
 
 async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
                            answers: list[dict[str, Any]] | None = None,
-                           tool_call_id: str | None = None) -> tuple[Any, str | None]:
+                           tool_call_id: str | None = None, sink: FrameSink | None = None
+                           ) -> tuple[Any, str | None]:
     """Run one server tool: its output, or the error the model sees (then the output is
     None). `answers`: to the questions it asks (`engine/elicitation.py`); one it asks without
     an answer raises `InputRequired`. `tool_call_id`: the model's call, which the tool's
-    context names (`ToolContext.tool_call_id`, its idempotency key)."""
+    context names (`ToolContext.tool_call_id`, its idempotency key). `sink`: where the
+    statuses it reports go (`engine/tool_status.py`); deleted again when it returns."""
     spec = run.server_tools.get(name)
     if spec is None:
         return None, f"Tool {name} is not available in this run"
     given = elicitation.Answers(list(answers or []))
+    status = (tool_status.ToolStatus(sink, tool_call_id, run.authorship(), run.status_budget)
+              if sink is not None and tool_call_id is not None else None)
     try:
-        return await _call_with(spec, arguments, given, run.tool_timeout, tool_call_id), None
+        return await _call_with(spec, arguments, given, run.tool_timeout, tool_call_id,
+                                status), None
     except elicitation.InputRequired:
         raise
     except TimeoutError:
@@ -656,16 +666,21 @@ async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
         incident = uuid.uuid4().hex[:12]
         log.exception("server tool %s failed (error %s)", name, incident)
         return None, f"Tool {name} failed (error {incident})"
+    finally:
+        if status is not None:
+            await status.clear()
 
 
 async def _call_with(spec: ServerToolSpec, arguments: dict[str, Any],
                      answers: elicitation.Answers, timeout: float,
-                     tool_call_id: str | None = None) -> Any:
+                     tool_call_id: str | None = None,
+                     status: tool_status.ToolStatus | None = None) -> Any:
     """The tool's call in a task of its own, bound to its answers and to its call's context;
     a question it asked and could not have answered pauses the run even if the tool swallowed
     the signal (an MCP server told `cancel` may answer with an error)."""
     async def call() -> Any:
         elicitation.bind(answers)
+        tool_status.bind(status)
         if tool_call_id is not None:
             bind_tool_call(tool_call_id)
         return await spec.call(arguments)

@@ -43,7 +43,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from . import elicitation
+from . import elicitation, tool_status
 from .loop import ServerToolSpec, ToolError
 from .mcp_pinned import TIMEOUT as PIN_TIMEOUT
 from .mcp_pinned import Pin, PinnedTransport
@@ -256,7 +256,8 @@ class McpConnection:
             context = current_tool_context()
             meta = (mcp_types.RequestParamsMeta(**context.mcp_meta())  # type: ignore[typeddict-item]
                     if context is not None else None)
-            result = await client.call_tool(tool, arguments, meta=meta)
+            result = await client.call_tool(tool, arguments, meta=meta,
+                                            progress_callback=_progress_of(tool_status.current()))
         except Exception as exc:  # noqa: BLE001  (transport errors become the model's error text)
             raise McpToolError(f"MCP server {self.config.name!r} failed: "
                                f"{_reason(exc, self.config.secrets)}") from None
@@ -323,6 +324,24 @@ class McpConnection:
             task.cancel()  # still connecting: nothing to close gracefully
         with contextlib.suppress(asyncio.CancelledError, TimeoutError):
             await asyncio.wait_for(task, CLOSE_TIMEOUT_SECONDS)
+
+
+def _progress_of(status: tool_status.ToolStatus | None) -> Any:
+    """The call's `notifications/progress` as its status (asking for them: the SDK sends a
+    progress token with a call that has a callback); None outside a run's tool call."""
+    if status is None:
+        return None
+
+    async def progressed(progress: float, total: float | None, message: str | None) -> None:
+        detail = message if message else (f"{progress:g} of {total:g}" if total is not None
+                                          else f"{progress:g}")
+        try:
+            await status.report(detail, progress=progress, total=total)
+        except Exception:  # noqa: BLE001  (a hint that cannot be shown must not end the session)
+            log.warning("a progress notification of MCP tool call %s was not shown",
+                        status.tool_call_id, exc_info=True)
+
+    return progressed
 
 
 async def _list_tools(client: Client) -> list[mcp_types.Tool]:

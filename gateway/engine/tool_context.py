@@ -61,6 +61,16 @@ class ToolContext:
 
         return await ask(schema, message)
 
+    async def status(self, detail: str, state: str = "working") -> bool:
+        """Tell whoever watches the run what the tool is doing now ("Searching 3 sources"):
+        a Timbal `status` message, replaced by the next and deleted when the call ends
+        (`engine/tool_status.py`). False when it was not shown (outside a tool call, or over the
+        run's budget of statuses): a tool never needs to care."""
+        from .tool_status import current
+
+        line = current()
+        return await line.report(detail, state) if line is not None else False
+
     def mcp_meta(self) -> dict[str, Any]:
         """The context as an MCP request's `_meta`."""
         meta = {"gateway/projectId": self.project_id, "gateway/userScope": self.user_scope,

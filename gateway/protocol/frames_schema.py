@@ -281,6 +281,23 @@ class ErrorValue(TypedDict):
     sender: NotRequired[Sender]
 
 
+@with_config(CLOSED)
+class StatusValue(TypedDict):
+    """What a server tool is doing (Timbal's multi-agent `status`; docs/tools.md): one message
+    per tool call, set again with each new status and deleted (`v: null`) when the call ends.
+    `detail` is the tool's text; `progress` and `total` an MCP server's progress numbers. In
+    the run's log only."""
+
+    type: Literal["status"]
+    state: Annotated[str, Field(min_length=1, max_length=64)]
+    detail: Annotated[str, Field(max_length=500)]
+    toolCallId: NonEmpty
+    progress: NotRequired[float]
+    total: NotRequired[float]
+    sender: NotRequired[Sender]
+    subagentRunId: NotRequired[SubagentRunId]
+
+
 VALUES: dict[str, type] = {
     "agent": AgentValue,
     "thinking": ThinkingValue,
@@ -294,6 +311,7 @@ VALUES: dict[str, type] = {
     "x-summary": SummaryValue,
     "agent_complete": AgentCompleteValue,
     "error": ErrorValue,
+    "status": StatusValue,
 }
 
 MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
@@ -359,7 +377,16 @@ class SetFrame(TypedDict):
     t: IsoMs
     v: (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
         | ClientToolResultValue | UserValue | ApprovalValue | AgentCompleteValue | ErrorValue
-        | SummaryValue)
+        | SummaryValue | StatusValue)
+
+
+@with_config(CLOSED)
+class DeleteFrame(TypedDict):
+    """A message is deleted (Timbal framing 5.1.3): the gateway deletes a tool's `status` when
+    the call ends."""
+
+    i: ItemId
+    v: None
 
 
 # -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------
@@ -459,7 +486,8 @@ CONTROL_FRAMES: dict[str, type] = {
     "subagent.started": SubagentStartedFrame,
 }
 
-FRAMES: dict[str, type] = {"start": StartFrame, "append": AppendFrame, "set": SetFrame}
+FRAMES: dict[str, type] = {"start": StartFrame, "append": AppendFrame, "set": SetFrame,
+                           "delete": DeleteFrame}
 
 ControlFrame = Annotated[
     RunStartedFrame | RunFinishedFrame | RunAwaitingInputFrame | RunCancelledFrame | ErrorFrame
@@ -467,7 +495,7 @@ ControlFrame = Annotated[
     Field(discriminator="c"),
 ]
 
-Frame = StartFrame | AppendFrame | SetFrame | ControlFrame
+Frame = StartFrame | AppendFrame | SetFrame | DeleteFrame | ControlFrame
 """One line of a run's Timbal log."""
 
 frame_adapter = TypeAdapter(Frame)

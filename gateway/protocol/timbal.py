@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .frames_schema import (
         ComponentStartMeta,
         MessageValue,
+        StatusValue,
         SubagentValue,
         TextStartMeta,
         ToolCallStartMeta,
@@ -60,8 +61,12 @@ def append(i: str, text: str) -> Frame:
     return {"i": i, "a": text}
 
 
-def set_value(i: str, value: MessageValue | SubagentValue, t_ms: int) -> Frame:
+def set_value(i: str, value: MessageValue | SubagentValue | StatusValue, t_ms: int) -> Frame:
     return {"i": i, "t": iso_ms(t_ms), "v": value}
+
+
+def delete(i: str) -> Frame:
+    return {"i": i, "v": None}
 
 
 def control(name: str, /, **params: Any) -> Frame:

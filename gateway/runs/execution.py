@@ -19,6 +19,7 @@ from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..engine.subagents import Delegation
 from ..engine.tool_context import ToolContext, bind_tool_context
+from ..engine.tool_status import StatusBudget
 from ..engine.usage import RunUsage
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
@@ -236,7 +237,8 @@ class RunExecutor:
                     await recorder.emit(timbal.part_frame(part, row.created_ms))
         model = self.setup.model_of(spec)
         meter = UsageMeter(active.usage, model or "", active.ticket)
-        run_input = self._run_input(active, spec, rows, states, model, meter)
+        statuses = StatusBudget(self.limits.tool_status_max_per_run)
+        run_input = self._run_input(active, spec, rows, states, model, meter, statuses)
         answers = approvals.answers_of(rows, run.id)
         if answers:  # approved calls run now; the model then sees every call answered
             asking = await approvals.settle(run_input, answers, rows, recorder)
@@ -245,7 +247,7 @@ class RunExecutor:
             rows, components = await self.store.thread_context(run.thread_id)
             rows = model_history(rows)
             states = {cid: c.state for cid, c in components.items()}
-            run_input = self._run_input(active, spec, rows, states, model, meter)
+            run_input = self._run_input(active, spec, rows, states, model, meter, statuses)
         agent = self.setup.agent(spec.agent)
         model_object = (self.model if agent is None or spec.model is not None
                         else self.setup.model_for(agent))
@@ -254,7 +256,8 @@ class RunExecutor:
         return await run_agent(model_object, run_input, recorder)
 
     def _run_input(self, active: ActiveRun, spec: RunSpec, rows: list[MessageRow],
-                   states: dict[str, Any], model: str | None, meter: UsageMeter) -> RunInput:
+                   states: dict[str, Any], model: str | None, meter: UsageMeter,
+                   statuses: StatusBudget | None = None) -> RunInput:
         """What the agent loop is given: the thread so far, the request's tools and limits,
         as the run's agent runs it."""
         run_input = RunInput(
@@ -276,6 +279,7 @@ class RunExecutor:
                               if p.get("type") == "x-component"},
             on_model=self._model_recorder(active.row.id, model, meter),
             hooks=RunHooks(model, meter),
+            status_budget=statuses,
         )
         agent = self.setup.agent(spec.agent)
         if agent is not None:

@@ -43,6 +43,8 @@ class RunLimits:
     """A new run is refused while a start under way has taken this long (0: never)."""
     max_loop_lag_seconds: float = 0.0
     """A new run is refused while the event loop has run this late recently (0: never)."""
+    tool_status_max_per_run: int = 100
+    """Statuses a run's tools may report (`engine/tool_status.py`); later ones are dropped."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLimits:
@@ -58,7 +60,8 @@ class RunLimits:
                    output_reserve_tokens=settings.output_reserve_tokens,
                    max_active_runs=settings.max_active_runs,
                    max_start_wait_seconds=settings.max_start_wait_seconds,
-                   max_loop_lag_seconds=settings.max_loop_lag_seconds)
+                   max_loop_lag_seconds=settings.max_loop_lag_seconds,
+                   tool_status_max_per_run=settings.tool_status_max_per_run)
 
     def quota_slot_ms(self, lease_seconds: float) -> int:
         """How long a quota slot outlives a crashed process: at most a run's longest life."""

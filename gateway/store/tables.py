@@ -257,11 +257,13 @@ class ChorusConnectionRow(SQLModel, table=True):
 
 
 class ChorusDeliveryRow(SQLModel, table=True):
-    """A Chorus message waiting for its channel's thread (one run at a time): kept until its
-    run starts, so a message that arrives while the thread is busy is queued, not dropped. The
-    payload (with its callback URL and MCP headers) is deleted as the run starts. `ticket` is
-    the quota slot it took when it was accepted (its run holds it until it ends); `claimed_by`
-    the process starting it, until `claim_until_ms` (then any process may: `chorus/sweeper.py`)."""
+    """A Chorus message waiting for its channel's thread (one run at a time), so a message
+    that arrives while the thread is busy is queued, not dropped; then, once its run started
+    (`run_id`), kept with its callback URL only (the MCP headers are dropped) until the run's
+    end has been POSTed to it, so the end of a run lost with its process is reported by
+    another (`chorus/routes_sweeper.py`). `ticket` is the quota slot it took when it was
+    accepted (its run holds it until it ends); `claimed_by` the process starting it, until
+    `claim_until_ms` (then any process may)."""
 
     __tablename__ = "chorus_deliveries"
     __table_args__ = (Index("ix_chorus_deliveries_thread", "thread_id", "created_ms"),)
@@ -274,6 +276,7 @@ class ChorusDeliveryRow(SQLModel, table=True):
     ticket: str | None = Field(default=None, max_length=64)
     claimed_by: str | None = Field(default=None, max_length=128)
     claim_until_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    run_id: str | None = Field(default=None, max_length=64)
 
 
 __all__ = [

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +22,7 @@ from gateway.engine.mcp_pinned import Pin
 from gateway.engine.mcp_tools import open_run_tools
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.gateway_server import GatewayServer
+from tests.support.gateway_server import GatewayServer, gateway_command
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.mcp_server import HttpMcpServer
 from tests.support.run_stream import wait_for
@@ -92,9 +90,7 @@ def chorus_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempP
 
 def cli(gateway: InProcess | GatewayServer, *args: str, command: str = "chorus") -> str:
     env = gateway.servers[0].env if isinstance(gateway, InProcessCluster) else gateway.env
-    done = subprocess.run([sys.executable, "-m", "gateway", command, *args,
-                           "--database-url", env["GATEWAY_DATABASE_URL"]],
-                          capture_output=True, text=True, timeout=120)
+    done = gateway_command([command, *args, "--database-url", env["GATEWAY_DATABASE_URL"]])
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -178,12 +174,15 @@ def test_a_callback_outside_the_allow_list_is_never_called(
 def test_the_messages_mcp_server_gives_its_run_tools(
         chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
     """The message's `mcp` server (with its headers) adds `<name>__<tool>` tools to that run:
-    the model calls one, and the callback gets the call and its result."""
+    the model calls them, and the callback gets each call, the progress the server reports
+    while it runs (`notifications/progress`, as `status` events) and its result."""
     server = HttpMcpServer("--token", "mcp-secret").start()
     try:
         _, path = connect(chorus_gateway)
         scripted_model.enqueue(
-            [{"tool_call": {"index": 0, "id": "call_1", "name": "calc__add",
+            [{"tool_call": {"index": 0, "id": "call_0", "name": "calc__count",
+                            "arguments": '{"steps": 2}'}},
+             {"tool_call": {"index": 1, "id": "call_1", "name": "calc__add",
                             "arguments": '{"a": 2, "b": 3}'}}],
             [{"content": "It is 5."}])
         body = {**delivery(receiver, "2 + 3?", "m1", channel="C-mcp"), "mcp": [
@@ -195,7 +194,11 @@ def test_the_messages_mcp_server_gives_its_run_tools(
     finally:
         server.stop()
     assert events[1:-1] == [
+        {"type": "tool_call", "name": "calc__count", "args": {"steps": 2}, "id": "call_0"},
         {"type": "tool_call", "name": "calc__add", "args": {"a": 2, "b": 3}, "id": "call_1"},
+        {"type": "status", "status": "counted 1"},
+        {"type": "status", "status": "2 of 2"},  # a progress without a message: its numbers
+        {"type": "tool_result", "id": "call_0", "content": "counted to 2"},
         {"type": "tool_result", "id": "call_1", "content": "5"},
         {"type": "message", "content": "It is 5."}]
     offered = {t["function"]["name"] for t in scripted_model.requests[0].get("tools", [])}
@@ -232,8 +235,9 @@ def test_a_connection_strings_limits_refuse_what_is_over_them(
 def test_a_message_queued_by_a_process_that_died_is_run_by_another(
         scripted_model: ScriptedModel, receiver: Receiver, tmp_path: Path):
     """Process A takes two messages of a channel: the first runs, the second waits for the
-    thread. A is killed. Process B fails A's lost run (its lease ran out) and its sweeper runs
-    the waiting message, once, and POSTs its answer to that message's callback."""
+    thread. A is killed. Process B fails A's lost run (its lease ran out); its sweeper POSTs
+    the lost run's end to the first message's callback (`error` RUN_LOST, `lifecycle idle`),
+    then runs the waiting message, once, and POSTs its answer to that message's callback."""
     env = scripted_env(scripted_model, GATEWAY_CHORUS_ALLOWED_HOSTS="127.0.0.1",
                        GATEWAY_API_KEYS="chorus-test-key", GATEWAY_LEASE_SECONDS="2")
     a, b = GatewayServer(tmp_path, env), GatewayServer(tmp_path, env)
@@ -249,13 +253,16 @@ def test_a_message_queued_by_a_process_that_died_is_run_by_another(
             wait_for(lambda: receiver.events, what="the first run to start")
             assert on_a.post(path, json=delivery(receiver, "second", "m2")).status_code == 200
         a.kill()
-        events = receiver.idle(1)
+        events = receiver.idle(2)
     finally:
         a.kill()
         b.stop()
-    assert events == [processing, processing,
-                      {"type": "message", "content": "The second, answered by B."},
-                      {"type": "lifecycle", "status": "idle"}]
+    idle = {"type": "lifecycle", "status": "idle"}
+    assert events == [processing,
+                      {"type": "error", "code": "RUN_LOST", "message": "The gateway process "
+                       "running this run stopped before it finished"}, idle,
+                      processing,
+                      {"type": "message", "content": "The second, answered by B."}, idle]
     assert len(scripted_model.requests) == 2
     assert "second" in json.dumps(scripted_model.requests[1]["messages"])
 

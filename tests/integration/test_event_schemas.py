@@ -39,8 +39,8 @@ WEATHER = {"name": "get_weather", "description": "Get weather",
            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}
 CARD = {"name": "Card", "description": "A card",
         "propsSchema": {"type": "object", "properties": {"title": {"type": "string"}}}}
-# A sub-agent's end: in the run's log, never stored with the thread.
-LOG_ONLY = {"agent_complete", "error"}
+# A sub-agent's end and a tool's status: in the run's log, never stored with the thread.
+LOG_ONLY = {"agent_complete", "error", "status"}
 # Reserved by the dialect, never emitted by the gateway yet.
 NOT_EMITTED = {"CUSTOM tambo.message.parent"}
 
@@ -174,6 +174,12 @@ def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) ->
                                 call("call_x", "explode", "{}", index=1)],
                                [{"content": "Three."}])
         got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("add")}))
+        # A server tool that reports its progress (status messages, deleted at its end).
+        scripted_model.enqueue([call("call_s", "survey", '{"sources": 2}')],
+                               [{"content": "Searched."}])
+        surveyed = got.add(run_events(http, "POST", "/v1/threads/runs",
+                                      json={"message": user("survey")}))[0].data
+        check_statuses_on_the_timbal_view(http, surveyed)
         # A server tool that asks first: the run pauses, the continuation approves it.
         scripted_model.enqueue([call("call_o", "place_order", '{"item": "tea"}')],
                                [{"content": "Ordered."}])
@@ -207,6 +213,22 @@ def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) ->
     return got
 
 
+def check_statuses_on_the_timbal_view(http: httpx.Client, run: dict[str, Any]) -> None:
+    """The Timbal run view shows the tool's statuses: one `status` message, set once per
+    status and deleted before the tool's result; the Tambo stream shows none of it."""
+    response = http.get(f"/v1/timbal/threads/{run['threadId']}/runs/{run['runId']}")
+    frames = [json.loads(line) for line in response.text.splitlines()]
+    statuses = [f for f in frames if (f.get("v") or {}).get("type") == "status"]
+    assert [f["v"]["detail"] for f in statuses] == ["Searching source 1 of 2",
+                                                     "Searching source 2 of 2"]
+    assert {(f["i"], f["v"]["state"], f["v"]["toolCallId"], f["v"]["sender"])
+            for f in statuses} == {(statuses[0]["i"], "searching", "call_s", "default")}
+    deleted = frames.index({"i": statuses[0]["i"], "v": None})
+    result = next(k for k, f in enumerate(frames)
+                  if (f.get("v") or {}).get("type") == "tool_result")
+    assert frames.index(statuses[-1]) < deleted < result
+
+
 def test_every_event_matches_the_union_and_its_own_schema(captured: Captured) -> None:
     seen = check_all([e.data for e in captured.events], "tambo.event", "tambo.events",
                      event_name)
@@ -237,7 +259,9 @@ def stored_frames(server: InProcessGateway, run_ids: set[str]) -> list[dict[str,
 def frame_name(frame: dict[str, Any]) -> str:
     if "c" in frame:
         return f"control {frame['c']}"
-    return "append" if "a" in frame else "set" if "v" in frame else "start"
+    if "v" in frame:
+        return "set" if frame["v"] is not None else "delete"
+    return "append" if "a" in frame else "start"
 
 
 def value_name(value: dict[str, Any]) -> str:
@@ -267,7 +291,7 @@ def test_run_logs_match_the_timbal_frame_schemas(schema_gateway: InProcessGatewa
     assert seen == set(INDEX["types"]["timbal.frames"])
     # The values only a run's log holds (a sub-agent's end): their set frames passed above,
     # and each matches its own file.
-    values = [f["v"] for f in frames if "v" in f and f["v"]["type"] in LOG_ONLY]
+    values = [f["v"] for f in frames if f.get("v") and f["v"]["type"] in LOG_ONLY]
     assert {value_name(v) for v in values} == LOG_ONLY
     for value in values:
         entry = INDEX["types"]["timbal.values"][value_name(value)]

@@ -10,9 +10,6 @@ must hold across them.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +20,7 @@ import pytest
 
 from tests.conftest import scripted_env
 from tests.support import engines
+from tests.support.gateway_server import gateway_command
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.run_stream import message, open_stream, read_until, slow_turn
 from tests.support.scripted_model import ScriptedModel
@@ -36,9 +34,7 @@ USER_ISSUER = "https://shop.example"
 
 
 def keys_command(env: dict[str, str], workdir: Path, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "gateway", "keys", *args],
-                            env={**os.environ, **env}, cwd=workdir, capture_output=True,
-                            text=True, timeout=60)
+    result = gateway_command(["keys", *args], env, workdir, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 

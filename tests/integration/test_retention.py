@@ -5,9 +5,6 @@ GATEWAY_TEST_BACKEND=postgres."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +18,7 @@ from gateway.store.tables import MessageRow, RunFrameRow, RunRow, RunUsageRow
 from tests.conftest import scripted_env
 from tests.integration.test_contract import paused_run
 from tests.support import engines
-from tests.support.gateway_server import DEFAULT_USER, USER, read_store
+from tests.support.gateway_server import DEFAULT_USER, USER, gateway_command, read_store
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.run_stream import message, open_stream, read_until, slow_turn, texts, wait_for
 from tests.support.scripted_model import ScriptedModel
@@ -62,9 +59,7 @@ def stored(gateway: InProcess, thread_id: str, run_id: str) -> dict[str, int]:
 
 
 def prune_command(gateway: InProcess, *args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "gateway", "prune", *args],
-                            env={**os.environ, **gateway.env}, cwd=gateway.workdir,
-                            capture_output=True, text=True, timeout=120)
+    result = gateway_command(["prune", *args], gateway.env, gateway.workdir)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout.strip()
 

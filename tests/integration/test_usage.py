@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import TypeAdapter
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
+from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer, gateway_command
 from tests.support.run_stream import gateway_ids
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
@@ -121,9 +119,8 @@ def test_usage_and_cost_reach_the_run_the_thread_the_log_metrics_and_the_cli(
     finished = [json.loads(line) for line in lines if '"run.finished"' in line]
     assert finished[-1]["usage"] == usage["models"]
 
-    report = subprocess.run([sys.executable, "-m", "gateway", "usage", "--since", "1h",
-                             "--by", "model"], env={**os.environ, **server.env},
-                            cwd=server.workdir, capture_output=True, text=True, timeout=60)
+    report = gateway_command(["usage", "--since", "1h", "--by", "model"], server.env,
+                             server.workdir, timeout=60)
     assert report.returncode == 0, report.stderr
     rows = {line.split()[0]: line.split() for line in report.stdout.splitlines()[1:]}
     assert rows[PRICED][1:5] == ["1", "1", "120", "30"]

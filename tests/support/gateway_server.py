@@ -1,5 +1,8 @@
 """A real gateway process on a loopback port, started the way a user starts it (`gateway serve`).
 
+It is forked from the session's fork server (tests/support/fork_server.py), which has imported
+the gateway once, unless its environment or arguments need a plain `exec`.
+
 Tests talk to it over HTTP only. It can be stopped, killed (SIGKILL, for crash recovery tests)
 and restarted on the same database.
 """
@@ -14,12 +17,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
+
+from tests.support.fork_server import ForkedProcess, fork_server
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -51,7 +57,7 @@ class GatewayServer:
                     "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
                     **(env or {})}
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.log_path = workdir / f"gateway-{self.port}.log"
 
     @property
@@ -70,12 +76,16 @@ class GatewayServer:
                      "GATEWAY_API_KEYS"):
             if name not in self.env:
                 env.pop(name, None)
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning", *self.args],
-            cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
+        args = ["serve", "--host", "127.0.0.1", "--port", str(self.port), "--log-level",
+                "warning", *self.args]
+        forks = fork_server()
+        if forks is not None and forks.can_fork(args, env):
+            self.process = forks.spawn(args, env, self.workdir, self.log_path)
+            return
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "gateway", *args],
+                                            cwd=self.workdir, env=env, stdout=log,
+                                            stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 90.0) -> "GatewayServer":
         assert self.process is not None, "spawn() first"
@@ -89,6 +99,7 @@ class GatewayServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
+        self.kill()  # not left running behind the failed test
         raise RuntimeError(f"gateway did not start in {timeout} s:\n{self.log()}")
 
     def stop(self) -> None:
@@ -113,6 +124,32 @@ class GatewayServer:
         """A client of this process (the options of `httpx.Client`), as `InProcessGateway`
         gives one of the app in the test process."""
         return httpx.Client(base_url=self.url, **options)
+
+
+def gateway_command(args: list[str], env: dict[str, str] | None = None,
+                    cwd: Path | None = None, timeout: float = 120
+                    ) -> subprocess.CompletedProcess[str]:
+    """`python -m gateway *args` run to its end with `env` over the test process's, its
+    output captured as `subprocess.run(..., capture_output=True, text=True)` captures it;
+    forked from the fork server when it can be (a command imports what `serve` does)."""
+    full_env, cwd = {**os.environ, **(env or {})}, cwd or Path.cwd()
+    forks = fork_server()
+    if forks is None or not forks.can_fork(args, full_env):
+        return subprocess.run([sys.executable, "-m", "gateway", *args], env=full_env, cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory() as output:
+        stdout, stderr = Path(output) / "stdout", Path(output) / "stderr"
+        stdout.touch()
+        stderr.touch()
+        process = forks.spawn(args, full_env, cwd, stdout, stderr)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        return subprocess.CompletedProcess(process.args, code, stdout.read_text(),
+                                           stderr.read_text())
 
 
 DEFAULT_USER = "test-user"

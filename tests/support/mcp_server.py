@@ -100,6 +100,13 @@ def build(name: str = "test-tools", prefix: str = "") -> MCPServer:
         given = meta.model_dump() if hasattr(meta, "model_dump") else dict(meta or {})
         return {k: v for k, v in given.items() if k.startswith("gateway/")}
 
+    @server.tool(description="Count to `steps`, reporting progress at each step.",
+                 structured_output=False)
+    async def count(steps: int, ctx: Context) -> str:
+        for n in range(1, steps + 1):
+            await ctx.report_progress(n, steps, f"counted {n}" if n < steps else None)
+        return f"counted to {steps}"
+
     @server.tool(description="Terminate the server process abruptly (simulates a crash).")
     def crash() -> str:
         os._exit(3)

@@ -2,7 +2,7 @@
 
 import time
 
-from gateway import server_tool
+from gateway import ToolContext, server_tool
 
 
 @server_tool
@@ -33,3 +33,11 @@ def sleepy() -> str:
 def place_order(item: str) -> str:
     """Place an order (asks a human first)."""
     return f"ordered {item}"
+
+
+@server_tool
+async def survey(sources: int, caller: ToolContext) -> str:
+    """Search some sources, saying which one it is on (a `status` per source)."""
+    for n in range(1, sources + 1):
+        await caller.status(f"Searching source {n} of {sources}", state="searching")
+    return f"searched {sources} sources"

@@ -109,3 +109,15 @@ def test_component_state_changes_are_state_deltas_under_its_path():
     (other,) = dialect.feed(timbal.control(timbal.COMPONENT_STATE, componentId="old",
                                            operations=ops, revision=3))
     assert json.loads(encode(other))["name"] == "gateway.component.state"
+
+
+def test_a_tools_status_and_its_deletion_are_not_shown() -> None:
+    """A tool's `status` is the Timbal views' and Chorus's (docs/protocol.md): the AG-UI and
+    Tambo streams of a run that reports one are what they were without it."""
+    from gateway.dialects.tambo.translate import TamboDialect
+
+    status = {"i": "01JS", "t": "2026-11-26T20:00:00.000Z", "v": {
+        "type": "status", "state": "working", "detail": "Searching", "toolCallId": "call_1",
+        "sender": "default"}}
+    for dialect in (AguiDialect(), TamboDialect()):
+        assert dialect.feed(status) == [] and dialect.feed(timbal.delete("01JS")) == []

@@ -11,7 +11,10 @@ a dead claimant's message is taken over); the thread's lock decides against runs
 and the run's id is derived from the delivery's (unique per project), so a message can never
 run twice. The run goes on whoever watches; the process that started it follows its
 log and POSTs the callback events (`translate.py`): `lifecycle processing`, one event per
-completed message, `error` if it failed, `lifecycle idle`.
+completed message, `error` if it failed, `lifecycle idle`. The message's row is kept, with its
+callback only, until its run's end is reported: the one that deletes it reports it, the
+process that relays the run (it holds a claim on the row, renewed while it relays) or, once
+that claim has run out (the process died), another's sweeper.
 
 The message's MCP servers (`mcp`) are connected for its run only: their tools are the run's
 `extra_tools`, named `<server>__<tool>`, and the connections close when the run has ended.
@@ -142,7 +145,7 @@ class Deliveries:
                     return
                 if run is not None:
                     try:
-                        await self.relay(run, row.payload["callback"])
+                        await self.relay(run, row)
                     finally:
                         await self._closing.pop(run.id).close()
         except asyncio.CancelledError:
@@ -157,9 +160,10 @@ class Deliveries:
         run_id = chorus_input.run_id(row.id)
         thread = await store.get_thread(project, row.thread_id)
         ticket = quota.run_ticket(self.svc.runs.quotas, row)
-        if await store.get_run_by_client_id(project, run_id) is not None:
-            await store.delete_chorus_delivery(row.id)  # its run holds the slot
-            return None, True
+        existing = await store.get_run_by_client_id(project, run_id)
+        if existing is not None:  # started by a process that died before it said so
+            await store.start_chorus_delivery(row.id, existing.id, row.payload["callback"])
+            return None, True  # its run holds the slot; the sweeper reports its end
         if thread is None:
             await store.delete_chorus_delivery(row.id)
             await ticket.release()
@@ -186,7 +190,8 @@ class Deliveries:
             await self._callback(row.payload["callback"]).send(
                 {"type": "error", "message": exc.detail, "code": exc.code})
             return None, True
-        await store.delete_chorus_delivery(row.id)
+        await store.start_chorus_delivery(row.id, started.run.id, row.payload["callback"],
+                                          self.svc.runs.owner, self._claim_until())
         self._closing[started.run.id] = tools
         return started.run, True
 
@@ -207,20 +212,53 @@ class Deliveries:
             return RunMcpTools()
         return await open_run_tools(servers, MCP_CONNECT_SECONDS)
 
+    def _claim_until(self) -> int:
+        return now_ms() + self.svc.runs.timings.lease_ms
+
+    async def _hold(self, row: ChorusDeliveryRow) -> None:
+        """Renew this process's claim on a started message while it relays its run (every
+        third of a lease): while the claim holds, no sweeper reports the run's end."""
+        owner, every = self.svc.runs.owner, self.svc.runs.timings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.svc.store.claim_chorus_delivery(row.id, owner, self._claim_until(),
+                                                           now_ms())
+            except Exception:  # noqa: BLE001  (the next renewal tries again)
+                log.warning("renewing the claim on chorus message %s failed", row.id)
+
     def _callback(self, url: str) -> Callback:
         return Callback(self.client, url, self.svc.settings.chorus_allowed_hosts)
 
-    async def relay(self, run: RunRow, url: str) -> None:
-        """POST the run's output to the callback, in order, until the run ends."""
-        callback = self._callback(url)
-        await callback.send(translate.PROCESSING)
-        async with contextlib.aclosing(self.svc.runs.entries(run.id)) as entries:
-            async for entry in entries:
-                for event in translate.events(entry.frame):
+    async def relay(self, run: RunRow, row: ChorusDeliveryRow) -> None:
+        """POST the run's output to the message's callback, in order, until the run ends; its
+        end (`error`, `lifecycle idle`) only if this process is the one to report it (the row
+        is taken: a run lost here may have been reported by another process already)."""
+        callback = self._callback(row.payload["callback"])
+        hold = asyncio.create_task(self._hold(row), name=f"chorus claim {row.id}")
+        try:
+            await callback.send(translate.PROCESSING)
+            ending: list[dict[str, Any]] = []
+            async with contextlib.aclosing(self.svc.runs.entries(run.id)) as entries:
+                async for entry in entries:
+                    if timbal.is_terminal(entry.frame):
+                        ending = translate.events(entry.frame)
+                        break
+                    for event in translate.events(entry.frame):
+                        await callback.send(event)
+            if await self.svc.store.take_chorus_delivery(row.id):
+                for event in [*ending, translate.IDLE]:
                     await callback.send(event)
-                if timbal.is_terminal(entry.frame):
-                    break
-        await callback.send(translate.IDLE)
+        finally:
+            hold.cancel()
+
+    async def report_end(self, row: ChorusDeliveryRow, run: RunRow) -> None:
+        """POST the end of a run whose process did not report it (it died): `error` if it
+        failed or was cancelled, then `lifecycle idle`.
+        The caller took the row (`take_chorus_delivery`), so it is reported once."""
+        callback = self._callback(row.payload["callback"])
+        for event in [*translate.ended(run.status, run.error), translate.IDLE]:
+            await callback.send(event)
 
 
 def deliveries(request: Request) -> Deliveries:

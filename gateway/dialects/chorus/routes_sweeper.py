@@ -6,7 +6,10 @@ whose run on the thread ends starts the next one (`routes_delivery.Deliveries.pu
 process dies, its run is failed by a reaper (`runs/supervisor.py`) and the thread unlocked, but
 nobody is left to start the waiting message: the sweeper finds idle threads with a message no
 live claim holds (a claim lasts a lease, so a dead process's claim runs out) and pumps them as
-the process that took the message would have. Only the channel's oldest message is started,
+the process that took the message would have. First, it reports the end of a run lost with
+its process to that message's callback (`error` `RUN_LOST`, then `lifecycle idle`): the
+message's row is kept until its run's end is reported, and a channel's next message is not
+started before. Only the channel's oldest message is started,
 by whoever claims it first, so messages still run once each and in order. It also sweeps at
 start-up: a single process that was restarted starts what it had stored before it died.
 """
@@ -27,8 +30,23 @@ log = logging.getLogger("gateway.chorus")
 SWEEP_BATCH = 100  # threads per look; more are found at the next
 
 
+async def report_ended(deliveries: Deliveries) -> int:
+    """Report the end of each started message whose run ended while nobody relays it (the
+    process that did died: its claim ran out) to its callback: a run lost with its process
+    (`RUN_LOST`), or one that ended just before its process died; returns how many."""
+    store = deliveries.svc.store
+    reported = 0
+    for row, run in await store.ended_chorus_deliveries(now_ms(), SWEEP_BATCH):
+        if await store.take_chorus_delivery(row.id):  # once, whoever looks
+            await deliveries.report_end(row, run)
+            reported += 1
+    return reported
+
+
 async def sweep(deliveries: Deliveries) -> int:
-    """Wake each thread with a stranded message; returns how many were woken."""
+    """Report the ends nobody reported, then wake each thread with a stranded message (after:
+    a channel hears its messages in order); returns how many threads were woken."""
+    await report_ended(deliveries)
     found = await deliveries.svc.store.stranded_chorus_threads(now_ms(), SWEEP_BATCH)
     for project, thread_id in found:
         deliveries.wake(project, thread_id)

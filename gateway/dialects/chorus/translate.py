@@ -1,9 +1,11 @@
 """The run's log as Chorus callback events (`spec/chorus.md` §3), in the log's order.
 
 Pure. Each completed message becomes one event (`message`, `tool_call`, `tool_result`,
-`status`, `error`); appends are not sent (a channel shows whole messages). The run's end is
-`lifecycle idle`, after an `error` event if it failed or was cancelled. `lifecycle processing`
-is sent before the first frame.
+`status`, `error`); appends are not sent (a channel shows whole messages), nor is a
+deletion (a tool's status ends with its result). A sub-agent's failure (a recoverable `error`
+message) is not an `error` event: the calling agent gets it as its tool's result, which is
+sent, and goes on. The run's end is `lifecycle idle`, after an `error` event if it failed or
+was cancelled. `lifecycle processing` is sent before the first frame.
 """
 
 from __future__ import annotations
@@ -28,8 +30,19 @@ def _from_value(value: dict[str, Any]) -> list[dict[str, Any]]:
                  "content": timbal.tool_result_text(value)}]
     if kind == "status":
         return [{"type": "status", "status": value.get("detail") or value.get("state")}]
-    if kind == "error":
+    if kind == "error" and not value.get("recoverable"):
         return [{"type": "error", "message": value.get("content"), "code": value.get("code")}]
+    return []
+
+
+def ended(status: str, error: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The events of a run's end as its row has it (its terminal frame's, without reading
+    the log): what is reported for a run whose process died."""
+    if status == "cancelled":
+        return events(timbal.control(timbal.RUN_CANCELLED))
+    if status == "failed":
+        error = error or {}
+        return [{"type": "error", "message": error.get("message"), "code": error.get("code")}]
     return []
 
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from gateway import server_tool
+from gateway import ToolContext, server_tool
 from gateway.engine.deltas import Finish, ModelError, TextDelta, Usage
-from gateway.engine.loop import RunInput, run_agent
+from gateway.engine.loop import RunInput, SubagentTool, run_agent
+from gateway.engine.tool_context import bind_tool_context
+from gateway.engine.tool_status import StatusBudget
 from gateway.engine.tools import spec_for
 from gateway.protocol import timbal
 from gateway.protocol.run_spec import ClientTool, Component
@@ -177,3 +179,72 @@ async def test_a_cancel_during_a_frame_write_closes_the_model_stream_before_savi
     assert order[0] == "stream closed" and "answer saved" in order
     [agent] = sink.values()
     assert agent["content"] == "half " and agent["cancelled"] is True
+
+
+@server_tool
+async def survey(sources: int, caller: ToolContext) -> str:
+    """Report a status per source searched."""
+    for n in range(1, sources + 1):
+        await caller.status(f"Source {n} " + "x" * 600, state="searching")
+    return "done"
+
+
+async def test_a_tools_statuses_are_one_status_message_replaced_then_deleted() -> None:
+    """`ctx.status(...)`: each status sets the call's one `status` message (the same `i`),
+    cut to 500 characters, signed by the agent; the message is deleted before the result."""
+    bind_tool_context(ToolContext("p1", "thr_1", "run_1", None))
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(tool_turn("call_s", "survey", '{"sources": 2}'), text_turn("Done."))
+    await run_agent(model, RunInput(history=history("search"), sender="scout",
+                                    server_tools={"survey": spec_for(survey)},
+                                    status_budget=StatusBudget(100)), sink)
+    statuses = [f for f in sink.frames if (f.get("v") or {}).get("type") == "status"]
+    assert [f["v"]["detail"][:8] for f in statuses] == ["Source 1", "Source 2"]
+    assert {len(f["v"]["detail"]) for f in statuses} == {500}
+    assert statuses[0]["v"] | {"detail": ""} == {
+        "type": "status", "state": "searching", "detail": "", "toolCallId": "call_s",
+        "sender": "scout"}
+    assert len({f["i"] for f in statuses}) == 1
+    deleted = sink.frames.index({"i": statuses[0]["i"], "v": None})
+    result = next(k for k, f in enumerate(sink.frames)
+                  if (f.get("v") or {}).get("type") == "tool_result")
+    assert sink.frames.index(statuses[-1]) < deleted < result
+    assert all("status" not in json.dumps(m) for m in model.requests[1].messages)
+
+
+async def test_a_runs_statuses_stop_at_its_budget_and_without_one_none_are_written() -> None:
+    bind_tool_context(ToolContext("p1", "thr_1", "run_1", None))
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(tool_turn("call_s", "survey", '{"sources": 5}'), text_turn("Done."))
+    budget = StatusBudget(max_per_run=3)
+    await run_agent(model, RunInput(history=history("search"), status_budget=budget,
+                                    server_tools={"survey": spec_for(survey)}), sink)
+    assert len([f for f in sink.frames if (f.get("v") or {}).get("type") == "status"]) == 3
+    assert budget.used == 3
+
+    model, sink = ScriptedDeltas(), ListSink()
+    model.enqueue(tool_turn("call_s", "survey", '{"sources": 2}'), text_turn("Done."))
+    await run_agent(model, RunInput(history=history("search"),
+                                    server_tools={"survey": spec_for(survey)}), sink)
+    assert not any(f.get("v", {}) is None or (f.get("v") or {}).get("type") == "status"
+                   for f in sink.frames)
+
+
+async def test_a_sub_agents_tool_statuses_are_its_own_and_count_against_the_run() -> None:
+    bind_tool_context(ToolContext("p1", "thr_1", "run_1", None))
+    model, sink = ScriptedDeltas(), ListSink()
+
+    def prepare(task: str, invocation: str) -> RunInput:
+        return RunInput(history=history(task), server_tools={"survey": spec_for(survey)},
+                        sender="helper", subagent_run_id=invocation)
+
+    model.enqueue(tool_turn("call_h", "helper", '{"task": "look"}'),
+                  tool_turn("call_s", "survey", '{"sources": 3}'), text_turn("Looked."),
+                  text_turn("Done."))
+    await run_agent(model, RunInput(history=history("ask"), sender="lead", subagents={
+        "helper": SubagentTool("helper", "Helps", model, prepare)},
+        status_budget=StatusBudget(max_per_run=2)), sink)
+    statuses = [f["v"] for f in sink.frames if (f.get("v") or {}).get("type") == "status"]
+    started = next(f for f in sink.frames if f.get("c") == "subagent.started")
+    assert [(s["sender"], s["subagentRunId"]) for s in statuses] == [
+        ("helper", started["subagentRunId"])] * 2

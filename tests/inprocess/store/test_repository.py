@@ -6,7 +6,7 @@ import asyncio
 
 from gateway.protocol.clock import new_id, now_ms
 from gateway.store.repository import Store
-from gateway.store.tables import ComponentRow, RunRow
+from gateway.store.tables import ChorusDeliveryRow, ComponentRow, RunRow
 from tests.inprocess.conftest import PROJECT, new_thread
 
 
@@ -88,3 +88,34 @@ async def test_thread_pages_follow_their_cursor_without_gaps(store: Store) -> No
         cursor = page.next_cursor
     assert len(seen) == 7 and set(seen) == made
     assert (await store.list_threads(PROJECT, "someone-else", 3, None)).rows == []
+
+
+async def test_a_started_chorus_message_is_kept_until_its_runs_end_is_taken_once(
+        store: Store) -> None:
+    """A Chorus message's row outlives its run's start (callback only), holds the channel's
+    next message back from the sweeper until its end is reported, is left to the process
+    relaying it while that one's claim holds, and is taken once."""
+    thread = await new_thread(store)
+    rows = [ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread.id, connection_id="chc_1",
+                              payload={"callback": "http://cb/1", "mcp": [{"headers": "h"}]},
+                              created_ms=now_ms() + k) for k in range(2)]
+    for row in rows:
+        await store.add(row)
+    run = run_row(thread.id)
+    await store.start_run(run, [], now_ms(), None)
+    until = now_ms() + 30_000
+    await store.start_chorus_delivery(rows[0].id, run.id, "http://cb/1", "process-a", until)
+    assert (await store.next_chorus_delivery(thread.id)).id == rows[1].id
+    assert await store.ended_chorus_deliveries(now_ms(), 10) == []  # its run goes on
+    assert await store.finish_run(run.id, thread.id, "failed", now_ms(),
+                                  error={"code": "RUN_LOST"}, owner="process-a")
+    # The thread is idle and the second message unclaimed, but the first's end comes first.
+    assert await store.stranded_chorus_threads(now_ms(), 10) == []
+    assert await store.ended_chorus_deliveries(now_ms(), 10) == []  # process-a reports it
+    assert await store.claim_chorus_delivery(rows[0].id, "process-a", until + 1, now_ms())
+    [(ended, ended_run)] = await store.ended_chorus_deliveries(until + 2, 10)  # it died
+    assert (ended.id, ended.payload, ended_run.error) == (rows[0].id, {"callback": "http://cb/1"},
+                                                          {"code": "RUN_LOST"})
+    assert await asyncio.gather(*[store.take_chorus_delivery(ended.id) for _ in range(3)]) \
+        in ([True, False, False], [False, True, False], [False, False, True])
+    assert await store.stranded_chorus_threads(now_ms(), 10) == [(PROJECT, thread.id)]
