@@ -20,7 +20,7 @@ from starlette.routing import Match, Route
 
 from ..protocol.problems import ApiError, InvalidRequest, Problem
 from ..runs.component_state import ComponentStateError
-from ..store.base import UNAVAILABLE
+from ..store.base import UNAVAILABLE, is_refused_value
 from ..store.cursors import InvalidCursor
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,11 @@ async def cursor_error_handler(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def database_unavailable_handler(request: Request, exc: Exception) -> JSONResponse:
+    if is_refused_value(exc):  # on PostgreSQL: a NUL character in a key, a name or an id
+        log.warning("database refused a value on %s %s", request.method, request.url.path)
+        return problem(Problem.VALIDATION_ERROR,
+                       "The request holds a value the database cannot store (such as a NUL "
+                       "character)")
     log.warning("database unreachable on %s %s: %s", request.method, request.url.path,
                 type(exc).__name__)
     return problem(Problem.DATABASE_UNAVAILABLE,

@@ -7,6 +7,7 @@ an operator which setting to raise (`GATEWAY_MAX_*`).
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -25,6 +26,11 @@ _OPENERS = frozenset(b"[{")
 _LONG_INTEGER = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\d.eE+-])-?\d{19,}(?![\d.eE])',
                            re.DOTALL)
 _INT64 = range(-(2 ** 63), 2 ** 63)
+# A string (skipped whole), a constant Python's and the validator's parsers accept but JSON has
+# not (`NaN`, `Infinity`), or a number that may be too large for a double: one with an exponent
+# or with more integer digits than a double's largest (309).
+_FLOAT_RISK = re.compile(rb'"(?:[^"\\]|\\.)*"|NaN|-?Infinity|-?\d+(?:\.\d+)?[eE][+-]?\d+'
+                         rb'|-?\d{309,}\.\d+', re.DOTALL)
 
 
 def json_depth(raw: bytes) -> int:
@@ -55,8 +61,22 @@ def has_integer_beyond_64_bits(raw: bytes) -> bool:
                for token in (m.group() for m in _LONG_INTEGER.finditer(raw)))
 
 
+def non_finite_number(raw: bytes) -> bytes | None:
+    """The first number of a JSON text that is not a finite double, if any: `NaN` or
+    `Infinity` (not JSON, yet accepted by the parsers) or a literal beyond a double's range
+    (`1e400`, read as infinity). None of them can be stored (PostgreSQL refuses them in JSON)
+    or sent on as JSON, so the body is refused before anything starts."""
+    for match in _FLOAT_RISK.finditer(raw):
+        token = match.group()
+        if token[:1] == b'"':
+            continue
+        if token[-1:] in b"Ny" or math.isinf(float(token)):  # NaN, Infinity
+            return token
+    return None
+
+
 def check_json_body(raw: bytes, depth_limit: int) -> None:
-    """400 for a JSON body nested too deep or holding an integer no JSON peer can carry,
+    """400 for a JSON body nested too deep or holding a number no JSON peer can carry,
     checked before it is parsed."""
     if json_depth(raw) > depth_limit:
         raise ApiError(Problem.JSON_TOO_DEEP,
@@ -65,6 +85,14 @@ def check_json_body(raw: bytes, depth_limit: int) -> None:
     if has_integer_beyond_64_bits(raw):
         raise ApiError(Problem.INTEGER_OUT_OF_RANGE,
                        "The request body holds an integer outside the signed 64-bit range")
+    token = non_finite_number(raw)
+    if token is not None:
+        if not token[-1:].isdigit():
+            raise ApiError(Problem.INVALID_JSON,
+                           f"The request body is not valid JSON: {token.decode()} is not a "
+                           "JSON number")
+        raise ApiError(Problem.NUMBER_OUT_OF_RANGE,
+                       "The request body holds a number beyond the range of a double")
 
 
 def _text_chars(blocks: list[Block]) -> int:

@@ -120,6 +120,8 @@ class Problem(enum.Enum):
                           "`GATEWAY_MAX_JSON_DEPTH`.")
     INTEGER_OUT_OF_RANGE = (400, "The body holds an integer outside the signed 64-bit range, "
                                  "which the gateway cannot store or pass to a model.")
+    NUMBER_OUT_OF_RANGE = (400, "The body holds a number beyond the range of a double (such as "
+                                "`1e400`), which the gateway cannot store or pass to a model.")
     METADATA_TOO_LARGE = (413, "A thread's or run's metadata is larger than "
                                "`GATEWAY_MAX_METADATA_BYTES`.")
     STATE_TOO_LARGE = (413, "A component's state is larger than "

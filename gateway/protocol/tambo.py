@@ -551,7 +551,9 @@ class TokenExchangeRequest(WireModel):
     """RFC 8693 token exchange (form-encoded), as `TamboProvider userToken=...` sends it."""
 
     grant_type: Literal["urn:ietf:params:oauth:grant-type:token-exchange"]
-    subject_token: str = Field(min_length=1, description="The identity provider's token (JWT)")
+    # Not blank as `str.strip()` sees it: the gateway strips the token before reading it.
+    subject_token: str = Field(min_length=1, pattern=NOT_BLANK,
+                               description="The identity provider's token (JWT)")
     subject_token_type: Literal["urn:ietf:params:oauth:token-type:access_token",
                                 "urn:ietf:params:oauth:token-type:id_token",
                                 "urn:ietf:params:oauth:token-type:jwt"]

@@ -30,6 +30,17 @@ ACTIVE_RUN_STATUSES = ("queued", "running")
 # SQLAlchemy's. Callers that can wait it out catch these, and nothing else.
 UNAVAILABLE: tuple[type[Exception], ...] = (DBAPIError, OSError, CannotConnectNowError)
 
+
+
+def is_refused_value(exc: BaseException) -> bool:
+    """Whether a database error is the database refusing a value (SQLSTATE class 22, "data
+    exception": a NUL character in text, which PostgreSQL cannot store), not the database
+    being unreachable: the request is at fault, and retrying it cannot help."""
+    orig = getattr(exc, "orig", None)
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return isinstance(exc, DBAPIError) and str(sqlstate or "").startswith("22")
+
+
 # A frame of the run log as written: (seq, timestamp ms, Timbal frame).
 FrameEntry = tuple[int, int, dict[str, Any]]
 

@@ -25,4 +25,15 @@ def decode(cursor: str, shape: tuple[type, ...]) -> list[Any]:
         raise InvalidCursor(cursor)
     if not all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape, strict=True)):
         raise InvalidCursor(cursor)
+    if not all(_storable(v) for v in key):
+        raise InvalidCursor(cursor)
     return key
+
+
+def _storable(value: Any) -> bool:
+    """Whether a cursor's value can be compared in a query: a 64-bit integer (SQLite cannot
+    bind a larger one, PostgreSQL refuses it) or text without NUL (PostgreSQL refuses it). No
+    cursor the gateway made holds anything else."""
+    if isinstance(value, int):
+        return -(2 ** 63) <= value < 2 ** 63
+    return not isinstance(value, str) or "\x00" not in value

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import httpx
 import pytest
 
@@ -69,9 +72,26 @@ def test_unknown_route_and_method(client: httpx.Client):
 
 def test_bad_pagination_parameters(client: httpx.Client):
     assert_problem(client.get("/v1/threads", params={"cursor": "%%%"}), 400, "INVALID_CURSOR")
+    too_big = base64.urlsafe_b64encode(json.dumps([10 ** 30, "thr_1"]).encode()).decode()
+    assert_problem(client.get("/v1/threads", params={"cursor": too_big}), 400, "INVALID_CURSOR")
     assert_problem(client.get("/v1/threads", params={"limit": "0"}), 400, "VALIDATION_ERROR")
     assert_problem(client.get("/v1/threads", params={"limit": "x"}), 400, "VALIDATION_ERROR")
 
 
 def test_empty_user_key_is_refused(client: httpx.Client):
     assert_problem(client.get("/v1/threads", params={"userKey": "  "}), 400, "VALIDATION_ERROR")
+
+
+def test_a_nul_character_is_never_a_database_outage(client: httpx.Client):
+    """PostgreSQL cannot store a NUL in text: a key, id or name holding one was answered 503
+    DATABASE_UNAVAILABLE (retryable, as if the database were down). It is the request's fault:
+    400 there; SQLite stores it (a NUL id names no thread: 404)."""
+    thread = client.post("/v1/threads", json={}).json()["id"]
+    answers = [client.get("/v1/threads/thr%00x"),
+               client.get("/v1/threads", params={"userKey": "a\x00b"}),
+               client.post("/v1/threads", json={"contextKey": "c\x00"}),
+               client.patch(f"/v1/threads/{thread}", json={"name": "n\x00"})]
+    for response in answers:
+        assert response.status_code in (200, 201, 400, 404), response.text
+        if response.status_code >= 400:
+            assert response.json()["code"] in ("VALIDATION_ERROR", "THREAD_NOT_FOUND")

@@ -11,7 +11,8 @@ schema-valid input is refused *as invalid input* (`VALIDATION_ERROR`, `INVALID_J
 documented, state-dependent code through; the response must still match the document.
 
 Bounded: a fixed seed (`GATEWAY_FUZZ_SEED` to explore others), a number of examples per
-operation and a time budget; at least 1,000 requests must have been made.
+operation and a timeout (generous: it stops a stuck run, it does not measure one, and a busy
+machine takes several times a quiet one's 70-150 s); at least 1,000 requests must have been made.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "fuzz-key"
 MIN_REQUESTS = 1000
 EXAMPLES_PER_OPERATION = 10
-TIME_BUDGET_SECONDS = 240
+TIMEOUT_SECONDS = 900
 # Rejections that only input the schema calls invalid may get.
 SCHEMA_REJECTIONS = frozenset({"VALIDATION_ERROR", "INVALID_JSON"})
 
@@ -93,7 +94,7 @@ def failures_of(recorder: Any) -> list[str]:
     return found
 
 
-@pytest.mark.timeout(TIME_BUDGET_SECONDS)
+@pytest.mark.timeout(TIMEOUT_SECONDS)
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(
         fuzz_gateway: GatewayServer) -> None:
     schema = schemathesis.openapi.from_path(ROOT / "openapi" / "openapi.json",

@@ -9,6 +9,7 @@ must hold across them.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,11 +207,17 @@ def test_requests_over_a_limit_are_refused_before_anything_starts(
             user="refused", tools=[{"name": f"t{n}"} for n in range(129)]))
         too_big = http.post("/v1/threads/runs", json=run_body(  # the model cannot be sent it
             user="refused", tools=[{"name": "t", "inputSchema": {"maximum": 2 ** 64}}]))
+        # Read as NaN and infinity, which PostgreSQL refuses to store (it answered 503).
+        not_json, too_far = (http.post("/v1/threads/runs", content=json.dumps(
+            run_body(user="refused", metadata={"x": 0})).replace(": 0}", number).encode(),
+            headers={"content-type": "application/json"}) for number in (": NaN}", ": 1e400}"))
         threads = http.get("/v1/threads", params={"userKey": "refused"}).json()["threads"]
     for response, status, code in ((too_deep, 400, "JSON_TOO_DEEP"),
                                    (too_long, 413, "MESSAGE_TOO_LARGE"),
                                    (too_many, 400, "TOO_MANY_TOOLS"),
-                                   (too_big, 400, "INTEGER_OUT_OF_RANGE")):
+                                   (too_big, 400, "INTEGER_OUT_OF_RANGE"),
+                                   (not_json, 400, "INVALID_JSON"),
+                                   (too_far, 400, "NUMBER_OUT_OF_RANGE")):
         assert response.status_code == status, response.text
         assert response.headers["content-type"] == "application/problem+json"
         assert response.json()["code"] == code

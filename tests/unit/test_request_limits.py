@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from gateway.api.request_limits import check_run_request, has_integer_beyond_64_bits, json_depth
+from gateway.api.request_limits import (
+    check_json_body,
+    check_run_request,
+    has_integer_beyond_64_bits,
+    json_depth,
+    non_finite_number,
+)
 from gateway.config import Settings
 from gateway.dialects.tambo.input import run_spec
 from gateway.protocol.problems import ApiError
@@ -39,6 +45,34 @@ def test_integers_beyond_64_bits_are_found_outside_strings(text: bytes, beyond: 
     body is refused before the run starts (the fuzzer found one failing a run)."""
     assert json.loads(text) is not None  # every case is valid JSON
     assert has_integer_beyond_64_bits(text) is beyond
+
+
+@pytest.mark.parametrize(("text", "found"), [
+    (b'{"a": 1.5e308, "b": -2.2e-308, "c": 5e-324, "d": 1e-400, "e": 0.1}', None),
+    (b'{"s": "NaN Infinity 1e400", "t": "\\" -Infinity"}', None),  # inside strings
+    (b'{"a": [1, NaN]}', b"NaN"),
+    (b'{"a": Infinity}', b"Infinity"),
+    (b'{"a": -Infinity}', b"-Infinity"),
+    (b'{"a": 1e400}', b"1e400"),
+    (b'{"a": -12.5E+999}', b"-12.5E+999"),
+    (b'{"a": ' + b"9" * 400 + b'.5}', b"9" * 400 + b".5"),
+])
+def test_numbers_no_double_holds_are_found_outside_strings(text: bytes,
+                                                           found: bytes | None) -> None:
+    """The parsers read `NaN`, `Infinity` and `1e400` (as infinity), but PostgreSQL refuses
+    them in JSON and no JSON peer can be sent them: a thread's metadata holding one failed
+    its run's start on PostgreSQL as if the database were down (503)."""
+    assert non_finite_number(text) == found
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    (b'{"metadata": {"x": NaN}}', "INVALID_JSON"),
+    (b'{"metadata": {"x": 1e999}}', "NUMBER_OUT_OF_RANGE"),
+])
+def test_a_body_with_a_number_no_double_holds_is_refused(text: bytes, code: str) -> None:
+    with pytest.raises(ApiError) as error:
+        check_json_body(text, 32)
+    assert (error.value.status, error.value.code) == (400, code)
 
 
 def request(**body: object) -> RunSpec:

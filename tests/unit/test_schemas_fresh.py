@@ -17,7 +17,7 @@ from gateway.api.openapi import build
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.protocol.jsonschema import canonical
-from gateway.protocol.tambo import NOT_BLANK
+from gateway.protocol.tambo import NOT_BLANK, TokenExchangeRequest
 from gateway.schema_gen import COMMAND, generated_files, route_mismatches, stale_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,3 +76,13 @@ def test_not_blank_means_what_str_strip_keeps() -> None:
     disagree = [hex(c) for c in range(0x110000)
                 if bool(pattern.fullmatch(chr(c))) == chr(c).isspace()]
     assert not disagree
+
+
+def test_a_subject_token_the_gateway_strips_to_nothing_is_documented_as_invalid() -> None:
+    """`POST /oauth/token` strips the token and refuses a blank one (VALIDATION_ERROR): the
+    document must say so, or a generated `subject_token=%1D` (U+001D, whitespace to Python)
+    is schema-valid input refused as malformed (the fuzzer found it with seed 3)."""
+    schema = TokenExchangeRequest.model_json_schema()["properties"]["subject_token"]
+    assert schema["pattern"] == NOT_BLANK
+    assert re.search(schema["pattern"], "\x1d") is None
+    assert re.search(schema["pattern"], " eyJ.x.y\n") is not None
