@@ -41,13 +41,12 @@ import os
 import pstats
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.gateway_server import ROOT, free_port
+from bench.concurrency import Source
 
 
 def body_of(text: str) -> bytes:
@@ -289,21 +288,17 @@ def main() -> None:
     parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    port = free_port()
-    upstream = subprocess.Popen([sys.executable, "-m", "bench.paced", "upstream", str(port)],
-                                cwd=ROOT)
+    upstream = Source("upstream")  # the paced upstream, waited for until it answers
     try:
-        time.sleep(1.0)
         import uvloop
 
         load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"load average at the start: {' '.join(load)}", flush=True)
-        uvloop.run(measure(args, f"http://127.0.0.1:{port}"))
+        uvloop.run(measure(args, upstream.url))
         load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"load average at the end: {' '.join(load)}", flush=True)
     finally:
-        upstream.terminate()
-        upstream.wait()
+        upstream.stop()
 
 
 if __name__ == "__main__":

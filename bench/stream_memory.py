@@ -17,15 +17,13 @@ import argparse
 import asyncio
 import gc
 import os
-import subprocess
-import sys
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
+from bench.concurrency import Source
 from bench.start_cost import batch, one_start
-from tests.support.gateway_server import ROOT, free_port
+from tests.support.gateway_server import ROOT
 
 
 def rss_kib() -> int:
@@ -86,17 +84,13 @@ def main() -> None:
     parser.add_argument("--group", default="lineno", choices=["lineno", "filename", "traceback"])
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    port = free_port()
-    upstream = subprocess.Popen([sys.executable, "-m", "bench.paced", "upstream", str(port)],
-                                cwd=ROOT)
+    upstream = Source("upstream")  # the paced upstream, waited for until it answers
     try:
-        time.sleep(1.0)
         import uvloop
 
-        uvloop.run(measure(args, f"http://127.0.0.1:{port}"))
+        uvloop.run(measure(args, upstream.url))
     finally:
-        upstream.terminate()
-        upstream.wait()
+        upstream.stop()
 
 
 if __name__ == "__main__":
