@@ -10,13 +10,11 @@ import pytest
 from gateway.api.request_limits import (
     check_json_body,
     check_run_request,
-    has_integer_beyond_64_bits,
-    json_depth,
-    non_finite_number,
+    scan_json,
 )
 from gateway.config import Settings
 from gateway.dialects.tambo.input import run_spec
-from gateway.protocol.problems import ApiError
+from gateway.protocol.problems import ApiError, Problem
 from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
 
@@ -29,7 +27,7 @@ from gateway.protocol.tambo import RunRequest
     (b"[" * 500 + b"]" * 500, 500),
 ])
 def test_json_depth(text: bytes, depth: int) -> None:
-    assert json_depth(text) == depth
+    assert scan_json(text).depth == depth
 
 
 @pytest.mark.parametrize(("text", "beyond"), [
@@ -44,7 +42,7 @@ def test_integers_beyond_64_bits_are_found_outside_strings(text: bytes, beyond: 
     """Python reads any integer, but the model client cannot send one past 64 bits: such a
     body is refused before the run starts (the fuzzer found one failing a run)."""
     assert json.loads(text) is not None  # every case is valid JSON
-    assert has_integer_beyond_64_bits(text) is beyond
+    assert (scan_json(text).number_problem is Problem.INTEGER_OUT_OF_RANGE) is beyond
 
 
 @pytest.mark.parametrize(("text", "found"), [
@@ -62,7 +60,10 @@ def test_numbers_no_double_holds_are_found_outside_strings(text: bytes,
     """The parsers read `NaN`, `Infinity` and `1e400` (as infinity), but PostgreSQL refuses
     them in JSON and no JSON peer can be sent them: a thread's metadata holding one failed
     its run's start on PostgreSQL as if the database were down (503)."""
-    assert non_finite_number(text) == found
+    scan = scan_json(text)
+    assert scan.number == found
+    assert (scan.number_problem in (Problem.INVALID_JSON, Problem.NUMBER_OUT_OF_RANGE)) is (
+        found is not None)
 
 
 @pytest.mark.parametrize(("text", "code"), [

@@ -31,7 +31,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...api.context import Services, caller, may_see, services, thread_for, user_scope
-from ...api.request_limits import has_integer_beyond_64_bits, json_depth
+from ...api.request_limits import scan_json
 from ...api.runs import event_cursor, run_in_thread
 from ...api.slow_reader import BoundedStreamingResponse, SlowReader, disconnected, within
 from ...config import Settings
@@ -154,12 +154,12 @@ class ThreadSocket:
 
     async def handle(self, text: str) -> bool:
         """Answer one client frame; False once the socket is closed."""
-        raw = text.encode()
-        if json_depth(raw) > self.svc.settings.max_json_depth:
+        scan = scan_json(text.encode())
+        if scan.depth > self.svc.settings.max_json_depth:
             await self.ws.close(CLOSE_INVALID_DATA, "the frame nests too deep")
             return False
-        if has_integer_beyond_64_bits(raw):
-            await self.ws.close(CLOSE_INVALID_DATA, "the frame holds an integer beyond 64 bits")
+        if scan.number_problem is not None:
+            await self.ws.close(CLOSE_INVALID_DATA, "the frame holds a number JSON cannot carry")
             return False
         try:
             frame = json.loads(text)
