@@ -209,8 +209,10 @@ class RunRecorder:
             row = made(MessageRow, id=message_id, thread_id=self.thread_id, run_id=self.run_id,
                        role="assistant", parts=[part], created_ms=now_ms(),
                        is_cancelled=cancelled)
-            if value.get("type") != "x-component":  # its component row needs the message
-                self._unwritten = row  # with the next write (see the module's docstring)
+            # With the next write (see the module's docstring); not a component (its row
+            # needs the message), nor what a cancel cut short (a cancel's end stays as prompt).
+            if not cancelled and value.get("type") != "x-component":
+                self._unwritten = row
                 return
             written = await self.store.add_message(row, fence=self.fence)
         else:

@@ -119,10 +119,11 @@ def _write(connection: Transaction, batches: Sequence[LogBatch]) -> None:
     for batch in batches:
         if batch.owner is not None:
             owners.setdefault(batch.owner, set()).add(batch.run_id)
+    one_by_one = connection.cheap_statements  # (see `transaction`)
     for owner, run_ids in owners.items():  # see `base.holds_lease`
-        if len(run_ids) == 1:
-            [run_id] = run_ids
-            held = HOLD_LEASE.execute(connection, {"run_id": run_id, "owner": owner})
+        if len(run_ids) == 1 or one_by_one:
+            held = sum(HOLD_LEASE.execute(connection, {"run_id": run_id, "owner": owner})
+                       for run_id in sorted(run_ids))
         else:
             held = connection.execute(_HOLD_LEASES, {"run_ids": sorted(run_ids),
                                                      "owner": owner}).rowcount
@@ -133,9 +134,10 @@ def _write(connection: Transaction, batches: Sequence[LogBatch]) -> None:
     if rows:
         INSERT.execute(connection, rows)
     starting = [batch for batch in batches if batch.thread_id is not None]
-    if len(starting) == 1:
-        STREAMING_ONE.execute(connection, {"thread_id": starting[0].thread_id,
-                                           "run_id": starting[0].run_id})
+    if len(starting) == 1 or one_by_one:
+        for batch in starting:
+            STREAMING_ONE.execute(connection, {"thread_id": batch.thread_id,
+                                               "run_id": batch.run_id})
     elif starting:
         connection.execute(_STREAMING, {"thread_ids": [b.thread_id for b in starting],
                                         "run_ids": [b.run_id for b in starting]})
