@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from ..observability import metrics
 from ..protocol.problems import ApiError, Problem
@@ -41,13 +42,24 @@ from ..protocol.problems import ApiError, Problem
 RETRY_AFTER_SECONDS = 1
 
 
+# What a refused caller reads: no figure of the process (the caller may not be authenticated).
+REFUSED = ("This gateway process is at capacity and starts no new run now; retry after "
+           "Retry-After seconds (another process may take it)")
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """Why new runs are refused: the limit's setting, and the figures (for `/ready`, logs)."""
+
+    setting: str
+    detail: str
+
+
 class Overloaded(ApiError):
     """The 503 a new run gets while the process is saturated; `headers` go on the response."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(Problem.OVERLOADED, f"This gateway process is at capacity ({reason}); "
-                         "retry after Retry-After seconds (another process may take it)",
-                         reason=reason)
+    def __init__(self, saturation: Saturation) -> None:
+        super().__init__(Problem.OVERLOADED, REFUSED, reason=saturation.setting)
         self.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
@@ -68,28 +80,30 @@ class StartGate:
         self._clock = clock
         self.max_lag, self._lag = max_lag, lag
 
-    def saturation(self) -> str | None:
-        """Why a new start would be refused now (None: it would be let in)."""
+    def saturation(self) -> Saturation | None:
+        """Why a new start would be refused now (None: it would be let in). Cheap enough to
+        ask for every request at the door (`api/door.py`)."""
         if self.max_active and self._active() + len(self._arrivals) >= self.max_active:
-            return f"{self.max_active} runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)"
+            return Saturation("GATEWAY_MAX_ACTIVE_RUNS",
+                              f"{self.max_active} runs going or starting")
         if self.max_wait and self._arrivals:
             waited = self._clock() - next(iter(self._arrivals.values()))
             if waited >= self.max_wait:
-                return (f"a run start has taken {waited:.1f} s so far "
-                        "(GATEWAY_MAX_START_WAIT_SECONDS)")
+                return Saturation("GATEWAY_MAX_START_WAIT_SECONDS",
+                                  f"a run start has taken {waited:.1f} s so far")
         if self.max_lag and (lag := self._lag()) >= self.max_lag:
-            return (f"the event loop runs {lag * 1000:.0f} ms late "
-                    "(GATEWAY_MAX_LOOP_LAG_SECONDS)")
+            return Saturation("GATEWAY_MAX_LOOP_LAG_SECONDS",
+                              f"the event loop runs {lag * 1000:.0f} ms late")
         return None
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """A start's turn: refused at once (`Overloaded`) while the process is saturated, else
         held from the start's arrival (waiting in order) to its end."""
-        reason = self.saturation()
-        if reason is not None:
+        saturation = self.saturation()
+        if saturation is not None:
             metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
-            raise Overloaded(reason)
+            raise Overloaded(saturation)
         token = object()
         self._arrivals[token] = self._clock()
         try:
