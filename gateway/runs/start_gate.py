@@ -18,12 +18,15 @@ balancer sends the user elsewhere; not 429, which is the user's own quota), whil
   (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
   loop is full, or the queue is long), and a newcomer would only wait longer for its first
   token. The starts already under way go on; so no admitted start takes much longer than that;
-- the event loop has run `max_lag` seconds late within the last second
+- the event loop has run `max_lag` seconds late at each of its last few ticks
   (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
-  other jobs on the machine), every token already waits, and a new run would add to it.
+  other jobs on the machine), every token already waits, and a new run would add to it (one
+  pause of the loop is not a reason).
 
 Runs already admitted keep their pace. `saturation()` says why the process refuses, for
-`/ready` (a balancer stops sending it work until it clears).
+`/ready` (a balancer stops sending it work until it clears) and for the door that refuses a
+run start before any work (`api/door.py`): it is asked for every run-start request, so it
+stays a few comparisons.
 """
 
 from __future__ import annotations

@@ -134,14 +134,39 @@ async def test_a_start_is_refused_while_the_event_loop_runs_late() -> None:
         pass
 
 
-async def test_the_lateness_watch_sees_a_loop_held_by_one_long_step() -> None:
-    lateness = LoopLateness()
-    assert lateness.recent() == 0.0  # not watched: never a reason to refuse
+async def watched(lateness: LoopLateness, step: float, steps: int) -> float:
+    """The sustained lateness after `steps` steps that each hold the loop for `step` seconds
+    (a blocking call, a long computation), with a turn of the loop between them."""
     watch = asyncio.create_task(lateness.watch())
     await asyncio.sleep(0.12)
-    time.sleep(0.3)  # a step that holds the loop (a blocking call, a long computation)
-    held = lateness.recent()
-    await asyncio.sleep(0)
+    for _ in range(steps):
+        time.sleep(step)
+        await asyncio.sleep(0)
+    late = lateness.sustained()
     watch.cancel()
     await asyncio.gather(watch, return_exceptions=True)
-    assert held >= 0.25
+    return late
+
+
+async def test_the_lateness_watch_sees_a_loop_that_is_late_at_every_tick() -> None:
+    lateness = LoopLateness()
+    assert lateness.sustained() == 0.0  # not watched: never a reason to refuse
+    assert await watched(lateness, 0.06, 16) >= 0.04  # a full loop: each tick waits for steps
+
+
+async def test_one_pause_of_the_loop_is_not_a_reason_to_refuse() -> None:
+    # A collection or one long step: one late tick, then the loop keeps time again.
+    lateness = LoopLateness()
+    watch = asyncio.create_task(lateness.watch())
+    await asyncio.sleep(0.12)
+    time.sleep(0.3)
+    await asyncio.sleep(0.12)
+    late = lateness.sustained()
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
+    assert late < 0.25
+
+
+async def test_a_loop_held_past_the_window_is_late_by_as_much() -> None:
+    lateness = LoopLateness()
+    assert await watched(lateness, 1.05, 1) >= 1.0
