@@ -146,6 +146,13 @@ def _watch_holds(out: Any) -> None:
     def checkout(dbapi: Any, record: Any, proxy: Any) -> None:
         held[id(record)] = (time.perf_counter(), holder())
 
+    if os.environ.get("GATEWAY_START_PHASES_SQL"):  # which statements, by whom
+        from sqlalchemy.engine import Engine
+
+        @event.listens_for(Engine, "before_cursor_execute")
+        def statement(conn: Any, cursor: Any, sql: str, *args: Any) -> None:
+            out.write(json.dumps({"by": holder(), "sql": " ".join(sql.split())[:90]}) + "\n")
+
     @event.listens_for(Pool, "checkin")
     def checkin(dbapi: Any, record: Any) -> None:
         start = held.pop(id(record), None)
