@@ -224,6 +224,8 @@ def query_user_key(request: Request) -> str | None:
 def _checked_user_key(value: str | None, name: str = "userKey") -> str | None:
     if value is None:
         return None
+    if "\x00" in value:  # PostgreSQL cannot store it: refused on every database alike
+        raise ApiError(Problem.NUL_CHARACTER, f"{name} holds a NUL character")
     try:
         value = checked_user_key(value, name)
     except ValueError as exc:

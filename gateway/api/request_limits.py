@@ -105,7 +105,7 @@ def check_json_body(raw: bytes, depth_limit: int) -> None:
         raise ApiError(scan.number_problem, _NUMBER_REFUSALS[scan.number_problem].format(
             scan.number[:40].decode()))
     if scan.nul:
-        raise ApiError(Problem.VALIDATION_ERROR, "The request body holds a NUL character "
+        raise ApiError(Problem.NUL_CHARACTER, "The request body holds a NUL character "
                        "(\\u0000) in a string, which the gateway cannot store")
 
 

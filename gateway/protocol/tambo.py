@@ -143,16 +143,13 @@ USER_KEY_MAX = 512
 
 
 def checked_user_key(value: str, name: str = "userKey") -> str:
-    """The userKey rule (contract 3.3): at most 512 characters as sent, trimmed, not blank;
-    and no NUL character, which PostgreSQL cannot store (refused on every database alike).
+    """The userKey rule (contract 3.3): at most 512 characters as sent, trimmed, not blank.
     `name` is the parameter's, for the message (`contextKey` is an alias)."""
     if len(value) > USER_KEY_MAX:
         raise ValueError(f"{name} is longer than {USER_KEY_MAX} characters")
     value = value.strip()
     if not value:
         raise ValueError(f"{name} cannot be an empty string")
-    if "\x00" in value:
-        raise ValueError(f"{name} cannot hold a NUL character")
     return value
 
 

@@ -216,8 +216,8 @@ def test_requests_over_a_limit_are_refused_before_anything_starts(
         nul_user = http.get("/v1/threads", params={"userKey": "a\x00b"})
         threads = http.get("/v1/threads", params={"userKey": "refused"}).json()["threads"]
     for response, status, code in ((too_deep, 400, "JSON_TOO_DEEP"),
-                                   (nul, 400, "VALIDATION_ERROR"),
-                                   (nul_user, 400, "VALIDATION_ERROR"),
+                                   (nul, 400, "NUL_CHARACTER"),
+                                   (nul_user, 400, "NUL_CHARACTER"),
                                    (too_long, 413, "MESSAGE_TOO_LARGE"),
                                    (too_many, 400, "TOO_MANY_TOOLS"),
                                    (too_big, 400, "INTEGER_OUT_OF_RANGE"),

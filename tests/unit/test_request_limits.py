@@ -100,7 +100,7 @@ def test_a_nul_character_is_found_in_strings(text: bytes, nul: bool) -> None:
     if nul:
         with pytest.raises(ApiError) as error:
             check_json_body(text, 32)
-        assert (error.value.status, error.value.code) == (400, "VALIDATION_ERROR")
+        assert (error.value.status, error.value.code) == (400, "NUL_CHARACTER")
         assert "NUL" in error.value.detail
 
 
