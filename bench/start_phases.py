@@ -58,6 +58,11 @@ def measure(scenario: Scenario, args: argparse.Namespace) -> list[dict[str, floa
     print(json.dumps(rows[0]))
     records = [json.loads(line) for line in log.read_text().splitlines()][WARM_UP:]
     holds(log)
+    refused = [r["first_frame"] for r in records
+               if "first_token_frame" not in r and "gate" not in r and "first_frame" in r]
+    if refused:  # refused at the door: from the outermost middleware to the 503's body
+        print(f"\n{len(refused)} refused at the door, ms from arrival to the answer: p50 "
+              f"{pct(refused, 0.5)}, p99 {pct(refused, 0.99)}, max {max(refused)}")
     return [r for r in records if "first_token_frame" in r]
 
 
@@ -84,15 +89,27 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--readers", type=int, default=2)
     parser.add_argument("--gateway-env", action="append", default=[])
+    parser.add_argument("--backend", default="sqlite", help="sqlite, or postgres (with Redis)")
     args = parser.parse_args()
-    for text in args.scenarios.split(","):
-        records = measure(Scenario.parse(text), args)
-        print(f"\n{text}: {len(records)} admitted starts; ms from arrival, then between phases"
-              f"\n| phase | p50 | p90 | p99 | max | n |\n|---|---:|---:|---:|---:|---:|")
-        for row in summary(records):
-            print("| " + " | ".join("–" if v is None else f"{v:.1f}" if isinstance(v, float)
-                                    else str(v) for v in row) + " |")
+    from tests.support import engines
 
+    if args.backend == "postgres":
+        engines.ENGINES = engines.Engines().start()
+    try:
+        for text in args.scenarios.split(","):
+            report(text, args)
+    finally:
+        if engines.ENGINES is not None:
+            engines.ENGINES.stop()
+
+
+def report(text: str, args: argparse.Namespace) -> None:
+    records = measure(Scenario.parse(text), args)
+    print(f"\n{text}: {len(records)} admitted starts; ms from arrival, then between phases"
+          f"\n| phase | p50 | p90 | p99 | max | n |\n|---|---:|---:|---:|---:|---:|")
+    for row in summary(records):
+        print("| " + " | ".join("–" if v is None else f"{v:.1f}" if isinstance(v, float)
+                                else str(v) for v in row) + " |")
 
 if __name__ == "__main__":
     main()

@@ -139,6 +139,8 @@ def _watch_holds(out: Any) -> None:
         except RuntimeError:
             return "thread"
         name = task.get_name() if task is not None else "none"
+        if name.startswith("promote after "):
+            return "promote after (a queued run)"
         return "run" if name.startswith("run ") and name != "run log writer" else (
             "request" if name.startswith("Task-") else name)
 
