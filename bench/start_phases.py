@@ -63,6 +63,10 @@ def measure(scenario: Scenario, args: argparse.Namespace) -> list[dict[str, floa
     if refused:  # refused at the door: from the outermost middleware to the 503's body
         print(f"\n{len(refused)} refused at the door, ms from arrival to the answer: p50 "
               f"{pct(refused, 0.5)}, p99 {pct(refused, 0.99)}, max {max(refused)}")
+    waited = [-r["connected"] for r in records if "connected" in r]
+    if waited:  # uvicorn took the connection -> the app called: reading, parsing, the loop
+        print(f"{len(waited)} requests, ms from the connection taken to the app's call: p50 "
+              f"{pct(waited, 0.5)}, p99 {pct(waited, 0.99)}, max {max(waited)}")
     return [r for r in records if "first_token_frame" in r]
 
 

@@ -323,8 +323,10 @@ class Settings(BaseSettings):
         0.5, ge=0, le=3600,
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
                     "(waiting for its turn at `GATEWAY_START_CONCURRENCY`, or being started) "
-                    "has taken this long (0: never): the process starts runs more slowly than "
-                    "they come, and a newcomer would only wait longer for its first token.")
+                    "has taken this long, or while a newcomer would wait this long for its "
+                    "turn at the recent pace (0: never): the process starts runs more slowly "
+                    "than they come, and a newcomer would only wait longer for its first "
+                    "token.")
     max_loop_lag_seconds: float = Field(
         0.25, ge=0, le=60,
         description="A new run is refused with 503 `OVERLOADED` while the event loop has run "

@@ -46,11 +46,15 @@ def _install() -> None:
 
     out = open(LOG, "a", buffering=1)  # noqa: SIM115 - for the process's life
     outer = logs.RequestIdMiddleware.__call__
+    connected = _watch_connections()
 
     async def arrival(self: Any, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or "/run" not in scope["path"]:
             return await outer(self, scope, receive, send)
         stamps = {"arrival": time.perf_counter()}
+        client = scope.get("client")
+        if client and (made := connected.pop(client[1], None)) is not None:
+            stamps["connected"] = made  # written as a negative offset: before arrival
         STAMPS.set(stamps)
         written = False
 
@@ -125,6 +129,30 @@ def _install() -> None:
         received(self, content)
 
     metrics.ModelCallMeter.received = first  # type: ignore[method-assign]
+
+
+def _watch_connections() -> dict[int, float]:
+    """When uvicorn took each connection (by the client's port): the time from there to the
+    app's call is the loop's, reading and parsing the request."""
+    made: dict[int, float] = {}
+    for module in ("httptools_impl", "h11_impl"):
+        try:
+            protocol = getattr(__import__(f"uvicorn.protocols.http.{module}",
+                                          fromlist=["x"]),
+                               "HttpToolsProtocol" if module == "httptools_impl" else
+                               "H11Protocol")
+        except ImportError:
+            continue
+        original = protocol.connection_made
+
+        def connection_made(self: Any, transport: Any, original: Any = original) -> None:
+            peer = transport.get_extra_info("peername")
+            if peer:
+                made[peer[1]] = time.perf_counter()
+            original(self, transport)
+
+        protocol.connection_made = connection_made
+    return made
 
 
 def _watch_holds(out: Any) -> None:

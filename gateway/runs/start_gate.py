@@ -17,7 +17,10 @@ balancer sends the user elsewhere; not 429, which is the user's own quota), whil
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
   (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
   loop is full, or the queue is long), and a newcomer would only wait longer for its first
-  token. The starts already under way go on; so no admitted start takes much longer than that;
+  token. The starts already under way go on; so no admitted start takes much longer than that.
+  Also while a newcomer would wait that long for its turn at the recent pace (`queue_wait`:
+  the starts queued ahead of it, each turn held as long as the recent ones), so that a queue
+  growing faster than it drains is cut before its oldest start has waited that long;
 - the event loop has run `max_lag` seconds late at each of its last few ticks
   (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
   other jobs on the machine), every token already waits, and a new run would add to it (one
@@ -76,8 +79,9 @@ class StartGate:
                  active: Callable[[], int] = lambda: 0,
                  clock: Callable[[], float] = time.monotonic, max_lag: float = 0.0,
                  lag: Callable[[], float] = lambda: 0.0) -> None:
-        self._slots = asyncio.Semaphore(width)
+        self._slots, self.width = asyncio.Semaphore(width), width
         self.max_active, self.max_wait, self._active = max_active, max_wait, active
+        self._turn_seconds = 0.0  # how long a start holds its turn, recently (moving average)
         # Starts under way (waiting or inside; not yet counted by `active`), oldest first.
         self._arrivals: dict[object, float] = {}
         self._clock = clock
@@ -94,10 +98,22 @@ class StartGate:
             if waited >= self.max_wait:
                 return Saturation("GATEWAY_MAX_START_WAIT_SECONDS",
                                   f"a run start has taken {waited:.1f} s so far")
+            if (wait := self.queue_wait()) >= self.max_wait:
+                return Saturation("GATEWAY_MAX_START_WAIT_SECONDS",
+                                  f"a new start would wait about {wait:.1f} s for its turn")
         if self.max_lag and (lag := self._lag()) >= self.max_lag:
             return Saturation("GATEWAY_MAX_LOOP_LAG_SECONDS",
                               f"the event loop runs {lag * 1000:.0f} ms late")
         return None
+
+    def queue_wait(self) -> float:
+        """Seconds a new start would wait for its turn at the recent pace: the starts queued
+        ahead of it, a turn freed every `turn_seconds / width` (0 while there is room). The
+        oldest start's wait alone is known too late: starts arriving faster than the process
+        starts them (on SQLite they queue for its one connection) were let into a queue that
+        took seconds to drain before the oldest had waited `max_wait`."""
+        ahead = len(self._arrivals) - self.width
+        return 0.0 if ahead < 0 else (ahead + 1) * self._turn_seconds / self.width
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
@@ -118,9 +134,13 @@ class StartGate:
                     metrics.STARTS_WAITING.dec()
             else:
                 await self._slots.acquire()
+            began = self._clock()
             try:
                 yield
             finally:
                 self._slots.release()
+                held = self._clock() - began
+                self._turn_seconds = (held if not self._turn_seconds else
+                                      0.8 * self._turn_seconds + 0.2 * held)
         finally:
             del self._arrivals[token]

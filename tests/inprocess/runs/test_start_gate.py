@@ -97,6 +97,28 @@ async def test_a_start_is_refused_at_once_while_one_under_way_has_taken_too_long
         pass
 
 
+async def test_a_start_is_refused_when_the_queue_ahead_would_take_too_long() -> None:
+    now = [100.0]
+    gate = StartGate(2, max_wait=0.5, clock=lambda: now[0])
+    async with gate.turn():
+        now[0] += 0.6  # a start holds its turn 0.6 s at the recent pace
+    held = asyncio.Event()
+
+    async def start() -> None:
+        async with gate.turn():
+            await held.wait()
+
+    tasks = [asyncio.create_task(start()) for _ in range(3)]  # two inside, one queued
+    await asyncio.sleep(0.01)
+    # Nobody has waited yet, but a newcomer would: 2 ahead of it, a turn free every 0.3 s.
+    reason = gate.saturation()
+    assert reason is not None and reason.setting == "GATEWAY_MAX_START_WAIT_SECONDS"
+    assert gate.queue_wait() == pytest.approx(0.6)
+    held.set()
+    await asyncio.gather(*tasks)
+    assert gate.saturation() is None  # room again: nobody refused for a queue that drained
+
+
 async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -> None:
     active = [0]
     gate = StartGate(1, max_active=3, active=lambda: active[0])
