@@ -14,7 +14,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from tests.support.fork_server import ForkedProcess, fork_server
-from tests.support.gateway_server import free_port
+from tests.support.gateway_server import free_port, gateway_command
 
 # Each command runs with GATEWAY_ settings of its own, on SQLite: the same in both configurations.
 pytestmark = pytest.mark.sqlite_only
@@ -35,20 +34,7 @@ def gateway(*args: str, cwd: Path, timeout: float = 60, **env: str
             ) -> subprocess.CompletedProcess[str]:
     """`python -m gateway *args` in `cwd` with no GATEWAY_ settings but `env`, run to its end."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    forks, argv = fork_server(), [sys.executable, "-m", "gateway", *args]
-    if forks is None or not forks.can_fork(list(args), {**clean, **env}):
-        return subprocess.run(argv, cwd=cwd, env={**clean, **env}, capture_output=True,
-                              text=True, timeout=timeout)
-    output = Path(tempfile.mkdtemp(prefix="gateway-command-"))
-    process = forks.spawn(list(args), {**clean, **env}, cwd, output / "stdout",
-                          stderr=output / "stderr")
-    try:
-        process.wait(timeout)
-    finally:
-        process.kill()
-    return subprocess.CompletedProcess(argv, process.returncode or 0,
-                                       (output / "stdout").read_text(errors="replace"),
-                                       (output / "stderr").read_text(errors="replace"))
+    return gateway_command(list(args), env, cwd, timeout, base=clean)
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
