@@ -216,21 +216,23 @@ def names_scope(request: Request) -> bool:
 
 def query_user_key(request: Request) -> str | None:
     """`?userKey=` (or its alias `?contextKey=`; both are checked when both are sent)."""
-    user_key, context_key = (_checked_user_key(request.query_params.get(name))
+    user_key, context_key = (_checked_user_key(request.query_params.get(name), name)
                              for name in ("userKey", "contextKey"))
     return user_key if user_key is not None else context_key
 
 
-def _checked_user_key(value: str | None) -> str | None:
+def _checked_user_key(value: str | None, name: str = "userKey") -> str | None:
     if value is None:
         return None
+    if "\x00" in value:  # PostgreSQL cannot store it: refused on every database alike
+        raise ApiError(Problem.NUL_CHARACTER, f"{name} holds a NUL character")
     try:
-        value = checked_user_key(value)
+        value = checked_user_key(value, name)
     except ValueError as exc:
         raise ApiError(Problem.VALIDATION_ERROR, str(exc)) from None
     if is_signed_in_scope(value):
         raise ApiError(Problem.VALIDATION_ERROR,
-                       f"userKey may not start with {SIGNED_IN_PREFIX!r}: that scope belongs to "
+                       f"{name} may not start with {SIGNED_IN_PREFIX!r}: that scope belongs to "
                        "users signed in with a bearer token")
     return value
 

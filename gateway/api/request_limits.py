@@ -29,6 +29,8 @@ _STRUCTURE = re.compile(_STRING + rb'|[\[\]{}]', re.DOTALL)
 # (Searched for one by one: an alternation of them costs twice as much.)
 _LONG_DIGITS, _LONG_EXPONENT = re.compile(rb'\d{19}'), re.compile(rb'[eE][+-]?\d{3}')
 _TOKENS = re.compile(_STRING + rb'|NaN|-?Infinity|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL)
+# `\u0000` as an escape (after an even run of backslashes: `\\u0000` is a backslash and text).
+_NUL_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\u0000')
 _QUOTE = ord('"')
 _OPENERS = frozenset(b"[{")
 _INT64 = range(-(2 ** 63), 2 ** 63)
@@ -37,12 +39,14 @@ _INT64 = range(-(2 ** 63), 2 ** 63)
 @dataclass(frozen=True)
 class JsonScan:
     """What a JSON text holds that must be refused before it is parsed: its nesting depth
-    (the parser recurses into it), and the first number no JSON peer can carry (`number`),
-    with the problem it is (`number_problem`)."""
+    (the parser recurses into it), the first number no JSON peer can carry (`number`),
+    with the problem it is (`number_problem`), and whether a string holds a NUL character
+    (`nul`: PostgreSQL can store none, so it is refused on every database alike)."""
 
     depth: int
     number: bytes | None = None
     number_problem: Problem | None = None
+    nul: bool = False
 
 
 def scan_json(raw: bytes) -> JsonScan:
@@ -58,15 +62,16 @@ def scan_json(raw: bytes) -> JsonScan:
             deepest = max(deepest, depth)
         else:
             depth -= 1
+    nul = b"\\u0000" in raw and _NUL_ESCAPE.search(raw) is not None
     if not (b"NaN" in raw or b"Infinity" in raw or _LONG_EXPONENT.search(raw)
             or _LONG_DIGITS.search(raw)):
-        return JsonScan(deepest)
+        return JsonScan(deepest, nul=nul)
     for match in _TOKENS.finditer(raw):
         token = match.group()
         problem = None if token[0] == _QUOTE else number_problem(token)
         if problem is not None:
-            return JsonScan(deepest, token, problem)
-    return JsonScan(deepest)
+            return JsonScan(deepest, token, problem, nul)
+    return JsonScan(deepest, nul=nul)
 
 
 def number_problem(token: bytes) -> Problem | None:
@@ -89,8 +94,8 @@ def number_problem(token: bytes) -> Problem | None:
 
 
 def check_json_body(raw: bytes, depth_limit: int) -> None:
-    """400 for a JSON body nested too deep or holding a number no JSON peer can carry,
-    checked before it is parsed."""
+    """400 for a JSON body nested too deep, holding a number no JSON peer can carry or a NUL
+    character, checked before it is parsed."""
     scan = scan_json(raw)
     if scan.depth > depth_limit:
         raise ApiError(Problem.JSON_TOO_DEEP,
@@ -99,6 +104,9 @@ def check_json_body(raw: bytes, depth_limit: int) -> None:
     if scan.number_problem is not None and scan.number is not None:
         raise ApiError(scan.number_problem, _NUMBER_REFUSALS[scan.number_problem].format(
             scan.number[:40].decode()))
+    if scan.nul:
+        raise ApiError(Problem.NUL_CHARACTER, "The request body holds a NUL character "
+                       "(\\u0000) in a string, which the gateway cannot store")
 
 
 _NUMBER_REFUSALS = {

@@ -83,10 +83,13 @@ class Operation:
         if self.body is not None:
             implied += ["VALIDATION_ERROR", "INVALID_JSON", "PAYLOAD_TOO_LARGE"]
             if self.body_media_type == "application/json":
-                implied += ["JSON_TOO_DEEP", "INTEGER_OUT_OF_RANGE", "NUMBER_OUT_OF_RANGE"]
+                implied += ["JSON_TOO_DEEP", "INTEGER_OUT_OF_RANGE", "NUMBER_OUT_OF_RANGE",
+                            "NUL_CHARACTER"]
         if any(p.where == "query" and p.name in ("userKey", "limit", "order")
                for p in self.params):
             implied.append("VALIDATION_ERROR")
+        if any(p.where == "query" and p.name in ("userKey", "contextKey") for p in self.params):
+            implied.append("NUL_CHARACTER")
         if "{" in self.path:
             implied.append("NOT_FOUND")
         if "{thread_id}" in self.path:

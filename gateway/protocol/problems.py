@@ -122,6 +122,8 @@ class Problem(enum.Enum):
                                  "which the gateway cannot store or pass to a model.")
     NUMBER_OUT_OF_RANGE = (400, "The body holds a number beyond the range of a double (such as "
                                 "`1e400`), which the gateway cannot store or pass to a model.")
+    NUL_CHARACTER = (400, "A string in the body, or a `userKey`/`contextKey`, holds a NUL "
+                          "character (U+0000), which the gateway cannot store.")
     METADATA_TOO_LARGE = (413, "A thread's or run's metadata is larger than "
                                "`GATEWAY_MAX_METADATA_BYTES`.")
     STATE_TOO_LARGE = (413, "A component's state is larger than "

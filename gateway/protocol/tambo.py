@@ -142,13 +142,14 @@ class InputMessage(WireModel):
 USER_KEY_MAX = 512
 
 
-def checked_user_key(value: str) -> str:
-    """The userKey rule (contract 3.3): at most 512 characters as sent, trimmed, not blank."""
+def checked_user_key(value: str, name: str = "userKey") -> str:
+    """The userKey rule (contract 3.3): at most 512 characters as sent, trimmed, not blank.
+    `name` is the parameter's, for the message (`contextKey` is an alias)."""
     if len(value) > USER_KEY_MAX:
-        raise ValueError(f"userKey is longer than {USER_KEY_MAX} characters")
+        raise ValueError(f"{name} is longer than {USER_KEY_MAX} characters")
     value = value.strip()
     if not value:
-        raise ValueError("userKey cannot be an empty string")
+        raise ValueError(f"{name} cannot be an empty string")
     return value
 
 

@@ -211,8 +211,13 @@ def test_requests_over_a_limit_are_refused_before_anything_starts(
         not_json, too_far = (http.post("/v1/threads/runs", content=json.dumps(
             run_body(user="refused", metadata={"x": 0})).replace(": 0}", number).encode(),
             headers={"content-type": "application/json"}) for number in (": NaN}", ": 1e400}"))
+        # PostgreSQL stores no NUL character (400 there), so it is refused on SQLite alike.
+        nul = http.post("/v1/threads/runs", json=run_body("a\x00b", "refused"))
+        nul_user = http.get("/v1/threads", params={"userKey": "a\x00b"})
         threads = http.get("/v1/threads", params={"userKey": "refused"}).json()["threads"]
     for response, status, code in ((too_deep, 400, "JSON_TOO_DEEP"),
+                                   (nul, 400, "NUL_CHARACTER"),
+                                   (nul_user, 400, "NUL_CHARACTER"),
                                    (too_long, 413, "MESSAGE_TOO_LARGE"),
                                    (too_many, 400, "TOO_MANY_TOOLS"),
                                    (too_big, 400, "INTEGER_OUT_OF_RANGE"),

@@ -210,6 +210,19 @@ def test_socket_refuses_deep_frames_and_throttles_sync(client: httpx.Client,
     assert "RecursionError" not in gateway.log()
 
 
+@pytest.mark.parametrize("frame", ['{"c": "sync", "since": 1e400}', '{"c": "sync\\u0000"}'])
+def test_socket_closes_on_a_frame_no_peer_can_carry(client: httpx.Client,
+                                                    gateway: GatewayServer, frame: str):
+    """A number beyond a double or a NUL character (which PostgreSQL cannot store) closes the
+    socket with 1003, as the HTTP bodies are refused with 400."""
+    thread_id = client.post("/v1/threads", json={}).json()["id"]
+    with socket(gateway, thread_id) as ws:
+        ws.send(frame)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
+
+
 # -- slow readers ---------------------------------------------------------------------------------
 
 SLOW_READER_SECONDS = 1

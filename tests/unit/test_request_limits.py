@@ -76,6 +76,34 @@ def test_a_body_with_a_number_no_double_holds_is_refused(text: bytes, code: str)
     assert (error.value.status, error.value.code) == (400, code)
 
 
+def strings(value: object) -> list[str]:
+    """Every string of a parsed JSON value, its object keys included."""
+    if isinstance(value, dict):
+        return [*value, *(s for v in value.values() for s in strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+@pytest.mark.parametrize(("text", "nul"), [
+    (b'{"a": "x\\u0000y"}', True),
+    (b'{"a\\u0000": 1}', True),  # in a key too
+    (b'{"a": "\\\\\\u0000"}', True),  # an escaped backslash, then the escape
+    (b'{"a": "\\\\u0000"}', False),  # a backslash, then the text "u0000"
+    (b'{"a": "\\u0001 u0000"}', False),
+])
+def test_a_nul_character_is_found_in_strings(text: bytes, nul: bool) -> None:
+    """PostgreSQL stores no NUL character in text or JSON (it answered 400 there while SQLite
+    kept it): a body holding one is refused alike on every database."""
+    assert any("\x00" in s for s in strings(json.loads(text))) is nul  # as the parser reads it
+    assert scan_json(text).nul is nul
+    if nul:
+        with pytest.raises(ApiError) as error:
+            check_json_body(text, 32)
+        assert (error.value.status, error.value.code) == (400, "NUL_CHARACTER")
+        assert "NUL" in error.value.detail
+
+
 def request(**body: object) -> RunSpec:
     return run_spec(RunRequest.model_validate({"message": {"role": "user", "content": "hi"},
                                                **body}))

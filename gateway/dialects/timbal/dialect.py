@@ -63,7 +63,8 @@ OPERATIONS: tuple[Operation, ...] = (
                           "`idle` when no run is active. The body (`{reason}`) is optional.",
               params=KEYS, result=timbal_input.CancelAnswer, **SHAPE,
               errors=("USER_SCOPE_REQUIRED", "VALIDATION_ERROR", "INVALID_JSON",
-                      "JSON_TOO_DEEP", "INTEGER_OUT_OF_RANGE", "NUMBER_OUT_OF_RANGE")),
+                      "JSON_TOO_DEEP", "INTEGER_OUT_OF_RANGE", "NUMBER_OUT_OF_RANGE",
+                      "NUL_CHARACTER")),
 )
 
 UUID = "550e8400-e29b-41d4-a716-446655440000"

@@ -161,6 +161,9 @@ class ThreadSocket:
         if scan.number_problem is not None:
             await self.ws.close(CLOSE_INVALID_DATA, "the frame holds a number JSON cannot carry")
             return False
+        if scan.nul:
+            await self.ws.close(CLOSE_INVALID_DATA, "the frame holds a NUL character")
+            return False
         try:
             frame = json.loads(text)
         except ValueError:
