@@ -21,6 +21,7 @@ from .api import assist, audio, components, docs, oauth, operations, playground,
 from .api import forks as forks_api
 from .api.body_limit import BodyLimitMiddleware
 from .api.development import DevelopmentGuard
+from .api.door import AdmissionDoor
 from .api.errors import HANDLERS
 from .api.keyring import KeyRingMiddleware
 from .config import Settings, load_settings
@@ -43,8 +44,10 @@ GC_THRESHOLDS = (20_000, 50, 100)
 # headers (so the guard's refusals, CORS preflights and the 500 of an unexpected error carry
 # them, and their log lines name the request), the HTTP metrics (which count those too), the
 # development-mode guard (so a foreign
-# origin's preflight is refused, not answered), then CORS.
-OUTERMOST = (RequestIdMiddleware, HttpMetricsMiddleware, DevelopmentGuard, CORSMiddleware)
+# origin's preflight is refused, not answered), then CORS, then the door that refuses a new run
+# while the process is saturated (before the body is read or the caller authenticated).
+OUTERMOST = (RequestIdMiddleware, HttpMetricsMiddleware, DevelopmentGuard, CORSMiddleware,
+             AdmissionDoor)
 
 
 class CorsOutermost(Starlette):
@@ -138,6 +141,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                                allow_methods=["*"], allow_headers=["*"],
                                expose_headers=["X-Run-Id", "X-Thread-Id", "X-Run-Queued", "ETag",
                                                "X-Request-Id", "Retry-After"], max_age=600),
+                    Middleware(AdmissionDoor),
                     Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
                     Middleware(KeyRingMiddleware)],
         exception_handlers=HANDLERS,

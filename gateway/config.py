@@ -323,16 +323,19 @@ class Settings(BaseSettings):
         0.5, ge=0, le=3600,
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
                     "(waiting for its turn at `GATEWAY_START_CONCURRENCY`, or being started) "
-                    "has taken this long (0: never): the process starts runs more slowly than "
-                    "they come, and a newcomer would only wait longer for its first token.")
+                    "has taken this long, or while a newcomer would wait this long for its "
+                    "turn at the recent pace (0: never): the process starts runs more slowly "
+                    "than they come, and a newcomer would only wait longer for its first "
+                    "token.")
     max_loop_lag_seconds: float = Field(
-        0.0, ge=0, le=60,
+        0.25, ge=0, le=60,
         description="A new run is refused with 503 `OVERLOADED` while the event loop has run "
-                    "this late within the last second (0: never, the default): the process's "
-                    "core is full (its streams, or other jobs on the machine) and every token "
-                    "already waits; `/ready` answers 503 meanwhile. 0.25 suits a process "
-                    "behind a balancer; off by default because one pause (a start-up "
-                    "collection, a blocking call) would refuse the next start too.")
+                    "this late at each of its last three ticks (every 50 ms; 0: never): the "
+                    "process's core is full (its streams, or other jobs on the machine), every "
+                    "token already waits, and so would a refusal; `/ready` answers 503 "
+                    "meanwhile. One pause of the loop (a collection, a blocking call) is not "
+                    "a reason. 0.1 behind a balancer that should get its refusals within "
+                    "100 ms.")
     key_concurrent_runs: int = Field(
         100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
                                "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "

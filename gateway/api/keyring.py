@@ -167,12 +167,41 @@ class KeyRing:
 
     async def keys_ever_made(self) -> bool:
         """Whether any managed key was ever made (revoked and expired ones count). Once true
-        it stays true: no key is ever deleted, and authentication never switches itself off."""
-        if not self._ever_made and (self._checked is None or
-                                    time.monotonic() - self._checked > self.cache_seconds):
-            self._ever_made = await self._shared("", self._count)
-            self._checked = time.monotonic()
+        it stays true: no key is ever deleted, and authentication never switches itself off.
+
+        Only the first answer is waited for. A later check (every `cache_seconds`) runs while
+        requests go on with the answer so far: every request of a process without keys (in
+        development mode) waited for it, and on SQLite it queues on the process's one
+        connection behind the run starts and log commits, seconds under load (bench/README.md,
+        "Where a start waits"). A key made meanwhile ends development mode when it returns."""
+        if self._ever_made:
+            return True
+        if self._checked is None or time.monotonic() - self._checked > self.cache_seconds:
+            check = self._check_ever_made()
+            if self._checked is None:
+                await asyncio.shield(check)
         return self._ever_made
+
+    async def settled(self) -> None:
+        """Returns once the lookups under way have (what a test waits for to see them)."""
+        await asyncio.gather(*self._looking.values(), return_exceptions=True)
+
+    def _check_ever_made(self) -> asyncio.Future[None]:
+        """The check under way, or a new one; it keeps its answer when it returns."""
+        pending = self._looking.get("")
+        if pending is None:
+            async def check() -> None:
+                made = await self._count()
+                self._ever_made, self._checked = made, time.monotonic()
+
+            pending = self._looking[""] = asyncio.ensure_future(check())
+            pending.add_done_callback(self._checked_ever_made)
+        return pending
+
+    def _checked_ever_made(self, done: asyncio.Future[None]) -> None:
+        self._looking.pop("", None)
+        if not done.cancelled():
+            done.exception()  # a failed check is retried by the next request, not logged
 
     async def development(self, settings: Settings) -> bool:
         """Whether development mode is on now: asked for (`on`), or `auto` with no key at all."""

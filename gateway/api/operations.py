@@ -33,8 +33,9 @@ async def ready(request: Request) -> Response:
         return problem(Problem.SHUTTING_DOWN, "The gateway is shutting down")
     saturation = svc.runs.start_gate.saturation()
     if saturation is not None:  # new runs are refused here: send them elsewhere meanwhile
-        response = problem(Problem.OVERLOADED, f"This process is at capacity: {saturation}",
-                           reason=saturation)
+        response = problem(Problem.OVERLOADED, f"This process is at capacity: "
+                           f"{saturation.detail} ({saturation.setting})",
+                           reason=saturation.setting)
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
     try:

@@ -39,6 +39,7 @@ from ..protocol.translation import Dialect, positioned, queued_prelude
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
 from .context import services, thread_for
+from .door import mark_run_start
 from .request_limits import check_run_request
 from .slow_reader import BoundedEventSource
 
@@ -166,14 +167,15 @@ def gated(handler: Callable[[Request], Awaitable[Response]]
           ) -> Callable[[Request], Awaitable[Response]]:
     """A run-start endpoint, whole (its request parsed and checked, the run admitted and
     launched), inside the process's start gate (`runs/start_gate.py`). The response's stream
-    is read after the turn ends."""
+    is read after the turn ends. Marked as a run start: refused at the door while the process
+    is saturated (`api/door.py`)."""
 
     @functools.wraps(handler)
     async def in_turn(request: Request) -> Response:
         async with services(request).runs.start_gate.turn():
             return await handler(request)
 
-    return in_turn
+    return mark_run_start(in_turn)
 
 
 async def run_in_thread(request: Request) -> RunRow:

@@ -7,6 +7,7 @@ Each refusal is a problem+json with its own code, before anything is written.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -63,20 +64,46 @@ async def check_thread_room(settings: Settings, store: Store, project: str,
 
 RECOUNT_SECONDS = 10.0
 COUNTS_KEPT = 10_000  # user scopes whose count a process remembers (the least recent go)
-# (store, project, user scope or None) -> (when counted, threads counted then plus those
-# admitted since)
-_counts: dict[tuple[int, str, str | None], tuple[float, int]] = {}
+Key = tuple[int, str, str | None]  # (store, project, user scope or None)
+# key -> (when counted, threads counted then plus those admitted since)
+_counts: dict[Key, tuple[float, int]] = {}
+# key -> the count under way: the requests that need it meanwhile share it. A burst of new
+# threads (100 runs started at once) otherwise sent a count each, before any had come back:
+# each a scan of the scope's threads on the process's one SQLite connection, where every start
+# and log commit queues (bench/README.md, "Where a start waits").
+_counting: dict[Key, asyncio.Future[tuple[float, int]]] = {}
 
 
 async def _threads(store: Store, project: str, user_key: str | None, limit: int) -> int:
     key, now = (id(store), project, user_key), time.monotonic()
     counted = _counts.pop(key, None)
     if counted is None or now - counted[0] > RECOUNT_SECONDS or counted[1] * 2 >= limit:
-        counted = (now, await store.count_threads(project, user_key, at_most=limit))
+        fresh = await _count(store, project, user_key, limit, key)
+        # The first sharer to wake keeps the count; the others add to what it kept.
+        counted = _counts.pop(key, None)
+        if counted is None or counted[0] < fresh[0]:
+            counted = fresh
     _counts[key] = (counted[0], counted[1] + 1)  # this creation, if it is admitted
     if len(_counts) > COUNTS_KEPT:
         del _counts[next(iter(_counts))]
     return counted[1]
+
+
+async def _count(store: Store, project: str, user_key: str | None, limit: int,
+                 key: Key) -> tuple[float, int]:
+    """(when, threads): the count under way for `key`, or a new one; a sharer that leaves
+    (its client gone) does not cancel it for the others."""
+    pending = _counting.get(key)
+    if pending is None:
+        async def count() -> tuple[float, int]:
+            try:
+                return time.monotonic(), await store.count_threads(project, user_key,
+                                                                   at_most=limit)
+            finally:
+                del _counting[key]
+
+        pending = _counting[key] = asyncio.ensure_future(count())
+    return await asyncio.shield(pending)
 
 
 def _limit_reached(who: str, limit: int) -> ApiError:

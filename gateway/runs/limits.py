@@ -42,7 +42,7 @@ class RunLimits:
     max_start_wait_seconds: float = 0.0
     """A new run is refused while a start under way has taken this long (0: never)."""
     max_loop_lag_seconds: float = 0.0
-    """A new run is refused while the event loop has run this late recently (0: never)."""
+    """A new run is refused while the event loop runs this late at every tick (0: never)."""
     tool_status_max_per_run: int = 100
     """Statuses a run's tools may report (`engine/tool_status.py`); later ones are dropped."""
 

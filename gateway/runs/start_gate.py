@@ -17,13 +17,19 @@ balancer sends the user elsewhere; not 429, which is the user's own quota), whil
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
   (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
   loop is full, or the queue is long), and a newcomer would only wait longer for its first
-  token. The starts already under way go on; so no admitted start takes much longer than that;
-- the event loop has run `max_lag` seconds late within the last second
+  token. The starts already under way go on; so no admitted start takes much longer than that.
+  Also while a newcomer would wait that long for its turn at the recent pace (`queue_wait`:
+  the starts queued ahead of it, each turn held as long as the recent ones), so that a queue
+  growing faster than it drains is cut before its oldest start has waited that long;
+- the event loop has run `max_lag` seconds late at each of its last few ticks
   (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
-  other jobs on the machine), every token already waits, and a new run would add to it.
+  other jobs on the machine), every token already waits, and a new run would add to it (one
+  pause of the loop is not a reason).
 
 Runs already admitted keep their pace. `saturation()` says why the process refuses, for
-`/ready` (a balancer stops sending it work until it clears).
+`/ready` (a balancer stops sending it work until it clears) and for the door that refuses a
+run start before any work (`api/door.py`): it is asked for every run-start request, so it
+stays a few comparisons.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from ..observability import metrics
 from ..protocol.problems import ApiError, Problem
@@ -41,13 +48,24 @@ from ..protocol.problems import ApiError, Problem
 RETRY_AFTER_SECONDS = 1
 
 
+# What a refused caller reads: no figure of the process (the caller may not be authenticated).
+REFUSED = ("This gateway process is at capacity and starts no new run now; retry after "
+           "Retry-After seconds (another process may take it)")
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """Why new runs are refused: the limit's setting, and the figures (for `/ready`, logs)."""
+
+    setting: str
+    detail: str
+
+
 class Overloaded(ApiError):
     """The 503 a new run gets while the process is saturated; `headers` go on the response."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(Problem.OVERLOADED, f"This gateway process is at capacity ({reason}); "
-                         "retry after Retry-After seconds (another process may take it)",
-                         reason=reason)
+    def __init__(self, saturation: Saturation) -> None:
+        super().__init__(Problem.OVERLOADED, REFUSED, reason=saturation.setting)
         self.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
@@ -61,35 +79,50 @@ class StartGate:
                  active: Callable[[], int] = lambda: 0,
                  clock: Callable[[], float] = time.monotonic, max_lag: float = 0.0,
                  lag: Callable[[], float] = lambda: 0.0) -> None:
-        self._slots = asyncio.Semaphore(width)
+        self._slots, self.width = asyncio.Semaphore(width), width
         self.max_active, self.max_wait, self._active = max_active, max_wait, active
+        self._turn_seconds = 0.0  # how long a start holds its turn, recently (moving average)
         # Starts under way (waiting or inside; not yet counted by `active`), oldest first.
         self._arrivals: dict[object, float] = {}
         self._clock = clock
         self.max_lag, self._lag = max_lag, lag
 
-    def saturation(self) -> str | None:
-        """Why a new start would be refused now (None: it would be let in)."""
+    def saturation(self) -> Saturation | None:
+        """Why a new start would be refused now (None: it would be let in). Cheap enough to
+        ask for every request at the door (`api/door.py`)."""
         if self.max_active and self._active() + len(self._arrivals) >= self.max_active:
-            return f"{self.max_active} runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)"
+            return Saturation("GATEWAY_MAX_ACTIVE_RUNS",
+                              f"{self.max_active} runs going or starting")
         if self.max_wait and self._arrivals:
             waited = self._clock() - next(iter(self._arrivals.values()))
             if waited >= self.max_wait:
-                return (f"a run start has taken {waited:.1f} s so far "
-                        "(GATEWAY_MAX_START_WAIT_SECONDS)")
+                return Saturation("GATEWAY_MAX_START_WAIT_SECONDS",
+                                  f"a run start has taken {waited:.1f} s so far")
+            if (wait := self.queue_wait()) >= self.max_wait:
+                return Saturation("GATEWAY_MAX_START_WAIT_SECONDS",
+                                  f"a new start would wait about {wait:.1f} s for its turn")
         if self.max_lag and (lag := self._lag()) >= self.max_lag:
-            return (f"the event loop runs {lag * 1000:.0f} ms late "
-                    "(GATEWAY_MAX_LOOP_LAG_SECONDS)")
+            return Saturation("GATEWAY_MAX_LOOP_LAG_SECONDS",
+                              f"the event loop runs {lag * 1000:.0f} ms late")
         return None
+
+    def queue_wait(self) -> float:
+        """Seconds a new start would wait for its turn at the recent pace: the starts queued
+        ahead of it, a turn freed every `turn_seconds / width` (0 while there is room). The
+        oldest start's wait alone is known too late: starts arriving faster than the process
+        starts them (on SQLite they queue for its one connection) were let into a queue that
+        took seconds to drain before the oldest had waited `max_wait`."""
+        ahead = len(self._arrivals) - self.width
+        return 0.0 if ahead < 0 else (ahead + 1) * self._turn_seconds / self.width
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """A start's turn: refused at once (`Overloaded`) while the process is saturated, else
         held from the start's arrival (waiting in order) to its end."""
-        reason = self.saturation()
-        if reason is not None:
+        saturation = self.saturation()
+        if saturation is not None:
             metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
-            raise Overloaded(reason)
+            raise Overloaded(saturation)
         token = object()
         self._arrivals[token] = self._clock()
         try:
@@ -101,9 +134,13 @@ class StartGate:
                     metrics.STARTS_WAITING.dec()
             else:
                 await self._slots.acquire()
+            began = self._clock()
             try:
                 yield
             finally:
                 self._slots.release()
+                held = self._clock() - began
+                self._turn_seconds = (held if not self._turn_seconds else
+                                      0.8 * self._turn_seconds + 0.2 * held)
         finally:
             del self._arrivals[token]

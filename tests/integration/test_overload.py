@@ -1,7 +1,9 @@
 """Admission control from outside: a process at `GATEWAY_MAX_ACTIVE_RUNS` refuses a new run on
 every dialect's run endpoint at once with 503 `OVERLOADED` and `Retry-After`, says so on
 `/ready` (a balancer stops sending it work) and counts the refusals in `/metrics`; the run it
-carries goes on, and once it has ended new runs are admitted again. (The queue-wait limit,
+carries goes on, and once it has ended new runs are admitted again. The refusal comes at the
+door (`api/door.py`): before the caller is authenticated or the body read, so neither a bad key
+nor a body that is not JSON changes it, and nothing but the run starts is refused. (The queue-wait limit,
 `GATEWAY_MAX_START_WAIT_SECONDS`, is tested on the gate itself:
 tests/inprocess/runs/test_start_gate.py.)"""
 
@@ -70,19 +72,23 @@ def test_past_its_cap_a_process_refuses_new_runs_at_once_and_admits_them_again_a
     held_thread, held_run = held[0].data["threadId"], held[0].data["runId"]
 
     refused = [http.post(path, json=body) for path, body in starts(thread_id, first_run, "no")]
+    # Decided before the key is checked (401) or the body parsed (400): nothing is read.
+    refused.append(http.post(f"/v1/threads/{thread_id}/runs", content=b"{not json",
+                             headers={"x-api-key": "not-a-key"}))
     ready = http.get("/ready")
     for response in refused:
         assert response.status_code == 503, response.text
         assert response.headers["content-type"] == "application/problem+json"
         assert response.json()["code"] == "OVERLOADED"
-        assert "GATEWAY_MAX_ACTIVE_RUNS" in response.json()["reason"]
+        assert response.json()["reason"] == "GATEWAY_MAX_ACTIVE_RUNS"  # no figure of the load
         assert int(response.headers["retry-after"]) > 0
     assert ready.status_code == 503 and ready.json()["code"] == "OVERLOADED"
-    assert "GATEWAY_MAX_ACTIVE_RUNS" in ready.json()["reason"]
-    assert refusals(http) == counted + 3
+    assert "1 runs going or starting" in ready.json()["detail"]  # the operator's view
+    assert refusals(http) == counted + 4
     status = http.get(f"/v1/threads/{held_thread}/runs/{held_run}",
                       headers={"accept": "application/json"}).json()
     assert status["status"] == "running"  # the admitted run goes on
+    assert http.get(f"/v1/threads/{thread_id}").status_code == 200  # reads are answered
 
     http.delete(f"/v1/threads/{held_thread}/runs/{held_run}")
     assert http.get("/ready").status_code == 200
@@ -91,3 +97,19 @@ def test_past_its_cap_a_process_refuses_new_runs_at_once_and_admits_them_again_a
         events = run_events(http, "POST", path, json=body)
         assert text_of(events) == "Admitted.", path
         assert events[-1].type == "RUN_FINISHED", path
+
+
+def test_a_saturated_process_refuses_a_timbal_message_in_timbal_s_shape(
+        one_run: httpx.Client, scripted_model: ScriptedModel) -> None:
+    http, thread_id, user = one_run, str(uuid.uuid4()), {"userKey": "timbal-overload"}
+    scripted_model.enqueue_for("held", slow_turn(400, 0.05))
+    with open_stream(http, "POST", "/v1/threads/runs", json={
+            "message": message("held"), "onDisconnect": "continue"}) as (_, events):
+        held = read_until(events, lambda seen: text_of(seen) != "")
+        # Creating a thread starts no run: it goes through while the process is saturated.
+        assert http.post(f"/v1/timbal/threads/{thread_id}", json=user).status_code == 201
+        sent = http.post(f"/v1/timbal/threads/{thread_id}/messages", params=user,
+                         json={"content": "hi"})
+    assert sent.status_code == 503 and sent.headers["retry-after"] == "1"
+    assert sent.json()["details"]["code"] == "OVERLOADED" and sent.json()["retryAfter"] == 1
+    http.delete(f"/v1/threads/{held[0].data['threadId']}/runs/{held[0].data['runId']}")

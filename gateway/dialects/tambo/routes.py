@@ -30,6 +30,7 @@ from ...api.context import (
     services,
     thread_for,
 )
+from ...api.door import mark_run_start
 from ...api.embedding import embedded_blocks, references, with_blocks
 from ...api.render import run_model
 from ...api.runs import (
@@ -91,10 +92,12 @@ def idempotency_key(request: Request) -> str | None:
 Blocks = list[dict[str, Any]] | None  # the user's blocks with resources embedded; None: as sent
 
 
+@mark_run_start
 async def run_new_thread(request: Request) -> Response:
     return await _gated_embedding(request, _run_on_new_thread)
 
 
+@mark_run_start
 async def run_thread(request: Request) -> Response:
     return await _gated_embedding(request, _run_thread)
 

@@ -33,6 +33,7 @@ from ...api.context import (
     services,
     thread_for,
 )
+from ...api.door import MARK, mark_run_start
 from ...api.errors import HANDLERS
 from ...api.runs import check_run, gated
 from ...api.stored_caps import check_metadata, check_thread_room
@@ -55,14 +56,20 @@ def timbal_errors(handler: Handler) -> Handler:
             return await handler(request)
         except Exception as exc:
             kind = next(k for k in type(exc).__mro__ if k in HANDLERS)
-            problem = await HANDLERS[kind](request, exc)
-            body = error_body(problem.status_code, json.loads(bytes(problem.body)),
-                              problem.headers.get("retry-after"))
-            headers = {k: v for k, v in problem.headers.items()
-                       if k not in ("content-type", "content-length")}
-            return JSONResponse(body, status_code=problem.status_code, headers=headers)
+            return timbal_shaped(await HANDLERS[kind](request, exc))
 
+    if hasattr(handler, MARK):  # a run start: refused at the door in this shape too
+        mark_run_start(shaped, timbal_shaped)
     return shaped
+
+
+def timbal_shaped(problem: Response) -> Response:
+    """The Timbal error of a problem+json response, with its headers (`Retry-After`)."""
+    body = error_body(problem.status_code, json.loads(bytes(problem.body)),
+                      problem.headers.get("retry-after"))
+    headers = {k: v for k, v in problem.headers.items()
+               if k not in ("content-type", "content-length")}
+    return JSONResponse(body, status_code=problem.status_code, headers=headers)
 
 
 def canonical_thread_id(conn: HTTPConnection) -> None:

@@ -75,6 +75,9 @@ async def test_development_mode_ends_for_good_with_the_first_key(store: Store) -
     assert await ring.development(settings)
     row = key_row("gw_only-key", PROJECT, expires_ms=now_ms() + 60_000)
     await store.add_api_key(row)
+    # A request does not wait for the check: it goes on with the answer so far, once.
+    assert await ring.development(settings)
+    await ring.settled()
     assert not await ring.development(settings)
     await store.revoke_api_key(row.id, PROJECT, now_ms())
     assert not await KeyRing(store, cache_seconds=0).development(settings)  # a fresh process

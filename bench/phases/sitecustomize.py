@@ -1,0 +1,196 @@
+"""Where a run start waits: stamps of each phase of every run start, for `bench/start_phases.py`.
+
+Loaded into a `gateway serve` process by `PYTHONPATH` (Python imports `sitecustomize` at start-up)
+with `GATEWAY_START_PHASES_LOG` naming a file; not part of the gateway. It wraps the points a start
+passes, records `time.perf_counter()` at each in a dict that the request's context carries (the
+run's task is created in that context, so it sees the same dict), and appends the dict as one JSON
+line when the response's first token frame leaves (or the response ends):
+
+arrival (the outermost middleware) -> gate (the start gate asked) -> turn (its slot) -> committed
+(the admission transaction) -> admitted (the manager returned) -> upstream_sent (the model
+request handed to httpx) -> upstream_headers -> first_chunk (the first content from the model)
+-> first_frame (the response's first bytes) -> first_token_frame.
+
+And every hold of a pooled database connection (checkout to checkin), with what held it (the
+task's name: the log writer, a run's task, a request), one JSON line each in `<log>.holds`:
+on SQLite the process has one connection, and whatever holds it makes every start wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import os
+import time
+from typing import Any
+
+LOG = os.environ.get("GATEWAY_START_PHASES_LOG")
+STAMPS: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar(
+    "start_phases", default=None)
+
+
+def stamp(name: str) -> None:
+    stamps = STAMPS.get()
+    if stamps is not None and name not in stamps:
+        stamps[name] = time.perf_counter()
+
+
+def _install() -> None:
+    import httpx
+
+    from gateway.observability import logs, metrics
+    from gateway.runs import manager, start_gate
+    from gateway.store import repository
+
+    out = open(LOG, "a", buffering=1)  # noqa: SIM115 - for the process's life
+    outer = logs.RequestIdMiddleware.__call__
+    connected = _watch_connections()
+
+    async def arrival(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or "/run" not in scope["path"]:
+            return await outer(self, scope, receive, send)
+        stamps = {"arrival": time.perf_counter()}
+        client = scope.get("client")
+        if client and (made := connected.pop(client[1], None)) is not None:
+            stamps["connected"] = made  # written as a negative offset: before arrival
+        STAMPS.set(stamps)
+        written = False
+
+        def write() -> None:
+            nonlocal written
+            if not written:
+                written = True
+                start = stamps["arrival"]
+                out.write(json.dumps({k: round((v - start) * 1000, 2)
+                                      for k, v in stamps.items()}) + "\n")
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                stamp("first_frame")
+                if b"TEXT_MESSAGE_CONTENT" in message.get("body", b""):
+                    stamp("first_token_frame")
+                    write()
+                elif not message.get("more_body"):
+                    write()
+            await send(message)
+
+        try:
+            await outer(self, scope, receive, sending)
+        finally:
+            write()
+
+    logs.RequestIdMiddleware.__call__ = arrival  # type: ignore[method-assign]
+
+    turn = start_gate.StartGate.turn
+
+    @contextlib.asynccontextmanager
+    async def stamped_turn(self: Any) -> Any:
+        stamp("gate")
+        async with turn(self):
+            stamp("turn")
+            yield
+
+    start_gate.StartGate.turn = stamped_turn  # type: ignore[method-assign]
+
+    def after(owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        async def stamped(*args: Any, **kwargs: Any) -> Any:
+            result = await original(*args, **kwargs)
+            stamp(label)
+            return result
+
+        setattr(owner, name, stamped)
+
+    after(repository.Store, "start_run", "committed")
+    after(repository.Store, "start_run_on_new_thread", "committed")
+    after(manager.RunManager, "start", "admitted")
+    after(manager.RunManager, "start_on", "admitted")
+    after(manager.RunManager, "start_new_thread", "admitted")
+
+    send = httpx.AsyncClient.send
+
+    async def sent(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stamp("upstream_sent")
+        response = await send(self, *args, **kwargs)
+        stamp("upstream_headers")
+        return response
+
+    httpx.AsyncClient.send = sent  # type: ignore[method-assign]
+    _watch_holds(open(f"{LOG}.holds", "a", buffering=1))  # noqa: SIM115
+
+    received = metrics.ModelCallMeter.received
+
+    def first(self: Any, content: bool) -> None:
+        if content:
+            stamp("first_chunk")
+        received(self, content)
+
+    metrics.ModelCallMeter.received = first  # type: ignore[method-assign]
+
+
+def _watch_connections() -> dict[int, float]:
+    """When uvicorn took each connection (by the client's port): the time from there to the
+    app's call is the loop's, reading and parsing the request."""
+    made: dict[int, float] = {}
+    for module in ("httptools_impl", "h11_impl"):
+        try:
+            protocol = getattr(__import__(f"uvicorn.protocols.http.{module}",
+                                          fromlist=["x"]),
+                               "HttpToolsProtocol" if module == "httptools_impl" else
+                               "H11Protocol")
+        except ImportError:
+            continue
+        original = protocol.connection_made
+
+        def connection_made(self: Any, transport: Any, original: Any = original) -> None:
+            peer = transport.get_extra_info("peername")
+            if peer:
+                made[peer[1]] = time.perf_counter()
+            original(self, transport)
+
+        protocol.connection_made = connection_made
+    return made
+
+
+def _watch_holds(out: Any) -> None:
+    from sqlalchemy import event
+    from sqlalchemy.pool import Pool
+
+    held: dict[int, tuple[float, str]] = {}
+
+    def holder() -> str:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            return "thread"
+        name = task.get_name() if task is not None else "none"
+        if name.startswith("promote after "):
+            return "promote after (a queued run)"
+        return "run" if name.startswith("run ") and name != "run log writer" else (
+            "request" if name.startswith("Task-") else name)
+
+    @event.listens_for(Pool, "checkout")
+    def checkout(dbapi: Any, record: Any, proxy: Any) -> None:
+        held[id(record)] = (time.perf_counter(), holder())
+
+    if os.environ.get("GATEWAY_START_PHASES_SQL"):  # which statements, by whom
+        from sqlalchemy.engine import Engine
+
+        @event.listens_for(Engine, "before_cursor_execute")
+        def statement(conn: Any, cursor: Any, sql: str, *args: Any) -> None:
+            out.write(json.dumps({"by": holder(), "sql": " ".join(sql.split())[:90]}) + "\n")
+
+    @event.listens_for(Pool, "checkin")
+    def checkin(dbapi: Any, record: Any) -> None:
+        start = held.pop(id(record), None)
+        if start is not None:
+            out.write(json.dumps({"by": start[1], "at": start[0],
+                                  "ms": round((time.perf_counter() - start[0]) * 1000, 2)})
+                      + "\n")
+
+
+if LOG:
+    _install()

@@ -1,0 +1,119 @@
+"""Where a run start waits: the phases of every start under a load, from request to first token.
+
+    .venv/bin/python -m bench.start_phases --scenarios 100x50@0,300x20@10,1000x20@10
+
+Per scenario, a fresh `gateway serve` measured as `bench/concurrency.py` measures it (paced
+upstream and readers in their own processes), with `bench/phases/sitecustomize.py` loaded into
+it: for each run start, milliseconds from the request reaching the outermost middleware to each
+phase (the start gate asked, its turn, the admission transaction committed, the manager done,
+the model request sent, its first chunk, the response's first bytes and its first token frame).
+Prints p50 / p90 / p99 / max per phase over the admitted starts (the warm-up's excluded), and
+the gaps between consecutive phases, which say where the time goes. Not part of the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench import concurrency
+from bench.concurrency import Scenario
+
+PHASES = ("gate", "turn", "committed", "admitted", "upstream_sent", "upstream_headers",
+          "first_chunk", "first_frame", "first_token_frame")
+WARM_UP = 20  # the runs `concurrency.run_all` starts before measuring
+
+
+def pct(values: list[float], q: float) -> float | None:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else None
+
+
+def summary(records: list[dict[str, float]]) -> list[tuple[str, Any, Any, Any, Any, int]]:
+    """(phase, p50, p90, p99, max, n) from arrival, then (a -> b) between consecutive phases."""
+    rows = []
+    for phase in PHASES:
+        values = [r[phase] for r in records if phase in r]
+        rows.append((phase, pct(values, 0.5), pct(values, 0.9), pct(values, 0.99),
+                     max(values, default=None), len(values)))
+    for a, b in zip(("arrival", *PHASES), PHASES, strict=False):
+        values = [r[b] - r.get(a, 0.0) for r in records if b in r and (a == "arrival" or a in r)]
+        rows.append((f"{a} -> {b}", pct(values, 0.5), pct(values, 0.9), pct(values, 0.99),
+                     max(values, default=None), len(values)))
+    return rows
+
+
+def measure(scenario: Scenario, args: argparse.Namespace) -> list[dict[str, float]]:
+    log = Path(tempfile.mkdtemp(prefix="start-phases-")) / "phases.jsonl"
+    os.environ["GATEWAY_TEST_FORK"] = "0"  # a plain exec, so that PYTHONPATH is read
+    env = [f"PYTHONPATH={Path(__file__).parent / 'phases'}", f"GATEWAY_START_PHASES_LOG={log}",
+           *args.gateway_env]
+    run = argparse.Namespace(adapter="auto", gateway_env=env, seconds=args.seconds,
+                             readers=args.readers, pause=0.0, cost_runs=0)
+    rows, _ = concurrency.run_all(run, [scenario], ["gateway"])
+    print(json.dumps(rows[0]))
+    records = [json.loads(line) for line in log.read_text().splitlines()][WARM_UP:]
+    holds(log)
+    refused = [r["first_frame"] for r in records
+               if "first_token_frame" not in r and "gate" not in r and "first_frame" in r]
+    if refused:  # refused at the door: from the outermost middleware to the 503's body
+        print(f"\n{len(refused)} refused at the door, ms from arrival to the answer: p50 "
+              f"{pct(refused, 0.5)}, p99 {pct(refused, 0.99)}, max {max(refused)}")
+    waited = [-r["connected"] for r in records if "connected" in r]
+    if waited:  # uvicorn took the connection -> the app called: reading, parsing, the loop
+        print(f"{len(waited)} requests, ms from the connection taken to the app's call: p50 "
+              f"{pct(waited, 0.5)}, p99 {pct(waited, 0.99)}, max {max(waited)}")
+    return [r for r in records if "first_token_frame" in r]
+
+
+def holds(log: Path) -> None:
+    """The database connection's holds by holder over the scenario (after the warm-up's)."""
+    path = Path(f"{log}.holds")
+    if not path.exists():
+        return
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    if len(rows) > 1:
+        start = sorted(r["at"] for r in rows)[len(rows) // 10]  # roughly past the warm-up
+        rows = [r for r in rows if r["at"] >= start]
+    print("\n| connection held by | holds | p50 ms | p99 ms | max ms | total s |"
+          "\n|---|---:|---:|---:|---:|---:|")
+    for by in sorted({r["by"] for r in rows}):
+        ms = [r["ms"] for r in rows if r["by"] == by]
+        print(f"| {by} | {len(ms)} | {pct(ms, 0.5)} | {pct(ms, 0.99)} | {max(ms)} | "
+              f"{sum(ms) / 1000:.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="100x50@0,300x20@10,1000x20@10")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--readers", type=int, default=2)
+    parser.add_argument("--gateway-env", action="append", default=[])
+    parser.add_argument("--backend", default="sqlite", help="sqlite, or postgres (with Redis)")
+    args = parser.parse_args()
+    from tests.support import engines
+
+    if args.backend == "postgres":
+        engines.ENGINES = engines.Engines().start()
+    try:
+        for text in args.scenarios.split(","):
+            report(text, args)
+    finally:
+        if engines.ENGINES is not None:
+            engines.ENGINES.stop()
+
+
+def report(text: str, args: argparse.Namespace) -> None:
+    records = measure(Scenario.parse(text), args)
+    print(f"\n{text}: {len(records)} admitted starts; ms from arrival, then between phases"
+          f"\n| phase | p50 | p90 | p99 | max | n |\n|---|---:|---:|---:|---:|---:|")
+    for row in summary(records):
+        print("| " + " | ".join("–" if v is None else f"{v:.1f}" if isinstance(v, float)
+                                else str(v) for v in row) + " |")
+
+if __name__ == "__main__":
+    main()

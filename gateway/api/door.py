@@ -1,0 +1,95 @@
+"""The door: a new run refused before any work while the process is saturated.
+
+A saturated process (`runs/start_gate.py`: its runs at `GATEWAY_MAX_ACTIVE_RUNS`, a start
+waiting too long, its event loop late) must say no at once, so that a balancer sends the user
+elsewhere. Said in the route, the no came late: the request had already queued behind the busy
+loop, been authenticated (maybe a database read), had its body read, scanned and parsed, each
+step another wait on the loop that is already too full; 1,000 runs arriving over 10 s at one
+process got their 503 after 1.2 s at p99 (8.6 s on PostgreSQL). Here the question is asked first,
+as the request arrives, from its method and path alone: the check costs microseconds, the whole
+refusal with its answer about 90 µs of the loop's CPU (`bench/refusal_cost.py`; 135 µs in the
+route), and it touches neither the body nor the store. It still waits for the loop like every
+request, which is why the loop's lateness is one of the limits (`runs/lateness.py`).
+
+What is a run start is marked where the endpoint is declared (`mark_run_start`, which
+`api.runs.gated` applies); everything else (reads, reconnects to a run's stream, cancels,
+`/ready`, `/metrics`) goes through whatever the load. A tool result is a run start too (the
+paused run ended; the result starts the next one, with a model call like any start): it is
+refused like one, and the pause waits for the client's retry (`Retry-After`), as it would wait
+for a slow user.
+
+The answer tells an unauthenticated caller only which limit was reached (a setting's name), not
+the process's figures; `/ready` carries those for the operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..observability import metrics
+from ..protocol.problems import Problem
+from ..runs.start_gate import REFUSED, RETRY_AFTER_SECONDS, Saturation
+from .errors import problem
+
+F = TypeVar("F", bound=Callable[..., Any])
+# Set on an endpoint that starts runs: how its refusals are shaped (the dialect's error body).
+MARK = "run_start_refusal"
+Shape = Callable[[Response], Response]
+
+
+def mark_run_start(endpoint: F, shape: Shape | None = None) -> F:
+    """Declares `endpoint` a run start, refused at the door while the process is saturated;
+    `shape` turns the problem+json refusal into the dialect's own error (Timbal's)."""
+    setattr(endpoint, MARK, shape or _as_is)
+    return endpoint
+
+
+def _as_is(response: Response) -> Response:
+    return response
+
+
+def refusal(saturation: Saturation) -> Response:
+    """The 503 of a refused run start: the limit's setting name, never the process's figures."""
+    metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
+    response = problem(Problem.OVERLOADED, REFUSED, reason=saturation.setting)
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class AdmissionDoor:
+    """Pure ASGI, outside everything that reads, authenticates or parses a request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._starts: list[tuple[Route, Shape]] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            shape = self._run_start(scope)
+            if shape is not None:
+                services = getattr(scope["app"].state, "services", None)
+                saturation = services.runs.start_gate.saturation() if services else None
+                if saturation is not None:
+                    await shape(refusal(saturation))(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+    def _run_start(self, scope: Scope) -> Shape | None:
+        """How a refusal of this request is shaped if it starts a run (None: it does not)."""
+        if self._starts is None:
+            self._starts = list(run_starts(scope["app"].routes))
+        for route, shape in self._starts:
+            if route.matches(scope)[0] is Match.FULL:
+                return shape
+        return None
+
+
+def run_starts(routes: list[BaseRoute]) -> list[tuple[Route, Shape]]:
+    """The app's routes whose endpoints are marked as run starts, with their refusal shapes."""
+    return [(route, getattr(route.endpoint, MARK)) for route in routes
+            if isinstance(route, Route) and hasattr(route.endpoint, MARK)]
