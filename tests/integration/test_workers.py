@@ -69,7 +69,9 @@ def test_two_workers_serve_runs_on_one_port_and_sigterm_drains_each(
     server = GatewayServer(tmp_path_factory.mktemp("workers"),
                            scripted_env(scripted_model, GATEWAY_DRAIN_SECONDS="3"),
                            args=("--workers", "2", "--log-level", "info"))
-    server.start()
+    # Three interpreters import everything at once: on a loaded 2-core machine that took over
+    # 90 s (the default). The timeout stops a stuck start; it measures nothing.
+    server.start(timeout=300)
     assert server.process is not None
     workers = children(server.process.pid)
     try:
