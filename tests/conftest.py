@@ -34,9 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
 # (threads, runs, keys, quotas, caps, usage), fan-out and signals between processes (resume,
 # cancel, approvals, connect), locks, leases and fencing, draining, crashes and restarts, the
 # Node clients through the proxy. A test whose outcome cannot depend on it (a start-up or CLI
-# error that comes before the database, the shape of a log line or a metric, the schema the
-# fuzzer checks, a socket's limits in one process, the soak's bounded load) is marked
-# `@pytest.mark.sqlite_only` and skipped there, so CI does not pay for it twice.
+# error that comes before the database, a request refused before any store access, the MCP
+# client and the model adapters on their own, the demo model's answers, the shape of a log
+# line, a span, a header or a metric, the schema the fuzzer checks, a socket's limits in one
+# process) is marked `@pytest.mark.sqlite_only` and skipped there, so CI does not pay for it
+# twice.
 SQLITE_ONLY_MARKER = ("sqlite_only: its outcome cannot depend on the backend; skipped with "
                       "GATEWAY_TEST_BACKEND=postgres (tests/conftest.py says which tests)")
 

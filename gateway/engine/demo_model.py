@@ -118,9 +118,9 @@ def _tokens(text: str) -> Iterator[str]:
     yield from re.findall(r"\S+\s*|\s+", text)
 
 
-class DemoModel(CustomLLM):
+class DemoModel(CustomLLM):  # type: ignore[misc]  # litellm is not read by mypy (pyproject.toml)
     # litellm's signature lists a dozen positional parameters; this model reads two of them.
-    async def astreaming(self, model: str, messages: list[Any], *args: Any,  # type: ignore[override]
+    async def astreaming(self, model: str, messages: list[Any], *args: Any,
                          **kwargs: Any) -> AsyncIterator[Any]:
         tools = (kwargs.get("optional_params") or {}).get("tools") or []
         last = messages[-1] if messages else {}

@@ -174,8 +174,7 @@ class DirectModel:
         from litellm.litellm_core_utils.exception_mapping_utils import exception_type
 
         try:
-            # litellm's function is untyped.
-            mapped = exception_type(  # type: ignore[no-untyped-call]
+            mapped = exception_type(
                 model=self.litellm_model, original_exception=error,
                 custom_llm_provider=self.provider)
         except Exception as exc:  # exception_type raises the mapped exception
@@ -270,11 +269,13 @@ def with_reasoning_tokens(usage: Usage, reasoning: list[str]) -> Usage:
 def _openai_error(status: int, message: str, **extra: Any) -> Exception:
     from litellm.llms.openai.common_utils import OpenAIError
 
-    return OpenAIError(status_code=status, message=message, **extra)
+    error: Exception = OpenAIError(status_code=status, message=message, **extra)
+    return error
 
 
 def _timeout(exc: Exception, model: str, provider: str) -> Exception:
     from litellm.exceptions import Timeout
 
-    return Timeout(message=f"Request timed out: {exc}", model=model,
-                           llm_provider=provider)
+    error: Exception = Timeout(message=f"Request timed out: {exc}", model=model,
+                               llm_provider=provider)
+    return error

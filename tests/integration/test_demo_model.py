@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import base64
 
+import pytest
+
 from tests.support.gateway_server import USER
 from tests.support.inprocess_app import InProcessGateway
 from tests.support.sse import run_events, text_of
+
+# What the demo model answers: the backend that stores it does not change it.
+pytestmark = pytest.mark.sqlite_only
 
 
 def test_demo_model_streams_reasoning_names_and_suggests(demo_gateway: InProcessGateway):

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.sqlite_only
 ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "fuzz-key"
 MIN_REQUESTS = 1000
-EXAMPLES_PER_OPERATION = 10
+EXAMPLES_PER_OPERATION = 5
 TIMEOUT_SECONDS = 900
 # Rejections that only input the schema calls invalid may get.
 SCHEMA_REJECTIONS = frozenset({"VALIDATION_ERROR", "INVALID_JSON"})

@@ -52,6 +52,7 @@ def http_server() -> Iterator[HttpMcpServer]:
     server.stop()
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_stdio_server_tools_are_listed_and_called(tmp_path: Path):
     async with mcp_tools(tmp_path, {"local": stdio_entry()}) as tools:
         assert {"add", "lookup_city", "explode"} <= set(tools)
@@ -65,6 +66,7 @@ async def test_stdio_server_tools_are_listed_and_called(tmp_path: Path):
             "name": "Paris", "country": "France", "population": 2102650}
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_an_mcp_tool_gets_its_calls_id_and_idempotency_key_in_meta(tmp_path: Path):
     """Inside a call, the request's `_meta` names the call, so an MCP tool can make its
     effect idempotent (docs/human-in-the-loop.md, "Exactly once")."""
@@ -81,6 +83,7 @@ async def test_an_mcp_tool_gets_its_calls_id_and_idempotency_key_in_meta(tmp_pat
                     "gateway/idempotencyKey": "thr_1:call_9"}
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_error_results_raise_with_the_tools_text(tmp_path: Path):
     async with mcp_tools(tmp_path, {"local": stdio_entry()}) as tools:
         with pytest.raises(McpToolError, match="exploded: kaboom"):
@@ -92,6 +95,7 @@ async def test_error_results_raise_with_the_tools_text(tmp_path: Path):
         assert await tools["add"].call({"a": 1, "b": 1}) == "2"  # the session is still usable
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_streamable_http_server_with_headers(tmp_path: Path, http_server: HttpMcpServer):
     entry = {"url": http_server.url, "headers": {"Authorization": f"Bearer {TOKEN}"}}
     async with mcp_tools(tmp_path, {"remote": entry}) as tools:
@@ -99,6 +103,7 @@ async def test_streamable_http_server_with_headers(tmp_path: Path, http_server: 
         assert (await tools["lookup_city"].call({"name": "Lima"}))["country"] == "Peru"
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_rejected_http_server_fails_start_up_without_leaking_the_token(
         tmp_path: Path, http_server: HttpMcpServer):
     entry = {"url": http_server.url, "headers": {"Authorization": f"Bearer {TOKEN}-wrong"}}
@@ -110,6 +115,7 @@ async def test_rejected_http_server_fails_start_up_without_leaking_the_token(
     assert TOKEN not in message
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_unreachable_servers_fail_start_up_naming_each(tmp_path: Path):
     servers = {
         "good": stdio_entry(),
@@ -125,6 +131,7 @@ async def test_unreachable_servers_fail_start_up_naming_each(tmp_path: Path):
     assert "'good'" not in message
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_silent_server_times_out(tmp_path: Path):
     mute = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
     with pytest.raises(McpStartupError, match="'mute'.*no answer within 1 s"):
@@ -140,6 +147,7 @@ async def test_silent_server_times_out(tmp_path: Path):
     ('{"mcpServers": {"x": {"url": "http://h/sse", "type": "sse"}}}', "'sse' is not supported"),
     ('{"mcpServers": {"x": {"command": "a", "args": "b"}}}', '"args" must be a list'),
 ])
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_invalid_config_is_refused(tmp_path: Path, document: str, expected: str):
     path = tmp_path / "mcp.json"
     path.write_text(document)
@@ -147,11 +155,13 @@ async def test_invalid_config_is_refused(tmp_path: Path, document: str, expected
         await open_mcp_tools(str(path), contextlib.AsyncExitStack())
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_missing_config_file_is_refused(tmp_path: Path):
     with pytest.raises(McpStartupError, match="cannot read MCP config"):
         await open_mcp_tools(str(tmp_path / "absent.json"), contextlib.AsyncExitStack())
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_colliding_names_get_server_prefixes_and_reach_their_server(tmp_path: Path):
     servers = {
         "alpha": stdio_entry(env={"WHO": "alpha"}),
@@ -167,6 +177,7 @@ async def test_colliding_names_get_server_prefixes_and_reach_their_server(tmp_pa
         assert await tools["beta__read_env"].call({"variable": "WHO"}) == "beta"
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_stdio_server_gets_its_env_but_not_the_gateways(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("GATEWAY_MODEL_API_KEY", "sk-must-not-leak")
@@ -175,6 +186,7 @@ async def test_stdio_server_gets_its_env_but_not_the_gateways(
         assert await tools["read_env"].call({"variable": "GATEWAY_MODEL_API_KEY"}) == "<unset>"
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_calls_from_other_tasks_and_closing_from_the_opener(tmp_path: Path):
     """The lifespan task opens and closes; run tasks call concurrently."""
     stack = contextlib.AsyncExitStack()
@@ -188,6 +200,7 @@ async def test_calls_from_other_tasks_and_closing_from_the_opener(tmp_path: Path
         await add.call({"a": 1, "b": 2})
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_a_call_cut_by_the_loops_timeout_leaves_the_session_usable(tmp_path: Path):
     async with mcp_tools(tmp_path, {"local": stdio_entry()}) as tools:
         with pytest.raises(TimeoutError):
@@ -197,6 +210,7 @@ async def test_a_call_cut_by_the_loops_timeout_leaves_the_session_usable(tmp_pat
         assert await tools["add"].call({"a": 5, "b": 5}) == "10"
 
 
+@pytest.mark.sqlite_only  # the MCP client alone: no gateway, no store
 async def test_a_server_that_dies_turns_calls_into_errors(tmp_path: Path):
     async with mcp_tools(tmp_path, {"local": stdio_entry()}) as tools:
         with pytest.raises(McpToolError, match="'local'"):

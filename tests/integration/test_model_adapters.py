@@ -31,6 +31,9 @@ from gateway.services import load_litellm
 from tests.support.model_stream import outcome
 from tests.support.scripted_model import ScriptedModel
 
+# The adapters against the upstream: no gateway, no store.
+pytestmark = pytest.mark.sqlite_only
+
 KEY = "sk-test-secret-key-1234"
 ADAPTERS = ("litellm", "direct")
 

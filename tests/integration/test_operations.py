@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import scripted_env
+from tests.support.fork_server import ForkedProcess, fork_server
 from tests.support.gateway_server import USER, GatewayServer, free_port
 from tests.support.run_stream import message, open_stream, read_until, slow_text, slow_turn, texts
 from tests.support.scripted_model import ScriptedModel
@@ -253,11 +254,13 @@ def test_logs_are_plain_text_in_a_terminal(tmp_path: Path):
     primary, secondary = pty.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     env["GATEWAY_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=secondary)
-    os.close(secondary)
+    args = ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    forks = fork_server()  # forked as GatewayServer does: no second import of litellm
+    process: subprocess.Popen[bytes] | ForkedProcess = (
+        forks.spawn(args, env, tmp_path, Path(os.devnull), stderr=Path(os.ttyname(secondary)))
+        if forks is not None and forks.can_fork(args, env) else
+        subprocess.Popen([sys.executable, "-m", "gateway", *args], cwd=tmp_path, env=env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=secondary))
     output = b""
     try:
         deadline = time.monotonic() + 90
@@ -268,6 +271,7 @@ def test_logs_are_plain_text_in_a_terminal(tmp_path: Path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+        os.close(secondary)
         os.close(primary)
     lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
     listening = next(line for line in lines if "listening on" in line)

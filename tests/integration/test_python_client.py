@@ -111,6 +111,7 @@ def test_a_dropped_stream_goes_on_from_its_last_event(gateway: InProcess,
     assert reconnect.headers["last-event-id"] == str(events[3].id)
 
 
+@pytest.mark.sqlite_only  # a refusal's shape, before any store access
 def test_a_refused_request_is_a_gateway_error_with_its_code(python_client: Client) -> None:
     with pytest.raises(GatewayError) as refused:
         python_client.join("thr_missing", "run_missing").collect()

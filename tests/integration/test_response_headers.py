@@ -4,9 +4,13 @@ app in the test process)."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.support.gateway_server import DEFAULT_USER
 from tests.support.scripted_model import ScriptedModel
+
+# Headers the app adds to every response, whatever stored what.
+pytestmark = pytest.mark.sqlite_only
 
 MESSAGE = {"role": "user", "content": [{"type": "text", "text": "hello"}]}
 

@@ -4,7 +4,7 @@ terminal, every reader saw each event exactly once, every finished run's stored 
 the upstream sent, no thread is locked, and the gateway's RSS is back within 10 % (see
 `tests/support/soak.py`). `bench/soak.py` runs the same code at full size (200 clients, 60 s).
 
-Size: `SOAK_CLIENTS` (default 40) and `SOAK_SECONDS` (default 12). On SQLite one process; on
+Size: `SOAK_CLIENTS` (default 24) and `SOAK_SECONDS` (default 6). On SQLite one process; on
 PostgreSQL + Redis two behind HAProxy, as the session's gateway.
 """
 
@@ -84,7 +84,7 @@ def test_soak_through_a_database_outage(soak_gateway: GatewayServer | GatewayClu
         await asyncio.sleep(3)
         await asyncio.to_thread(postgres.resume)
 
-    size = SoakSize.from_env(clients=20, seconds=8.0)
+    size = SoakSize.from_env(clients=12, seconds=6.0)
     report = asyncio.run(run_soak(soak_gateway, scripted_model, size, GRACE, fault=outage,
                                   allowed_errors=frozenset({"DATABASE_UNAVAILABLE",
                                                             "RUN_LOST"})))

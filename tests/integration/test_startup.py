@@ -1,4 +1,6 @@
-"""Start-up and CLI hygiene, as an operator meets it: each command run as a real subprocess.
+"""Start-up and CLI hygiene, as an operator meets it: each command run as a real subprocess
+(forked from the session's fork server, tests/support/fork_server.py, which gives what `exec`
+would without importing the gateway and litellm again for each command).
 
 A start-up that cannot succeed ends at once with one line on stderr and a non-zero status (no
 traceback, no lingering process); no command prints a secret; `--log-level` governs the
@@ -18,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.gateway_server import free_port
+from tests.support.fork_server import ForkedProcess, fork_server
+from tests.support.gateway_server import free_port, gateway_command
 
 # Each command runs with GATEWAY_ settings of its own, on SQLite: the same in both configurations.
 pytestmark = pytest.mark.sqlite_only
@@ -29,9 +32,9 @@ UNREACHABLE_PG = f"postgresql+asyncpg://gw:{PASSWORD}@127.0.0.1:{free_port()}/gw
 
 def gateway(*args: str, cwd: Path, timeout: float = 60, **env: str
             ) -> subprocess.CompletedProcess[str]:
+    """`python -m gateway *args` in `cwd` with no GATEWAY_ settings but `env`, run to its end."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return subprocess.run([sys.executable, "-m", "gateway", *args], cwd=cwd,
-                          env={**clean, **env}, capture_output=True, text=True, timeout=timeout)
+    return gateway_command(list(args), env, cwd, timeout, base=clean)
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -185,9 +188,13 @@ def test_log_level_governs_the_gateways_own_loggers(tmp_path: Path) -> None:
     port = free_port()
     log = (tmp_path / "serve.log").open("w+")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--log-level", "error"],
-        cwd=tmp_path, env=clean, stdout=log, stderr=subprocess.STDOUT)
+    args = ["serve", "--port", str(port), "--log-level", "error"]
+    forks = fork_server()
+    process: subprocess.Popen[bytes] | ForkedProcess = (
+        forks.spawn(args, clean, tmp_path, tmp_path / "serve.log")
+        if forks is not None and forks.can_fork(args, clean) else
+        subprocess.Popen([sys.executable, "-m", "gateway", *args], cwd=tmp_path, env=clean,
+                         stdout=log, stderr=subprocess.STDOUT))
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

@@ -24,6 +24,9 @@ from tests.support.run_stream import message, started_ids, wait_for
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events, text_of
 
+# The spans' shape: what the backend stores does not reach them.
+pytestmark = pytest.mark.sqlite_only
+
 
 class OtlpReceiver:
     """The traces half of an OpenTelemetry collector: `POST /v1/traces` (protobuf), kept."""

@@ -60,40 +60,29 @@ def children(pid: int) -> list[int]:
 
 @pytest.mark.skipif(engines.backend() != "postgres",
                     reason="needs the PostgreSQL + Redis configuration")
-def test_two_workers_serve_runs_on_one_port(scripted_model: ScriptedModel,
-                                            tmp_path_factory: pytest.TempPathFactory) -> None:
-    server = GatewayServer(tmp_path_factory.mktemp("workers"), scripted_env(scripted_model),
+def test_two_workers_serve_runs_on_one_port_and_sigterm_drains_each(
+        scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Runs and metrics across both workers, then SIGTERM to the supervisor reaches each
+    worker, and each drains as one process does. One `--workers 2` gateway for both halves:
+    each of its processes imports the gateway afresh (they cannot be forked from the test
+    session's fork server), which costs more CPU than anything else here."""
+    server = GatewayServer(tmp_path_factory.mktemp("workers"),
+                           scripted_env(scripted_model, GATEWAY_DRAIN_SECONDS="3"),
                            args=("--workers", "2", "--log-level", "info"))
-    server.start()
+    # Three interpreters import everything at once: on a loaded 2-core machine that took over
+    # 90 s (the default). The timeout stops a stuck start; it measures nothing.
+    server.start(timeout=300)
+    assert server.process is not None
+    workers = children(server.process.pid)
     try:
-        assert server.process is not None
-        assert len(children(server.process.pid)) >= 2, "two worker processes"
-        for n in range(4):
-            scripted_model.enqueue({"steps": [{"content": f"Answer {n}."}], "stream": True})
-
-        def one_run(_: int) -> str:
-            with httpx.Client(base_url=server.url, timeout=30,
-                              headers={"x-api-key": "test-key"}) as client:
-                events = run_events(client, "POST", "/v1/threads/runs",
-                                    json={"message": message("hi"), "thread": {"userKey": "u"}})
-                assert events[-1].type == "RUN_FINISHED"
-                return text_of(events)
-
-        with ThreadPoolExecutor(4) as pool:
-            answers = sorted(pool.map(one_run, range(4)))
-        assert answers == [f"Answer {n}." for n in range(4)]
-        # Whichever worker a scrape reaches counts every worker's runs and requests
-        # (Prometheus multiprocess mode).
-        for _ in range(4):
-            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                       for family in text_string_to_metric_families(
-                           httpx.get(f"{server.url}/metrics", timeout=30).text)
-                       for s in family.samples}
-            assert samples[("gateway_runs_started_total", ())] == 4
-            assert samples[("gateway_http_requests_total", (
-                ("method", "POST"), ("route", "/v1/threads/runs"), ("status", "200")))] == 4
+        assert len(workers) >= 2, "two worker processes"
+        serve_runs_and_count_them_in_every_worker(server, scripted_model)
+        sigterm_drains_every_worker(server, scripted_model)
     finally:
-        server.stop()
+        server.kill()
+        for pid in workers:  # a SIGKILLed supervisor leaves its workers behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     # Every process logs as one `serve` does (JSON: stderr is not a terminal), uvicorn's own
     # lines included: an operator's log pipeline parses every line.
     lines = [line for line in server.log_path.read_text().splitlines() if line.strip()]
@@ -103,23 +92,42 @@ def test_two_workers_serve_runs_on_one_port(scripted_model: ScriptedModel,
         assert {"time", "level", "logger", "message"} <= record.keys(), line
 
 
-@pytest.mark.skipif(engines.backend() != "postgres",
-                    reason="needs the PostgreSQL + Redis configuration")
-def test_sigterm_drains_every_worker(scripted_model: ScriptedModel,
-                                     tmp_path_factory: pytest.TempPathFactory) -> None:
-    """SIGTERM to the supervisor reaches each worker, and each drains as one process does:
-    a run that fits in the drain finishes, the others end with one retryable RUN_ERROR, and
-    every thread is released."""
-    server = GatewayServer(tmp_path_factory.mktemp("workers-drain"),
-                           scripted_env(scripted_model, GATEWAY_DRAIN_SECONDS="3"),
-                           args=("--workers", "2"))
-    server.start()
+def serve_runs_and_count_them_in_every_worker(server: GatewayServer,
+                                              scripted_model: ScriptedModel) -> None:
+    for n in range(4):
+        scripted_model.enqueue({"steps": [{"content": f"Answer {n}."}], "stream": True})
+
+    def one_run(_: int) -> str:
+        with httpx.Client(base_url=server.url, timeout=30,
+                          headers={"x-api-key": "test-key"}) as client:
+            events = run_events(client, "POST", "/v1/threads/runs",
+                                json={"message": message("hi"), "thread": {"userKey": "u"}})
+            assert events[-1].type == "RUN_FINISHED"
+            return text_of(events)
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = sorted(pool.map(one_run, range(4)))
+    assert answers == [f"Answer {n}." for n in range(4)]
+    # Whichever worker a scrape reaches counts every worker's runs and requests
+    # (Prometheus multiprocess mode).
+    for _ in range(4):
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(
+                       httpx.get(f"{server.url}/metrics", timeout=30).text)
+                   for s in family.samples}
+        assert samples[("gateway_runs_started_total", ())] == 4
+        assert samples[("gateway_http_requests_total", (
+            ("method", "POST"), ("route", "/v1/threads/runs"), ("status", "200")))] == 4
+
+
+def sigterm_drains_every_worker(server: GatewayServer, scripted_model: ScriptedModel) -> None:
+    """A run that fits in the drain finishes, the others end with one retryable RUN_ERROR,
+    and every thread is released."""
     assert server.process is not None
     streams: list[tuple[httpx.Client, Any, Iterator[SseEvent], list[SseEvent]]] = []
     try:
         # Long runs until both workers hold one: which worker accepts is the kernel's choice,
-        # and on a loaded machine the second worker may still be starting when the first
-        # answers; so keep trying, a little apart, for up to 30 s. The runs outlast that (60 s);
+        # so keep trying, a little apart, for up to 30 s. The runs outlast that (60 s);
         # SIGTERM and the 3 s drain end them.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -151,11 +159,6 @@ def test_sigterm_drains_every_worker(scripted_model: ScriptedModel,
         for client, context, _, _ in streams:
             context.__exit__(None, None, None)
             client.close()
-        workers = children(server.process.pid)
-        server.kill()
-        for pid in workers:  # a SIGKILLed supervisor leaves its workers behind
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
     assert short[-1].type == "RUN_FINISHED" and text_of(short) == slow_text(10)
     for _, _, _, seen in streams:

@@ -127,12 +127,14 @@ class GatewayServer:
 
 
 def gateway_command(args: list[str], env: dict[str, str] | None = None,
-                    cwd: Path | None = None, timeout: float = 120
-                    ) -> subprocess.CompletedProcess[str]:
-    """`python -m gateway *args` run to its end with `env` over the test process's, its
-    output captured as `subprocess.run(..., capture_output=True, text=True)` captures it;
-    forked from the fork server when it can be (a command imports what `serve` does)."""
-    full_env, cwd = {**os.environ, **(env or {})}, cwd or Path.cwd()
+                    cwd: Path | None = None, timeout: float = 120,
+                    base: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m gateway *args` run to its end with `env` over `base` (the test process's
+    environment unless given), its output captured as `subprocess.run(...,
+    capture_output=True, text=True)` captures it; forked from the fork server when it can be
+    (a command imports what `serve` does)."""
+    full_env = {**(os.environ if base is None else base), **(env or {})}
+    cwd = cwd or Path.cwd()
     forks = fork_server()
     if forks is None or not forks.can_fork(args, full_env):
         return subprocess.run([sys.executable, "-m", "gateway", *args], env=full_env, cwd=cwd,
