@@ -10,11 +10,15 @@ and by the development-mode guard of the API.
 from __future__ import annotations
 
 import ipaddress
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 LOCALHOST = "localhost"
 
 
+# Asked of every request in development mode, with the same few values: remembered (a pure
+# function; parsing an address is about 20 Python calls).
+@lru_cache(maxsize=1024)
 def is_loopback(host: str) -> bool:
     """Whether `host` (a name or address) names only this machine; a name we cannot judge
     counts as remote (only `localhost` itself is trusted, not what DNS says of a name)."""
@@ -29,6 +33,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@lru_cache(maxsize=1024)
 def is_loopback_host_header(value: str) -> bool:
     """A `Host` header (`name`, `name:port`, `[v6]`, `[v6]:port`) that names this machine."""
     value = value.strip()

@@ -21,6 +21,7 @@ from ..protocol.tambo import (
     wire,
 )
 from ..runs.admission import NewThread
+from ..store.rows import made
 from ..store.tables import MessageRow, ThreadRow
 from .agent_choice import agent_for, check_client_prompt
 from .context import (
@@ -41,7 +42,7 @@ def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | No
     """A thread and its initial messages, not written yet; shared by `POST /v1/threads` and
     new-thread runs (which write it in the transaction that starts the run)."""
     now = now_ms()
-    thread = ThreadRow(id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
+    thread = made(ThreadRow, id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
                        created_ms=now, updated_ms=now, agent=agent)
     return NewThread(thread, [initial_message_row(thread.id, message, now, user_key, agent)
                               for message in initial])
@@ -63,7 +64,7 @@ def initial_message_row(thread_id: str, message: SeedMessage, now: int,
         sender = user_key
     if sender:
         part["sender"] = sender
-    return MessageRow(id=new_id(), thread_id=thread_id, role=message.role, parts=[part],
+    return made(MessageRow, id=new_id(), thread_id=thread_id, role=message.role, parts=[part],
                       created_ms=now)
 
 

@@ -7,10 +7,14 @@ integer epoch milliseconds because `@ag-ui/client` 1.0 rejects floats.
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 
-from ulid import ULID
+# Crockford's base32 in pairs: a 130-bit ULID (two leading zero bits) is 13 of them.
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+_SHIFTS = range(120, -1, -10)
 
 
 def now_ms() -> int:
@@ -28,6 +32,11 @@ def parse_iso_ms(text: str) -> int:
 
 
 def new_id(prefix: str = "") -> str:
-    """A ULID, optionally prefixed. Never use the client-reserved prefixes
-    (`ephemeral_`, `msg_tool_`, `user_msg_`) or the value `placeholder`."""
-    return f"{prefix}{ULID()}"
+    """A ULID (48 bits of epoch milliseconds, 80 random), optionally prefixed. Never use the
+    client-reserved prefixes (`ephemeral_`, `msg_tool_`, `user_msg_`) or the value
+    `placeholder`.
+
+    Encoded here in a few calls rather than by `python-ulid` (about 28 Python calls an id, and
+    a run's start makes half a dozen); the text is the same 26 characters."""
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    return prefix + "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])

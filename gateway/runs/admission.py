@@ -22,6 +22,7 @@ from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import Store
+from ..store.rows import made
 from ..store.tables import MessageRow, RunRow, ThreadRow
 from . import approvals
 
@@ -112,8 +113,8 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
                 raise
             current = None  # refused on the caller's copy: decide on the thread as it is
             continue
-        run = new_run(new_run_id, thread, spec, owner, now, lease_ms, default_model)
-        run.client_id = client_run_id
+        run = new_run(new_run_id, thread, spec, owner, now, lease_ms, default_model,
+                      client_run_id)
         outcome = await store.start_run(run, inputs, now, current.last_completed_run_id,
                                         paused=bool(current.pending_tool_calls))
         if outcome == "started":
@@ -136,11 +137,13 @@ async def admit_new_thread(store: Store, owner: str, lease_ms: int, thread: NewT
 
 
 def new_run(run_id: str, thread: ThreadRow, spec: RunSpec, owner: str, now: int,
-            lease_ms: int, default_model: str | None) -> RunRow:
+            lease_ms: int, default_model: str | None, client_id: str | None = None) -> RunRow:
     """The run as its start persists it: already running (its task starts at once), with the
     model it is about to call (`set_run_model` replaces it if a fallback answers)."""
-    return RunRow(
-        id=run_id, thread_id=thread.id, project_id=thread.project_id, status="running",
+    return made(
+        RunRow,
+        id=run_id, client_id=client_id, thread_id=thread.id, project_id=thread.project_id,
+        status="running",
         previous_run_id=spec.previous_run_id, created_ms=now, started_ms=now,
         request=request_snapshot(spec, thread.user_key),
         idempotency_key=spec.idempotency.key if spec.idempotency else None,
@@ -183,7 +186,7 @@ async def validated_inputs(thread: ThreadRow, spec: RunSpec, run_id: str,
         raise ApiError(Problem.INVALID_TOOL_RESULT,
                        f"Tool results provided for unknown tool calls: {', '.join(extra)}",
                        reason="EXTRA_RESULTS", extraToolCallIds=extra)
-    return [MessageRow(id=new_id(), thread_id=thread.id, run_id=run_id, role="user",
+    return [made(MessageRow, id=new_id(), thread_id=thread.id, run_id=run_id, role="user",
                        parts=input_parts(spec, pending, now, thread.user_key), created_ms=now)]
 
 

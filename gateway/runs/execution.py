@@ -349,12 +349,16 @@ class RunExecutor:
         usage = active.usage.entries()
         frames = with_usage(frames, usage)
 
-        async def commit(entries: list[tuple[int, int, dict[str, Any]]]) -> bool:
+        async def commit(entries: list[tuple[int, int, dict[str, Any]]],
+                         messages: list[MessageRow]) -> bool:
             now = now_ms()
+            queued: list[str] = []
             ended = await self.store.finish_run(
                 run.id, run.thread_id, status, now, pending=pending, error=error,
                 owner=self.owner, frames=entries, first_token_ms=recorder.first_token_ms,
-                usage=usage_rows(run, active.agent, api_key_id(active.ticket), usage, now))
+                usage=usage_rows(run, active.agent, api_key_id(active.ticket), usage, now),
+                queued=queued, messages=messages)
+            active.queued_after = queued if ended else None
             # Freed before the client reads the end: a continuation it posts at once (client
             # tools) must find the slot free, as it finds the thread idle.
             if active.ticket is not None:
@@ -372,8 +376,8 @@ class RunExecutor:
             recorder.show(lost_frame())
 
     async def _committed(self, run: RunRow, recorder: RunRecorder, frames: list[timbal.Frame],
-                         commit: Callable[[list[tuple[int, int, dict[str, Any]]]],
-                                          Awaitable[bool]]) -> bool:
+                         commit: Callable[[list[tuple[int, int, dict[str, Any]]],
+                                           list[MessageRow]], Awaitable[bool]]) -> bool:
         """`recorder.finish`, retried while the database is unreachable (a restart, a network
         blip) for up to the lease: the run then ends as decided, once. If the database stays
         away longer, the run is left to the reaper (RUN_LOST) and its subscribers here get a

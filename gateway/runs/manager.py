@@ -192,7 +192,7 @@ class RunManager:
         """Write the run as queued on the busy thread (`multitask`), then promote the thread's
         next run in case the one in the way ended meanwhile."""
         run = queued_run(thread, spec, client_run_id, self.setup.model_of(spec))
-        await self.store.add(run)
+        await self.store.enqueue_run(run)
         await self.promote_next(thread.id)
         return StartedRun(await self.store.get_run(run.id) or run, attached=False, queued=True)
 
@@ -335,6 +335,8 @@ class RunManager:
         start the thread's next queued run, if any."""
         self.registry.retire(active)
         self.subscriptions.run_ended(active.run_id)
+        if active.queued_after == []:  # its end's transaction found none waiting
+            return
         self._in_background(self.promote_next(active.row.thread_id),
                             f"promote after {active.run_id}")
 

@@ -33,6 +33,7 @@ from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
+from ..store.rows import made
 from ..store.tables import MessageRow, RunRow, ThreadRow
 from .admission import input_parts, new_run
 
@@ -57,7 +58,7 @@ def queued_run(thread: ThreadRow, spec: RunSpec, client_run_id: str | None,
 def queued_input(run: RunRow, now: int) -> list[MessageRow]:
     """The input message a queued run writes when it starts."""
     parts = (run.request or {}).get(QUEUED_INPUT) or []
-    return [MessageRow(id=new_id(), thread_id=run.thread_id, run_id=run.id, role="user",
+    return [made(MessageRow, id=new_id(), thread_id=run.thread_id, run_id=run.id, role="user",
                        parts=parts, created_ms=now)] if parts else []
 
 

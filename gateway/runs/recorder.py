@@ -1,7 +1,9 @@
 """The frame sink a run writes to: the live log, batched log persistence, and message values.
 
-Completed message values (set frames) are saved as they complete, one write per message; the
-frames themselves are written by the process's log writer, on its timer (every
+Completed message values (set frames) are saved as they complete, one write per message, with
+one exception: a message's first value is written with the run's next write (before its next
+frame is logged, or in the transaction of its end), so that a run's answer, usually the last
+thing it says, costs no transaction of its own. The frames themselves are written by the process's log writer, on its timer (every
 `log_writer.FLUSH_SECONDS`, with every other run's) or once `FLUSH_FRAMES` are pending. The
 terminal frames are written in the transaction that commits the run's terminal state
 (`finish`), so a run that reads as ended always has its whole log on disk.
@@ -22,6 +24,7 @@ from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..store.frames import LogBatch
 from ..store.repository import FrameEntry, Store
+from ..store.rows import made
 from ..store.tables import ComponentRow, MessageRow
 from .log import Entry, LiveLog
 from .log_writer import FLUSH_SECONDS, LogWriter
@@ -78,6 +81,9 @@ class RunRecorder:
         self._sealed = False  # the terminal frames are in: nothing may follow them
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self.unsaved: set[str] = set()  # messages whose last write failed (database away)
+        # A message whose first value is in but not written yet: written before the next frame,
+        # or by the run's end (`finish`), whichever comes first.
+        self._unwritten: MessageRow | None = None
         # When the first streamed token (any append frame) was logged; stored with the run's
         # end, so its time to first token can be shown (`GET /v1/threads/{id}/runs`).
         self.first_token_ms: int | None = None
@@ -93,6 +99,11 @@ class RunRecorder:
         if self.fenced:
             self.live.append(frame)
             return
+        if self._unwritten is not None:
+            await durably(self._write_unwritten())
+            if self.fenced:
+                self.live.append(frame)
+                return
         if kind == "start" and (frame.get("m") or {}).get("type") == "x-component":
             # Before the start is visible: a client that reacts to `tambo.component.start` by
             # posting a state update must find the component.
@@ -134,18 +145,24 @@ class RunRecorder:
             writing.set_result(None)
 
     async def finish(self, frames: Sequence[timbal.Frame],
-                     commit: Callable[[list[FrameEntry]], Awaitable[bool]]) -> bool:
+                     commit: Callable[[list[FrameEntry], list[MessageRow]], Awaitable[bool]]
+                     ) -> bool:
         """End the log with `frames`: `commit` persists the unflushed rest of the log with them,
-        in the transaction that records the run's terminal state; only after it succeeds do
-        subscribers see them. False (nothing shown) if the commit was refused (fenced out)."""
+        and the message not written yet (if any), in the transaction that records the run's
+        terminal state; only after it succeeds do subscribers see them. False (nothing shown)
+        if the commit was refused (fenced out)."""
         self._sealed = True  # the writer claims nothing more of this run
         while self._writing is not None:  # a commit with our frames is under way: after it
             await asyncio.shield(self._writing)
         pending = self.live.since(self._flushed)
         terminal = [self.live.next_entry(f, k) for k, f in enumerate(frames)]
-        if self.fenced or not await durably(commit(_rows([*pending, *terminal]))):
+        unwritten = [self._unwritten] if self._unwritten is not None else []
+        if self.fenced or not await durably(commit(_rows([*pending, *terminal]), unwritten)):
             self.fenced = True
             return False
+        if unwritten:
+            self._unwritten = None
+            self.unsaved.discard(unwritten[0].id)
         self.live.extend(terminal)
         self._flushed = self.live.last
         self.live.forget(self._flushed)
@@ -167,6 +184,8 @@ class RunRecorder:
     async def close(self) -> None:
         """Write everything (unless fenced or ended) and close the live log."""
         try:
+            if self._unwritten is not None and not self.fenced:  # it ended without `finish`
+                await durably(self._write_unwritten())
             await self.flush()
         except Exception:  # the database is unreachable: subscribers must still be released
             log.exception("run %s: the last flush of its log failed", self.run_id)
@@ -187,9 +206,15 @@ class RunRecorder:
         self.unsaved.add(message_id)  # until the write below succeeds
         if parts is None:
             self._messages[message_id] = [part]
-            written = await self.store.add_message(MessageRow(
-                id=message_id, thread_id=self.thread_id, run_id=self.run_id, role="assistant",
-                parts=[part], created_ms=now_ms(), is_cancelled=cancelled), fence=self.fence)
+            row = made(MessageRow, id=message_id, thread_id=self.thread_id, run_id=self.run_id,
+                       role="assistant", parts=[part], created_ms=now_ms(),
+                       is_cancelled=cancelled)
+            # With the next write (see the module's docstring); not a component (its row
+            # needs the message), nor what a cancel cut short (a cancel's end stays as prompt).
+            if not cancelled and value.get("type") != "x-component":
+                self._unwritten = row
+                return
+            written = await self.store.add_message(row, fence=self.fence)
         else:
             parts[:] = [p for p in parts if p["id"] != i] + [part]
             cancelled = cancelled or any(p.get("cancelled") for p in parts)
@@ -201,6 +226,16 @@ class RunRecorder:
             return
         if value.get("type") == "x-component":
             await self._put_component(value, value.get("props") or {}, value.get("state"))
+
+    async def _write_unwritten(self) -> None:
+        """Write the message whose first value is not written yet (`_save_value`)."""
+        row, self._unwritten = self._unwritten, None
+        if row is None:
+            return
+        written = await self.store.add_message(row, fence=self.fence)
+        self.unsaved.discard(row.id)
+        if not written:
+            self._fenced_out()
 
     async def _put_component(self, value: dict[str, Any], props: dict[str, Any],
                              state: dict[str, Any] | None) -> None:

@@ -36,6 +36,9 @@ class ActiveRun:
     # Server tools this run alone may call, besides its agent's (a Chorus message's MCP
     # servers), by name.
     extra_tools: dict[str, ServerToolSpec] = field(default_factory=dict)
+    # The thread's queued runs as its end's transaction found them (`finish_run`): empty,
+    # nothing to promote after it; None, not looked up (it ended another way).
+    queued_after: list[str] | None = None
 
     @property
     def run_id(self) -> str:

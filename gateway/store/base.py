@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from asyncpg.exceptions import CannotConnectNowError
-from sqlalchemy import ColumnElement, Connection, Table, bindparam, inspect, or_, text, update
+from sqlalchemy import ColumnElement, Table, bindparam, inspect, or_, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util.concurrency import greenlet_spawn
@@ -22,6 +22,8 @@ from . import cursors
 from .db import session_factory
 from .prepared import Prepared
 from .tables import RunRow
+from .transaction import Transaction
+from .transaction import run as run_transaction
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
 
@@ -82,8 +84,9 @@ def values_of(row: SQLModel) -> dict[str, Any]:
     """A model instance as the column values of a Core INSERT (a key the database numbers is
     left to it while unset)."""
     values = {}
+    loaded = row.__dict__  # read as the attribute would be, without its descriptor
     for attr, column, generated in _columns(type(row)):
-        value = getattr(row, attr)
+        value = loaded[attr] if attr in loaded else getattr(row, attr)
         if value is not None or not generated:
             values[column] = value
     return values
@@ -116,7 +119,7 @@ async def holds_lease(connection: AsyncSession | AsyncConnection, fence: Fence |
     return held.rowcount == 1
 
 
-def lease_held(connection: Connection, fence: Fence | None) -> bool:
+def lease_held(connection: Transaction, fence: Fence | None) -> bool:
     """`holds_lease` inside a `Queries.transaction`."""
     if fence is None:
         return True
@@ -172,17 +175,15 @@ class Queries:
     def session(self) -> AsyncSession:
         return self._sessions()
 
-    async def transaction(self, work: Callable[[Connection], R]) -> R:
+    async def transaction(self, work: Callable[[Transaction], R]) -> R:
         """`work` in one transaction (committed if it returns, rolled back if it raises or
         calls `connection.rollback()`), in a single switch to SQLAlchemy's synchronous side:
         `async with engine.begin()` switches for the checkout, the begin, each statement, the
         commit and the return, and those switches were a large part of a run start's CPU
-        (bench/README.md). The database driver is the same asynchronous one, awaited inside."""
-        return await greenlet_spawn(self._in_transaction, work)
-
-    def _in_transaction(self, work: Callable[[Connection], R]) -> R:
-        with self.engine.sync_engine.begin() as connection:
-            return work(connection)
+        (bench/README.md). The transaction is the DB-API connection's own, without
+        SQLAlchemy's `Connection` around it (`transaction.run`); the database driver is the
+        same asynchronous one, awaited inside."""
+        return await greenlet_spawn(run_transaction, self.engine.sync_engine, work)
 
     @operation
     async def ping(self) -> None:

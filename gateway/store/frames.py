@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, bindparam, insert, update
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from .base import ACTIVE_RUN_STATUSES, FrameEntry, Queries, operation, table
+from .base import ACTIVE_RUN_STATUSES, HOLD_LEASE, FrameEntry, Queries, operation, table
 from .prepared import Prepared
 from .tables import RunFrameRow, RunRow, ThreadRow
+from .transaction import Transaction
 
 _frames, _threads, _runs = table(RunFrameRow), table(ThreadRow), table(RunRow)
 # On the driver's cursor (`prepared`): in the group commits and in a run's end.
@@ -29,6 +30,13 @@ _STREAMING = (update(_threads)
                      _threads.c.current_run_id.in_(bindparam("run_ids", expanding=True)),
                      _threads.c.run_status == "waiting")
               .values(run_status="streaming"))
+# The same for one run, the usual batch of a process with little to write: on the driver's
+# cursor (`prepared`), without SQLAlchemy's execution of an expanding `IN`.
+STREAMING_ONE = Prepared(update(_threads)
+                         .where(_threads.c.id == bindparam("thread_id"),
+                                _threads.c.current_run_id == bindparam("run_id"),
+                                _threads.c.run_status == "waiting")
+                         .values(run_status="streaming"))
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ class LogBatch:
     thread_id: str | None = None
 
 
-def insert_frames(connection: Connection, run_id: str, entries: Sequence[FrameEntry]) -> None:
+def insert_frames(connection: Transaction, run_id: str, entries: Sequence[FrameEntry]) -> None:
     """One Core INSERT for a batch of log frames: an ORM object per frame cost ~45 us each,
     most of the gateway's own per-token CPU (bench/README.md)."""
     if entries:
@@ -103,7 +111,7 @@ class FrameLog(Queries):
             return (await session.exec(query)).first()
 
 
-def _write(connection: Connection, batches: Sequence[LogBatch]) -> None:
+def _write(connection: Transaction, batches: Sequence[LogBatch]) -> None:
     """The group commit's statements, in one switch to the synchronous side
     (`Queries.transaction`); the lease checks and the thread update have one row per run, so
     they stay SQLAlchemy's (expanding `IN`), the frames go on the driver's cursor."""
@@ -111,15 +119,25 @@ def _write(connection: Connection, batches: Sequence[LogBatch]) -> None:
     for batch in batches:
         if batch.owner is not None:
             owners.setdefault(batch.owner, set()).add(batch.run_id)
+    one_by_one = connection.cheap_statements  # (see `transaction`)
     for owner, run_ids in owners.items():  # see `base.holds_lease`
-        held = connection.execute(_HOLD_LEASES, {"run_ids": sorted(run_ids), "owner": owner})
-        if held.rowcount != len(run_ids):
+        if len(run_ids) == 1 or one_by_one:
+            held = sum(HOLD_LEASE.execute(connection, {"run_id": run_id, "owner": owner})
+                       for run_id in sorted(run_ids))
+        else:
+            held = connection.execute(_HOLD_LEASES, {"run_ids": sorted(run_ids),
+                                                     "owner": owner}).rowcount
+        if held != len(run_ids):
             raise LeaseLost(owner)
     rows = [{"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
             for batch in batches for seq, ts, frame in batch.entries]
     if rows:
         INSERT.execute(connection, rows)
     starting = [batch for batch in batches if batch.thread_id is not None]
-    if starting:
+    if len(starting) == 1 or one_by_one:
+        for batch in starting:
+            STREAMING_ONE.execute(connection, {"thread_id": batch.thread_id,
+                                               "run_id": batch.run_id})
+    elif starting:
         connection.execute(_STREAMING, {"thread_ids": [b.thread_id for b in starting],
                                         "run_ids": [b.run_id for b in starting]})

@@ -20,9 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Dialect
+from sqlalchemy import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.expression import Executable
+
+from .transaction import Transaction
 
 Params = Mapping[str, Any]
 T = TypeVar("T")
@@ -36,14 +38,13 @@ class _Form:
     sql: str
     names: tuple[str, ...]
     fixed: dict[str, Any]  # parameters whose value is part of the statement
-    processors: dict[str, Callable[[Any], Any]]
+    processors: tuple[tuple[int, Callable[[Any], Any]], ...]  # (position, type's converter)
 
     def positional(self, params: Params) -> tuple[Any, ...]:
-        values = []
-        for name in self.names:
-            value = params[name] if name in params else self.fixed[name]
-            process = self.processors.get(name)
-            values.append(value if process is None else process(value))
+        given = {**self.fixed, **params} if self.fixed else params
+        values = [given[name] for name in self.names]
+        for position, process in self.processors:
+            values[position] = process(values[position])
         return tuple(values)
 
 
@@ -54,7 +55,7 @@ class Prepared:
         self.statement = statement
         self._forms: dict[tuple[str, tuple[str, ...]], _Form] = {}
 
-    def execute(self, connection: Connection, params: Params | list[Params]) -> int:
+    def execute(self, connection: Transaction, params: Params | list[Params]) -> int:
         """Run with one parameter dict, or with each of a list (`executemany`); the number of
         rows it changed."""
         batch = params if isinstance(params, list) else None
@@ -70,7 +71,7 @@ class Prepared:
 
         return self._run(connection, form, run)
 
-    def rows(self, connection: Connection, params: Params) -> list[Any]:
+    def rows(self, connection: Transaction, params: Params) -> list[Any]:
         """Run a SELECT; its rows as the driver returns them (tuples)."""
         form = self._form(connection.dialect, tuple(params))
 
@@ -81,7 +82,7 @@ class Prepared:
         return self._run(connection, form, run)
 
     @staticmethod
-    def _run(connection: Connection, form: _Form, work: Callable[[Any], T]) -> T:
+    def _run(connection: Transaction, form: _Form, work: Callable[[Any], T]) -> T:
         """`work` on a cursor of the transaction's connection; the driver's errors as
         SQLAlchemy's."""
         dbapi = connection.dialect.loaded_dbapi
@@ -112,9 +113,9 @@ def _compiled(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) ->
         raise ValueError(f"values computed at execution: {compiled.string}")
     fixed = {name: binds[name].value for name in names
              if name not in keys and not binds[name].required}
-    processors = {}
-    for name in set(names):
+    processors = []
+    for position, name in enumerate(names):
         process = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
         if process is not None:
-            processors[name] = process
-    return _Form(compiled.string, names, fixed, processors)
+            processors.append((position, process))
+    return _Form(compiled.string, names, fixed, tuple(processors))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, insert, or_, update
+from sqlalchemy import and_, bindparam, func, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -26,6 +26,7 @@ from .frames import insert_frames
 from .prepared import Prepared
 from .tables import MessageRow, RunFrameRow, RunRow, ThreadRow
 from .threads import INSERT_MESSAGE
+from .transaction import Transaction
 from .usage import insert_usage
 
 _threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
@@ -87,7 +88,7 @@ class RunQueries(Queries):
         lock = START["idle" if last_completed_run_id is None else
                      "paused" if paused else "after"]
 
-        def work(connection: Connection) -> str:
+        def work(connection: Transaction) -> str:
             locked = lock.execute(connection, {
                 "thread_id": run.thread_id, "last": last_completed_run_id, "run_id": run.id,
                 "now": now})
@@ -110,7 +111,7 @@ class RunQueries(Queries):
         new-thread start costs one commit instead of a thread insert, a re-read and a lock."""
         thread.run_status, thread.current_run_id = "waiting", run.id
 
-        def work(connection: Connection) -> None:
+        def work(connection: Transaction) -> None:
             INSERT_THREAD.execute(connection, values_of(thread))
             _insert_run(connection, run, [*messages, *inputs])
 
@@ -124,6 +125,18 @@ class RunQueries(Queries):
         found = await self.transaction(
             lambda connection: NEXT_QUEUED.rows(connection, {"thread_id": thread_id}))
         return await self.get_run(found[0][0]) if found else None
+
+    @operation
+    async def enqueue_run(self, run: RunRow) -> None:
+        """Write a queued run while holding its thread's row lock (PostgreSQL; SQLite has one
+        writer at a time anyway). A run ending on the thread looks for queued runs in its end's
+        transaction, after releasing the thread (`finish_run`): it either waits for this
+        transaction and then sees the run, or committed before it, and then the enqueuer's
+        own `promote_next` finds the thread idle."""
+        async with self.engine.begin() as connection:
+            await connection.execute(select(_threads.c.id)
+                                     .where(_threads.c.id == run.thread_id).with_for_update())
+            await connection.execute(insert(_runs), values_of(run))
 
     @operation
     async def promote_run(self, run_id: str, thread_id: str, last_completed_run_id: str | None,
@@ -172,6 +185,8 @@ class RunQueries(Queries):
         frames: Sequence[FrameEntry] = (),
         usage: Sequence[dict[str, Any]] = (),
         first_token_ms: int | None = None,
+        queued: list[str] | None = None,
+        messages: Sequence[MessageRow] = (),
     ) -> bool:
         """Record a run's terminal state, the rest of its log, and release the thread, in one
         transaction: once a run reads as finished, its log is complete on disk.
@@ -181,19 +196,28 @@ class RunQueries(Queries):
         unless that process still holds the run's lease and the run is still active; a reaper
         that already failed the run wins, and False is returned. `usage`: the run's
         `run_usage` rows (`store.usage.usage_rows`), whatever the terminal state;
-        `first_token_ms`: when its first streamed token was logged, if one was.
+        `first_token_ms`: when its first streamed token was logged, if one was. `messages`: the
+        run's messages not written yet (its answer, `RunRecorder.finish`). `queued`: a
+        list to put the id of the thread's oldest queued run in, if it has one, looked up in
+        the same transaction after the thread is released (which saves a transaction per
+        run: `enqueue_run` explains why nothing queued meanwhile can be missed).
         """
-        def work(connection: Connection) -> bool:
+        def work(connection: Transaction) -> bool:
             finished = (FINISH if owner is None else FINISH_FENCED).execute(connection, {
                 "run_id": run_id, "owner": owner, "to_status": status, "now": now,
                 "pending": pending, "run_error": error, "first_token": first_token_ms})
             if finished != 1:
                 connection.rollback()
                 return False
+            if messages:
+                INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
             insert_frames(connection, run_id, frames)
             insert_usage(connection, thread_id, usage)
             RELEASE.execute(connection, _release_values(run_id, thread_id, status, now,
                                                         pending, error))
+            if queued is not None:
+                queued[:] = [row[0] for row in NEXT_QUEUED.rows(connection,
+                                                                {"thread_id": thread_id})]
             return True
 
         try:
@@ -367,7 +391,7 @@ class RunQueries(Queries):
             await session.commit()
 
 
-def _insert_run(connection: Connection, run: RunRow, messages: Sequence[MessageRow]) -> None:
+def _insert_run(connection: Transaction, run: RunRow, messages: Sequence[MessageRow]) -> None:
     INSERT_RUN.execute(connection, values_of(run))
     if messages:
         INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, update
+from sqlalchemy import and_, delete, func, insert, or_, update
 from sqlmodel import select
 
 from . import cursors
@@ -28,6 +28,7 @@ from .tables import (
     RunRow,
     ThreadRow,
 )
+from .transaction import Transaction
 
 _messages = table(MessageRow)
 # A message a run completes (`add_message`) and a run's input (`runs`), on the driver's cursor.
@@ -51,7 +52,7 @@ class ThreadQueries(Queries):
     async def add_message(self, row: MessageRow, fence: Fence | None = None) -> bool:
         """`add` for one message, as a Core INSERT (no unit of work: a run saves each message
         it completes this way, on its start's budget)."""
-        def work(connection: Connection) -> bool:
+        def work(connection: Transaction) -> bool:
             if not lease_held(connection, fence):
                 connection.rollback()
                 return False

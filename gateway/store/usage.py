@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from sqlalchemy import Connection, bindparam, case, func, insert, select
+from sqlalchemy import bindparam, case, func, insert, select
 
 from .base import Queries, table
 from .prepared import Prepared
 from .tables import RunRow, RunUsageRow, ThreadRow
+from .transaction import Transaction
 
 _usage, _threads = table(RunUsageRow), table(ThreadRow)
 # Rows whose cost litellm's price map did not know.
@@ -43,7 +44,7 @@ _INSERT = Prepared(insert(_usage).values(user_key=select(_threads.c.user_key).wh
     _threads.c.id == bindparam("scope_thread")).scalar_subquery()))
 
 
-def insert_usage(connection: Connection, thread_id: str, rows: Sequence[dict[str, Any]]) -> None:
+def insert_usage(connection: Transaction, thread_id: str, rows: Sequence[dict[str, Any]]) -> None:
     """A run's `usage_rows`, one per model it used (one or two)."""
     if rows:
         _INSERT.execute(connection, [{**row, "scope_thread": thread_id} for row in rows])

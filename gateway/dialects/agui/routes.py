@@ -68,6 +68,7 @@ from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import wire
+from ...store.rows import made
 from ...store.tables import RunRow, ThreadRow
 from . import input as agui_input
 from . import snapshot
@@ -175,7 +176,7 @@ async def _create_thread(request: Request, project: str, body: RunAgentInput, sp
     """The client's thread, with the history it sent, under an id of the gateway's; a thread
     id taken meanwhile outside the caller's scope is answered as absent."""
     now = now_ms()
-    thread = ThreadRow(id=new_id("thr_"), client_id=body.thread_id, project_id=project,
+    thread = made(ThreadRow, id=new_id("thr_"), client_id=body.thread_id, project_id=project,
                        user_key=user_key, created_ms=now, updated_ms=now, agent=spec.agent)
     await check_thread_room(services(request).settings, services(request).store, project,
                             user_key)

@@ -4,6 +4,7 @@ metrics an operator scrapes still count it."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sys
 from collections.abc import AsyncIterator
@@ -94,3 +95,26 @@ async def test_the_count_sees_a_wrapping_generator() -> None:
 
     assert [depth async for depth in adapter()] == [1]
     assert [depth async for depth in wrapper()] == [2]
+
+
+async def test_a_run_answering_in_one_message_writes_its_start_and_its_end(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    """Its answer is written in its end's transaction, which also looks for the thread's
+    queued runs: no transaction of their own (`RunRecorder`, `finish_run`)."""
+    timed: list[str] = []
+
+    class Hook:
+        def operation_timed(self, name: str, seconds: float) -> None:
+            timed.append(name)
+
+    manager = managers()
+    thread = await new_thread(store)
+    store.hooks = Hook()
+    run = (await manager.start(PROJECT, thread, user("hi"))).run
+    await events(manager, run.id)
+    promoting = [t for t in asyncio.all_tasks() if t.get_name().startswith("promote after")]
+    await asyncio.gather(*promoting)  # what its retirement started in the background, if any
+    assert "finish_run" in timed
+    assert {"add_message", "next_queued_run"}.isdisjoint(timed)
+    [answer] = [m for m in await store.history(thread.id) if m.role == "assistant"]
+    assert answer.run_id == run.id and answer.parts
