@@ -19,6 +19,7 @@ from tests.support import engines
 from tests.support.fork_server import fork_server, stop_fork_server
 from tests.support.gateway_server import USER, GatewayCluster, GatewayServer
 from tests.support.scripted_model import ScriptedModel
+from tests.support.shared_modules import leave_out_taken, skip_unless_mine
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,12 +45,18 @@ SQLITE_ONLY_MARKER = ("sqlite_only: its outcome cannot depend on the backend; sk
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    leave_out_taken(config, items)  # GATEWAY_TEST_CLAIMS: tests/support/shared_modules.py
     if engines.backend() != "postgres":
         return
     skip = pytest.mark.skip(reason="sqlite_only: the backend does not change what it checks")
     for item in items:
         if item.get_closest_marker("sqlite_only") is not None:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    skip_unless_mine(item)  # before the module's fixtures: another session may run it
 
 
 # Where tests start gateway processes: the fork server (tests/support/fork_server.py) starts
