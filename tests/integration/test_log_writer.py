@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
 
 from gateway.runs.log_writer import LogWriter
 from gateway.store.db import create_engine, migrate
@@ -30,8 +29,16 @@ def _frames(start: int, count: int) -> list[tuple[int, int, dict]]:
 
 async def test_flushes_of_many_runs_share_one_commit(tmp_path: Path):
     store = await _store(tmp_path)
+    # Each store transaction is one commit, made on the DB-API connection itself
+    # (store/transaction.py: SQLAlchemy's commit events do not see it), so they are counted here.
     commits = []
-    event.listen(store.engine.sync_engine, "commit", lambda _conn: commits.append(1))
+    transaction = store.transaction
+
+    async def counted(work):
+        commits.append(1)
+        return await transaction(work)
+
+    store.transaction = counted
     writer = LogWriter(store)
     try:
         results = await asyncio.gather(*(writer.append(f"run_{n}", _frames(1, 5))
