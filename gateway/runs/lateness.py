@@ -11,9 +11,10 @@ over its last `SUSTAIN` ticks, all of them (the least late of them): a loop that
 at every tick, while one pause (a garbage collection, one long step) makes one tick late and
 is gone. The largest lateness of the last second, which the start gate read before, refused
 runs for a second after any such pause: at 300 runs arriving over 10 s at 20 tokens/s on a
-quiet machine, 22 were refused by a 0.25 s limit while the loop's lag p99 was 39 ms. A loop held now for longer than `WINDOW` (no tick at all) is
-late by that much. The start gate refuses new runs while it is past
-`GATEWAY_MAX_LOOP_LAG_SECONDS` (`start_gate.py`). One timer per tick: nothing per token.
+quiet machine, 22 were refused by a 0.25 s limit while the loop's lag p99 was 39 ms. A loop
+held now for longer than `WINDOW` (no tick at all) is late by that much. The start gate
+refuses new runs while it is past `GATEWAY_MAX_LOOP_LAG_SECONDS` (`start_gate.py`). One timer
+per tick: nothing per token.
 """
 
 from __future__ import annotations
