@@ -33,8 +33,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..observability import metrics
 from ..protocol.problems import Problem
-from ..runs.start_gate import REFUSED, RETRY_AFTER_SECONDS, Saturation
-from .errors import problem
+from ..runs.start_gate import Overloaded, Saturation
+from .errors import api_error_response
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Set on an endpoint that starts runs: how its refusals are shaped (the dialect's error body).
@@ -54,11 +54,10 @@ def _as_is(response: Response) -> Response:
 
 
 def refusal(saturation: Saturation) -> Response:
-    """The 503 of a refused run start: the limit's setting name, never the process's figures."""
+    """The 503 of a refused run start, as the start gate's own refusal (`Overloaded`) is
+    answered: the limit's setting name, never the process's figures."""
     metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
-    response = problem(Problem.OVERLOADED, REFUSED, reason=saturation.setting)
-    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return response
+    return api_error_response(Overloaded(saturation))
 
 
 class AdmissionDoor:
@@ -70,13 +69,13 @@ class AdmissionDoor:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            shape = self._run_start(scope)
-            if shape is not None:
-                services = getattr(scope["app"].state, "services", None)
-                saturation = services.runs.start_gate.saturation() if services else None
-                if saturation is not None:
-                    await shape(refusal(saturation))(scope, receive, send)
-                    return
+            # Saturation first: a few comparisons; the routes are matched only while it holds.
+            services = getattr(scope["app"].state, "services", None)
+            saturation = services.runs.start_gate.saturation() if services else None
+            shape = self._run_start(scope) if saturation is not None else None
+            if saturation is not None and shape is not None:
+                await shape(refusal(saturation))(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
     def _run_start(self, scope: Scope) -> Shape | None:

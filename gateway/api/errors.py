@@ -63,8 +63,13 @@ def validation_problem(exc: ValidationError) -> JSONResponse:
 
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
+    return api_error_response(exc)
+
+
+def api_error_response(exc: ApiError) -> JSONResponse:
+    """The problem+json response of an `ApiError`, with its headers (e.g. `Retry-After`)."""
     response = problem(exc.problem, exc.detail, **exc.extra)
-    response.headers.update(getattr(exc, "headers", None) or {})  # e.g. Retry-After
+    response.headers.update(getattr(exc, "headers", None) or {})
     return response
 
 
