@@ -55,10 +55,10 @@ def leave_out_taken(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the items of modules another session has claimed already."""
     if not os.environ.get(CLAIMS_ENV):
         return
-    taken = [item for item in items if taken_by_another(item.path)]
+    taken = {path for path in {item.path for item in items} if taken_by_another(path)}
     if taken:
-        config.hook.pytest_deselected(items=taken)
-        items[:] = [item for item in items if not taken_by_another(item.path)]
+        config.hook.pytest_deselected(items=[i for i in items if i.path in taken])
+        items[:] = [item for item in items if item.path not in taken]
 
 
 def skip_unless_mine(item: pytest.Item) -> None:
