@@ -446,8 +446,16 @@ async function patchState(part, text) {
   }
   const path = `/v1/threads/${state.thread.id}/components/${part.id}/state`;
   const { data } = await api("POST", path, { patch: operations });
-  part.state = data.state;
-  part.revision = data.revision;
+  // The thread may have been reloaded meanwhile (a run's end reloads it): its parts are new
+  // objects, so the answer goes to the component as shown now, not only to the one clicked.
+  const shown = state.messages.flatMap((m) => m.parts)
+    .filter((p) => p.kind === "component" && p.id === part.id);
+  for (const target of new Set([part, ...shown])) {
+    if (target.revision === undefined || target.revision <= data.revision) {
+      target.state = data.state;
+      target.revision = data.revision;
+    }
+  }
   rawNote(`POST component ${part.id} state: revision ${data.revision}`);
   renderConversation();
 }
