@@ -168,10 +168,14 @@ class Front:
         if handler is not None and exchange.status is not None:
             raise RuntimeError("Caught handled exception, but response already started.") from exc
         if handler is not None:
-            response = await handler(Request(scope, receive), exc)
-            await response(scope, receive, exchange.send)
-            exc.__traceback__ = None  # a reused exception would pile up tracebacks
-            return
+            try:
+                response = await handler(Request(scope, receive), exc)
+                await response(scope, receive, exchange.send)
+            except Exception as failed:  # the handler's own failure: the 500 below
+                exc = failed
+            else:
+                exc.__traceback__ = None  # a reused exception would pile up tracebacks
+                return
         if exchange.status is None and self.unexpected is not None:
             response = await self.unexpected(Request(scope), exc)
             await response(scope, receive, exchange.send)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from prometheus_client import REGISTRY
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -80,3 +81,17 @@ async def test_an_unexpected_error_is_answered_then_raised_for_the_server_to_log
     async with _client(raise_app_exceptions=True) as client:
         with pytest.raises(RuntimeError, match="an unexpected bug"):
             await client.post("/boom")
+
+
+async def test_a_handler_that_fails_still_gets_the_500_problem() -> None:
+    async def failing(request: Request, exc: Exception) -> None:
+        raise ValueError("the handler's own bug")
+
+    async with _client() as client:
+        app = client._transport.app  # type: ignore[attr-defined]
+        app.exception_handlers[HTTPException] = failing  # before the first request builds it
+        response = await client.get("/v1/nowhere", headers={"Origin": ORIGIN})  # the router's 404
+    assert response.status_code == 500
+    assert response.json()["code"] == "INTERNAL_ERROR"
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert "bug" not in response.text
