@@ -2,7 +2,8 @@
 error handlers make (a 404, a 413 before the body is read, development mode's 403, the 500 of
 an unexpected error) carries the request id and `nosniff`, CORS headers where CORS applies (not
 on the guard's refusal, which comes before CORS), is counted once in the HTTP metrics, and an
-unexpected error still reaches the server to be logged. test_cors.py has the CORS answers."""
+unexpected error still reaches the server to be logged; a handler that fails itself still gets
+the 500. test_cors.py has the CORS answers."""
 
 from __future__ import annotations
 
