@@ -11,6 +11,9 @@ arrival (the outermost middleware) -> gate (the start gate asked) -> turn (its s
 request handed to httpx) -> upstream_headers -> first_chunk (the first content from the model)
 -> first_frame (the response's first bytes) -> first_token_frame.
 
+`GATEWAY_START_PHASES_LOOP=uvloop` (or `asyncio`) runs the gateway on that loop instead of its own
+(`gateway/serve_loop.py`), to compare.
+
 And every hold of a pooled database connection (checkout to checkin), with what held it (the
 task's name: the log writer, a run's task, a request), one JSON line each in `<log>.holds`:
 on SQLite the process has one connection, and whatever holds it makes every start wait.
@@ -53,7 +56,8 @@ def _install() -> None:
             return await outer(self, scope, receive, send)
         stamps = {"arrival": time.perf_counter()}
         client = scope.get("client")
-        if client and (made := connected.pop(client[1], None)) is not None:
+        port = client[1] if client else 0
+        if client and (made := connected.pop(port, None)) is not None:
             stamps["connected"] = made  # written as a negative offset: before arrival
         STAMPS.set(stamps)
         written = False
@@ -63,8 +67,11 @@ def _install() -> None:
             if not written:
                 written = True
                 start = stamps["arrival"]
-                out.write(json.dumps({k: round((v - start) * 1000, 2)
-                                      for k, v in stamps.items()}) + "\n")
+                # `at` and `port` join the line to the reader's own stamps of the same request
+                # (perf_counter is CLOCK_MONOTONIC on Linux: the readers' time.monotonic()).
+                out.write(json.dumps({**{k: round((v - start) * 1000, 2)
+                                         for k, v in stamps.items()},
+                                      "at": start, "port": port}) + "\n")
 
         async def sending(message: Any) -> None:
             if message["type"] == "http.response.body":
@@ -191,6 +198,11 @@ def _watch_holds(out: Any) -> None:
                                   "ms": round((time.perf_counter() - start[0]) * 1000, 2)})
                       + "\n")
 
+
+if LOOP := os.environ.get("GATEWAY_START_PHASES_LOOP"):  # for comparison: uvicorn's `loop`
+    import gateway.cli  # "uvloop" (libuv: one accept per turn of the loop), "asyncio"
+
+    gateway.cli.event_loop = lambda: LOOP
 
 if LOG:
     _install()
