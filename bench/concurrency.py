@@ -23,8 +23,11 @@ request (p50, p99 over the admitted runs), the latency per token from leaving th
 the reader (p50, p99), each run's largest gap between two tokens (p99), each run's duration
 against the ideal, the serving process's CPU (% of one core over the scenario's wall time), its
 peak RSS above idle per run, the event loop's lag (the largest per-second p99 of its monitor),
-and the machine's load average when the scenario ended (other jobs stretch every wall-clock
-figure: read them beside it). Then the gateway's CPU per run start and per token (`cpu_cost`).
+the largest accept queue of the listening socket (connections the kernel holds for the process),
+how late the readers themselves began their requests (p99: a starved reader's lateness is not
+the gateway's), and the machine's load average when the scenario ended (other jobs stretch every
+wall-clock figure: read them beside it), with the CPU every process on the machine used, by role
+(`bench/machine_watch.py`). Then the gateway's CPU per run start and per token (`cpu_cost`).
 Written as JSON and a Markdown table under `--out`. Not part of the pass/fail suite.
 """
 
@@ -272,10 +275,12 @@ def run_readers(path: str, port: int, scenario: Scenario, tokens: int, readers: 
 
 
 def measure(path: str, url: str, pid: int, scenario: Scenario, seconds: float, readers: int,
-            lag_log: Path | None, baseline_kib: int | None = None, watch: bool = False,
-            keep: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """One scenario on one path; `watch`: the machine's CPU by process and the listen queue
-    beside it (`bench/machine_watch.py`); `keep`: a list that receives every run's result."""
+            lag_log: Path | None, baseline_kib: int | None = None,
+            watch: dict[str, int] | None = None, keep: list[dict[str, Any]] | None = None
+            ) -> dict[str, Any]:
+    """One scenario on one path; `watch`: the machine's CPU by process, and the accept queues
+    of these ports besides the path's own, beside it (`bench/machine_watch.py`); `keep`: a list
+    that receives every run's result."""
     tokens = max(1, int(seconds * scenario.rate))
     port = int(url.rsplit(":", 1)[1])
     lag_offset = lag_log.stat().st_size if lag_log else 0
@@ -289,7 +294,7 @@ def measure(path: str, url: str, pid: int, scenario: Scenario, seconds: float, r
 
     sampler = threading.Thread(target=sample_rss, daemon=True)
     sampler.start()
-    watcher = MachineWatch(pid, port).start() if watch else None
+    watcher = MachineWatch(pid, {path: port, **watch}).start() if watch is not None else None
     results, start_at = run_readers(path, port, scenario, tokens, readers)
     machine = watcher.stop() if watcher else {}
     stop.set()
@@ -377,7 +382,9 @@ COLUMNS = [("path", "path"), ("scenario", "runs x tok/s @ ramp s"), ("completed"
            ("latency_p50_ms", "latency p50 ms"), ("latency_p99_ms", "p99 ms"),
            ("duration_p99", "duration/ideal p99"), ("cpu_percent", "CPU %"),
            ("rss_per_run_kib", "KiB/run"), ("loop_lag_p99_ms", "loop lag p99 ms"),
+           ("accept_queue", "accept queue max"), ("reader_late_p99_ms", "readers late p99 ms"),
            ("load", "load avg")]
+ROLES = ("gateway", "postgres", "redis", "upstream", "readers", "benchmark", "other")
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -387,10 +394,25 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         cells = []
         for key, _ in COLUMNS:
-            value = row.get(key)
+            value = (row.get("accept_queue_max") or {}).get(row["path"]) if key == (
+                "accept_queue") else row.get(key)
             cells.append("–" if value is None else f"{value:,}" if isinstance(value, int)
                          else str(value))
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" + cpu_by_role(rows)
+
+
+def cpu_by_role(rows: list[dict[str, Any]]) -> str:
+    """Who had the machine's cores during each scenario (% of one core; `other`: other jobs)."""
+    watched = [row for row in rows if row.get("cpu_percent_by_role")]
+    if not watched:
+        return ""
+    lines = ["", "| CPU % of one core, by process | " + " | ".join(ROLES) + " |",
+             "|---|" + "---:|" * len(ROLES)]
+    for row in watched:
+        shares = row["cpu_percent_by_role"]
+        lines.append(f"| {row['path']} {row['scenario']} | "
+                     + " | ".join(str(shares.get(role, "–")) for role in ROLES) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -433,7 +455,7 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
             for path in paths:
                 url, pid, lag_log = targets[path]
                 row = measure(path, url, pid, scenario, args.seconds, args.readers, lag_log,
-                              baselines[path], watch=True, keep=keep)
+                              baselines[path], watch={"upstream": upstream.port}, keep=keep)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 time.sleep(args.pause)

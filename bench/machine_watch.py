@@ -8,8 +8,9 @@ while a scenario runs:
 - the CPU of every process on the machine (`/proc/<pid>/stat`), summed by role: the gateway,
   PostgreSQL, Redis, the upstream (`bench.paced`), the readers (this process's children), this
   process, and everything else (other jobs). In % of one core over the scenario's wall time;
-- the accept queue of the gateway's listening socket (`ss -ltn`: Recv-Q of a listening socket
-  is the connections the kernel has completed and the process has not yet accepted);
+- the accept queue of the gateway's listening socket, and of the upstream's (`ss -ltn`: Recv-Q
+  of a listening socket is the connections the kernel has completed and the process has not
+  yet accepted);
 - the kernel's counters of listen-queue overflows and drops and SYN retransmits (`nstat`), whose
   growth would put whole seconds (1, 3, 7 s...) before the gateway sees a connection.
 """
@@ -82,12 +83,12 @@ def accept_queue(port: int) -> int | None:
 class MachineWatch:
     """Start before a scenario and stop after it; `report()` gives the figures above."""
 
-    def __init__(self, gateway_pid: int, port: int, interval: float = 0.2) -> None:
-        self.gateway_pid, self.port, self.interval = gateway_pid, port, interval
+    def __init__(self, gateway_pid: int, ports: dict[str, int], interval: float = 0.2) -> None:
+        self.gateway_pid, self.ports, self.interval = gateway_pid, ports, interval
         self.postmaster = postmaster_pid()
         self.first: dict[str, float] = {}  # pid -> CPU s when first seen (0 if born during)
         self.last: dict[str, tuple[str, float]] = {}  # pid -> (role, CPU s when last seen)
-        self.queues: list[int] = []
+        self.queues: dict[str, list[int]] = {name: [] for name in ports}
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -119,9 +120,10 @@ class MachineWatch:
     def _run(self) -> None:
         while not self.stop_event.wait(self.interval):
             self.sample(born=True)
-            queue = accept_queue(self.port)
-            if queue is not None:
-                self.queues.append(queue)
+            for name, port in self.ports.items():
+                queue = accept_queue(port)
+                if queue is not None:
+                    self.queues[name].append(queue)
 
     def start(self) -> MachineWatch:
         self.tcp_before = tcp_counters()
@@ -142,7 +144,8 @@ class MachineWatch:
         return {
             "cpu_percent_by_role": {role: round(100 * cpu / wall, 1)
                                     for role, cpu in sorted(shares.items())},
-            "accept_queue_max": max(self.queues, default=None),
+            "accept_queue_max": {name: max(queue, default=None)
+                                 for name, queue in self.queues.items()},
             "tcp": {name: tcp_after.get(name, 0) - self.tcp_before.get(name, 0)
                     for name in TCP_COUNTERS if name in tcp_after},
         }
