@@ -127,12 +127,13 @@ def holds(log: Path) -> None:
     if len(rows) > 1:
         start = sorted(r["at"] for r in rows)[len(rows) // 10]  # roughly past the warm-up
         rows = [r for r in rows if r["at"] >= start]
-    print("\n| connection held by | holds | p50 ms | p99 ms | max ms | total s |"
-          "\n|---|---:|---:|---:|---:|---:|")
+    print("\n| connection held by | holds | p50 ms | p99 ms | max ms | total s | round trips "
+          "p50 / max (PostgreSQL) |\n|---|---:|---:|---:|---:|---:|---:|")
     for by in sorted({r["by"] for r in rows}):
         ms = [r["ms"] for r in rows if r["by"] == by]
+        trips = [r.get("trips", 0) for r in rows if r["by"] == by]
         print(f"| {by} | {len(ms)} | {pct(ms, 0.5)} | {pct(ms, 0.99)} | {max(ms)} | "
-              f"{sum(ms) / 1000:.2f} |")
+              f"{sum(ms) / 1000:.2f} | {pct(trips, 0.5)} / {max(trips)} |")
 
 
 def main() -> None:
