@@ -72,8 +72,8 @@ class BatchAcceptServer:
     async def hand_over(self, conn: socket.socket) -> None:
         try:
             await self.loop.connect_accepted_socket(self.factory, conn)
-        except OSError:  # the client went away before its transport was made
-            conn.close()
+        except Exception:  # the client went away before its transport was made, or the loop
+            conn.close()  # is closing: the connection is dropped, as uvloop's own would be
 
     def listen_again(self) -> None:
         self.resume = None

@@ -10,6 +10,7 @@ every one must reach its protocol within a few turns.
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -118,3 +119,49 @@ def test_a_closed_server_takes_no_more_connections() -> None:
 
 def test_gateway_serve_runs_on_it() -> None:
     assert event_loop() == "gateway.serve_loop:new_event_loop"
+
+
+def test_out_of_descriptors_it_pauses_then_takes_the_waiting_connections(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """EMFILE: the listening socket stays readable, so retrying at once would spin; it stops
+    reading it for a moment (as asyncio's loop does), then serves what waited."""
+    from gateway import serve_loop
+
+    monkeypatch.setattr(serve_loop, "RETRY_SECONDS", 0.3)  # long beside a few turns
+    loop = Loop()
+    Counted.made = []
+    with listening() as sock:
+        server = loop.run_until_complete(loop.create_server(Counted, sock=sock))
+        assert isinstance(server, serve_loop.BatchAcceptServer)
+        listener = OutOfDescriptorsOnce(server.listener)
+        monkeypatch.setattr(server, "listener", listener)
+        with waiting_connections(sock, 3):
+            loop.run_until_complete(turns_until(1, 4))
+            assert listener.failed and Counted.made == [] and server.resume is not None
+            loop.run_until_complete(asyncio.wait_for(server_made(3), 30))
+            assert len(Counted.made) == 3
+        close(loop, server)
+
+
+class OutOfDescriptorsOnce:
+    """The listening socket, whose first `accept` fails as a process out of descriptors."""
+
+    def __init__(self, real: socket.socket) -> None:
+        self.real, self.failed = real, False
+
+    def accept(self) -> tuple[socket.socket, object]:
+        if not self.failed:
+            self.failed = True
+            raise OSError(errno.EMFILE, "Too many open files")
+        return self.real.accept()
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def close(self) -> None:
+        self.real.close()
+
+
+async def server_made(count: int) -> None:
+    while len(Counted.made) < count:
+        await asyncio.sleep(0.005)
