@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from ..config import Settings
-from ..protocol.problems import ApiError, InvalidRequest, Problem
+from ..protocol.problems import ApiError, InvalidRequest, Problem, echo
 from ..protocol.tambo import checked_user_key
 from ..runs.quotas import Limits, QuotaExceeded, Subject, key_subject, user_subject
 from ..services import Services
@@ -268,8 +268,8 @@ async def thread_for(request: Request, *body_candidates: str | None,
     scope = user_scope(request, *body_candidates)
     thread = await services(request).store.get_thread(project_of(request), thread_id)
     if thread is None or not may_see(request, thread, scope, scope_optional=scope_optional):
-        raise ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread_id} not found",
-                       threadId=thread_id)
+        raise ApiError(Problem.THREAD_NOT_FOUND, f"Thread {echo(thread_id)} not found",
+                       threadId=echo(thread_id))
     return thread
 
 
