@@ -24,7 +24,7 @@ from .identity import (
     looks_like_jwt,
 )
 from .keyring import ENV_KEY_PREFIX, Credentials, ManagedKey
-from .request_limits import check_json_body
+from .request_limits import checked_json_body
 
 INTEGER = re.compile(r"-?[0-9]+")
 
@@ -252,7 +252,7 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
         raise ApiError(Problem.PAYLOAD_TOO_LARGE, f"The request body is larger than {limit} bytes")
     if not raw.strip():
         raise ApiError(Problem.VALIDATION_ERROR, "The request body must be a JSON object")
-    check_json_body(raw, services(request).settings.max_json_depth)
+    await checked_json_body(raw, services(request).settings.max_json_depth)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
