@@ -179,7 +179,7 @@ def _run_group(engine: Engine, raw: sqlite3.Connection, members: list[_Member]) 
     except BaseException:
         if raw.in_transaction:
             raw.rollback()
-        raise
+        raise  # every member gets the error (`GroupCommit._group`)
     _commit(raw, members[:ran])
     return ran
 
@@ -199,33 +199,50 @@ def _settle(members: list[_Member]) -> None:
 
 
 class GroupCommit:
-    """The transactions of one SQLite engine, gathered into groups (see the module's doc)."""
+    """The transactions of one SQLite engine, gathered into groups (see the module's doc).
+
+    Whoever finds no group under way leads one in its own task: it takes the connection, then
+    every transaction waiting by then (its own first), so a transaction on a quiet process
+    costs no more hand-overs than one of its own. Those that come meanwhile wait for their
+    outcome, which the group's trip hands back to the loop as soon as it has committed; if
+    some are still waiting when the leader is done, a task of its own leads their groups."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._waiting: collections.deque[_Member] = collections.deque()
-        self._task: asyncio.Task[None] | None = None
+        self._busy = False  # a leader or the drain task is taking groups
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, work: Callable[[Transaction], R]) -> R:
         """`work` in the next group: committed if it returns (unless it rolled back), rolled
         back if it raises (as `transaction.run`)."""
         loop = asyncio.get_running_loop()
-        if self._task is not None and self._task.get_loop() is not loop:
-            self._task, self._waiting = None, collections.deque()  # that loop is gone
+        if loop is not self._loop:  # a new loop (tests): the old one's state is gone
+            self._loop, self._waiting, self._busy = loop, collections.deque(), False
         future: asyncio.Future[R] = loop.create_future()
         self._waiting.append(_Member(work, future))
-        if self._task is None:  # in a context of its own: not the first caller's
-            self._task = loop.create_task(self._drain(), name="store group commit",
-                                          context=contextvars.Context())
-        return await future
+        if self._busy:
+            return await future
+        self._busy = True
+        try:
+            while not future.done():  # its group is the next, or (past the bounds) a later one
+                await greenlet_spawn(self._group, loop)
+        finally:
+            future.cancel()  # cancelled before its group: its work is not run (else a no-op)
+            self._busy = False
+            if self._waiting:  # in a context of its own: not this caller's
+                self._busy = True
+                loop.create_task(self._drain(loop), name="store group commit",
+                                 context=contextvars.Context())
+        return future.result()
 
-    async def _drain(self) -> None:
+    async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
             while self._waiting:
-                await greenlet_spawn(self._group)
                 await asyncio.sleep(0)  # whoever waits for the pool's connection gets its turn
+                await greenlet_spawn(self._group, loop)
         finally:
-            self._task = None
+            self._busy = False
             while self._waiting:  # cancelled: nobody may wait for a group that never comes
                 self._waiting.popleft().future.cancel()
 
@@ -237,32 +254,53 @@ class GroupCommit:
                 members.append(member)
         return members
 
-    def _group(self) -> None:
+    def _group(self, loop: asyncio.AbstractEventLoop) -> None:
         """On SQLAlchemy's synchronous side: the pool's connection, then those waiting for it
         by then, in one trip."""
-        members: list[_Member] = []
         try:
             connection = self.engine.raw_connection()
         except Exception as error:
             members = self._take()
             _fail_all(members, error)
-            _settle(members)
+            self._done(members, len(members))
             return
-        try:
-            members = self._take()
-            if members:
-                def group_trip(raw: sqlite3.Connection) -> int:
-                    return _run_group(self.engine, raw, members)
+        members, posted = self._take(), False
 
-                ran = whole_in_one_trip(connection.dbapi_connection, group_trip)
-                self._waiting.extendleft(reversed(members[ran:]))  # first in the next group
-                members = members[:ran]
-        except BaseException as error:
-            _fail_all(members, error)
+        def group_trip(raw: sqlite3.Connection) -> None:
+            """Whatever happens, the outcomes reach the loop, even if whoever took the
+            group is cancelled meanwhile (the thread goes on with it)."""
+            nonlocal posted
+            ran = len(members)
+            try:
+                ran = _run_group(self.engine, raw, members)
+            except BaseException as error:
+                _fail_all(members, error)
+            finally:
+                posted = True
+                _post(loop, self._done, members, ran)
+
+        try:
+            if members:
+                whole_in_one_trip(connection.dbapi_connection, group_trip)
+        except Exception as error:  # the trip was never made (the connection is closed)
+            if not posted:
+                _fail_all(members, error)
+                self._done(members, len(members))
             raise
         finally:
             connection.close()
-            _settle(members)
+
+    def _done(self, members: list[_Member], ran: int) -> None:
+        """On the loop: the outcomes of those that ran; the others first in the next group."""
+        self._waiting.extendleft(reversed(members[ran:]))
+        _settle(members[:ran])
+
+
+def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        pass  # the loop is closed: nobody is waiting any more
 
 
 def _fail_all(members: list[_Member], error: BaseException) -> None:

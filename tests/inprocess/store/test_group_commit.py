@@ -138,18 +138,24 @@ async def test_a_group_is_bounded_and_keeps_the_order(
     assert await stored(engine) == dict.fromkeys("abcdefg", 1)
 
 
-async def test_a_cancelled_caller_s_work_is_not_run(engine: AsyncEngine) -> None:
+async def test_a_cancelled_caller_s_work_is_not_run_and_the_others_go_on(
+        engine: AsyncEngine) -> None:
     queries = Queries(engine)
     async with engine.connect() as holder:
         await holder.execute(text("SELECT 1"))
-        cancelled = asyncio.create_task(queries.transaction(adds("a")))
-        kept = asyncio.create_task(queries.transaction(adds("b")))
+        # the first leads the group (it waits for the connection), the others wait for it
+        first, second, third = (asyncio.create_task(queries.transaction(adds(name)))
+                                for name in "abc")
         await asyncio.sleep(0)
-        cancelled.cancel()
-    assert await kept == "b"
-    with pytest.raises(asyncio.CancelledError):
-        await cancelled
-    assert await stored(engine) == {"b": 1}
+        first.cancel()
+        second.cancel()
+        await asyncio.sleep(0)
+    assert await third == "c"
+    for cancelled in (first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+    assert await stored(engine) == {"c": 1}
+    assert await queries.transaction(adds("d")) == "d"  # and nothing is stuck
 
 
 async def test_sessions_on_the_same_connection_see_what_was_committed_before_them(
