@@ -238,9 +238,11 @@ class GroupCommit:
 
     async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
-            while self._waiting:
-                await asyncio.sleep(0)  # whoever waits for the pool's connection gets its turn
+            while True:
                 await greenlet_spawn(self._group, loop)
+                if not self._waiting:
+                    break
+                await asyncio.sleep(0)  # whoever waits for the pool's connection gets its turn
         finally:
             self._busy = False
             while self._waiting:  # cancelled: nobody may wait for a group that never comes
