@@ -36,6 +36,7 @@ import asyncio
 import collections
 import contextvars
 import sqlite3
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -204,8 +205,8 @@ class GroupCommit:
     Whoever finds no group under way leads one in its own task: it takes the connection, then
     every transaction waiting by then (its own first), so a transaction on a quiet process
     costs no more hand-overs than one of its own. Those that come meanwhile wait for their
-    outcome, which the group's trip hands back to the loop as soon as it has committed; if
-    some are still waiting when the leader is done, a task of its own leads their groups."""
+    outcome, handed to them as soon as their group has committed; if some are still waiting
+    when the leader is done, a task of its own leads their groups."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -266,29 +267,16 @@ class GroupCommit:
             _fail_all(members, error)
             self._done(members, len(members))
             return
-        members, posted = self._take(), False
-
-        def group_trip(raw: sqlite3.Connection) -> None:
-            """Whatever happens, the outcomes reach the loop, even if whoever took the
-            group is cancelled meanwhile (the thread goes on with it)."""
-            nonlocal posted
-            ran = len(members)
-            try:
-                ran = _run_group(self.engine, raw, members)
-            except BaseException as error:
-                _fail_all(members, error)
-            finally:
-                posted = True
-                _post(loop, self._done, members, ran)
-
+        trip = _Trip(self, loop, self._take())
         try:
-            if members:
-                whole_in_one_trip(connection.dbapi_connection, group_trip)
-        except Exception as error:  # the trip was never made (the connection is closed)
-            if not posted:
-                _fail_all(members, error)
-                self._done(members, len(members))
-            raise
+            if trip.members:
+                whole_in_one_trip(connection.dbapi_connection, trip)
+        except BaseException as error:
+            trip.cut_short(error)  # the members have their outcome (or will have it)
+            if not isinstance(error, Exception):
+                raise  # cancelled: so is whoever took the group
+        else:
+            self._done(trip.members, trip.ran)
         finally:
             connection.close()
 
@@ -296,6 +284,41 @@ class GroupCommit:
         """On the loop: the outcomes of those that ran; the others first in the next group."""
         self._waiting.extendleft(reversed(members[ran:]))
         _settle(members[:ran])
+
+
+class _Trip:
+    """A group's trip to aiosqlite's thread (called there). Whoever took the group hands the
+    outcomes back when it sees the trip end; if it is cancelled meanwhile (the thread goes on
+    with the group), the thread posts them to the loop itself: nobody is left waiting."""
+
+    __slots__ = ("group", "loop", "members", "ran", "_lock", "_finished", "_abandoned")
+
+    def __init__(self, group: GroupCommit, loop: asyncio.AbstractEventLoop,
+                 members: list[_Member]) -> None:
+        self.group, self.loop, self.members, self.ran = group, loop, members, len(members)
+        self._lock = threading.Lock()
+        self._finished = self._abandoned = False
+
+    def __call__(self, raw: sqlite3.Connection) -> None:
+        try:
+            self.ran = _run_group(self.group.engine, raw, self.members)
+        except BaseException as error:
+            _fail_all(self.members, error)
+        with self._lock:
+            self._finished = True
+            if self._abandoned:
+                _post(self.loop, self.group._done, self.members, self.ran)
+
+    def cut_short(self, error: BaseException) -> None:
+        """On the loop: the trip's wait ended by `error`."""
+        with self._lock:
+            if not self._finished and isinstance(error, asyncio.CancelledError):
+                self._abandoned = True  # the thread hands the outcomes back
+                return
+        if not self._finished:  # never made: the connection is closed
+            _fail_all(self.members, error)
+            self.ran = len(self.members)
+        self.group._done(self.members, self.ran)
 
 
 def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:

@@ -6,6 +6,7 @@ all of them and the next group starts clean, and a later one sees the earlier on
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ async def test_concurrent_transactions_commit_in_one_trip_each_with_its_own_resu
         engine: AsyncEngine, trips: list[str]) -> None:
     results = await together(engine, [adds(name) for name in "abcdef"], trips)
     assert results == list("abcdef")
-    assert trips.count("group_trip") == 1  # six transactions, one trip, one commit
+    assert trips.count("_Trip") == 1  # six transactions, one trip, one commit
     assert await stored(engine) == dict.fromkeys("abcdef", 1)
 
 
@@ -129,12 +130,12 @@ async def test_a_group_is_bounded_and_keeps_the_order(
         engine: AsyncEngine, trips: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_commit, "MAX_MEMBERS", 2)
     assert await together(engine, [adds(name) for name in "abcde"], trips) == list("abcde")
-    assert trips.count("group_trip") == 3  # 2 + 2 + 1
+    assert trips.count("_Trip") == 3  # 2 + 2 + 1
     monkeypatch.setattr(group_commit, "MAX_MEMBERS", 64)
     monkeypatch.setattr(group_commit, "MAX_SECONDS", 0.0)  # each member past the time bound
     results = await together(engine, [adds("f", 1), adds("f", 2), adds("g")], trips)
     assert results[0] == "f" and isinstance(results[1], IntegrityError) and results[2] == "g"
-    assert trips.count("group_trip") == 3 + 3
+    assert trips.count("_Trip") == 3 + 3
     assert await stored(engine) == dict.fromkeys("abcdefg", 1)
 
 
@@ -171,3 +172,31 @@ async def test_sessions_on_the_same_connection_see_what_was_committed_before_the
     async with engine.begin() as connection:  # and `engine.begin()` between groups
         await connection.execute(text("UPDATE items SET n = 4 WHERE id = 'a'"))
     assert await queries.transaction(lambda connection: READ.rows(connection, {})) == [(4,)]
+
+
+async def test_a_leader_cancelled_while_its_group_is_on_the_thread_strands_nobody(
+        engine: AsyncEngine) -> None:
+    queries = Queries(engine)
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(connection: Transaction) -> str:
+        entered.set()
+        release.wait(30)
+        return adds("a")(connection)
+
+    async with engine.connect() as holder:
+        await holder.execute(text("SELECT 1"))
+        leader = asyncio.create_task(queries.transaction(slow))  # the first: it leads
+        await asyncio.sleep(0)
+        follower = asyncio.create_task(queries.transaction(adds("b")))
+        while len(queries._group._waiting) < 2:  # type: ignore[union-attr]
+            await asyncio.sleep(0)
+    await asyncio.to_thread(entered.wait, 30)  # the group is on the database's thread
+    leader.cancel()
+    await asyncio.sleep(0)
+    release.set()
+    assert await asyncio.wait_for(follower, 30) == "b"  # handed back by the thread itself
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    assert await stored(engine) == {"a": 1, "b": 1}  # the group was committed all the same
+    assert await queries.transaction(adds("c")) == "c"
