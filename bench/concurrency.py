@@ -76,12 +76,13 @@ class Scenario:
 
 
 class Source:
-    """`bench/paced.py` in its own process."""
+    """`bench/paced.py` (or `module`, given `args` then the port) in its own process."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, module: str = "bench.paced", args: tuple[str, ...] = ()
+                 ) -> None:
         self.port = free_port()
-        self.process = subprocess.Popen([sys.executable, "-m", "bench.paced", kind,
-                                         str(self.port)], cwd=ROOT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", module, *(args or (kind,)), str(self.port)], cwd=ROOT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -417,6 +418,12 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
                 time.sleep(args.pause)
         if args.cost_runs and "gateway" in paths:
             cost = cpu_cost(gateway.url, gateway.process.pid, args.readers, args.cost_runs)
+            relay = Source("relay", "bench.relay", (upstream.url,))  # the bare limit, from outside
+            try:
+                measure("gateway", relay.url, relay.pid, Scenario(20, 50, 1), 1, 1, None)
+                cost["bare"] = cpu_cost(relay.url, relay.pid, args.readers, args.cost_runs)
+            finally:
+                relay.stop()
             print(json.dumps({"cost": cost}), flush=True)
     finally:
         gateway.stop()
@@ -453,6 +460,10 @@ def main() -> None:
         table += (f"\nGateway CPU per run start (with its end): {cost['cpu_ms_per_start']} ms; "
                   f"per token: {cost['cpu_us_per_token']} µs ({cost['runs']} runs of 1 and of "
                   f"{cost['tokens']} tokens, median of {len(cost['samples_ms_per_start'])}).\n")
+        if cost.get("bare"):
+            table += (f"The bare limit measured alike (`bench/relay.py`): "
+                      f"{cost['bare']['cpu_ms_per_start']} ms per start, "
+                      f"{cost['bare']['cpu_us_per_token']} µs per token.\n")
     (args.out / "concurrency.md").write_text(f"Machine: {machine}\n\n{table}")
     print(f"\nMachine: {machine}\n\n{table}")
 

@@ -74,7 +74,8 @@ async function runAndCollect(client, message, options = {}, onEvent = undefined)
     const thread = await stream.thread;
     out.threadId ??= thread.id;
   } catch (err) {
-    out.rejected = { name: err?.name ?? "Error", message: err?.message ?? String(err) };
+    out.rejected = { name: err?.name ?? "Error", message: err?.message ?? String(err),
+                     status: err?.status ?? null, code: err?.error?.code ?? null };
   }
   inProgress = null;
   return { ...out, ...threadSummary(client, out.threadId) };
@@ -325,6 +326,25 @@ const SCENARIOS = {
   },
 
   /** New thread, one text run, then a follow-up on the same thread (previousRunId). */
+  /**
+   * A process at its cap (GATEWAY_MAX_ACTIVE_RUNS=1): a second user's run is refused with 503
+   * OVERLOADED before any event; what the app gets is the rejection, and the same client's next
+   * run, once the first has ended, answers.
+   */
+  async overloaded(ctx, result) {
+    const first = ctx.newClient();
+    const second = ctx.newClient({ userKey: "user-2" });
+    const slot = {};
+    result.held = await ctx.runAndCollect(first, "Tell me a long story", {}, async (event) => {
+      if (event.type === "RUN_STARTED") slot.threadId = event.threadId;
+      if (event.type !== "TEXT_MESSAGE_CONTENT" || slot.refused) return;
+      slot.refused = await ctx.runAndCollect(second, "hello");
+      await first.cancelRun(slot.threadId);
+    });
+    result.refused = slot.refused;
+    result.after = await ctx.runAndCollect(second, "hello again");
+  },
+
   async basic(ctx, result) {
     const client = ctx.newClient();
     result.firstRun = await ctx.runAndCollect(client, "hello");
