@@ -21,10 +21,13 @@ connection from checkout to checkin like any other user of it, so ORM sessions a
 
 Traps of Python's sqlite3 (legacy transaction control, as SQLAlchemy leaves it): it opens a
 transaction only before a DML statement, and the RELEASE of a savepoint opened outside a
-transaction commits; so the group opens its transaction itself (`BEGIN`). A statement that
-makes SQLite roll back the whole transaction (a full disk, an I/O error) ends the group: the
-members run so far get that error, the others go in the next group. A group of one is a plain
-transaction (no savepoint: nothing is added for a process at rest).
+transaction commits; so the group opens its transaction itself, as `BEGIN IMMEDIATE`: a member
+that reads before another writes would otherwise hold a read snapshot that SQLite refuses to
+upgrade (at once, without the busy timeout) if another process (a `gateway` command on the same
+file) wrote meanwhile. A statement that makes SQLite roll back the whole transaction (a full
+disk, an I/O error) ends the group: the members run so far get that error, the others go in
+the next group. A group of one is a plain transaction (no savepoint: nothing is added for a
+process at rest).
 
 SQLite only: on PostgreSQL the pool spreads transactions over its connections
 (`transaction.run`).
@@ -164,7 +167,7 @@ def _run_group(engine: Engine, raw: sqlite3.Connection, members: list[_Member]) 
         return 1
     started = time.perf_counter()
     if not raw.in_transaction:
-        raw.execute("BEGIN")  # else the RELEASE of the first savepoint would commit
+        raw.execute("BEGIN IMMEDIATE")  # else the RELEASE of the first savepoint would commit
     ran = 0
     try:
         for member in members:

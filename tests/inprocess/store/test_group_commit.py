@@ -6,6 +6,7 @@ all of them and the next group starts clean, and a later one sees the earlier on
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -200,3 +201,25 @@ async def test_a_leader_cancelled_while_its_group_is_on_the_thread_strands_nobod
         await leader
     assert await stored(engine) == {"a": 1, "b": 1}  # the group was committed all the same
     assert await queries.transaction(adds("c")) == "c"
+
+
+async def test_a_group_that_reads_first_still_writes_when_another_process_writes_meanwhile(
+        engine: AsyncEngine, tmp_path: Path) -> None:
+    """Another process (a `gateway` command on the same file) cannot slip a write in between a
+    member's read and the next member's write: the group holds the write lock from its start,
+    so the outsider waits for it instead of making SQLite refuse the group's write."""
+    def reads_while_an_outsider_writes(connection: Transaction) -> str:
+        READ.rows(connection, {})
+        outsider = sqlite3.connect(tmp_path / "group.db", timeout=0)
+        try:
+            outsider.execute("INSERT INTO items (id, n) VALUES ('x', 1)")
+            outsider.commit()
+            return "outsider wrote"
+        except sqlite3.OperationalError:
+            return "outsider waits"
+        finally:
+            outsider.close()
+
+    results = await together(engine, [reads_while_an_outsider_writes, adds("b")])
+    assert results == ["outsider waits", "b"]
+    assert await stored(engine) == {"b": 1}
