@@ -23,8 +23,11 @@ request (p50, p99 over the admitted runs), the latency per token from leaving th
 the reader (p50, p99), each run's largest gap between two tokens (p99), each run's duration
 against the ideal, the serving process's CPU (% of one core over the scenario's wall time), its
 peak RSS above idle per run, the event loop's lag (the largest per-second p99 of its monitor),
-and the machine's load average when the scenario ended (other jobs stretch every wall-clock
-figure: read them beside it). Then the gateway's CPU per run start and per token (`cpu_cost`).
+the largest accept queue of the listening socket (connections the kernel holds for the process),
+how late the readers themselves began their requests (p99: a starved reader's lateness is not
+the gateway's), and the machine's load average when the scenario ended (other jobs stretch every
+wall-clock figure: read them beside it), with the CPU every process on the machine used, by role
+(`bench/machine_watch.py`). Then the gateway's CPU per run start and per token (`cpu_cost`).
 Written as JSON and a Markdown table under `--out`. Not part of the pass/fail suite.
 """
 
@@ -49,6 +52,7 @@ from typing import Any
 
 import httpx
 
+from bench.machine_watch import MachineWatch
 from gateway.config import Settings
 from tests.support.gateway_server import ROOT, GatewayServer, free_port
 
@@ -131,6 +135,10 @@ def load_average() -> float:
 class StreamResult:
     status: int  # 0: no answer
     answered_ms: float  # request sent -> status line
+    late_ms: float = 0.0  # the reader's own lateness: its schedule -> the request begun
+    connected_ms: float = 0.0  # request begun -> TCP connection established
+    sent_at: float = 0.0  # time.monotonic() when the request was begun (one clock per machine)
+    port: int = 0  # the reader's local port: the gateway's probe knows the connection by it
     tokens: int = 0
     completed: bool = False
     first_ms: float | None = None  # request sent -> first token
@@ -158,13 +166,17 @@ def request_bytes(path: str, port: int, tokens: int, rate: int) -> bytes:
             f"x-api-key: bench\r\ncontent-length: {len(data)}\r\n\r\n").encode() + data
 
 
-async def read_one(path: str, port: int, tokens: int, rate: int) -> StreamResult:
+async def read_one(path: str, port: int, tokens: int, rate: int, due: float = 0.0
+                   ) -> StreamResult:
     sent = time.monotonic()
+    late = max(0.0, (sent - due) * 1000) if due else 0.0
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except OSError as exc:
-        return StreamResult(0, (time.monotonic() - sent) * 1000, error=f"connect: {exc}"[:200])
-    result = StreamResult(0, 0.0)
+        return StreamResult(0, (time.monotonic() - sent) * 1000, late, sent_at=sent,
+                            error=f"connect: {exc}"[:200])
+    result = StreamResult(0, 0.0, late, (time.monotonic() - sent) * 1000, sent,
+                          writer.get_extra_info("sockname")[1])
     try:
         writer.write(request_bytes(path, port, tokens, rate))
         head = await reader.readuntil(b"\r\n\r\n")
@@ -212,7 +224,7 @@ async def read_many(path: str, port: int, offsets: list[float], tokens: int, rat
         delay = start_at + offset - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        return await read_one(path, port, tokens, rate)
+        return await read_one(path, port, tokens, rate, start_at + offset)
 
     return await asyncio.gather(*(one(offset) for offset in offsets))
 
@@ -264,8 +276,14 @@ def run_readers(path: str, port: int, scenario: Scenario, tokens: int, readers: 
 
 
 def measure(path: str, url: str, pid: int, scenario: Scenario, seconds: float, readers: int,
-            lag_log: Path | None, baseline_kib: int | None = None) -> dict[str, Any]:
+            lag_log: Path | None, baseline_kib: int | None = None,
+            watch: dict[str, int] | None = None, keep: list[dict[str, Any]] | None = None
+            ) -> dict[str, Any]:
+    """One scenario on one path; `watch`: the machine's CPU by process, and the accept queues
+    of these ports besides the path's own, beside it (`bench/machine_watch.py`); `keep`: a list
+    that receives every run's result."""
     tokens = max(1, int(seconds * scenario.rate))
+    port = int(url.rsplit(":", 1)[1])
     lag_offset = lag_log.stat().st_size if lag_log else 0
     rss_before, cpu_before, wall_before = rss_kib(pid), cpu_seconds(pid), time.monotonic()
     peak = [rss_before]
@@ -277,13 +295,17 @@ def measure(path: str, url: str, pid: int, scenario: Scenario, seconds: float, r
 
     sampler = threading.Thread(target=sample_rss, daemon=True)
     sampler.start()
-    results, start_at = run_readers(path, int(url.rsplit(":", 1)[1]), scenario, tokens, readers)
+    watcher = MachineWatch(pid, {path: port, **watch}).start() if watch is not None else None
+    results, start_at = run_readers(path, port, scenario, tokens, readers)
+    machine = watcher.stop() if watcher else {}
     stop.set()
     sampler.join()
     cpu = cpu_seconds(pid) - cpu_before
     wall = time.monotonic() - max(start_at, wall_before)
-    return summary(path, scenario, tokens, results, cpu, wall, peak[0],
-                   baseline_kib or rss_before, lag_since(lag_log, lag_offset))
+    if keep is not None:
+        keep.extend(results)
+    return {**summary(path, scenario, tokens, results, cpu, wall, peak[0],
+                      baseline_kib or rss_before, lag_since(lag_log, lag_offset)), **machine}
 
 
 def lag_since(lag_log: Path | None, offset: int) -> list[float]:
@@ -318,6 +340,10 @@ def summary(path: str, scenario: Scenario, tokens: int, results: list[dict[str, 
         "cpu_percent": round(100 * cpu / wall, 1), "cpu_s": round(cpu, 3),
         "rss_per_run_kib": round(max(0, peak_kib - baseline_kib) / max(1, len(admitted)), 1),
         "loop_lag_p99_ms": round(max(lags), 1) if lags else None,
+        # The readers' own share of the wait: how late each began its request against its
+        # schedule (a starved reader), and its TCP connect.
+        "reader_late_p99_ms": pct([r.get("late_ms", 0.0) for r in results], 0.99),
+        "connect_p99_ms": pct([r.get("connected_ms", 0.0) for r in results], 0.99),
         "load": load_average(), "errors": errors[:3],
     }
 
@@ -357,7 +383,9 @@ COLUMNS = [("path", "path"), ("scenario", "runs x tok/s @ ramp s"), ("completed"
            ("latency_p50_ms", "latency p50 ms"), ("latency_p99_ms", "p99 ms"),
            ("duration_p99", "duration/ideal p99"), ("cpu_percent", "CPU %"),
            ("rss_per_run_kib", "KiB/run"), ("loop_lag_p99_ms", "loop lag p99 ms"),
+           ("accept_queue", "accept queue max"), ("reader_late_p99_ms", "readers late p99 ms"),
            ("load", "load avg")]
+ROLES = ("gateway", "postgres", "redis", "upstream", "readers", "benchmark", "other")
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -367,10 +395,25 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         cells = []
         for key, _ in COLUMNS:
-            value = row.get(key)
+            value = (row.get("accept_queue_max") or {}).get(row["path"]) if key == (
+                "accept_queue") else row.get(key)
             cells.append("–" if value is None else f"{value:,}" if isinstance(value, int)
                          else str(value))
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n" + cpu_by_role(rows)
+
+
+def cpu_by_role(rows: list[dict[str, Any]]) -> str:
+    """Who had the machine's cores during each scenario (% of one core; `other`: other jobs)."""
+    watched = [row for row in rows if row.get("cpu_percent_by_role")]
+    if not watched:
+        return ""
+    lines = ["", "| CPU % of one core, by process | " + " | ".join(ROLES) + " |",
+             "|---|" + "---:|" * len(ROLES)]
+    for row in watched:
+        shares = row["cpu_percent_by_role"]
+        lines.append(f"| {row['path']} {row['scenario']} | "
+                     + " | ".join(str(shares.get(role, "–")) for role in ROLES) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -383,7 +426,8 @@ def machine_line() -> str:
             f"load average {' '.join(load)}")
 
 
-def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str]
+def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str],
+            keep: list[dict[str, Any]] | None = None
             ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     upstream, bare = Source("upstream"), Source("bare")
     gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), {
@@ -412,7 +456,7 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
             for path in paths:
                 url, pid, lag_log = targets[path]
                 row = measure(path, url, pid, scenario, args.seconds, args.readers, lag_log,
-                              baselines[path])
+                              baselines[path], watch={"upstream": upstream.port}, keep=keep)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 time.sleep(args.pause)

@@ -54,10 +54,12 @@ def measure(scenario: Scenario, args: argparse.Namespace) -> list[dict[str, floa
            *args.gateway_env]
     run = argparse.Namespace(adapter="auto", gateway_env=env, seconds=args.seconds,
                              readers=args.readers, pause=0.0, cost_runs=0)
-    rows, _ = concurrency.run_all(run, [scenario], ["gateway"])
+    results: list[dict[str, Any]] = []
+    rows, _ = concurrency.run_all(run, [scenario], ["gateway"], keep=results)
     print(json.dumps(rows[0]))
     records = [json.loads(line) for line in log.read_text().splitlines()][WARM_UP:]
     holds(log)
+    outside(results, records)
     refused = [r["first_frame"] for r in records
                if "first_token_frame" not in r and "gate" not in r and "first_frame" in r]
     if refused:  # refused at the door: from the outermost middleware to the 503's body
@@ -68,6 +70,52 @@ def measure(scenario: Scenario, args: argparse.Namespace) -> list[dict[str, floa
         print(f"{len(waited)} requests, ms from the connection taken to the app's call: p50 "
               f"{pct(waited, 0.5)}, p99 {pct(waited, 0.99)}, max {max(waited)}")
     return [r for r in records if "first_token_frame" in r]
+
+
+SEGMENTS = (  # (label, from, to): absolute times in ms on the machine's one monotonic clock
+    ("reader's own lateness: its schedule -> request begun", "due", "begun"),
+    ("request begun -> TCP connected (reader)", "begun", "connected_reader"),
+    ("request begun -> accepted by the gateway", "begun", "accepted"),
+    ("accepted -> the app called (uvicorn read and parsed it)", "accepted", "arrival"),
+    ("the app called -> the answer's first bytes", "arrival", "first_frame"),
+    ("first bytes sent -> the reader has the status line", "first_frame", "status"),
+    ("request begun -> the reader has the status line", "begun", "status"),
+)
+
+
+def outside(results: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
+    """Each request's path from the reader's schedule to its status line, the reader's stamps
+    joined to the gateway's by the reader's port: where the time before and after the app goes."""
+    by_port: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        by_port.setdefault(r.get("port", 0), []).append(r)
+    joined: dict[str, list[dict[str, float]]] = {"refused": [], "admitted": []}
+    for result in results:
+        # A port can serve two requests of a scenario: the first arrival after the reader began.
+        record = min((r for r in by_port.get(result.get("port", 0), [])
+                      if r["at"] >= result.get("sent_at", 0.0)), key=lambda r: r["at"],
+                     default=None)
+        if record is None or not result.get("sent_at"):
+            continue
+        begun, at = result["sent_at"] * 1000, record["at"] * 1000
+        times = {"due": begun - result["late_ms"], "begun": begun,
+                 "connected_reader": begun + result["connected_ms"], "arrival": at,
+                 "status": begun + result["answered_ms"]}
+        if "connected" in record:
+            times["accepted"] = at + record["connected"]
+        if "first_frame" in record:
+            times["first_frame"] = at + record["first_frame"]
+        joined["refused" if result["status"] == 503 else "admitted"].append(times)
+    for kind, rows in joined.items():
+        if not rows:
+            continue
+        print(f"\n{len(rows)} {kind}, joined by port: ms, p50 / p90 / p99 / max"
+              f"\n| segment | p50 | p90 | p99 | max |\n|---|---:|---:|---:|---:|")
+        for label, a, b in SEGMENTS:
+            values = [t[b] - t[a] for t in rows if a in t and b in t]
+            if values:
+                print(f"| {label} | {pct(values, 0.5):.1f} | {pct(values, 0.9):.1f} | "
+                      f"{pct(values, 0.99):.1f} | {max(values):.1f} |")
 
 
 def holds(log: Path) -> None:
@@ -84,12 +132,13 @@ def holds(log: Path) -> None:
     if len(rows) > 1:
         start = sorted(r["at"] for r in rows)[len(rows) // 10]  # roughly past the warm-up
         rows = [r for r in rows if r["at"] >= start]
-    print("\n| connection held by | holds | p50 ms | p99 ms | max ms | total s |"
-          "\n|---|---:|---:|---:|---:|---:|")
+    print("\n| connection held by | holds | p50 ms | p99 ms | max ms | total s | round trips "
+          "p50 / max (PostgreSQL) |\n|---|---:|---:|---:|---:|---:|---:|")
     for by in sorted({r["by"] for r in rows}):
         ms = [r["ms"] for r in rows if r["by"] == by]
+        trips = [r.get("trips", 0) for r in rows if r["by"] == by]
         print(f"| {by} | {len(ms)} | {pct(ms, 0.5)} | {pct(ms, 0.99)} | {max(ms)} | "
-              f"{sum(ms) / 1000:.2f} |")
+              f"{sum(ms) / 1000:.2f} | {pct(trips, 0.5)} / {max(trips)} |")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import os
 import socket
@@ -207,8 +208,15 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
     # does (`app_from_environment`), so every process logs in the one format.
     uvicorn.run("gateway.app:app_from_environment", factory=True, workers=workers,
                 fd=sock.fileno(), log_level=log_level, log_config=None,
-                timeout_graceful_shutdown=5)
+                timeout_graceful_shutdown=5, loop=event_loop())
     return 0
+
+
+def event_loop() -> str:
+    """uvicorn's event loop: uvloop taking every waiting connection at once (libuv's own takes
+    one per turn of the loop, which a busy process makes seconds of queue: serve_loop.py), or
+    asyncio's, which takes them in batches too, where uvloop is not installed."""
+    return "gateway.serve_loop:new_event_loop" if importlib.util.find_spec("uvloop") else "asyncio"
 
 
 def shared_metrics_directory() -> str:
@@ -274,7 +282,7 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     app = quiet_startup_failure(create_app(settings, drain_on_signals=True))
     # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
-                            timeout_graceful_shutdown=5)
+                            timeout_graceful_shutdown=5, loop=event_loop())
     server = Server(config)
     server.run(sockets=[sock])
     # uvicorn returns (rather than exiting) when the app's start-up failed.

@@ -11,6 +11,9 @@ arrival (the outermost middleware) -> gate (the start gate asked) -> turn (its s
 request handed to httpx) -> upstream_headers -> first_chunk (the first content from the model)
 -> first_frame (the response's first bytes) -> first_token_frame.
 
+`GATEWAY_START_PHASES_LOOP=uvloop` (or `asyncio`) runs the gateway on that loop instead of its own
+(`gateway/serve_loop.py`), to compare.
+
 And every hold of a pooled database connection (checkout to checkin), with what held it (the
 task's name: the log writer, a run's task, a request, the store's group commit), one JSON line
 each in `<log>.holds`: on SQLite the process has one connection, and whatever holds it makes
@@ -54,7 +57,8 @@ def _install() -> None:
             return await outer(self, scope, receive, send)
         stamps = {"arrival": time.perf_counter()}
         client = scope.get("client")
-        if client and (made := connected.pop(client[1], None)) is not None:
+        port = client[1] if client else 0
+        if client and (made := connected.pop(port, None)) is not None:
             stamps["connected"] = made  # written as a negative offset: before arrival
         STAMPS.set(stamps)
         written = False
@@ -64,8 +68,11 @@ def _install() -> None:
             if not written:
                 written = True
                 start = stamps["arrival"]
-                out.write(json.dumps({k: round((v - start) * 1000, 2)
-                                      for k, v in stamps.items()}) + "\n")
+                # `at` and `port` join the line to the reader's own stamps of the same request
+                # (perf_counter is CLOCK_MONOTONIC on Linux: the readers' time.monotonic()).
+                out.write(json.dumps({**{k: round((v - start) * 1000, 2)
+                                         for k, v in stamps.items()},
+                                      "at": start, "port": port}) + "\n")
 
         async def sending(message: Any) -> None:
             if message["type"] == "http.response.body":
@@ -156,11 +163,44 @@ def _watch_connections() -> dict[int, float]:
     return made
 
 
+def _task() -> Any:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
+
+
+def _count_round_trips() -> dict[Any, int]:
+    """Calls to PostgreSQL by task (asyncpg's: each a round trip), so that a hold of a pooled
+    connection says how many trips it made (the pool's pre-ping, BEGIN and COMMIT included)."""
+    counts: dict[Any, int] = {}
+    try:
+        import asyncpg
+        from asyncpg import prepared_stmt, transaction
+    except ImportError:
+        return counts
+    methods = [(asyncpg.Connection, ("fetch", "fetchrow", "fetchval", "execute", "executemany",
+                                     "prepare")),
+               (prepared_stmt.PreparedStatement, ("fetch", "fetchrow", "fetchval", "executemany")),
+               (transaction.Transaction, ("start", "commit", "rollback"))]
+    for owner, names in methods:
+        for name in names:
+            original = getattr(owner, name)
+
+            async def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                task = _task()
+                counts[task] = counts.get(task, 0) + 1
+                return await _original(*args, **kwargs)
+
+            setattr(owner, name, counted)
+    return counts
+
+
 def _watch_holds(out: Any) -> None:
     from sqlalchemy import event
     from sqlalchemy.pool import Pool
 
-    held: dict[int, tuple[float, str]] = {}
+    held: dict[int, tuple[float, str, Any, int]] = {}
 
     def holder() -> str:
         try:
@@ -173,9 +213,11 @@ def _watch_holds(out: Any) -> None:
         return "run" if name.startswith("run ") and name != "run log writer" else (
             "request" if name.startswith("Task-") else name)
 
+    trips = _count_round_trips()
+
     @event.listens_for(Pool, "checkout")
     def checkout(dbapi: Any, record: Any, proxy: Any) -> None:
-        held[id(record)] = (time.perf_counter(), holder())
+        held[id(record)] = (time.perf_counter(), holder(), _task(), trips.get(_task(), 0))
 
     if os.environ.get("GATEWAY_START_PHASES_SQL"):  # which statements, by whom
         from sqlalchemy.engine import Engine
@@ -203,9 +245,14 @@ def _watch_holds(out: Any) -> None:
         start = held.pop(id(record), None)
         if start is not None:
             out.write(json.dumps({"by": start[1], "at": start[0],
-                                  "ms": round((time.perf_counter() - start[0]) * 1000, 2)})
-                      + "\n")
+                                  "ms": round((time.perf_counter() - start[0]) * 1000, 2),
+                                  "trips": trips.get(start[2], 0) - start[3]}) + "\n")
 
+
+if LOOP := os.environ.get("GATEWAY_START_PHASES_LOOP"):  # for comparison: uvicorn's `loop`
+    import gateway.cli  # "uvloop" (libuv: one accept per turn of the loop), "asyncio"
+
+    gateway.cli.event_loop = lambda: LOOP
 
 if LOG:
     _install()

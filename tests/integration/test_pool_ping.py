@@ -1,0 +1,67 @@
+"""A pooled PostgreSQL connection is pinged before use only after sitting idle
+(`store.db.ping_when_idle`): one the server closed while it was idle is replaced before a
+request can use it, and one back in use within the window is not pinged (a run start no longer
+pays three round trips for it)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gateway.store import db
+from tests.support import engines
+
+pytestmark = pytest.mark.skipif(engines.backend() != "postgres",
+                                reason="PostgreSQL's connection pool")
+
+
+def new_engine(monkeypatch: pytest.MonkeyPatch, idle_seconds: float) -> AsyncEngine:
+    assert engines.ENGINES is not None
+    url = engines.ENGINES.postgres.create_database(f"ping_{uuid.uuid4().hex[:12]}")
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", idle_seconds)
+    return db.create_engine(url.replace("postgresql://", "postgresql+asyncpg://", 1),
+                            pool_size=1)
+
+
+async def backend_pid(engine: AsyncEngine) -> int:
+    async with engine.connect() as connection:
+        return int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def terminate(engine: AsyncEngine, pid: int) -> None:
+    """Close the pooled connection from the server's side, as a restart would."""
+    other = db.create_engine(engine.url.render_as_string(hide_password=False), pool_size=1)
+    try:
+        async with other.connect() as connection:
+            await connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    finally:
+        await other.dispose()
+
+
+async def test_a_connection_closed_while_idle_is_replaced_before_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = new_engine(monkeypatch, idle_seconds=0.0)  # every reuse is "idle": pinged
+    try:
+        first = await backend_pid(engine)
+        await terminate(engine, first)
+        assert await backend_pid(engine) != first  # the ping failed; a new connection served
+    finally:
+        await engine.dispose()
+
+
+async def test_within_the_window_the_connection_is_used_without_a_ping(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = new_engine(monkeypatch, idle_seconds=3600.0)
+    try:
+        first = await backend_pid(engine)
+        assert await backend_pid(engine) == first  # reused, and not pinged:
+        await terminate(engine, first)
+        with pytest.raises(DBAPIError):  # so a connection that dropped meanwhile fails once,
+            await backend_pid(engine)
+        assert await backend_pid(engine) != first  # and is replaced at the next use
+    finally:
+        await engine.dispose()
