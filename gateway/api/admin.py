@@ -34,7 +34,7 @@ from ..protocol.admin import (
     AdminUsageReport,
 )
 from ..protocol.clock import iso_ms, now_ms
-from ..protocol.problems import ApiError, Problem
+from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.tambo import wire
 from ..store.admin import AdminGrouping, AgentFilter, Window
 from ..store.cursors import InvalidCursor
@@ -175,7 +175,8 @@ async def _found_run(request: Request) -> Any:
     run_id = request.path_params["run_id"]
     row = await services(request).store.admin_run(admin_project(request), run_id)
     if row is None:
-        raise ApiError(Problem.RUN_NOT_FOUND, f"Run {run_id} not found", runId=run_id)
+        raise ApiError(Problem.RUN_NOT_FOUND, f"Run {echo(run_id)} not found",
+                       runId=echo(run_id))
     return row
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from starlette.requests import Request
 
 from ..engine.agents import DEFAULT_AGENT, ResolvedAgent
-from ..protocol.problems import ApiError, Problem
+from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.run_spec import SeedMessage
 from ..store.tables import ThreadRow
 from .context import caller, services
@@ -43,15 +43,15 @@ def agent_for(request: Request, thread: ThreadRow | None, asked: str | None = No
     if thread is not None and thread.agent is not None:
         if asked is not None and asked != thread.agent:
             raise ApiError(Problem.THREAD_AGENT_MISMATCH,
-                           f"Thread {thread.id} runs agent {thread.agent!r}, not {asked!r}",
+                           f"Thread {thread.id} runs agent {thread.agent!r}, not {echo(asked)!r}",
                            threadId=thread.id, agent=thread.agent)
         name = thread.agent
     else:
         name = asked or bound or agents.default_name
     agent = agents.get(name)
     if agent is None:
-        raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {name[:100]!r} on this gateway",
-                       agent=name[:100], agents=[a.name for a in agents])
+        raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {echo(name)!r} on this gateway",
+                       agent=echo(name), agents=[a.name for a in agents])
     return agent
 
 
@@ -62,7 +62,7 @@ def _hold_to(bound: str, asked: str | None, thread: ThreadRow | None) -> None:
         other = thread.agent
     if other is not None:
         raise ApiError(Problem.AGENT_NOT_ALLOWED,
-                       f"This API key runs agent {bound!r} only, not {other[:100]!r}",
+                       f"This API key runs agent {bound!r} only, not {echo(other)!r}",
                        agent=bound)
 
 

@@ -15,7 +15,7 @@ from ..engine.assist import TRANSCRIPT_CHARS, generate_suggestions, generate_tit
 from ..engine.deltas import ModelError
 from ..observability import metrics
 from ..protocol.clock import iso_ms, new_id, now_ms
-from ..protocol.problems import ApiError, Problem
+from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.tambo import NamedThread, Suggestion, SuggestionList, SuggestionsRequest, wire
 from ..store.tables import MessageRow, ThreadRow
 from .context import json_body, names_scope, services, thread_for
@@ -60,8 +60,8 @@ async def _message(request: Request, user_key: str | None = None
     message_id = request.path_params["message_id"]
     row = await services(request).store.get_message(thread.id, message_id)
     if row is None:
-        raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {message_id} not found",
-                       threadId=thread.id, messageId=message_id)
+        raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {echo(message_id)} not found",
+                       threadId=thread.id, messageId=echo(message_id))
     return thread, row
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from ..config import Settings
-from ..protocol.problems import ApiError, InvalidRequest, Problem
+from ..protocol.problems import ApiError, InvalidRequest, Problem, echo
 from ..protocol.tambo import checked_user_key
 from ..runs.quotas import Limits, QuotaExceeded, Subject, key_subject, user_subject
 from ..services import Services
@@ -24,7 +24,7 @@ from .identity import (
     looks_like_jwt,
 )
 from .keyring import ENV_KEY_PREFIX, Credentials, ManagedKey
-from .request_limits import check_json_body
+from .request_limits import checked_json_body
 
 INTEGER = re.compile(r"-?[0-9]+")
 
@@ -252,7 +252,7 @@ async def json_body(request: Request, model: type[BaseModel]) -> Any:
         raise ApiError(Problem.PAYLOAD_TOO_LARGE, f"The request body is larger than {limit} bytes")
     if not raw.strip():
         raise ApiError(Problem.VALIDATION_ERROR, "The request body must be a JSON object")
-    check_json_body(raw, services(request).settings.max_json_depth)
+    await checked_json_body(raw, services(request).settings.max_json_depth)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
@@ -268,8 +268,8 @@ async def thread_for(request: Request, *body_candidates: str | None,
     scope = user_scope(request, *body_candidates)
     thread = await services(request).store.get_thread(project_of(request), thread_id)
     if thread is None or not may_see(request, thread, scope, scope_optional=scope_optional):
-        raise ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread_id} not found",
-                       threadId=thread_id)
+        raise ApiError(Problem.THREAD_NOT_FOUND, f"Thread {echo(thread_id)} not found",
+                       threadId=echo(thread_id))
     return thread
 
 

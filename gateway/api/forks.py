@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError, Problem
+from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.tambo import ForkRequest, ThreadWithMessages, wire
 from ..store.tables import ComponentRow, ComponentStateHistoryRow, MessageRow, ThreadRow
 from .context import json_body, services, thread_for, user_scope
@@ -48,8 +48,8 @@ def history_until(rows: Sequence[MessageRow], message_id: str) -> list[MessageRo
         if row.id == message_id:
             return list(rows[:index + 1])
     thread_id = rows[0].thread_id if rows else None
-    raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {message_id} not found",
-                   threadId=thread_id, messageId=message_id)
+    raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {echo(message_id)} not found",
+                   threadId=thread_id, messageId=echo(message_id))
 
 
 def unanswered_calls(rows: Sequence[MessageRow]) -> list[str]:

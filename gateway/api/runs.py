@@ -31,7 +31,7 @@ from ..engine.agents import ResolvedAgent
 from ..engine.context_window import TokenCounter, available_tokens, input_limit
 from ..engine.history import user_messages
 from ..protocol.clock import now_ms
-from ..protocol.problems import ApiError, Problem
+from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.run_errors import error_frame, run_error
 from ..protocol.run_spec import RunSpec
 from ..protocol.tambo import CancelResponse, wire
@@ -184,8 +184,9 @@ async def run_in_thread(request: Request) -> RunRow:
     thread, run = await asyncio.gather(thread_for(request, scope_optional=True),
                                        services(request).store.get_run(run_id))
     if run is None or run.thread_id != thread.id:
-        raise ApiError(Problem.RUN_NOT_FOUND, f"Run {run_id} not found on thread {thread.id}",
-                       threadId=thread.id, runId=run_id)
+        raise ApiError(Problem.RUN_NOT_FOUND,
+                       f"Run {echo(run_id)} not found on thread {thread.id}",
+                       threadId=thread.id, runId=echo(run_id))
     return run
 
 

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError, Problem
+from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.run_spec import SeedMessage
 from ..protocol.tambo import (
     MessageList,
@@ -150,8 +150,8 @@ async def get_message(request: Request) -> Response:
     store = services(request).store
     row = await store.get_message(thread.id, message_id)
     if row is None:
-        raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {message_id} not found",
-                       threadId=thread.id, messageId=message_id)
+        raise ApiError(Problem.MESSAGE_NOT_FOUND, f"Message {echo(message_id)} not found",
+                       threadId=thread.id, messageId=echo(message_id))
     return JSONResponse(wire(message_model(row, await store.components_of(thread.id))))
 
 

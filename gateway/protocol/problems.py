@@ -204,6 +204,18 @@ class ApiError(Exception):
         self.status, self.code = problem.status, problem.name
 
 
+# The most of a client's value (an id from the path) an error body repeats: every id the
+# gateway makes or keeps is shorter, so an id that could exist is repeated whole.
+ECHO_CHARS = 100
+
+
+def echo(value: str) -> str:
+    """`value` as an error may repeat it: whole up to `ECHO_CHARS`, else cut there and marked
+    with `...`. A path can hold kilobytes, and an error body never carries unbounded client
+    input."""
+    return value if len(value) <= ECHO_CHARS else value[:ECHO_CHARS] + "..."
+
+
 class InvalidRequest(Exception):
     """A request body that does not fit its model (answered 400 VALIDATION_ERROR).
 

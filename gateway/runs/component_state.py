@@ -35,7 +35,7 @@ from jsonschema.protocols import Validator
 from ..engine.loop import ToolError
 from ..protocol import timbal
 from ..protocol.clock import now_ms
-from ..protocol.problems import Problem
+from ..protocol.problems import Problem, echo
 from ..store.repository import Store
 from ..store.tables import ComponentRow
 from . import state_schema
@@ -158,8 +158,8 @@ class ComponentStates:
         row = await self.store.get_component(thread_id, component_id)
         if row is None:
             raise ComponentStateError(Problem.COMPONENT_NOT_FOUND,
-                           f"Component {component_id} not found in thread {thread_id}",
-                           threadId=thread_id, componentId=component_id)
+                           f"Component {echo(component_id)} not found in thread {thread_id}",
+                           threadId=thread_id, componentId=echo(component_id))
         return row
 
     async def _publish(self, thread_id: str, component_id: str, base: int,

@@ -37,7 +37,14 @@ from .lateness import LoopLateness
 from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
-from .multitask import make_room, queued_input, queued_run, run_in_the_way
+from .multitask import (
+    arrived_behind_a_run,
+    follow_ended,
+    make_room,
+    queued_input,
+    queued_run,
+    run_in_the_way,
+)
 from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
 from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
@@ -128,6 +135,9 @@ class RunManager:
         if await abandon_stale_pause(self.store, thread, spec,
                                      self.limits.pending_tool_ttl_seconds):
             thread = await self.store.get_thread(project_id, thread.id) or thread
+        # The run that held the thread when the request arrived, if its end is news to it.
+        arrived_behind = (thread.current_run_id or "") if arrived_behind_a_run(thread, spec) \
+            else None
         attempts = MULTITASK_ATTEMPTS
         while True:
             try:
@@ -140,8 +150,11 @@ class RunManager:
                     return await self._enqueue(thread, spec, client_run_id)
                 attempts -= 1
                 in_the_way = run_in_the_way(refused, spec) if attempts else None
-                room = (await make_room(self.store, self.cancel, in_the_way, spec)
-                        if in_the_way else None)
+                room = None
+                if in_the_way:
+                    room = await make_room(self.store, self.cancel, in_the_way, spec)
+                elif attempts and arrived_behind is not None:
+                    room = await follow_ended(self.store, refused, spec, arrived_behind or None)
                 if room is None:
                     raise
             spec = room

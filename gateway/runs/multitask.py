@@ -20,7 +20,11 @@ the strategies:
 Starting stays atomic: the cancelled run releases the thread's lock, and this request takes it
 with the same conditional update as any start (`admission`). Two racing `interrupt` requests
 both succeed in turn, the later one interrupting the earlier (the newest message wins), and
-never two runs at once. A run in another process is cancelled through the backend's signal; if
+never two runs at once. A request that read the thread while the run streamed, but
+reached its start after another request's cancel had ended that run, finds the thread idle
+with a newer last run than its client named: it follows that run (`follow_ended`) instead of
+being refused with 400 `INVALID_PREVIOUS_RUN` (a view already stale when the request arrived
+is still refused). A run in another process is cancelled through the backend's signal; if
 it has not ended within the cancel's wait, the request is refused with 409 as `reject` would.
 """
 
@@ -86,6 +90,31 @@ async def make_room(store: Store, cancel: Callable[[str], Awaitable[RunRow | Non
     if spec.previous_run_id in (ended.previous_run_id, ended.id):
         spec = replace(spec, previous_run_id=ended.id)
     return spec
+
+
+def arrived_behind_a_run(thread: ThreadRow, spec: RunSpec) -> bool:
+    """Whether `spec` asks to interrupt, roll back or queue and arrived while a run held
+    `thread` (the thread as its API read it), its client's view current then (naming the run
+    before the one in the way, or that one). A run that ends after that is one its client
+    could not know the end of: another request interrupted it, or it finished."""
+    return (spec.multitask_strategy in ("interrupt", "rollback", "enqueue")
+            and thread.run_status != "idle"
+            and spec.previous_run_id in (thread.last_completed_run_id, thread.current_run_id))
+
+
+async def follow_ended(store: Store, refused: ApiError, spec: RunSpec,
+                       in_the_way: str | None) -> RunSpec | None:
+    """The spec to start with when it was refused only for naming a run before the thread's
+    last completed one, and the runs in between ended after it arrived (`arrived_behind_a_run`
+    said so; `in_the_way` is the run that held the thread then): its `previousRunId` moved
+    onto the thread's last completed run, as `make_room` moves it onto the run it cancelled
+    (and, for `rollback`, that run's answer left out). None: the refusal stands."""
+    last = refused.extra.get("lastCompletedRunId")
+    if refused.problem is not Problem.INVALID_PREVIOUS_RUN or not isinstance(last, str):
+        return None
+    if spec.multitask_strategy == "rollback" and in_the_way is not None:
+        await store.mark_run_answer(in_the_way, ROLLED_BACK)
+    return replace(spec, previous_run_id=last)
 
 
 def model_history(rows: Sequence[MessageRow]) -> list[MessageRow]:

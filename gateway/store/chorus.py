@@ -84,12 +84,16 @@ class ChorusQueries(Queries):
 
     @operation
     async def ended_chorus_deliveries(self, now: int, limit: int
-                                      ) -> list[tuple[ChorusDeliveryRow, RunRow]]:
+                                      ) -> list[tuple[ChorusDeliveryRow, RunRow | None]]:
         """Started messages whose run has ended and that no live claim holds, with the run:
-        nobody is reporting their end (the process relaying them died)."""
+        nobody is reporting their end (the process relaying them died). A message whose run
+        is gone (its thread was deleted, by hand or by retention, before its end was
+        reported) comes with None: left alone, it would hold its channel's next message back
+        from the sweeper for good (`stranded_chorus_threads`)."""
         query = (select(ChorusDeliveryRow, RunRow)
-                 .join(RunRow, RunRow.id == ChorusDeliveryRow.run_id)
-                 .where(RunRow.status.not_in(_GOING),
+                 .join(RunRow, RunRow.id == ChorusDeliveryRow.run_id, isouter=True)
+                 .where(ChorusDeliveryRow.run_id.is_not(None),
+                        or_(RunRow.id.is_(None), RunRow.status.not_in(_GOING)),
                         or_(ChorusDeliveryRow.claimed_by.is_(None),
                             ChorusDeliveryRow.claim_until_ms < now))
                  .order_by(ChorusDeliveryRow.created_ms).limit(limit))

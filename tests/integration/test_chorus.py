@@ -18,8 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.dialects.chorus.routes_sweeper import sweep
 from gateway.engine.mcp_pinned import Pin
 from gateway.engine.mcp_tools import open_run_tools
+from gateway.protocol.clock import new_id, now_ms
+from gateway.store.tables import ChorusDeliveryRow
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.gateway_server import GatewayServer, gateway_command
@@ -265,6 +268,41 @@ def test_a_message_queued_by_a_process_that_died_is_run_by_another(
                       {"type": "message", "content": "The second, answered by B."}, idle]
     assert len(scripted_model.requests) == 2
     assert "second" in json.dumps(scripted_model.requests[1]["messages"])
+
+
+def test_a_started_message_whose_run_is_gone_does_not_hold_its_channel_back(
+        chorus_gateway: InProcess, receiver: Receiver, scripted_model: ScriptedModel):
+    """A started message's row waits for its run's end to be reported; when the process
+    relaying the run died and the thread was then deleted (by hand or by retention), the row
+    names a run that no longer exists. The sweeper reports it (`lifecycle idle`: how it ended
+    is not known) and drops it, then starts the channel's next message, which waited for the
+    sweeper (the process that took it died before starting it). Those two rows are written as
+    the dead processes left them; the sweep is the app's own."""
+    app = chorus_gateway.servers[0] if isinstance(chorus_gateway, InProcessCluster) \
+        else chorus_gateway
+    store = app.app.state.services.store
+    connection_id, path = connect(chorus_gateway)
+    scripted_model.enqueue([{"content": "First."}], [{"content": "Second, after the sweep."}])
+    with chorus_gateway.client(timeout=30) as http:
+        accepted = http.post(path, json=delivery(receiver, "first", "m1", channel="C-gone"))
+    thread_id = accepted.json()["threadId"]
+    receiver.idle(1)
+    gone = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id, connection_id=connection_id,
+                             payload={"callback": receiver.url}, created_ms=now_ms(),
+                             run_id="run_chd_gone")
+    waiting = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id,
+                                connection_id=connection_id, created_ms=now_ms() + 1,
+                                payload=delivery(receiver, "second", "m2", channel="C-gone"))
+    app.call(store.add(gone, waiting))
+
+    app.call(sweep(app.app.state.chorus))
+
+    idle, processing = {"type": "lifecycle", "status": "idle"}, {"type": "lifecycle",
+                                                                 "status": "processing"}
+    assert receiver.idle(3)[3:] == [idle, processing, {
+        "type": "message", "content": "Second, after the sweep."}, idle]
+    assert app.call(store.next_chorus_delivery(thread_id)) is None
+    assert app.call(store.ended_chorus_deliveries(now_ms(), 10)) == []
 
 
 def test_a_messages_mcp_server_is_reached_at_the_checked_address_only():

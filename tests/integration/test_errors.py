@@ -66,6 +66,29 @@ def test_unknown_thread_is_404(client: httpx.Client):
     assert_problem(response, 404, "THREAD_NOT_FOUND")
 
 
+def test_a_not_found_answer_repeats_a_bounded_part_of_the_id(client: httpx.Client):
+    """A 404 names the id it did not find, but never more than 100 characters of it: a path can
+    carry kilobytes, and an error body never carries unbounded client input."""
+    long_id = "x" * 5000
+    shown = "x" * 100 + "..."
+    thread = client.post("/v1/threads", json={}).json()["id"]
+    answers = {
+        "threadId": client.get(f"/v1/threads/{long_id}"),
+        "runId": client.get(f"/v1/threads/{thread}/runs/{long_id}"),
+        "messageId": client.get(f"/v1/threads/{thread}/messages/{long_id}"),
+        "agent": client.post(f"/v1/agui/agents/{long_id}/run", json={}),
+    }
+    for field, response in answers.items():
+        assert response.status_code == 404, response.text[:300]
+        body = response.json()
+        assert body[field] == shown
+        assert shown in body["detail"] and long_id not in response.text
+        assert len(response.text) < 1000
+    timbal = client.post(f"/v1/timbal/threads/{long_id}/cancel")  # Timbal's error format
+    assert timbal.status_code == 404 and long_id not in timbal.text
+    assert len(timbal.text) < 1000
+
+
 @pytest.mark.sqlite_only  # refused before any store access
 def test_unknown_route_and_method(client: httpx.Client):
     assert_problem(client.get("/v1/nothing-here"), 404, "NOT_FOUND")

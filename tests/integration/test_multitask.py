@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from gateway.dialects.tambo.input import run_spec
+from gateway.protocol.tambo import RunRequest
 from tests.integration.test_agui import RUN, agui_input
 from tests.support.gateway_server import DEFAULT_USER, USER
-from tests.support.inprocess_app import InProcess
+from tests.support.inprocess_app import InProcess, InProcessCluster
 from tests.support.run_stream import message, open_stream, read_until, run_status, texts
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
@@ -178,3 +180,35 @@ def test_racing_requests_never_run_two_at_once(gateway: InProcess, client: httpx
     else:  # the first was cancelled; the queued ones all ran, in turn
         assert statuses == ["cancelled"] + ["completed"] * racing
     assert client.get(f"/v1/threads/{thread_id}").json()["runStatus"] == "idle"
+
+
+def test_an_interrupt_whose_run_in_the_way_ended_before_it_started(
+        gateway: InProcess, client: httpx.Client, scripted_model: ScriptedModel):
+    """Two tabs interrupt one run: this request's API read the thread while the run streamed,
+    and the other tab's cancel (on PostgreSQL + Redis, through the other app) ended the run
+    before this request reached its start. It starts after that run, not 400
+    INVALID_PREVIOUS_RUN. The request is handed to the run manager with the thread as its API
+    read it, the one step HTTP cannot time (tests/inprocess/runs/test_multitask.py has the
+    rest of this race)."""
+    app = gateway.servers[0] if isinstance(gateway, InProcessCluster) else gateway
+    services = app.app.state.services
+    scripted_model.enqueue([{"content": "partial "}, SLOW], [{"content": "Second answer."}])
+    with open_stream(client, "POST", "/v1/threads/runs", json={
+            "message": message("first"), "thread": {"userKey": DEFAULT_USER}}) as (_, events):
+        first = read_until(events, lambda seen: texts(seen) >= 2)
+        thread_id, run_id = first[0].data["threadId"], first[0].data["runId"]
+        project = app.call(services.store.get_run(run_id)).project_id
+        arrived = app.call(services.store.get_thread(project, thread_id))
+        assert client.delete(f"/v1/threads/{thread_id}/runs/{run_id}").status_code in (200, 202)
+        assert list(events)[-1].data["code"] == "CANCELLED"
+
+    # As a Tambo tab sends it while the run streams: no previousRunId (the run is the first).
+    spec = run_spec(RunRequest.model_validate(
+        {"message": message("second"), "multitaskStrategy": "interrupt"}))
+    started = app.call(services.runs.start(project, arrived, spec), 30).run
+
+    answer = run_events(client, "GET", f"/v1/threads/{thread_id}/runs/{started.id}")
+    assert answer[-1].type == "RUN_FINISHED"
+    assert "Second answer." in json.dumps([e.data for e in answer])
+    assert run_status(client, thread_id, started.id)["previousRunId"] == run_id
+    assert client.get(f"/v1/threads/{thread_id}").json()["lastCompletedRunId"] == started.id

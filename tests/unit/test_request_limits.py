@@ -3,13 +3,19 @@ request's message, tools and component schemas against the settings."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 import pytest
 
+from gateway.api import request_limits
 from gateway.api.request_limits import (
+    SCAN_OFF_LOOP_BYTES,
+    SEARCH_WINDOW,
     check_json_body,
     check_run_request,
+    checked_json_body,
     scan_json,
 )
 from gateway.config import Settings
@@ -113,6 +119,47 @@ def refusal(settings: Settings, body: RunSpec) -> tuple[int, str]:
     with pytest.raises(ApiError) as error:
         check_run_request(settings, body)
     return error.value.status, error.value.code
+
+
+@pytest.mark.parametrize("offset", [-10, -2, 0])
+def test_a_big_bodys_number_is_found_across_search_windows(offset: int) -> None:
+    """A body is searched for long numbers a window at a time: a number across a window's edge
+    (here starting `offset` bytes from it, in the second window or across into it) is found
+    all the same."""
+    def starting_at(at: int, number: bytes) -> bytes:
+        opening, closing = b'{"pad": "', b'", "n": '
+        return opening + b"x" * (at - len(opening) - len(closing)) + closing + number + b"}"
+
+    for number, problem in ((b"9" * 25, Problem.INTEGER_OUT_OF_RANGE),
+                            (b"1e400", Problem.NUMBER_OUT_OF_RANGE)):
+        body = starting_at(SEARCH_WINDOW + offset, number)
+        assert body.index(number) == SEARCH_WINDOW + offset
+        assert scan_json(body).number_problem is problem
+
+
+def test_a_big_body_is_scanned_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body of `SCAN_OFF_LOOP_BYTES` or more is checked on a worker thread (a 10 MB body's
+    scan takes most of a second: on the loop, every stream would wait for it), a small one
+    on the loop; the refusal is the same either way."""
+    scanned_on: list[int] = []
+    check = request_limits.check_json_body
+
+    def recorded(raw: bytes, depth_limit: int) -> None:
+        scanned_on.append(threading.get_ident())
+        check(raw, depth_limit)
+
+    monkeypatch.setattr(request_limits, "check_json_body", recorded)
+    big = b'{"a": [' + b"[" * 70 + b"]" * 70 + b',"' + b"x" * SCAN_OFF_LOOP_BYTES + b'"]}'
+
+    async def check_both() -> None:
+        await checked_json_body(b'{"a": 1}', 64)
+        with pytest.raises(ApiError) as deep:
+            await checked_json_body(big, 64)
+        assert deep.value.problem is Problem.JSON_TOO_DEEP
+
+    asyncio.run(check_both())
+    loop_thread = threading.get_ident()
+    assert scanned_on[0] == loop_thread and scanned_on[1] != loop_thread
 
 
 def test_message_text_tools_components_and_schemas_are_bounded() -> None:

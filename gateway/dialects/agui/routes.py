@@ -65,7 +65,7 @@ from ...api.runs import (
 from ...api.stored_caps import check_thread_room
 from ...api.threads import initial_message_row
 from ...protocol.clock import new_id, now_ms
-from ...protocol.problems import ApiError, Problem
+from ...protocol.problems import ApiError, Problem, echo
 from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import wire
 from ...store.rows import made
@@ -192,7 +192,8 @@ async def _create_thread(request: Request, project: str, body: RunAgentInput, sp
 
 
 def _not_found(thread_id: str) -> ApiError:
-    return ApiError(Problem.THREAD_NOT_FOUND, f"Thread {thread_id} not found", threadId=thread_id)
+    return ApiError(Problem.THREAD_NOT_FOUND, f"Thread {echo(thread_id)} not found",
+                    threadId=echo(thread_id))
 
 
 async def agui_run(request: Request) -> tuple[ThreadRow, RunRow]:
@@ -207,8 +208,9 @@ async def agui_run(request: Request) -> tuple[ThreadRow, RunRow]:
                                      scope_optional=True):
         raise _not_found(thread_id)
     if run is None or run.thread_id != thread.id:
-        raise ApiError(Problem.RUN_NOT_FOUND, f"Run {run_id} not found on thread {thread_id}",
-                       threadId=thread_id, runId=run_id)
+        raise ApiError(Problem.RUN_NOT_FOUND,
+                       f"Run {echo(run_id)} not found on thread {echo(thread_id)}",
+                       threadId=echo(thread_id), runId=echo(run_id))
     return thread, run
 
 

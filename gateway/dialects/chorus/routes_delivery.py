@@ -252,12 +252,14 @@ class Deliveries:
         finally:
             hold.cancel()
 
-    async def report_end(self, row: ChorusDeliveryRow, run: RunRow) -> None:
+    async def report_end(self, row: ChorusDeliveryRow, run: RunRow | None) -> None:
         """POST the end of a run whose process did not report it (it died): `error` if it
-        failed or was cancelled, then `lifecycle idle`.
+        failed or was cancelled, then `lifecycle idle` (only that when the run is gone with
+        its thread: how it ended is not known).
         The caller took the row (`take_chorus_delivery`), so it is reported once."""
         callback = self._callback(row.payload["callback"])
-        for event in [*translate.ended(run.status, run.error), translate.IDLE]:
+        ending = translate.ended(run.status, run.error) if run is not None else []
+        for event in [*ending, translate.IDLE]:
             await callback.send(event)
 
 

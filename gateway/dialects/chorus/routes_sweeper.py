@@ -9,7 +9,8 @@ live claim holds (a claim lasts a lease, so a dead process's claim runs out) and
 the process that took the message would have. First, it reports the end of a run lost with
 its process to that message's callback (`error` `RUN_LOST`, then `lifecycle idle`): the
 message's row is kept until its run's end is reported, and a channel's next message is not
-started before. Only the channel's oldest message is started,
+started before (a row whose run went with its deleted thread is reported as ended too, with
+`lifecycle idle` only, so it cannot hold the channel back). Only the channel's oldest message is started,
 by whoever claims it first, so messages still run once each and in order. It also sweeps at
 start-up: a single process that was restarted starts what it had stored before it died.
 """
@@ -33,7 +34,8 @@ SWEEP_BATCH = 100  # threads per look; more are found at the next
 async def report_ended(deliveries: Deliveries) -> int:
     """Report the end of each started message whose run ended while nobody relays it (the
     process that did died: its claim ran out) to its callback: a run lost with its process
-    (`RUN_LOST`), or one that ended just before its process died; returns how many."""
+    (`RUN_LOST`), or one that ended just before its process died, or one gone with its
+    deleted thread; returns how many."""
     store = deliveries.svc.store
     reported = 0
     for row, run in await store.ended_chorus_deliveries(now_ms(), SWEEP_BATCH):

@@ -38,7 +38,7 @@ from ...api.errors import HANDLERS
 from ...api.runs import check_run, gated
 from ...api.stored_caps import check_metadata, check_thread_room
 from ...protocol.clock import iso_ms, new_id, now_ms
-from ...protocol.problems import ApiError, Problem
+from ...protocol.problems import ApiError, Problem, echo
 from ...store.tables import ThreadRow
 from . import input as timbal_input
 from .errors import error_body
@@ -95,7 +95,8 @@ def _repeat(request: Request, thread: ThreadRow | None, digest: str) -> JSONResp
     """A create on a taken id: the same request again is answered as the first was."""
     if thread is None or thread.create_fingerprint != digest:
         raise ApiError(Problem.THREAD_EXISTS, "A thread with this id already exists with a "
-                       "different configuration", threadId=request.path_params["thread_id"])
+                       "different configuration",
+                       threadId=echo(request.path_params["thread_id"]))
     return _thread_answer(request, thread, "exists")
 
 

@@ -191,6 +191,38 @@ async def test_a_database_outage_at_the_end_keeps_the_answer_in_the_thread(
     assert (await store.get_thread(PROJECT, thread.id)).run_status == "idle"
 
 
+async def test_a_database_outage_mid_run_keeps_what_it_had_said_in_the_thread(
+        manager: RunManager, store: Store, model: ScriptedDeltas,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database goes away while a run writes a message it completed (its reasoning, written
+    as the answer's text starts): the run fails (`DATABASE_UNAVAILABLE`), and once its end is
+    written the thread still holds the reasoning the user saw streamed, on an answer marked
+    failed (`RunExecutor._keep_answer`), not only the run's log."""
+    thread = await new_thread(store)
+    model.enqueue(text_turn("Never said.", reasoning="Thinking it over."))
+    add_message = store.add_message
+    failures = iter([OSError("connection refused")])
+
+    async def add_while_away(*args, **kwargs):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return await add_message(*args, **kwargs)
+
+    monkeypatch.setattr(store, "add_message", add_while_away)
+    run = (await manager.start(PROJECT, thread, user("go"))).run
+    seen = await events(manager, run.id)
+    assert next(failures, None) is None  # the outage happened
+    assert (seen[-1][1]["type"], seen[-1][1]["code"]) == ("RUN_ERROR", "DATABASE_UNAVAILABLE")
+    shown = "".join(e["delta"] for _, e in seen if e["type"] == "THINKING_TEXT_MESSAGE_CONTENT")
+    assert shown == "Thinking it over."
+    assert (await store.get_run(run.id)).status == "failed"
+    answer = (await store.history(thread.id))[-1]
+    assert (answer.role, answer.run_id, answer.is_cancelled) == ("assistant", run.id, True)
+    assert [p.get("content") for p in answer.parts] == [shown]
+    assert answer.meta["runFailed"]["code"] == "DATABASE_UNAVAILABLE"
+
+
 async def test_a_run_is_written_with_the_model_it_calls(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
     # Its start is its only write before the model answers: the run's status names the model

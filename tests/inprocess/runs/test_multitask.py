@@ -33,10 +33,15 @@ async def streaming(manager: RunManager, store: Store, model: ScriptedDeltas,
     await events(manager, first.id)
     model.enqueue(text_turn("partial ") + [hold])
     second = (await manager.start(PROJECT, thread, user("two", previousRunId=first.id))).run
-    while not await store.history(thread.id) or (await store.history(thread.id))[-1].run_id \
-            != second.id or len(manager.live_log(second.id).since(0)) < 3:
-        await asyncio.sleep(0.005)
+    await until_streaming(manager, store, second)
     return thread, second
+
+
+async def until_streaming(manager: RunManager, store: Store, run: RunRow) -> None:
+    """Wait until `run` streams its answer (its model turn taken)."""
+    while not await store.history(run.thread_id) or (await store.history(run.thread_id))[
+            -1].run_id != run.id or len(manager.live_log(run.id).since(0)) < 3:
+        await asyncio.sleep(0.005)
 
 
 def sent_texts(model: ScriptedDeltas) -> list[str | None]:
@@ -84,8 +89,9 @@ async def test_racing_interrupts_never_run_two_at_once(
     hold = asyncio.Event()
     thread, running = await streaming(manager, store, model, hold)
     model.enqueue(*[text_turn("late ") + [hold] for _ in range(3)])
+    arrived = await store.get_thread(PROJECT, thread.id)  # as each request's API reads it
 
-    outcomes = await asyncio.gather(*[manager.start(PROJECT, thread, user(
+    outcomes = await asyncio.gather(*[manager.start(PROJECT, arrived, user(
         f"again {n}", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))
         for n in range(3)], return_exceptions=True)
 
@@ -101,6 +107,68 @@ async def test_racing_interrupts_never_run_two_at_once(
     assert statuses.count("cancelled") == len(statuses) - 1
     after = await store.get_thread(PROJECT, thread.id)
     assert after.run_status == "idle"
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback", "enqueue"])
+async def test_a_request_whose_run_in_the_way_ended_before_it_started(
+        manager: RunManager, store: Store, model: ScriptedDeltas, strategy: str) -> None:
+    """Two tabs (or a double click) interrupt one run: this request read the thread while the
+    run streamed, and the other request cancelled it before this one started. Its client could
+    not know that run's end: it starts after it, not 400 INVALID_PREVIOUS_RUN."""
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    arrived = await store.get_thread(PROJECT, thread.id)  # as this request's API read it
+    assert (await manager.cancel(running.id)).status == "cancelled"  # the other request
+    model.enqueue(text_turn("Three."))
+
+    started = await manager.start(PROJECT, arrived, user(
+        "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
+
+    assert not started.queued
+    assert types(await events(manager, started.run.id))[-1] == "RUN_FINISHED"
+    assert started.run.previous_run_id == running.id
+    # A rollback leaves out the answer of the run that was in its way, whoever ended it.
+    assert ("partial " in sent_texts(model)) is (strategy != "rollback")
+    hold.set()
+
+
+async def test_a_racing_interrupt_that_arrives_after_the_other_started_interrupts_it(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    """The same race, one step later: the other request's run has started (it followed the
+    run it cancelled); this request interrupts that one in turn."""
+    hold, other_hold = asyncio.Event(), asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    arrived = await store.get_thread(PROJECT, thread.id)
+    model.enqueue(text_turn("other ") + [other_hold], text_turn("Mine."))
+    other = (await manager.start(PROJECT, arrived, user(
+        "other", previousRunId=running.id, multitaskStrategy="interrupt"))).run
+    await until_streaming(manager, store, other)
+
+    mine = (await manager.start(PROJECT, arrived, user(
+        "mine", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
+
+    assert types(await events(manager, mine.id))[-1] == "RUN_FINISHED"
+    assert [(await store.get_run(r.id)).status for r in (running, other, mine)] == [
+        "cancelled", "cancelled", "completed"]
+    assert (other.previous_run_id, mine.previous_run_id) == (running.id, other.id)
+    hold.set()
+    other_hold.set()
+
+
+@pytest.mark.parametrize("strategy", ["reject", "interrupt"])
+async def test_a_view_already_stale_on_arrival_is_still_refused(
+        manager: RunManager, store: Store, model: ScriptedDeltas, strategy: str) -> None:
+    """A client that missed a run that had ended before its request arrived is talking over
+    an answer it has not seen: 400 INVALID_PREVIOUS_RUN, whatever its strategy."""
+    hold = asyncio.Event()
+    hold.set()
+    thread, running = await streaming(manager, store, model, hold)
+    await events(manager, running.id)
+    arrived = await store.get_thread(PROJECT, thread.id)
+    with pytest.raises(ApiError) as stale:
+        await manager.start(PROJECT, arrived, user(
+            "late", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
+    assert stale.value.code == "INVALID_PREVIOUS_RUN"
 
 
 async def test_interrupting_a_run_of_another_process(

@@ -138,3 +138,19 @@ async def test_a_started_chorus_message_is_kept_until_its_runs_end_is_taken_once
     assert await asyncio.gather(*[store.take_chorus_delivery(ended.id) for _ in range(3)]) \
         in ([True, False, False], [False, True, False], [False, False, True])
     assert await store.stranded_chorus_threads(now_ms(), 10) == [(PROJECT, thread.id)]
+
+
+async def test_a_started_chorus_message_whose_run_is_gone_is_ended(store: Store) -> None:
+    """A started message whose run went with its deleted thread is ended (with no run), so
+    the sweeper drops it instead of leaving the channel's next message behind it for good."""
+    thread = await new_thread(store)
+    run = run_row(thread.id)
+    await store.start_run(run, [], now_ms(), None)
+    started = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread.id, connection_id="chc_1",
+                                payload={"callback": "http://cb/1"}, created_ms=now_ms())
+    await store.add(started)
+    await store.start_chorus_delivery(started.id, run.id, "http://cb/1")
+    assert await store.ended_chorus_deliveries(now_ms(), 10) == []  # its run goes on
+    await store.delete_thread(thread.id)
+    [(ended, no_run)] = await store.ended_chorus_deliveries(now_ms(), 10)
+    assert (ended.id, no_run) == (started.id, None)
