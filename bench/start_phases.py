@@ -124,6 +124,11 @@ def holds(log: Path) -> None:
     if not path.exists():
         return
     rows = [json.loads(line) for line in path.read_text().splitlines()]
+    groups = [r["group"] for r in rows if "group" in r]
+    rows = [r for r in rows if "group" not in r]
+    if groups:
+        print(f"\n{len(groups)} group commits carried {sum(groups)} transactions: p50 "
+              f"{pct(groups, 0.5)}, p90 {pct(groups, 0.9)}, max {max(groups)} a trip")
     if len(rows) > 1:
         start = sorted(r["at"] for r in rows)[len(rows) // 10]  # roughly past the warm-up
         rows = [r for r in rows if r["at"] >= start]

@@ -15,8 +15,9 @@ request handed to httpx) -> upstream_headers -> first_chunk (the first content f
 (`gateway/serve_loop.py`), to compare.
 
 And every hold of a pooled database connection (checkout to checkin), with what held it (the
-task's name: the log writer, a run's task, a request), one JSON line each in `<log>.holds`:
-on SQLite the process has one connection, and whatever holds it makes every start wait.
+task's name: the log writer, a run's task, a request, the store's group commit), one JSON line
+each in `<log>.holds`: on SQLite the process has one connection, and whatever holds it makes
+every start wait; and how many transactions each group commit's trip carried (SQLite).
 """
 
 from __future__ import annotations
@@ -225,6 +226,20 @@ def _watch_holds(out: Any) -> None:
         @event.listens_for(Engine, "before_cursor_execute")
         def statement(conn: Any, cursor: Any, sql: str, *args: Any) -> None:
             out.write(json.dumps({"by": holder(), "sql": " ".join(sql.split())[:90]}) + "\n")
+
+    try:  # the store's group commits (SQLite): how many transactions each trip carried
+        from gateway.store import group_commit
+    except ImportError:
+        pass
+    else:
+        run_group = group_commit._run_group
+
+        def sized(engine: Any, raw: Any, members: list[Any]) -> int:
+            ran = run_group(engine, raw, members)
+            out.write(json.dumps({"group": ran}) + "\n")
+            return ran
+
+        group_commit._run_group = sized  # type: ignore[assignment]
 
     @event.listens_for(Pool, "checkin")
     def checkin(dbapi: Any, record: Any) -> None:

@@ -54,7 +54,8 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         # sleeps in steps of up to 100 ms while holding a pooled connection; at 100 concurrent
         # runs, starts waited for seconds. On one connection they queue in order instead, with
         # no sleeping. (Other processes on the same file still meet the busy timeout.)
-        # Each statement in one trip to aiosqlite's thread (`sqlite_driver`).
+        # Each statement in one trip to aiosqlite's thread (`sqlite_driver`), and the store's
+        # concurrent transactions together in one trip and one commit (`group_commit`).
         engine = create_async_engine(url, module=one_trip_dbapi(), json_serializer=json_text,
                                      connect_args={"timeout": 30}, pool_size=1,
                                      max_overflow=0, pool_timeout=SQLITE_POOL_TIMEOUT_SECONDS,

@@ -14,24 +14,21 @@ SQLAlchemy's (`DBAPIError`), and a connection that fails to commit or roll back 
 A Core statement that `Prepared` cannot run (an expanding `IN`) runs through a SQLAlchemy
 `Connection` made on the same DB-API connection, in the same transaction (`execute`).
 
-On SQLite, the whole transaction (`work` and the commit) runs on aiosqlite's thread in one trip
-(`sqlite_driver.whole_in_one_trip`), on the sqlite3 connection itself: a trip to that thread is
-a future, a lock and two hand-overs of the GIL on the event loop, and a start or an end made a
-trip per statement. There, statements cost no trip, so one per row is as cheap as one for many
-(`cheap_statements`), and Core statements are not available.
+On SQLite, `Queries.transaction` does not come here: concurrent transactions are gathered and
+run together on aiosqlite's thread, in one trip with one commit (`group_commit`), each work
+given an `InGroup` on the sqlite3 connection itself. There, statements cost no trip, so one
+per row is as cheap as one for many (`cheap_statements`), and Core statements are not
+available. `run` still works on SQLite (a trip per statement).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, CursorResult, Engine, Executable
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import PoolProxiedConnection
-
-from .sqlite_driver import OneTripConnection, whole_in_one_trip
 
 R = TypeVar("R")
 
@@ -59,36 +56,6 @@ class Transaction:
         return self._core.execute(statement, parameters)
 
 
-class OnSQLiteThread(Transaction):
-    """A transaction run on aiosqlite's thread, on the sqlite3 connection."""
-
-    cheap_statements = True
-
-    def rollback(self) -> None:
-        self.rolled_back = True
-        self.connection.rollback()
-
-    def execute(self, statement: Executable, parameters: dict[str, Any]) -> CursorResult[Any]:
-        raise TypeError("no SQLAlchemy statement on the database's thread: use `Prepared`")
-
-
-def _on_sqlite_thread(engine: Engine, raw: sqlite3.Connection,
-                      work: Callable[[Transaction], R]) -> R:
-    transaction = OnSQLiteThread(engine, raw)
-    try:
-        result = work(transaction)
-    except BaseException:
-        if not transaction.rolled_back:
-            raw.rollback()
-        raise
-    if not transaction.rolled_back:
-        try:
-            raw.commit()
-        except sqlite3.Error as error:
-            raise DBAPIError.instance(None, None, error, sqlite3.Error) from error
-    return result
-
-
 def run(engine: Engine, work: Callable[[Transaction], R]) -> R:
     """`work` in one transaction: committed if it returns (unless it rolled back), rolled
     back if it raises."""
@@ -98,9 +65,6 @@ def run(engine: Engine, work: Callable[[Transaction], R]) -> R:
     except dbapi.Error as error:
         raise DBAPIError.instance(None, None, error, dbapi.Error) from error
     try:
-        if isinstance(connection.dbapi_connection, OneTripConnection):
-            return whole_in_one_trip(connection.dbapi_connection,
-                                     lambda raw: _on_sqlite_thread(engine, raw, work))
         transaction = Transaction(engine, connection)
         try:
             result = work(transaction)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiosqlite
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
@@ -22,20 +21,6 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
         await connection.execute(text("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER)"))
     yield made
     await made.dispose()
-
-
-@pytest.fixture
-def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of every call handed to an aiosqlite thread."""
-    calls: list[str] = []
-    original = aiosqlite.Connection._execute
-
-    async def counted(self: aiosqlite.Connection, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(getattr(fn, "__name__", repr(fn)))
-        return await original(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
-    return calls
 
 
 async def test_each_statement_is_one_trip_and_a_transaction_adds_its_commit(

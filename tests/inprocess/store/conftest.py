@@ -1,0 +1,21 @@
+"""What the store's tests share."""
+
+from __future__ import annotations
+
+import aiosqlite
+import pytest
+
+
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of every call handed to an aiosqlite thread ("_Trip": a group commit's,
+    `store/group_commit.py`)."""
+    calls: list[str] = []
+    original = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(getattr(fn, "__name__", type(fn).__name__))
+        return await original(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    return calls
