@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.start_cost              # 3 x 100 starts against the bare limit
     .venv/bin/python -m bench.start_cost --at-once    # then 100 starts in the same instant
     .venv/bin/python -m bench.start_cost --profile 30 # plus cProfile's top 30 (one at a time)
+    .venv/bin/python -m bench.start_cost --per-token 500  # plus the loop's CPU per streamed token
 
 The whole app (`create_app`, its lifespan, SQLite in a temporary directory, the default model
 adapter) runs on a uvloop in this process; the model is the paced upstream of `bench/paced.py`
@@ -208,6 +209,31 @@ async def against_bare(gateway: Any, bare: Any, args: argparse.Namespace) -> dic
     return result
 
 
+async def loop_cpu_per_run(app: Any, text: str, runs: int) -> float:
+    started = time.thread_time()
+    for _ in range(runs):
+        await one_start(app, text=text)
+    return (time.thread_time() - started) / runs
+
+
+async def per_token(gateway: Any, bare: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The loop's CPU per streamed token, gateway and bare alternating: a run of `--per-token`
+    tokens (as fast as the upstream sends them) less a one-token run, over the tokens between.
+    What the response path costs per event (the `send` of each frame through the middleware
+    included), which a one-token start hides."""
+    tokens, cpu_us = args.per_token, {"gateway": [], "bare": []}  # type: ignore[var-annotated]
+    for _ in range(args.rounds):
+        for name, app in (("gateway", gateway), ("bare", bare)):
+            one = await loop_cpu_per_run(app, "paced 1 100000", 32)
+            many = await loop_cpu_per_run(app, f"paced {tokens} 100000", 8)
+            cpu_us[name].append(round((many - one) / (tokens - 1) * 1e6, 2))
+    result = {"gateway_us_per_token": median(cpu_us["gateway"]),
+              "bare_us_per_token": median(cpu_us["bare"])}
+    result["ratio"] = round(result["gateway_us_per_token"] / result["bare_us_per_token"], 2)
+    print(json.dumps({"per_token": result, "rounds": cpu_us}), flush=True)
+    return result
+
+
 async def measure(args: argparse.Namespace, upstream_url: str) -> list[dict[str, Any]]:
     from gateway.app import create_app
     from tests.support.inprocess_app import settings_from
@@ -226,6 +252,8 @@ async def measure(args: argparse.Namespace, upstream_url: str) -> list[dict[str,
             await batch(warm, 20, False)
             await batch(warm, 20, True)
         results.append(await against_bare(app, bare, args))
+        if args.per_token:
+            results.append(await per_token(app, bare, args))
         if args.at_once:
             row = await batch(app, args.starts, True)
             results.append(row)
@@ -277,6 +305,8 @@ def main() -> None:
                         help="batches of gateway and bare, alternating")
     parser.add_argument("--calls", type=int, default=30,
                         help="starts to count Python calls over (0: none)")
+    parser.add_argument("--per-token", type=int, default=0, metavar="TOKENS",
+                        help="also the loop's CPU per token, over runs of this many tokens")
     parser.add_argument("--at-once", action="store_true",
                         help="then a batch all at once (wall times under a burst)")
     parser.add_argument("--profile", type=int, default=0,

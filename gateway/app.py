@@ -9,9 +9,9 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
 
@@ -19,18 +19,14 @@ from .api import admin as admin_api
 from .api import agents as agents_api
 from .api import assist, audio, components, docs, oauth, operations, playground, threads
 from .api import forks as forks_api
-from .api.body_limit import BodyLimitMiddleware
-from .api.development import DevelopmentGuard
-from .api.door import AdmissionDoor
 from .api.errors import HANDLERS
-from .api.keyring import KeyRingMiddleware
+from .api.front import Front
 from .config import Settings, load_settings
 from .dialects import registry
 from .engine.agents import Agent
 from .engine.agents_file import registry_for
 from .observability import metrics
-from .observability.http_metrics import HttpMetricsMiddleware
-from .observability.logs import RequestIdMiddleware, configure_levels
+from .observability.logs import configure_levels
 from .services import open_services
 from .shutdown import DrainOnSignals
 
@@ -40,32 +36,22 @@ SWITCH_INTERVAL_SECONDS = 0.0005
 GC_THRESHOLDS = (20_000, 50, 100)
 
 
-# Outside the server-error handler, in this order: the request id and every response's own
-# headers (so the guard's refusals, CORS preflights and the 500 of an unexpected error carry
-# them, and their log lines name the request), the HTTP metrics (which count those too), the
-# development-mode guard (so a foreign
-# origin's preflight is refused, not answered), then CORS, then the door that refuses a new run
-# while the process is saturated (before the body is read or the caller authenticated).
-OUTERMOST = (RequestIdMiddleware, HttpMetricsMiddleware, DevelopmentGuard, CORSMiddleware,
-             AdmissionDoor)
+class Gateway(Starlette):
+    """Starlette whose whole middleware stack is the front (`api/front.py`): one pure-ASGI
+    layer that does what starlette's server-error and exception middlewares and the gateway's
+    own (request id, metrics, development guard, CORS, door, body limit, key lookup) did, in
+    the same order, with one `send` wrapper instead of one each."""
 
-
-class CorsOutermost(Starlette):
-    """Starlette with its CORS middleware moved outside the server-error handler.
-
-    Starlette nests user middleware inside `ServerErrorMiddleware`, which writes the 500
-    problem+json of an unexpected error; that response would leave without CORS headers, and a
-    browser app would see a bare network failure ("Connection error.") instead of the problem.
-    The request id middleware moves out with it, for the same reason.
-    """
+    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
 
     def build_middleware_stack(self) -> ASGIApp:
-        cors = [m for m in self.user_middleware if m.cls in OUTERMOST]
-        self.user_middleware = [m for m in self.user_middleware if m.cls not in OUTERMOST]
-        app = super().build_middleware_stack()
-        for middleware in reversed(cors):
-            app = middleware.cls(app, *middleware.args, **middleware.kwargs)
-        return app
+        cors = CORSMiddleware(self.router, allow_origins=list(self.settings.cors_origins),
+                              allow_methods=["*"], allow_headers=["*"],
+                              expose_headers=["X-Run-Id", "X-Thread-Id", "X-Run-Queued", "ETag",
+                                              "X-Request-Id", "Retry-After"], max_age=600)
+        return Front(self.router, self.settings, cors, self.exception_handlers)
 
 
 # How `serve --workers` hands its `--log-level` to its workers (fresh interpreters).
@@ -128,22 +114,13 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                     signals.uninstall()
                 metrics.process_exited()
 
-    app = CorsOutermost(
+    app = Gateway(
+        settings,
         routes=[*operations.routes,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes, *agents_api.routes, *forks_api.routes,
                 *admin_api.routes],
-        middleware=[Middleware(RequestIdMiddleware),
-                    Middleware(HttpMetricsMiddleware),
-                    Middleware(DevelopmentGuard, settings=settings),
-                    Middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
-                               allow_methods=["*"], allow_headers=["*"],
-                               expose_headers=["X-Run-Id", "X-Thread-Id", "X-Run-Queued", "ETag",
-                                               "X-Request-Id", "Retry-After"], max_age=600),
-                    Middleware(AdmissionDoor),
-                    Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-                    Middleware(KeyRingMiddleware)],
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )

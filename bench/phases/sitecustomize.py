@@ -44,12 +44,13 @@ def stamp(name: str) -> None:
 def _install() -> None:
     import httpx
 
-    from gateway.observability import logs, metrics
+    from gateway.api import front
+    from gateway.observability import metrics
     from gateway.runs import manager, start_gate
     from gateway.store import repository
 
     out = open(LOG, "a", buffering=1)  # noqa: SIM115 - for the process's life
-    outer = logs.RequestIdMiddleware.__call__
+    outer = front.Front._http
     connected = _watch_connections()
 
     async def arrival(self: Any, scope: Any, receive: Any, send: Any) -> None:
@@ -89,7 +90,7 @@ def _install() -> None:
         finally:
             write()
 
-    logs.RequestIdMiddleware.__call__ = arrival  # type: ignore[method-assign]
+    front.Front._http = arrival  # type: ignore[method-assign]
 
     turn = start_gate.StartGate.turn
 

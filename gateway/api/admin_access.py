@@ -27,7 +27,7 @@ def admin_project(request: Request) -> str:
     known = getattr(request.state, "admin_project", None)
     if known is not None:
         return str(known)
-    creds: Credentials | None = getattr(request.state, "credentials", None)  # KeyRingMiddleware
+    creds: Credentials | None = getattr(request.state, "credentials", None)  # `keyring.find_credentials`
     refuse_unresolved(creds)
     if creds is not None and creds.development:
         project = DEVELOPMENT_PROJECT

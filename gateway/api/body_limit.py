@@ -1,6 +1,6 @@
 """A cap on request bodies, enforced as the bytes arrive.
 
-Checked twice, both before the body is held in memory: a declared `Content-Length` over the cap
+Checked twice by the front (`api/front.py`), both before the body is held in memory: a declared `Content-Length` over the cap
 is refused before a byte is read, and a body without one (chunked) is counted while the route
 reads it and refused at the first chunk that crosses the cap.
 """
@@ -8,7 +8,8 @@ reads it and refused at the first chunk that crosses the cap.
 from __future__ import annotations
 
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Message, Receive
 
 from ..observability import metrics
 from ..protocol.problems import Problem
@@ -26,31 +27,28 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, _too_large(limit))
 
 
-class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+def declared_too_large(declared: bytes | None, max_bytes: int) -> Response | None:
+    """The 413 for a request whose `Content-Length` is over the cap, before a byte is read."""
+    if declared is None or not declared.isdigit() or int(declared) <= max_bytes:
+        return None
+    metrics.REFUSALS.labels("PAYLOAD_TOO_LARGE").inc()
+    response = problem(Problem.PAYLOAD_TOO_LARGE, _too_large(max_bytes))
+    response.headers["Connection"] = "close"  # the unread body must not be parsed next
+    return response
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            metrics.REFUSALS.labels("PAYLOAD_TOO_LARGE").inc()
-            response = problem(Problem.PAYLOAD_TOO_LARGE, _too_large(self.max_bytes))
-            response.headers["Connection"] = "close"  # the unread body must not be parsed next
-            await response(scope, receive, send)
-            return
-        received = 0
 
-        async def counted() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    metrics.REFUSALS.labels("PAYLOAD_TOO_LARGE").inc()
-                    raise BodyTooLarge(self.max_bytes)
-            return message
+def counted(receive: Receive, max_bytes: int) -> Receive:
+    """`receive` counting the body's bytes, refusing at the first chunk over the cap."""
+    received = 0
 
-        await self.app(scope, counted, send)
+    async def counting() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > max_bytes:
+                metrics.REFUSALS.labels("PAYLOAD_TOO_LARGE").inc()
+                raise BodyTooLarge(max_bytes)
+        return message
+
+    return counting

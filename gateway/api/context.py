@@ -85,7 +85,7 @@ def caller(request: Request) -> Caller:
     if known is not None:
         return known
     settings = services(request).settings
-    creds: Credentials | None = getattr(request.state, "credentials", None)  # KeyRingMiddleware
+    creds: Credentials | None = getattr(request.state, "credentials", None)  # `keyring.find_credentials`
     refuse_unresolved(creds)
     development = creds is not None and creds.development
     key = request.headers.get("x-api-key")

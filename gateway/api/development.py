@@ -7,16 +7,16 @@ database later loses them, an embedding server bound elsewhere), and against the
 loopback socket lets in: a web page in the developer's own browser. Such a page can reach
 127.0.0.1 directly (its `Origin` is its own) or under its own name re-pointed at 127.0.0.1
 (DNS rebinding: its `Host` is its own). So, in development mode, a request is refused unless
-its client address, its `Host` and its `Origin` (when sent) are all loopback. It sits outside
-the CORS middleware, so a foreign origin's preflight is refused too, and covers WebSocket
-handshakes (where CORS does not apply at all).
+its client address, its `Host` and its `Origin` (when sent) are all loopback. The front
+(`api/front.py`) asks before CORS, so a foreign origin's preflight is refused too, and for
+WebSocket handshakes (where CORS does not apply at all).
 
 With keys, nothing here applies: a key is what admits a caller then.
 """
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ..config import Settings
 from ..loopback import is_loopback, is_loopback_host_header, is_loopback_origin
@@ -40,36 +40,31 @@ def foreign_part(scope: Scope) -> str | None:
     return None
 
 
-class DevelopmentGuard:
-    """Refuses, in development mode, every request that does not come from this machine."""
+async def refused(settings: Settings, scope: Scope, receive: Receive, send: Send) -> bool:
+    """Refuses the request (HTTP or a WebSocket handshake) if development mode is on and it
+    does not come from this machine; whether it did."""
+    if not settings.development_possible:
+        return False
+    part = foreign_part(scope)
+    if part is None or not await _development(settings, scope):
+        return False
+    if scope["type"] == "websocket":  # closing before accepting refuses the handshake
+        await send({"type": "websocket.close", "code": WEBSOCKET_POLICY_VIOLATION})
+        return True
+    response = problem(Problem.LOOPBACK_ONLY, f"Development mode (no API keys) answers this machine "
+                       f"only, and this request's {part} is not loopback; create an API key "
+                       "(`gateway keys create`) or set GATEWAY_API_KEYS to serve others")
+    await response(scope, receive, send)
+    return True
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
-        self.app, self.settings = app, settings
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and self.settings.development_possible:
-            part = foreign_part(scope)
-            if part is not None and await self._development(scope):
-                await self._refuse(scope, receive, send, part)
-                return
-        await self.app(scope, receive, send)
-
-    async def _development(self, scope: Scope) -> bool:
-        """Whether development mode is on; when that cannot be known (not started yet, the
-        database away), it is taken to be: refusing is the safe side."""
-        services = getattr(scope["app"].state, "services", None)
-        if services is None:
-            return True
-        try:
-            return bool(await services.keyring.development(self.settings))
-        except UNAVAILABLE:
-            return True
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, part: str) -> None:
-        if scope["type"] == "websocket":  # closing before accepting refuses the handshake
-            await send({"type": "websocket.close", "code": WEBSOCKET_POLICY_VIOLATION})
-            return
-        response = problem(Problem.LOOPBACK_ONLY, f"Development mode (no API keys) answers this machine "
-                           f"only, and this request's {part} is not loopback; create an API key "
-                           "(`gateway keys create`) or set GATEWAY_API_KEYS to serve others")
-        await response(scope, receive, send)
+async def _development(settings: Settings, scope: Scope) -> bool:
+    """Whether development mode is on; when that cannot be known (not started yet, the
+    database away), it is taken to be: refusing is the safe side."""
+    services = getattr(scope["app"].state, "services", None)
+    if services is None:
+        return True
+    try:
+        return bool(await services.keyring.development(settings))
+    except UNAVAILABLE:
+        return True

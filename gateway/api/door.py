@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from ..observability import metrics
 from ..protocol.problems import Problem
@@ -60,23 +60,24 @@ def refusal(saturation: Saturation) -> Response:
     return api_error_response(Overloaded(saturation))
 
 
-class AdmissionDoor:
-    """Pure ASGI, outside everything that reads, authenticates or parses a request."""
+class Door:
+    """Asked by the front (`api/front.py`) before anything reads, authenticates or parses a
+    request."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self) -> None:
         self._starts: list[tuple[Route, Shape]] | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            # Saturation first: a few comparisons; the routes are matched only while it holds.
-            services = getattr(scope["app"].state, "services", None)
-            saturation = services.runs.start_gate.saturation() if services else None
-            shape = self._run_start(scope) if saturation is not None else None
-            if saturation is not None and shape is not None:
-                await shape(refusal(saturation))(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+    def refusal(self, scope: Scope) -> Response | None:
+        """The 503 for this request if it starts a run while the process is saturated."""
+        if scope["method"] != "POST":
+            return None
+        # Saturation first: a few comparisons; the routes are matched only while it holds.
+        services = getattr(scope["app"].state, "services", None)
+        saturation = services.runs.start_gate.saturation() if services else None
+        if saturation is None:
+            return None
+        shape = self._run_start(scope)
+        return None if shape is None else shape(refusal(saturation))
 
     def _run_start(self, scope: Scope) -> Shape | None:
         """How a refusal of this request is shaped if it starts a run (None: it does not)."""

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from ..config import Settings
 from ..protocol.clock import new_id, now_ms
@@ -239,7 +239,7 @@ class KeyRing:
 
 @dataclass(frozen=True)
 class Credentials:
-    """What the key middleware found for a request (see `context.caller`)."""
+    """What the key lookup before the route found for a request (see `context.caller`)."""
 
     managed: dict[str, ManagedKey]  # the presented keys that are usable managed keys
     development: bool  # development mode is on for this request
@@ -248,22 +248,15 @@ class Credentials:
     lookups_exceeded: KeyLookupsExceeded | None = None  # too many unknown keys from here
 
 
-class KeyRingMiddleware:
+async def find_credentials(scope: Scope) -> None:
     """Resolves a presented key (or the key a gateway token names) against the managed keys
-    before the route runs: `caller()` is synchronous and called everywhere, so the
-    asynchronous lookups happen here."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket"):
-            services = getattr(scope["app"].state, "services", None)
-            if services is not None:
-                client = scope.get("client")
-                scope.setdefault("state", {})["credentials"] = await _credentials(
-                    services, scope["headers"], client[0] if client else None)
-        await self.app(scope, receive, send)
+    before the route runs, into the request's `credentials` state: `caller()` is synchronous
+    and called everywhere, so the asynchronous lookups happen here (the front calls it)."""
+    services = getattr(scope["app"].state, "services", None)
+    if services is not None:
+        client = scope.get("client")
+        scope.setdefault("state", {})["credentials"] = await _credentials(
+            services, scope["headers"], client[0] if client else None)
 
 
 def presented(headers: list[tuple[bytes, bytes]]) -> tuple[list[str], str | None]:

@@ -1,4 +1,4 @@
-"""HTTP request metrics by route template and status, as a pure ASGI middleware.
+"""HTTP request metrics by route template and status, observed by the front (`api/front.py`).
 
 The route label is the template the request matched (`/v1/threads/{thread_id}/runs`), read
 from the scope once the router has matched it, so the label set stays bounded whatever ids
@@ -9,10 +9,10 @@ length is the run's, already measured by the run metrics.
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 from prometheus_client import Counter, Histogram
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 UNMATCHED = "unmatched"
 
@@ -32,36 +32,33 @@ def route_template(scope: Scope) -> str:
     return path if isinstance(path, str) else UNMATCHED
 
 
-class HttpMetricsMiddleware:
-    """Counts every HTTP response (refusals by the middleware inside it, and the 500 of an
-    unexpected error, too) once."""
+def method_label(method: str) -> str:
+    """The method as a label: the usual ones by name, anything else `other` (bounded)."""
+    return method if method in _METHODS else "other"
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        method = scope["method"] if scope["method"] in _METHODS else "other"
-        # The server-error handler is inside this middleware: an unexpected error's 500 is
-        # sent through here. Ending without any answer is a request its client abandoned
-        # (nginx's 499).
-        status = "499"
+def started(method: str, scope: Scope, seconds: float) -> None:
+    """A response started `seconds` after its request arrived."""
+    key = (method, route_template(scope))
+    child = _started.get(key)
+    if child is None:
+        child = _started[key] = HTTP_RESPONSE_START.labels(*key)
+    child.observe(seconds)
 
-        async def send_counted(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = str(message["status"])
-                HTTP_RESPONSE_START.labels(method, route_template(scope)).observe(
-                    time.perf_counter() - started)
-            await send(message)
 
-        try:
-            await self.app(scope, receive, send_counted)
-        finally:
-            HTTP_REQUESTS.labels(method, route_template(scope), status).inc()
+def answered(method: str, scope: Scope, status: int | None) -> None:
+    """A request is over, answered with `status` (None: its client went away first, counted
+    as nginx's 499). Every HTTP response is counted once: refusals before the routes and the
+    500 of an unexpected error too (the front calls this)."""
+    key = (method, route_template(scope), "499" if status is None else str(status))
+    child = _answered.get(key)
+    if child is None:
+        child = _answered[key] = HTTP_REQUESTS.labels(*key)
+    child.inc()
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+# Each label set's child, found once: `labels()` validates and locks on every call. Bounded as
+# the label sets are (methods, route templates, statuses).
+_started: dict[tuple[str, str], Any] = {}
+_answered: dict[tuple[str, str, str], Any] = {}

@@ -16,9 +16,6 @@ import time
 import uuid
 from typing import Any
 
-from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from .redact import RedactUserKeys
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id",
@@ -110,35 +107,11 @@ def configure_levels(level_name: str, log_format: str = "auto") -> None:
     logging.getLogger("alembic").setLevel(max(level, logging.WARNING))
 
 
-class RequestIdMiddleware:
-    """Takes `X-Request-Id` from the caller (a proxy's id) or makes one, and echoes it back.
-
-    The outermost middleware, so it is also where the headers of every HTTP response are set:
-    `X-Content-Type-Options: nosniff` on JSON, problem+json and streams alike, so no browser
-    ever guesses a type from a body a client wrote into (a message, a thread name).
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        given = next((v.decode("latin-1") for k, v in scope["headers"]
-                      if k == REQUEST_ID_HEADER.encode()), "")
-        rid = given if _VALID_ID.match(given) else uuid.uuid4().hex
-        request_id.set(rid)  # each request runs in its own task: its own copy of the context
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                headers[REQUEST_ID_HEADER] = rid
-                headers["x-content-type-options"] = "nosniff"
-                # The server logs its access line as it sends this: a run request's line
-                # names the run it started (its `X-Run-Id`).
-                if RUN_ID_HEADER in headers:
-                    run_id.set(headers[RUN_ID_HEADER])
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
+def valid_request_id(given: bytes | None) -> str:
+    """The request's id: the caller's `X-Request-Id` (a proxy's id) if it is a short plain
+    token, else a new one. The front (`api/front.py`) echoes it on every response."""
+    if given is not None:
+        text = given.decode("latin-1")
+        if _VALID_ID.match(text):
+            return text
+    return uuid.uuid4().hex

@@ -272,7 +272,7 @@ def origin_allowed(settings: Settings, origin: str | None) -> bool:
     """A WebSocket handshake's `Origin` against `GATEWAY_CORS_ORIGINS`: CORS does not apply to
     WebSockets, so the browser lets any page open one and leaves the check to the server.
     Clients that are not browsers send none. (Development mode allows loopback origins only,
-    before any route: `gateway.api.development.DevelopmentGuard`.)"""
+    before any route: `gateway.api.development`, asked by the front.)"""
     allowed = settings.cors_origins
     return origin is None or "*" in allowed or origin in allowed
 

@@ -1,0 +1,65 @@
+"""An SSE reader that stops reading is disconnected after the bound (`BoundedEventSource`, with
+its own per-send timeout), logged as one line, and the run's subscription (the response's
+iterator) is closed; a reader that reads gets every event. The NDJSON and WebSocket bounds are
+tested against a real server in tests/integration/test_timbal_views.py."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from gateway.api.slow_reader import BoundedEventSource
+
+SCOPE = {"type": "http", "method": "GET", "path": "/v1/threads/t/runs/r", "headers": []}
+
+
+async def _never_disconnects() -> dict[str, Any]:
+    await asyncio.Event().wait()
+    return {}
+
+
+async def test_a_reader_that_stops_reading_is_disconnected_and_its_stream_closed(
+        caplog: pytest.LogCaptureFixture) -> None:
+    closed = asyncio.Event()
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        try:
+            for k in range(1000):
+                yield {"data": f"event {k}"}
+        finally:
+            closed.set()
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if len(sent) > 3:  # the socket's buffer is full: this send never completes
+            await asyncio.Event().wait()
+
+    response = BoundedEventSource(events(), send_timeout=0.05, ping=600)
+    with caplog.at_level(logging.INFO, logger="gateway.api.slow_reader"):
+        await asyncio.wait_for(response(SCOPE, _never_disconnects, send), 10)
+    assert closed.is_set()
+    assert len(sent) == 4  # the start and three events, then nothing more was tried
+    assert [r.getMessage() for r in caplog.records] == [
+        "a reader of /v1/threads/t/runs/r read nothing for 0.05 s: disconnected"]
+
+
+async def test_a_reader_that_reads_gets_every_event() -> None:
+    async def events() -> AsyncIterator[dict[str, str]]:
+        for k in range(100):
+            yield {"data": f"event {k}"}
+
+    bodies: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            bodies.append(message["body"])
+
+    response = BoundedEventSource(events(), send_timeout=0.05, ping=600, sep="\n")
+    await asyncio.wait_for(response(SCOPE, _never_disconnects, send), 10)
+    assert b"".join(bodies).decode().split("\n\n")[:-1] == [f"data: event {k}" for k in range(100)]
