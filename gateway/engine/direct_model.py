@@ -37,6 +37,7 @@ from .deltas import (
     usage_of,
 )
 from .model import LiteLLMModel, ModelRequest, UsageSink
+from .upstream_pool import UpstreamPool
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
 # own deadline is the caller's business).
@@ -47,7 +48,8 @@ DRAIN_SECONDS = 1.0  # reading what follows `[DONE]`, at most (`_drain`)
 
 @dataclass
 class DirectModel:
-    """Streams from `api_base` + `/chat/completions` with one connection pool for the upstream.
+    """Streams from `api_base` + `/chat/completions`, its connections split over a few clients
+    (`upstream_pool`).
 
     `model` is the name the upstream knows (litellm's provider prefix removed), `litellm_model`
     the full litellm string, used for the non-streamed calls and the error mapping.
@@ -59,27 +61,24 @@ class DirectModel:
     provider: str
     litellm_model: str
     fallback: LiteLLMModel
-    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+    _pool: UpstreamPool | None = field(default=None, repr=False)
     _names: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def client(self) -> UpstreamPool:
+        if self._pool is None:
             headers = {"Accept": "text/event-stream"}
             if self.api_key:
                 headers["Authorization"] = f"Bearer {self.api_key}"
-            # No connection limit: every active run holds one stream, and a run must never wait
-            # for another's connection.
-            self._client = httpx.AsyncClient(
-                base_url=self.api_base.rstrip("/"), headers=headers,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-                timeout=httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS))
-        return self._client
+            self._pool = UpstreamPool(lambda limits: httpx.AsyncClient(
+                base_url=self.api_base.rstrip("/"), headers=headers, limits=limits,
+                timeout=httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)))
+        return self._pool
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
         name = self.model
