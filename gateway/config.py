@@ -314,7 +314,7 @@ class Settings(BaseSettings):
                     "order, so that a burst of new runs does not stall the streams already "
                     "running (`gateway_starts_waiting` counts the waiting).")
     max_active_runs: int = Field(
-        256, ge=0, le=1_000_000,
+        180, ge=0, le=1_000_000,
         description="Runs one process may have going or starting at once (0: no limit); one "
                     "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
                     "`/ready` answers 503 meanwhile, so a load balancer sends the work "
