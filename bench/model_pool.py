@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import ssl
 import time
 from typing import Any
 
@@ -37,9 +38,9 @@ async def call(upstream: Any, text: str) -> None:
 
 
 async def per_call(url: str, shards: int, keepalive: int, held: int, calls: int) -> float:
-    def make(limits: httpx.Limits) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=url, limits=httpx.Limits(
-            max_connections=None, max_keepalive_connections=keepalive), timeout=600)
+    def make(limits: httpx.Limits, tls: ssl.SSLContext) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=url, verify=tls, timeout=600, limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=keepalive))
 
     upstream = UpstreamPool(make, shards)
     await asyncio.gather(*(call(upstream, "paced 1 1000") for _ in range(64)))

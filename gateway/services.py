@@ -116,6 +116,7 @@ async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> S
         log.error("cannot start: %s", error)
         raise
     if isinstance(adapter, DirectModel):
+        adapter.open()
         stack.push_async_callback(adapter.aclose)
     return adapter
 
@@ -212,6 +213,7 @@ def agent_models(settings: Settings, agents: AgentRegistry,
         adapter = model_adapter(agent.model, settings.model_api_base, key,
                                 settings.model_adapter, agent.fallbacks, settings.model_retries)
         if isinstance(adapter, DirectModel):
+            adapter.open()
             stack.push_async_callback(adapter.aclose)
         models[agent.name] = adapter
         log.info("agent %s: model %s, fallbacks %s", agent.name, agent.model,
