@@ -42,7 +42,6 @@ from .runs.limits import RunLimits
 from .runs.manager import RunManager
 from .runs.supervisor import RunSupervisor
 from .runs.timings import Timings
-from .store.checkpoints import keep_checkpointing, sqlite_path
 from .store.db import create_engine, migrate
 from .store.repository import Store
 
@@ -106,15 +105,6 @@ async def _open_store(settings: Settings, stack: contextlib.AsyncExitStack) -> S
     engine = create_engine(settings.database_url, settings.database_pool_size)
     stack.push_async_callback(engine.dispose)
     await migrate(engine)
-    path = sqlite_path(settings.database_url)
-    if path is not None:  # its WAL checkpointed beside the writes, not inside them
-        checkpoints = asyncio.create_task(keep_checkpointing(path), name="WAL checkpoints")
-
-        async def stop() -> None:
-            checkpoints.cancel()
-            await asyncio.wait([checkpoints], timeout=BACKGROUND_STOP_SECONDS)
-
-        stack.push_async_callback(stop)
     return Store(engine, hooks=StoreTimer())
 
 

@@ -68,8 +68,6 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA busy_timeout=30000")
             cursor.execute("PRAGMA foreign_keys=ON")
-            # Checkpoints off the commits of this connection (`checkpoints.py` says why).
-            cursor.execute("PRAGMA wal_autocheckpoint=0")
             cursor.close()
 
         return engine
