@@ -4,6 +4,13 @@
     .venv/bin/python -m bench.start_cost --at-once    # then 100 starts in the same instant
     .venv/bin/python -m bench.start_cost --profile 30 # plus cProfile's top 30 (one at a time)
     .venv/bin/python -m bench.start_cost --per-token 500  # plus the loop's CPU per streamed token
+    .venv/bin/python -m bench.start_cost --backend postgres --trips 50  # PostgreSQL + Redis, and
+                                                      # round trips and Redis commands per start
+
+`--backend postgres` runs the app on a throwaway PostgreSQL and Redis (`tests/support/engines`);
+`--trips N` then counts, over N starts one at a time (and per token with `--per-token`), the
+round trips to PostgreSQL on the wire (`bench/pg_trips.py`, a proxy in its own process, used
+only by that count) and the commands Redis executed (its `INFO commandstats`).
 
 The whole app (`create_app`, its lifespan, SQLite in a temporary directory, the default model
 adapter) runs on a uvloop in this process; the model is the paced upstream of `bench/paced.py`
@@ -234,13 +241,69 @@ async def per_token(gateway: Any, bare: Any, args: argparse.Namespace) -> dict[s
     return result
 
 
-async def measure(args: argparse.Namespace, upstream_url: str) -> list[dict[str, Any]]:
+def redis_commands(url: str) -> dict[str, int]:
+    """Commands Redis has executed, by name (the scripts' own calls apart)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
+def commands_between(after: dict[str, int], before: dict[str, int], per: int,
+                     ) -> dict[str, float]:
+    used = {name: calls - before.get(name, 0) for name, calls in after.items()
+            if name not in ("info",)}
+    return {name: round(calls / per, 2) for name, calls in sorted(used.items()) if calls}
+
+
+async def trips_per_start(app: Any, args: argparse.Namespace, engines: Any,
+                          counter: Any) -> dict[str, Any]:
+    """Round trips to PostgreSQL and Redis commands per start (one at a time, with its end),
+    and per streamed token with `--per-token` (runs of that many tokens less one-token runs)."""
+    from bench.pg_trips import difference
+
+    async def counted(text: str, runs: int) -> tuple[dict[str, float], dict[str, float]]:
+        trips, commands = counter.counts(), redis_commands(engines.redis.url)
+        for _ in range(runs):
+            await one_start(app, text=text)
+        await asyncio.sleep(0.5)  # the last end's writes
+        return (difference(counter.counts(), trips, runs),
+                commands_between(redis_commands(engines.redis.url), commands, runs))
+
+    pg, redis = await counted("paced 1 1000", args.trips)
+    result: dict[str, Any] = {"postgres_per_start": pg, "redis_per_start": redis}
+    if args.per_token:
+        tokens = args.per_token
+        pg_many, redis_many = await counted(f"paced {tokens} 100000", 4)
+        result["postgres_per_token"] = {k: round((v - pg.get(k, 0)) / (tokens - 1), 3)
+                                        for k, v in pg_many.items()}
+        result["redis_per_token"] = {k: round((v - redis.get(k, 0)) / (tokens - 1), 3)
+                                     for k, v in redis_many.items()}
+    print(json.dumps({"trips": result}), flush=True)
+    return result
+
+
+def database_env(args: argparse.Namespace, engines: Any, counter: Any) -> dict[str, str]:
+    if engines is None:
+        workdir = Path(tempfile.mkdtemp(prefix="bench-start-"))
+        return {"GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"}
+    url = engines.postgres.create_database("bench_start_cost")
+    if counter is not None:
+        url = url.replace(f":{engines.postgres.port}/", f":{counter.port}/")
+    return {"GATEWAY_DATABASE_URL": url, "GATEWAY_REDIS_URL": engines.redis.url}
+
+
+async def measure(args: argparse.Namespace, upstream_url: str, engines: Any = None,
+                  counter: Any = None) -> list[dict[str, Any]]:
     from gateway.app import create_app
     from tests.support.inprocess_app import settings_from
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-start-"))
     settings = settings_from({
-        "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}",
+        **database_env(args, engines, counter),
         "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
         "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MAX_ACTIVE_RUNS": "0",
         "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
@@ -251,6 +314,8 @@ async def measure(args: argparse.Namespace, upstream_url: str) -> list[dict[str,
         for warm in (app, bare):  # lazy imports, the first model call, caches
             await batch(warm, 20, False)
             await batch(warm, 20, True)
+        if counter is not None:
+            results.append(await trips_per_start(app, args, engines, counter))
         results.append(await against_bare(app, bare, args))
         if args.per_token:
             results.append(await per_token(app, bare, args))
@@ -316,19 +381,38 @@ def main() -> None:
                                          "--py-spy-out-<batch>.txt (raw format)")
     parser.add_argument("--py-spy-out", default="/tmp/start-cost-pyspy")
     parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
+    parser.add_argument("--backend", default="sqlite", choices=("sqlite", "postgres"),
+                        help="postgres: a throwaway PostgreSQL and Redis")
+    parser.add_argument("--trips", type=int, default=0, metavar="STARTS",
+                        help="count round trips to PostgreSQL and Redis commands over this "
+                             "many starts (postgres only; through a counting proxy)")
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     upstream = Source("upstream")  # the paced upstream, waited for until it answers
+    engines = counter = None
     try:
         import uvloop
 
+        if args.backend == "postgres":
+            from tests.support.engines import Engines
+
+            engines = Engines().start()
+            if args.trips:
+                from bench.pg_trips import TripCounter
+
+                counter = TripCounter("127.0.0.1", engines.postgres.port,
+                                      os.environ.get("BENCH_PG_TRACE"))
         load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"load average at the start: {' '.join(load)}", flush=True)
-        uvloop.run(measure(args, upstream.url))
+        uvloop.run(measure(args, upstream.url, engines, counter))
         load = Path("/proc/loadavg").read_text().split()[:3]
         print(f"load average at the end: {' '.join(load)}", flush=True)
     finally:
         upstream.stop()
+        if counter is not None:
+            counter.stop()
+        if engines is not None:
+            engines.stop()
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .db import session_factory
 from .group_commit import group_commit_for
 from .prepared import Prepared
 from .tables import RunRow
-from .transaction import Transaction
+from .transaction import Transaction, run_alone
 from .transaction import run as run_transaction
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
@@ -173,6 +173,8 @@ class Queries:
         self.hooks: StoreHooks = hooks if hooks is not None else _Untimed()
         self._sessions = session_factory(engine)
         self._group = group_commit_for(engine.sync_engine)  # SQLite only
+        # PostgreSQL: a run's start and end as one statement each (`one_statement`).
+        self.one_statement = engine.dialect.name == "postgresql"
 
     def session(self) -> AsyncSession:
         return self._sessions()
@@ -190,6 +192,11 @@ class Queries:
         if self._group is not None:
             return await self._group.run(work)
         return await greenlet_spawn(run_transaction, self.engine.sync_engine, work)
+
+    async def alone(self, work: Callable[[Transaction], R]) -> R:
+        """`work` with each statement committed by itself (PostgreSQL: no `BEGIN`, no
+        `COMMIT`; `one_statement` says when that is atomic enough)."""
+        return await greenlet_spawn(run_alone, self.engine.sync_engine, work)
 
     @operation
     async def ping(self) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from . import cursors
+from . import cursors, pg_runs
 from .base import (
     ACTIVE_RUN_STATUSES,
     FrameEntry,
@@ -65,6 +65,10 @@ START = {name: Prepared(lock) for name, lock in
          (("idle", _LOCK_IDLE), ("after", _LOCK_AFTER), ("paused", _LOCK_PAUSED))}
 INSERT_THREAD, INSERT_RUN = Prepared(_INSERT_THREAD), Prepared(_INSERT_RUN)
 FINISH, FINISH_FENCED, RELEASE = map(Prepared, (_FINISH, _FINISH_FENCED, _RELEASE))
+# On PostgreSQL, each of those transactions as one statement (`pg_runs`).
+START_ALONE = pg_runs.start_statements({"idle": _LOCK_IDLE, "after": _LOCK_AFTER,
+                                        "paused": _LOCK_PAUSED})
+FINISH_ALONE = pg_runs.finish_statements(_FINISH, _FINISH_FENCED, _RELEASE)
 NEXT_QUEUED = Prepared(select(_runs.c.id)
                        .where(_runs.c.thread_id == bindparam("thread_id"),
                               _runs.c.status == "queued")
@@ -85,20 +89,24 @@ class RunQueries(Queries):
         it was read: re-read and decide) or `duplicate` (the run's idempotency key is taken).
         `paused`: the thread was validated with pending tool calls, which must still be open.
         """
-        lock = START["idle" if last_completed_run_id is None else
-                     "paused" if paused else "after"]
+        kind = "idle" if last_completed_run_id is None else "paused" if paused else "after"
+        params = {"thread_id": run.thread_id, "last": last_completed_run_id, "run_id": run.id,
+                  "now": now}
 
         def work(connection: Transaction) -> str:
-            locked = lock.execute(connection, {
-                "thread_id": run.thread_id, "last": last_completed_run_id, "run_id": run.id,
-                "now": now})
-            if locked != 1:
+            if START[kind].execute(connection, params) != 1:
                 connection.rollback()
                 return "conflict"
             _insert_run(connection, run, inputs)
             return "started"
 
+        def alone(connection: Transaction) -> str:
+            locked = pg_runs.start(START_ALONE[kind], connection, params, run, inputs)
+            return "started" if locked == 1 else "conflict"
+
         try:
+            if self.one_statement and pg_runs.fits(inputs):
+                return await self.alone(alone)
             return await self.transaction(work)
         except IntegrityError:
             return "duplicate"
@@ -115,6 +123,10 @@ class RunQueries(Queries):
             INSERT_THREAD.execute(connection, values_of(thread))
             _insert_run(connection, run, [*messages, *inputs])
 
+        if self.one_statement and pg_runs.fits([*messages, *inputs]):
+            await self.alone(lambda connection: pg_runs.start_on_new_thread(
+                connection, thread, run, [*messages, *inputs]))
+            return
         await self.transaction(work)
 
     @operation
@@ -130,9 +142,10 @@ class RunQueries(Queries):
     async def enqueue_run(self, run: RunRow) -> None:
         """Write a queued run while holding its thread's row lock (PostgreSQL; SQLite has one
         writer at a time anyway). A run ending on the thread looks for queued runs in its end's
-        transaction, after releasing the thread (`finish_run`): it either waits for this
-        transaction and then sees the run, or committed before it, and then the enqueuer's
-        own `promote_next` finds the thread idle."""
+        transaction, after releasing the thread (`finish_run`; on PostgreSQL just after its
+        commit): it either waits for this transaction, or begins its lookup after this commit,
+        and then sees the run, or it released the thread before this commit, and then the
+        enqueuer's own `promote_next` finds the thread idle."""
         async with self.engine.begin() as connection:
             await connection.execute(select(_threads.c.id)
                                      .where(_threads.c.id == run.thread_id).with_for_update())
@@ -199,28 +212,35 @@ class RunQueries(Queries):
         `first_token_ms`: when its first streamed token was logged, if one was. `messages`: the
         run's messages not written yet (its answer, `RunRecorder.finish`). `queued`: a
         list to put the id of the thread's oldest queued run in, if it has one, looked up in
-        the same transaction after the thread is released (which saves a transaction per
-        run: `enqueue_run` explains why nothing queued meanwhile can be missed).
+        the same transaction after the thread is released (on PostgreSQL right after it, the
+        end being one statement): `enqueue_run` explains why nothing queued is missed.
         """
+        finishing = {"run_id": run_id, "owner": owner, "to_status": status, "now": now,
+                     "pending": pending, "run_error": error, "first_token": first_token_ms}
+        releasing = _release_values(run_id, thread_id, status, now, pending, error)
+
         def work(connection: Transaction) -> bool:
-            finished = (FINISH if owner is None else FINISH_FENCED).execute(connection, {
-                "run_id": run_id, "owner": owner, "to_status": status, "now": now,
-                "pending": pending, "run_error": error, "first_token": first_token_ms})
-            if finished != 1:
+            if (FINISH if owner is None else FINISH_FENCED).execute(connection, finishing) != 1:
                 connection.rollback()
                 return False
             if messages:
                 INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
             insert_frames(connection, run_id, frames)
             insert_usage(connection, thread_id, usage)
-            RELEASE.execute(connection, _release_values(run_id, thread_id, status, now,
-                                                        pending, error))
-            if queued is not None:
-                queued[:] = [row[0] for row in NEXT_QUEUED.rows(connection,
-                                                                {"thread_id": thread_id})]
+            RELEASE.execute(connection, releasing)
+            _queued_after(connection, thread_id, queued)
+            return True
+
+        def alone(connection: Transaction) -> bool:
+            if pg_runs.finish(FINISH_ALONE[owner is not None], connection,
+                              {**finishing, **releasing}, messages, frames, usage) != 1:
+                return False
+            _queued_after(connection, thread_id, queued)
             return True
 
         try:
+            if self.one_statement and pg_runs.fits(messages):
+                return await self.alone(alone)
             return await self.transaction(work)
         except IntegrityError:  # another writer took these log positions: we were fenced
             return False
@@ -395,6 +415,12 @@ def _insert_run(connection: Transaction, run: RunRow, messages: Sequence[Message
     INSERT_RUN.execute(connection, values_of(run))
     if messages:
         INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
+
+
+def _queued_after(connection: Transaction, thread_id: str, queued: list[str] | None) -> None:
+    """The thread's oldest queued run into `queued`, if asked for (`finish_run`)."""
+    if queued is not None:
+        queued[:] = [row[0] for row in NEXT_QUEUED.rows(connection, {"thread_id": thread_id})]
 
 
 def _release_values(run_id: str, thread_id: str, status: str, now: int,

@@ -82,6 +82,31 @@ def run(engine: Engine, work: Callable[[Transaction], R]) -> R:
         connection.close()
 
 
+def run_alone(engine: Engine, work: Callable[[Transaction], R]) -> R:
+    """`work` with every statement committed by itself, without `BEGIN` or `COMMIT`: for a
+    work of one statement (atomic alone), or of statements that need not be atomic together
+    (`one_statement`). PostgreSQL's asyncpg adapter only: it skips its `BEGIN` in autocommit
+    mode. A connection lost meanwhile is invalidated (not returned to the pool)."""
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        connection = engine.raw_connection()
+    except dbapi.Error as error:
+        raise DBAPIError.instance(None, None, error, dbapi.Error) from error
+    adapted = connection.dbapi_connection
+    try:
+        adapted.autocommit = True  # type: ignore[union-attr]
+        return work(Transaction(engine, connection))
+    except DBAPIError as error:
+        if error.orig is not None and engine.dialect.is_disconnect(
+                error.orig, connection, None):  # type: ignore[arg-type]
+            connection.invalidate(error.orig)
+        raise
+    finally:
+        if connection.dbapi_connection is not None:
+            adapted.autocommit = False  # type: ignore[union-attr]
+        connection.close()
+
+
 def _finish(connection: PoolProxiedConnection, end: Callable[[], None], dialect: Any) -> None:
     """Commit or roll back; a failure invalidates the connection and is raised as
     SQLAlchemy's error."""

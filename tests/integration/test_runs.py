@@ -194,3 +194,21 @@ def test_a_stream_that_fails_on_the_server_ends_with_one_retryable_run_error(
     assert "Traceback" not in response.text and "TypeError" not in response.text
     # the operator sees why, with the run's id
     assert wait_for(lambda: run_id in gateway.log() and "event stream failed" in gateway.log())
+
+
+def test_a_new_threads_seeded_messages_keep_their_order(
+        client: httpx.Client, scripted_model: ScriptedModel):
+    """The thread, its seed, the run and its input are written together (on PostgreSQL one
+    statement, its rows from arrays): the history reads back, and reaches the model, in the
+    order sent."""
+    seed = [{"role": "user" if i % 2 == 0 else "assistant",
+             "content": [{"type": "text", "text": f"seed {i}"}]} for i in range(7)]
+    scripted_model.enqueue([{"content": "Answer."}])
+    events = new_run(client, "last", thread={"userKey": DEFAULT_USER, "initialMessages": seed})
+
+    thread_id = events[0].data["threadId"]
+    messages = client.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
+    texts = [m["content"][0]["text"] for m in messages]
+    assert texts == [f"seed {i}" for i in range(7)] + ["last", "Answer."]
+    sent = scripted_model.requests[-1]["messages"]
+    assert [m.get("content") for m in sent] == [f"seed {i}" for i in range(7)] + ["last"]

@@ -1,0 +1,89 @@
+"""A run's start and end on PostgreSQL: the writes of `runs.RunQueries.start_run`,
+`start_run_on_new_thread` and `finish_run`, each as one statement (`one_statement` says why
+and how). SQLite keeps its transactions (`group_commit`), where statements cost no trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Table
+
+from .base import table, values_of
+from .one_statement import Guard, OneStatement, Rows, after
+from .tables import MessageRow, RunFrameRow, RunRow, RunUsageRow, ThreadRow
+from .transaction import Transaction
+
+_threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
+_frames, _usage = table(RunFrameRow), table(RunUsageRow)
+
+
+def _all(of: Table, *leaving: str) -> tuple[str, ...]:
+    return tuple(column.key for column in of.columns if column.key not in leaving)
+
+
+_RUN, _THREAD = Rows(_runs, _all(_runs)), Rows(_threads, _all(_threads))
+_MESSAGES = Rows(_messages, _all(_messages, "seq"))  # `seq`: numbered by the database
+_FRAMES = Rows(_frames, ("run_id", "seq", "ts_ms", "frame"))
+# The run's usage with its thread's user scope, copied in by the insert (`usage._INSERT`).
+_USAGE = Rows(_usage, _all(_usage, "user_key"), (
+    ("user_key", "(SELECT threads.user_key FROM threads WHERE threads.id = given.thread_id)"),))
+
+LOCK_KEYS = ("thread_id", "last", "run_id", "now")
+FINISH_KEYS = ("run_id", "owner", "to_status", "now", "pending", "run_error", "first_token")
+RELEASE_KEYS = ("thread_id", "run_id", "cancelled", "thread_error", "pending", "now")
+
+
+def start_statements(locks: Mapping[str, Any]) -> dict[str, OneStatement]:
+    """`start_run`'s: the thread's lock (one of `locks`), then the run and its input if it
+    was taken."""
+    return {name: OneStatement(Guard("locked", lock.returning(_threads.c.id), LOCK_KEYS),
+                               [("new_run", _RUN), ("new_input", _MESSAGES)])
+            for name, lock in locks.items()}
+
+
+NEW_THREAD = OneStatement(None, [("new_thread", _THREAD), ("new_run", _RUN),
+                                 ("new_input", _MESSAGES)])
+
+
+def finish_statements(finish: Any, fenced: Any, release: Any) -> dict[bool, OneStatement]:
+    """`finish_run`'s, fenced or not: the run's end, then (if it matched) its answer, the rest
+    of its log, its usage and the thread's release."""
+    released = Guard("released", release.where(after("finished")), RELEASE_KEYS)
+    return {is_fenced: OneStatement(
+        Guard("finished", statement.returning(_runs.c.id), FINISH_KEYS),
+        [("new_answer", _MESSAGES), ("new_frames", _FRAMES), ("new_usage", _USAGE)],
+        [("released", released)])
+        for is_fenced, statement in ((False, finish), (True, fenced))}
+
+
+def fits(messages: Sequence[MessageRow]) -> bool:
+    """Messages the statements can write: none numbered already (`seq` is the database's)."""
+    return all(message.seq is None for message in messages)
+
+
+def start(statement: OneStatement, connection: Transaction, params: dict[str, Any],
+          run: RunRow, inputs: Sequence[MessageRow]) -> int:
+    """How many thread locks were taken (1: the run and its input are written)."""
+    return statement.execute(connection, params, {
+        "new_run": [values_of(run)], "new_input": [values_of(m) for m in inputs]})
+
+
+def start_on_new_thread(connection: Transaction, thread: ThreadRow, run: RunRow,
+                        messages: Sequence[MessageRow]) -> None:
+    NEW_THREAD.execute(connection, {}, {
+        "new_thread": [values_of(thread)], "new_run": [values_of(run)],
+        "new_input": [values_of(m) for m in messages]})
+
+
+def finish(statement: OneStatement, connection: Transaction, params: dict[str, Any],
+           messages: Sequence[MessageRow], frames: Sequence[tuple[int, int, Any]],
+           usage: Sequence[dict[str, Any]]) -> int:
+    """1 if the run was ended (and the rest written), 0 if fenced out."""
+    run_id = params["run_id"]
+    return statement.execute(connection, params, {
+        "new_answer": [values_of(m) for m in messages],
+        "new_frames": [{"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
+                       for seq, ts, frame in frames],
+        "new_usage": usage})
