@@ -5,11 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import String, any_, bindparam, insert, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from .base import ACTIVE_RUN_STATUSES, HOLD_LEASE, FrameEntry, Queries, operation, table
+from .base import (
+    ACTIVE_RUN_STATUSES,
+    HOLD_LEASE,
+    FrameEntry,
+    Queries,
+    is_active,
+    operation,
+    table,
+)
+from .one_statement import Guard, OneStatement, Rows, guarded
 from .prepared import Prepared
 from .tables import RunFrameRow, RunRow, ThreadRow
 from .transaction import Transaction
@@ -37,6 +47,23 @@ STREAMING_ONE = Prepared(update(_threads)
                                 _threads.c.current_run_id == bindparam("run_id"),
                                 _threads.c.run_status == "waiting")
                          .values(run_status="streaming"))
+
+# On PostgreSQL, a batch of one owner's runs as one statement (`one_statement`): the lease
+# check of every run, then, if all are held, the frames and the threads now streaming.
+ROWS = Rows(_frames, ("run_id", "seq", "ts_ms", "frame"))
+_NAMES = ARRAY(String)
+_HELD = (update(_runs)
+         .where(_runs.c.id == any_(bindparam("run_ids", type_=_NAMES)),
+                _runs.c.lease_owner == bindparam("owner"), is_active(_runs.c.status))
+         .values(lease_owner=bindparam("owner")).returning(_runs.c.id))
+_NOW_STREAMING = (update(_threads)
+                  .where(_threads.c.id == any_(bindparam("thread_ids", type_=_NAMES)),
+                         _threads.c.current_run_id == any_(bindparam("starting", type_=_NAMES)),
+                         _threads.c.run_status == "waiting", guarded())
+                  .values(run_status="streaming"))
+WRITE_ALONE = OneStatement(
+    Guard("held", _HELD, ("run_ids", "owner"), all_of="run_ids"), [("new_frames", ROWS)],
+    [("now_streaming", Guard("now_streaming", _NOW_STREAMING, ("thread_ids", "starting")))])
 
 
 @dataclass(frozen=True)
@@ -84,7 +111,10 @@ class FrameLog(Queries):
         one lease check per owner and one INSERT; if a run's lease is gone or a position was
         taken, each run is retried on its own to find which."""
         try:
-            await self.transaction(lambda connection: _write(connection, batches))
+            if self.one_statement and len({b.owner for b in batches} - {None}) <= 1:
+                await self.alone(lambda connection: _write_alone(connection, batches))
+            else:
+                await self.transaction(lambda connection: _write(connection, batches))
             return set()
         except (IntegrityError, LeaseLost):
             if len(batches) == 1:
@@ -141,3 +171,17 @@ def _write(connection: Transaction, batches: Sequence[LogBatch]) -> None:
     elif starting:
         connection.execute(_STREAMING, {"thread_ids": [b.thread_id for b in starting],
                                         "run_ids": [b.run_id for b in starting]})
+
+
+def _write_alone(connection: Transaction, batches: Sequence[LogBatch]) -> None:
+    """`_write` on PostgreSQL, for batches of at most one owner, as one statement."""
+    owner = next((batch.owner for batch in batches if batch.owner is not None), None)
+    run_ids = sorted({batch.run_id for batch in batches if batch.owner is not None})
+    starting = [batch for batch in batches if batch.thread_id is not None]
+    held = WRITE_ALONE.execute(connection, {
+        "run_ids": run_ids, "owner": owner, "thread_ids": [b.thread_id for b in starting],
+        "starting": [b.run_id for b in starting]}, {"new_frames": [
+            {"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
+            for batch in batches for seq, ts, frame in batch.entries]})
+    if held != len(run_ids):
+        raise LeaseLost(owner)

@@ -53,16 +53,15 @@ class Rows:
     columns: tuple[str, ...]
     computed: tuple[tuple[str, str], ...] = ()
 
-    def sql(self, dialect: Dialect, first: int, guard: str | None) -> str:
-        """The INSERT, its arrays from parameter `$first` on, writing only if `guard` (a CTE's
-        name) has a row."""
+    def sql(self, dialect: Dialect, first: int, condition: str | None) -> str:
+        """The INSERT, its arrays from parameter `$first` on, writing only if `condition`."""
         quote = dialect.identifier_preparer.quote
         names = [quote(column) for column in self.columns]
         arrays = ", ".join(f"${first + i}::{self.table.c[column].type.compile(dialect)}[]"
                            for i, column in enumerate(self.columns))
         into = ", ".join([*names, *(quote(column) for column, _ in self.computed)])
         values = ", ".join([*names, *(expression for _, expression in self.computed)])
-        where = f" WHERE EXISTS (SELECT 1 FROM {guard})" if guard else ""
+        where = f" WHERE {condition}" if condition else ""
         return (f"INSERT INTO {quote(self.table.name)} ({into}) SELECT {values} FROM "
                 f"unnest({arrays}) WITH ORDINALITY AS given ({', '.join(names)}, at_){where} "
                 "ORDER BY at_")
@@ -84,14 +83,28 @@ def _processor(column_type: Any, dialect: Dialect) -> Callable[[Any], Any] | Non
 
 @dataclass(frozen=True)
 class Guard:
-    """The first part of a statement: an UPDATE the rest depend on, returning its rows."""
+    """The first part of a statement: an UPDATE the rest depend on, returning its rows; they
+    write if it matched a row, or if `all_of` (one of its array parameters) is given, if it
+    matched as many rows as that array has."""
 
     name: str
     statement: Executable
     keys: tuple[str, ...]
+    all_of: str | None = None
 
     def form(self, dialect: Dialect) -> _Form:
         return _compiled(self.statement, dialect, self.keys)
+
+    def condition(self, form: _Form) -> str:
+        """What the rest of the statement writes on (the guard is its first part, so its
+        parameters keep their numbers)."""
+        if self.all_of is None:
+            return f"EXISTS (SELECT 1 FROM {self.name})"
+        given = form.names.index(self.all_of) + 1
+        return f"(SELECT count(*) FROM {self.name}) = cardinality(${given})"
+
+    def answer(self) -> str:
+        return f"SELECT count(*) FROM {self.name}"
 
 
 class OneStatement:
@@ -131,20 +144,24 @@ class OneStatement:
 
     def _build(self, dialect: Dialect) -> tuple[str, list[_Form]]:
         parts, forms, count = [], [], 0
-        guard = self.guard
+        guard, condition = self.guard, None
         for name, part in ([(guard.name, guard)] if guard else []) + list(self.updates):
             form = part.form(dialect)
-            parts.append((name, _shifted(form.sql, count)))
+            if guard is not None and condition is None:
+                condition = guard.condition(form)
+            parts.append((name, _shifted(form.sql, count).replace(_GUARDED, condition or "")))
             forms.append(form)
             count += len(form.names)
         for name, insert in self.rows:
-            parts.append((name, insert.sql(dialect, count + 1, guard.name if guard else None)))
+            parts.append((name, insert.sql(dialect, count + 1, condition)))
             count += len(insert.columns)
         ctes = ", ".join(f"{name} AS ({sql})" for name, sql in parts)
-        answer = f"SELECT count(*) FROM {guard.name}" if guard else "SELECT 1"
-        return f"WITH {ctes} {answer}", forms
+        return f"WITH {ctes} {guard.answer() if guard else 'SELECT 1'}", forms
 
 
-def after(guard: str) -> Any:
-    """A condition for an UPDATE that must write only if `guard` (a CTE) has a row."""
-    return text(f"EXISTS (SELECT 1 FROM {guard})")
+_GUARDED = "(__guard_condition__)"
+
+
+def guarded() -> Any:
+    """A condition for a further UPDATE of a statement: what its guard says (`Guard`)."""
+    return text(_GUARDED)

@@ -11,12 +11,13 @@ from typing import Any
 from sqlalchemy import Table
 
 from .base import table, values_of
-from .one_statement import Guard, OneStatement, Rows, after
-from .tables import MessageRow, RunFrameRow, RunRow, RunUsageRow, ThreadRow
+from .frames import ROWS as FRAME_ROWS
+from .one_statement import Guard, OneStatement, Rows, guarded
+from .tables import MessageRow, RunRow, RunUsageRow, ThreadRow
 from .transaction import Transaction
 
 _threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
-_frames, _usage = table(RunFrameRow), table(RunUsageRow)
+_usage = table(RunUsageRow)
 
 
 def _all(of: Table, *leaving: str) -> tuple[str, ...]:
@@ -25,7 +26,7 @@ def _all(of: Table, *leaving: str) -> tuple[str, ...]:
 
 _RUN, _THREAD = Rows(_runs, _all(_runs)), Rows(_threads, _all(_threads))
 _MESSAGES = Rows(_messages, _all(_messages, "seq"))  # `seq`: numbered by the database
-_FRAMES = Rows(_frames, ("run_id", "seq", "ts_ms", "frame"))
+_FRAMES = FRAME_ROWS
 # The run's usage with its thread's user scope, copied in by the insert (`usage._INSERT`).
 _USAGE = Rows(_usage, _all(_usage, "user_key"), (
     ("user_key", "(SELECT threads.user_key FROM threads WHERE threads.id = given.thread_id)"),))
@@ -50,7 +51,7 @@ NEW_THREAD = OneStatement(None, [("new_thread", _THREAD), ("new_run", _RUN),
 def finish_statements(finish: Any, fenced: Any, release: Any) -> dict[bool, OneStatement]:
     """`finish_run`'s, fenced or not: the run's end, then (if it matched) its answer, the rest
     of its log, its usage and the thread's release."""
-    released = Guard("released", release.where(after("finished")), RELEASE_KEYS)
+    released = Guard("released", release.where(guarded()), RELEASE_KEYS)
     return {is_fenced: OneStatement(
         Guard("finished", statement.returning(_runs.c.id), FINISH_KEYS),
         [("new_answer", _MESSAGES), ("new_frames", _FRAMES), ("new_usage", _USAGE)],

@@ -1,23 +1,23 @@
-"""The shared log writer on a real SQLite database: the flushes of many runs share commits, and
-a run whose log positions were taken (fenced out) is told so without failing the others."""
+"""The shared log writer on the real database of the selected configuration (an SQLite file, or
+PostgreSQL with `GATEWAY_TEST_BACKEND=postgres`, where a commit is one statement): the flushes
+of many runs share commits, and a run that was fenced out (its log positions taken, or its lease)
+is told so without failing the others."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-import pytest
-
+from gateway.protocol.clock import now_ms
 from gateway.runs.log_writer import LogWriter
 from gateway.store.db import create_engine, migrate
 from gateway.store.repository import Store
-
-# On a SQLite database of its own whatever the configuration.
-pytestmark = pytest.mark.sqlite_only
+from gateway.store.tables import RunRow
+from tests.integration.test_fencing import database_url
 
 
 async def _store(tmp_path: Path) -> Store:
-    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'gateway.db'}")
+    engine = create_engine(database_url(tmp_path))
     await migrate(engine)
     return Store(engine)
 
@@ -32,13 +32,17 @@ async def test_flushes_of_many_runs_share_one_commit(tmp_path: Path):
     # Each store transaction is one commit, made on the DB-API connection itself
     # (store/transaction.py: SQLAlchemy's commit events do not see it), so they are counted here.
     commits = []
-    transaction = store.transaction
+    transaction, alone = store.transaction, store.alone
 
     async def counted(work):
         commits.append(1)
         return await transaction(work)
 
-    store.transaction = counted
+    async def counted_alone(work):
+        commits.append(1)
+        return await alone(work)
+
+    store.transaction, store.alone = counted, counted_alone
     writer = LogWriter(store)
     try:
         results = await asyncio.gather(*(writer.append(f"run_{n}", _frames(1, 5))
@@ -66,6 +70,26 @@ async def test_a_fenced_run_does_not_fail_the_others(tmp_path: Path):
         assert [r.seq for r in await store.read_frames("run_a")] == [1, 2, 3, 4]
         assert [r.seq for r in await store.read_frames("run_c")] == [1, 2]
         assert [r.seq for r in await store.read_frames("run_b")] == [3]
+    finally:
+        await writer.close()
+        await store.engine.dispose()
+
+
+async def test_a_run_whose_lease_was_taken_does_not_fail_the_others(tmp_path: Path):
+    store = await _store(tmp_path)
+    writer = LogWriter(store)
+    now = now_ms()
+    for name, owner in (("run_a", "me"), ("run_b", "someone else"), ("run_c", "me")):
+        await store.add(RunRow(id=name, thread_id=f"thr_{name}", project_id="p", created_ms=now,
+                               status="running", lease_owner=owner,
+                               lease_expires_ms=now + 60_000))
+    try:
+        results = await asyncio.gather(*(writer.append(name, _frames(1, 3), "me")
+                                         for name in ("run_a", "run_b", "run_c")))
+        assert results == [True, False, True]
+        assert [r.seq for r in await store.read_frames("run_a")] == [1, 2, 3]
+        assert [r.seq for r in await store.read_frames("run_c")] == [1, 2, 3]
+        assert await store.read_frames("run_b") == []
     finally:
         await writer.close()
         await store.engine.dispose()
