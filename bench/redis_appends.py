@@ -27,6 +27,7 @@ import uvloop
 from redis.asyncio import Redis
 
 from gateway.backends.redis import StreamAppends
+from gateway.store.db import json_text
 from tests.support.engines import RedisServer
 
 FRAME = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "msg_1", "delta": " token"}
@@ -59,6 +60,13 @@ async def main(options: argparse.Namespace) -> None:
     server = RedisServer(Path(tempfile.mkdtemp(prefix="bench-redis-"))).start()
     redis = CountingRedis.from_url(server.url)
     shared = StreamAppends(redis)
+    sent = shared._sent
+
+    async def counted(packed: bytes, count: int) -> list[Any]:
+        redis.pipelines += 1  # one write of its commands, as a pipeline
+        return await sent(packed, count)
+
+    shared._sent = counted  # type: ignore[method-assign]
 
     async def own_pipeline(key: str, seq: int) -> None:
         pipe = redis.pipeline(transaction=False)
@@ -67,8 +75,7 @@ async def main(options: argparse.Namespace) -> None:
         await pipe.execute()
 
     async def through_shared(key: str, seq: int) -> None:
-        await shared.append(key, [(f"0-{seq}", {"ts": 0, "f": json.dumps(FRAME)})],
-                            3600 if seq == 1 else None)
+        await shared.append(key, [(seq, 0, json_text(FRAME))], 3600 if seq == 1 else None)
 
     try:
         for name, append in (("one pipeline per batch", own_pipeline),

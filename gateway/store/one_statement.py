@@ -68,17 +68,16 @@ class Rows:
 
     def arrays(self, dialect: Dialect, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
         """The rows' values, one array per column, each converted by its column's type."""
-        out = []
-        for column in self.columns:
-            process = _processor(self.table.c[column].type, dialect)
-            values = [row[column] for row in rows]
-            out.append([process(value) for value in values] if process else values)
-        return out
+        return [[process(row[column]) for row in rows] if process else
+                [row[column] for row in rows]
+                for column, process in _processors(self, dialect)]
 
 
 @cache
-def _processor(column_type: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
-    return column_type.dialect_impl(dialect).bind_processor(dialect)
+def _processors(rows: Rows, dialect: Dialect) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    """Each column of `rows` with its type's converter for `dialect` (None: as given)."""
+    return tuple((column, rows.table.c[column].type.dialect_impl(dialect).bind_processor(dialect))
+                 for column in rows.columns)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The process's Redis stream appends on a real Redis: every run's entries land in its own
-stream, in order; appends made while a pipeline is on the wire share the next one; a command
-Redis refuses fails only the run it belongs to."""
+stream, in order and byte for byte (packed by the gateway, not redis-py); appends made while a
+pipeline is on the wire share the next one; a command Redis refuses fails only the run it
+belongs to; a connection lost midway leaves none behind with replies pending."""
 
 from __future__ import annotations
 
@@ -20,20 +21,22 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
 
 @pytest.fixture
 def pipelines(redis: Redis, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The pipelines the `redis` client sends during the test."""
+    """The pipelines (writes of commands) the `redis` client's connections send."""
     sent: list[Any] = []
-    make = redis.pipeline
+    pool = redis.connection_pool
+    get = pool.get_connection
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        sent.append(make(*args, **kwargs))
-        return sent[-1]
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        connection = await get(*args, **kwargs)
+        sent.append(connection)
+        return connection
 
-    monkeypatch.setattr(redis, "pipeline", counted)
+    monkeypatch.setattr(pool, "get_connection", counted)
     return sent
 
 
-def entries(run: int, first: int, count: int) -> list[tuple[str, dict[Any, Any]]]:
-    return [(f"0-{seq}", {"f": f"run {run} entry {seq}"}) for seq in range(first, first + count)]
+def entries(run: int, first: int, count: int) -> list[tuple[int, int, str]]:
+    return [(seq, 1000 + seq, f"run {run} entry {seq} ✓") for seq in range(first, first + count)]
 
 
 async def test_many_runs_share_pipelines_and_keep_their_order(redis: Redis,
@@ -49,11 +52,12 @@ async def test_many_runs_share_pipelines_and_keep_their_order(redis: Redis,
     for number in range(20):
         stream = await redis.xrange(f"run:{number}")
         assert [entry_id for entry_id, _ in stream] == [f"0-{s}".encode() for s in range(1, 31)]
-        assert [fields[b"f"] for _, fields in stream] == [
-            f"run {number} entry {s}".encode() for s in range(1, 31)]
+        assert [fields for _, fields in stream] == [
+            {b"ts": b"%d" % (1000 + s), b"f": f"run {number} entry {s} ✓".encode()}
+            for s in range(1, 31)]
         assert 0 < await redis.ttl(f"run:{number}") <= 600
     # 200 batches; one pipeline each would be 200
-    assert len(pipelines) <= 40, len(pipelines)
+    assert len(pipelines) <= 100, len(pipelines)
 
 
 async def test_a_refused_entry_fails_only_its_own_run(redis: Redis) -> None:
@@ -78,3 +82,11 @@ async def test_a_lost_connection_fails_every_waiting_append() -> None:
     # what the run's publisher catches: it then reads the database and retries
     assert all(isinstance(r, (RedisError, OSError)) for r in results), results
     await dead.aclose()
+
+
+async def test_appends_go_on_after_their_connection_was_closed(redis: Redis) -> None:
+    appends = StreamAppends(redis)
+    await appends.append("run:1", entries(1, 1, 1))
+    await redis.client_kill_filter(_type="normal", skipme=True)  # every other connection
+    await appends.append("run:1", entries(1, 2, 2))
+    assert [i for i, _ in await redis.xrange("run:1")] == [b"0-1", b"0-2", b"0-3"]
