@@ -14,6 +14,7 @@ Server-side cursors (`stream_results`) keep SQLAlchemy's own cursor; the gateway
 from __future__ import annotations
 
 import collections
+import functools
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -146,3 +147,15 @@ def whole_in_one_trip(connection: Any, work: Callable[[sqlite3.Connection], R]) 
             return await driver._execute(work, driver._conn)
 
     return await_(trip())
+
+
+def hand_over(connection: Any, work: Callable[[sqlite3.Connection], None]) -> None:
+    """`work` on aiosqlite's thread, given the sqlite3 connection, without waiting for it: the
+    caller does not need the event loop to take the outcome back, so `work` reports it itself
+    (`group_commit`: the connection goes on to the next transactions on the thread instead of
+    waiting for a busy loop between them). `work` must not raise. From the event loop;
+    `connection` is a checked-out `OneTripConnection`, used by nobody else meanwhile."""
+    driver: aiosqlite.Connection = connection._connection
+    if not driver._running or not driver._connection:
+        raise ValueError("Connection closed")
+    driver._tx.put_nowait((None, functools.partial(work, driver._conn)))

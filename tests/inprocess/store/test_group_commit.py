@@ -127,17 +127,69 @@ async def test_a_member_sees_the_writes_of_those_queued_before_it(engine: AsyncE
     assert results == [[], "a", [(7,)]]
 
 
+def group_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many transactions each commit carried."""
+    sizes: list[int] = []
+    run_group = group_commit._run_group
+
+    def counted(engine: Any, raw: Any, members: list[Any]) -> int:
+        sizes.append(ran := run_group(engine, raw, members))
+        return ran
+
+    monkeypatch.setattr(group_commit, "_run_group", counted)
+    return sizes
+
+
 async def test_a_group_is_bounded_and_keeps_the_order(
         engine: AsyncEngine, trips: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = group_sizes(monkeypatch)
     monkeypatch.setattr(group_commit, "MAX_MEMBERS", 2)
     assert await together(engine, [adds(name) for name in "abcde"], trips) == list("abcde")
-    assert trips.count("_Trip") == 3  # 2 + 2 + 1
+    assert sizes == [2, 2, 1]  # three commits, in one trip
     monkeypatch.setattr(group_commit, "MAX_MEMBERS", 64)
     monkeypatch.setattr(group_commit, "MAX_SECONDS", 0.0)  # each member past the time bound
     results = await together(engine, [adds("f", 1), adds("f", 2), adds("g")], trips)
     assert results[0] == "f" and isinstance(results[1], IntegrityError) and results[2] == "g"
-    assert trips.count("_Trip") == 3 + 3
+    assert sizes == [2, 2, 1, 1, 1, 1]
+    assert trips.count("_Trip") == 2
     assert await stored(engine) == dict.fromkeys("abcdefg", 1)
+
+
+async def test_a_trip_goes_on_with_those_that_come_while_it_is_on_the_thread(
+        engine: AsyncEngine, trips: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection does not wait for the event loop between groups: a transaction that
+    comes while a group is on the thread is committed in the same trip, and the first
+    group's caller has its answer before the second group is done."""
+    sizes = group_sizes(monkeypatch)
+    queries = Queries(engine)
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(connection: Transaction) -> str:
+        entered.set()
+        release.wait(30)
+        return adds("a")(connection)
+
+    entered_second, release_second = threading.Event(), threading.Event()
+
+    def slower(connection: Transaction) -> str:
+        entered_second.set()
+        release_second.wait(30)
+        return adds("c")(connection)
+
+    first = asyncio.create_task(queries.transaction(slow))
+    await asyncio.to_thread(entered.wait, 30)  # the first group is on the thread
+    second = asyncio.create_task(queries.transaction(adds("b")))
+    third = asyncio.create_task(queries.transaction(slower))
+    while len(queries._group._waiting) < 2:  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+    release.set()
+    await asyncio.to_thread(entered_second.wait, 30)  # the second group, on the thread
+    assert await asyncio.wait_for(first, 30) == "a"  # its answer came before the trip's end
+    assert not second.done() and not third.done()
+    release_second.set()
+    assert await asyncio.gather(second, third) == ["b", "c"]
+    assert trips.count("_Trip") == 1 and sizes == [1, 2]
+    assert await stored(engine) == dict.fromkeys("abc", 1)
 
 
 async def test_a_cancelled_caller_s_work_is_not_run_and_the_others_go_on(
