@@ -48,6 +48,19 @@ def adds(item: str, n: int = 1, parent: str | None = None) -> Callable[[Transact
     return work
 
 
+def held(item: str) -> tuple[Callable[[Transaction], str], threading.Event, threading.Event]:
+    """A work that adds `item` once released, and the events: it has begun (on the database's
+    thread), and its release."""
+    entered, release = threading.Event(), threading.Event()
+
+    def work(connection: Transaction) -> str:
+        entered.set()
+        release.wait(30)
+        return adds(item)(connection)
+
+    return work, entered, release
+
+
 async def together(engine: AsyncEngine, works: list[Callable[[Transaction], Any]],
                    trips: list[str] | None = None) -> list[Any]:
     """Run `works` as concurrent store transactions, all queued while the connection is held
@@ -162,19 +175,8 @@ async def test_a_trip_goes_on_with_those_that_come_while_it_is_on_the_thread(
     group's caller has its answer before the second group is done."""
     sizes = group_sizes(monkeypatch)
     queries = Queries(engine)
-    entered, release = threading.Event(), threading.Event()
-
-    def slow(connection: Transaction) -> str:
-        entered.set()
-        release.wait(30)
-        return adds("a")(connection)
-
-    entered_second, release_second = threading.Event(), threading.Event()
-
-    def slower(connection: Transaction) -> str:
-        entered_second.set()
-        release_second.wait(30)
-        return adds("c")(connection)
+    slow, entered, release = held("a")
+    slower, entered_second, release_second = held("c")
 
     first = asyncio.create_task(queries.transaction(slow))
     await asyncio.to_thread(entered.wait, 30)  # the first group is on the thread
@@ -230,13 +232,7 @@ async def test_sessions_on_the_same_connection_see_what_was_committed_before_the
 async def test_a_leader_cancelled_while_its_group_is_on_the_thread_strands_nobody(
         engine: AsyncEngine) -> None:
     queries = Queries(engine)
-    entered, release = threading.Event(), threading.Event()
-
-    def slow(connection: Transaction) -> str:
-        entered.set()
-        release.wait(30)
-        return adds("a")(connection)
-
+    slow, entered, release = held("a")
     async with engine.connect() as holder:
         await holder.execute(text("SELECT 1"))
         leader = asyncio.create_task(queries.transaction(slow))  # the first: it leads
