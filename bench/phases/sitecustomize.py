@@ -325,5 +325,10 @@ if LOOP := os.environ.get("GATEWAY_START_PHASES_LOOP"):  # for comparison: uvico
 
     gateway.cli.event_loop = lambda: LOOP
 
+if SWITCH := os.environ.get("GATEWAY_START_PHASES_SWITCH"):  # the GIL's switch interval, s
+    import sys
+
+    sys.setswitchinterval(float(SWITCH))
+
 if LOG:
     _install()
