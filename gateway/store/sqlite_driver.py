@@ -118,6 +118,25 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
     __slots__ = ()
     _cursor_cls = OneTripCursor
 
+    def rollback(self) -> None:
+        """No trip when no transaction is open: sqlite3 opens one only before a write (legacy
+        transaction control, as SQLAlchemy leaves it) and ignores a rollback or commit outside
+        one, so a session that only read ended with a trip to the thread and back for
+        nothing, waiting for the busy loop with the process's one connection held
+        (bench/README.md, "What held SQLite's connection")."""
+        if self._open():
+            super().rollback()
+
+    def commit(self) -> None:
+        if self._open():
+            super().commit()
+
+    def _open(self) -> bool:
+        """A transaction is open (or the connection is closed: the driver says so). Read on
+        the loop while the connection is checked out, so its thread is not using it."""
+        raw: sqlite3.Connection | None = self._connection._connection
+        return raw is None or raw.in_transaction
+
 
 class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
     """SQLAlchemy's aiosqlite DB-API adapter, whose connections make `OneTripCursor`s."""
