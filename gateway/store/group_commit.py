@@ -1,7 +1,7 @@
 """Concurrent store transactions on SQLite, committed together: one trip, one commit.
 
 The process has one SQLite connection (`db.py` says why), and a transaction runs on
-aiosqlite's thread in one trip (`sqlite_driver.whole_in_one_trip`). A trip still waits for the
+aiosqlite's thread in one trip (`sqlite_driver.hand_over`). A trip still waits for the
 event loop twice (to be handed over, and for its result to be taken back), and on a busy loop
 that wait, not SQLite's work, is most of a hold of the connection: N transactions at once made N
 trips and N commits, one after the other, and a run start queued behind all of them, the log
@@ -13,6 +13,13 @@ every member that was to be committed (the transaction is rolled back, so the ne
 clean). Whoever arrives while a group is on the thread joins the next group. A group is bounded
 (`MAX_MEMBERS`; no member starts after `MAX_SECONDS` on the thread, the rest go in the next
 group) so that a large log batch cannot hold the starts queued behind it for long.
+
+The groups of one taking of the connection go without the loop between them (`_Trip`): the
+thread goes on with whoever arrived during a group, posting each group's answers to the loop as
+soon as it has committed, and whoever arrives as the trip ends goes in another trip at once, on
+the connection still taken; the connection goes back to the pool after `TRIP_SECONDS`, or when
+nobody waits. Waiting for the loop to take a trip's outcome back, with the connection held, was
+most of its long holds (bench/README.md, "What held SQLite's connection").
 
 Order: members run in the order they came, in one transaction, so a member sees the writes of
 those before it, and a later group sees the earlier ones committed. A group holds the pool's
@@ -247,12 +254,15 @@ class GroupCommit:
             self._done(members, len(members))
             self._next(loop)
             return
-        trip = _Trip(self, loop, connection, self._take())
+        self._send(_Trip(self, loop, connection, self._take(), time.perf_counter()))
+
+    def _send(self, trip: _Trip) -> None:
+        """Hand `trip` to the database's thread (on the loop, the connection checked out)."""
         if not trip.members:  # every caller was cancelled meanwhile
             trip.over(trip.members, 0)
             return
         try:
-            hand_over(connection.dbapi_connection, trip)
+            hand_over(trip.connection.dbapi_connection, trip)
         except Exception as error:  # the connection is closed
             _fail_all(trip.members, error)
             trip.over(trip.members, len(trip.members))
@@ -301,14 +311,15 @@ class _Trip:
     (`over`, on the loop). The connection never waits for the event loop between two groups,
     and a transaction never waits for the loop to see the end of the group before it."""
 
-    __slots__ = ("group", "loop", "connection", "members")
+    __slots__ = ("group", "loop", "connection", "members", "began")
 
     def __init__(self, group: GroupCommit, loop: asyncio.AbstractEventLoop, connection: Any,
-                 members: list[_Member]) -> None:
+                 members: list[_Member], began: float) -> None:
         self.group, self.loop, self.connection, self.members = group, loop, connection, members
+        self.began = began  # when the connection was taken (`TRIP_SECONDS`)
 
     def __call__(self, raw: sqlite3.Connection) -> None:
-        began, members = time.perf_counter(), self.members
+        began, members = self.began, self.members
         while True:
             try:
                 ran = _run_group(self.group.engine, raw, members)
@@ -327,13 +338,19 @@ class _Trip:
         _post(self.loop, self.over, members, ran)
 
     def over(self, members: list[_Member], ran: int) -> None:
-        """On the loop: the last group's outcomes, the connection back to the pool, and the
-        next trip if transactions wait."""
+        """On the loop: the last group's outcomes; then, if transactions came after the
+        thread last looked and the connection has been taken for less than `TRIP_SECONDS`,
+        another trip on it at once (no task to start, no checkout: one turn of a busy loop
+        less for them), else the connection back to the pool and the next trip led by a task."""
+        group = self.group
         try:
-            self.group._done(members, ran)
+            group._done(members, ran)
         finally:
-            self.connection.close()
-            self.group._next(self.loop)
+            if group._waiting and time.perf_counter() - self.began < TRIP_SECONDS:
+                group._send(_Trip(group, self.loop, self.connection, group._take(), self.began))
+            else:
+                self.connection.close()
+                group._next(self.loop)
 
 
 def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:

@@ -17,7 +17,7 @@ import collections
 import functools
 import sqlite3
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 from sqlalchemy.dialects.sqlite.aiosqlite import (
@@ -150,22 +150,6 @@ class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
 def one_trip_dbapi() -> OneTripDBAPI:
     """The `module` for `create_async_engine` on an `sqlite+aiosqlite` URL."""
     return OneTripDBAPI(aiosqlite, sqlite3)
-
-
-R = TypeVar("R")
-
-
-def whole_in_one_trip(connection: Any, work: Callable[[sqlite3.Connection], R]) -> R:
-    """`work` on aiosqlite's thread, given the sqlite3 connection itself: a whole transaction in
-    one trip instead of one per statement and one for the commit (from SQLAlchemy's synchronous
-    side, inside `greenlet_spawn`; `connection` is a checked-out `OneTripConnection`)."""
-
-    async def trip() -> R:
-        async with connection._execute_mutex:
-            driver: aiosqlite.Connection = connection._connection
-            return await driver._execute(work, driver._conn)
-
-    return await_(trip())
 
 
 def hand_over(connection: Any, work: Callable[[sqlite3.Connection], None]) -> None:

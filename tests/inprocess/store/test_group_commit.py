@@ -13,7 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table, insert, select, text
+from sqlalchemy import (
+    Column,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    event,
+    insert,
+    select,
+    text,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -271,3 +282,33 @@ async def test_a_group_that_reads_first_still_writes_when_another_process_writes
     results = await together(engine, [reads_while_an_outsider_writes, adds("b")])
     assert results == ["outsider waits", "b"]
     assert await stored(engine) == {"b": 1}
+
+
+async def test_one_that_comes_as_a_trip_ends_goes_next_on_the_same_connection(
+        engine: AsyncEngine, trips: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction that arrives after the thread last looked, before the loop has seen the
+    trip end, goes in a trip of its own at once, on the connection still taken: no new
+    checkout, no task to wait for."""
+    queries = Queries(engine)
+    checkouts: list[int] = []
+    event.listen(engine.sync_engine, "checkout", lambda *_: checkouts.append(1))
+    ended = threading.Event()
+    post = group_commit._post
+
+    def posting(loop: Any, callback: Any, *args: Any) -> None:
+        post(loop, callback, *args)
+        if getattr(callback, "__name__", "") == "over":
+            ended.set()
+
+    monkeypatch.setattr(group_commit, "_post", posting)
+    slow, entered, release = held("a")
+    first = asyncio.create_task(queries.transaction(slow))
+    await asyncio.to_thread(entered.wait, 30)
+    release.set()
+    assert ended.wait(30)  # the loop is blocked here: the trip has ended, `over` not yet run
+    late: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    queries._group._waiting.append(group_commit._Member(adds("b"), late))  # type: ignore[union-attr]
+    assert await asyncio.wait_for(first, 30) == "a"
+    assert await asyncio.wait_for(late, 30) == "b"
+    assert trips.count("_Trip") == 2 and len(checkouts) == 1
+    assert await stored(engine) == dict.fromkeys("ab", 1)
