@@ -144,7 +144,7 @@ class RedisFeed:
         finally:
             live.release("redis")  # memory may forget what this run published
         try:
-            await self.redis.expire(key, ENDED_TTL_SECONDS)
+            await self.appends.append(key, [], ENDED_TTL_SECONDS)  # in the shared pipeline
         except (RedisError, OSError):
             pass  # it expires with ACTIVE_TTL_SECONDS
 

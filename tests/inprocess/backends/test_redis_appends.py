@@ -90,3 +90,11 @@ async def test_appends_go_on_after_their_connection_was_closed(redis: Redis) -> 
     await redis.client_kill_filter(_type="normal", skipme=True)  # every other connection
     await appends.append("run:1", entries(1, 2, 2))
     assert [i for i, _ in await redis.xrange("run:1")] == [b"0-1", b"0-2", b"0-3"]
+
+
+async def test_a_runs_end_sets_only_its_streams_expiry(redis: Redis) -> None:
+    appends = StreamAppends(redis)
+    await appends.append("run:1", entries(1, 1, 2), ttl_seconds=3600)
+    await appends.append("run:1", [], 60)  # what a run's publisher sends once it ended
+    assert 0 < await redis.ttl("run:1") <= 60
+    assert [i for i, _ in await redis.xrange("run:1")] == [b"0-1", b"0-2"]
