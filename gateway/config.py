@@ -320,13 +320,15 @@ class Settings(BaseSettings):
                     "`/ready` answers 503 meanwhile, so a load balancer sends the work "
                     "elsewhere (see docs/operations.md, Scaling, for sizing it).")
     max_start_wait_seconds: float = Field(
-        0.5, ge=0, le=3600,
+        0.75, ge=0, le=3600,
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
                     "(waiting for its turn at `GATEWAY_START_CONCURRENCY`, or being started) "
-                    "has taken this long, or while a newcomer would wait this long for its "
-                    "turn at the recent pace (0: never): the process starts runs more slowly "
-                    "than they come, and a newcomer would only wait longer for its first "
-                    "token.")
+                    "has taken this long, or while a newcomer would take this long to start "
+                    "at the recent pace: the starts under way and its own, each costing the "
+                    "event loop the CPU the recent ones did while starts queued (0: never). "
+                    "The process starts runs more slowly than they come, and a newcomer "
+                    "would only wait longer for its first token. The default leaves a "
+                    "quarter of a 1 s first-token bound for the model's answer.")
     max_loop_lag_seconds: float = Field(
         0.25, ge=0, le=60,
         description="A new run is refused with 503 `OVERLOADED` while the event loop has run "

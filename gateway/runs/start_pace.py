@@ -1,0 +1,47 @@
+"""How much of the event loop a run start takes while starts queue: what a newcomer waits for.
+
+The start gate (`start_gate.py`) refuses a newcomer that would take longer than
+`GATEWAY_MAX_START_WAIT_SECONDS` to start. All the starts of a burst arrive before any of them
+ends, so the gate can only predict that from what it has seen before. It used to predict from
+how long recent starts held their turn, divided by the gate's width: a wall-clock figure of
+another moment. At 20 starts a second, two or three at a time, a turn lasts 100 to 300 ms on
+SQLite, mostly waiting for the database's one connection; in a burst those waits overlap
+(a group commit carries 50 starts) and what limits the pace is the loop's CPU, about 6 ms a start.
+So the gate refused 50 of 100 runs started at once on a quiet machine, which it could have
+served in 0.75 s, and on a loaded one it expected 190 ms where starts waited 690 ms
+(bench/README.md, "Bursts: what the start gate expected").
+
+So the pace is measured in the loop thread's CPU, and only while starts queue (the gate full,
+the pace set by the process rather than by arrivals): the CPU the loop spent from one turn's
+end to the next, per turn ended. That counts the start's own work and whatever else the loop
+did meanwhile (the streams already running, refusals), the work a start really waits behind;
+not a wait on the database, which the starts of a burst share. A ratio of decaying sums (over
+about the last `1 / (1 - DECAY)` turns), as turns end in lumps (a group commit ends 16 at once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+DECAY = 0.97  # per turn ended while starts queued: the last 30 or so count
+
+
+class StartPace:
+    """Seconds of the loop's CPU per run start while starts queue (0 until measured)."""
+
+    def __init__(self, cpu: Callable[[], float] = time.thread_time) -> None:
+        self._cpu = cpu  # the loop thread's CPU clock (the gate runs on the loop)
+        self._spent = self._ended = 0.0  # decaying sums: CPU, turns ended
+        self._since: float | None = None  # CPU at the last turn's end while starts queued
+
+    def ended(self, queued: int) -> None:
+        """A turn ended with `queued` starts still waiting for theirs."""
+        now = self._cpu()
+        if self._since is not None:
+            self._spent = DECAY * self._spent + (now - self._since)
+            self._ended = DECAY * self._ended + 1
+        self._since = now if queued else None
+
+    def seconds(self) -> float:
+        return self._spent / self._ended if self._ended else 0.0
