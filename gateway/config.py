@@ -313,12 +313,14 @@ class Settings(BaseSettings):
         description="Run starts one process works on at once; more wait for their turn, in "
                     "order, so that a burst of new runs does not stall the streams already "
                     "running (`gateway_starts_waiting` counts the waiting).")
-    max_active_runs: int = Field(
-        180, ge=0, le=1_000_000,
+    max_active_runs: int | None = Field(
+        None, ge=0, le=1_000_000,
         description="Runs one process may have going or starting at once (0: no limit); one "
                     "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
                     "`/ready` answers 503 meanwhile, so a load balancer sends the work "
-                    "elsewhere (see docs/operations.md, Scaling, for sizing it).")
+                    "elsewhere. Unset: 180 on SQLite, 150 on PostgreSQL, whose runs cost the "
+                    "process more CPU per token (see docs/operations.md, Scaling, for sizing "
+                    "it).")
     max_start_wait_seconds: float = Field(
         0.75, ge=0, le=3600,
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
@@ -526,6 +528,14 @@ class Settings(BaseSettings):
                              "GATEWAY_OIDC_AUDIENCE: tokens must name who issued them (`iss`) "
                              "and for whom (`aud`)")
         return issuer
+
+    @property
+    def active_runs_cap(self) -> int:
+        """`max_active_runs`, or the default for the database: each configuration's runs at
+        20 tokens/s that one core carries while refusing the next within 100 ms."""
+        if self.max_active_runs is not None:
+            return self.max_active_runs
+        return 180 if self.database_url.startswith("sqlite") else 150
 
     @property
     def development_possible(self) -> bool:

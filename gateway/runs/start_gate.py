@@ -13,23 +13,28 @@ over 10 s at one process were all admitted and got their first token after up to
 gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
 balancer sends the user elsewhere; not 429, which is the user's own quota), while
 
-- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`), or
+- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`:
+  180 on SQLite, 150 on PostgreSQL, whose runs cost the loop more), or
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
-  (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
-  loop is full, or the queue is long), and a newcomer would only wait longer for its first
-  token. The starts already under way go on; so no admitted start takes much longer than that.
-  Also while a newcomer would wait that long for its turn at the recent pace (`queue_wait`:
-  the starts queued ahead of it, each turn held as long as the recent ones), so that a queue
-  growing faster than it drains is cut before its oldest start has waited that long;
+  (`GATEWAY_MAX_START_WAIT_SECONDS`, 0.75: a quarter of a 1 s first-token bound left for the
+  model's answer): the process starts runs more slowly than they come (its loop is full, or
+  the queue is long), and a newcomer would only wait longer for its first token. The starts
+  already under way go on; so no admitted start takes much longer than that. Also while a
+  newcomer would take that long to be started at the recent pace (`queue_wait`: the starts
+  under way and its own, each costing the loop's CPU that recent starts cost while starts
+  queued, `start_pace.py`). A burst arrives whole before any of its starts ends, so this is
+  what admits the part of it the process can start in time and refuses the rest at once;
+  and it cuts a queue growing faster than it drains before its oldest start has waited;
 - the event loop has run `max_lag` seconds late at each of its last few ticks
   (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
   other jobs on the machine), every token already waits, and a new run would add to it (one
   pause of the loop is not a reason).
 
-Runs already admitted keep their pace. `saturation()` says why the process refuses, for
-`/ready` (a balancer stops sending it work until it clears) and for the door that refuses a
-run start before any work (`api/door.py`): it is asked for every run-start request, so it
-stays a few comparisons.
+Runs already admitted keep their pace. Each refusal is counted by the limit that refused it and
+logged, at most once a second, with the figures (`refused`). `saturation()` says why the
+process refuses, for `/ready` (a balancer stops sending it work until it clears) and for the
+door that refuses a run start before any work (`api/door.py`): it is asked for every
+run-start request, so it stays a few comparisons.
 """
 
 from __future__ import annotations

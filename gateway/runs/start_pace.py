@@ -1,22 +1,24 @@
 """How much of the event loop a run start takes while starts queue: what a newcomer waits for.
 
 The start gate (`start_gate.py`) refuses a newcomer that would take longer than
-`GATEWAY_MAX_START_WAIT_SECONDS` to start. All the starts of a burst arrive before any of them
-ends, so the gate can only predict that from what it has seen before. It used to predict from
+`GATEWAY_MAX_START_WAIT_SECONDS` to be started. All the starts of a burst arrive before any of
+them ends, so the gate can only predict that from what it saw before. It used to predict from
 how long recent starts held their turn, divided by the gate's width: a wall-clock figure of
-another moment. At 20 starts a second, two or three at a time, a turn lasts 100 to 300 ms on
-SQLite, mostly waiting for the database's one connection; in a burst those waits overlap
-(a group commit carries 50 starts) and what limits the pace is the loop's CPU, about 6 ms a start.
-So the gate refused 50 of 100 runs started at once on a quiet machine, which it could have
-served in 0.75 s, and on a loaded one it expected 190 ms where starts waited 690 ms
-(bench/README.md, "Bursts: what the start gate expected").
+another moment, which misjudged bursts both ways. At 30 starts a second, two or three at a
+time, a turn lasted about 100 ms at the median on SQLite and seconds in a stall, mostly
+waiting for the database's one connection;
+in a burst those waits overlap (one group commit carries up to 50 starts) and the pace is set
+by the loop's CPU, about 6 ms a start on a quiet machine. On a quiet machine the gate refused
+50 of 100 runs started at once that an earlier round had admitted all of, with their first
+token within 0.76 s; on a loaded one it expected 190 ms of waiting at p99 where the starts
+waited 690 ms (bench/README.md, "Bursts and the start gate's estimate").
 
 So the pace is measured in the loop thread's CPU, and only while starts queue (the gate full,
 the pace set by the process rather than by arrivals): the CPU the loop spent from one turn's
 end to the next, per turn ended. That counts the start's own work and whatever else the loop
-did meanwhile (the streams already running, refusals), the work a start really waits behind;
-not a wait on the database, which the starts of a burst share. A ratio of decaying sums (over
-about the last `1 / (1 - DECAY)` turns), as turns end in lumps (a group commit ends 16 at once).
+did meanwhile (the streams already running, refusals), which a start really waits behind; not
+a wait for the database, which the starts of a burst share. A ratio of decaying sums (about the
+last `1 / (1 - DECAY)` turns), as turns end in lumps (a group commit ends 16 at once).
 """
 
 from __future__ import annotations
