@@ -129,53 +129,55 @@ class Starts:
         await asyncio.gather(*self.tasks)
 
 
-async def queued_turns(gate: StartGate, now: list[float], cpu: list[float],
-                       held: float, loop_cpu: float) -> None:
-    """Three starts through a gate of width 2 (one queued): each turn held `held` seconds of
-    wall-clock time, the loop spending `loop_cpu` of CPU between two turns' ends."""
-    starts = Starts(gate)
-    await starts.add(3)
-    for number in range(3):
-        now[0] += held
-        cpu[0] += loop_cpu
-        await starts.release(number)
-    await starts.finish()
+    async def drain(self, count: int, cpu: list[float], loop_cpu: float) -> None:
+        """Ends the next `count` turns one by one, the loop spending `loop_cpu` of CPU before
+        each end."""
+        for _ in range(count):
+            cpu[0] += loop_cpu
+            await self.release(next(n for n, r in enumerate(self.releases) if not r.is_set()))
 
 
-async def test_a_burst_the_loop_can_start_in_time_is_let_in_however_long_turns_were_held() -> None:
-    # Turns held 0.3 s (waiting for the database, as at 20 starts a second on SQLite), while
-    # the loop spent 5 ms of CPU per start: a burst's starts share such waits, not the CPU.
+async def test_a_burst_in_one_instant_is_let_in_and_judged_by_its_own_pace() -> None:
     now, cpu = [100.0], [0.0]
     gate = StartGate(2, max_wait=0.75, clock=lambda: now[0], cpu=lambda: cpu[0])
-    await queued_turns(gate, now, cpu, held=0.3, loop_cpu=0.005)
-    assert gate.pace.seconds() == pytest.approx(0.005)
+    # A queue earlier, whose starts cost the loop 20 ms each (many streams running then).
+    earlier = Starts(gate)
+    await earlier.add(12)
+    await earlier.drain(10, cpu, loop_cpu=0.02)
+    assert gate.pace.seconds() == pytest.approx(0.02)
+    assert getattr(gate.saturation(), "setting", None) is None  # 2 under way
+    await earlier.finish()
+    # Its pace is forgotten with it: 100 starts arriving at once are all let in.
     burst = Starts(gate)
-    await burst.add(100)  # all at once: started within 0.5 s at 5 ms each
+    await burst.add(100)
+    assert gate.pace.seconds() == 0.0 and gate.saturation() is None
     assert all(not task.done() for task in burst.tasks)  # none refused
-    assert gate.queue_wait() == pytest.approx(101 * 0.005)
-    await burst.add(48)
-    assert gate.saturation() is None
-    await burst.add(1)  # 149 under way: a newcomer would take 0.75 s to start
+    # Once some of them have started, their pace (10 ms of the loop each) judges newcomers:
+    # 91 under way and one more would take 0.92 s.
+    await burst.drain(9, cpu, loop_cpu=0.01)
+    assert gate.pace.seconds() == pytest.approx(0.01)
     reason = gate.saturation()
     assert reason is not None and reason.setting == "GATEWAY_MAX_START_WAIT_SECONDS"
+    assert reason.detail.startswith("a new start would take about 0.92 s")
     with pytest.raises(Overloaded):
         async with gate.turn():
             pass
+    await burst.drain(20, cpu, loop_cpu=0.01)  # 71 under way: 0.72 s, let in again
+    assert gate.saturation() is None
     await burst.finish()
-    assert gate.saturation() is None  # room again: nobody refused for a queue that drained
 
 
 async def test_only_the_loop_s_cpu_while_starts_queue_counts_toward_their_pace() -> None:
     now, cpu = [100.0], [0.0]
     gate = StartGate(2, max_wait=0.75, clock=lambda: now[0], cpu=lambda: cpu[0])
-    for _ in range(3):  # one start at a time, the loop busy with other work meanwhile
+    for _ in range(12):  # one start at a time, the loop busy with other work meanwhile
         async with gate.turn():
             cpu[0] += 0.5
+            now[0] += 0.3  # and each turn long in wall-clock time (waiting for the database)
     assert gate.pace.seconds() == 0.0 and gate.queue_wait() == 0.0
-    await queued_turns(gate, now, cpu, held=0.0, loop_cpu=0.02)  # 20 ms of the loop a start
     starts = Starts(gate)
-    await starts.add(37)  # 37 under way: a newcomer would take 0.76 s
-    assert getattr(gate.saturation(), "setting", None) == "GATEWAY_MAX_START_WAIT_SECONDS"
+    await starts.add(12)
+    assert gate.saturation() is None
     await starts.finish()
 
 
