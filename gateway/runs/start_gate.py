@@ -20,11 +20,11 @@ balancer sends the user elsewhere; not 429, which is the user's own quota), whil
   model's answer): the process starts runs more slowly than they come (its loop is full, or
   the queue is long), and a newcomer would only wait longer for its first token. The starts
   already under way go on; so no admitted start takes much longer than that. Also while a
-  newcomer would take that long to be started at the recent pace (`queue_wait`: the starts
-  under way and its own, each costing the loop's CPU that recent starts cost while starts
-  queued, `start_pace.py`). A burst arrives whole before any of its starts ends, so this is
-  what admits the part of it the process can start in time and refuses the rest at once;
-  and it cuts a queue growing faster than it drains before its oldest start has waited;
+  newcomer would take that long to be started at the pace of the queue (`queue_wait`: the
+  starts under way and its own, each costing the loop's CPU that the queue's starts cost,
+  `start_pace.py`), which cuts a queue growing faster than it drains before its oldest start
+  has waited that long. A burst arriving in one instant is let in whole (no start of it has
+  ended yet to tell its pace; one from an earlier queue measured other work);
 - the event loop has run `max_lag` seconds late at each of its last few ticks
   (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
   other jobs on the machine), every token already waits, and a new run would add to it (one
@@ -137,11 +137,9 @@ class StartGate:
         return Overloaded(saturation)
 
     def queue_wait(self) -> float:
-        """Seconds a new start would take to start at the recent pace: the starts under way
-        and its own, each taking the loop's CPU that the recent ones took while starts queued
-        (`start_pace.py`; 0 until measured). All the starts of a burst arrive before the first
-        has ended, so this is what refuses the part of a burst the process cannot start in
-        time, and lets in the rest."""
+        """Seconds a new start would take to start at the queue's pace: the starts under way
+        and its own, each taking the loop's CPU that the queue's starts took (`start_pace.py`;
+        0 while no queue's pace is known: a burst arriving in one instant is let in whole)."""
         return (len(self._arrivals) + 1) * self.pace.seconds()
 
     @contextlib.asynccontextmanager
