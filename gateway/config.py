@@ -326,8 +326,9 @@ class Settings(BaseSettings):
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
                     "(waiting for its turn at `GATEWAY_START_CONCURRENCY`, or being started) "
                     "has taken this long, or while a newcomer would take this long to start "
-                    "at the recent pace: the starts under way and its own, each costing the "
-                    "event loop the CPU the recent ones did while starts queued (0: never). "
+                    "at the pace of the starts queued now: the starts under way and its own, "
+                    "each costing the event loop the CPU that the queue's starts did (0: "
+                    "never; a burst arriving in one instant is let in whole). "
                     "The process starts runs more slowly than they come, and a newcomer "
                     "would only wait longer for its first token. The default leaves a "
                     "quarter of a 1 s first-token bound for the model's answer.")

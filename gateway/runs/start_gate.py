@@ -131,8 +131,9 @@ class StartGate:
         self._unlogged += 1
         now = self._clock()
         if now - self._logged_at >= LOG_EVERY:
-            log.warning("refusing new runs (503 OVERLOADED): %s (%s); %d refused since the last "
-                        "such line", saturation.detail, saturation.setting, self._unlogged)
+            log.warning("refusing new runs (503 OVERLOADED): %s (%s); %d refused, for any "
+                        "limit, since the last such line", saturation.detail, saturation.setting,
+                        self._unlogged)
             self._logged_at, self._unlogged = now, 0
         return Overloaded(saturation)
 

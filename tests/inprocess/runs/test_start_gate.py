@@ -193,7 +193,7 @@ async def test_refusals_are_logged_with_their_figures_at_most_once_a_second(
     lines = [r.getMessage() for r in caplog.records if r.name == "gateway.runs.start_gate"]
     assert len(lines) == 2  # at 0 s and 1.2 s, the second with the count since the first
     assert "5 runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)" in lines[0]
-    assert "3 refused since" in lines[1]
+    assert "3 refused, for any limit, since" in lines[1]
 
 
 async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -> None:
