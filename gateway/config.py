@@ -318,7 +318,7 @@ class Settings(BaseSettings):
         description="Runs one process may have going or starting at once (0: no limit); one "
                     "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
                     "`/ready` answers 503 meanwhile, so a load balancer sends the work "
-                    "elsewhere. Unset: 180 on SQLite, 150 on PostgreSQL, whose runs cost the "
+                    "elsewhere. Unset: 180 on SQLite, 170 on PostgreSQL, whose runs cost the "
                     "process more CPU per token (see docs/operations.md, Scaling, for sizing "
                     "it).")
     max_start_wait_seconds: float = Field(
@@ -532,11 +532,12 @@ class Settings(BaseSettings):
 
     @property
     def active_runs_cap(self) -> int:
-        """`max_active_runs`, or the default for the database: each configuration's runs at
-        20 tokens/s that one core carries while refusing the next within 100 ms."""
+        """`max_active_runs`, or the default for the database: the runs at 20 tokens/s that
+        one core carries while refusing the next within about 100 ms, and at least the 160
+        that 30 runs arriving a second keep going at once (docs/operations.md, Scaling)."""
         if self.max_active_runs is not None:
             return self.max_active_runs
-        return 180 if self.database_url.startswith("sqlite") else 150
+        return 180 if self.database_url.startswith("sqlite") else 170
 
     @property
     def development_possible(self) -> bool:

@@ -14,7 +14,7 @@ gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry
 balancer sends the user elsewhere; not 429, which is the user's own quota), while
 
 - the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`:
-  180 on SQLite, 150 on PostgreSQL, whose runs cost the loop more), or
+  180 on SQLite, 170 on PostgreSQL, whose runs cost the loop more), or
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
   (`GATEWAY_MAX_START_WAIT_SECONDS`, 0.75: a quarter of a 1 s first-token bound left for the
   model's answer): the process starts runs more slowly than they come (its loop is full, or

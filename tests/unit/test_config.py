@@ -29,7 +29,7 @@ def test_the_cap_on_active_runs_defaults_by_database_and_a_set_one_wins(
     # PostgreSQL's runs cost the process more CPU per token: fewer fit its loop.
     assert _load(monkeypatch).active_runs_cap == 180
     postgres = "postgresql://gateway@localhost/gateway"
-    assert _load(monkeypatch, GATEWAY_DATABASE_URL=postgres).active_runs_cap == 150
+    assert _load(monkeypatch, GATEWAY_DATABASE_URL=postgres).active_runs_cap == 170
     assert _load(monkeypatch, GATEWAY_DATABASE_URL=postgres,
                  GATEWAY_MAX_ACTIVE_RUNS="0").active_runs_cap == 0
 
