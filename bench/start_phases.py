@@ -98,7 +98,7 @@ def expected(records: list[dict[str, Any]]) -> None:
     burst round, how long it would take to be started, turn included) against its wait for the
     turn and its time until the run was admitted: what refuses a newcomer when it is too high."""
     def row(label: str, values: list[float]) -> str:
-        return f"| {label} | {pct(values, 0.5)} | {pct(values, 0.9)} | {pct(values, 0.99)} |"
+        return "| " + " | ".join([label, *(f"{pct(values, q):.1f}" for q in (0.5, 0.9, 0.99))]) + " |"
 
     had = [r for r in records if "expected_turn" in r and "turn" in r and "admitted" in r]
     if had:
