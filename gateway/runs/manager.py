@@ -343,6 +343,10 @@ class RunManager:
         whether it is cancelled later."""
         return self.subscriptions.follow(run_id, after)
 
+    def batches(self, run_id: str, after: int = 0) -> AsyncGenerator[list[Entry], None]:
+        """`entries`, as many at a time as the log has beyond the reader when it wakes up."""
+        return self.subscriptions.batches(run_id, after)
+
     def retire(self, active: ActiveRun) -> None:
         """The run ended: forget it (its log lingers a little) and its disconnect policy, and
         start the thread's next queued run, if any."""
