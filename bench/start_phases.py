@@ -49,6 +49,7 @@ def summary(records: list[dict[str, float]]) -> list[tuple[str, Any, Any, Any, A
 
 def measure(scenario: Scenario, args: argparse.Namespace) -> list[dict[str, float]]:
     log = Path(tempfile.mkdtemp(prefix="start-phases-")) / "phases.jsonl"
+    print(f"stamps in {log}")
     os.environ["GATEWAY_TEST_FORK"] = "0"  # a plain exec, so that PYTHONPATH is read
     env = [f"PYTHONPATH={Path(__file__).parent / 'phases'}", f"GATEWAY_START_PHASES_LOG={log}",
            *args.gateway_env]
@@ -125,10 +126,13 @@ def holds(log: Path) -> None:
         return
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     groups = [r["group"] for r in rows if "group" in r]
-    rows = [r for r in rows if "group" not in r]
+    on_thread = [r for r in rows if "trip_at" in r]
+    collections = [r for r in rows if "gc" in r]
+    rows = [r for r in rows if "by" in r and "ms" in r]
     if groups:
         print(f"\n{len(groups)} group commits carried {sum(groups)} transactions: p50 "
               f"{pct(groups, 0.5)}, p90 {pct(groups, 0.9)}, max {max(groups)} a trip")
+    start = 0.0
     if len(rows) > 1:
         start = sorted(r["at"] for r in rows)[len(rows) // 10]  # roughly past the warm-up
         rows = [r for r in rows if r["at"] >= start]
@@ -139,6 +143,60 @@ def holds(log: Path) -> None:
         trips = [r.get("trips", 0) for r in rows if r["by"] == by]
         print(f"| {by} | {len(ms)} | {pct(ms, 0.5)} | {pct(ms, 0.99)} | {max(ms)} | "
               f"{sum(ms) / 1000:.2f} | {pct(trips, 0.5)} / {max(trips)} |")
+    if rows:
+        parts(rows, [t for t in on_thread if t["trip_at"] >= start], collections)
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "none"
+    return (f"{len(values)}: p50 {pct(values, 0.5):.1f}, p99 {pct(values, 0.99):.1f}, "
+            f"max {max(values):.1f} ms, total {sum(values) / 1000:.2f} s")
+
+
+def parts(holds: list[dict[str, Any]], trips: list[dict[str, Any]],
+          collections: list[dict[str, Any]]) -> None:
+    """What the connection's holds are made of: the trips on the database's thread (its
+    statements and its commit, and the commits that checkpointed the WAL), the garbage
+    collector's pauses of the loop, and the rest (waiting for the loop)."""
+    checkpoints = [t for t in trips if t["backfilled"]]
+    plain = [t for t in trips if not t["backfilled"]]
+    print(f"\ntrips on the database's thread {_spread([t['trip_ms'] for t in trips])}"
+          f"\n  of which the thread's CPU {_spread([t.get('cpu_ms', 0.0) for t in trips])}"
+          f"\n  statements {_spread([t['trip_ms'] - t['commit_ms'] for t in trips])}"
+          f"\n  commits without a checkpoint {_spread([t['commit_ms'] for t in plain])}"
+          f"\n  commits with a checkpoint {_spread([t['commit_ms'] for t in checkpoints])}"
+          f", pages copied {[t['backfilled'] for t in checkpoints][:12]}"
+          f"\n  WAL frames a commit wrote: p50 {pct([t['frames'] for t in trips], 0.5)}, "
+          f"max {max((t['frames'] for t in trips), default=0)}")
+    first = min((h["at"] for h in holds), default=0.0)
+    collections = [c for c in collections if c["gc_at"] >= first]
+    for generation in (0, 1, 2):
+        print(f"  collections of generation {generation} on the loop: "
+              f"{_spread([c['gc_ms'] for c in collections if c['gc'] == generation])}")
+    around = ([], [])  # per hold with a trip: ms before its first trip, after its last
+    for hold in holds:
+        end = hold["at"] + hold["ms"] / 1000
+        inside = [t for t in trips if hold["at"] <= t["trip_at"] <= end]
+        if inside:
+            around[0].append((inside[0]["trip_at"] - hold["at"]) * 1000)
+            last = inside[-1]
+            around[1].append((end - last["trip_at"]) * 1000 - last["trip_ms"])
+    print(f"  holds with a trip: from the checkout to the trip on the thread "
+          f"{_spread(around[0])}\n  from the trip's end to the checkin (the loop takes the "
+          f"outcome back) {_spread(around[1])}")
+    long = sorted((h for h in holds if h["ms"] >= 30), key=lambda h: -h["ms"])
+    print(f"\n{len(long)} holds of 30 ms or more (the longest 12): ms held = on the thread "
+          f"(commit, checkpoint?) + collections + the rest (the loop)")
+    for hold in long[:12]:
+        end = hold["at"] + hold["ms"] / 1000
+        inside = [t for t in trips if hold["at"] <= t["trip_at"] <= end]
+        thread = sum(t["trip_ms"] for t in inside)
+        commit = sum(t["commit_ms"] for t in inside)
+        collected = sum(c["gc_ms"] for c in collections if hold["at"] <= c["gc_at"] <= end)
+        print(f"  {hold['by']}: {hold['ms']:.1f} = {thread:.1f} (commit {commit:.1f}, "
+              f"{'checkpoint' if any(t['backfilled'] for t in inside) else 'no checkpoint'}) "
+              f"+ {collected:.1f} + {hold['ms'] - thread - collected:.1f}")
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ exactly as `bench/concurrency.py`, whose measurement this reuses):
 1. 300 runs x 20 tok/s arriving evenly over 10 s: first token p99 <= 250 ms, largest token gap
    p99 <= 250 ms, all complete; and the RSS per run at that level (<= 100 KiB), measured
    first, on the fresh process;
-2. 100 runs x 50 tok/s started at once: first token p99 <= 1 s;
+2. 100 runs x 50 tok/s started at once: all admitted (a refused run has no first token),
+   first token p99 <= 1 s;
 3. 1,000 runs arriving over 10 s: every run completes (first token p99 <= 1 s) or is refused
    with 503 within 100 ms (p99), and none fails otherwise;
 4. the CPU of a run start with its end (<= 3 ms): from outside, the `gateway serve` process's
@@ -67,9 +68,11 @@ def verdicts(rows: dict[str, dict[str, Any]], cost: dict[str, Any] | None,
                  le(a["gap_p99_ms"], 250)),
                 (f"RSS per stream at {scenarios[0].runs} <= 100 KiB", f"{a['rss_per_run_kib']} KiB",
                  le(a["rss_per_run_kib"], 100))]
-    if b:
-        out.append((f"{scenarios[1]}: first token p99 <= 1 s", f"{b['first_token_p99_ms']} ms",
-                    le(b["first_token_p99_ms"], 1000)))
+    if b:  # a burst is served only if it is let in: a refused run has no first token
+        out.append((f"{scenarios[1]}: all admitted, first token p99 <= 1 s",
+                    f"{b['completed']} of {b['runs']} completed ({b['refused']} refused), "
+                    f"first token p99 {b['first_token_p99_ms']} ms",
+                    b["completed"] == b["runs"] and le(b["first_token_p99_ms"], 1000)))
     if c:
         admitted_ok = c["completed"] == 0 or le(c["first_token_p99_ms"], 1000)
         refusals_ok = c["refused"] == 0 or le(c["refused_ms_p99"], 100)

@@ -232,14 +232,15 @@ def _watch_holds(out: Any) -> None:
     except ImportError:
         pass
     else:
-        run_group = group_commit._run_group
-
-        def sized(engine: Any, raw: Any, members: list[Any]) -> int:
-            ran = run_group(engine, raw, members)
-            out.write(json.dumps({"group": ran}) + "\n")
-            return ran
-
-        group_commit._run_group = sized  # type: ignore[assignment]
+        _watch_trips(out, group_commit)
+    _watch_collections(out)
+    if pragmas := os.environ.get("GATEWAY_START_PHASES_PRAGMAS"):  # e.g. "wal_autocheckpoint=0"
+        @event.listens_for(Pool, "connect")
+        def more_pragmas(dbapi: Any, _record: Any) -> None:
+            cursor = dbapi.cursor()
+            for pragma in pragmas.split(","):
+                cursor.execute(f"PRAGMA {pragma}")
+            cursor.close()
 
     @event.listens_for(Pool, "checkin")
     def checkin(dbapi: Any, record: Any) -> None:
@@ -250,10 +251,84 @@ def _watch_holds(out: Any) -> None:
                                   "trips": trips.get(start[2], 0) - start[3]}) + "\n")
 
 
+def _wal_index(raw: Any, files: dict[int, Any]) -> tuple[int, int]:
+    """(mxFrame, nBackfill) from the WAL index (`<db>-shm`): the frames in the WAL, and how
+    many of them a checkpoint has copied into the database. A commit after which nBackfill
+    grew ran a checkpoint (SQLite's autocheckpoint runs inside the commit that crosses it)."""
+    fd = files.get(id(raw))
+    if fd is None:
+        path = raw.execute("PRAGMA database_list").fetchone()[2]
+        fd = files[id(raw)] = os.open(f"{path}-shm", os.O_RDONLY)
+    header = os.pread(fd, 100, 0)
+    return int.from_bytes(header[16:20], "little"), int.from_bytes(header[96:100], "little")
+
+
+def _watch_trips(out: Any, group_commit: Any) -> None:
+    """Per group commit's trip, on the database's thread: when it began, the statements'
+    time, the commit's time, and whether the commit checkpointed (the WAL index before and
+    after it): what a long hold of the connection is made of."""
+    run_group, commit = group_commit._run_group, group_commit._commit
+    files: dict[int, Any] = {}
+    trip: dict[str, Any] = {}
+
+    def timed_commit(raw: Any, members: list[Any]) -> None:
+        before = _wal_index(raw, files)
+        began = time.perf_counter()
+        commit(raw, members)
+        trip["commit"] = time.perf_counter() - began
+        after = _wal_index(raw, files)
+        trip["frames"] = after[0] - before[0] if after[0] >= before[0] else after[0]
+        trip["backfilled"] = after[1] - before[1] if after[1] > before[1] else 0
+        trip["wal"] = before[0]
+
+    def sized(engine: Any, raw: Any, members: list[Any]) -> int:
+        trip.clear()
+        began, cpu = time.perf_counter(), time.thread_time()
+        ran = run_group(engine, raw, members)
+        total = time.perf_counter() - began
+        spent = trip.get("commit", 0.0)
+        out.write(json.dumps({"group": ran, "trip_at": began, "trip_ms": round(total * 1000, 2),
+                              "cpu_ms": round((time.thread_time() - cpu) * 1000, 2),
+                              "commit_ms": round(spent * 1000, 2),
+                              "frames": trip.get("frames", 0), "wal": trip.get("wal", 0),
+                              "backfilled": trip.get("backfilled", 0)}) + "\n")
+        return ran
+
+    group_commit._run_group = sized
+    group_commit._commit = timed_commit
+
+
+def _watch_collections(out: Any) -> None:
+    """Every collection of the garbage collector on the loop's thread, with its generation and
+    how long it stopped the loop."""
+    import gc
+    import threading
+
+    main = threading.main_thread()
+    began: list[float] = [0.0]
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if threading.current_thread() is not main:
+            return
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            out.write(json.dumps({"gc": info["generation"], "gc_at": began[0],
+                                  "gc_ms": round((time.perf_counter() - began[0]) * 1000, 2),
+                                  "collected": info["collected"]}) + "\n")
+
+    gc.callbacks.append(callback)
+
+
 if LOOP := os.environ.get("GATEWAY_START_PHASES_LOOP"):  # for comparison: uvicorn's `loop`
     import gateway.cli  # "uvloop" (libuv: one accept per turn of the loop), "asyncio"
 
     gateway.cli.event_loop = lambda: LOOP
+
+if SWITCH := os.environ.get("GATEWAY_START_PHASES_SWITCH"):  # the GIL's switch interval, s
+    import sys
+
+    sys.setswitchinterval(float(SWITCH))
 
 if LOG:
     _install()

@@ -1,7 +1,7 @@
 """Concurrent store transactions on SQLite, committed together: one trip, one commit.
 
 The process has one SQLite connection (`db.py` says why), and a transaction runs on
-aiosqlite's thread in one trip (`sqlite_driver.whole_in_one_trip`). A trip still waits for the
+aiosqlite's thread in one trip (`sqlite_driver.hand_over`). A trip still waits for the
 event loop twice (to be handed over, and for its result to be taken back), and on a busy loop
 that wait, not SQLite's work, is most of a hold of the connection: N transactions at once made N
 trips and N commits, one after the other, and a run start queued behind all of them, the log
@@ -13,6 +13,13 @@ every member that was to be committed (the transaction is rolled back, so the ne
 clean). Whoever arrives while a group is on the thread joins the next group. A group is bounded
 (`MAX_MEMBERS`; no member starts after `MAX_SECONDS` on the thread, the rest go in the next
 group) so that a large log batch cannot hold the starts queued behind it for long.
+
+The groups of one taking of the connection go without the loop between them (`_Trip`): the
+thread goes on with whoever arrived during a group, posting each group's answers to the loop as
+soon as it has committed, and whoever arrives as the trip ends goes in another trip at once, on
+the connection still taken; the connection goes back to the pool after `TRIP_SECONDS`, or when
+nobody waits. Waiting for the loop to take a trip's outcome back, with the connection held, was
+most of its long holds (bench/README.md, "What held SQLite's connection").
 
 Order: members run in the order they came, in one transaction, so a member sees the writes of
 those before it, and a later group sees the earlier ones committed. A group holds the pool's
@@ -39,7 +46,6 @@ import asyncio
 import collections
 import contextvars
 import sqlite3
-import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -50,7 +56,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.util.concurrency import greenlet_spawn
 
-from .sqlite_driver import OneTripDBAPI, whole_in_one_trip
+from .sqlite_driver import OneTripDBAPI, hand_over
 from .transaction import Transaction
 
 R = TypeVar("R")
@@ -60,6 +66,9 @@ MAX_MEMBERS = 64
 # No member starts after the group has been this long on the database's thread: a large log
 # batch ahead delays the members behind it by one trip, not by everything else in the group.
 MAX_SECONDS = 0.02
+# A trip goes on with the transactions that come while it is on the database's thread for at
+# most this long; then the connection goes back to the pool, where sessions wait for it too.
+TRIP_SECONDS = 0.05
 SAVEPOINT = "group_member"
 
 
@@ -205,16 +214,16 @@ def _settle(members: list[_Member]) -> None:
 class GroupCommit:
     """The transactions of one SQLite engine, gathered into groups (see the module's doc).
 
-    Whoever finds no group under way leads one in its own task: it takes the connection, then
-    every transaction waiting by then (its own first), so a transaction on a quiet process
-    costs no more hand-overs than one of its own. Those that come meanwhile wait for their
-    outcome, handed to them as soon as their group has committed; if some are still waiting
-    when the leader is done, a task of its own leads their groups."""
+    Whoever finds no trip under way leads one: it takes the pool's connection and hands every
+    transaction waiting by then (its own first) to the database's thread (`_Trip`), then waits
+    for its own outcome like the others. The trip goes on there with those that come
+    meanwhile, and gives the connection back itself (`_Trip.over`); if some are still waiting
+    then, a task of its own leads the next trip."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._waiting: collections.deque[_Member] = collections.deque()
-        self._busy = False  # a leader or the drain task is taking groups
+        self._waiting: collections.deque[_Member] = collections.deque()  # also the thread's
+        self._busy = False  # a trip is under way, or about to be
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, work: Callable[[Transaction], R]) -> R:
@@ -225,63 +234,69 @@ class GroupCommit:
             self._loop, self._waiting, self._busy = loop, collections.deque(), False
         future: asyncio.Future[R] = loop.create_future()
         self._waiting.append(_Member(work, future))
-        if self._busy:
-            return await future
-        self._busy = True
-        try:
-            while not future.done():  # its group is the next, or (past the bounds) a later one
-                await greenlet_spawn(self._group, loop)
-        finally:
-            future.cancel()  # cancelled before its group: its work is not run (else a no-op)
-            self._busy = False
-            if self._waiting:  # in a context of its own: not this caller's
-                self._busy = True
-                loop.create_task(self._drain(loop), name="store group commit",
-                                 context=contextvars.Context())
-        return future.result()
+        if not self._busy:
+            self._busy = True
+            try:
+                await self._lead(loop)
+            except asyncio.CancelledError:  # while it waited for the connection
+                future.cancel()  # its work is not run; the others' trip is led by a task
+                self._next(loop)
+                raise
+        return await future
 
-    async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _lead(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take the pool's connection, then hand those waiting by then to the thread."""
         try:
-            while True:
-                await greenlet_spawn(self._group, loop)
-                if not self._waiting:
-                    break
-                await asyncio.sleep(0)  # whoever waits for the pool's connection gets its turn
-        finally:
-            self._busy = False
-            while self._waiting:  # cancelled: nobody may wait for a group that never comes
-                self._waiting.popleft().future.cancel()
-
-    def _take(self) -> list[_Member]:
-        members: list[_Member] = []
-        while self._waiting and len(members) < MAX_MEMBERS:
-            member = self._waiting.popleft()
-            if not member.future.done():  # a cancelled caller's work is not run
-                members.append(member)
-        return members
-
-    def _group(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On SQLAlchemy's synchronous side: the pool's connection, then those waiting for it
-        by then, in one trip."""
-        try:
-            connection = self.engine.raw_connection()
+            connection = await greenlet_spawn(self.engine.raw_connection)
         except Exception as error:
             members = self._take()
             _fail_all(members, error)
             self._done(members, len(members))
+            self._next(loop)
             return
-        trip = _Trip(self, loop, self._take())
+        self._send(_Trip(self, loop, connection, self._take(), time.perf_counter()))
+
+    def _send(self, trip: _Trip) -> None:
+        """Hand `trip` to the database's thread (on the loop, the connection checked out)."""
+        if not trip.members:  # every caller was cancelled meanwhile
+            trip.over(trip.members, 0)
+            return
         try:
-            if trip.members:
-                whole_in_one_trip(connection.dbapi_connection, trip)
-        except BaseException as error:
-            trip.cut_short(error)  # the members have their outcome (or will have it)
-            if not isinstance(error, Exception):
-                raise  # cancelled: so is whoever took the group
+            hand_over(trip.connection.dbapi_connection, trip)
+        except Exception as error:  # the connection is closed
+            _fail_all(trip.members, error)
+            trip.over(trip.members, len(trip.members))
+
+    async def _lead_next(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            await self._lead(loop)
+        except BaseException:
+            self._busy = False
+            while self._waiting:  # cancelled: nobody may wait for a group that never comes
+                self._waiting.popleft().future.cancel()
+            raise
+
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A trip is over (or never began): the next one, if any transaction waits."""
+        if self._waiting:  # in a context of its own: not this caller's
+            loop.create_task(self._lead_next(loop), name="store group commit",
+                             context=contextvars.Context())
         else:
-            self._done(trip.members, trip.ran)
-        finally:
-            connection.close()
+            self._busy = False
+
+    def _take(self, limit: int | None = None) -> list[_Member]:
+        """Those waiting, up to `limit` (`MAX_MEMBERS`), in order; on the loop or, during a
+        trip, on the database's thread (a deque's appends and pops are atomic)."""
+        limit = MAX_MEMBERS if limit is None else limit
+        members: list[_Member] = []
+        while len(members) < limit:
+            try:
+                member = self._waiting.popleft()
+            except IndexError:
+                break
+            if not member.future.done():  # a cancelled caller's work is not run
+                members.append(member)
+        return members
 
     def _done(self, members: list[_Member], ran: int) -> None:
         """On the loop: the outcomes of those that ran; the others first in the next group."""
@@ -290,38 +305,52 @@ class GroupCommit:
 
 
 class _Trip:
-    """A group's trip to aiosqlite's thread (called there). Whoever took the group hands the
-    outcomes back when it sees the trip end; if it is cancelled meanwhile (the thread goes on
-    with the group), the thread posts them to the loop itself: nobody is left waiting."""
+    """A trip to aiosqlite's thread with the pool's connection (called there): group after
+    group, each committed and its outcomes posted to the loop at once, while transactions
+    keep coming and for at most `TRIP_SECONDS`; then the connection goes back to the pool
+    (`over`, on the loop). The connection never waits for the event loop between two groups,
+    and a transaction never waits for the loop to see the end of the group before it."""
 
-    __slots__ = ("group", "loop", "members", "ran", "_lock", "_finished", "_abandoned")
+    __slots__ = ("group", "loop", "connection", "members", "began")
 
-    def __init__(self, group: GroupCommit, loop: asyncio.AbstractEventLoop,
-                 members: list[_Member]) -> None:
-        self.group, self.loop, self.members, self.ran = group, loop, members, len(members)
-        self._lock = threading.Lock()
-        self._finished = self._abandoned = False
+    def __init__(self, group: GroupCommit, loop: asyncio.AbstractEventLoop, connection: Any,
+                 members: list[_Member], began: float) -> None:
+        self.group, self.loop, self.connection, self.members = group, loop, connection, members
+        self.began = began  # when the connection was taken (`TRIP_SECONDS`)
 
     def __call__(self, raw: sqlite3.Connection) -> None:
-        try:
-            self.ran = _run_group(self.group.engine, raw, self.members)
-        except BaseException as error:
-            _fail_all(self.members, error)
-        with self._lock:
-            self._finished = True
-            if self._abandoned:
-                _post(self.loop, self.group._done, self.members, self.ran)
+        began, members = self.began, self.members
+        while True:
+            try:
+                ran = _run_group(self.group.engine, raw, members)
+            except BaseException as error:  # the connection itself failed: the trip ends
+                _fail_all(members, error)
+                ran = len(members)
+                break
+            if time.perf_counter() - began >= TRIP_SECONDS:
+                break  # any left (past a group's bounds) go first in the next trip
+            following = members[ran:]
+            following += self.group._take(MAX_MEMBERS - len(following))
+            if not following:
+                break
+            _post(self.loop, _settle, members[:ran])
+            members = following
+        _post(self.loop, self.over, members, ran)
 
-    def cut_short(self, error: BaseException) -> None:
-        """On the loop: the trip's wait ended by `error`."""
-        with self._lock:
-            if not self._finished and isinstance(error, asyncio.CancelledError):
-                self._abandoned = True  # the thread hands the outcomes back
-                return
-        if not self._finished:  # never made: the connection is closed
-            _fail_all(self.members, error)
-            self.ran = len(self.members)
-        self.group._done(self.members, self.ran)
+    def over(self, members: list[_Member], ran: int) -> None:
+        """On the loop: the last group's outcomes; then, if transactions came after the
+        thread last looked and the connection has been taken for less than `TRIP_SECONDS`,
+        another trip on it at once (no task to start, no checkout: one turn of a busy loop
+        less for them), else the connection back to the pool and the next trip led by a task."""
+        group = self.group
+        try:
+            group._done(members, ran)
+        finally:
+            if group._waiting and time.perf_counter() - self.began < TRIP_SECONDS:
+                group._send(_Trip(group, self.loop, self.connection, group._take(), self.began))
+            else:
+                self.connection.close()
+                group._next(self.loop)
 
 
 def _post(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:

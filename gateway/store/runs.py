@@ -69,6 +69,11 @@ NEXT_QUEUED = Prepared(select(_runs.c.id)
                        .where(_runs.c.thread_id == bindparam("thread_id"),
                               _runs.c.status == "queued")
                        .order_by(_runs.c.created_ms, _runs.c.id).limit(1))
+# The active runs flagged for cancellation (`request_cancel` flags only active ones): few, found
+# by the status index, so one fixed statement serves any set of runs asked about.
+CANCEL_FLAGGED = Prepared(select(_runs.c.id)
+                          .where(or_(*(_runs.c.status == s for s in ACTIVE_RUN_STATUSES)),
+                                 _runs.c.cancel_requested_ms.is_not(None)))
 
 
 class RunQueries(Queries):
@@ -375,13 +380,17 @@ class RunQueries(Queries):
 
     @operation
     async def cancel_requested(self, run_ids: Sequence[str]) -> list[str]:
-        """Which of these runs another process asked to cancel: one query for all of them."""
+        """Which of these runs another process asked to cancel: one query for all of them, in
+        one store transaction. Every process polls this every `cancel_poll_seconds` while it
+        runs anything; as a session it held SQLite's one connection for two trips, each
+        waiting for the busy loop (up to 340 ms at 300 runs, bench/README.md, "What held
+        SQLite's connection"), while every start queued behind it; as a transaction it is one
+        more member of the group commit's trip."""
         if not run_ids:
             return []
-        query = select(RunRow.id).where(RunRow.id.in_(list(run_ids)),
-                                        RunRow.cancel_requested_ms.is_not(None))
-        async with self.session() as session:
-            return list((await session.exec(query)).all())
+        flagged = await self.transaction(lambda connection: CANCEL_FLAGGED.rows(connection, {}))
+        wanted = set(run_ids)
+        return [run_id for (run_id,) in flagged if run_id in wanted]
 
     @operation
     async def touch_watched(self, run_id: str, now: int) -> None:

@@ -14,9 +14,10 @@ Server-side cursors (`stream_results`) keep SQLAlchemy's own cursor; the gateway
 from __future__ import annotations
 
 import collections
+import functools
 import sqlite3
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 from sqlalchemy.dialects.sqlite.aiosqlite import (
@@ -117,6 +118,25 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
     __slots__ = ()
     _cursor_cls = OneTripCursor
 
+    def rollback(self) -> None:
+        """No trip when no transaction is open: sqlite3 opens one only before a write (legacy
+        transaction control, as SQLAlchemy leaves it) and ignores a rollback or commit outside
+        one, so a session that only read ended with a trip to the thread and back for
+        nothing, waiting for the busy loop with the process's one connection held
+        (bench/README.md, "What held SQLite's connection")."""
+        if self._open():
+            super().rollback()
+
+    def commit(self) -> None:
+        if self._open():
+            super().commit()
+
+    def _open(self) -> bool:
+        """A transaction is open (or the connection is closed: the driver says so). Read on
+        the loop while the connection is checked out, so its thread is not using it."""
+        raw: sqlite3.Connection | None = self._connection._connection
+        return raw is None or raw.in_transaction
+
 
 class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
     """SQLAlchemy's aiosqlite DB-API adapter, whose connections make `OneTripCursor`s."""
@@ -132,17 +152,13 @@ def one_trip_dbapi() -> OneTripDBAPI:
     return OneTripDBAPI(aiosqlite, sqlite3)
 
 
-R = TypeVar("R")
-
-
-def whole_in_one_trip(connection: Any, work: Callable[[sqlite3.Connection], R]) -> R:
-    """`work` on aiosqlite's thread, given the sqlite3 connection itself: a whole transaction in
-    one trip instead of one per statement and one for the commit (from SQLAlchemy's synchronous
-    side, inside `greenlet_spawn`; `connection` is a checked-out `OneTripConnection`)."""
-
-    async def trip() -> R:
-        async with connection._execute_mutex:
-            driver: aiosqlite.Connection = connection._connection
-            return await driver._execute(work, driver._conn)
-
-    return await_(trip())
+def hand_over(connection: Any, work: Callable[[sqlite3.Connection], None]) -> None:
+    """`work` on aiosqlite's thread, given the sqlite3 connection, without waiting for it: the
+    caller does not need the event loop to take the outcome back, so `work` reports it itself
+    (`group_commit`: the connection goes on to the next transactions on the thread instead of
+    waiting for a busy loop between them). `work` must not raise. From the event loop;
+    `connection` is a checked-out `OneTripConnection`, used by nobody else meanwhile."""
+    driver: aiosqlite.Connection = connection._connection
+    if not driver._running or not driver._connection:
+        raise ValueError("Connection closed")
+    driver._tx.put_nowait((None, functools.partial(work, driver._conn)))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiosqlite
 import pytest
+
+from gateway.store import group_commit, sqlite_driver
 
 
 @pytest.fixture
@@ -18,4 +22,11 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return await original(self, fn, *args, **kwargs)
 
     monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    hand_over = sqlite_driver.hand_over
+
+    def handed(connection: Any, work: Any) -> None:
+        calls.append(type(work).__name__)
+        hand_over(connection, work)
+
+    monkeypatch.setattr(group_commit, "hand_over", handed)
     return calls

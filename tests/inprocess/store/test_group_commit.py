@@ -13,7 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Column, ForeignKey, Integer, MetaData, String, Table, insert, select, text
+from sqlalchemy import (
+    Column,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    event,
+    insert,
+    select,
+    text,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -46,6 +57,19 @@ def adds(item: str, n: int = 1, parent: str | None = None) -> Callable[[Transact
         INSERT.execute(connection, {"id": item, "n": n, "parent": parent})
         return item
     return work
+
+
+def held(item: str) -> tuple[Callable[[Transaction], str], threading.Event, threading.Event]:
+    """A work that adds `item` once released, and the events: it has begun (on the database's
+    thread), and its release."""
+    entered, release = threading.Event(), threading.Event()
+
+    def work(connection: Transaction) -> str:
+        entered.set()
+        release.wait(30)
+        return adds(item)(connection)
+
+    return work, entered, release
 
 
 async def together(engine: AsyncEngine, works: list[Callable[[Transaction], Any]],
@@ -127,17 +151,58 @@ async def test_a_member_sees_the_writes_of_those_queued_before_it(engine: AsyncE
     assert results == [[], "a", [(7,)]]
 
 
+def group_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many transactions each commit carried."""
+    sizes: list[int] = []
+    run_group = group_commit._run_group
+
+    def counted(engine: Any, raw: Any, members: list[Any]) -> int:
+        sizes.append(ran := run_group(engine, raw, members))
+        return ran
+
+    monkeypatch.setattr(group_commit, "_run_group", counted)
+    return sizes
+
+
 async def test_a_group_is_bounded_and_keeps_the_order(
         engine: AsyncEngine, trips: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = group_sizes(monkeypatch)
     monkeypatch.setattr(group_commit, "MAX_MEMBERS", 2)
     assert await together(engine, [adds(name) for name in "abcde"], trips) == list("abcde")
-    assert trips.count("_Trip") == 3  # 2 + 2 + 1
+    assert sizes == [2, 2, 1]  # three commits, in one trip
     monkeypatch.setattr(group_commit, "MAX_MEMBERS", 64)
     monkeypatch.setattr(group_commit, "MAX_SECONDS", 0.0)  # each member past the time bound
     results = await together(engine, [adds("f", 1), adds("f", 2), adds("g")], trips)
     assert results[0] == "f" and isinstance(results[1], IntegrityError) and results[2] == "g"
-    assert trips.count("_Trip") == 3 + 3
+    assert sizes == [2, 2, 1, 1, 1, 1]
+    assert trips.count("_Trip") == 2
     assert await stored(engine) == dict.fromkeys("abcdefg", 1)
+
+
+async def test_a_trip_goes_on_with_those_that_come_while_it_is_on_the_thread(
+        engine: AsyncEngine, trips: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection does not wait for the event loop between groups: a transaction that
+    comes while a group is on the thread is committed in the same trip, and the first
+    group's caller has its answer before the second group is done."""
+    sizes = group_sizes(monkeypatch)
+    queries = Queries(engine)
+    slow, entered, release = held("a")
+    slower, entered_second, release_second = held("c")
+
+    first = asyncio.create_task(queries.transaction(slow))
+    await asyncio.to_thread(entered.wait, 30)  # the first group is on the thread
+    second = asyncio.create_task(queries.transaction(adds("b")))
+    third = asyncio.create_task(queries.transaction(slower))
+    while len(queries._group._waiting) < 2:  # type: ignore[union-attr]
+        await asyncio.sleep(0)
+    release.set()
+    await asyncio.to_thread(entered_second.wait, 30)  # the second group, on the thread
+    assert await asyncio.wait_for(first, 30) == "a"  # its answer came before the trip's end
+    assert not second.done() and not third.done()
+    release_second.set()
+    assert await asyncio.gather(second, third) == ["b", "c"]
+    assert trips.count("_Trip") == 1 and sizes == [1, 2]
+    assert await stored(engine) == dict.fromkeys("abc", 1)
 
 
 async def test_a_cancelled_caller_s_work_is_not_run_and_the_others_go_on(
@@ -178,13 +243,7 @@ async def test_sessions_on_the_same_connection_see_what_was_committed_before_the
 async def test_a_leader_cancelled_while_its_group_is_on_the_thread_strands_nobody(
         engine: AsyncEngine) -> None:
     queries = Queries(engine)
-    entered, release = threading.Event(), threading.Event()
-
-    def slow(connection: Transaction) -> str:
-        entered.set()
-        release.wait(30)
-        return adds("a")(connection)
-
+    slow, entered, release = held("a")
     async with engine.connect() as holder:
         await holder.execute(text("SELECT 1"))
         leader = asyncio.create_task(queries.transaction(slow))  # the first: it leads
@@ -223,3 +282,33 @@ async def test_a_group_that_reads_first_still_writes_when_another_process_writes
     results = await together(engine, [reads_while_an_outsider_writes, adds("b")])
     assert results == ["outsider waits", "b"]
     assert await stored(engine) == {"b": 1}
+
+
+async def test_one_that_comes_as_a_trip_ends_goes_next_on_the_same_connection(
+        engine: AsyncEngine, trips: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction that arrives after the thread last looked, before the loop has seen the
+    trip end, goes in a trip of its own at once, on the connection still taken: no new
+    checkout, no task to wait for."""
+    queries = Queries(engine)
+    checkouts: list[int] = []
+    event.listen(engine.sync_engine, "checkout", lambda *_: checkouts.append(1))
+    ended = threading.Event()
+    post = group_commit._post
+
+    def posting(loop: Any, callback: Any, *args: Any) -> None:
+        post(loop, callback, *args)
+        if getattr(callback, "__name__", "") == "over":
+            ended.set()
+
+    monkeypatch.setattr(group_commit, "_post", posting)
+    slow, entered, release = held("a")
+    first = asyncio.create_task(queries.transaction(slow))
+    await asyncio.to_thread(entered.wait, 30)
+    release.set()
+    assert ended.wait(30)  # the loop is blocked here: the trip has ended, `over` not yet run
+    late: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    queries._group._waiting.append(group_commit._Member(adds("b"), late))  # type: ignore[union-attr]
+    assert await asyncio.wait_for(first, 30) == "a"
+    assert await asyncio.wait_for(late, 30) == "b"
+    assert trips.count("_Trip") == 2 and len(checkouts) == 1
+    assert await stored(engine) == dict.fromkeys("ab", 1)

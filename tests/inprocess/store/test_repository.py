@@ -27,6 +27,21 @@ async def test_the_thread_lock_is_taken_by_exactly_one_of_racing_starts(store: S
     assert (locked.run_status, locked.current_run_id) == ("waiting", winner.id)
 
 
+async def test_a_cancel_flag_is_seen_by_the_owner_s_poll_for_its_active_runs_only(
+        store: Store) -> None:
+    threads = [await new_thread(store) for _ in range(3)]
+    flagged, other, ended = (run_row(thread.id) for thread in threads)
+    for run in (flagged, other, ended):
+        assert await store.start_run(run, [], now_ms(), None) == "started"
+    assert await store.cancel_requested([flagged.id, other.id]) == []
+    assert await store.request_cancel(flagged.id, now_ms())
+    assert await store.request_cancel(ended.id, now_ms())
+    assert await store.finish_run(ended.id, threads[2].id, "cancelled", now_ms(),
+                                  owner="process-a")
+    assert await store.cancel_requested([flagged.id, other.id, ended.id]) == [flagged.id]
+    assert await store.cancel_requested([other.id]) == []  # only the runs asked about
+
+
 async def test_a_start_validated_against_an_older_thread_state_is_refused(store: Store) -> None:
     thread = await new_thread(store)
     first = run_row(thread.id)
