@@ -146,6 +146,10 @@ class StreamResult:
     max_gap_ms: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
     error: str | None = None
+    reason: str | None = None  # a 503's `reason`: the admission limit that refused it
+
+
+REASON = re.compile(rb'"reason":\s*"([A-Z_]+)"')
 
 
 def request_bytes(path: str, port: int, tokens: int, rate: int) -> bytes:
@@ -183,7 +187,10 @@ async def read_one(path: str, port: int, tokens: int, rate: int, due: float = 0.
         result.answered_ms = (time.monotonic() - sent) * 1000
         result.status = int(head.split(b" ", 2)[1])
         if result.status != 200:
-            result.error = f"status {result.status}: {(await reader.read(300))[:200]!r}"
+            body = await reader.read(1000)
+            result.error = f"status {result.status}: {body[:200]!r}"
+            if reason := REASON.search(body):
+                result.reason = reason.group(1).decode()
             return result
         await _read_stream(reader, sent, result)
     except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
@@ -331,6 +338,9 @@ def summary(path: str, scenario: Scenario, tokens: int, results: list[dict[str, 
         "completed": len(completed), "refused": len(refused),
         "failed": len(results) - len(completed) - len(refused),
         "refused_ms_p99": pct([r["answered_ms"] for r in refused], 0.99),
+        # Which limit refused them (the setting each 503 names), how many each.
+        "refused_by": {reason: sum((r.get("reason") or "?") == reason for r in refused)
+                       for reason in sorted({r.get("reason") or "?" for r in refused})},
         "first_token_p50_ms": pct([r["first_ms"] for r in admitted if r["first_ms"]], 0.5),
         "first_token_p99_ms": pct([r["first_ms"] if r["first_ms"] else 1e9 for r in admitted],
                                   0.99),
@@ -378,7 +388,7 @@ def cpu_cost(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
 
 COLUMNS = [("path", "path"), ("scenario", "runs x tok/s @ ramp s"), ("completed", "completed"),
            ("refused", "refused 503"), ("refused_ms_p99", "503 in ms p99"),
-           ("failed", "failed"), ("first_token_p50_ms", "first token p50 ms"),
+           ("refused_by", "refused by"), ("failed", "failed"), ("first_token_p50_ms", "first token p50 ms"),
            ("first_token_p99_ms", "p99 ms"), ("gap_p99_ms", "largest gap p99 ms"),
            ("latency_p50_ms", "latency p50 ms"), ("latency_p99_ms", "p99 ms"),
            ("duration_p99", "duration/ideal p99"), ("cpu_percent", "CPU %"),
@@ -397,6 +407,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         for key, _ in COLUMNS:
             value = (row.get("accept_queue_max") or {}).get(row["path"]) if key == (
                 "accept_queue") else row.get(key)
+            if isinstance(value, dict):  # refused_by: the limits' names, shortened
+                value = ", ".join(f"{k.removeprefix('GATEWAY_')} {n}"
+                                  for k, n in value.items()) or None
             cells.append("–" if value is None else f"{value:,}" if isinstance(value, int)
                          else str(value))
         lines.append("| " + " | ".join(cells) + " |")

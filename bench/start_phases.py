@@ -1,6 +1,7 @@
 """Where a run start waits: the phases of every start under a load, from request to first token.
 
     .venv/bin/python -m bench.start_phases --scenarios 100x50@0,300x20@10,1000x20@10
+    .venv/bin/python -m bench.start_phases --scenarios 300x20@10+100x50@0   # one process, in turn
 
 Per scenario, a fresh `gateway serve` measured as `bench/concurrency.py` measures it (paced
 upstream and readers in their own processes), with `bench/phases/sitecustomize.py` loaded into
@@ -8,7 +9,10 @@ it: for each run start, milliseconds from the request reaching the outermost mid
 phase (the start gate asked, its turn, the admission transaction committed, the manager done,
 the model request sent, its first chunk, the response's first bytes and its first token frame).
 Prints p50 / p90 / p99 / max per phase over the admitted starts (the warm-up's excluded), and
-the gaps between consecutive phases, which say where the time goes. Not part of the suite.
+the gaps between consecutive phases, which say where the time goes; and the start gate's
+expected wait for each start's turn against the wait it had. `A+B` runs A then B on the same
+process (as `bench/targets.py` does) and reports B: what A leaves behind (the gate's recent
+turns, the database's state) acts on B. Not part of the suite.
 """
 
 from __future__ import annotations
@@ -47,18 +51,23 @@ def summary(records: list[dict[str, float]]) -> list[tuple[str, Any, Any, Any, A
     return rows
 
 
-def measure(scenario: Scenario, args: argparse.Namespace) -> list[dict[str, float]]:
+def measure(scenario: Scenario, args: argparse.Namespace, before: list[Scenario]
+            ) -> list[dict[str, float]]:
     log = Path(tempfile.mkdtemp(prefix="start-phases-")) / "phases.jsonl"
     print(f"stamps in {log}")
     os.environ["GATEWAY_TEST_FORK"] = "0"  # a plain exec, so that PYTHONPATH is read
     env = [f"PYTHONPATH={Path(__file__).parent / 'phases'}", f"GATEWAY_START_PHASES_LOG={log}",
            *args.gateway_env]
     run = argparse.Namespace(adapter="auto", gateway_env=env, seconds=args.seconds,
-                             readers=args.readers, pause=0.0, cost_runs=0)
+                             readers=args.readers, pause=2.0, cost_runs=0)
     results: list[dict[str, Any]] = []
-    rows, _ = concurrency.run_all(run, [scenario], ["gateway"], keep=results)
-    print(json.dumps(rows[0]))
-    records = [json.loads(line) for line in log.read_text().splitlines()][WARM_UP:]
+    rows, _ = concurrency.run_all(run, [*before, scenario], ["gateway"], keep=results)
+    print(json.dumps(rows[-1]))
+    results = results[-scenario.runs:]
+    # The last scenario's requests: the last to arrive (the lines are written as each ends).
+    records = sorted((json.loads(line) for line in log.read_text().splitlines()),
+                     key=lambda r: r["at"])[WARM_UP:][-scenario.runs:]
+    expected(records)
     holds(log)
     outside(results, records)
     refused = [r["first_frame"] for r in records
@@ -82,6 +91,21 @@ SEGMENTS = (  # (label, from, to): absolute times in ms on the machine's one mon
     ("first bytes sent -> the reader has the status line", "first_frame", "status"),
     ("request begun -> the reader has the status line", "begun", "status"),
 )
+
+
+def expected(records: list[dict[str, Any]]) -> None:
+    """The start gate's estimate on each admitted start's arrival (`queue_wait`: since the
+    burst round, how long it would take to be started, turn included) against its wait for the
+    turn and its time until the run was admitted: what refuses a newcomer when it is too high."""
+    def row(label: str, values: list[float]) -> str:
+        return "| " + " | ".join([label, *(f"{pct(values, q):.1f}" for q in (0.5, 0.9, 0.99))]) + " |"
+
+    had = [r for r in records if "expected_turn" in r and "turn" in r and "admitted" in r]
+    if had:
+        print(f"\n{len(had)} admitted starts, ms from the gate | p50 | p90 | p99 |\n|---|---:|---:|---:|")
+        print(row("the gate's estimate on arrival", [r["expected_turn"] - r["gate"] for r in had]))
+        print(row("waited for the turn", [r["turn"] - r["gate"] for r in had]))
+        print(row("admitted (the turn's end)", [r["admitted"] - r["gate"] for r in had]))
 
 
 def outside(results: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:
@@ -220,7 +244,8 @@ def main() -> None:
 
 
 def report(text: str, args: argparse.Namespace) -> None:
-    records = measure(Scenario.parse(text), args)
+    *before, last = (Scenario.parse(part) for part in text.split("+"))
+    records = measure(last, args, before)
     print(f"\n{text}: {len(records)} admitted starts; ms from arrival, then between phases"
           f"\n| phase | p50 | p90 | p99 | max | n |\n|---|---:|---:|---:|---:|---:|")
     for row in summary(records):

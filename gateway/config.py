@@ -313,20 +313,25 @@ class Settings(BaseSettings):
         description="Run starts one process works on at once; more wait for their turn, in "
                     "order, so that a burst of new runs does not stall the streams already "
                     "running (`gateway_starts_waiting` counts the waiting).")
-    max_active_runs: int = Field(
-        180, ge=0, le=1_000_000,
+    max_active_runs: int | None = Field(
+        None, ge=0, le=1_000_000,
         description="Runs one process may have going or starting at once (0: no limit); one "
                     "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
                     "`/ready` answers 503 meanwhile, so a load balancer sends the work "
-                    "elsewhere (see docs/operations.md, Scaling, for sizing it).")
+                    "elsewhere. Unset: 180 on SQLite, 170 on PostgreSQL, whose runs cost the "
+                    "process more CPU per token (see docs/operations.md, Scaling, for sizing "
+                    "it).")
     max_start_wait_seconds: float = Field(
-        0.5, ge=0, le=3600,
+        0.75, ge=0, le=3600,
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
                     "(waiting for its turn at `GATEWAY_START_CONCURRENCY`, or being started) "
-                    "has taken this long, or while a newcomer would wait this long for its "
-                    "turn at the recent pace (0: never): the process starts runs more slowly "
-                    "than they come, and a newcomer would only wait longer for its first "
-                    "token.")
+                    "has taken this long, or while a newcomer would take this long to start "
+                    "at the pace of the starts queued now: the starts under way and its own, "
+                    "each costing the event loop the CPU that the queue's starts did (0: "
+                    "never; a burst arriving in one instant is let in whole). "
+                    "The process starts runs more slowly than they come, and a newcomer "
+                    "would only wait longer for its first token. The default leaves a "
+                    "quarter of a 1 s first-token bound for the model's answer.")
     max_loop_lag_seconds: float = Field(
         0.25, ge=0, le=60,
         description="A new run is refused with 503 `OVERLOADED` while the event loop has run "
@@ -524,6 +529,15 @@ class Settings(BaseSettings):
                              "GATEWAY_OIDC_AUDIENCE: tokens must name who issued them (`iss`) "
                              "and for whom (`aud`)")
         return issuer
+
+    @property
+    def active_runs_cap(self) -> int:
+        """`max_active_runs`, or the default for the database: the runs at 20 tokens/s that
+        one core carries while refusing the next within about 100 ms, and at least the 160
+        that 30 runs arriving a second keep going at once (docs/operations.md, Scaling)."""
+        if self.max_active_runs is not None:
+            return self.max_active_runs
+        return 180 if self.database_url.startswith("sqlite") else 170
 
     @property
     def development_possible(self) -> bool:

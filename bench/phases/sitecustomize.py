@@ -97,6 +97,9 @@ def _install() -> None:
     @contextlib.asynccontextmanager
     async def stamped_turn(self: Any) -> Any:
         stamp("gate")
+        stamps = STAMPS.get()
+        if stamps is not None:  # when the gate expects this start to get its turn
+            stamps["expected_turn"] = time.perf_counter() + self.queue_wait()
         async with turn(self):
             stamp("turn")
             yield

@@ -31,9 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
-from ..observability import metrics
-from ..protocol.problems import Problem
-from ..runs.start_gate import Overloaded, Saturation
+from ..runs.start_gate import Overloaded
 from .errors import api_error_response
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,11 +51,10 @@ def _as_is(response: Response) -> Response:
     return response
 
 
-def refusal(saturation: Saturation) -> Response:
-    """The 503 of a refused run start, as the start gate's own refusal (`Overloaded`) is
-    answered: the limit's setting name, never the process's figures."""
-    metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
-    return api_error_response(Overloaded(saturation))
+def refusal(refused: Overloaded) -> Response:
+    """The 503 of a refused run start, as the start gate's own refusal is answered: the
+    limit's setting name, never the process's figures."""
+    return api_error_response(refused)
 
 
 class Door:
@@ -73,11 +70,12 @@ class Door:
             return None
         # Saturation first: a few comparisons; the routes are matched only while it holds.
         services = getattr(scope["app"].state, "services", None)
-        saturation = services.runs.start_gate.saturation() if services else None
-        if saturation is None:
+        gate = services.runs.start_gate if services else None
+        saturation = gate.saturation() if gate else None
+        if gate is None or saturation is None:
             return None
         shape = self._run_start(scope)
-        return None if shape is None else shape(refusal(saturation))
+        return None if shape is None else shape(refusal(gate.refused(saturation)))
 
     def _run_start(self, scope: Scope) -> Shape | None:
         """How a refusal of this request is shaped if it starts a run (None: it does not)."""

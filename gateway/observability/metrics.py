@@ -74,6 +74,8 @@ MODEL_COST = Counter(
     ["agent", "model"])
 REFUSALS = Counter("gateway_refusals", "Requests refused before a run started, by code "
                    "(shutting down, payload too large, a quota).", ["code"])
+OVERLOADED = Counter("gateway_overloaded_refusals", "New runs refused with 503 OVERLOADED, by "
+                     "the admission limit that refused them (its setting's name).", ["reason"])
 
 
 # Set (by `gateway serve --workers N`, or by the operator) when several processes serve one

@@ -58,7 +58,7 @@ class RunLimits:
                    pending_tool_ttl_seconds=settings.pending_tool_ttl_seconds or None,
                    max_input_tokens=settings.max_input_tokens,
                    output_reserve_tokens=settings.output_reserve_tokens,
-                   max_active_runs=settings.max_active_runs,
+                   max_active_runs=settings.active_runs_cap,
                    max_start_wait_seconds=settings.max_start_wait_seconds,
                    max_loop_lag_seconds=settings.max_loop_lag_seconds,
                    tool_status_max_per_run=settings.tool_status_max_per_run)

@@ -13,40 +13,51 @@ over 10 s at one process were all admitted and got their first token after up to
 gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
 balancer sends the user elsewhere; not 429, which is the user's own quota), while
 
-- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`), or
+- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`:
+  180 on SQLite, 170 on PostgreSQL, whose runs cost the loop more), or
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
-  (`GATEWAY_MAX_START_WAIT_SECONDS`): the process starts runs more slowly than they come (its
-  loop is full, or the queue is long), and a newcomer would only wait longer for its first
-  token. The starts already under way go on; so no admitted start takes much longer than that.
-  Also while a newcomer would wait that long for its turn at the recent pace (`queue_wait`:
-  the starts queued ahead of it, each turn held as long as the recent ones), so that a queue
-  growing faster than it drains is cut before its oldest start has waited that long;
+  (`GATEWAY_MAX_START_WAIT_SECONDS`, 0.75: a quarter of a 1 s first-token bound left for the
+  model's answer): the process starts runs more slowly than they come (its loop is full, or
+  the queue is long), and a newcomer would only wait longer for its first token. The starts
+  already under way go on; so no admitted start takes much longer than that. Also while a
+  newcomer would take that long to be started at the pace of the queue (`queue_wait`: the
+  starts under way and its own, each costing the loop's CPU that the queue's starts cost,
+  `start_pace.py`), which cuts a queue growing faster than it drains before its oldest start
+  has waited that long. A burst arriving in one instant is let in whole (no start of it has
+  ended yet to tell its pace; one from an earlier queue measured other work);
 - the event loop has run `max_lag` seconds late at each of its last few ticks
   (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
   other jobs on the machine), every token already waits, and a new run would add to it (one
   pause of the loop is not a reason).
 
-Runs already admitted keep their pace. `saturation()` says why the process refuses, for
-`/ready` (a balancer stops sending it work until it clears) and for the door that refuses a
-run start before any work (`api/door.py`): it is asked for every run-start request, so it
-stays a few comparisons.
+Runs already admitted keep their pace. Each refusal is counted by the limit that refused it and
+logged, at most once a second, with the figures (`refused`). `saturation()` says why the
+process refuses, for `/ready` (a balancer stops sending it work until it clears) and for the
+door that refuses a run start before any work (`api/door.py`): it is asked for every
+run-start request, so it stays a few comparisons.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from ..observability import metrics
 from ..protocol.problems import ApiError, Problem
+from .start_pace import StartPace
 
+log = logging.getLogger(__name__)
 # What a refused client is told to wait: a balancer retries elsewhere at once; one process's
 # queue drains within about a second.
 RETRY_AFTER_SECONDS = 1
 
+
+# Refusals are logged at most this often (seconds), with how many there were since.
+LOG_EVERY = 1.0
 
 # What a refused caller reads: no figure of the process (the caller may not be authenticated).
 REFUSED = ("This gateway process is at capacity and starts no new run now; retry after "
@@ -78,14 +89,17 @@ class StartGate:
     def __init__(self, width: int, max_active: int = 0, max_wait: float = 0.0,
                  active: Callable[[], int] = lambda: 0,
                  clock: Callable[[], float] = time.monotonic, max_lag: float = 0.0,
-                 lag: Callable[[], float] = lambda: 0.0) -> None:
+                 lag: Callable[[], float] = lambda: 0.0,
+                 cpu: Callable[[], float] = time.thread_time) -> None:
         self._slots, self.width = asyncio.Semaphore(width), width
         self.max_active, self.max_wait, self._active = max_active, max_wait, active
-        self._turn_seconds = 0.0  # how long a start holds its turn, recently (moving average)
+        self.pace = StartPace(cpu)  # the loop's CPU per start while starts queue
         # Starts under way (waiting or inside; not yet counted by `active`), oldest first.
         self._arrivals: dict[object, float] = {}
+        self._inside = 0
         self._clock = clock
         self.max_lag, self._lag = max_lag, lag
+        self._logged_at, self._unlogged = -LOG_EVERY, 0  # refusals' log line (`refused`)
 
     def saturation(self) -> Saturation | None:
         """Why a new start would be refused now (None: it would be let in). Cheap enough to
@@ -97,23 +111,37 @@ class StartGate:
             waited = self._clock() - next(iter(self._arrivals.values()))
             if waited >= self.max_wait:
                 return Saturation("GATEWAY_MAX_START_WAIT_SECONDS",
-                                  f"a run start has taken {waited:.1f} s so far")
+                                  f"a run start has taken {waited:.2f} s so far")
             if (wait := self.queue_wait()) >= self.max_wait:
                 return Saturation("GATEWAY_MAX_START_WAIT_SECONDS",
-                                  f"a new start would wait about {wait:.1f} s for its turn")
+                                  f"a new start would take about {wait:.2f} s to start "
+                                  f"({len(self._arrivals)} under way, "
+                                  f"{self.pace.seconds() * 1000:.1f} ms of the loop each)")
         if self.max_lag and (lag := self._lag()) >= self.max_lag:
             return Saturation("GATEWAY_MAX_LOOP_LAG_SECONDS",
                               f"the event loop runs {lag * 1000:.0f} ms late")
         return None
 
+    def refused(self, saturation: Saturation) -> Overloaded:
+        """The refusal of a new run for `saturation`: counted in `/metrics` (by code, and by
+        the limit that refused it) and logged with the figures, at most once every
+        `LOG_EVERY` seconds with the number refused since."""
+        metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
+        metrics.OVERLOADED.labels(saturation.setting).inc()
+        self._unlogged += 1
+        now = self._clock()
+        if now - self._logged_at >= LOG_EVERY:
+            log.warning("refusing new runs (503 OVERLOADED): %s (%s); %d refused, for any "
+                        "limit, since the last such line", saturation.detail, saturation.setting,
+                        self._unlogged)
+            self._logged_at, self._unlogged = now, 0
+        return Overloaded(saturation)
+
     def queue_wait(self) -> float:
-        """Seconds a new start would wait for its turn at the recent pace: the starts queued
-        ahead of it, a turn freed every `turn_seconds / width` (0 while there is room). The
-        oldest start's wait alone is known too late: starts arriving faster than the process
-        starts them (on SQLite they queue for its one connection) were let into a queue that
-        took seconds to drain before the oldest had waited `max_wait`."""
-        ahead = len(self._arrivals) - self.width
-        return 0.0 if ahead < 0 else (ahead + 1) * self._turn_seconds / self.width
+        """Seconds a new start would take to start at the queue's pace: the starts under way
+        and its own, each taking the loop's CPU that the queue's starts took (`start_pace.py`;
+        0 while no queue's pace is known: a burst arriving in one instant is let in whole)."""
+        return (len(self._arrivals) + 1) * self.pace.seconds()
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
@@ -121,8 +149,7 @@ class StartGate:
         held from the start's arrival (waiting in order) to its end."""
         saturation = self.saturation()
         if saturation is not None:
-            metrics.REFUSALS.labels(Problem.OVERLOADED.name).inc()
-            raise Overloaded(saturation)
+            raise self.refused(saturation)
         token = object()
         self._arrivals[token] = self._clock()
         try:
@@ -134,13 +161,12 @@ class StartGate:
                     metrics.STARTS_WAITING.dec()
             else:
                 await self._slots.acquire()
-            began = self._clock()
+            self._inside += 1
             try:
                 yield
             finally:
+                self._inside -= 1
                 self._slots.release()
-                held = self._clock() - began
-                self._turn_seconds = (held if not self._turn_seconds else
-                                      0.8 * self._turn_seconds + 0.2 * held)
+                self.pace.ended(queued=len(self._arrivals) - 1 - self._inside)
         finally:
             del self._arrivals[token]

@@ -50,10 +50,16 @@ def starts(thread_id: str, previous_run_id: str, text: str) -> list[tuple[str, d
             ("/v1/agui/agents/default/run", agui_input(text))]
 
 
-def refusals(http: httpx.Client) -> float:
-    found = re.search(r'^gateway_refusals_total\{code="OVERLOADED"\} (\S+)$',
-                      http.get("/metrics").text, re.M)
-    return float(found.group(1)) if found else 0.0
+def refusals(http: httpx.Client) -> tuple[float, float]:
+    """OVERLOADED refusals in `/metrics`: by code, and those of the cap on active runs."""
+    text = http.get("/metrics").text
+
+    def counter(sample: str) -> float:
+        found = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    return (counter('gateway_refusals_total{code="OVERLOADED"}'),
+            counter('gateway_overloaded_refusals_total{reason="GATEWAY_MAX_ACTIVE_RUNS"}'))
 
 
 def test_past_its_cap_a_process_refuses_new_runs_at_once_and_admits_them_again_after(
@@ -84,7 +90,7 @@ def test_past_its_cap_a_process_refuses_new_runs_at_once_and_admits_them_again_a
         assert int(response.headers["retry-after"]) > 0
     assert ready.status_code == 503 and ready.json()["code"] == "OVERLOADED"
     assert "1 runs going or starting" in ready.json()["detail"]  # the operator's view
-    assert refusals(http) == counted + 4
+    assert refusals(http) == (counted[0] + 4, counted[1] + 4)
     status = http.get(f"/v1/threads/{held_thread}/runs/{held_run}",
                       headers={"accept": "application/json"}).json()
     assert status["status"] == "running"  # the admitted run goes on

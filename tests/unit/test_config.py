@@ -24,6 +24,16 @@ def test_defaults_are_the_embedded_ones(monkeypatch: pytest.MonkeyPatch) -> None
     assert settings.development_mode == "auto" and settings.development_possible
 
 
+def test_the_cap_on_active_runs_defaults_by_database_and_a_set_one_wins(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # PostgreSQL's runs cost the process more CPU per token: fewer fit its loop.
+    assert _load(monkeypatch).active_runs_cap == 180
+    postgres = "postgresql://gateway@localhost/gateway"
+    assert _load(monkeypatch, GATEWAY_DATABASE_URL=postgres).active_runs_cap == 170
+    assert _load(monkeypatch, GATEWAY_DATABASE_URL=postgres,
+                 GATEWAY_MAX_ACTIVE_RUNS="0").active_runs_cap == 0
+
+
 def test_api_keys_with_and_without_projects(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _load(monkeypatch, GATEWAY_API_KEYS="k1:alpha, k2")
     assert settings.api_keys == {"k1": "alpha", "k2": "default"}

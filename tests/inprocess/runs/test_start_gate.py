@@ -1,6 +1,7 @@
 """The start gate: at most its width of starts at once, the others in the order they came, and
 the waiting counted for operators; past the process's capacity (runs going, a start's wait,
-the event loop's lateness), a new start is refused at once."""
+the loop's CPU a burst would take, the event loop's lateness), a new start is refused at once,
+counted by the limit that refused it."""
 
 from __future__ import annotations
 
@@ -63,8 +64,10 @@ async def test_a_waiting_start_whose_client_left_gives_up_its_place() -> None:
         pass
 
 
-def overloaded_refusals() -> float:
-    return metrics.REFUSALS.labels("OVERLOADED")._value.get()
+def overloaded_refusals(reason: str = "GATEWAY_MAX_START_WAIT_SECONDS") -> tuple[float, float]:
+    """Refusals counted by code (OVERLOADED), and by the limit that refused them."""
+    return (metrics.REFUSALS.labels("OVERLOADED")._value.get(),
+            metrics.OVERLOADED.labels(reason)._value.get())
 
 
 async def test_a_start_is_refused_at_once_while_one_under_way_has_taken_too_long() -> None:
@@ -89,7 +92,7 @@ async def test_a_start_is_refused_at_once_while_one_under_way_has_taken_too_long
         async with gate.turn():
             pass
     assert caught.value.problem.name == "OVERLOADED" and caught.value.headers["Retry-After"]
-    assert overloaded_refusals() == refused + 1 and waiting() == 1
+    assert overloaded_refusals() == (refused[0] + 1, refused[1] + 1) and waiting() == 1
     held.set()  # the queued start still gets its turn
     await asyncio.gather(holder, queued)
     assert gate.saturation() is None
@@ -97,26 +100,100 @@ async def test_a_start_is_refused_at_once_while_one_under_way_has_taken_too_long
         pass
 
 
-async def test_a_start_is_refused_when_the_queue_ahead_would_take_too_long() -> None:
-    now = [100.0]
-    gate = StartGate(2, max_wait=0.5, clock=lambda: now[0])
-    async with gate.turn():
-        now[0] += 0.6  # a start holds its turn 0.6 s at the recent pace
-    held = asyncio.Event()
+class Starts:
+    """Starts through `gate` that each hold their turn until released, one by one."""
 
-    async def start() -> None:
-        async with gate.turn():
-            await held.wait()
+    def __init__(self, gate: StartGate) -> None:
+        self.gate = gate
+        self.tasks: list[asyncio.Task[None]] = []
+        self.releases: list[asyncio.Event] = []
 
-    tasks = [asyncio.create_task(start()) for _ in range(3)]  # two inside, one queued
-    await asyncio.sleep(0.01)
-    # Nobody has waited yet, but a newcomer would: 2 ahead of it, a turn free every 0.3 s.
+    async def add(self, count: int) -> None:
+        for _ in range(count):
+            release = asyncio.Event()
+            self.releases.append(release)
+            self.tasks.append(asyncio.create_task(self._hold(release)))
+        await asyncio.sleep(0.01)
+
+    async def _hold(self, release: asyncio.Event) -> None:
+        async with self.gate.turn():
+            await release.wait()
+
+    async def release(self, number: int) -> None:
+        self.releases[number].set()
+        await asyncio.sleep(0.01)
+
+    async def finish(self) -> None:
+        for release in self.releases:
+            release.set()
+        await asyncio.gather(*self.tasks)
+
+
+    async def drain(self, count: int, cpu: list[float], loop_cpu: float) -> None:
+        """Ends the next `count` turns one by one, the loop spending `loop_cpu` of CPU before
+        each end."""
+        for _ in range(count):
+            cpu[0] += loop_cpu
+            await self.release(next(n for n, r in enumerate(self.releases) if not r.is_set()))
+
+
+async def test_a_burst_in_one_instant_is_let_in_and_judged_by_its_own_pace() -> None:
+    now, cpu = [100.0], [0.0]
+    gate = StartGate(2, max_wait=0.75, clock=lambda: now[0], cpu=lambda: cpu[0])
+    # A queue earlier, whose starts cost the loop 20 ms each (many streams running then).
+    earlier = Starts(gate)
+    await earlier.add(12)
+    await earlier.drain(10, cpu, loop_cpu=0.02)
+    assert gate.pace.seconds() == pytest.approx(0.02)
+    assert getattr(gate.saturation(), "setting", None) is None  # 2 under way
+    await earlier.finish()
+    # Its pace is forgotten with it: 100 starts arriving at once are all let in.
+    burst = Starts(gate)
+    await burst.add(100)
+    assert gate.pace.seconds() == 0.0 and gate.saturation() is None
+    assert all(not task.done() for task in burst.tasks)  # none refused
+    # Once some of them have started, their pace (10 ms of the loop each) judges newcomers:
+    # 91 under way and one more would take 0.92 s.
+    await burst.drain(9, cpu, loop_cpu=0.01)
+    assert gate.pace.seconds() == pytest.approx(0.01)
     reason = gate.saturation()
     assert reason is not None and reason.setting == "GATEWAY_MAX_START_WAIT_SECONDS"
-    assert gate.queue_wait() == pytest.approx(0.6)
-    held.set()
-    await asyncio.gather(*tasks)
-    assert gate.saturation() is None  # room again: nobody refused for a queue that drained
+    assert reason.detail.startswith("a new start would take about 0.92 s")
+    with pytest.raises(Overloaded):
+        async with gate.turn():
+            pass
+    await burst.drain(20, cpu, loop_cpu=0.01)  # 71 under way: 0.72 s, let in again
+    assert gate.saturation() is None
+    await burst.finish()
+
+
+async def test_only_the_loop_s_cpu_while_starts_queue_counts_toward_their_pace() -> None:
+    now, cpu = [100.0], [0.0]
+    gate = StartGate(2, max_wait=0.75, clock=lambda: now[0], cpu=lambda: cpu[0])
+    for _ in range(12):  # one start at a time, the loop busy with other work meanwhile
+        async with gate.turn():
+            cpu[0] += 0.5
+            now[0] += 0.3  # and each turn long in wall-clock time (waiting for the database)
+    assert gate.pace.seconds() == 0.0 and gate.queue_wait() == 0.0
+    starts = Starts(gate)
+    await starts.add(12)
+    assert gate.saturation() is None
+    await starts.finish()
+
+
+async def test_refusals_are_logged_with_their_figures_at_most_once_a_second(
+        caplog: pytest.LogCaptureFixture) -> None:
+    now, active = [100.0], [5]
+    gate = StartGate(1, max_active=5, active=lambda: active[0], clock=lambda: now[0])
+    for _ in range(4):
+        with pytest.raises(Overloaded):
+            async with gate.turn():
+                pass
+        now[0] += 0.4
+    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.runs.start_gate"]
+    assert len(lines) == 2  # at 0 s and 1.2 s, the second with the count since the first
+    assert "5 runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)" in lines[0]
+    assert "3 refused, for any limit, since" in lines[1]
 
 
 async def test_starts_going_and_waiting_count_against_the_cap_on_active_runs() -> None:
