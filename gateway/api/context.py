@@ -30,8 +30,13 @@ INTEGER = re.compile(r"-?[0-9]+")
 
 
 def services(request: Request) -> Services:
-    """The services the app's lifespan opened (`gateway.services`)."""
-    found: Services = request.app.state.services
+    """The services the app's lifespan opened (`gateway.services`); kept in the request's
+    scope after the first look (a run start asks a dozen times, and `app.state` is a
+    Python-level attribute lookup each time)."""
+    scope = request.scope
+    found: Services | None = scope.get("gateway.services")
+    if found is None:
+        found = scope["gateway.services"] = request.app.state.services
     return found
 
 

@@ -50,6 +50,8 @@ def database_probe(store: Store) -> Probe:
 
 
 class DatabaseFeed:
+    publishes = False  # `publish` has nothing to do: runs get no publishing task
+
     def __init__(self, store: Store, timings: Timings) -> None:
         self.store, self.timings = store, timings
 

@@ -155,6 +155,26 @@ def model_call_failed(code: str) -> None:
     MODEL_ERRORS.labels(code).inc()
 
 
+# The labelled children used so far, by their labels: `labels()` validates and locks on
+# every call, and a run's end would call it up to six times. The label sets are bounded
+# (statuses and error codes; the operator's agents and models), so these stay small.
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def child(metric: Any, *labels: str) -> Any:
+    """`metric.labels(*labels)`, looked up once."""
+    key = (metric, *labels)
+    found = _children.get(key)
+    if found is None:
+        found = _children[key] = metric.labels(*labels)
+    return found
+
+
+def run_ended(status: str, code: str) -> None:
+    """A run ended (`RUNS_ENDED`)."""
+    child(RUNS_ENDED, status, code).inc()
+
+
 def record_usage(agent: str, entries: list[dict[str, Any]]) -> None:
     """A run's usage (`engine.usage` entries), counted once when the run ends. Labels are the
     operator's agents and models, bounded sets; never a user or a key."""
@@ -163,9 +183,9 @@ def record_usage(agent: str, entries: list[dict[str, Any]]) -> None:
         for kind, key in (("input", "inputTokens"), ("output", "outputTokens"),
                           ("reasoning", "reasoningTokens"), ("cached_input", "cachedInputTokens")):
             if entry[key]:
-                MODEL_TOKENS.labels(agent, model, kind).inc(entry[key])
+                child(MODEL_TOKENS, agent, model, kind).inc(entry[key])
         if entry["costUsd"]:
-            MODEL_COST.labels(agent, model).inc(entry["costUsd"])
+            child(MODEL_COST, agent, model).inc(entry["costUsd"])
 
 
 class StoreTimer:

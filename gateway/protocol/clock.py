@@ -21,9 +21,18 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# The last second `iso_ms` formatted, and its text up to the decimals: the timestamps of a
+# run's frames mostly fall in the same second, and `strftime` is most of the cost.
+_last_second: tuple[int, str] = (0, "1970-01-01T00:00:00.")
+
+
 def iso_ms(ms: int) -> str:
-    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    global _last_second
+    second, milli = divmod(ms, 1000)
+    if second != _last_second[0]:
+        moment = datetime.fromtimestamp(second, tz=timezone.utc)
+        _last_second = (second, moment.strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{_last_second[1]}{milli:03d}Z"
 
 
 def parse_iso_ms(text: str) -> int:

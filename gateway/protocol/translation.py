@@ -6,12 +6,12 @@ replay exactly what was missed. `Dialect` walks the frames and keeps the only st
 needs (the items that are open and what they have streamed so far); a subclass says what events
 an item's start, appends and end, a whole message, and a control frame become.
 
-`positioned` numbers the events of a log (1, 2, ...) and skips those a reader already has. A
-reader resuming after event `n` re-translates from the first frame and skips the first `n`: no
-gaps, no duplicates, whatever process serves it. One exception, after a crash: a reader may have
-seen events built from frames its process never persisted, so its cursor can point past the end
-of the log as saved. It still gets the run's `RUN_LOST` error (at its own, lower, position), so it
-always learns how the run ended.
+`positioned` (and `Positions`, for a log read in batches) numbers the events of a log (1, 2,
+...) and skips those a reader already has. A reader resuming after event `n` re-translates from
+the first frame and skips the first `n`: no gaps, no duplicates, whatever process serves it. One
+exception, after a crash: a reader may have seen events built from frames its process never
+persisted, so its cursor can point past the end of the log as saved. It still gets the run's
+`RUN_LOST` error (at its own, lower, position), so it always learns how the run ended.
 """
 
 from __future__ import annotations
@@ -150,21 +150,45 @@ def queued_prelude(dialect: Dialect[E], thread_id: str, run_id: str, ts: int) ->
     return [dialect.stamp(event, ts) for event in events + dialect.on_queued()]
 
 
+class Positions(Generic[E]):
+    """Numbers the dialect's events of a log (1, 2, ...) entry by entry, keeping those after
+    the reader's cursor: `positioned`'s work, for a caller that takes the log in batches
+    (a run response sends every event of a wake-up as one chunk). `started_early`: the reader
+    got the run's start already (`queued_prelude`), so the events of the log's first frame,
+    if it is the run's start, are counted but not sent."""
+
+    def __init__(self, dialect: Dialect[E], after: int = 0, started_early: bool = False) -> None:
+        self.dialect, self.after, self.started_early = dialect, after, started_early
+        self.position = 0
+        self.for_lost: tuple[int, E] | None = None
+
+    def of(self, entry: LogEntry) -> list[tuple[int, E]]:
+        """The events of `entry` the reader does not have yet, with their positions."""
+        dialect, frame = self.dialect, entry.frame
+        skip = self.started_early and frame.get("c") == timbal.RUN_STARTED
+        self.started_early = False
+        shown: list[tuple[int, E]] = []
+        for event in dialect.feed(frame):
+            self.position += 1
+            if self.position > self.after and not skip:
+                shown.append((self.position, dialect.stamp(event, entry.ts)))
+            elif timbal.is_lost(frame):
+                self.for_lost = self.position, dialect.stamp(event, entry.ts)
+        return shown
+
+    def lost(self) -> list[tuple[int, E]]:
+        """At the end of the log: the run's `RUN_LOST` error if the reader's cursor was past
+        it (see the module's docstring), else nothing."""
+        return [self.for_lost] if self.for_lost is not None else []
+
+
 async def positioned(entries: AsyncIterator[LogEntry], dialect: Dialect[E], after: int = 0,
                      started_early: bool = False) -> AsyncIterator[tuple[int, E]]:
-    """The dialect's events of a log with their positions, after the reader's cursor.
-    `started_early`: the reader got the run's start already (`queued_prelude`), so the events
-    of the log's first frame, if it is the run's start, are counted but not sent."""
-    position = 0
-    for_lost: tuple[int, E] | None = None
+    """The dialect's events of a log with their positions, after the reader's cursor
+    (`Positions`, entry by entry)."""
+    positions = Positions(dialect, after, started_early)
     async for entry in entries:
-        skip = started_early and entry.frame.get("c") == timbal.RUN_STARTED
-        started_early = False
-        for event in dialect.feed(entry.frame):
-            position += 1
-            if position > after and not skip:
-                yield position, dialect.stamp(event, entry.ts)
-            elif timbal.is_lost(entry.frame):
-                for_lost = position, dialect.stamp(event, entry.ts)
-    if for_lost is not None:
-        yield for_lost
+        for shown in positions.of(entry):
+            yield shown
+    for shown in positions.lost():
+        yield shown

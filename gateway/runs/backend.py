@@ -35,7 +35,9 @@ PING_SECONDS = 2.0  # what `/ready` waits for each part to answer
 
 class RunFeed(Protocol):
     """A run's log read from another process: entries (`seq`, `ts`, frame) in order, without
-    gaps or duplicates, knowing nothing of dialects (translating them is the endpoint's job)."""
+    gaps or duplicates, knowing nothing of dialects (translating them is the endpoint's job).
+    A feed whose `publish` has nothing to do (the database's: the recorder's writes are the
+    feed) says so with a class attribute `publishes = False`, and runs get no publishing task."""
 
     def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
         """The run's entries with `seq > after`, then live ones until its terminal frame."""

@@ -140,13 +140,12 @@ class RunExecutor:
 
     async def execute(self, active: ActiveRun) -> None:
         run = active.row
-        with tracing.run_span(run.id, run.thread_id,
-                              self.setup.model_of(RunSpec.from_snapshot(run.request))):
+        active.spec = RunSpec.from_snapshot(run.request)  # the row is the run's input
+        with tracing.run_span(run.id, run.thread_id, self.setup.model_of(active.spec)):
             await self._execute(active)
 
     async def _execute(self, active: ActiveRun) -> None:
-        run = active.row
-        spec = RunSpec.from_snapshot(run.request)
+        run, spec = active.row, active.spec
         logs.run_id.set(run.id)  # this task's context: every line it logs names the run
         schemas = {c.name: c.state_schema for c in spec.components if c.state_schema}
         recorder = RunRecorder(self.store, active.live, run.thread_id, run.id, schemas,
@@ -366,8 +365,7 @@ class RunExecutor:
             return ended
 
         committed = await self._committed(run, recorder, frames, commit)
-        metrics.RUNS_ENDED.labels(status if committed else "lost",
-                                  (error or {}).get("code", "")).inc()
+        metrics.run_ended(status if committed else "lost", (error or {}).get("code", ""))
         tracing.run_ended(status if committed else "lost", (error or {}).get("code"))
         metrics.record_usage(active.agent, usage)
         if not committed:

@@ -41,7 +41,7 @@ class LiveLog:
         self.entries: list[Entry] = []  # the tail: positions first + 1 to last
         self.holds: dict[str, int] = {}  # holder -> the position it has consumed
         self.closed = False
-        self._changed = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []  # woken at the next change
 
     def append(self, frame: dict[str, Any]) -> Entry:
         entry = self.next_entry(frame)
@@ -92,12 +92,18 @@ class LiveLog:
     async def wait_beyond(self, count: int) -> None:
         """Return once the log has more than `count` entries or is closed."""
         while self.last <= count and not self.closed:
-            await self._changed.wait()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
     def _notify(self) -> None:
-        # Wake every waiter once, then arm a fresh event: O(1) per append whatever the readers.
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        # Wake every waiter once; nothing to do (no object made) while nobody waits, as
+        # while a reader is busy sending what it has.
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():  # a reader that left meanwhile was cancelled
+                    waiter.set_result(None)
 
 
 async def read_persisted(store: Store, run_id: str, after: int) -> AsyncGenerator[Entry, None]:

@@ -80,6 +80,7 @@ class RunManager:
         self.setup = setup
         # Where runs of other processes are read from, and how cancels reach them.
         self.remote_feed: RunFeed = backend.feed
+        self._publishes = getattr(backend.feed, "publishes", True)  # a task per run if so
         self.signals: Signals = backend.signals
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
         self.registry = RunRegistry()
@@ -253,6 +254,8 @@ class RunManager:
         metrics.RUNS_STARTED.inc()
         metrics.ACTIVE_RUNS.inc()
         active.task = asyncio.create_task(self.executor.execute(active), name=f"run {run.id}")
+        if not self._publishes:  # the database feed: its log goes by the recorder's writes
+            return
         publishing = asyncio.create_task(
             self.remote_feed.publish(active.live, lambda: active.phase is RunPhase.LOST),
             name=f"publish {run.id}")
@@ -342,6 +345,10 @@ class RunManager:
         Leaving before the end is a disconnect: the run goes on, and its policy decides
         whether it is cancelled later."""
         return self.subscriptions.follow(run_id, after)
+
+    def batches(self, run_id: str, after: int = 0) -> AsyncGenerator[list[Entry], None]:
+        """`entries`, as many at a time as the log has beyond the reader when it wakes up."""
+        return self.subscriptions.batches(run_id, after)
 
     def retire(self, active: ActiveRun) -> None:
         """The run ended: forget it (its log lingers a little) and its disconnect policy, and

@@ -110,7 +110,9 @@ class RunRecorder:
             await durably(self._put_component(frame["m"], {}, None))
         self.live.append(frame)
         if kind == "set":
-            await durably(self._save_value(frame["i"], frame["v"], frame.get("t")))
+            write = self._save_value(frame["i"], frame["v"], frame.get("t"))
+            if write is not None:  # none for a run's answer (written with its next write)
+                await durably(write)
         if self.live.last - self._flushed >= FLUSH_FRAMES:
             await self.flush()
 
@@ -195,10 +197,14 @@ class RunRecorder:
                 await self.writer.close()
             self.live.close()
 
-    async def _save_value(self, i: str, value: dict[str, Any], t: str | None) -> None:
+    def _save_value(self, i: str, value: dict[str, Any], t: str | None
+                    ) -> Awaitable[None] | None:
+        """Keep a message's value; the write it needs now, if any (None: nothing to write, or
+        the message's first value, written with the run's next write). Decided before any
+        await, so that the usual case costs no task (`durably`)."""
         message_id = value.get("messageId")
         if not message_id or value.get("subagentRunId"):
-            return  # a sub-agent's work is in the run's log; the thread keeps its answer
+            return None  # a sub-agent's work is in the run's log; the thread keeps its answer
         # The frame's time too: a Timbal `sync` answers with the parts completed since then.
         part = {"id": i, **({"t": t} if t else {}), **value}
         parts = self._messages.get(message_id)
@@ -213,13 +219,17 @@ class RunRecorder:
             # needs the message), nor what a cancel cut short (a cancel's end stays as prompt).
             if not cancelled and value.get("type") != "x-component":
                 self._unwritten = row
-                return
-            written = await self.store.add_message(row, fence=self.fence)
-        else:
-            parts[:] = [p for p in parts if p["id"] != i] + [part]
-            cancelled = cancelled or any(p.get("cancelled") for p in parts)
-            written = await self.store.save_message_parts(message_id, list(parts), cancelled,
-                                                          fence=self.fence)
+                return None
+            return self._saved(message_id, value, self.store.add_message(row, fence=self.fence))
+        parts[:] = [p for p in parts if p["id"] != i] + [part]
+        cancelled = cancelled or any(p.get("cancelled") for p in parts)
+        return self._saved(message_id, value, self.store.save_message_parts(
+            message_id, list(parts), cancelled, fence=self.fence))
+
+    async def _saved(self, message_id: str, value: dict[str, Any],
+                     write: Awaitable[bool]) -> None:
+        """`write` of a message's value (`_save_value`), then its component's props."""
+        written = await write
         self.unsaved.discard(message_id)
         if not written:
             self._fenced_out()

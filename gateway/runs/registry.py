@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..engine.agents import DEFAULT_AGENT
 from ..engine.loop import ServerToolSpec
 from ..engine.usage import RunUsage
+from ..protocol.run_spec import RunSpec
 from ..store.tables import MessageRow, RunRow
 from .log import LiveLog
 from .phase import RunPhase
@@ -39,6 +40,8 @@ class ActiveRun:
     # The thread's queued runs as its end's transaction found them (`finish_run`): empty,
     # nothing to promote after it; None, not looked up (it ended another way).
     queued_after: list[str] | None = None
+    # Its spec as its row keeps it (`RunSpec.from_snapshot`), read once when its task starts.
+    spec: RunSpec = field(default_factory=RunSpec)
 
     @property
     def run_id(self) -> str:

@@ -70,15 +70,27 @@ class Subscriptions:
         """The run's log from after `after`, then live until it ends: from memory if it runs
         (or just ended) here, else from the backend's feed. Leaving before the end is a
         departure (`_departed`)."""
+        async with contextlib.aclosing(self.batches(run_id, after)) as batches:
+            async for batch in batches:
+                for entry in batch:
+                    yield entry
+
+    async def batches(self, run_id: str, after: int = 0) -> AsyncGenerator[list[Entry], None]:
+        """`follow`'s entries, as many at a time as there are: from memory, everything the
+        log has beyond the reader at each wake-up (a run response encodes and sends them as
+        one chunk); from the backend's feed, one at a time."""
         live = self.registry.live_log(run_id)
-        source = (self._from_memory(live, after) if live is not None
-                  else self.remote.subscribe(run_id, after))
         metrics.ACTIVE_SUBSCRIBERS.inc()
         self._counts[run_id] = self.count(run_id) + 1
         try:
-            async with contextlib.aclosing(source) as entries:
-                async for entry in entries:
-                    yield entry
+            if live is not None:
+                async with contextlib.aclosing(self._from_memory(live, after)) as entries:
+                    async for batch in entries:
+                        yield batch
+            else:
+                async with contextlib.aclosing(self.remote.subscribe(run_id, after)) as feed:
+                    async for entry in feed:
+                        yield [entry]
         finally:
             metrics.ACTIVE_SUBSCRIBERS.dec()
             if self._counts[run_id] > 1:
@@ -95,7 +107,8 @@ class Subscriptions:
 
     # -- memory -----------------------------------------------------------------------------
 
-    async def _from_memory(self, live: LiveLog, after: int) -> AsyncGenerator[Entry, None]:
+    async def _from_memory(self, live: LiveLog, after: int
+                           ) -> AsyncGenerator[list[Entry], None]:
         holder = f"reader-{next(self._holders)}"  # what this reader has not read stays
         try:
             seq = after
@@ -103,14 +116,15 @@ class Subscriptions:
                 if seq < live.first:
                     async with contextlib.aclosing(self._forgotten(live, seq)) as forgotten:
                         async for entry in forgotten:
-                            yield entry
+                            yield [entry]
                             seq = entry.seq
                     continue
                 live.hold(holder, seq)  # once per wake-up: until the next, memory keeps a
                 # little more than this reader needs, never less
-                for entry in live.since(seq):
-                    yield entry
-                    seq = entry.seq
+                batch = live.since(seq)
+                if batch:
+                    yield batch
+                    seq = batch[-1].seq
                 if live.closed and seq >= live.last:
                     return
                 await live.wait_beyond(seq)

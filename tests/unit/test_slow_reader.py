@@ -63,3 +63,46 @@ async def test_a_reader_that_reads_gets_every_event() -> None:
     response = BoundedEventSource(events(), send_timeout=0.05, ping=600, sep="\n")
     await asyncio.wait_for(response(SCOPE, _never_disconnects, send), 10)
     assert b"".join(bodies).decode().split("\n\n")[:-1] == [f"data: event {k}" for k in range(100)]
+
+
+async def test_a_reader_that_leaves_ends_the_stream_and_closes_its_iterator() -> None:
+    # The run's subscription must end when its reader goes (its departure arms the run's
+    # disconnect policy); the response's tasks are the gateway's own, not sse-starlette's.
+    closed, left = asyncio.Event(), asyncio.Event()
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        try:
+            yield {"data": "first"}
+            await asyncio.Event().wait()  # a run with nothing more to say for now
+            yield {"data": "never"}
+        finally:
+            closed.set()
+
+    async def receive() -> dict[str, Any]:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    bodies: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            bodies.append(message["body"])
+            left.set()  # the reader leaves after the first event
+
+    response = BoundedEventSource(events(), send_timeout=5, ping=600, sep="\n")
+    await asyncio.wait_for(response(SCOPE, receive, send), 10)
+    assert closed.is_set()
+    assert bodies == [b"data: first\n\n"]
+
+
+async def test_a_stream_that_fails_raises_its_error() -> None:
+    async def events() -> AsyncIterator[dict[str, str]]:
+        yield {"data": "first"}
+        raise RuntimeError("the stream broke")
+
+    async def send(message: dict[str, Any]) -> None:
+        return None
+
+    response = BoundedEventSource(events(), send_timeout=5, ping=600)
+    with pytest.raises(RuntimeError, match="the stream broke"):
+        await asyncio.wait_for(response(SCOPE, _never_disconnects, send), 10)

@@ -290,7 +290,7 @@ def _active(thread: ThreadRow) -> str | None:
 
 
 async def _thread(request: Request, body: RunAgentInput, thread: ThreadRow | None
-                  ) -> AsyncIterator[dict[str, str]]:
+                  ) -> AsyncIterator[dict[str, str] | bytes]:
     for event in await _snapshots(request, body, thread):
         yield {"data": agui.encode(event)}
     active = _active(thread) if thread is not None else None
@@ -344,7 +344,7 @@ def _outcome(body: RunAgentInput, waiting: list[dict[str, Any]]) -> RunFinishedO
 
 
 async def _latest_run(request: Request, thread: ThreadRow | None, cursor: int
-                      ) -> AsyncIterator[dict[str, str]]:
+                      ) -> AsyncIterator[bytes]:
     run_id = thread and (_active(thread) or thread.last_completed_run_id)
     if thread is not None and run_id:
         async for message in _run_after(request, thread, run_id, cursor):
@@ -352,7 +352,7 @@ async def _latest_run(request: Request, thread: ThreadRow | None, cursor: int
 
 
 async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: int
-                     ) -> AsyncIterator[dict[str, str]]:
+                     ) -> AsyncIterator[bytes]:
     run = await services(request).store.get_run(run_id)
     if run is None:
         return

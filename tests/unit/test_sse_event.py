@@ -1,0 +1,20 @@
+"""A run's SSE events are encoded by the gateway (`api.runs.sse_event`, several per chunk):
+the bytes must be those sse-starlette writes for the same event, or a client would read
+another stream."""
+
+from __future__ import annotations
+
+import pytest
+from sse_starlette.event import ensure_bytes
+
+from gateway.api.runs import sse_event
+
+
+@pytest.mark.parametrize("data", [
+    '{"type":"RUN_STARTED","threadId":"thr_1","runId":"run_1","timestamp":1}',
+    '{"delta":"caf\u00e9 \\n \u2603"}', "", "two\nlines", "crlf\r\nand\rcr", "\n", "end\n"])
+@pytest.mark.parametrize("position", [None, 1, 12345])
+def test_an_event_is_encoded_as_sse_starlette_encodes_it(data: str, position: int | None
+                                                          ) -> None:
+    message = {"data": data} if position is None else {"data": data, "id": str(position)}
+    assert sse_event(data, position).encode() == ensure_bytes(message, "\n")
