@@ -22,9 +22,7 @@ the next one: no timer, so an idle process sends at once, and a busy one sends f
 pipelines (50 runs publishing token by token: 26 µs an entry instead of 88,
 `bench/redis_appends.py`). Each batch still gets its own outcome: a command that Redis refuses
 fails only the batch it belongs to, and a lost connection fails every batch of that pipeline.
-The pipeline's commands are packed here, in one pass, and written on a pooled connection of
-the client, whose replies are then read (redis-py's own pipeline packed argument by argument,
-about half of an entry's CPU); each frame's JSON is orjson's (`store.db.json_text`).
+Each frame's JSON is orjson's (`store.db.json_text`).
 
 Signals: a cancel is published on `CANCEL_CHANNEL` and written to the database flag (durable:
 the owner's poll finds it even if Redis is down); every process listens, and the one that runs
@@ -45,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from ..observability import metrics
 from ..protocol import timbal
@@ -243,10 +241,15 @@ class StreamAppends:
     async def _send(self) -> None:
         while self._waiting:
             batches, self._waiting = self._waiting, []
+            pipe = self.redis.pipeline(transaction=False)
+            for batch in batches:
+                for seq, ts, frame in batch.entries:
+                    pipe.xadd(batch.key, {"ts": ts, "f": frame}, id=f"0-{seq}")
+                if batch.ttl_seconds is not None:
+                    pipe.expire(batch.key, batch.ttl_seconds)
             try:
                 with metrics.timed_redis("append"):
-                    replies = await self._sent(_packed(batches), sum(
-                        len(b.entries) + (b.ttl_seconds is not None) for b in batches))
+                    replies = await pipe.execute(raise_on_error=False)
             except BaseException as error:  # the connection: nothing is known to be there
                 for batch in batches:
                     _settle(batch, error)
@@ -260,46 +263,6 @@ class StreamAppends:
                                None)
                 at += count
                 _settle(batch, refused)
-
-    async def _sent(self, packed: bytes, count: int) -> list[Any]:
-        """Send the packed commands on a pooled connection and read their `count` replies (a
-        command Redis refused: its error in its place). A connection that fails, or whose
-        replies were not all read, is closed, so none is left with replies pending."""
-        pool = self.redis.connection_pool
-        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            await connection.send_packed_command(packed)
-            replies: list[Any] = []
-            for _ in range(count):
-                try:
-                    replies.append(await connection.read_response(disable_decoding=True))
-                except ResponseError as error:
-                    replies.append(error)
-            return replies
-        except BaseException:
-            await connection.disconnect(nowait=True)
-            raise
-        finally:
-            await pool.release(connection)
-
-
-def _packed(batches: Sequence[_Batch]) -> bytes:
-    """The batches' `XADD`s (and `EXPIRE`s) in Redis's protocol, in order: what redis-py's
-    pipeline sends for them, built in one pass (its per-argument packing was about half of
-    an entry's CPU, `bench/redis_appends.py`)."""
-    parts: list[bytes] = []
-    for batch in batches:
-        key = _bulk(batch.key.encode())
-        for seq, ts, frame in batch.entries:
-            parts += (b"*7\r\n$4\r\nXADD\r\n", key, _bulk(b"0-%d" % seq), b"$2\r\nts\r\n",
-                      _bulk(b"%d" % ts), b"$1\r\nf\r\n", _bulk(frame.encode()))
-        if batch.ttl_seconds is not None:
-            parts += (b"*3\r\n$6\r\nEXPIRE\r\n", key, _bulk(b"%d" % batch.ttl_seconds))
-    return b"".join(parts)
-
-
-def _bulk(value: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(value), value)
 
 
 def _settle(batch: _Batch, error: BaseException | None) -> None:
