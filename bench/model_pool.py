@@ -1,10 +1,11 @@
-"""CPU per model call of the gateway's upstream client, one pool against the pool split over
-clients (`gateway/engine/upstream_pool.py`), after a burst and beside open streams.
+"""CPU per model call of the gateway's upstream client (`gateway/engine/upstream_pool.py`: one
+aiohttp session) against one httpx pool and the httpx pool split over 8 clients it replaced,
+after a burst and beside open streams.
 
     .venv/bin/python -m bench.model_pool
 
-The paced upstream (`bench/paced.py`) in its own process; in this one, on uvloop, httpx clients
-as `DirectModel` makes them. First a burst of 64 one-token calls at once (it leaves idle
+The paced upstream (`bench/paced.py`) in its own process; in this one, on uvloop, the clients
+as `DirectModel` made them. First a burst of 64 one-token calls at once (it leaves idle
 connections behind), then `--held` streams held open (0, then 300), then `--calls` one-token
 calls one after another: the CPU of this process per call (`time.process_time`), which
 includes reading the held streams' tokens (1 a second each), the same for every layout.
@@ -14,15 +15,41 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
-import ssl
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 
 from bench.concurrency import Source
-from gateway.engine.upstream_pool import KEEPALIVE_PER_SHARD, SHARDS, UpstreamPool
+from gateway.engine.upstream_pool import UpstreamPool
+
+SHARDS, KEEPALIVE_PER_SHARD = 8, 8  # the httpx layout before the aiohttp session
+
+
+class HttpxShards:
+    """The former `UpstreamPool`: httpx clients, each call to the one carrying the fewest."""
+
+    def __init__(self, url: str, shards: int, keepalive: int) -> None:
+        self.clients = [httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=keepalive)) for _ in range(shards)]
+        self.streams = [0] * shards
+
+    @contextlib.asynccontextmanager
+    async def post(self, path: str, content: bytes) -> AsyncIterator[httpx.Response]:
+        shard = self.streams.index(min(self.streams))
+        self.streams[shard] += 1
+        try:
+            async with self.clients[shard].stream("POST", path, content=content) as response:
+                yield response
+        finally:
+            self.streams[shard] -= 1
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
 
 
 def body(text: str) -> bytes:
@@ -31,18 +58,18 @@ def body(text: str) -> bytes:
 
 
 async def call(upstream: Any, text: str) -> None:
-    async with upstream.stream("POST", "/chat/completions", content=body(text),
-                               headers={"Content-Type": "application/json"}) as response:
-        async for _ in response.aiter_raw():
-            pass
+    async with upstream.post("/chat/completions", body(text)) as response:
+        if isinstance(response, httpx.Response):
+            async for _ in response.aiter_raw():
+                pass
+        else:
+            async for _ in response.content.iter_any():
+                pass
 
 
-async def per_call(url: str, shards: int, keepalive: int, held: int, calls: int) -> float:
-    def make(limits: httpx.Limits, tls: ssl.SSLContext) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=url, verify=tls, timeout=600, limits=httpx.Limits(
-            max_connections=None, max_keepalive_connections=keepalive))
-
-    upstream = UpstreamPool(make, shards)
+async def per_call(url: str, layout: tuple[int, int] | None, held: int, calls: int) -> float:
+    upstream: Any = UpstreamPool(url, {}, 600.0, 10.0) if layout is None else HttpxShards(
+        url, *layout)
     await asyncio.gather(*(call(upstream, "paced 1 1000") for _ in range(64)))
     holders = [asyncio.create_task(call(upstream, "paced 100000 1")) for _ in range(held)]
     await asyncio.sleep(2)
@@ -68,10 +95,12 @@ def main() -> None:
     try:
         url = f"{source.url}/v1"
         for held in (int(h) for h in args.held.split(",")):
-            for shards, keepalive in ((1, 64), (SHARDS, KEEPALIVE_PER_SHARD)):
-                cpu = uvloop.run(per_call(url, shards, keepalive, held, args.calls))
-                print(f"{shards} client(s) x {keepalive} kept alive, {held} streams open: "
-                      f"{cpu * 1e3:.2f} ms CPU per call", flush=True)
+            for layout in ((1, 64), (SHARDS, KEEPALIVE_PER_SHARD), None):
+                cpu = uvloop.run(per_call(url, layout, held, args.calls))
+                name = "aiohttp session" if layout is None else \
+                    f"httpx: {layout[0]} client(s) x {layout[1]} kept alive"
+                print(f"{name}, {held} streams open: {cpu * 1e3:.2f} ms CPU per call",
+                      flush=True)
     finally:
         source.stop()
     print(f"load average {open('/proc/loadavg').read().split()[:3]}")

@@ -1,62 +1,60 @@
-"""The model upstream's connections, split over a few httpx clients.
+"""The model upstream's connections: one aiohttp session for the direct adapter's streams.
 
-httpcore's connection pool walks all of its connections whenever a request is added or a
-response closed, and for each idle one counts all of them again: one pool holding a stream per
-active run makes every new model call cost in proportion to the runs already streaming, and to
-the square of the idle connections a burst leaves behind. Measured on this machine (bench/README.md,
-"The model client's pool"): a one-token model call cost 2.9 ms of CPU after a burst of 64 and
-7.0 ms beside 300 open streams, against 1.3 and 2.0 ms split over 8 clients. Each call goes to
-the client carrying the fewest streams, so a quiet process uses only the first (its
-connections kept alive and reused as before) and a busy one spreads its streams evenly. A
-client is made on first use: a process that never has many streams at once makes one. The
-clients share one TLS context: httpx makes one per client otherwise (loading the CA bundle,
-about 40 ms of CPU on the event loop each), and a busy process would pay that, on the loop,
-for each client it adds during a burst.
+aiohttp rather than httpx, for the cost of a token that arrives alone. At 20 tokens a second
+per run every chunk of the upstream's stream is one read: httpx reads it through httpcore,
+h11's pure-Python parser and an anyio cancel scope per read (its read timeout), about 120 to
+160 µs of CPU a chunk on this machine; aiohttp's parser is C (llhttp) and its read timeout one
+timer per connection, about 27 µs (bench/README.md, "CPU per paced token"). aiohttp is
+litellm's own default transport, so it is installed with it anyway.
+
+Its connector takes an idle connection from the host's queue without walking the others (the
+reason the httpx pool was split over 8 clients), and has no connection limit here: every active
+run holds one stream, and a run must never wait for another's connection. Idle connections are
+kept `KEEPALIVE_SECONDS` (httpx's default), then closed. A response closed before its end
+closes its connection instead of returning it to the pool.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
+import aiohttp
 import httpx
 
-SHARDS = 8
-# Idle connections kept per client (httpcore closes an idle one while its pool holds more).
-KEEPALIVE_PER_SHARD = 8
+KEEPALIVE_SECONDS = 5.0
 
 
 class UpstreamPool:
-    def __init__(self, make_client: Callable[[httpx.Limits, ssl.SSLContext], httpx.AsyncClient],
-                 shards: int = SHARDS) -> None:
-        # No connection limit: every active run holds one stream, and a run must never wait
-        # for another's connection.
-        self._limits = httpx.Limits(max_connections=None,
-                                    max_keepalive_connections=KEEPALIVE_PER_SHARD)
-        self._make = make_client
-        self._tls = httpx.create_ssl_context()  # shared by the clients (see the module's doc)
-        self._clients: list[httpx.AsyncClient | None] = [None] * shards
-        self._streams = [0] * shards
+    """The session is made on first use, on the running loop (aiohttp binds it to the loop)."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], read_timeout: float,
+                 connect_timeout: float) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = headers
+        # Between reads, and to connect; no overall deadline (the run's own is the caller's).
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout,
+                                              sock_connect=connect_timeout)
+        # The same CA bundle httpx (and so litellm) trusts; loading it costs about 40 ms of CPU,
+        # paid at start-up (`DirectModel.open`) rather than in a run's model call.
+        self._tls: ssl.SSLContext = httpx.create_ssl_context()
+        self._session: aiohttp.ClientSession | None = None
 
     @contextlib.asynccontextmanager
-    async def stream(self, method: str, url: str, **options: Any
-                     ) -> AsyncIterator[httpx.Response]:
-        """`httpx.AsyncClient.stream` on the client carrying the fewest streams."""
-        shard = self._streams.index(min(self._streams))
-        client = self._clients[shard]
-        if client is None:
-            client = self._clients[shard] = self._make(self._limits, self._tls)
-        self._streams[shard] += 1
-        try:
-            async with client.stream(method, url, **options) as response:
-                yield response
-        finally:
-            self._streams[shard] -= 1
+    async def post(self, path: str, body: bytes) -> AsyncIterator[aiohttp.ClientResponse]:
+        """`POST base_url + path` with `body` as JSON: the response, its body not read yet."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers, timeout=self._timeout, auto_decompress=True,
+                connector=aiohttp.TCPConnector(limit=0, ssl=self._tls,
+                                               keepalive_timeout=KEEPALIVE_SECONDS))
+        async with self._session.post(self.base_url + path, data=body, headers={
+                "Content-Type": "application/json"}) as response:
+            yield response
 
     async def aclose(self) -> None:
-        clients, self._clients = self._clients, [None] * len(self._clients)
-        for client in clients:
-            if client is not None:
-                await client.aclose()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
