@@ -8,7 +8,9 @@ The paced upstream (`bench/paced.py`) in its own process; in this one, on uvloop
 as `DirectModel` made them. First a burst of 64 one-token calls at once (it leaves idle
 connections behind), then `--held` streams held open (0, then 300), then `--calls` one-token
 calls one after another: the CPU of this process per call (`time.process_time`), which
-includes reading the held streams' tokens (1 a second each), the same for every layout.
+includes reading the held streams' tokens (1 a second each), the same for every layout. Then
+`--paced` streams of 100 tokens at 20 tok/s at once: the CPU per chunk read when each chunk
+arrives alone (a run's token at that pace).
 """
 
 from __future__ import annotations
@@ -84,10 +86,24 @@ async def per_call(url: str, layout: tuple[int, int] | None, held: int, calls: i
     return cpu
 
 
+async def per_chunk(url: str, layout: tuple[int, int] | None, streams: int) -> float:
+    """CPU per chunk read of `streams` streams of 100 tokens at 20 tok/s, each chunk alone."""
+    upstream: Any = UpstreamPool(url, {}, 600.0, 10.0) if layout is None else HttpxShards(
+        url, *layout)
+    await asyncio.gather(*(call(upstream, "paced 1 1000") for _ in range(10)))
+    started = time.process_time()
+    await asyncio.gather(*(call(upstream, "paced 100 20") for _ in range(streams)))
+    cpu = (time.process_time() - started) / (streams * 100)
+    await upstream.aclose()
+    return cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--held", default="0,300")
+    parser.add_argument("--paced", type=int, default=150,
+                        help="streams of 100 tokens at 20 tok/s for the CPU per chunk (0: skip)")
     args = parser.parse_args()
     import uvloop
 
@@ -101,6 +117,11 @@ def main() -> None:
                     f"httpx: {layout[0]} client(s) x {layout[1]} kept alive"
                 print(f"{name}, {held} streams open: {cpu * 1e3:.2f} ms CPU per call",
                       flush=True)
+        for layout in ((SHARDS, KEEPALIVE_PER_SHARD), None) if args.paced else ():
+            cpu = uvloop.run(per_chunk(url, layout, args.paced))
+            name = "aiohttp session" if layout is None else "httpx"
+            print(f"{name}, {args.paced} streams at 20 tok/s: {cpu * 1e6:.1f} µs CPU per "
+                  "chunk", flush=True)
     finally:
         source.stop()
     print(f"load average {open('/proc/loadavg').read().split()[:3]}")
