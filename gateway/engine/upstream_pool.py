@@ -45,8 +45,9 @@ class UpstreamPool:
     async def post(self, path: str, body: bytes) -> AsyncIterator[aiohttp.ClientResponse]:
         """`POST base_url + path` with `body` as JSON: the response, its body not read yet."""
         if self._session is None or self._session.closed:
+            # `trust_env`: HTTP(S)_PROXY and NO_PROXY apply, as they did with httpx.
             self._session = aiohttp.ClientSession(
-                headers=self._headers, timeout=self._timeout, auto_decompress=True,
+                headers=self._headers, timeout=self._timeout, trust_env=True,
                 connector=aiohttp.TCPConnector(limit=0, ssl=self._tls,
                                                keepalive_timeout=KEEPALIVE_SECONDS))
         async with self._session.post(self.base_url + path, data=body, headers={
