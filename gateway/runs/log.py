@@ -38,6 +38,7 @@ class LiveLog:
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.first = 0  # the positions up to this one are on disk and no longer in memory
+        self.on_disk = 0  # the positions up to this one are on disk (`forget`)
         self.entries: list[Entry] = []  # the tail: positions first + 1 to last
         self.holds: dict[str, int] = {}  # holder -> the position it has consumed
         self.closed = False
@@ -60,7 +61,8 @@ class LiveLog:
 
     def forget(self, seq: int) -> None:
         """Drop the entries up to `seq` (on disk by now) from memory, except what a holder has
-        not consumed yet."""
+        not consumed yet (dropped when it lets go: `release`)."""
+        self.on_disk = seq = max(seq, self.on_disk)
         upto = min(seq, *self.holds.values()) if self.holds else seq
         if upto > self.first:
             del self.entries[:upto - self.first]
@@ -71,7 +73,11 @@ class LiveLog:
         self.holds[holder] = seq
 
     def release(self, holder: str) -> None:
-        self.holds.pop(holder, None)
+        """`holder` needs nothing more: what is on disk and nobody else holds leaves memory
+        (else a run's tail stayed whole while its log lingered, `registry.LINGER_SECONDS`,
+        and a replay read it there instead of from the database)."""
+        if self.holds.pop(holder, None) is not None:
+            self.forget(self.on_disk)
 
     def next_entry(self, frame: dict[str, Any], offset: int = 0) -> Entry:
         """The entry `frame` would get `offset` positions after the next append."""

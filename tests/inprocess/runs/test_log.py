@@ -47,3 +47,20 @@ def test_forgetting_keeps_positions_and_what_a_holder_has_not_consumed() -> None
     log.forget(3)  # never backwards
     assert log.first == 7
     assert log.append({"c": "next"}).seq == 11
+
+
+def test_what_is_on_disk_leaves_memory_when_its_last_holder_lets_go() -> None:
+    """A run's end forgets its flushed log while the Redis publisher still holds part of it;
+    once the publisher lets go, memory drops it without another flush (a replay of the ended
+    run then reads the database, not a tail kept whole while the log lingers)."""
+    log = LiveLog("run_1")
+    for k in range(10):
+        log.append({"c": k})
+    log.hold("redis", 2)
+    log.hold("reader", 6)
+    log.forget(10)  # the end: all on disk
+    assert log.first == 2
+    log.release("redis")
+    assert log.first == 6  # the reader still has 7 and later to read
+    log.release("reader")
+    assert (log.first, log.since(0)) == (10, [])
