@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..config import Settings
 from ..observability import http_metrics
 from ..observability.logs import RUN_ID_HEADER, request_id, run_id, valid_request_id
+from ..protocol.clock import REQUEST_ARRIVED_MS, now_ms
 from . import body_limit, development, door, keyring
 
 HANDLERS_KEY = "starlette.exception_handlers"  # where starlette's routes find the handlers
@@ -117,6 +118,7 @@ class Front:
             elif name == b"content-length":
                 declared = value
         exchange = Exchange(scope, send, valid_request_id(given))
+        REQUEST_ARRIVED_MS.set(now_ms())
         request_id.set(exchange.rid)  # each request runs in its own task: its own context
         try:
             if await development.refused(self.settings, scope, receive, exchange.send):

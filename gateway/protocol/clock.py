@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextvars import ContextVar
 from datetime import datetime, timezone
 
 # Crockford's base32 in pairs: a 130-bit ULID (two leading zero bits) is 13 of them.
@@ -49,3 +50,9 @@ def new_id(prefix: str = "") -> str:
     a run's start makes half a dozen); the text is the same 26 characters."""
     value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
     return prefix + "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
+
+
+# When the HTTP request being served reached the gateway (wall-clock ms; set by the front,
+# `api/front.py`): a run that ended after it is one that request's client could not know the
+# end of (`runs/multitask.ended_after_arrival`).
+REQUEST_ARRIVED_MS: ContextVar[int | None] = ContextVar("request_arrived_ms", default=None)

@@ -39,6 +39,7 @@ from .log import Entry, LiveLog
 from .log_writer import LogWriter
 from .multitask import (
     arrived_behind_a_run,
+    ended_after_arrival,
     follow_ended,
     make_room,
     queued_input,
@@ -156,6 +157,8 @@ class RunManager:
                     room = await make_room(self.store, self.cancel, in_the_way, spec)
                 elif attempts and arrived_behind is not None:
                     room = await follow_ended(self.store, refused, spec, arrived_behind or None)
+                elif attempts and (ended := await ended_after_arrival(self.store, refused, spec)):
+                    room = await follow_ended(self.store, refused, spec, ended)
                 if room is None:
                     raise
             spec = room

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from ..protocol.clock import new_id, now_ms
+from ..protocol.clock import REQUEST_ARRIVED_MS, new_id, now_ms
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
@@ -120,3 +120,23 @@ async def follow_ended(store: Store, refused: ApiError, spec: RunSpec,
 def model_history(rows: Sequence[MessageRow]) -> list[MessageRow]:
     """The thread's messages the model reads: all but rolled-back answers."""
     return [row for row in rows if not (row.meta or {}).get(ROLLED_BACK)]
+
+
+async def ended_after_arrival(store: Store, refused: ApiError, spec: RunSpec) -> str | None:
+    """The run to follow when `spec` (to interrupt, roll back or queue) was refused for not
+    naming the thread's last completed run, and that run ended after the request arrived
+    (`REQUEST_ARRIVED_MS`): a racing request interrupted it before this one read the thread,
+    so the thread looked idle to it (`arrived_behind_a_run` saw no run). Its client named
+    the run before that one, as its view then was. None: the refusal stands (a view that
+    was stale when the request arrived)."""
+    arrived = REQUEST_ARRIVED_MS.get()
+    last = refused.extra.get("lastCompletedRunId")
+    if (arrived is None or refused.problem is not Problem.INVALID_PREVIOUS_RUN
+            or spec.multitask_strategy not in ("interrupt", "rollback", "enqueue")
+            or not isinstance(last, str)):
+        return None
+    run = await store.get_run(last)
+    if run is None or (run.finished_ms or 0) < arrived or \
+            run.previous_run_id != spec.previous_run_id:
+        return None
+    return last
