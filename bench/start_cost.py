@@ -22,6 +22,8 @@ Per start, with its end (a one-token run is almost nothing but its start and its
 - **CPU**: `time.process_time()` over the batch (every thread of the process: the event loop and
   aiosqlite's), divided by the starts. CPU used, not time waited for a core, so other load on the
   machine changes it far less than any wall-clock figure.
+- **CPU by thread**: the same per Python thread (the loop's `MainThread`, aiosqlite's
+  connection thread, the executors' workers), from each thread's own clock.
 - **wall**: from handing the request to the app to its first SSE frame (`RUN_STARTED`), to the
   first model token, and to the end of the stream; p50 / p99.
 
@@ -52,6 +54,7 @@ import pstats
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -119,7 +122,29 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))]
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each Python thread of the process so far, by name (numbers dropped, so
+    that the workers of one pool add up)."""
+    seconds: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            used = time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+        except (OSError, ProcessLookupError):
+            continue  # ended meanwhile
+        name = "".join(c for c in thread.name if not c.isdigit()).strip(" _-")
+        seconds[name] = seconds.get(name, 0.0) + used
+    return seconds
+
+
+def by_thread(after: dict[str, float], before: dict[str, float], n: int) -> dict[str, float]:
+    """CPU ms per start on each thread that did any (a thread that ended meanwhile is missed:
+    the process's figure has it)."""
+    used = {name: (cpu - before.get(name, 0.0)) * 1000 / n for name, cpu in after.items()}
+    return {name: round(ms, 3) for name, ms in sorted(used.items()) if ms >= 0.0005}
+
+
 async def batch(app: Any, n: int, at_once: bool) -> dict[str, Any]:
+    threads = thread_cpu()
     cpu, loop_cpu, wall = time.process_time(), time.thread_time(), time.perf_counter()
     if at_once:
         marks = await asyncio.gather(*(one_start(app) for _ in range(n)))
@@ -130,6 +155,7 @@ async def batch(app: Any, n: int, at_once: bool) -> dict[str, Any]:
     frames, tokens, ends = zip(*marks, strict=True)
     return {"starts": n, "at_once": at_once, "cpu_ms_per_start": round(cpu * 1000 / n, 2),
             "loop_cpu_ms_per_start": round(loop_cpu * 1000 / n, 2),
+            "cpu_ms_by_thread": by_thread(thread_cpu(), threads, n),
             "wall_s": round(wall, 2),
             "first_frame_ms": [round(pct(list(frames), q), 1) for q in (0.5, 0.99)],
             "first_token_ms": [round(pct(list(tokens), q), 1) for q in (0.5, 0.99)],
