@@ -6,12 +6,15 @@ test_multitask.py.)"""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import httpx
 import pytest
 
 from gateway.dialects.tambo.input import run_spec
+from gateway.protocol.clock import REQUEST_ARRIVED_MS, now_ms
 from gateway.protocol.tambo import RunRequest
 from tests.integration.test_agui import RUN, agui_input
 from tests.support.gateway_server import DEFAULT_USER, USER
@@ -21,6 +24,13 @@ from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
 
 SLOW = {"slow": {"count": 400, "interval": 0.05}}
+T = TypeVar("T")
+
+
+async def arrived_at(ms: int, handling: Awaitable[T]) -> T:
+    """`handling`, as the handler of a request that arrived at `ms` (what the front stamps)."""
+    REQUEST_ARRIVED_MS.set(ms)
+    return await handling
 
 
 @pytest.mark.parametrize("strategy", ["reject", "interrupt", "rollback"])
@@ -187,9 +197,9 @@ def test_an_interrupt_whose_run_in_the_way_ended_before_it_started(
     """Two tabs interrupt one run: this request's API read the thread while the run streamed,
     and the other tab's cancel (on PostgreSQL + Redis, through the other app) ended the run
     before this request reached its start. It starts after that run, not 400
-    INVALID_PREVIOUS_RUN. The request is handed to the run manager with the thread as its API
-    read it, the one step HTTP cannot time (tests/inprocess/runs/test_multitask.py has the
-    rest of this race)."""
+    INVALID_PREVIOUS_RUN. The request is handed to the run manager with its arrival and the
+    thread as its API read them, the one step HTTP cannot time
+    (tests/inprocess/runs/test_multitask.py has the rest of this race)."""
     app = gateway.servers[0] if isinstance(gateway, InProcessCluster) else gateway
     services = app.app.state.services
     scripted_model.enqueue([{"content": "partial "}, SLOW], [{"content": "Second answer."}])
@@ -198,6 +208,7 @@ def test_an_interrupt_whose_run_in_the_way_ended_before_it_started(
         first = read_until(events, lambda seen: texts(seen) >= 2)
         thread_id, run_id = first[0].data["threadId"], first[0].data["runId"]
         project = app.call(services.store.get_run(run_id)).project_id
+        arrival = now_ms()
         arrived = app.call(services.store.get_thread(project, thread_id))
         assert client.delete(f"/v1/threads/{thread_id}/runs/{run_id}").status_code in (200, 202)
         assert list(events)[-1].data["code"] == "CANCELLED"
@@ -205,7 +216,7 @@ def test_an_interrupt_whose_run_in_the_way_ended_before_it_started(
     # As a Tambo tab sends it while the run streams: no previousRunId (the run is the first).
     spec = run_spec(RunRequest.model_validate(
         {"message": message("second"), "multitaskStrategy": "interrupt"}))
-    started = app.call(services.runs.start(project, arrived, spec), 30).run
+    started = app.call(arrived_at(arrival, services.runs.start(project, arrived, spec)), 30).run
 
     answer = run_events(client, "GET", f"/v1/threads/{thread_id}/runs/{started.id}")
     assert answer[-1].type == "RUN_FINISHED"
