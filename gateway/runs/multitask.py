@@ -20,15 +20,12 @@ the strategies:
 Starting stays atomic: the cancelled run releases the thread's lock, and this request takes it
 with the same conditional update as any start (`admission`). Two racing `interrupt` requests
 both succeed in turn, the later one interrupting the earlier (the newest message wins), and
-never two runs at once. A request may then find a newer last run than its client named:
-another request ended the run in its way (and maybe its own run ended too) after this one
-arrived, before or after this one read the thread. One rule decides, on the request's arrival
-time (`REQUEST_ARRIVED_MS`, stamped by the front): if every run after the one it names ended
-after it arrived, its client's view was current then and it follows the thread's last run
-(`follow_ended`); a view already stale when the request arrived is refused with 400
-`INVALID_PREVIOUS_RUN`. A run in another process is cancelled through the backend's signal;
-if it has not ended within the cancel's wait, the request is refused with 409 as `reject`
-would.
+never two runs at once. A request that finds a newer last run than its client named, every
+run after the named one ended after it arrived (racing requests ended them), follows the
+thread's last run (`follow_ended`); a view already stale when the request arrived is refused
+with 400 `INVALID_PREVIOUS_RUN`. A run in another process is cancelled through the backend's
+signal; if it has not ended within the cancel's wait, the request is refused with 409 as
+`reject` would.
 """
 
 from __future__ import annotations
@@ -48,8 +45,7 @@ from .admission import input_parts, new_run
 ROLLED_BACK = "rolledBack"
 # The key of a queued run's request snapshot that holds its input until it starts.
 QUEUED_INPUT = "queued_input"
-# How many runs that ended after a request arrived it follows at most (racing requests
-# interrupting each other, `follow_ended`); past that its view is refused as stale.
+# How many runs ended after a request arrived it follows at most (`follow_ended`).
 FOLLOW_LIMIT = 16
 
 

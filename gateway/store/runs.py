@@ -73,9 +73,8 @@ NEXT_QUEUED = Prepared(select(_runs.c.id)
                        .where(_runs.c.thread_id == bindparam("thread_id"),
                               _runs.c.status == "queued")
                        .order_by(_runs.c.created_ms, _runs.c.id).limit(1))
-# A thread's runs from one back along the previous-run links (each start names the run it
-# follows: the thread's order), while they ended at or after a time, at most `depth` of them:
-# a recursive walk, one query of a few primary-key lookups (`runs_ended_since`).
+# A thread's runs from one back along the previous-run links (the thread's order), while they
+# ended at or after `since`, at most `depth`: one query of a few primary-key lookups.
 _CHAIN = (select(_runs.c.id, _runs.c.previous_run_id, literal(1).label("depth"))
           .where(_runs.c.id == bindparam("last"), _runs.c.finished_ms >= bindparam("since"))
           .cte("chain", recursive=True))
@@ -354,10 +353,8 @@ class RunQueries(Queries):
     @operation
     async def runs_ended_since(self, last_run_id: str, since_ms: int,
                                limit: int) -> list[tuple[str, str | None]]:
-        """The runs from `last_run_id` back, newest first, each with the run before it, for as
-        long as they ended at or after `since_ms` (at most `limit` of them): the runs a client
-        whose request arrived at `since_ms` could not have seen end (`multitask.follow_ended`).
-        One query."""
+        """`ENDED_SINCE`: each run from `last_run_id` back with the run before it, newest first:
+        the runs a request that arrived at `since_ms` could not see end (`multitask`)."""
         params = {"last": last_run_id, "since": since_ms, "depth": limit}
         async with self.session() as session:
             rows = (await session.exec(ENDED_SINCE, params=params)).all()
