@@ -12,17 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from datetime import UTC, datetime
 from typing import Any
 
 from sse_starlette import EventSourceResponse
-from sse_starlette.event import ServerSentEvent, ensure_bytes
-from sse_starlette.sse import (
-    AppStatus,
-    SendTimeoutError,
-    _ensure_watcher_started_on_this_loop,
-    _get_shutdown_state,
-)
+from sse_starlette.sse import SendTimeoutError
 from starlette.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
@@ -69,17 +62,7 @@ class BoundedStreamingResponse(StreamingResponse):
 
 class BoundedEventSource(EventSourceResponse):
     """sse-starlette's response (`send_timeout` is its slow-reader bound), with the
-    disconnection logged as one line instead of the timeout's traceback.
-
-    Its parts wait on asyncio's primitives instead of anyio's (the send lock, the pings' sleep,
-    the shutdown signal's event): the same waits, without anyio's backend lookups and cancel
-    scopes, and without the extra turn of the event loop that anyio's lock takes at the end of
-    every stream, even when nobody holds it (bench/README.md, "Start CPU, eighth round").
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._send_lock = asyncio.Lock()  # type: ignore[assignment]
+    disconnection logged as one line instead of the timeout's traceback."""
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         """One event (or heartbeat) sent within `send_timeout`, as sse-starlette does, but with
@@ -93,36 +76,6 @@ class BoundedEventSource(EventSourceResponse):
                 await send(message)
         except TimeoutError:
             raise SendTimeoutError() from None
-
-    @staticmethod
-    async def _listen_for_exit_signal() -> None:
-        """sse-starlette's wait for the server's shutdown (its watcher sets every registered
-        event), on an asyncio event."""
-        if AppStatus.should_exit:
-            return
-        _ensure_watcher_started_on_this_loop()
-        state = _get_shutdown_state()
-        event = asyncio.Event()
-        state.events.add(event)  # type: ignore[arg-type]
-        try:
-            if AppStatus.should_exit:  # set while registering
-                return
-            await event.wait()
-        finally:
-            state.events.discard(event)
-
-    async def _ping(self, send: Send) -> None:
-        """sse-starlette's heartbeat every `ping` seconds (a comment line, under the send lock,
-        within the slow-reader bound), on asyncio's sleep."""
-        while self.active:
-            await asyncio.sleep(self._ping_interval)
-            ping = (self.ping_message_factory() if self.ping_message_factory else
-                    ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=self.sep))
-            async with self._send_lock:
-                if self.active:
-                    await self._send_with_timeout(send, {
-                        "type": "http.response.body", "body": ensure_bytes(ping, self.sep),
-                        "more_body": True})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
