@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,14 @@ def event_types(snapshot: dict[str, Any]) -> list[tuple[str, str]]:
         ids = range(int(first), int(last) + 1) if first else [first]
         found += [(str(i), kind) for i in ids]
     return found
+
+
+def after_note(snapshot: dict[str, Any], note: str = "reconnected after id 3"
+               ) -> list[dict[str, Any]]:
+    """The rows of the raw events pane from its last `note` on."""
+    rows = snapshot["events"]
+    notes = [n for n, row in enumerate(rows) if note in row["text"]]
+    return rows[notes[-1]:]
 
 
 def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
@@ -214,9 +223,13 @@ def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
     # Reconnect from an id: the events after it, exactly, and nothing before.
     step("fill", selector="#after-id", value="3")
     replay = step("click", "10-reconnected", selector="#reconnect",
-                  until={"selector": "#events", "text": ["reconnected after id 3", "CANCELLED"]})
-    notes = [n for n, e in enumerate(replay["events"]) if "reconnected after id 3" in e["text"]]
-    replayed = event_types({"events": replay["events"][notes[-1]:]})
+                  until={"selector": "#events", "text": "reconnected after id 3"})
+    # The pane still shows the first stream's end: wait for this stream's own.
+    deadline = time.monotonic() + 30
+    while not any("stream closed" in row["text"] for row in after_note(replay)):
+        assert time.monotonic() < deadline, "the reconnected stream did not end"
+        replay = step("wait", until={"selector": "#events", "text": "stream closed"})
+    replayed = event_types({"events": after_note(replay)})
     assert [int(i) for i, _ in replayed] == list(range(4, last + 1))
     assert replayed[-1][1] == "RUN_ERROR"
     assert replay["runId"] == run_id
