@@ -21,61 +21,40 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-_NOT_YET = object()
 
-
-class Stepped(Coroutine[Any, Any, Any]):
-    """A coroutine whose first step was taken before its task ran it: the task's first `send`
-    gets what that step gave (what it awaits, its result or its error); the rest go through."""
-
-    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
-        self.coro = coro
-        self.given: Any = _NOT_YET  # what the first step awaits (a future), until taken
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.done = False
-
-    def first_step(self) -> None:
+@types.coroutine
+def _eagerly(coro: Coroutine[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """`coro` as its task's coroutine, its first step taken when `eager_task` primes this (the
+    bare `yield`), the task's first step going on from there: it waits for what the first step
+    awaits, then the rest is `yield from` (each later step one C-level hop, no Python call)."""
+    try:
+        waiting = coro.send(None)
+    except StopIteration as stop:
+        yield  # primed; the task's first step ends it with the result
+        return stop.value
+    except BaseException as error:  # noqa: BLE001 - raised by the task's first step, as its own
+        yield
+        raise error
+    primed = False
+    while True:
         try:
-            self.given = self.coro.send(None)
-        except StopIteration as stop:
-            self.done, self.result = True, stop.value
-        except BaseException as error:  # noqa: BLE001 - the task's to raise, as its own step
-            self.done, self.error = True, error
-
-    def send(self, value: Any) -> Any:
-        if self.done:
-            return self._finished()
-        if self.given is not _NOT_YET:
-            given, self.given = self.given, _NOT_YET
-            return given
-        return self.coro.send(value)
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        if self.done:  # cancelled between the first step, which finished, and the task's
-            return self._finished()
-        self.given = _NOT_YET
-        return self.coro.throw(typ, val, tb) if val is not None else self.coro.throw(typ)
-
-    def close(self) -> None:
-        self.coro.close()
-
-    def _finished(self) -> Any:
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
-        raise StopIteration(self.result)
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        return self.coro.__await__()
-
-    def __getattr__(self, name: str) -> Any:  # cr_frame, cr_running, __qualname__: the coroutine's
-        return getattr(self.coro, name)
+            if not primed:
+                primed = True
+                yield
+            yield waiting
+            break
+        except BaseException as thrown:  # cancelled while it waits (before its own first step
+            try:  # too): the coroutine is told, where it waits
+                waiting = coro.throw(thrown)
+            except StopIteration as stop:
+                return stop.value
+    return (yield from coro)
 
 
 def eager_task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any],
@@ -85,11 +64,11 @@ def eager_task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any],
     if asyncio.current_task(loop) is not None:
         return loop.create_task(coro, context=context)
     context = contextvars.copy_context() if context is None else context
-    stepped = Stepped(coro)
-    task = loop.create_task(stepped, context=context)
+    eagerly = _eagerly(coro)
+    task = loop.create_task(eagerly, context=context)
     asyncio.tasks._enter_task(loop, task)  # what `current_task()` answers in the step
     try:
-        context.run(stepped.first_step)
+        context.run(eagerly.send, None)
     finally:
         asyncio.tasks._leave_task(loop, task)
     return task

@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 LOG = os.environ.get("GATEWAY_START_PHASES_LOG")
+ARRIVALS = [0]  # run starts arrived (the sampler ignores the start-up and the warm-up's)
 STAMPS: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar(
     "start_phases", default=None)
 
@@ -60,6 +61,7 @@ def _install() -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or "/run" not in scope["path"]:
             return await outer(self, scope, receive, send)
         stamps = {"arrival": time.perf_counter()}
+        ARRIVALS[0] += 1
         client = scope.get("client")
         port = client[1] if client else 0
         if client and (made := connected.pop(port, None)) is not None:
@@ -329,10 +331,11 @@ def _watch_collections(out: Any) -> None:
 def _sample_late_turns(path: str) -> None:
     """What the loop's thread runs while the loop is late (`GATEWAY_START_PHASES_SAMPLE=1`):
     a ticker on the loop stamps each turn it gets (every 2 ms at most); a thread samples the
-    loop thread's stack every millisecond and, while the last stamp is over `LATE` old (the
-    loop stuck in one long turn), counts the sample by the stack's outermost frame (the
-    callback or task step the turn is in) and by its innermost frame in the gateway or a
-    library (what that callback was doing). Written to `path` every 2 s: the top of each."""
+    loop thread's stack every millisecond and, while the last stamp is over 20 ms old (the
+    loop in one long turn, or the process not given a core), counts the sample by the
+    callback or task step the loop is in (the frame below the loop's entry; none: the loop's
+    own code in C) and by the innermost frames (what it was doing), once the warm-up's 20 run
+    starts have arrived (the start-up's imports are no load). Written to `path` every 2 s."""
     import collections
     import sys
     import threading
@@ -357,13 +360,14 @@ def _sample_late_turns(path: str) -> None:
             now = time.perf_counter()
             frame = sys._current_frames().get(main)
             counts[0] += 1
-            if frame is not None and now - last[0] > late_after:
+            if frame is not None and now - last[0] > late_after and ARRIVALS[0] > 20:
                 counts[1] += 1
-                leaf = frame
-                while frame.f_back is not None:
+                chain = []
+                while frame is not None and frame.f_code.co_qualname != "Runner.run":
+                    chain.append(name(frame))  # innermost first, up to the loop's callback
                     frame = frame.f_back
-                outer[name(frame)] += 1
-                inner[name(leaf)] += 1
+                outer[chain[-1] if chain else "(the loop itself)"] += 1
+                inner[" < ".join(chain[:10]) if chain else "(the loop itself)"] += 1
             if now - written > 2.0:
                 written = now
                 with open(path, "w") as out:
