@@ -115,7 +115,12 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n")
 def sse_event(data: str, position: int | None = None) -> str:
     """One SSE event as sse-starlette encodes `{"data": data, "id": str(position)}` with the
     run streams' separator (LF): the `id:` line (none without a position), a `data:` line per
-    line of `data`, a blank line."""
+    line of `data`, a blank line.
+
+    Not the library's `ServerSentEvent(...).encode()` because this is once per streamed token:
+    that builds an object and checks every field for about 20 µs an event, this about 3 µs
+    (at 3,000 tokens a second, 6 % of a core). tests/unit/test_sse_event.py holds the two to the
+    same bytes."""
     head = f"id: {position}\n" if position is not None else ""
     if "\n" not in data and "\r" not in data:  # JSON as the dialects encode it
         return f"{head}data: {data}\n\n"

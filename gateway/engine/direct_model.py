@@ -46,6 +46,11 @@ from .upstream_pool import UpstreamPool
 READ_TIMEOUT_SECONDS = 600.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 DRAIN_SECONDS = 1.0  # reading what follows `[DONE]`, at most (`_drain`)
+# Bounds on what an upstream can make the gateway hold: one SSE event (a chunk; a provider may
+# send a whole tool call's arguments in one) and an error answer's body, which only its message
+# is read from.
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+MAX_ERROR_BYTES = 64 * 1024
 
 
 @dataclass
@@ -107,7 +112,8 @@ class DirectModel:
         try:
             async with self.client.post("/chat/completions", orjson.dumps(body)) as response:
                 if response.status >= 400:
-                    text = (await response.read()).decode(errors="replace")
+                    text = (await _read_at_most(response, MAX_ERROR_BYTES)).decode(
+                        errors="replace")
                     raise self._status_error(response.status, text,
                                              httpx.Headers(list(response.headers.items())))
                 try:
@@ -196,9 +202,9 @@ class DirectModel:
 
 async def _drain(rest: AsyncIterator[bytes]) -> None:
     """Read a response to its end after `[DONE]` (what is left is the body's last bytes), so
-    that httpx hands its connection back to the pool: it closes a connection whose response was
-    left unread, and the next run would pay for a new one (with a hosted provider, a TLS
-    handshake: CPU here and round trips before the first token). Not for long, though: an
+    that its connection goes back to the pool: one whose response was left unread is closed,
+    and the next run would pay for a new one (with a hosted provider, a TLS handshake: CPU here
+    and round trips before the first token). Not for long, though: an
     upstream that keeps the stream open after `[DONE]` loses its connection instead."""
     try:
         async with asyncio.timeout(DRAIN_SECONDS):
@@ -208,18 +214,34 @@ async def _drain(rest: AsyncIterator[bytes]) -> None:
         pass
 
 
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The first `limit` bytes of `response`'s body; a longer body is not read further (its
+    connection is closed rather than reused)."""
+    body = bytearray()
+    while len(body) < limit and (piece := await response.content.read(limit - len(body))):
+        body += piece
+    if not response.content.at_eof():
+        response.close()
+    return bytes(body)
+
+
 async def _sse_data(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     """The `data:` payloads of an SSE body, one per event (multi-line data joined by newlines).
 
     Works on raw bytes as they arrive (each read's, decompressed if the upstream compressed
     them): splitting and prefix checks on bytes cost less than decoding text lines, and orjson
-    parses bytes directly.
+    parses bytes directly. An event is at most `MAX_EVENT_BYTES`: an upstream that sends more
+    without ending it (or without a newline) fails the stream rather than the process's memory.
     """
-    buffer = b""
-    data: list[bytes] = []
+    buffer = b""  # the line not yet ended
+    data: list[bytes] = []  # the data lines of the event not yet ended
+    held = 0  # their bytes
     async for piece in response.content.iter_any():
-        buffer += piece
-        lines = buffer.split(b"\n")
+        if b"\n" not in piece:  # a long line arriving in pieces is joined once, not re-split
+            buffer += piece
+            _check_event_size(held + len(buffer))
+            continue
+        lines = (buffer + piece).split(b"\n")
         buffer = lines.pop()
         for line in lines:
             if line.endswith(b"\r"):
@@ -227,16 +249,24 @@ async def _sse_data(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
             if not line:
                 if data:
                     yield b"\n".join(data)
-                    data = []
+                    data, held = [], 0
             elif line.startswith(b"data:"):
                 value = line[5:]
                 data.append(value[1:] if value.startswith(b" ") else value)
+                held += len(line)
+        _check_event_size(held + len(buffer))
             # comments (": ping"), `event:`, `id:` and `retry:` lines carry nothing for us
     if buffer.startswith(b"data:"):
         value = buffer[5:]
         data.append(value[1:] if value.startswith(b" ") else value)
     if data:
         yield b"\n".join(data)
+
+
+def _check_event_size(size: int) -> None:
+    if size > MAX_EVENT_BYTES:
+        raise aiohttp.ClientPayloadError(
+            f"the upstream sent an event larger than {MAX_EVENT_BYTES} bytes")
 
 
 def _deltas(chunk: dict[str, Any]) -> list[Delta]:

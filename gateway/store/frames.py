@@ -19,7 +19,7 @@ from .base import (
     operation,
     table,
 )
-from .one_statement import Guard, OneStatement, Rows, guarded
+from .one_statement import Guard, OneStatement, Rows
 from .prepared import Prepared
 from .tables import RunFrameRow, RunRow, ThreadRow
 from .transaction import Transaction
@@ -52,18 +52,18 @@ STREAMING_ONE = Prepared(update(_threads)
 # check of every run, then, if all are held, the frames and the threads now streaming.
 ROWS = Rows(_frames, ("run_id", "seq", "ts_ms", "frame"))
 _NAMES = ARRAY(String)
+_RUN_IDS = bindparam("run_ids", type_=_NAMES)
 _HELD = (update(_runs)
-         .where(_runs.c.id == any_(bindparam("run_ids", type_=_NAMES)),
+         .where(_runs.c.id == any_(_RUN_IDS),
                 _runs.c.lease_owner == bindparam("owner"), is_active(_runs.c.status))
          .values(lease_owner=bindparam("owner")).returning(_runs.c.id))
 _NOW_STREAMING = (update(_threads)
                   .where(_threads.c.id == any_(bindparam("thread_ids", type_=_NAMES)),
                          _threads.c.current_run_id == any_(bindparam("starting", type_=_NAMES)),
-                         _threads.c.run_status == "waiting", guarded())
+                         _threads.c.run_status == "waiting")
                   .values(run_status="streaming"))
-WRITE_ALONE = OneStatement(
-    Guard("held", _HELD, ("run_ids", "owner"), all_of="run_ids"), [("new_frames", ROWS)],
-    [("now_streaming", Guard("now_streaming", _NOW_STREAMING, ("thread_ids", "starting")))])
+WRITE_ALONE = OneStatement(Guard("held", _HELD, all_of=_RUN_IDS), [("new_frames", ROWS)],
+                           [("now_streaming", _NOW_STREAMING)])
 
 
 @dataclass(frozen=True)

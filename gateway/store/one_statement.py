@@ -13,154 +13,136 @@ adapter runs it without them (`transaction.run_alone`).
 
 The conditions stay what they were: a write that depends on another (the run and its input on
 taking the thread's lock; the log, the usage and the thread's release on the run's fenced
-end) reads the first one's `RETURNING` (`WHERE EXISTS (SELECT 1 FROM <first>)`), so PostgreSQL
-runs the first one first and the others write nothing when it matched no row, as the rollback
-did. A duplicate key anywhere fails the whole statement, as it failed the transaction.
+end) reads the first one's `RETURNING` (`WHERE EXISTS (SELECT ... FROM <first>)`), so
+PostgreSQL runs the first one first and the others write nothing when it matched no row, as the
+rollback did. A duplicate key anywhere fails the whole statement, as it failed the transaction.
 
-Rows go in as one array per column (`unnest`), in order (`WITH ORDINALITY ... ORDER BY`), so a
-statement has one text whatever the number of rows, and each connection prepares it once.
+Rows go in as one array per column (`unnest(...) WITH ORDINALITY ... ORDER BY`, in order), so
+a statement has one text whatever the number of rows, and each connection prepares it once.
+
+The statement is SQLAlchemy Core's own: the parts are DML CTEs (`update(...).returning(...)
+.cte(name)`, `insert(...).from_select(...).cte(name)`), the arrays bound parameters of
+`ARRAY(<the column's type>)` (SQLAlchemy renders their casts and converts each element by
+the column's type), all attached to the `SELECT` of the answer (`add_cte`). It is compiled once
+per dialect and run on the driver's cursor (`Prepared`), like the store's other fixed
+statements.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from sqlalchemy import Dialect, Table, text
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql.expression import Executable
+from sqlalchemy import (
+    CTE,
+    BindParameter,
+    ColumnElement,
+    Select,
+    Table,
+    Update,
+    bindparam,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.sql.expression import TableValuedAlias
+from sqlalchemy.types import TypeEngine
 
-from .prepared import _compiled, _Form
+from .prepared import Prepared
 from .transaction import Transaction
 
-_PLACEHOLDER = re.compile(r"\$(\d+)")
-
-
-def _shifted(sql: str, by: int) -> str:
-    """`sql`'s parameters `$1`.. renumbered from `$1 + by`, to sit after another part's."""
-    return _PLACEHOLDER.sub(lambda found: f"${int(found[1]) + by}", sql) if by else sql
+# A column computed from the given rows (`given`, the `unnest` of the arrays).
+Computed = Callable[[TableValuedAlias], ColumnElement[Any]]
 
 
 @dataclass(frozen=True)
 class Rows:
     """An INSERT of any number of rows of `table` with these columns, from one array each;
-    `computed`: further columns given as SQL of the statement's own parameters (`$1`..)."""
+    `computed`: further columns, each an expression of the given rows."""
 
     table: Table
     columns: tuple[str, ...]
-    computed: tuple[tuple[str, str], ...] = ()
+    computed: tuple[tuple[str, Computed], ...] = ()
 
-    def sql(self, dialect: Dialect, first: int, condition: str | None) -> str:
-        """The INSERT, its arrays from parameter `$first` on, writing only if `condition`."""
-        quote = dialect.identifier_preparer.quote
-        names = [quote(column) for column in self.columns]
-        arrays = ", ".join(f"${first + i}::{self.table.c[column].type.compile(dialect)}[]"
-                           for i, column in enumerate(self.columns))
-        into = ", ".join([*names, *(quote(column) for column, _ in self.computed)])
-        values = ", ".join([*names, *(expression for _, expression in self.computed)])
-        where = f" WHERE {condition}" if condition else ""
-        return (f"INSERT INTO {quote(self.table.name)} ({into}) SELECT {values} FROM "
-                f"unnest({arrays}) WITH ORDINALITY AS given ({', '.join(names)}, at_){where} "
-                "ORDER BY at_")
+    def insert(self, name: str, condition: ColumnElement[bool] | None) -> CTE:
+        """The INSERT as the part `name` of a statement, writing only if `condition`: its
+        arrays are the parameters `<name>_<column>`."""
+        arrays = (bindparam(f"{name}_{column}", type_=_array_of(self.table.c[column].type))
+                  for column in self.columns)
+        given = (func.unnest(*arrays).table_valued(*self.columns, with_ordinality="at_")
+                 .render_derived("given"))
+        values = select(*(given.c[column] for column in self.columns),
+                        *(compute(given) for _, compute in self.computed))
+        if condition is not None:
+            values = values.where(condition)
+        names = [*self.columns, *(column for column, _ in self.computed)]
+        return insert(self.table).from_select(names, values.order_by(given.c.at_)).cte(name)
 
-    def arrays(self, dialect: Dialect, rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
-        """The rows' values, one array per column, each converted by its column's type."""
-        return [[process(row[column]) for row in rows] if process else
-                [row[column] for row in rows]
-                for column, process in _processors(self, dialect)]
+    def params(self, name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+        """The rows as the parameters of the part `name`: one array per column."""
+        return {f"{name}_{column}": [row[column] for row in rows] for column in self.columns}
 
 
-@cache
-def _processors(rows: Rows, dialect: Dialect) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
-    """Each column of `rows` with its type's converter for `dialect` (None: as given)."""
-    return tuple((column, rows.table.c[column].type.dialect_impl(dialect).bind_processor(dialect))
-                 for column in rows.columns)
+def _array_of(item: TypeEngine[Any]) -> ARRAY[Any]:
+    """An array of `item`s, one dimension: a JSON value that is a list is one element."""
+    return ARRAY(item, dimensions=1)
 
 
 @dataclass(frozen=True)
 class Guard:
     """The first part of a statement: an UPDATE the rest depend on, returning its rows; they
-    write if it matched a row, or if `all_of` (one of its array parameters) is given, if it
+    write if it matched a row, or if `all_of` (an array parameter of it) is given, if it
     matched as many rows as that array has."""
 
     name: str
-    statement: Executable
-    keys: tuple[str, ...]
-    all_of: str | None = None
+    statement: Update
+    all_of: BindParameter[Any] | None = None
 
-    def form(self, dialect: Dialect) -> _Form:
-        return _compiled(self.statement, dialect, self.keys)
-
-    def condition(self, form: _Form) -> str:
-        """What the rest of the statement writes on (the guard is its first part, so its
-        parameters keep their numbers)."""
+    def condition(self, matched: CTE) -> ColumnElement[bool]:
+        """What the rest of the statement writes on, `matched` being the guard's part."""
         if self.all_of is None:
-            return f"EXISTS (SELECT 1 FROM {self.name})"
-        given = form.names.index(self.all_of) + 1
-        return f"(SELECT count(*) FROM {self.name}) = cardinality(${given})"
-
-    def answer(self) -> str:
-        return f"SELECT count(*) FROM {self.name}"
+            return exists(select(matched))
+        return (select(func.count()).select_from(matched).scalar_subquery()
+                == func.cardinality(self.all_of))
 
 
 class OneStatement:
-    """A guard (or none), then inserts of rows and further UPDATEs, as one statement whose
-    answer is how many rows the guard matched (1 without a guard)."""
+    """A guard (or none), then inserts of rows and further UPDATEs (which write only if the
+    guard says so), as one statement whose answer is how many rows the guard matched (1
+    without a guard)."""
 
     def __init__(self, guard: Guard | None, rows: Sequence[tuple[str, Rows]],
-                 updates: Sequence[tuple[str, Guard]] = ()) -> None:
-        self.guard, self.rows, self.updates = guard, tuple(rows), tuple(updates)
-        self._built: dict[str, tuple[str, list[_Form]]] = {}
+                 updates: Sequence[tuple[str, Update]] = ()) -> None:
+        self.rows = tuple(rows)
+        self.statement = Prepared(_statement(guard, self.rows, updates))
 
     def execute(self, connection: Transaction, params: Mapping[str, Any],
                 rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> int:
         """Run it with `params` (of the guard and the updates) and the rows of each insert (by
         its name; an insert without rows writes nothing)."""
-        dialect = connection.dialect
-        sql, forms = self._sql(dialect)
-        values: list[Any] = []
-        for form in forms:
-            values += form.positional(params)
-        for name, insert in self.rows:
-            values += insert.arrays(dialect, rows.get(name, ()))
-        cursor = connection.connection.cursor()
-        try:
-            cursor.execute(sql, tuple(values))
-            return int(cursor.fetchall()[0][0])
-        except dialect.loaded_dbapi.Error as error:
-            raise DBAPIError.instance(sql, None, error, dialect.loaded_dbapi.Error) from error
-        finally:
-            cursor.close()
-
-    def _sql(self, dialect: Dialect) -> tuple[str, list[_Form]]:
-        built = self._built.get(dialect.name)
-        if built is None:
-            built = self._built[dialect.name] = self._build(dialect)
-        return built
-
-    def _build(self, dialect: Dialect) -> tuple[str, list[_Form]]:
-        parts, forms, count = [], [], 0
-        guard, condition = self.guard, None
-        for name, part in ([(guard.name, guard)] if guard else []) + list(self.updates):
-            form = part.form(dialect)
-            if guard is not None and condition is None:
-                condition = guard.condition(form)
-            parts.append((name, _shifted(form.sql, count).replace(_GUARDED, condition or "")))
-            forms.append(form)
-            count += len(form.names)
-        for name, insert in self.rows:
-            parts.append((name, insert.sql(dialect, count + 1, condition)))
-            count += len(insert.columns)
-        ctes = ", ".join(f"{name} AS ({sql})" for name, sql in parts)
-        return f"WITH {ctes} {guard.answer() if guard else 'SELECT 1'}", forms
+        given = dict(params)
+        for name, insert_rows in self.rows:
+            given.update(insert_rows.params(name, rows.get(name, ())))
+        return int(self.statement.rows(connection, given)[0][0])
 
 
-_GUARDED = "(__guard_condition__)"
-
-
-def guarded() -> Any:
-    """A condition for a further UPDATE of a statement: what its guard says (`Guard`)."""
-    return text(_GUARDED)
+def _statement(guard: Guard | None, rows: Sequence[tuple[str, Rows]],
+               updates: Sequence[tuple[str, Update]]) -> Select[Any]:
+    """The statement: the guard's part first (the others read it), then the updates and the
+    inserts, attached to the SELECT of the answer."""
+    condition, parts = None, []
+    if guard is not None:
+        matched = guard.statement.cte(guard.name)
+        condition = guard.condition(matched)
+        answer = select(func.count()).select_from(matched)
+        parts.append(matched)
+    else:
+        answer = select(literal(1))
+    for name, update in updates:
+        parts.append((update if condition is None else update.where(condition)).cte(name))
+    parts += [insert_rows.insert(name, condition) for name, insert_rows in rows]
+    return answer.add_cte(*parts)

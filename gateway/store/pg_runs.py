@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Table, Update, select
+from sqlalchemy.sql.expression import TableValuedAlias
 
 from .base import table, values_of
 from .frames import ROWS as FRAME_ROWS
-from .one_statement import Guard, OneStatement, Rows, guarded
+from .one_statement import Guard, OneStatement, Rows
 from .tables import MessageRow, RunRow, RunUsageRow, ThreadRow
 from .transaction import Transaction
 
@@ -27,19 +28,21 @@ def _all(of: Table, *leaving: str) -> tuple[str, ...]:
 _RUN, _THREAD = Rows(_runs, _all(_runs)), Rows(_threads, _all(_threads))
 _MESSAGES = Rows(_messages, _all(_messages, "seq"))  # `seq`: numbered by the database
 _FRAMES = FRAME_ROWS
-# The run's usage with its thread's user scope, copied in by the insert (`usage._INSERT`).
-_USAGE = Rows(_usage, _all(_usage, "user_key"), (
-    ("user_key", "(SELECT threads.user_key FROM threads WHERE threads.id = given.thread_id)"),))
-
-LOCK_KEYS = ("thread_id", "last", "run_id", "now")
-FINISH_KEYS = ("run_id", "owner", "to_status", "now", "pending", "run_error", "first_token")
-RELEASE_KEYS = ("thread_id", "run_id", "cancelled", "thread_error", "pending", "now")
 
 
-def start_statements(locks: Mapping[str, Any]) -> dict[str, OneStatement]:
+def _user_key(given: TableValuedAlias) -> Any:
+    """The user scope of the usage row's thread, copied in by the insert (`usage._INSERT`)."""
+    return (select(_threads.c.user_key).where(_threads.c.id == given.c.thread_id)
+            .scalar_subquery())
+
+
+_USAGE = Rows(_usage, _all(_usage, "user_key"), (("user_key", _user_key),))
+
+
+def start_statements(locks: Mapping[str, Update]) -> dict[str, OneStatement]:
     """`start_run`'s: the thread's lock (one of `locks`), then the run and its input if it
     was taken."""
-    return {name: OneStatement(Guard("locked", lock.returning(_threads.c.id), LOCK_KEYS),
+    return {name: OneStatement(Guard("locked", lock.returning(_threads.c.id)),
                                [("new_run", _RUN), ("new_input", _MESSAGES)])
             for name, lock in locks.items()}
 
@@ -48,14 +51,14 @@ NEW_THREAD = OneStatement(None, [("new_thread", _THREAD), ("new_run", _RUN),
                                  ("new_input", _MESSAGES)])
 
 
-def finish_statements(finish: Any, fenced: Any, release: Any) -> dict[bool, OneStatement]:
+def finish_statements(finish: Update, fenced: Update,
+                      release: Update) -> dict[bool, OneStatement]:
     """`finish_run`'s, fenced or not: the run's end, then (if it matched) its answer, the rest
     of its log, its usage and the thread's release."""
-    released = Guard("released", release.where(guarded()), RELEASE_KEYS)
     return {is_fenced: OneStatement(
-        Guard("finished", statement.returning(_runs.c.id), FINISH_KEYS),
+        Guard("finished", statement.returning(_runs.c.id)),
         [("new_answer", _MESSAGES), ("new_frames", _FRAMES), ("new_usage", _USAGE)],
-        [("released", released)])
+        [("released", release)])
         for is_fenced, statement in ((False, finish), (True, fenced))}
 
 

@@ -102,8 +102,11 @@ class Prepared:
 
 
 def _compiled(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) -> _Form:
+    # `column_keys`: the columns an INSERT or UPDATE writes; for a SELECT none (they would
+    # apply to its data-modifying `WITH` parts, which name their columns, `one_statement`).
     # `for_executemany`: no RETURNING of a key the database numbers, which nobody reads here.
-    compiled = statement.compile(dialect=dialect, column_keys=list(keys),  # type: ignore[attr-defined]
+    columns = list(keys) if statement.is_dml else None
+    compiled = statement.compile(dialect=dialect, column_keys=columns,  # type: ignore[attr-defined]
                                  for_executemany=True)
     if compiled.post_compile_params or not compiled.positional:
         raise ValueError(f"not a plain positional statement: {compiled.string}")

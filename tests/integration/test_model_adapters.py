@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -38,6 +38,21 @@ KEY = "sk-test-secret-key-1234"
 ADAPTERS = ("litellm", "direct")
 
 load_litellm()
+
+
+@pytest.fixture
+async def made() -> AsyncIterator[Callable[..., DirectModel | LiteLLMModel]]:
+    """`model_adapter`, its direct adapters closed after the test (as the server closes them)."""
+    models: list[DirectModel | LiteLLMModel] = []
+
+    def make(*args: Any) -> DirectModel | LiteLLMModel:
+        models.append(model_adapter(*args))
+        return models[-1]
+
+    yield make
+    for model in models:
+        if isinstance(model, DirectModel):
+            await model.aclose()
 
 
 def _chunk(delta: str, finish: str = "null") -> str:
@@ -153,11 +168,12 @@ def comparable(items: list[Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-async def test_both_adapters_stream_the_same(scripted_model: ScriptedModel, scenario: str):
+async def test_both_adapters_stream_the_same(scripted_model: ScriptedModel, scenario: str,
+                                             made: Callable[..., Any]):
     turn, expected = SCENARIOS[scenario]
     results = {}
     for adapter in ADAPTERS:
-        model = model_adapter("openai/scripted", scripted_model.base_url, KEY, adapter)
+        model = made("openai/scripted", scripted_model.base_url, KEY, adapter)
         assert isinstance(model, DirectModel if adapter == "direct" else LiteLLMModel)
         scripted_model.enqueue(turn)
         results[adapter] = await outcome(model)
@@ -176,10 +192,11 @@ async def test_both_adapters_stream_the_same(scripted_model: ScriptedModel, scen
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-async def test_unreachable_upstream_is_its_own_retryable_error(adapter: str):
+async def test_unreachable_upstream_is_its_own_retryable_error(adapter: str,
+                                                               made: Callable[..., Any]):
     from tests.support.gateway_server import free_port
 
-    model = model_adapter("openai/scripted", f"http://127.0.0.1:{free_port()}/v1", KEY, adapter)
+    model = made("openai/scripted", f"http://127.0.0.1:{free_port()}/v1", KEY, adapter)
     [error] = await outcome(model)
 
     assert isinstance(error, ModelError)
@@ -195,8 +212,8 @@ async def _first_deltas(stream: AsyncIterator[Any], count: int) -> None:
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("how", ["aclose", "cancel"])
 async def test_stopping_the_stream_closes_the_upstream_at_once(
-        scripted_model: ScriptedModel, adapter: str, how: str):
-    model = model_adapter("openai/scripted", scripted_model.base_url, KEY, adapter)
+        scripted_model: ScriptedModel, adapter: str, how: str, made: Callable[..., Any]):
+    model = made("openai/scripted", scripted_model.base_url, KEY, adapter)
     scripted_model.enqueue([{"slow": {"count": 500, "interval": 0.02}}])
     stream = model.stream(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
     before = len(scripted_model.disconnects)
@@ -230,8 +247,8 @@ async def test_stopping_the_stream_closes_the_upstream_at_once(
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_a_run_may_name_another_model_of_the_same_upstream(
-        scripted_model: ScriptedModel, adapter: str):
-    model = model_adapter("openai/scripted", scripted_model.base_url, KEY, adapter)
+        scripted_model: ScriptedModel, adapter: str, made: Callable[..., Any]):
+    model = made("openai/scripted", scripted_model.base_url, KEY, adapter)
     scripted_model.enqueue([{"content": "From the large one."}])
     request = ModelRequest(messages=[{"role": "user", "content": "hi"}],
                            model="openai/scripted-large")
@@ -260,8 +277,8 @@ def test_auto_picks_direct_only_for_openai_compatible_providers(monkeypatch: pyt
 
 
 async def test_direct_adapter_answers_non_streamed_calls_through_litellm(
-        scripted_model: ScriptedModel):
-    model = model_adapter("openai/scripted", scripted_model.base_url, KEY, "direct")
+        scripted_model: ScriptedModel, made: Callable[..., Any]):
+    model = made("openai/scripted", scripted_model.base_url, KEY, "direct")
     scripted_model.enqueue({"steps": [{"content": "A short title"}], "stream": False})
 
     assert await model.complete([{"role": "user", "content": "name this"}]) == "A short title"

@@ -7,10 +7,13 @@ in tests/integration/test_model_adapters.py; these are the core cases, one adapt
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 import pytest
 
+from gateway.engine import direct_model
 from gateway.engine.adapters import model_adapter
 from gateway.engine.deltas import (
     Finish,
@@ -115,3 +118,56 @@ async def test_an_upstream_nothing_listens_on_is_unreachable() -> None:
     [error] = await closed_outcome(direct(f"http://127.0.0.1:{free_port()}/v1"))
     assert isinstance(error, ModelError)
     assert (error.code, error.retryable, error.status) == ("LLM_UNREACHABLE", True, 502)
+
+
+def chunk(text: str) -> str:
+    payload = {"choices": [{"index": 0, "delta": {"content": text}}]}
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+async def test_an_event_in_many_pieces_is_read_whole(scripted_model: ScriptedModel) -> None:
+    """A large chunk (a tool call's arguments sent at once) arrives in many reads."""
+    text = "x" * 20_000
+    scripted_model.enqueue([{"raw": {"body": chunk(text) + "data: [DONE]\n\n", "piece": 100}}])
+    seen = await closed_outcome(direct(scripted_model.base_url))
+    assert seen == [TextDelta(text)]
+
+
+async def test_an_upstream_that_never_ends_an_event_fails_the_stream_not_the_memory(
+        scripted_model: ScriptedModel, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Past `MAX_EVENT_BYTES` without an event's end (here: without a newline at all) the
+    stream fails as a cut stream does, after what came before it."""
+    monkeypatch.setattr(direct_model, "MAX_EVENT_BYTES", 4096)
+    body = chunk("Before ") + "data: " + "y" * 10_000
+    scripted_model.enqueue([{"raw": {"body": body, "piece": 500}}])
+    seen = await closed_outcome(direct(scripted_model.base_url))
+    assert seen[0] == TextDelta("Before ")
+    assert isinstance(seen[-1], ModelError) and seen[-1].code == "LLM_SERVER_ERROR"
+    assert "an event larger than 4096 bytes" in caplog.text
+
+
+async def test_an_error_answer_that_never_ends_is_read_only_in_part() -> None:
+    """Only an error answer's message is used: the gateway reads at most `MAX_ERROR_BYTES` of
+    it, so an upstream (or a proxy before it) whose error body never ends still fails the call
+    at once instead of holding it and filling memory."""
+    async def endless_503(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        try:
+            while True:
+                writer.write(b"1000\r\n" + b"busy " * 819 + b"b\r\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            writer.close()
+
+    server = await asyncio.start_server(endless_503, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with asyncio.timeout(30):
+            [error] = await closed_outcome(direct(f"http://127.0.0.1:{port}/v1"))
+    finally:
+        server.close()
+    assert isinstance(error, ModelError)
+    assert (error.code, error.status) == ("LLM_SERVER_ERROR", 503)
