@@ -1,7 +1,8 @@
-"""The bare limit from outside: `bench/start_cost.py`'s bare app (the same request, upstream call
-and five events through sse-starlette, nothing stored, no middleware, no auth) served by uvicorn
-in its own process with the same options as `gateway serve` (its event loop and listening socket,
-`gateway.cli`, and httptools when installed, as uvicorn picks it). `bench/concurrency.py`
+"""The bare limit from outside: `bench/start_cost.py`'s bare app (the same request, the upstream
+read through aiohttp as the gateway reads it, and five events through sse-starlette, nothing
+stored, no middleware, no auth) served by uvicorn in its own process with the same options as
+`gateway serve` (its event loop and listening socket, `gateway.cli`, and httptools when
+installed, as uvicorn picks it). `bench/concurrency.py`
 measures its CPU per start from outside exactly as the gateway's (`cpu_cost`), so the gateway's
 figure has the least any server built on the same stack pays beside it.
 

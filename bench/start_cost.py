@@ -22,6 +22,8 @@ Per start, with its end (a one-token run is almost nothing but its start and its
 - **CPU**: `time.process_time()` over the batch (every thread of the process: the event loop and
   aiosqlite's), divided by the starts. CPU used, not time waited for a core, so other load on the
   machine changes it far less than any wall-clock figure.
+- **CPU by thread**: the same per Python thread (the loop's `MainThread`, aiosqlite's
+  connection thread, the executors' workers), from each thread's own clock.
 - **wall**: from handing the request to the app to its first SSE frame (`RUN_STARTED`), to the
   first model token, and to the end of the stream; p50 / p99.
 
@@ -31,7 +33,8 @@ in the same instant (the start gate and the log writer's group commits at work).
 CPU time still stretches on a busy machine (shared cores and caches), so each figure is given
 beside a limit measured in the same process, alternating with it (`--rounds`): **bare**, the
 least any server does for the same request: a Starlette route that parses the body, streams
-the same upstream with the same httpx client settings, and sends the same five events through
+the same upstream through the same aiohttp session settings as the gateway's direct adapter
+(`gateway/engine/upstream_pool.py`), and sends the same five events through
 sse-starlette as the gateway frames them, with nothing stored, no middleware, no auth. The
 ratio gateway / bare is what to compare across machines and loads. Beside it, **Python calls
 per start** (cProfile over `--calls` starts one at a time, the loop thread), a count that does
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import json
@@ -50,7 +54,9 @@ import pstats
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +122,29 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))]
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each Python thread of the process so far, by name (numbers dropped, so
+    that the workers of one pool add up)."""
+    seconds: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            used = time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+        except (OSError, ProcessLookupError):
+            continue  # ended meanwhile
+        name = "".join(c for c in thread.name if not c.isdigit()).strip(" _-")
+        seconds[name] = seconds.get(name, 0.0) + used
+    return seconds
+
+
+def by_thread(after: dict[str, float], before: dict[str, float], n: int) -> dict[str, float]:
+    """CPU ms per start on each thread that did any (a thread that ended meanwhile is missed:
+    the process's figure has it)."""
+    used = {name: (cpu - before.get(name, 0.0)) * 1000 / n for name, cpu in after.items()}
+    return {name: round(ms, 3) for name, ms in sorted(used.items()) if ms >= 0.0005}
+
+
 async def batch(app: Any, n: int, at_once: bool) -> dict[str, Any]:
+    threads = thread_cpu()
     cpu, loop_cpu, wall = time.process_time(), time.thread_time(), time.perf_counter()
     if at_once:
         marks = await asyncio.gather(*(one_start(app) for _ in range(n)))
@@ -127,6 +155,7 @@ async def batch(app: Any, n: int, at_once: bool) -> dict[str, Any]:
     frames, tokens, ends = zip(*marks, strict=True)
     return {"starts": n, "at_once": at_once, "cpu_ms_per_start": round(cpu * 1000 / n, 2),
             "loop_cpu_ms_per_start": round(loop_cpu * 1000 / n, 2),
+            "cpu_ms_by_thread": by_thread(thread_cpu(), threads, n),
             "wall_s": round(wall, 2),
             "first_frame_ms": [round(pct(list(frames), q), 1) for q in (0.5, 0.99)],
             "first_token_ms": [round(pct(list(tokens), q), 1) for q in (0.5, 0.99)],
@@ -135,8 +164,9 @@ async def batch(app: Any, n: int, at_once: bool) -> dict[str, Any]:
 
 def bare_app(upstream_url: str) -> Any:
     """The limit: the same request, upstream call and events with nothing else (see the
-    module's docstring)."""
-    import httpx
+    module's docstring). The upstream is read as the gateway's direct adapter reads it: through
+    aiohttp with the same session settings (`UpstreamPool`), its bytes split into lines with
+    nothing more than the split itself."""
     import orjson
     from sse_starlette import EventSourceResponse
     from starlette.applications import Starlette
@@ -144,13 +174,12 @@ def bare_app(upstream_url: str) -> Any:
     from starlette.routing import Route
 
     from gateway.engine.direct_model import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
+    from gateway.engine.upstream_pool import UpstreamPool
     from gateway.runs.timings import Timings
 
-    client = httpx.AsyncClient(
-        base_url=f"{upstream_url}/v1", headers={"Accept": "text/event-stream",
+    pool = UpstreamPool(f"{upstream_url}/v1", {"Accept": "text/event-stream",
                                                "Authorization": "Bearer sk-bench"},
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-        timeout=httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS))
+                        READ_TIMEOUT_SECONDS, CONNECT_TIMEOUT_SECONDS)
     timings = Timings()
 
     def event(kind: str, **fields: Any) -> dict[str, str]:
@@ -164,15 +193,18 @@ def bare_app(upstream_url: str) -> Any:
         async def events() -> Any:
             yield event("RUN_STARTED", threadId="thr", runId="run")
             yield event("TEXT_MESSAGE_START", messageId="msg", role="assistant")
-            async with client.stream("POST", "/chat/completions", content=orjson.dumps(body),
-                                     headers={"Content-Type": "application/json"}) as response:
-                async for line in response.aiter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    for choice in orjson.loads(line[6:]).get("choices", []):
-                        if choice["delta"].get("content"):
-                            yield event("TEXT_MESSAGE_CONTENT", messageId="msg",
-                                        delta=choice["delta"]["content"])
+            async with pool.post("/chat/completions", orjson.dumps(body)) as response:
+                buffer = b""
+                async for piece in response.content.iter_any():
+                    lines = (buffer + piece).split(b"\n")
+                    buffer = lines.pop()
+                    for line in lines:
+                        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                            continue
+                        for choice in orjson.loads(line[6:]).get("choices", []):
+                            if choice["delta"].get("content"):
+                                yield event("TEXT_MESSAGE_CONTENT", messageId="msg",
+                                            delta=choice["delta"]["content"])
             yield event("TEXT_MESSAGE_END", messageId="msg")
             yield event("RUN_FINISHED", threadId="thr", runId="run")
 
@@ -181,7 +213,15 @@ def bare_app(upstream_url: str) -> Any:
                                    headers={"Cache-Control": "no-cache",
                                             "X-Accel-Buffering": "no"})
 
-    return Starlette(routes=[Route("/v1/threads/runs", start, methods=["POST"])])
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await pool.aclose()
+
+    return Starlette(routes=[Route("/v1/threads/runs", start, methods=["POST"])],
+                     lifespan=lifespan)
 
 
 async def calls_per_start(app: Any, n: int) -> int:
@@ -310,7 +350,7 @@ async def measure(args: argparse.Namespace, upstream_url: str, engines: Any = No
         **dict(e.split("=", 1) for e in args.env)})
     app, bare = create_app(settings), bare_app(upstream_url)
     results: list[dict[str, Any]] = []
-    async with app.router.lifespan_context(app):
+    async with app.router.lifespan_context(app), bare.router.lifespan_context(bare):
         for warm in (app, bare):  # lazy imports, the first model call, caches
             await batch(warm, 20, False)
             await batch(warm, 20, True)

@@ -12,6 +12,13 @@ reason the httpx pool was split over 8 clients), and has no connection limit her
 run holds one stream, and a run must never wait for another's connection. Idle connections are
 kept `KEEPALIVE_SECONDS` (httpx's default), then closed. A response closed before its end
 closes its connection instead of returning it to the pool.
+
+The proxy environment (HTTP(S)_PROXY, NO_PROXY) applies as it did with httpx, and is read as
+httpx read it: once, when the pool is made, for the one host it calls. aiohttp's own
+`trust_env` reads it again for every request, on a worker thread, and looks the upstream's
+credentials up in `~/.netrc` on another (two thread hops and file lookups per model call;
+bench/README.md, "Start CPU, eighth round"); httpx never took them from `.netrc`, so neither
+does this (a proxy's own credentials still come from its URL or `.netrc`, as aiohttp reads them).
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import httpx
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 KEEPALIVE_SECONDS = 5.0
 
@@ -39,19 +48,20 @@ class UpstreamPool:
         # The same CA bundle httpx (and so litellm) trusts; loading it costs about 40 ms of CPU,
         # paid at start-up (`DirectModel.open`) rather than in a run's model call.
         self._tls: ssl.SSLContext = httpx.create_ssl_context()
+        self._proxy, self._proxy_auth = env_proxy(self.base_url)
         self._session: aiohttp.ClientSession | None = None
 
     @contextlib.asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[aiohttp.ClientResponse]:
         """`POST base_url + path` with `body` as JSON: the response, its body not read yet."""
         if self._session is None or self._session.closed:
-            # `trust_env`: HTTP(S)_PROXY and NO_PROXY apply, as they did with httpx.
             self._session = aiohttp.ClientSession(
-                headers=self._headers, timeout=self._timeout, trust_env=True,
+                headers=self._headers, timeout=self._timeout,
                 connector=aiohttp.TCPConnector(limit=0, ssl=self._tls,
                                                keepalive_timeout=KEEPALIVE_SECONDS))
         async with self._session.post(self.base_url + path, data=body, headers={
-                "Content-Type": "application/json"}) as response:
+                "Content-Type": "application/json"}, proxy=self._proxy,
+                proxy_auth=self._proxy_auth) as response:
             yield response
 
     async def aclose(self) -> None:
@@ -59,3 +69,11 @@ class UpstreamPool:
         if session is not None:
             await session.close()
 
+
+def env_proxy(base_url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for `base_url` (and its credentials), or None if none
+    does or NO_PROXY exempts its host: aiohttp's own reading of the environment, done once."""
+    try:
+        return get_env_proxy_for_url(URL(base_url))
+    except LookupError:
+        return None, None

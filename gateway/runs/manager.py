@@ -37,15 +37,7 @@ from .lateness import LoopLateness
 from .limits import RunLimits
 from .log import Entry, LiveLog
 from .log_writer import LogWriter
-from .multitask import (
-    arrived_behind_a_run,
-    ended_after_arrival,
-    follow_ended,
-    make_room,
-    queued_input,
-    queued_run,
-    run_in_the_way,
-)
+from .multitask import follow_ended, make_room, queued_input, queued_run, run_in_the_way
 from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
 from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
@@ -137,9 +129,6 @@ class RunManager:
         if await abandon_stale_pause(self.store, thread, spec,
                                      self.limits.pending_tool_ttl_seconds):
             thread = await self.store.get_thread(project_id, thread.id) or thread
-        # The run that held the thread when the request arrived, if its end is news to it.
-        arrived_behind = (thread.current_run_id or "") if arrived_behind_a_run(thread, spec) \
-            else None
         attempts = MULTITASK_ATTEMPTS
         while True:
             try:
@@ -155,10 +144,8 @@ class RunManager:
                 room = None
                 if in_the_way:
                     room = await make_room(self.store, self.cancel, in_the_way, spec)
-                elif attempts and arrived_behind is not None:
-                    room = await follow_ended(self.store, refused, spec, arrived_behind or None)
-                elif attempts and (ended := await ended_after_arrival(self.store, refused, spec)):
-                    room = await follow_ended(self.store, refused, spec, ended)
+                elif attempts:  # runs that ended after the request arrived (`multitask`)
+                    room = await follow_ended(self.store, refused, spec)
                 if room is None:
                     raise
             spec = room

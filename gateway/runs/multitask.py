@@ -20,12 +20,12 @@ the strategies:
 Starting stays atomic: the cancelled run releases the thread's lock, and this request takes it
 with the same conditional update as any start (`admission`). Two racing `interrupt` requests
 both succeed in turn, the later one interrupting the earlier (the newest message wins), and
-never two runs at once. A request that read the thread while the run streamed, but
-reached its start after another request's cancel had ended that run, finds the thread idle
-with a newer last run than its client named: it follows that run (`follow_ended`) instead of
-being refused with 400 `INVALID_PREVIOUS_RUN` (a view already stale when the request arrived
-is still refused). A run in another process is cancelled through the backend's signal; if
-it has not ended within the cancel's wait, the request is refused with 409 as `reject` would.
+never two runs at once. A request that finds a newer last run than its client named, every
+run after the named one ended after it arrived (racing requests ended them), follows the
+thread's last run (`follow_ended`); a view already stale when the request arrived is refused
+with 400 `INVALID_PREVIOUS_RUN`. A run in another process is cancelled through the backend's
+signal; if it has not ended within the cancel's wait, the request is refused with 409 as
+`reject` would.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from .admission import input_parts, new_run
 ROLLED_BACK = "rolledBack"
 # The key of a queued run's request snapshot that holds its input until it starts.
 QUEUED_INPUT = "queued_input"
+# How many runs ended after a request arrived it follows at most (`follow_ended`).
+FOLLOW_LIMIT = 16
 
 
 def queued_run(thread: ThreadRow, spec: RunSpec, client_run_id: str | None,
@@ -92,28 +94,31 @@ async def make_room(store: Store, cancel: Callable[[str], Awaitable[RunRow | Non
     return spec
 
 
-def arrived_behind_a_run(thread: ThreadRow, spec: RunSpec) -> bool:
-    """Whether `spec` asks to interrupt, roll back or queue and arrived while a run held
-    `thread` (the thread as its API read it), its client's view current then (naming the run
-    before the one in the way, or that one). A run that ends after that is one its client
-    could not know the end of: another request interrupted it, or it finished."""
-    return (spec.multitask_strategy in ("interrupt", "rollback", "enqueue")
-            and thread.run_status != "idle"
-            and spec.previous_run_id in (thread.last_completed_run_id, thread.current_run_id))
-
-
-async def follow_ended(store: Store, refused: ApiError, spec: RunSpec,
-                       in_the_way: str | None) -> RunSpec | None:
-    """The spec to start with when it was refused only for naming a run before the thread's
-    last completed one, and the runs in between ended after it arrived (`arrived_behind_a_run`
-    said so; `in_the_way` is the run that held the thread then): its `previousRunId` moved
-    onto the thread's last completed run, as `make_room` moves it onto the run it cancelled
-    (and, for `rollback`, that run's answer left out). None: the refusal stands."""
+async def follow_ended(store: Store, refused: ApiError, spec: RunSpec) -> RunSpec | None:
+    """The spec to start with when `spec` (to interrupt, roll back or queue) was refused for
+    not naming the thread's last completed run, but every run after the one it names ended
+    after the request arrived (`REQUEST_ARRIVED_MS`): its client named the thread's last
+    completed run, or the run in the way, as they were then, and could not know the rest
+    (racing requests ended them, before or after this one read the thread). Its
+    `previousRunId` moves onto the thread's last completed run, as `make_room` moves it onto
+    the run it cancels; for `rollback`, the answers of the runs it would have interrupted
+    (every one that ended after it arrived, the named one too if it was in the way then) are
+    left out. None: the refusal stands (a view already stale on arrival)."""
+    arrived = REQUEST_ARRIVED_MS.get()
     last = refused.extra.get("lastCompletedRunId")
-    if refused.problem is not Problem.INVALID_PREVIOUS_RUN or not isinstance(last, str):
+    if (arrived is None or refused.problem is not Problem.INVALID_PREVIOUS_RUN
+            or spec.multitask_strategy not in ("interrupt", "rollback", "enqueue")
+            or not isinstance(last, str)):
         return None
-    if spec.multitask_strategy == "rollback" and in_the_way is not None:
-        await store.mark_run_answer(in_the_way, ROLLED_BACK)
+    ended = await store.runs_ended_since(last, arrived, FOLLOW_LIMIT)
+    before = [previous for _, previous in ended]
+    if spec.previous_run_id not in before:
+        return None  # a run between the named one and the last ended before the request came
+    if spec.multitask_strategy == "rollback":
+        # The links are consecutive: the row after the named run's successor is the named
+        # run itself, present only if it too ended after the request arrived.
+        for run_id, _ in ended[:before.index(spec.previous_run_id) + 2]:
+            await store.mark_run_answer(run_id, ROLLED_BACK)
     return replace(spec, previous_run_id=last)
 
 
@@ -121,22 +126,3 @@ def model_history(rows: Sequence[MessageRow]) -> list[MessageRow]:
     """The thread's messages the model reads: all but rolled-back answers."""
     return [row for row in rows if not (row.meta or {}).get(ROLLED_BACK)]
 
-
-async def ended_after_arrival(store: Store, refused: ApiError, spec: RunSpec) -> str | None:
-    """The run to follow when `spec` (to interrupt, roll back or queue) was refused for not
-    naming the thread's last completed run, and that run ended after the request arrived
-    (`REQUEST_ARRIVED_MS`): a racing request interrupted it before this one read the thread,
-    so the thread looked idle to it (`arrived_behind_a_run` saw no run). Its client named
-    the run before that one, as its view then was. None: the refusal stands (a view that
-    was stale when the request arrived)."""
-    arrived = REQUEST_ARRIVED_MS.get()
-    last = refused.extra.get("lastCompletedRunId")
-    if (arrived is None or refused.problem is not Problem.INVALID_PREVIOUS_RUN
-            or spec.multitask_strategy not in ("interrupt", "rollback", "enqueue")
-            or not isinstance(last, str)):
-        return None
-    run = await store.get_run(last)
-    if run is None or (run.finished_ms or 0) < arrived or \
-            run.previous_run_id != spec.previous_run_id:
-        return None
-    return last

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, or_, update
+from sqlalchemy import and_, bindparam, func, insert, literal, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -73,6 +73,16 @@ NEXT_QUEUED = Prepared(select(_runs.c.id)
                        .where(_runs.c.thread_id == bindparam("thread_id"),
                               _runs.c.status == "queued")
                        .order_by(_runs.c.created_ms, _runs.c.id).limit(1))
+# A thread's runs from one back along the previous-run links (the thread's order), while they
+# ended at or after `since`, at most `depth`: one query of a few primary-key lookups.
+_CHAIN = (select(_runs.c.id, _runs.c.previous_run_id, literal(1).label("depth"))
+          .where(_runs.c.id == bindparam("last"), _runs.c.finished_ms >= bindparam("since"))
+          .cte("chain", recursive=True))
+_CHAIN = _CHAIN.union_all(
+    select(_runs.c.id, _runs.c.previous_run_id, _CHAIN.c.depth + 1)
+    .where(_runs.c.id == _CHAIN.c.previous_run_id, _runs.c.finished_ms >= bindparam("since"),
+           _CHAIN.c.depth < bindparam("depth")))
+ENDED_SINCE = select(_CHAIN.c.id, _CHAIN.c.previous_run_id).order_by(_CHAIN.c.depth)
 # The active runs flagged for cancellation (`request_cancel` flags only active ones): few, found
 # by the status index, so one fixed statement serves any set of runs asked about.
 CANCEL_FLAGGED = Prepared(select(_runs.c.id)
@@ -339,6 +349,16 @@ class RunQueries(Queries):
             query = select(RunRow).where(RunRow.thread_id == thread_id,
                                          RunRow.idempotency_key == key)
             return (await session.exec(query)).first()
+
+    @operation
+    async def runs_ended_since(self, last_run_id: str, since_ms: int,
+                               limit: int) -> list[tuple[str, str | None]]:
+        """`ENDED_SINCE`: each run from `last_run_id` back with the run before it, newest first:
+        the runs a request that arrived at `since_ms` could not see end (`multitask`)."""
+        params = {"last": last_run_id, "since": since_ms, "depth": limit}
+        async with self.session() as session:
+            rows = (await session.exec(ENDED_SINCE, params=params)).all()
+        return [(run_id, previous) for run_id, previous in rows]
 
     @operation
     async def forget_run_idempotency_key(self, run_id: str) -> None:

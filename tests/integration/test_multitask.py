@@ -5,14 +5,16 @@ test_multitask.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
 
-from gateway.dialects.tambo.input import run_spec
-from gateway.protocol.tambo import RunRequest
+from gateway.observability import logs
 from tests.integration.test_agui import RUN, agui_input
 from tests.support.gateway_server import DEFAULT_USER, USER
 from tests.support.inprocess_app import InProcess, InProcessCluster
@@ -182,33 +184,59 @@ def test_racing_requests_never_run_two_at_once(gateway: InProcess, client: httpx
     assert client.get(f"/v1/threads/{thread_id}").json()["runStatus"] == "idle"
 
 
-def test_an_interrupt_whose_run_in_the_way_ended_before_it_started(
-        gateway: InProcess, client: httpx.Client, scripted_model: ScriptedModel):
-    """Two tabs interrupt one run: this request's API read the thread while the run streamed,
-    and the other tab's cancel (on PostgreSQL + Redis, through the other app) ended the run
-    before this request reached its start. It starts after that run, not 400
-    INVALID_PREVIOUS_RUN. The request is handed to the run manager with the thread as its API
-    read it, the one step HTTP cannot time (tests/inprocess/runs/test_multitask.py has the
-    rest of this race)."""
-    app = gateway.servers[0] if isinstance(gateway, InProcessCluster) else gateway
-    services = app.app.state.services
+@contextlib.contextmanager
+def cancelled_while_reading(gateway: InProcess, request_id: str, run_id: str,
+                            when: str) -> Iterator[None]:
+    """Another request's interrupt: it cancels `run_id` just `before` (or `after`) the request
+    `request_id` reads its thread, on whichever app serves that request."""
+    apps = gateway.servers if isinstance(gateway, InProcessCluster) else [gateway]
+    stores = [app.app.state.services.store for app in apps]
+
+    def hooked(services: Any) -> Callable[..., Awaitable[Any]]:
+        read = services.store.get_thread
+
+        async def get_thread(*args: Any) -> Any:
+            if logs.request_id.get() != request_id:
+                return await read(*args)
+            del services.store.get_thread  # once
+            thread = await read(*args) if when == "after" else None
+            assert (await services.runs.cancel(run_id)).status == "cancelled"
+            return thread or await read(*args)
+        return get_thread
+
+    for app, store in zip(apps, stores, strict=True):
+        store.get_thread = hooked(app.app.state.services)
+    try:
+        yield
+    finally:
+        for store in stores:
+            store.__dict__.pop("get_thread", None)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_an_interrupt_whose_run_in_the_way_ended_after_it_arrived(
+        gateway: InProcess, client: httpx.Client, scripted_model: ScriptedModel, when: str):
+    """Two tabs interrupt one run: the other tab's cancel (on PostgreSQL + Redis maybe through
+    the other app) ends the run after this request arrived, just before its API reads the
+    thread (it finds it idle) or just after (it found it busy). Its client could not know that
+    end: it starts after that run, not 400 INVALID_PREVIOUS_RUN."""
     scripted_model.enqueue([{"content": "partial "}, SLOW], [{"content": "Second answer."}])
     with open_stream(client, "POST", "/v1/threads/runs", json={
             "message": message("first"), "thread": {"userKey": DEFAULT_USER}}) as (_, events):
         first = read_until(events, lambda seen: texts(seen) >= 2)
         thread_id, run_id = first[0].data["threadId"], first[0].data["runId"]
-        project = app.call(services.store.get_run(run_id)).project_id
-        arrived = app.call(services.store.get_thread(project, thread_id))
-        assert client.delete(f"/v1/threads/{thread_id}/runs/{run_id}").status_code in (200, 202)
+        rid = f"second-tab-{when}"
+        with cancelled_while_reading(gateway, rid, run_id, when):
+            # As a Tambo tab sends it while the run streams: no previousRunId (the run is the
+            # thread's first).
+            answer = run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
+                                headers={"x-request-id": rid}, json={
+                                    "message": message("second"),
+                                    "multitaskStrategy": "interrupt"})
         assert list(events)[-1].data["code"] == "CANCELLED"
 
-    # As a Tambo tab sends it while the run streams: no previousRunId (the run is the first).
-    spec = run_spec(RunRequest.model_validate(
-        {"message": message("second"), "multitaskStrategy": "interrupt"}))
-    started = app.call(services.runs.start(project, arrived, spec), 30).run
-
-    answer = run_events(client, "GET", f"/v1/threads/{thread_id}/runs/{started.id}")
     assert answer[-1].type == "RUN_FINISHED"
     assert "Second answer." in json.dumps([e.data for e in answer])
-    assert run_status(client, thread_id, started.id)["previousRunId"] == run_id
-    assert client.get(f"/v1/threads/{thread_id}").json()["lastCompletedRunId"] == started.id
+    second = answer[0].data["runId"]
+    assert run_status(client, thread_id, second)["previousRunId"] == run_id
+    assert client.get(f"/v1/threads/{thread_id}").json()["lastCompletedRunId"] == second

@@ -171,3 +171,19 @@ async def test_an_error_answer_that_never_ends_is_read_only_in_part() -> None:
         server.close()
     assert isinstance(error, ModelError)
     assert (error.code, error.status) == ("LLM_SERVER_ERROR", 503)
+
+
+@pytest.mark.parametrize("exempt", [False, True])
+async def test_the_proxy_environment_applies_as_with_httpx(
+        scripted_model: ScriptedModel, monkeypatch: pytest.MonkeyPatch, exempt: bool) -> None:
+    """HTTP_PROXY sends the model call through the proxy (here the scripted model, answering
+    the proxied request for a host that does not exist), and NO_PROXY exempts a host from it,
+    read once when the adapter's pool is made (`upstream_pool.env_proxy`)."""
+    monkeypatch.setenv("HTTP_PROXY", scripted_model.base_url.removesuffix("/v1"))
+    monkeypatch.setenv("NO_PROXY", "upstream.invalid" if exempt else "")
+    scripted_model.enqueue([{"content": "proxied"}])
+    seen = await closed_outcome(direct("http://upstream.invalid/v1"))
+    if exempt:
+        assert isinstance(seen[0], ModelError) and seen[0].code == "LLM_UNREACHABLE"
+    else:
+        assert seen[0] == TextDelta("proxied")

@@ -4,9 +4,12 @@ rolls back the running run; racing requests and a run in another process."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 
 import pytest
 
+from gateway.protocol.clock import REQUEST_ARRIVED_MS, now_ms
 from gateway.protocol.problems import ApiError
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
@@ -42,6 +45,23 @@ async def until_streaming(manager: RunManager, store: Store, run: RunRow) -> Non
     while not await store.history(run.thread_id) or (await store.history(run.thread_id))[
             -1].run_id != run.id or len(manager.live_log(run.id).since(0)) < 3:
         await asyncio.sleep(0.005)
+
+
+@contextlib.contextmanager
+def arriving(at: int | None = None) -> Iterator[None]:
+    """The request about to be handed to the manager arrives now (or at `at`): what the front
+    stamps on every HTTP request (`REQUEST_ARRIVED_MS`)."""
+    token = REQUEST_ARRIVED_MS.set(now_ms() if at is None else at)
+    try:
+        yield
+    finally:
+        REQUEST_ARRIVED_MS.reset(token)
+
+
+async def until_after(ms: int) -> None:
+    """Wait until the clock has passed `ms`: what happens next ends after it."""
+    while now_ms() <= ms:
+        await asyncio.sleep(0.001)
 
 
 def sent_texts(model: ScriptedDeltas) -> list[str | None]:
@@ -117,12 +137,13 @@ async def test_a_request_whose_run_in_the_way_ended_before_it_started(
     not know that run's end: it starts after it, not 400 INVALID_PREVIOUS_RUN."""
     hold = asyncio.Event()
     thread, running = await streaming(manager, store, model, hold)
-    arrived = await store.get_thread(PROJECT, thread.id)  # as this request's API read it
-    assert (await manager.cancel(running.id)).status == "cancelled"  # the other request
-    model.enqueue(text_turn("Three."))
+    with arriving():
+        arrived = await store.get_thread(PROJECT, thread.id)  # as this request's API read it
+        assert (await manager.cancel(running.id)).status == "cancelled"  # the other request
+        model.enqueue(text_turn("Three."))
 
-    started = await manager.start(PROJECT, arrived, user(
-        "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
+        started = await manager.start(PROJECT, arrived, user(
+            "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
 
     assert not started.queued
     assert types(await events(manager, started.run.id))[-1] == "RUN_FINISHED"
@@ -138,19 +159,77 @@ async def test_a_racing_interrupt_that_arrives_after_the_other_started_interrupt
     run it cancelled); this request interrupts that one in turn."""
     hold, other_hold = asyncio.Event(), asyncio.Event()
     thread, running = await streaming(manager, store, model, hold)
-    arrived = await store.get_thread(PROJECT, thread.id)
-    model.enqueue(text_turn("other ") + [other_hold], text_turn("Mine."))
-    other = (await manager.start(PROJECT, arrived, user(
-        "other", previousRunId=running.id, multitaskStrategy="interrupt"))).run
-    await until_streaming(manager, store, other)
+    with arriving():
+        arrived = await store.get_thread(PROJECT, thread.id)
+        model.enqueue(text_turn("other ") + [other_hold], text_turn("Mine."))
+        other = (await manager.start(PROJECT, arrived, user(
+            "other", previousRunId=running.id, multitaskStrategy="interrupt"))).run
+        await until_streaming(manager, store, other)
 
-    mine = (await manager.start(PROJECT, arrived, user(
-        "mine", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
+        mine = (await manager.start(PROJECT, arrived, user(
+            "mine", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
 
     assert types(await events(manager, mine.id))[-1] == "RUN_FINISHED"
     assert [(await store.get_run(r.id)).status for r in (running, other, mine)] == [
         "cancelled", "cancelled", "completed"]
     assert (other.previous_run_id, mine.previous_run_id) == (running.id, other.id)
+    hold.set()
+    other_hold.set()
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback", "enqueue"])
+async def test_a_request_whose_run_in_the_way_ended_before_it_read_the_thread(
+        manager: RunManager, store: Store, model: ScriptedDeltas, strategy: str) -> None:
+    """The same race, one step earlier: the other request cancelled the run after this one
+    arrived but before its API read the thread, which it finds idle after that run. Its
+    client could not know that end either: it starts after it."""
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    model.enqueue(text_turn("Three."))
+    with arriving():
+        assert (await manager.cancel(running.id)).status == "cancelled"  # the other request
+        idle = await store.get_thread(PROJECT, thread.id)
+        assert (idle.run_status, idle.last_completed_run_id) == ("idle", running.id)
+
+        started = await manager.start(PROJECT, idle, user(
+            "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
+
+    assert types(await events(manager, started.run.id))[-1] == "RUN_FINISHED"
+    assert started.run.previous_run_id == running.id
+    assert ("partial " in sent_texts(model)) is (strategy != "rollback")
+    hold.set()
+
+
+@pytest.mark.parametrize("still_running", [False, True], ids=["ended", "running"])
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+async def test_a_request_follows_a_chain_of_runs_that_ended_after_it_arrived(
+        manager: RunManager, store: Store, model: ScriptedDeltas, strategy: str,
+        still_running: bool) -> None:
+    """Two racing requests before this one reaches its start: the other interrupted the run
+    in the way, and its own run then finished (or still streams, and this request interrupts
+    it). Both runs are news to this request's client: it follows the last, and a rollback
+    leaves out both answers it would have cut."""
+    hold, other_hold = asyncio.Event(), asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    model.enqueue(text_turn("other ") + ([other_hold] if still_running else []),
+                  text_turn("Mine."))
+    with arriving():
+        other = (await manager.start(PROJECT, thread, user(
+            "other", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
+        if still_running:
+            await until_streaming(manager, store, other)
+        else:
+            assert types(await events(manager, other.id))[-1] == "RUN_FINISHED"
+        now = await store.get_thread(PROJECT, thread.id)
+
+        mine = (await manager.start(PROJECT, now, user(
+            "mine", previousRunId=running.previous_run_id, multitaskStrategy=strategy))).run
+
+    assert types(await events(manager, mine.id))[-1] == "RUN_FINISHED"
+    assert mine.previous_run_id == other.id
+    kept = strategy == "interrupt"
+    assert sent_texts(model) == ["one", "Done.", "two", *(["partial "] if kept else []),
+                                 "other", *(["other "] if kept else []), "mine"]
     hold.set()
     other_hold.set()
 
@@ -164,11 +243,34 @@ async def test_a_view_already_stale_on_arrival_is_still_refused(
     hold.set()
     thread, running = await streaming(manager, store, model, hold)
     await events(manager, running.id)
+    ended = (await store.get_run(running.id)).finished_ms
     arrived = await store.get_thread(PROJECT, thread.id)
-    with pytest.raises(ApiError) as stale:
+    with arriving(ended + 1), pytest.raises(ApiError) as stale:
         await manager.start(PROJECT, arrived, user(
             "late", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
     assert stale.value.code == "INVALID_PREVIOUS_RUN"
+
+
+async def test_a_view_stale_on_arrival_is_refused_whatever_ended_after(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    """The client missed a run that ended before its request arrived; another request's run
+    ended after: the one it missed still makes its view stale."""
+    hold = asyncio.Event()
+    hold.set()
+    thread, running = await streaming(manager, store, model, hold)
+    await events(manager, running.id)
+    ended = (await store.get_run(running.id)).finished_ms
+    with arriving(ended + 1):
+        await until_after(ended + 1)
+        other = (await manager.start(PROJECT, thread, user(
+            "other", previousRunId=running.id))).run
+        await events(manager, other.id)
+        now = await store.get_thread(PROJECT, thread.id)
+        with pytest.raises(ApiError) as stale:
+            await manager.start(PROJECT, now, user(
+                "late", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))
+    assert stale.value.code == "INVALID_PREVIOUS_RUN"
+    assert (await store.get_run(other.id)).finished_ms > ended + 1  # it did end after
 
 
 async def test_interrupting_a_run_of_another_process(
