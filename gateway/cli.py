@@ -208,7 +208,7 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
     # does (`app_from_environment`), so every process logs in the one format.
     uvicorn.run("gateway.app:app_from_environment", factory=True, workers=workers,
                 fd=sock.fileno(), log_level=log_level, log_config=None,
-                timeout_graceful_shutdown=5, loop=event_loop())
+                timeout_graceful_shutdown=5, loop=event_loop(), http=http_protocol())
     return 0
 
 
@@ -217,6 +217,12 @@ def event_loop() -> str:
     one per turn of the loop, which a busy process makes seconds of queue: serve_loop.py), or
     asyncio's, which takes them in batches too, where uvloop is not installed."""
     return "gateway.serve_loop:new_event_loop" if importlib.util.find_spec("uvloop") else "asyncio"
+
+
+def http_protocol() -> str:
+    """uvicorn's HTTP protocol: httptools' with each request's task started at once (a busy
+    loop's turn less per request: serve_http.py), or uvicorn's choice without httptools."""
+    return "gateway.serve_http:HttpProtocol" if importlib.util.find_spec("httptools") else "auto"
 
 
 def shared_metrics_directory() -> str:
@@ -282,7 +288,8 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     app = quiet_startup_failure(create_app(settings, drain_on_signals=True))
     # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
-                            timeout_graceful_shutdown=5, loop=event_loop())
+                            timeout_graceful_shutdown=5, loop=event_loop(),
+                            http=http_protocol())
     server = Server(config)
     server.run(sockets=[sock])
     # uvicorn returns (rather than exiting) when the app's start-up failed.

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import uvloop
@@ -67,13 +68,22 @@ class BatchAcceptServer:
                 self.loop.remove_reader(self.listener.fileno())
                 self.resume = self.loop.call_later(RETRY_SECONDS, self.listen_again)
                 return
-            self.loop.create_task(self.hand_over(conn))
+            self.hand_over(self.loop.connect_accepted_socket(self.factory, conn), conn)
 
-    async def hand_over(self, conn: socket.socket) -> None:
+    def hand_over(self, making: Coroutine[Any, Any, Any], conn: socket.socket,
+                  _: object = None) -> None:
+        """Steps uvloop's `connect_accepted_socket` now rather than in a task of its own,
+        whose first step would wait a turn of the loop: its transport is made in this callback
+        (the protocol's `connection_made` follows at the next turn), and the step after it
+        when the future it waits for is done (`_` is that future)."""
         try:
-            await self.loop.connect_accepted_socket(self.factory, conn)
+            waiting = making.send(None)
+        except StopIteration:
+            return
         except Exception:  # the client went away before its transport was made, or the loop
             conn.close()  # is closing: the connection is dropped, as uvloop's own would be
+            return
+        waiting.add_done_callback(functools.partial(self.hand_over, making, conn))
 
     def listen_again(self) -> None:
         self.resume = None

@@ -13,6 +13,9 @@ request handed to httpx) -> upstream_headers -> first_chunk (the first content f
 
 `GATEWAY_START_PHASES_LOOP=uvloop` (or `asyncio`) runs the gateway on that loop instead of its own
 (`gateway/serve_loop.py`), to compare.
+`GATEWAY_START_PHASES_TURNS=before` takes back the eighth round's two turns (uvicorn's own
+protocol, `gateway/serve_http.py`; the accepted connection handed over in a task), to compare;
+`GATEWAY_START_PHASES_SAMPLE=1` samples what the loop runs while it is late (`<log>.samples`).
 
 And every hold of a pooled database connection (checkout to checkin), with what held it (the
 task's name: the log writer, a run's task, a request, the store's group commit), one JSON line
@@ -31,6 +34,7 @@ import time
 from typing import Any
 
 LOG = os.environ.get("GATEWAY_START_PHASES_LOG")
+ARRIVALS = [0]  # run starts arrived (the sampler ignores the start-up and the warm-up's)
 STAMPS: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar(
     "start_phases", default=None)
 
@@ -57,6 +61,7 @@ def _install() -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or "/run" not in scope["path"]:
             return await outer(self, scope, receive, send)
         stamps = {"arrival": time.perf_counter()}
+        ARRIVALS[0] += 1
         client = scope.get("client")
         port = client[1] if client else 0
         if client and (made := connected.pop(port, None)) is not None:
@@ -323,10 +328,89 @@ def _watch_collections(out: Any) -> None:
     gc.callbacks.append(callback)
 
 
+def _sample_late_turns(path: str) -> None:
+    """What the loop's thread runs while the loop is late (`GATEWAY_START_PHASES_SAMPLE=1`):
+    a ticker on the loop stamps each turn it gets (every 2 ms at most); a thread samples the
+    loop thread's stack every millisecond and, while the last stamp is over 20 ms old (the
+    loop in one long turn, or the process not given a core), counts the sample by the
+    callback or task step the loop is in (the frame below the loop's entry; none: the loop's
+    own code in C) and by the innermost frames (what it was doing), once the warm-up's 20 run
+    starts have arrived (the start-up's imports are no load). Written to `path` every 2 s."""
+    import collections
+    import sys
+    import threading
+
+    import gateway.services
+
+    late_after = 0.02
+    main = threading.main_thread().ident
+    last = [time.perf_counter()]
+    outer: collections.Counter[str] = collections.Counter()
+    inner: collections.Counter[str] = collections.Counter()
+    counts = [0, 0]  # samples, of which late
+
+    def name(frame: Any) -> str:
+        code = frame.f_code
+        return f"{code.co_filename.rsplit('site-packages/', 1)[-1]}:{code.co_qualname}"
+
+    def sample() -> None:
+        written = time.perf_counter()
+        while True:
+            time.sleep(0.001)
+            now = time.perf_counter()
+            frame = sys._current_frames().get(main)
+            counts[0] += 1
+            if frame is not None and now - last[0] > late_after and ARRIVALS[0] > 20:
+                counts[1] += 1
+                chain = []
+                while frame is not None and frame.f_code.co_qualname != "Runner.run":
+                    chain.append(name(frame))  # innermost first, up to the loop's callback
+                    frame = frame.f_back
+                outer[chain[-1] if chain else "(the loop itself)"] += 1
+                inner[" < ".join(chain[:10]) if chain else "(the loop itself)"] += 1
+            if now - written > 2.0:
+                written = now
+                with open(path, "w") as out:
+                    json.dump({"samples": counts[0], "late": counts[1],
+                               "outer": outer.most_common(40),
+                               "inner": inner.most_common(60)}, out, indent=0)
+
+    original = gateway.services.monitor_loop_lag
+
+    async def monitored(every: float) -> None:
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            last[0] = time.perf_counter()
+            loop.call_later(0.002, tick)
+
+        tick()
+        threading.Thread(target=sample, daemon=True).start()
+        await original(every)
+
+    gateway.services.monitor_loop_lag = monitored
+
+
 if LOOP := os.environ.get("GATEWAY_START_PHASES_LOOP"):  # for comparison: uvicorn's `loop`
     import gateway.cli  # "uvloop" (libuv: one accept per turn of the loop), "asyncio"
 
     gateway.cli.event_loop = lambda: LOOP
+
+if os.environ.get("GATEWAY_START_PHASES_TURNS") == "before":  # the eighth round's "before":
+    import gateway.cli  # uvicorn's own protocol (the app's task steps at the next turn), and
+    import gateway.serve_loop  # each accepted connection handed to uvloop in a task of its own
+
+    def handed_in_a_task(self: Any, making: Any, conn: Any, _: Any = None) -> None:
+        async def hand_over() -> None:
+            try:
+                await making
+            except Exception:
+                conn.close()
+
+        self.loop.create_task(hand_over())
+
+    gateway.cli.http_protocol = lambda: "httptools"
+    gateway.serve_loop.BatchAcceptServer.hand_over = handed_in_a_task
 
 if SWITCH := os.environ.get("GATEWAY_START_PHASES_SWITCH"):  # the GIL's switch interval, s
     import sys
@@ -335,3 +419,5 @@ if SWITCH := os.environ.get("GATEWAY_START_PHASES_SWITCH"):  # the GIL's switch 
 
 if LOG:
     _install()
+    if os.environ.get("GATEWAY_START_PHASES_SAMPLE"):
+        _sample_late_turns(f"{LOG}.samples")

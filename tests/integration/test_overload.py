@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import scripted_env
-from tests.support.gateway_server import USER
+from tests.support.gateway_server import USER, GatewayServer
 from tests.support.inprocess_app import InProcessGateway
 from tests.support.run_stream import message, open_stream, read_until, slow_turn
 from tests.support.scripted_model import ScriptedModel
@@ -119,3 +120,40 @@ def test_a_saturated_process_refuses_a_timbal_message_in_timbal_s_shape(
     assert sent.status_code == 503 and sent.headers["retry-after"] == "1"
     assert sent.json()["details"]["code"] == "OVERLOADED" and sent.json()["retryAfter"] == 1
     http.delete(f"/v1/threads/{held[0].data['threadId']}/runs/{held[0].data['runId']}")
+
+
+@pytest.mark.sqlite_only  # the server's protocol; the refusal itself is tested on both above
+def test_gateway_serve_refuses_in_the_callback_that_read_the_request_and_keeps_the_connection(
+        scripted_model: ScriptedModel, tmp_path: Path) -> None:
+    """Through `gateway serve` itself, whose protocol takes a request's first step where it
+    read the request (`gateway/serve_http.py`): the door's refusal is written before the body
+    is parsed, even a body that arrives over many packets after it, and is the same 503 as
+    in-process; the connection then serves the next request (keep-alive, one connection)."""
+    server = GatewayServer(tmp_path, scripted_env(scripted_model,
+                                                  GATEWAY_MAX_ACTIVE_RUNS="1",
+                                                  GATEWAY_DRAIN_SECONDS="1")).start()
+    scripted_model.enqueue_for("held", slow_turn(400, 0.05))
+    key = {"x-api-key": "test-key"}
+    try:
+        with httpx.Client(base_url=server.url, event_hooks=USER, timeout=30, headers=key) as http, \
+                httpx.Client(base_url=server.url, event_hooks=USER, timeout=30, headers=key,
+                             limits=httpx.Limits(max_connections=1)) as one:
+            with open_stream(http, "POST", "/v1/threads/runs", json={
+                    "message": message("held"), "onDisconnect": "continue"}) as (_, events):
+                held = read_until(events, lambda seen: text_of(seen) != "")
+                answers = [one.post("/v1/threads/runs", json={"message": message(text)})
+                           for text in ("no", "x" * 300_000)]
+                answers.append(one.get("/ready"))
+                answers.append(one.get(f"/v1/threads/{held[0].data['threadId']}"))
+            for refused in answers[:2]:
+                assert refused.status_code == 503, refused.text
+                assert refused.headers["content-type"] == "application/problem+json"
+                assert refused.json()["code"] == "OVERLOADED"
+                assert refused.headers["retry-after"] == "1" and refused.headers["x-request-id"]
+            assert answers[2].status_code == 503 and answers[3].status_code == 200
+            peers = {answer.extensions["network_stream"].get_extra_info("client_addr")
+                     for answer in answers}
+            assert len(peers) == 1  # one connection throughout
+            http.delete(f"/v1/threads/{held[0].data['threadId']}/runs/{held[0].data['runId']}")
+    finally:
+        server.stop()
