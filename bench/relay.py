@@ -1,9 +1,8 @@
 """The bare limit from outside: `bench/start_cost.py`'s bare app (the same request, the upstream
 read through aiohttp as the gateway reads it, and five events through sse-starlette, nothing
 stored, no middleware, no auth) served by uvicorn in its own process with the same options as
-`gateway serve` (its event loop and listening socket, `gateway.cli`, and httptools when
-installed, as uvicorn picks it). `bench/concurrency.py`
-measures its CPU per start from outside exactly as the gateway's (`cpu_cost`), so the gateway's
+`gateway serve` (its event loop, listening socket and HTTP protocol, `gateway.cli`).
+`bench/concurrency.py` measures its CPU per start from outside exactly as the gateway's (`cpu_cost`), so the gateway's
 figure has the least any server built on the same stack pays beside it.
 
     .venv/bin/python -m bench.relay <upstream url> <port>
@@ -21,14 +20,15 @@ def main() -> None:
     import uvicorn
 
     from bench.start_cost import bare_app
-    from gateway.cli import event_loop, listen
+    from gateway.cli import event_loop, http_protocol, listen
 
     upstream_url, port = sys.argv[1], int(sys.argv[2])
     app = bare_app(upstream_url)
     app.router.routes.append(Route("/health", lambda _: PlainTextResponse("ok")))
     sock = listen("127.0.0.1", port)  # given to uvicorn, as `gateway serve` does
     uvicorn.Server(uvicorn.Config(app, log_level="warning", log_config=None,
-                                  timeout_graceful_shutdown=5, loop=event_loop())
+                                  timeout_graceful_shutdown=5, loop=event_loop(),
+                                  http=http_protocol())
                    ).run(sockets=[sock])
 
 
