@@ -2,8 +2,9 @@
 read through aiohttp as the gateway reads it, and five events through sse-starlette, nothing
 stored, no middleware, no auth) served by uvicorn in its own process with the same options as
 `gateway serve` (its event loop, listening socket and HTTP protocol, `gateway.cli`).
-`bench/concurrency.py` measures its CPU per start from outside exactly as the gateway's (`cpu_cost`), so the gateway's
-figure has the least any server built on the same stack pays beside it.
+`bench/concurrency.py` measures its CPU per start from outside exactly as the gateway's
+(`cpu_cost`), so the gateway's figure has the least any server built on the same stack pays
+beside it.
 
     .venv/bin/python -m bench.relay <upstream url> <port>
 """
