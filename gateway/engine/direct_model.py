@@ -204,8 +204,8 @@ async def _drain(rest: AsyncIterator[bytes]) -> None:
     """Read a response to its end after `[DONE]` (what is left is the body's last bytes), so
     that its connection goes back to the pool: one whose response was left unread is closed,
     and the next run would pay for a new one (with a hosted provider, a TLS handshake: CPU here
-    and round trips before the first token). Not for long, though: an
-    upstream that keeps the stream open after `[DONE]` loses its connection instead."""
+    and round trips before the first token). Not for long, though: an upstream that keeps the
+    stream open after `[DONE]` loses its connection instead."""
     try:
         async with asyncio.timeout(DRAIN_SECONDS):
             async for _ in rest:
@@ -254,8 +254,8 @@ async def _sse_data(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
                 value = line[5:]
                 data.append(value[1:] if value.startswith(b" ") else value)
                 held += len(line)
-        _check_event_size(held + len(buffer))
             # comments (": ping"), `event:`, `id:` and `retry:` lines carry nothing for us
+        _check_event_size(held + len(buffer))
     if buffer.startswith(b"data:"):
         value = buffer[5:]
         data.append(value[1:] if value.startswith(b" ") else value)
