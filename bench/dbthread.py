@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.dbthread                   # 3 x 100 starts one at a time
     .venv/bin/python -m bench.dbthread --profile 25      # plus cProfile's top 25 on that thread
+    .venv/bin/python -m bench.dbthread --tokens 200      # plus that thread's cost per token
 
 The app runs in-process as in `bench.start_cost` (SQLite in a temporary directory, the paced
 upstream in its own process, one-token runs, each start read to its end). aiosqlite's worker
@@ -111,7 +112,8 @@ async def settle() -> None:
     await asyncio.sleep(0.3)  # the last end's writes (the log writer's, the end's commit)
 
 
-async def batch(app: Any, watch: Watch, n: int, profile: bool) -> dict[str, Any]:
+async def batch(app: Any, watch: Watch, n: int, profile: bool,
+                text: str | None = None) -> dict[str, Any]:
     await settle()
     if profile:
         watch.profile(True)
@@ -119,7 +121,7 @@ async def batch(app: Any, watch: Watch, n: int, profile: bool) -> dict[str, Any]
     items, answered = watch.counts()
     cpu = watch.cpu()
     for _ in range(n):
-        await one_start(app)
+        await one_start(app, text=text)
     await settle()
     cpu = watch.cpu() - cpu
     items, answered = watch.counts()[0] - items, watch.counts()[1] - answered
@@ -138,6 +140,24 @@ async def batch(app: Any, watch: Watch, n: int, profile: bool) -> dict[str, Any]
         row["wakeups_per_start"] = round(posts / n + answered / n, 2)
         row["stats"] = stats
     return row
+
+
+async def per_token(app: Any, watch: Watch, args: argparse.Namespace) -> None:
+    """The thread's CPU and calls per streamed token: runs of `--tokens` tokens (the log
+    writer's commits of their frames) less one-token runs, over the tokens between."""
+    tokens, runs = args.tokens, max(4, args.calls // 10)
+    rows = {}
+    for text in ("paced 1 100000", f"paced {tokens} 100000"):
+        cpu = [(await batch(app, watch, runs, False, text))["thread_cpu_ms_per_start"]
+               for _ in range(args.rounds)]
+        profiled = await batch(app, watch, runs, True, text)
+        rows[text] = (sorted(cpu)[len(cpu) // 2], profiled["calls_per_start"],
+                      profiled["items_per_start"])
+    (one_cpu, one_calls, one_items), (cpu, calls, items) = rows.values()
+    print(json.dumps({"per_token": {
+        "thread_cpu_us": round((cpu - one_cpu) * 1000 / (tokens - 1), 2),
+        "calls": round((calls - one_calls) / (tokens - 1), 2),
+        "items": round((items - one_items) / (tokens - 1), 4)}}), flush=True)
 
 
 async def measure(args: argparse.Namespace, upstream_url: str) -> None:
@@ -170,6 +190,8 @@ async def measure(args: argparse.Namespace, upstream_url: str) -> None:
                                       "calls_per_start": row["calls_per_start"],
                                       "wakeups_per_start": row["wakeups_per_start"]}}),
               flush=True)
+        if args.tokens:
+            await per_token(app, watch, args)
         if args.profile:
             out = io.StringIO()
             stats.stream = out
@@ -184,6 +206,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="batches timed")
     parser.add_argument("--calls", type=int, default=100, help="starts profiled")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's top N")
+    parser.add_argument("--tokens", type=int, default=0,
+                        help="also the thread's CPU and calls per token, over runs of this many")
     parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -5,9 +5,12 @@ context, the compiled cache's key, the result object) on top of the driver's own
 run's start, its answer and its end take a dozen statements: a large part of a start's CPU, on
 the event loop that every stream shares (bench/README.md). These few statements are fixed, so
 `Prepared` compiles each one once per dialect (and set of columns) with SQLAlchemy's own
-compiler, then hands the SQL and its parameters, converted by the columns' own types (JSON,
-booleans), to the DB-API cursor of the transaction's connection: same SQL, same driver, same
-transaction, none of the machinery around them.
+compiler, then hands the SQL and its parameters, converted as the columns' own types convert
+them, to the DB-API cursor of the transaction's connection (on SQLite's thread, in the group
+commit, to the sqlite3 connection itself): same SQL, same driver, same transaction, none of the
+machinery around them. JSON and boolean values, about twenty a start and one per logged frame,
+are converted here rather than by SQLAlchemy's converters (a few Python calls each, on SQLite's
+one thread): the same values reach the driver (`tests/inprocess/store/test_prepared.py`).
 
 Only plain statements qualify: no expanding `IN` (write `or_` of equalities), no values computed
 by SQLAlchemy at execution (every column an INSERT names is given). Errors are raised as
