@@ -77,7 +77,6 @@ class InGroup(Transaction):
     savepoint (or, alone in its group, its own transaction)."""
 
     cheap_statements = True  # statements cost no trip here (see `transaction`)
-    direct = True  # the sqlite3 connection runs a statement itself (`Prepared._run`)
 
     def __init__(self, engine: Engine, connection: sqlite3.Connection, savepoint: bool) -> None:
         super().__init__(engine, connection)

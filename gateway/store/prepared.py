@@ -6,11 +6,11 @@ run's start, its answer and its end take a dozen statements: a large part of a s
 the event loop that every stream shares (bench/README.md). These few statements are fixed, so
 `Prepared` compiles each one once per dialect (and set of columns) with SQLAlchemy's own
 compiler, then hands the SQL and its parameters, converted as the columns' own types convert
-them, to the DB-API cursor of the transaction's connection (on SQLite's thread, in the group
-commit, to the sqlite3 connection itself): same SQL, same driver, same transaction, none of the
-machinery around them. JSON and boolean values, about twenty a start and one per logged frame,
-are converted here rather than by SQLAlchemy's converters (a few Python calls each, on SQLite's
-one thread): the same values reach the driver (`tests/inprocess/store/test_prepared.py`).
+them, to the DB-API cursor of the transaction's connection: same SQL, same driver, same
+transaction, none of the machinery around them. JSON and boolean values, about twenty a start
+and one per logged frame, are converted here rather than by SQLAlchemy's converters (a few
+Python calls each, on SQLite's one thread): the same values reach the driver
+(`tests/inprocess/store/test_prepared.py`).
 
 Only plain statements qualify: no expanding `IN` (write `or_` of equalities), no values computed
 by SQLAlchemy at execution (every column an INSERT names is given). Errors are raised as
@@ -107,28 +107,21 @@ class Prepared:
     @staticmethod
     def _run(connection: Transaction, form: _Form, values: Any, many: bool,
              fetch: bool) -> tuple[int, list[Any]]:
-        """The statement on the transaction's connection (`many`: `values` is a list of
-        parameter lists, for `executemany`); the rows it changed, and its rows if `fetch`. The driver's errors as
-        SQLAlchemy's. On the sqlite3 connection itself (`group_commit`) through its own
-        `execute`, which makes and drops the cursor in C; else on a DB-API cursor."""
+        """The statement on a cursor of the transaction's connection (`many`: `values` is a
+        list of parameter lists, for `executemany`); the rows it changed, and its rows if
+        `fetch`. The driver's errors as SQLAlchemy's."""
         dbapi = connection.dialect.loaded_dbapi
-        raw = connection.connection
+        cursor = connection.connection.cursor()
         try:
-            if connection.direct:
-                cursor = raw.executemany(form.sql, values) if many else raw.execute(
-                    form.sql, values)
-                return cursor.rowcount, cursor.fetchall() if fetch else []
-            cursor = raw.cursor()
-            try:
-                if many:
-                    cursor.executemany(form.sql, values)
-                else:
-                    cursor.execute(form.sql, values)
-                return int(cursor.rowcount), list(cursor.fetchall()) if fetch else []
-            finally:
-                cursor.close()
+            if many:
+                cursor.executemany(form.sql, values)
+            else:
+                cursor.execute(form.sql, values)
+            return int(cursor.rowcount), list(cursor.fetchall()) if fetch else []
         except dbapi.Error as error:
             raise DBAPIError.instance(form.sql, None, error, dbapi.Error) from error
+        finally:
+            cursor.close()
 
     def _form(self, dialect: Dialect, keys: tuple[str, ...]) -> _Form:
         form = self._forms.get((dialect.name, keys))

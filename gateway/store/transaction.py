@@ -38,7 +38,6 @@ class Transaction:
     statements run on (`Prepared` needs no more), and `rollback`."""
 
     cheap_statements = False  # a statement per row costs a trip each (see the module's doc)
-    direct = False  # `connection` is a DB-API connection, whose statements need a cursor
 
     def __init__(self, engine: Engine, connection: Any) -> None:
         self.engine, self.dialect, self.connection = engine, engine.dialect, connection
