@@ -113,8 +113,9 @@ class DatabaseSignals:
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent | None = None) -> None:
         while True:
+            await owned.running()
             try:
-                ids = list(owned())
+                ids = list(owned.ids())
                 if ids:
                     for run_id in await self.store.cancel_requested(ids):
                         on_cancel(run_id)
