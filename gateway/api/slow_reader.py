@@ -71,6 +71,13 @@ class BoundedEventSource(EventSourceResponse):
     """sse-starlette's response (`send_timeout` is its slow-reader bound), with the
     disconnection logged as one line instead of the timeout's traceback."""
 
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        # The lock that keeps a ping from going after the stream's last message. anyio's
+        # takes a cancel-shielded checkpoint (a scope and one more turn of the loop) on every
+        # uncontended acquire, which each stream's end is; asyncio's takes it at once.
+        self._send_lock = asyncio.Lock()  # type: ignore[assignment]
+
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         """One event (or heartbeat) sent within `send_timeout`, as sse-starlette does, but with
         asyncio's timeout instead of anyio's cancel scope: the same bound for far fewer calls,
