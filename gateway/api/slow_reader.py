@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import types
+from collections.abc import Awaitable, Coroutine, Generator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -36,10 +37,52 @@ class SlowReader(Exception):
 async def within(seconds: float, sending: Awaitable[None]) -> None:
     """Await one send, or raise `SlowReader` if it has not gone out after `seconds`."""
     try:
-        async with asyncio.timeout(seconds):
-            await sending
+        await bounded(seconds, sending)
     except TimeoutError:
         raise SlowReader from None
+
+
+async def bounded(seconds: float, sending: Awaitable[None]) -> None:
+    """Await one send, or raise `TimeoutError` if it has waited `seconds`.
+
+    Most sends never wait: the server writes the bytes to its transport and returns, and only
+    a full socket buffer (a reader that stopped reading) makes it wait for the drain. So the
+    send is started here, and timed only if it has to wait: a send that goes out at once costs
+    no timer (an `asyncio.timeout` per send was a scope and a timer handle, made and cancelled,
+    for every token and every start's event; bench/README.md, "The loop's work per start, ninth
+    round"). What it waits for, and the rest of it, is awaited within the bound as before."""
+    if not isinstance(sending, types.CoroutineType):  # an awaitable of another kind
+        async with asyncio.timeout(seconds):
+            await sending
+        return
+    try:
+        waiting = sending.send(None)
+    except StopIteration:
+        return
+    except BaseException:
+        sending.close()
+        raise
+    async with asyncio.timeout(seconds):
+        await _rest(sending, waiting)
+
+
+@types.coroutine
+def _rest(coro: Coroutine[Any, Any, None], waiting: Any) -> Generator[Any, Any, None]:
+    """The rest of `coro`, started elsewhere and now waiting for `waiting`: each value or
+    error the awaiting task is resumed with is passed on, as `await` would."""
+    while True:
+        try:
+            resumed = yield waiting
+        except BaseException as error:  # noqa: BLE001 - a cancellation (the bound) or an error
+            try:
+                waiting = coro.throw(error)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting = coro.send(resumed)
+            except StopIteration:
+                return
 
 
 def disconnected(path: str, seconds: float) -> None:
@@ -86,8 +129,7 @@ class BoundedEventSource(EventSourceResponse):
             await send(message)
             return
         try:
-            async with asyncio.timeout(self.send_timeout):
-                await send(message)
+            await bounded(self.send_timeout, send(message))
         except TimeoutError:
             raise SendTimeoutError() from None
 

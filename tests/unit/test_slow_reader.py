@@ -156,3 +156,30 @@ async def test_a_ping_the_reader_does_not_read_disconnects_it(
     assert len(sent) == 3
     assert [r.getMessage() for r in caplog.records] == [
         "a reader of /v1/threads/t/runs/r read nothing for 0.05 s: disconnected"]
+
+
+async def test_a_send_that_waits_less_than_the_bound_goes_out_and_its_errors_are_its_own(
+) -> None:
+    # A send is started at once and timed only once it waits (`bounded`): one that waits for
+    # its drain within the bound completes; one that fails after waiting raises its own error.
+    from gateway.api.slow_reader import bounded
+
+    drained = asyncio.Event()
+    done: list[str] = []
+
+    async def send(fail: bool) -> None:
+        await drained.wait()
+        await asyncio.sleep(0)
+        if fail:
+            raise ConnectionResetError("the reader went away")
+        done.append("sent")
+
+    asyncio.get_running_loop().call_later(0.01, drained.set)
+    await bounded(5, send(False))
+    assert done == ["sent"]
+    with pytest.raises(ConnectionResetError):
+        await bounded(5, send(True))
+    drained.clear()
+    with pytest.raises(TimeoutError):
+        await bounded(0.01, send(False))
+    assert done == ["sent"]
