@@ -4,7 +4,12 @@ A reader that stops reading must not hold a run's log (or anything else) in memo
 as it likes. Once its socket buffer is full, each send waits; after `slow_reader_seconds` of one
 send waiting, the stream is given up and the reader disconnected (it can come back with its
 cursor). SSE responses get this from sse-starlette's `send_timeout`; NDJSON responses and the
-Timbal WebSocket from here. The disconnection is one log line, never a traceback.
+Timbal WebSocket from here. The disconnection is one log line, never a traceback. A send is
+timed only once it waits (`bounded`): most go out at once.
+
+The SSE response (`BoundedEventSource`) is sse-starlette's, with its parts run by the gateway:
+the body is the response's one task; the pings, the reader's disconnect and the server's
+shutdown are waited for in the request's own task (`_watch`).
 """
 
 from __future__ import annotations
@@ -122,9 +127,10 @@ class BoundedEventSource(EventSourceResponse):
         self._send_lock = asyncio.Lock()  # type: ignore[assignment]
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
-        """One event (or heartbeat) sent within `send_timeout`, as sse-starlette does, but with
-        asyncio's timeout instead of anyio's cancel scope: the same bound for far fewer calls,
-        and this runs once per token (bench/README.md, "Cheaper starts, fourth round")."""
+        """One event (or heartbeat) sent within `send_timeout`, as sse-starlette does, but
+        timed only if it waits (`bounded`) and with asyncio's timeout instead of anyio's cancel
+        scope: the same bound for far fewer calls, and this runs once per token
+        (bench/README.md, "Cheaper starts, fourth round")."""
         if self.send_timeout is None:
             await send(message)
             return
@@ -149,9 +155,9 @@ class BoundedEventSource(EventSourceResponse):
         the server's shutdown and the reader's disconnect; the first to end ends the others; an
         error in one is the response's), with one task instead of four: the body in its own
         task, everything else waited for here, in the request's (`_watch`). sse-starlette
-        runs each part as a task of an anyio task group; as asyncio tasks they were still
-        about 60 calls and six loop turns of a run start (bench/README.md, "The loop's work
-        per start, ninth round")."""
+        runs each part as a task of an anyio task group; as four asyncio tasks they were still
+        about 170 calls and several loop turns of a run start (bench/README.md, "The loop's
+        work per start, ninth round")."""
         body = asyncio.create_task(self._stream_response(send))
         try:
             await self._watch(receive, send, body)
