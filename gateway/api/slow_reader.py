@@ -6,10 +6,6 @@ send waiting, the stream is given up and the reader disconnected (it can come ba
 cursor). SSE responses get this from sse-starlette's `send_timeout`; NDJSON responses and the
 Timbal WebSocket from here. The disconnection is one log line, never a traceback. A send is
 timed only once it waits (`bounded`): most go out at once.
-
-The SSE response (`BoundedEventSource`) is sse-starlette's, with its parts run by the gateway:
-the body is the response's one task; the pings, the reader's disconnect and the server's
-shutdown are waited for in the request's own task (`_watch`).
 """
 
 from __future__ import annotations
@@ -18,17 +14,10 @@ import asyncio
 import logging
 import types
 from collections.abc import Awaitable, Coroutine, Generator
-from datetime import datetime, timezone
 from typing import Any
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
-from sse_starlette.event import ensure_bytes
-from sse_starlette.sse import (
-    AppStatus,
-    SendTimeoutError,
-    _ensure_watcher_started_on_this_loop,
-    _get_shutdown_state,
-)
+from sse_starlette import EventSourceResponse
+from sse_starlette.sse import SendTimeoutError
 from starlette.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
@@ -142,8 +131,7 @@ class BoundedEventSource(EventSourceResponse):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             if scope["type"] == "http" and scope["method"] != "HEAD" and \
-                    self.data_sender_callable is None and self._shutdown_event is None and \
-                    not self._shutdown_grace_period:
+                    self.data_sender_callable is None:
                 await self._streamed(receive, send)
             else:
                 await super().__call__(scope, receive, send)
@@ -152,87 +140,24 @@ class BoundedEventSource(EventSourceResponse):
 
     async def _streamed(self, receive: Receive, send: Send) -> None:
         """What sse-starlette's `__call__` does for a GET or POST stream (its body, its pings,
-        the server's shutdown and the reader's disconnect; the first to end ends the others; an
-        error in one is the response's), with one task instead of four: the body in its own
-        task, everything else waited for here, in the request's (`_watch`). sse-starlette
-        runs each part as a task of an anyio task group; as four asyncio tasks they were still
-        about 170 calls and several loop turns of a run start (bench/README.md, "The loop's
-        work per start, ninth round")."""
-        body = asyncio.create_task(self._stream_response(send))
+        the server's shutdown and the reader's disconnect, each a task; the first to end ends
+        the others; an error in one is the response's), with asyncio's tasks instead of an
+        anyio task group: the same work without the group's cancel scopes, about a tenth of a
+        run start's CPU (bench/README.md, "Cheaper starts, fifth round")."""
+        parts = [self._stream_response(send), self._listen_for_exit_signal_with_grace(),
+                 self._listen_for_disconnect(receive)]
+        if self._ping_interval > 0:
+            parts.append(self._ping(send))
+        tasks = [asyncio.create_task(part) for part in parts]
         try:
-            await self._watch(receive, send, body)
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not body.done():
-                body.cancel()
-                await asyncio.wait((body,))
-            error = None if body.cancelled() else body.exception()
-            if error is not None:  # the body's error first, as the task group raised it
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+        errors = [task.exception() for task in tasks if not task.cancelled()]
+        for error in errors:  # the first error, as the task group raised it
+            if error is not None:
                 raise error
         if self.background is not None:
             await self.background()
-
-    async def _watch(self, receive: Receive, send: Send, body: asyncio.Task[None]) -> None:
-        """Wait, in the request's own task, for the body's end, the reader's disconnect
-        (`http.disconnect`) or the server's shutdown (sse-starlette's watcher, as
-        `_listen_for_exit_signal`), sending a ping every `ping` seconds meanwhile (as `_ping`).
-        The body's end and the shutdown end the wait on `receive()` through the timeout that
-        also times the pings: one timer, no task."""
-        if AppStatus.should_exit:
-            return
-        ending = _Ending()
-        body.add_done_callback(ending.end)
-        _ensure_watcher_started_on_this_loop()
-        watched = _get_shutdown_state().events
-        watched.add(ending)  # type: ignore[arg-type]  # the watcher only calls its `set()`
-        loop = asyncio.get_running_loop()
-        interval = self._ping_interval or None
-        try:
-            while self.active and not ending.ended and not AppStatus.should_exit:
-                try:
-                    async with asyncio.timeout_at(
-                            None if interval is None else loop.time() + interval) as ending.scope:
-                        message = await receive()
-                except TimeoutError:
-                    if not ending.ended:
-                        await self._send_ping(send)
-                    continue
-                finally:
-                    ending.scope = None
-                if message["type"] == "http.disconnect":
-                    self.active = False
-                    if self.client_close_handler_callable:
-                        await self.client_close_handler_callable(message)
-                    return
-        finally:
-            body.remove_done_callback(ending.end)
-            watched.discard(ending)
-
-    async def _send_ping(self, send: Send) -> None:
-        """One ping, as sse-starlette's `_ping` sends it: a comment, under the send lock, with
-        the slow-reader bound, unless the stream has ended."""
-        ping = self.ping_message_factory() if self.ping_message_factory else \
-            ServerSentEvent(comment=f"ping - {datetime.now(timezone.utc)}", sep=self.sep)
-        async with self._send_lock:
-            if self.active:
-                await self._send_with_timeout(send, {
-                    "type": "http.response.body", "body": ensure_bytes(ping, self.sep),
-                    "more_body": True})
-
-
-class _Ending:
-    """What ends a response's `_watch`: the body's end (a done callback) or the server's
-    shutdown (registered with sse-starlette's watcher as its events are: it calls `set()`).
-    Either expires the timeout the watch is waiting in, at once."""
-
-    __slots__ = ("ended", "scope")
-
-    def __init__(self) -> None:
-        self.ended = False
-        self.scope: asyncio.Timeout | None = None
-
-    def end(self, _: object = None) -> None:
-        self.ended = True
-        if self.scope is not None and not self.scope.expired():
-            self.scope.reschedule(0)
-
-    set = end

@@ -118,8 +118,8 @@ async def _idle_events(closed: asyncio.Event) -> AsyncIterator[dict[str, str]]:
 
 async def test_an_idle_stream_is_pinged_and_ended_by_the_servers_shutdown(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # The pings and the shutdown are waited for in the request's own task (`_watch`), not in
-    # sse-starlette's tasks: the same comments on the wire, and the same end at shutdown.
+    # The response runs sse-starlette's parts itself (`_streamed`): the pings go out as its
+    # comments, and the server's shutdown ends the stream.
     from sse_starlette.sse import AppStatus
 
     closed = asyncio.Event()
