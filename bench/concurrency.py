@@ -27,7 +27,8 @@ the largest accept queue of the listening socket (connections the kernel holds f
 how late the readers themselves began their requests (p99: a starved reader's lateness is not
 the gateway's), and the machine's load average when the scenario ended (other jobs stretch every
 wall-clock figure: read them beside it), with the CPU every process on the machine used, by role
-(`bench/machine_watch.py`). Then the gateway's CPU per run start and per token (`cpu_cost`).
+(`bench/machine_watch.py`). Then the gateway's CPU per run start and per token beside the bare
+limit's (`cost_beside_bare`: each on a fresh process, their samples alternating).
 Written as JSON and a Markdown table under `--out`. Not part of the pass/fail suite.
 """
 
@@ -358,30 +359,65 @@ def summary(path: str, scenario: Scenario, tokens: int, results: list[dict[str, 
     }
 
 
-def cpu_cost(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
-             rate: int = 2000, repeats: int = 3) -> dict[str, Any]:
-    """The gateway's CPU per run start and per token: `runs` runs of one token started over a
-    second, then `runs` runs of `tokens` tokens (the upstream sends them as fast as `rate`);
-    the difference is the tokens' cost, the rest of the first the starts' (each with its end).
-    CPU used, not time waited for a core, so other load on the machine changes it far less
-    than the wall-clock figures. Median of `repeats`."""
-    per_start, per_token = [], []
-    for _ in range(repeats):
-        small = measure("gateway", url, pid, Scenario(runs, rate, 1.0), 1 / rate, readers, None)
-        large = measure("gateway", url, pid, Scenario(runs, rate, 1.0), tokens / rate, readers,
-                        None)
-        if small["failed"] or large["failed"] or not small["completed"]:
-            raise RuntimeError(f"cost runs failed: {small} {large}")
-        # Per run admitted (a refusal on a busy machine costs far less than a start).
-        token = (large["cpu_s"] / large["completed"] - small["cpu_s"] / small["completed"]) / (
-            tokens - 1)
-        per_token.append(token)
-        per_start.append(small["cpu_s"] / small["completed"] - token)
+def cost_sample(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
+                rate: int = 2000) -> tuple[float, float]:
+    """One sample of the CPU per run start and per token, in seconds: `runs` runs of one token
+    started over a second, then `runs` runs of `tokens` tokens (the upstream sends them as fast
+    as `rate`); the difference is the tokens' cost, the rest of the first the starts' (each with
+    its end). CPU used, not time waited for a core, so other load on the machine changes it far
+    less than the wall-clock figures."""
+    small = measure("gateway", url, pid, Scenario(runs, rate, 1.0), 1 / rate, readers, None)
+    large = measure("gateway", url, pid, Scenario(runs, rate, 1.0), tokens / rate, readers, None)
+    if small["failed"] or large["failed"] or not small["completed"]:
+        raise RuntimeError(f"cost runs failed: {small} {large}")
+    # Per run admitted (a refusal on a busy machine costs far less than a start).
+    token = (large["cpu_s"] / large["completed"] - small["cpu_s"] / small["completed"]) / (
+        tokens - 1)
+    return small["cpu_s"] / small["completed"] - token, token
+
+
+def cost_summary(samples: list[tuple[float, float]], runs: int, tokens: int = 200
+                 ) -> dict[str, Any]:
+    per_start, per_token = [s for s, _ in samples], [t for _, t in samples]
     return {"runs": runs, "tokens": tokens,
             "cpu_ms_per_start": round(statistics.median(per_start) * 1e3, 2),
             "cpu_us_per_token": round(statistics.median(per_token) * 1e6, 1),
             "samples_ms_per_start": [round(x * 1e3, 2) for x in per_start],
             "samples_us_per_token": [round(x * 1e6, 1) for x in per_token]}
+
+
+def cpu_cost(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
+             rate: int = 2000, repeats: int = 3) -> dict[str, Any]:
+    """The CPU per run start and per token of the server at `url` (`cost_sample`), median of
+    `repeats`."""
+    return cost_summary([cost_sample(url, pid, readers, runs, tokens, rate)
+                         for _ in range(repeats)], runs, tokens)
+
+
+def cost_beside_bare(env: dict[str, str], upstream: Source, readers: int, runs: int,
+                     repeats: int = 3) -> dict[str, Any]:
+    """The gateway's CPU per start and per token beside the bare limit's (`bench/relay.py`:
+    the same request, upstream read and events on the same stack, nothing stored), each on a
+    fresh process and their samples alternating, so that both see the machine's same minutes:
+    on a shared host the same work's CPU moves by half within minutes, and their ratio is what
+    holds. The gateway runs with `env` (the scenarios' settings) less the loop-lag monitor,
+    which is the benchmark's instrument (off by default), not the server's work."""
+    settings = {k: v for k, v in env.items() if k != "GATEWAY_LOOP_LAG_LOG_SECONDS"}
+    gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-cost-")), settings)
+    relay = Source("relay", "bench.relay", (upstream.url,))
+    samples: dict[str, list[tuple[float, float]]] = {"gateway": [], "bare": []}
+    try:
+        gateway.start()
+        targets = {"gateway": (gateway.url, gateway.process.pid), "bare": (relay.url, relay.pid)}
+        for url, pid in targets.values():  # first runs: lazy imports, the first model call
+            measure("gateway", url, pid, Scenario(20, 50, 1), 1, 1, None)
+        for _ in range(repeats):
+            for name, (url, pid) in targets.items():
+                samples[name].append(cost_sample(url, pid, readers, runs))
+    finally:
+        gateway.stop()
+        relay.stop()
+    return {**cost_summary(samples["gateway"], runs), "bare": cost_summary(samples["bare"], runs)}
 
 
 # ---- output ---------------------------------------------------------------------------------
@@ -443,7 +479,7 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
             keep: list[dict[str, Any]] | None = None
             ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     upstream, bare = Source("upstream"), Source("bare")
-    gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), {
+    env = {
         "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
         "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": args.adapter,
         "GATEWAY_LOOP_LAG_LOG_SECONDS": "1",
@@ -453,7 +489,8 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
         "GATEWAY_MAX_START_WAIT_SECONDS": str(
             Settings.model_fields["max_start_wait_seconds"].default),
         "GATEWAY_MAX_LOOP_LAG_SECONDS": "0.1",
-        **dict(e.split("=", 1) for e in args.gateway_env)})
+        **dict(e.split("=", 1) for e in args.gateway_env)}
+    gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), env)
     rows: list[dict[str, Any]] = []
     cost = None
     try:
@@ -474,13 +511,8 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
                 print(json.dumps(row), flush=True)
                 time.sleep(args.pause)
         if args.cost_runs and "gateway" in paths:
-            cost = cpu_cost(gateway.url, gateway.process.pid, args.readers, args.cost_runs)
-            relay = Source("relay", "bench.relay", (upstream.url,))  # the bare limit, from outside
-            try:
-                measure("gateway", relay.url, relay.pid, Scenario(20, 50, 1), 1, 1, None)
-                cost["bare"] = cpu_cost(relay.url, relay.pid, args.readers, args.cost_runs)
-            finally:
-                relay.stop()
+            gateway.stop()  # done with; the cost is measured on a fresh one beside the bare limit
+            cost = cost_beside_bare(env, upstream, args.readers, args.cost_runs)
             print(json.dumps({"cost": cost}), flush=True)
     finally:
         gateway.stop()

@@ -16,9 +16,11 @@ exactly as `bench/concurrency.py`, whose measurement this reuses):
 3. 1,000 runs arriving over 10 s: every run completes (first token p99 <= 1 s) or is refused
    with 503 within 100 ms (p99), and none fails otherwise;
 4. the CPU of a run start with its end (<= 3 ms): from outside, the `gateway serve` process's
-   CPU per run (`concurrency.cpu_cost`: runs of 1 token against runs of 200), beside the bare
-   limit measured alike from outside (`bench/relay.py`: the same request, upstream read (aiohttp) and
-   events on the same stack, with nothing stored and no middleware); and on SQLite
+   CPU per run (`concurrency.cost_beside_bare`: runs of 1 token against runs of 200, on a fresh
+   process with the scenarios' settings less the loop-lag monitor), beside the bare limit
+   measured alike from outside, their samples alternating (`bench/relay.py`: the same request,
+   upstream read (aiohttp) and events on the same stack, with nothing stored and no
+   middleware); and on SQLite
    also in-process (`bench/start_cost.py`: starts one at a time, CPU of every thread, beside
    the bare limit measured in the same process; their ratio is what holds on a busy machine).
 

@@ -160,9 +160,10 @@ class Settings(BaseSettings):
         json_schema_extra={"secret_parts": "password"})
     database_pool_size: int = Field(
         10, ge=1, le=1000,
-        description="PostgreSQL connections each process keeps open (and as many again in "
-                    "bursts). Size it so processes x 2 x this stays under the server's "
-                    "`max_connections`. Not used with SQLite.")
+        description="PostgreSQL connections each process needs for steady work; it opens up "
+                    "to twice this in bursts and keeps what it opened for the next one. Size "
+                    "it so processes x 2 x this stays under the server's `max_connections`. "
+                    "Not used with SQLite.")
     redis_url: str | None = Field(
         None, json_schema_extra={"secret_parts": "password"},
         description="`redis://[:password@]host:port/db` (`gateway config` masks the "

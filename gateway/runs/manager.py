@@ -236,11 +236,11 @@ class RunManager:
     def _launch(self, started: StartedRun, ticket: Ticket,
                 extra_tools: dict[str, ServerToolSpec] | None = None) -> None:
         run = started.run
+        spec = RunSpec.from_snapshot(run.request)  # the row is the run's input; read once
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
-                           history=started.history, extra_tools=extra_tools or {})
+                           history=started.history, extra_tools=extra_tools or {}, spec=spec)
         if self.setup.agents is not None:  # for its usage and metrics
-            active.agent = (RunSpec.from_snapshot(run.request).agent
-                            or self.setup.agents.default_name)
+            active.agent = spec.agent or self.setup.agents.default_name
         self.registry.add(active)
         metrics.RUNS_STARTED.inc()
         metrics.ACTIVE_RUNS.inc()
