@@ -60,7 +60,8 @@ class RunManager:
         self.limits, self.timings = limits, timings
         # Run requests take turns at it (the API's run-start handlers hold it, see `start_gate`).
         # Past what the process can carry, it refuses new runs at once (503 OVERLOADED).
-        self.lateness = LoopLateness()  # watched by a background task (`services`)
+        # Watched by a background task (`services`) while runs go or requests read it.
+        self.lateness = LoopLateness(busy=lambda: bool(self.registry.active))
         self.start_gate = StartGate(limits.start_concurrency, limits.max_active_runs,
                                     limits.max_start_wait_seconds,
                                     lambda: len(self.registry.active),
@@ -318,7 +319,7 @@ class RunManager:
     async def listen_for_signals(self) -> None:
         """Cancel the runs of this process that another process was asked to cancel, and
         deliver other processes' thread events to the runs of this process."""
-        await self.signals.listen(lambda: list(self.active), self.request_local_cancel,
+        await self.signals.listen(self.registry, self.request_local_cancel,
                                   self.components.deliver)
 
     # -- reading --------------------------------------------------------------------------------
