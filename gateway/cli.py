@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib.util
 import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from . import agents_cli, chorus_cli, keys_cli, prune_cli, usage_cli
@@ -22,6 +25,7 @@ from .config import Settings, SettingsError, load_settings
 from .loopback import is_loopback
 from .observability.logs import configure_levels
 
+DATE_HEADER_SECONDS = 1.0  # how often `serve` refreshes the responses' `Date` header
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 # Exit statuses: 2 is a bad setting or usage (argparse's own), 1 anything else at start-up.
 EXIT_USAGE = 2
@@ -274,7 +278,13 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
 
     class Server(uvicorn.Server):
         """Says where it listens once started (uvicorn is silent about a socket it is given).
-        The drain on SIGTERM is the app's own (`gateway.shutdown.DrainOnSignals`)."""
+        The drain on SIGTERM is the app's own (`gateway.shutdown.DrainOnSignals`).
+
+        uvicorn's main loop wakes every 0.1 s to see whether it should exit, and refreshes the
+        `Date` header at every tenth: ten wake-ups a second of an idle process. Here it wakes
+        once a second for the header, and at once when told to exit (`handle_exit`)."""
+
+        exit_now: Callable[[], object] = staticmethod(lambda: None)
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
@@ -282,6 +292,19 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
                 url = f"http://{host}:{port}"
                 logging.getLogger("gateway").info(
                     "listening on %s (playground: %s/, API reference: %s/docs)", url, url, url)
+
+        async def main_loop(self) -> None:
+            loop, told = asyncio.get_running_loop(), asyncio.Event()
+            self.exit_now = functools.partial(loop.call_soon_threadsafe, told.set)
+            while not await self.on_tick(0):  # 0: uvicorn's tick that refreshes the header
+                timer = loop.call_later(DATE_HEADER_SECONDS, told.set)
+                await told.wait()
+                timer.cancel()
+                told.clear()
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)  # from a signal handler, or the drain's task
+            self.exit_now()
 
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))

@@ -4,14 +4,16 @@ A reader that stops reading must not hold a run's log (or anything else) in memo
 as it likes. Once its socket buffer is full, each send waits; after `slow_reader_seconds` of one
 send waiting, the stream is given up and the reader disconnected (it can come back with its
 cursor). SSE responses get this from sse-starlette's `send_timeout`; NDJSON responses and the
-Timbal WebSocket from here. The disconnection is one log line, never a traceback.
+Timbal WebSocket from here. The disconnection is one log line, never a traceback. A send is
+timed only once it waits (`bounded`): most go out at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import types
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
 from sse_starlette import EventSourceResponse
@@ -29,10 +31,52 @@ class SlowReader(Exception):
 async def within(seconds: float, sending: Awaitable[None]) -> None:
     """Await one send, or raise `SlowReader` if it has not gone out after `seconds`."""
     try:
-        async with asyncio.timeout(seconds):
-            await sending
+        await bounded(seconds, sending)
     except TimeoutError:
         raise SlowReader from None
+
+
+async def bounded(seconds: float, sending: Awaitable[None]) -> None:
+    """Await one send, or raise `TimeoutError` if it has waited `seconds`.
+
+    Most sends never wait: the server writes the bytes to its transport and returns, and only
+    a full socket buffer (a reader that stopped reading) makes it wait for the drain. So the
+    send is started here, and timed only if it has to wait: a send that goes out at once costs
+    no timer (an `asyncio.timeout` per send was a scope and a timer handle, made and cancelled,
+    for every token and every start's event; bench/README.md, "The loop's work per start, ninth
+    round"). What it waits for, and the rest of it, is awaited within the bound as before."""
+    if not isinstance(sending, types.CoroutineType):  # an awaitable of another kind
+        async with asyncio.timeout(seconds):
+            await sending
+        return
+    try:
+        waiting = sending.send(None)
+    except StopIteration:
+        return
+    except BaseException:
+        sending.close()
+        raise
+    async with asyncio.timeout(seconds):
+        await _rest(sending, waiting)
+
+
+@types.coroutine
+def _rest(coro: Coroutine[Any, Any, None], waiting: Any) -> Generator[Any, Any, None]:
+    """The rest of `coro`, started elsewhere and now waiting for `waiting`: each value or
+    error the awaiting task is resumed with is passed on, as `await` would."""
+    while True:
+        try:
+            resumed = yield waiting
+        except BaseException as error:  # noqa: BLE001 - a cancellation (the bound) or an error
+            try:
+                waiting = coro.throw(error)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting = coro.send(resumed)
+            except StopIteration:
+                return
 
 
 def disconnected(path: str, seconds: float) -> None:
@@ -64,16 +108,23 @@ class BoundedEventSource(EventSourceResponse):
     """sse-starlette's response (`send_timeout` is its slow-reader bound), with the
     disconnection logged as one line instead of the timeout's traceback."""
 
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        # The lock that keeps a ping from going after the stream's last message. anyio's
+        # takes a cancel-shielded checkpoint (a scope and one more turn of the loop) on every
+        # uncontended acquire, which each stream's end is; asyncio's takes it at once.
+        self._send_lock = asyncio.Lock()  # type: ignore[assignment]
+
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
-        """One event (or heartbeat) sent within `send_timeout`, as sse-starlette does, but with
-        asyncio's timeout instead of anyio's cancel scope: the same bound for far fewer calls,
-        and this runs once per token (bench/README.md, "Cheaper starts, fourth round")."""
+        """One event (or heartbeat) sent within `send_timeout`, as sse-starlette does, but
+        timed only if it waits (`bounded`) and with asyncio's timeout instead of anyio's cancel
+        scope: the same bound for far fewer calls, and this runs once per token
+        (bench/README.md, "Cheaper starts, fourth round")."""
         if self.send_timeout is None:
             await send(message)
             return
         try:
-            async with asyncio.timeout(self.send_timeout):
-                await send(message)
+            await bounded(self.send_timeout, send(message))
         except TimeoutError:
             raise SendTimeoutError() from None
 

@@ -113,8 +113,12 @@ class DatabaseSignals:
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent | None = None) -> None:
         while True:
+            # Asleep while no run goes here, and a poll's wait after one starts (not a read at
+            # once: a run shorter than that is never looked at, as before at a random phase).
+            await owned.running()
+            await asyncio.sleep(self.poll_seconds)
             try:
-                ids = list(owned())
+                ids = list(owned.ids())
                 if ids:
                     for run_id in await self.store.cancel_requested(ids):
                         on_cancel(run_id)
@@ -122,7 +126,6 @@ class DatabaseSignals:
                 raise
             except Exception:
                 log.exception("polling cancel flags failed")
-            await asyncio.sleep(self.poll_seconds)
 
 
 async def deliver_in_order(events: asyncio.Queue[tuple[str, ThreadEvent]],

@@ -96,7 +96,7 @@ class PostgresSignals:
             if channel == THREAD_EVENTS_CHANNEL:
                 body = json.loads(payload)
                 events.put_nowait((body["threadId"], body["event"]))
-            elif payload in owned():
+            elif payload in owned.ids():
                 on_cancel(payload)
 
         connection = await asyncpg.connect(self.dsn, timeout=5)

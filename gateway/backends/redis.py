@@ -323,7 +323,7 @@ class RedisSignals:
                 async for message in pubsub.listen():
                     if message["channel"] == CANCEL_CHANNEL.encode():
                         run_id = message["data"].decode()
-                        if run_id in owned():
+                        if run_id in owned.ids():
                             on_cancel(run_id)
                         continue
                     body = json.loads(message["data"])

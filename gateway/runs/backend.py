@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 OnCancel = Callable[[str], None]
 ThreadEvent = dict[str, Any]
 OnThreadEvent = Callable[[str, ThreadEvent], Awaitable[None]]
-OwnedRuns = Callable[[], Collection[str]]
 PING_SECONDS = 2.0  # what `/ready` waits for each part to answer
 
 
@@ -49,6 +48,19 @@ class RunFeed(Protocol):
         ...
 
 
+class OwnedRuns(Protocol):
+    """The runs this process executes (`RunRegistry`), as the backends' listeners see them."""
+
+    def ids(self) -> Collection[str]:
+        """Their ids, now."""
+        ...
+
+    async def running(self) -> None:
+        """Returns once there is one (at once if there is): a poll for their cancel flags
+        sleeps here while there is none, instead of waking an idle process to find none."""
+        ...
+
+
 class Signals(Protocol):
     async def request_cancel(self, run_id: str) -> None:
         """Ask whichever process runs `run_id` to cancel it."""
@@ -60,7 +72,7 @@ class Signals(Protocol):
 
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent) -> None:
-        """Call `on_cancel(run_id)` for each cancel requested for one of the `owned()` runs,
+        """Call `on_cancel(run_id)` for each cancel requested for one of the `owned` runs,
         and `on_thread_event` for each event another process published; until cancelled."""
         ...
 

@@ -139,8 +139,7 @@ class RunExecutor:
         self.setup = setup
 
     async def execute(self, active: ActiveRun) -> None:
-        run = active.row
-        active.spec = RunSpec.from_snapshot(run.request)  # the row is the run's input
+        run = active.row  # its spec was read from the row when it was launched
         with tracing.run_span(run.id, run.thread_id, self.setup.model_of(active.spec)):
             await self._execute(active)
 

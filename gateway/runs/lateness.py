@@ -15,12 +15,20 @@ quiet machine, 22 were refused by a 0.25 s limit while the loop's lag p99 was 39
 held now for longer than `WINDOW` (no tick at all) is late by that much. The start gate
 refuses new runs while it is past `GATEWAY_MAX_LOOP_LAG_SECONDS` (`start_gate.py`). One timer
 per tick: nothing per token.
+
+The timer runs only while there is work: runs going (`busy`), or requests asking (each POST
+reads `sustained()` at the door, which wakes it). An idle loop is not late, and a timer that
+woke it 20 times a second cost an idle process its CPU and every next request cold caches
+(bench/README.md, "Wake-ups and idle work, ninth round"). Not watched, `sustained()` is 0: the
+first starts after a quiet spell are judged by the other limits until `SUSTAIN` ticks have
+measured the loop again (150 ms).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 TICK = 0.05
 SUSTAIN = 3
@@ -28,13 +36,26 @@ WINDOW = 1.0
 
 
 class LoopLateness:
-    def __init__(self) -> None:
+    def __init__(self, busy: Callable[[], bool] = lambda: True) -> None:
         self._late: deque[tuple[float, float]] = deque(maxlen=SUSTAIN)  # (woke at, s late)
         self._due: float | None = None  # when the running timer should fire
+        self._busy = busy  # work going on that keeps the timer running (the runs)
+        self._asked = asyncio.Event()  # `sustained()` was read since the last tick
+
+    @property
+    def watching(self) -> bool:
+        """Whether the timer runs now (it stops while the process is idle)."""
+        return self._due is not None
 
     async def watch(self) -> None:
+        """Until cancelled: tick while there is work, sleep without a timer while there is
+        none."""
         loop = asyncio.get_running_loop()
         while True:
+            if not (self._asked.is_set() or self._busy()):
+                self._due = None
+                await self._asked.wait()
+            self._asked.clear()
             self._due = loop.time() + TICK
             await asyncio.sleep(TICK)
             now = loop.time()
@@ -42,7 +63,9 @@ class LoopLateness:
 
     def sustained(self) -> float:
         """Seconds: how late the loop has been at each of its last `SUSTAIN` ticks within
-        `WINDOW`, or how long it has been held now past `WINDOW` (0 when not watched)."""
+        `WINDOW`, or how long it has been held now past `WINDOW` (0 when not watched). Reading
+        it keeps the timer running, or starts it."""
+        self._asked.set()
         if self._due is None:
             return 0.0
         now = asyncio.get_running_loop().time()

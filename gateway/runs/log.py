@@ -40,6 +40,9 @@ class LiveLog:
         self.first = 0  # the positions up to this one are on disk and no longer in memory
         self.on_disk = 0  # the positions up to this one are on disk (`forget`)
         self.entries: list[Entry] = []  # the tail: positions first + 1 to last
+        # The position of the last entry (0 while empty): `first + len(entries)`, kept as a
+        # field because it is read several times per frame (it was a property: one call each).
+        self.last = 0
         self.holds: dict[str, int] = {}  # holder -> the position it has consumed
         self.closed = False
         self._waiters: list[asyncio.Future[None]] = []  # woken at the next change
@@ -47,13 +50,9 @@ class LiveLog:
     def append(self, frame: dict[str, Any]) -> Entry:
         entry = self.next_entry(frame)
         self.entries.append(entry)
+        self.last = entry.seq
         self._notify()
         return entry
-
-    @property
-    def last(self) -> int:
-        """The position of the last entry (0 while empty)."""
-        return self.first + len(self.entries)
 
     def since(self, seq: int) -> list[Entry]:
         """The entries in memory after position `seq` (from `first + 1` if `seq` is older)."""
@@ -89,6 +88,7 @@ class LiveLog:
             if entry.seq != self.last + 1:
                 raise ValueError(f"log position {entry.seq} out of order in run {self.run_id}")
             self.entries.append(entry)
+            self.last = entry.seq
         self._notify()
 
     def close(self) -> None:

@@ -60,7 +60,8 @@ class RunManager:
         self.limits, self.timings = limits, timings
         # Run requests take turns at it (the API's run-start handlers hold it, see `start_gate`).
         # Past what the process can carry, it refuses new runs at once (503 OVERLOADED).
-        self.lateness = LoopLateness()  # watched by a background task (`services`)
+        # Watched by a background task (`services`) while runs go or requests read it.
+        self.lateness = LoopLateness(busy=lambda: bool(self.registry.active))
         self.start_gate = StartGate(limits.start_concurrency, limits.max_active_runs,
                                     limits.max_start_wait_seconds,
                                     lambda: len(self.registry.active),
@@ -235,11 +236,11 @@ class RunManager:
     def _launch(self, started: StartedRun, ticket: Ticket,
                 extra_tools: dict[str, ServerToolSpec] | None = None) -> None:
         run = started.run
+        spec = RunSpec.from_snapshot(run.request)  # the row is the run's input; read once
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
-                           history=started.history, extra_tools=extra_tools or {})
+                           history=started.history, extra_tools=extra_tools or {}, spec=spec)
         if self.setup.agents is not None:  # for its usage and metrics
-            active.agent = (RunSpec.from_snapshot(run.request).agent
-                            or self.setup.agents.default_name)
+            active.agent = spec.agent or self.setup.agents.default_name
         self.registry.add(active)
         metrics.RUNS_STARTED.inc()
         metrics.ACTIVE_RUNS.inc()
@@ -318,7 +319,7 @@ class RunManager:
     async def listen_for_signals(self) -> None:
         """Cancel the runs of this process that another process was asked to cancel, and
         deliver other processes' thread events to the runs of this process."""
-        await self.signals.listen(lambda: list(self.active), self.request_local_cancel,
+        await self.signals.listen(self.registry, self.request_local_cancel,
                                   self.components.deliver)
 
     # -- reading --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ..engine.agents import DEFAULT_AGENT
@@ -15,8 +16,11 @@ from .phase import RunPhase
 from .quotas import Ticket
 from .recorder import RunRecorder
 
-# How long a finished run's log stays in memory for late subscribers (it is on disk anyway).
+# How long a finished run's log stays in memory for late subscribers (it is on disk anyway),
+# at least; the logs of the runs that ended within `LINGER_SLACK_SECONDS` of each other are
+# let go together, by one timer (a timer per run was a wake-up per run, 5 s after its end).
 LINGER_SECONDS = 5.0
+LINGER_SLACK_SECONDS = 1.0
 
 
 @dataclass
@@ -40,7 +44,7 @@ class ActiveRun:
     # The thread's queued runs as its end's transaction found them (`finish_run`): empty,
     # nothing to promote after it; None, not looked up (it ended another way).
     queued_after: list[str] | None = None
-    # Its spec as its row keeps it (`RunSpec.from_snapshot`), read once when its task starts.
+    # Its spec as its row keeps it (`RunSpec.from_snapshot`), read once when it is launched.
     spec: RunSpec = field(default_factory=RunSpec)
 
     @property
@@ -55,21 +59,51 @@ class ActiveRun:
 class RunRegistry:
     def __init__(self) -> None:
         self.active: dict[str, ActiveRun] = {}
-        self._lingering: dict[str, LiveLog] = {}
+        # Logs of runs that ended, oldest first, with when each may go (loop time).
+        self._lingering: dict[str, tuple[LiveLog, float]] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._running = asyncio.Event()  # set while `active` holds a run
 
     def add(self, active: ActiveRun) -> None:
         self.active[active.run_id] = active
+        self._running.set()
+
+    def ids(self) -> Collection[str]:
+        """The runs going here (the backends' `OwnedRuns`, whose cancel flags they read)."""
+        return self.active.keys()
+
+    async def running(self) -> None:
+        """Returns once a run goes here: the backends' poll of cancel flags sleeps until then."""
+        await self._running.wait()
 
     def retire(self, active: ActiveRun) -> None:
         """Forget a run that ended; its live log lingers a little for late subscribers."""
         self.active.pop(active.run_id, None)
-        self._lingering[active.run_id] = active.live
-        asyncio.get_running_loop().call_later(
-            LINGER_SECONDS, self._lingering.pop, active.run_id, None)
+        if not self.active:
+            self._running.clear()
+        loop = asyncio.get_running_loop()
+        self._lingering.pop(active.run_id, None)  # kept in order of ending
+        self._lingering[active.run_id] = (active.live, loop.time() + LINGER_SECONDS)
+        if self._sweep is None:
+            self._sweep = loop.call_later(LINGER_SECONDS + LINGER_SLACK_SECONDS, self._let_go)
+
+    def _let_go(self) -> None:
+        """Drop the logs whose time is up; the timer again for the oldest left, if any."""
+        loop = asyncio.get_running_loop()
+        now, self._sweep = loop.time(), None
+        while self._lingering:
+            run_id, (_, until) = next(iter(self._lingering.items()))
+            if until > now:
+                self._sweep = loop.call_at(until + LINGER_SLACK_SECONDS, self._let_go)
+                return
+            del self._lingering[run_id]
 
     def live_log(self, run_id: str) -> LiveLog | None:
         active = self.active.get(run_id)
-        return active.live if active is not None else self._lingering.get(run_id)
+        if active is not None:
+            return active.live
+        lingering = self._lingering.get(run_id)
+        return lingering[0] if lingering is not None else None
 
     def for_thread(self, thread_id: str) -> ActiveRun | None:
         """The run this process is executing on the thread, if any.

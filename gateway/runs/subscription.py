@@ -78,39 +78,20 @@ class Subscriptions:
     async def batches(self, run_id: str, after: int = 0) -> AsyncGenerator[list[Entry], None]:
         """`follow`'s entries, as many at a time as there are: from memory, everything the
         log has beyond the reader at each wake-up (a run response encodes and sends them as
-        one chunk); from the backend's feed, one at a time."""
+        one chunk); from the backend's feed, one at a time. The memory's reader is this
+        generator itself, not one more layer under it: each wake-up of a run response resumes
+        one frame less (bench/README.md, "The loop's work per start, ninth round")."""
         live = self.registry.live_log(run_id)
         metrics.ACTIVE_SUBSCRIBERS.inc()
         self._counts[run_id] = self.count(run_id) + 1
+        holder = None
         try:
-            if live is not None:
-                async with contextlib.aclosing(self._from_memory(live, after)) as entries:
-                    async for batch in entries:
-                        yield batch
-            else:
+            if live is None:
                 async with contextlib.aclosing(self.remote.subscribe(run_id, after)) as feed:
                     async for entry in feed:
                         yield [entry]
-        finally:
-            metrics.ACTIVE_SUBSCRIBERS.dec()
-            if self._counts[run_id] > 1:
-                self._counts[run_id] -= 1
-            else:
-                del self._counts[run_id]
-            self._departed(run_id)
-
-    def run_ended(self, run_id: str) -> None:
-        """The run ended: its disconnect policy has nothing left to cancel."""
-        grace = self._graces.pop(run_id, None)
-        if grace is not None:
-            grace.cancel()
-
-    # -- memory -----------------------------------------------------------------------------
-
-    async def _from_memory(self, live: LiveLog, after: int
-                           ) -> AsyncGenerator[list[Entry], None]:
-        holder = f"reader-{next(self._holders)}"  # what this reader has not read stays
-        try:
+                return
+            holder = f"reader-{next(self._holders)}"  # what this reader has not read stays
             seq = after
             while True:
                 if seq < live.first:
@@ -129,7 +110,22 @@ class Subscriptions:
                     return
                 await live.wait_beyond(seq)
         finally:
-            live.release(holder)
+            if live is not None and holder is not None:
+                live.release(holder)
+            metrics.ACTIVE_SUBSCRIBERS.dec()
+            if self._counts[run_id] > 1:
+                self._counts[run_id] -= 1
+            else:
+                del self._counts[run_id]
+            self._departed(run_id)
+
+    def run_ended(self, run_id: str) -> None:
+        """The run ended: its disconnect policy has nothing left to cancel."""
+        grace = self._graces.pop(run_id, None)
+        if grace is not None:
+            grace.cancel()
+
+    # -- memory -----------------------------------------------------------------------------
 
     async def _forgotten(self, live: LiveLog, after: int) -> AsyncGenerator[Entry, None]:
         """The entries after `after` that memory forgot, from the database: up to `live.first`

@@ -73,7 +73,9 @@ class RunSupervisor:
                 raise
             except Exception:
                 log.exception("run supervisor tick failed")
-            await asyncio.sleep(self.tick)
+            # Asleep until the next renewal or reaping is due (not a tick every `tick`: an
+            # idle process that wakes four times a second to find nothing due is not idle).
+            await asyncio.sleep(max(self.tick, min(next_renew, next_reap) - loop.time()))
 
     async def renew(self) -> None:
         manager = self.manager

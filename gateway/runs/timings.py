@@ -31,7 +31,8 @@ class Timings:
 
     # -- fixed: how often each background loop looks --------------------------------------
     supervisor_tick_seconds: float = 0.25
-    """The supervisor's tick, and the floor of its renewal and reaping intervals."""
+    """The floor of the supervisor's renewal and reaping intervals (it sleeps until one is
+    due)."""
     cancel_poll_seconds: float = 0.25
     """Without Redis, how often a process reads the cancel flags of the runs it owns."""
     feed_min_poll_seconds: float = 0.05

@@ -45,6 +45,7 @@ from ...api.stored_caps import check_metadata, check_thread_room
 from ...api.threads import new_thread
 from ...engine.agents import ResolvedAgent
 from ...protocol.problems import ApiError, Problem
+from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import RunList, RunRequest, wire
 from ...runs.admission import NewThread, StartedRun
 from ...store.tables import RunRow
@@ -103,21 +104,22 @@ async def run_thread(request: Request) -> Response:
 
 
 async def _gated_embedding(request: Request,
-                           start: Callable[[Request, RunRequest, Blocks], Awaitable[Response]]
-                           ) -> Response:
+                           start: Callable[[Request, RunRequest, RunSpec, Blocks],
+                                           Awaitable[Response]]) -> Response:
     """The run start, whole, in the process's start gate (`api.runs.gated`); a request whose
     message names resources to embed (`embedResources`) leaves the gate to read them (it may
-    take seconds: `api/embedding.py`) and takes another turn to start."""
+    take seconds: `api/embedding.py`) and takes another turn to start. The request's spec is
+    made once, here, and handed to `start`."""
     gate = services(request).runs.start_gate
     async with gate.turn():
         body: RunRequest = await json_body(request, RunRequest)
         spec = run_spec(body)
         if not (body.embedResources and references(spec)):
-            return await start(request, body, None)
+            return await start(request, body, spec, None)
         check_run(request, spec)
     blocks = await embedded_blocks(request, spec, await _embedding_agent(request, body))
     async with gate.turn():
-        return await start(request, body, blocks)
+        return await start(request, body, spec, blocks)
 
 
 async def _embedding_agent(request: Request, body: RunRequest) -> ResolvedAgent:
@@ -130,11 +132,10 @@ async def _embedding_agent(request: Request, body: RunRequest) -> ResolvedAgent:
     return agent_for(request, await thread_for(request, body.userKey, body.contextKey))
 
 
-async def _run_on_new_thread(request: Request, body: RunRequest, blocks: Blocks = None,
-                             thread_id: str | None = None) -> Response:
+async def _run_on_new_thread(request: Request, body: RunRequest, spec: RunSpec,
+                             blocks: Blocks = None, thread_id: str | None = None) -> Response:
     """Create a thread (`thread_id`: the client's id for it, `createThread`) and start the
-    request's run on it, in one transaction."""
-    spec = run_spec(body)
+    request's run (`spec`, made from `body`) on it, in one transaction."""
     check_run(request, spec)
     # The gateway's `?agent=` (the playground's picker) names the new thread's agent, as the
     # AG-UI path does; without it, the key's agent or the default.
@@ -160,7 +161,8 @@ async def _run_on_new_thread(request: Request, body: RunRequest, blocks: Blocks 
     return _started_stream(request, started)
 
 
-async def _run_thread(request: Request, body: RunRequest, blocks: Blocks) -> Response:
+async def _run_thread(request: Request, body: RunRequest, spec: RunSpec, blocks: Blocks
+                      ) -> Response:
     thread_id = request.path_params["thread_id"]
     if body.createThread and await services(request).store.get_thread(
             project_of(request), thread_id) is None:
@@ -169,10 +171,9 @@ async def _run_thread(request: Request, body: RunRequest, blocks: Blocks) -> Res
             raise ApiError(Problem.VALIDATION_ERROR, "A thread id to create must be 1 to 64 "
                            "printable ASCII characters without '/'", threadId=thread_id)
         try:
-            return await _run_on_new_thread(request, body, blocks, thread_id)
+            return await _run_on_new_thread(request, body, spec, blocks, thread_id)
         except IntegrityError:  # taken meanwhile, or an id of another project's thread
             pass
-    spec = run_spec(body)
     check_run(request, spec)
     thread = await thread_for(request, body.userKey, body.contextKey)
     agent = agent_for(request, thread)

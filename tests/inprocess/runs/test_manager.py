@@ -240,18 +240,25 @@ async def test_a_run_is_written_with_the_model_it_calls(
 
 
 async def test_a_run_row_with_a_snapshot_from_before_run_spec_runs_as_it_would_have(
-        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
-    """The run's task reads its input from the row; a row written by the gateway before the
-    neutral snapshot (the Tambo request's camelCase keys) gives the model the same tools."""
+        manager: RunManager, store: Store, model: ScriptedDeltas,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run reads its input from the row (once, when it is launched); a row written by the
+    gateway before the neutral snapshot (the Tambo request's camelCase keys) gives the model
+    the same tools."""
+    from gateway.runs import admission
+
     thread = await new_thread(store)
     model.enqueue(text_turn("ok"), text_turn("ok"))
     started = await manager.start(PROJECT, thread, user("hi", tools=[TIME_TOOL],
                                                         maxTokens=50))
     await events(manager, started.run.id)
     thread = await store.get_thread(PROJECT, thread.id)
+    # The second row holds what the old gateway would have written.
+    monkeypatch.setattr(admission, "request_snapshot",
+                        lambda *_: {"tools": [TIME_TOOL], "maxTokens": 50})
     second = await manager.start(PROJECT, thread, user("again", previousRunId=started.run.id))
-    # Before its task starts, the row holds what the old gateway would have written.
-    second.run.request = {"tools": [TIME_TOOL], "maxTokens": 50}
+    assert (await store.get_run(second.run.id)).request == {"tools": [TIME_TOOL],
+                                                             "maxTokens": 50}
     await events(manager, second.run.id)
     new, old = model.requests[-2:]
     assert old.tools == new.tools and [t["function"]["name"] for t in old.tools] == ["get_time"]

@@ -269,3 +269,27 @@ async def test_one_pause_of_the_loop_is_not_a_reason_to_refuse() -> None:
 async def test_a_loop_held_past_the_window_is_late_by_as_much() -> None:
     lateness = LoopLateness()
     assert await watched(lateness, 1.05, 1) >= 1.0
+
+
+async def test_the_lateness_watch_sleeps_while_idle_and_sees_load_the_moment_it_arrives() -> None:
+    # No timer while nothing runs and nothing asks: an idle process stays idle.
+    busy = [False]
+    lateness = LoopLateness(busy=lambda: busy[0])
+    watch = asyncio.create_task(lateness.watch())
+    await asyncio.sleep(0.12)
+    assert not lateness.watching
+    time.sleep(1.05)  # held while idle: not watched, so not a reason to refuse
+    assert lateness.sustained() == 0.0
+    # That read (a request at the door) started the timer; runs going keep it running.
+    busy[0] = True
+    await asyncio.sleep(0.12)
+    assert lateness.watching
+    for _ in range(16):
+        time.sleep(0.06)
+        await asyncio.sleep(0)
+    assert lateness.sustained() >= 0.04  # a full loop, seen as before
+    busy[0] = False  # the runs ended and nobody asks: it stops after its tick
+    await asyncio.sleep(0.12)
+    assert not lateness.watching and lateness.sustained() == 0.0
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
