@@ -1,0 +1,83 @@
+"""CPU per one-token run from outside, by thread: a fresh `gateway serve` and the bare relay.
+
+    .venv/bin/python -m bench.dbthread_outside 3 [NAME=value ...]
+
+A gateway on SQLite (settings as `bench.targets` runs it, plus any NAME=value given) and
+`bench/relay.py` beside it, each warmed with 20 runs, then measured twice, alternating: N
+batches of 100 one-token runs arriving over a second (`concurrency.measure`), and the user and
+system CPU of each of the process's threads from /proc over them, per run. On SQLite the
+gateway's second `python` thread is aiosqlite's connection thread (bench/README.md, "SQLite's
+thread per start, ninth round").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.concurrency import Scenario, Source, measure
+from gateway.config import Settings
+from tests.support.gateway_server import GatewayServer
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def threads(pid: int) -> dict[tuple[str, str], tuple[float, float]]:
+    """(user, system) CPU seconds of each thread of `pid`, by (tid, name)."""
+    used = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        used[(tid, name)] = (int(fields[11]) / TICKS, int(fields[12]) / TICKS)
+    return used
+
+
+def run(url: str, pid: int, label: str, batches: int) -> None:
+    measure("gateway", url, pid, Scenario(20, 50, 1), 1, 1, None)
+    before, completed = threads(pid), 0
+    for _ in range(batches):
+        completed += measure("gateway", url, pid, Scenario(100, 2000, 1.0), 1 / 2000, 2,
+                             None)["completed"]
+    user = system = 0.0
+    rows = []
+    for key, (after_user, after_system) in threads(pid).items():
+        was_user, was_system = before.get(key, (0.0, 0.0))
+        user, system = user + after_user - was_user, system + after_system - was_system
+        if after_user - was_user + after_system - was_system > 0.01:
+            rows.append(f"{key[1]}: u {1000 * (after_user - was_user) / completed:.2f} "
+                        f"s {1000 * (after_system - was_system) / completed:.2f}")
+    print(label, "per run ms: user", round(1000 * user / completed, 2), "sys",
+          round(1000 * system / completed, 2), "|", "; ".join(rows), flush=True)
+
+
+def main() -> None:
+    batches = int(sys.argv[1])
+    upstream = Source("upstream")
+    gateway = GatewayServer(Path(tempfile.mkdtemp()), {
+        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
+        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": "auto",
+        "GATEWAY_LOOP_LAG_LOG_SECONDS": "1",
+        "GATEWAY_MAX_START_WAIT_SECONDS":
+            str(Settings.model_fields["max_start_wait_seconds"].default),
+        "GATEWAY_MAX_LOOP_LAG_SECONDS": "0.1", **dict(e.split("=", 1) for e in sys.argv[2:])})
+    gateway.start()
+    relay = Source("relay", "bench.relay", (upstream.url,))
+    try:
+        assert gateway.process is not None
+        for _ in range(2):
+            run(gateway.url, gateway.process.pid, "gateway", batches)
+            run(relay.url, relay.pid, "relay  ", batches)
+    finally:
+        gateway.stop()
+        upstream.stop()
+        relay.stop()
+
+
+if __name__ == "__main__":
+    main()
