@@ -5,12 +5,9 @@ context, the compiled cache's key, the result object) on top of the driver's own
 run's start, its answer and its end take a dozen statements: a large part of a start's CPU, on
 the event loop that every stream shares (bench/README.md). These few statements are fixed, so
 `Prepared` compiles each one once per dialect (and set of columns) with SQLAlchemy's own
-compiler, then hands the SQL and its parameters, converted as the columns' own types convert
-them, to the DB-API cursor of the transaction's connection: same SQL, same driver, same
-transaction, none of the machinery around them. JSON and boolean values, about twenty a start
-and one per logged frame, are converted here rather than by SQLAlchemy's converters (a few
-Python calls each, on SQLite's one thread): the same values reach the driver
-(`tests/inprocess/store/test_prepared.py`).
+compiler, then hands the SQL and its parameters, converted by the columns' own types (JSON,
+booleans), to the DB-API cursor of the transaction's connection: same SQL, same driver, same
+transaction, none of the machinery around them.
 
 Only plain statements qualify: no expanding `IN` (write `or_` of equalities), no values computed
 by SQLAlchemy at execution (every column an INSERT names is given). Errors are raised as
@@ -20,20 +17,17 @@ SQLAlchemy's (`IntegrityError`, `DBAPIError`), as callers expect.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from operator import itemgetter
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from orjson import dumps
-from sqlalchemy import JSON, Boolean, Dialect
+from sqlalchemy import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.expression import Executable
-from sqlalchemy.types import TypeEngine
 
-from .db import json_text
 from .transaction import Transaction
 
 Params = Mapping[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -45,41 +39,13 @@ class _Form:
     names: tuple[str, ...]
     fixed: dict[str, Any]  # parameters whose value is part of the statement
     processors: tuple[tuple[int, Callable[[Any], Any]], ...]  # (position, type's converter)
-    # JSON columns whose converter is `json_text` and nothing more: serialized here, in
-    # orjson's one C call instead of SQLAlchemy's four Python calls around it; (position,
-    # the type's converter for what orjson refuses, `json.dumps`'s cases, and JSON's NULL
-    # markers: `JSON.NULL` is an int subclass, so it is sent there before orjson sees it)
-    json: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
-    # booleans: `True`, `False` and `None` bound as they are (sqlite3 stores a bool as the
-    # integer 0 or 1, as SQLAlchemy's `int(value)` did); anything else through the type's
-    # converter, which refuses it as before
-    booleans: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
-    # the parameters in the statement's order, as a tuple, in C (no Python loop per row)
-    pick: Callable[[Params], tuple[Any, ...]] = field(init=False)
 
-    def __post_init__(self) -> None:
-        names = self.names
-        pick = (itemgetter(*names) if len(names) > 1 else
-                (lambda params: (params[names[0]],)) if names else (lambda params: ()))
-        object.__setattr__(self, "pick", pick)
-
-    def positional(self, params: Params) -> list[Any]:
-        values = list(self.pick({**self.fixed, **params} if self.fixed else params))
+    def positional(self, params: Params) -> tuple[Any, ...]:
+        given = {**self.fixed, **params} if self.fixed else params
+        values = [given[name] for name in self.names]
         for position, process in self.processors:
             values[position] = process(values[position])
-        for position, process in self.json:
-            value = values[position]
-            try:
-                if value is JSON.NULL:  # an int to orjson
-                    raise TypeError
-                values[position] = dumps(value).decode()
-            except TypeError:
-                values[position] = process(value)
-        for position, process in self.booleans:
-            value = values[position]
-            if value.__class__ is not bool and value is not None:
-                values[position] = process(value)
-        return values
+        return tuple(values)
 
 
 class Prepared:
@@ -92,32 +58,37 @@ class Prepared:
     def execute(self, connection: Transaction, params: Params | list[Params]) -> int:
         """Run with one parameter dict, or with each of a list (`executemany`); the number of
         rows it changed."""
-        if isinstance(params, list):
-            form = self._form(connection.dialect, tuple(params[0]))
-            values = [form.positional(p) for p in params]
-            return self._run(connection, form, values, True, False)[0]
-        form = self._form(connection.dialect, tuple(params))
-        return self._run(connection, form, form.positional(params), False, False)[0]
+        batch = params if isinstance(params, list) else None
+        first = batch[0] if batch is not None else params
+        form = self._form(connection.dialect, tuple(first))  # type: ignore[arg-type]
+
+        def run(cursor: Any) -> int:
+            if batch is not None:
+                cursor.executemany(form.sql, [form.positional(p) for p in batch])
+            else:
+                cursor.execute(form.sql, form.positional(first))  # type: ignore[arg-type]
+            return int(cursor.rowcount)
+
+        return self._run(connection, form, run)
 
     def rows(self, connection: Transaction, params: Params) -> list[Any]:
         """Run a SELECT; its rows as the driver returns them (tuples)."""
         form = self._form(connection.dialect, tuple(params))
-        return self._run(connection, form, form.positional(params), False, True)[1]
+
+        def run(cursor: Any) -> list[Any]:
+            cursor.execute(form.sql, form.positional(params))
+            return list(cursor.fetchall())
+
+        return self._run(connection, form, run)
 
     @staticmethod
-    def _run(connection: Transaction, form: _Form, values: Any, many: bool,
-             fetch: bool) -> tuple[int, list[Any]]:
-        """The statement on a cursor of the transaction's connection (`many`: `values` is a
-        list of parameter lists, for `executemany`); the rows it changed, and its rows if
-        `fetch`. The driver's errors as SQLAlchemy's."""
+    def _run(connection: Transaction, form: _Form, work: Callable[[Any], T]) -> T:
+        """`work` on a cursor of the transaction's connection; the driver's errors as
+        SQLAlchemy's."""
         dbapi = connection.dialect.loaded_dbapi
         cursor = connection.connection.cursor()
         try:
-            if many:
-                cursor.executemany(form.sql, values)
-            else:
-                cursor.execute(form.sql, values)
-            return int(cursor.rowcount), list(cursor.fetchall()) if fetch else []
+            return work(cursor)
         except dbapi.Error as error:
             raise DBAPIError.instance(form.sql, None, error, dbapi.Error) from error
         finally:
@@ -145,26 +116,9 @@ def _compiled(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) ->
         raise ValueError(f"values computed at execution: {compiled.string}")
     fixed = {name: binds[name].value for name in names
              if name not in keys and not binds[name].required}
-    kinds: dict[str, list[tuple[int, Callable[[Any], Any]]]] = {
-        "processors": [], "json": [], "booleans": []}
+    processors = []
     for position, name in enumerate(names):
-        impl = binds[name].type.dialect_impl(dialect)
-        process = impl.bind_processor(dialect)
+        process = binds[name].type.dialect_impl(dialect).bind_processor(dialect)
         if process is not None:
-            kinds[_kind(impl, dialect)].append((position, process))
-    return _Form(compiled.string, names, fixed,
-                 **{kind: tuple(found) for kind, found in kinds.items()})
-
-
-def _kind(impl: TypeEngine[Any], dialect: Dialect) -> str:
-    """How `_Form.positional` converts a value of this type: `json` when SQLAlchemy's
-    converter is `json_text(value)` for every value orjson takes (None included, written as
-    JSON's `null`), `booleans` for SQLAlchemy's own Boolean, else `processors` (the type's
-    converter)."""
-    if (isinstance(impl, JSON) and type(impl).bind_processor is JSON.bind_processor
-            and not impl.none_as_null and dialect._json_serializer is json_text
-            and impl._str_impl.bind_processor(dialect) is None):
-        return "json"
-    if type(impl) is Boolean:
-        return "booleans"
-    return "processors"
+            processors.append((position, process))
+    return _Form(compiled.string, names, fixed, tuple(processors))

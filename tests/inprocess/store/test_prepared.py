@@ -1,6 +1,7 @@
-"""`Prepared` binds JSON and boolean values itself (orjson's one call; a bool as it is) instead
-of through SQLAlchemy's converters: what it stores must be what SQLAlchemy stores, byte for
-byte and type for type, and what SQLAlchemy refuses must still be refused."""
+"""`Prepared` runs a compiled statement on the driver's cursor, without SQLAlchemy's execution
+machinery: what it stores must be what SQLAlchemy stores, byte for byte and type for type (JSON
+values, JSON's NULL markers, what orjson refuses, booleans), and what SQLAlchemy refuses must
+still be refused."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import JSON, Boolean, Column, Integer, MetaData, String, Table, insert, null, text
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.store.base import Queries
-from gateway.store.db import create_engine, json_text
+from gateway.store.db import create_engine
 from gateway.store.prepared import Prepared
 from gateway.store.transaction import Transaction
 
@@ -82,16 +82,3 @@ async def test_a_value_sqlalchemy_refuses_for_a_boolean_is_still_refused(
     async with engine.begin() as connection:
         with pytest.raises(StatementError):
             await connection.execute(insert(_values), {**rows()[0], "flag": flag})
-
-
-def test_postgresql_gets_the_values_its_converters_give() -> None:
-    """On PostgreSQL (asyncpg) the same shortcut applies: the driver is given what SQLAlchemy's
-    converters would give it."""
-    dialect = postgresql.asyncpg.dialect(json_serializer=json_text)
-    form = INSERT._form(dialect, tuple(rows()[0]))
-    processors = [_values.c[name].type.dialect_impl(dialect).bind_processor(dialect)
-                  for name in form.names]
-    for row in rows():
-        expected = [row[name] if process is None else process(row[name])
-                    for name, process in zip(form.names, processors, strict=True)]
-        assert form.positional(row) == expected
