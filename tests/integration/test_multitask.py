@@ -149,8 +149,8 @@ def test_racing_requests_never_run_two_at_once(gateway: InProcess, client: httpx
         with gateway.client(event_hooks=USER, timeout=60,
                             headers={"x-api-key": "test-key"}) as http, open_stream(
                 http, "POST", f"/v1/threads/{thread_id}/runs",
-                json={"message": message(f"racing {n}"), "multitaskStrategy": strategy}) as (
-                response, events):
+                json={"message": message(f"racing {n}"), "previousRunId": run_id,
+                      "multitaskStrategy": strategy}) as (response, events):
             return response.status_code, list(events)
 
     with open_stream(client, "POST", "/v1/threads/runs", json={
