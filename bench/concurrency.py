@@ -475,13 +475,13 @@ def machine_line() -> str:
             f"load average {' '.join(load)}")
 
 
-def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str],
-            keep: list[dict[str, Any]] | None = None
-            ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    upstream, bare = Source("upstream"), Source("bare")
-    env = {
-        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
-        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": args.adapter,
+def gateway_env(upstream_url: str, adapter: str = "auto", extra: list[str] | None = None
+                ) -> dict[str, str]:
+    """The benchmarks' gateway settings: the paced upstream behind `adapter`, the loop-lag
+    monitor on, and `extra` (NAME=value) last."""
+    return {
+        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
+        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": adapter,
         "GATEWAY_LOOP_LAG_LOG_SECONDS": "1",
         # The server's own default (the test harness turns it off), and the loop lateness
         # limit recommended behind a balancer (docs/operations.md, Scaling): a refusal waits
@@ -489,7 +489,14 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
         "GATEWAY_MAX_START_WAIT_SECONDS": str(
             Settings.model_fields["max_start_wait_seconds"].default),
         "GATEWAY_MAX_LOOP_LAG_SECONDS": "0.1",
-        **dict(e.split("=", 1) for e in args.gateway_env)}
+        **dict(e.split("=", 1) for e in extra or [])}
+
+
+def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str],
+            keep: list[dict[str, Any]] | None = None
+            ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    upstream, bare = Source("upstream"), Source("bare")
+    env = gateway_env(upstream.url, args.adapter, args.gateway_env)
     gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), env)
     rows: list[dict[str, Any]] = []
     cost = None

@@ -17,8 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.concurrency import Scenario, Source, measure
-from gateway.config import Settings
+from bench.concurrency import Scenario, Source, gateway_env, measure
 from tests.support.gateway_server import GatewayServer
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -59,13 +58,8 @@ def run(url: str, pid: int, label: str, batches: int) -> None:
 def main() -> None:
     batches = int(sys.argv[1])
     upstream = Source("upstream")
-    gateway = GatewayServer(Path(tempfile.mkdtemp()), {
-        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream.url}/v1",
-        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": "auto",
-        "GATEWAY_LOOP_LAG_LOG_SECONDS": "1",
-        "GATEWAY_MAX_START_WAIT_SECONDS":
-            str(Settings.model_fields["max_start_wait_seconds"].default),
-        "GATEWAY_MAX_LOOP_LAG_SECONDS": "0.1", **dict(e.split("=", 1) for e in sys.argv[2:])})
+    gateway = GatewayServer(Path(tempfile.mkdtemp()),
+                            gateway_env(upstream.url, extra=sys.argv[2:]))
     gateway.start()
     relay = Source("relay", "bench.relay", (upstream.url,))
     try:
