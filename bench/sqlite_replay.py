@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import shutil
 import sqlite3
@@ -45,8 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.concurrency import Source
-from bench.start_cost import one_start
+from bench.start_cost import inprocess_app, one_start, with_upstream
 
 Statement = tuple[str, Any, bool]  # SQL, parameters (a list of them for executemany), many
 PRAGMAS = {"checkpoint-off": "PRAGMA wal_autocheckpoint=0",
@@ -95,17 +93,10 @@ def install_recorder(commits: list[list[Statement]]) -> None:
 
 
 async def record(runs: int, upstream_url: str, workdir: Path) -> tuple[Path, list[Any]]:
-    from gateway.app import create_app
-    from tests.support.inprocess_app import settings_from
-
     commits: list[list[Statement]] = []
     install_recorder(commits)
     path = workdir / "recorded.db"
-    app = create_app(settings_from({
-        "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{path}",
-        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
-        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MAX_ACTIVE_RUNS": "0",
-        "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0"}))
+    app = inprocess_app(f"sqlite+aiosqlite:///{path}", upstream_url)
     async with app.router.lifespan_context(app):
         for _ in range(5):
             await one_start(app)
@@ -232,15 +223,8 @@ def main() -> None:
     variants = args.variants.split(",")
     if unknown := set(variants) - set(VARIANTS):
         parser.error(f"unknown variants: {', '.join(sorted(unknown))}")
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     workdir = Path(tempfile.mkdtemp(prefix="sqlite-replay-"))
-    upstream = Source("upstream")
-    try:
-        import uvloop
-
-        source, commits = uvloop.run(record(args.runs, upstream.url, workdir))
-    finally:
-        upstream.stop()
+    source, commits = with_upstream(lambda upstream_url: record(args.runs, upstream_url, workdir))
     try:
         report(args, variants, source, commits, workdir)
     finally:

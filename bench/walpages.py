@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import collections
 import json
-import os
 import sqlite3
 import statistics
 import tempfile
@@ -33,8 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.concurrency import Source
-from bench.start_cost import one_start
+from bench.start_cost import inprocess_app, one_start, with_upstream
 
 HEADER, FRAME_HEADER = 32, 24
 
@@ -145,18 +143,9 @@ async def measure(args: argparse.Namespace, upstream_url: str) -> None:
 
 
 async def measure_in(args: argparse.Namespace, upstream_url: str, path: str) -> None:
-    from gateway.app import create_app
-    from tests.support.inprocess_app import settings_from
-
     recorder = Recorder(path)
     recorder.install()
-    settings = settings_from({
-        "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{path}",
-        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
-        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MAX_ACTIVE_RUNS": "0",
-        "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
-        **dict(e.split("=", 1) for e in args.env)})
-    app = create_app(settings)
+    app = inprocess_app(f"sqlite+aiosqlite:///{path}", upstream_url, args.env)
     async with app.router.lifespan_context(app):
         for _ in range(args.warmup):
             await one_start(app)
@@ -176,15 +165,8 @@ def main() -> None:
                         help="the runs' input, e.g. 'paced 200 100000' (200 tokens, 0.1 ms apart)")
     parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
     args = parser.parse_args()
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    upstream = Source("upstream")
-    try:
-        import uvloop
-
-        print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
-        uvloop.run(measure(args, upstream.url))
-    finally:
-        upstream.stop()
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
+    with_upstream(lambda upstream_url: measure(args, upstream_url))
 
 
 if __name__ == "__main__":
