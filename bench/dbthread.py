@@ -36,7 +36,7 @@ from typing import Any
 import aiosqlite.core
 
 from bench.concurrency import Source
-from bench.start_cost import one_start
+from bench.start_cost import inprocess_app, one_start
 
 
 class _Counted:
@@ -161,19 +161,10 @@ async def per_token(app: Any, watch: Watch, args: argparse.Namespace) -> None:
 
 
 async def measure(args: argparse.Namespace, upstream_url: str) -> None:
-    from gateway.app import create_app
-    from tests.support.inprocess_app import settings_from
-
     watch = Watch()
     workdir = Path(os.environ.get("BENCH_DBTHREAD_DIR") or "/tmp") / f"dbthread-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
-    settings = settings_from({
-        "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}",
-        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
-        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MAX_ACTIVE_RUNS": "0",
-        "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
-        **dict(e.split("=", 1) for e in args.env)})
-    app = create_app(settings)
+    app = inprocess_app(f"sqlite+aiosqlite:///{workdir / 'gateway.db'}", upstream_url, args.env)
     async with app.router.lifespan_context(app):
         for _ in range(20):  # lazy imports, the first model call, caches
             await one_start(app)

@@ -56,11 +56,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.concurrency import Source
+
+T = TypeVar("T")
 
 
 def body_of(text: str) -> bytes:
@@ -69,6 +71,32 @@ def body_of(text: str) -> bytes:
 
 
 BODY = body_of("paced 1 1000")  # a one-token run: almost nothing but its start and its end
+
+
+def inprocess_app(database_url: str, upstream_url: str, extra: list[str] | None = None) -> Any:
+    """The app as the in-process benchmarks run it: the paced upstream, no admission limits
+    (starts one at a time measure the start, not the gate), `extra` (NAME=value) last."""
+    from gateway.app import create_app
+    from tests.support.inprocess_app import settings_from
+
+    return create_app(settings_from({
+        "GATEWAY_DATABASE_URL": database_url,
+        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
+        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MAX_ACTIVE_RUNS": "0",
+        "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
+        **dict(e.split("=", 1) for e in extra or [])}))
+
+
+def with_upstream(measure: Callable[[str], Awaitable[T]]) -> T:
+    """`measure(upstream_url)` on a uvloop, the paced upstream in its own process meanwhile."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    upstream = Source("upstream")
+    try:
+        import uvloop
+
+        return uvloop.run(measure(upstream.url))
+    finally:
+        upstream.stop()
 
 
 async def one_start(app: Any, path: str = "/v1/threads/runs",

@@ -1,0 +1,173 @@
+"""The pages SQLite writes to its WAL per run start and per run end, and whose they are.
+
+    .venv/bin/python -m bench.walpages                 # 300 one-token runs on a fresh database
+    .venv/bin/python -m bench.walpages --starts 1000   # enough to see the autocheckpoints
+    .venv/bin/python -m bench.walpages --text "paced 200 1000"   # runs of 200 tokens
+
+The app runs in-process as in `bench.dbthread` (SQLite in a temporary directory, the paced
+upstream in its own process, `POST /v1/threads/runs` one at a time, each read to its end).
+The group commit's commit (`group_commit._commit`, on SQLite's thread) is wrapped: before and
+after it, the WAL index (`<db>-shm`) gives the WAL's frame count (`mxFrame`) and how many
+frames a checkpoint has copied back (`nBackfill`), and the new frames' page numbers are read
+from their headers in the `-wal` file. At the end the page numbers are named by SQLite's
+`dbstat` table (the table or index each page belongs to). Each commit is told apart by the
+transactions in it (their `work`'s function: the start's, the end's, the log writer's...).
+
+Printed: frames per commit of each kind, the pages of each kind by table/index (per commit),
+how many commits ran an autocheckpoint and what those cost (the commit's wall time and the
+thread's CPU, with and without one), so that `wal_autocheckpoint`'s cost per start is pages per
+start / 1,000 times a checkpoint's cost. The database is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.start_cost import inprocess_app, one_start, with_upstream
+
+HEADER, FRAME_HEADER = 32, 24
+
+
+def wal_index(path: str) -> tuple[int, int]:
+    """(mxFrame, nBackfill) of the WAL index: frames in the WAL, frames checkpointed."""
+    with open(f"{path}-shm", "rb") as shm:
+        header = shm.read(100)
+    return int.from_bytes(header[16:20], "little"), int.from_bytes(header[96:100], "little")
+
+
+def frame_pages(path: str, first: int, last: int, page_size: int) -> list[int]:
+    """The page number of each WAL frame `first`..`last` (1-based), from the frame headers."""
+    pages = []
+    with open(f"{path}-wal", "rb") as wal:
+        for frame in range(first, last + 1):
+            wal.seek(HEADER + (frame - 1) * (FRAME_HEADER + page_size))
+            pages.append(int.from_bytes(wal.read(4), "big"))
+    return pages
+
+
+def kind_of(members: list[Any]) -> str:
+    names = sorted({getattr(m.work, "__qualname__", "?").split(".<locals>")[0].split(".")[-1]
+                    for m in members})
+    return "+".join(names)
+
+
+class Recorder:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.commits: list[dict[str, Any]] = []
+        self.page_size = 4096
+
+    def install(self) -> None:
+        from gateway.store import group_commit
+
+        original = group_commit._commit
+
+        def commit(raw: sqlite3.Connection, members: list[Any]) -> None:
+            before = wal_index(self.path)
+            began, cpu = time.perf_counter(), time.thread_time()
+            original(raw, members)
+            spent, cpu = time.perf_counter() - began, time.thread_time() - cpu
+            after = wal_index(self.path)
+            restarted = after[0] < before[0]
+            first = 1 if restarted else before[0] + 1
+            self.commits.append({
+                "kind": kind_of(members), "members": len(members),
+                "frames": after[0] - first + 1,
+                "pages": frame_pages(self.path, first, after[0], self.page_size),
+                "checkpointed": after[1] > before[1] or (restarted and after[1] > 0),
+                "ms": spent * 1000, "cpu_ms": cpu * 1000})
+
+        group_commit._commit = commit  # type: ignore[assignment]
+
+
+def names(path: str) -> dict[int, str]:
+    connection = sqlite3.connect(path)
+    try:
+        return {page: name for name, page in connection.execute("SELECT name, pageno FROM dbstat")}
+    finally:
+        connection.close()
+
+
+def report(recorder: Recorder, starts: int) -> None:
+    owner = names(recorder.path)
+    by_kind: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for commit in recorder.commits:
+        by_kind[commit["kind"]].append(commit)
+    for kind, commits in sorted(by_kind.items(), key=lambda item: -len(item[1])):
+        pages: collections.Counter[str] = collections.Counter()
+        for commit in commits:
+            pages.update(owner.get(page, f"page {page} (new/free)") for page in commit["pages"])
+        frames = [c["frames"] for c in commits]
+        print(json.dumps({"kind": kind, "commits": len(commits),
+                          "per_start": round(len(commits) / starts, 2),
+                          "frames_per_commit": round(statistics.mean(frames), 2),
+                          "frames_min_max": [min(frames), max(frames)],
+                          "pages_per_commit": {name: round(n / len(commits), 2)
+                                               for name, n in pages.most_common()}}))
+    total = sum(c["frames"] for c in recorder.commits)
+    ckpt = [c["ms"] for c in recorder.commits if c["checkpointed"]]
+    plain = [c["ms"] for c in recorder.commits if not c["checkpointed"]]
+    ckpt_cpu = [c["cpu_ms"] for c in recorder.commits if c["checkpointed"]]
+    plain_cpu = [c["cpu_ms"] for c in recorder.commits if not c["checkpointed"]]
+    print(json.dumps({"summary": {
+        "starts": starts, "commits": len(recorder.commits),
+        "frames_per_start": round(total / starts, 2),
+        "checkpoints": len(ckpt),
+        "commit_ms_median_plain": round(statistics.median(plain), 3) if plain else None,
+        "commit_ms_median_checkpointing": round(statistics.median(ckpt), 2) if ckpt else None,
+        "checkpoint_ms_per_start": round(
+            (sum(ckpt) - len(ckpt) * statistics.median(plain)) / starts, 3) if ckpt else 0.0,
+        "commit_cpu_ms_median_plain": round(statistics.median(plain_cpu), 3) if plain else None,
+        "commit_cpu_ms_median_checkpointing": (round(statistics.median(ckpt_cpu), 2)
+                                               if ckpt else None),
+        "commit_cpu_ms_per_start": round((sum(plain_cpu) + sum(ckpt_cpu)) / starts, 3),
+        "checkpoint_cpu_ms_per_start": round(
+            (sum(ckpt_cpu) - len(ckpt) * statistics.median(plain_cpu)) / starts, 3)
+        if ckpt else 0.0,
+    }}), flush=True)
+
+
+async def measure(args: argparse.Namespace, upstream_url: str) -> None:
+
+    with tempfile.TemporaryDirectory(prefix="walpages-") as workdir:
+        await measure_in(args, upstream_url, str(Path(workdir) / "gateway.db"))
+
+
+async def measure_in(args: argparse.Namespace, upstream_url: str, path: str) -> None:
+    recorder = Recorder(path)
+    recorder.install()
+    app = inprocess_app(f"sqlite+aiosqlite:///{path}", upstream_url, args.env)
+    async with app.router.lifespan_context(app):
+        for _ in range(args.warmup):
+            await one_start(app)
+        await asyncio.sleep(0.3)
+        recorder.commits.clear()
+        for _ in range(args.starts):
+            await one_start(app, text=args.text)
+        await asyncio.sleep(0.3)  # the last end's commit
+        report(recorder, args.starts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--starts", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--text", default=None,
+                        help="the runs' input, e.g. 'paced 200 100000' (200 tokens, 0.1 ms apart)")
+    parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
+    args = parser.parse_args()
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
+    with_upstream(lambda upstream_url: measure(args, upstream_url))
+
+
+if __name__ == "__main__":
+    main()
