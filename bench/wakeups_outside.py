@@ -134,6 +134,7 @@ def median(samples: list[dict[str, float]], key: str) -> float:
 
 
 def main() -> None:
+    global RUNS, SPACING
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--strace", action="store_true",
@@ -143,7 +144,6 @@ def main() -> None:
                         help="seconds between two runs' arrivals")
     parser.add_argument("env", nargs="*", help="NAME=value settings for the gateway")
     args = parser.parse_args()
-    global RUNS, SPACING
     RUNS, SPACING = args.runs, args.spacing
     upstream = Source("upstream")
     env = {k: v for k, v in gateway_env(upstream.url, extra=args.env).items()
