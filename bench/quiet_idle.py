@@ -22,29 +22,14 @@ from pathlib import Path
 
 import httpx
 
+from bench.wakeups_outside import usage as thread_usage
 from tests.support.gateway_server import free_port
-
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def usage(pid: int) -> tuple[float, int, int]:
     """(CPU seconds, voluntary switches, involuntary switches), every thread's."""
-    cpu, voluntary, involuntary = 0.0, 0, 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
-            status = Path(f"/proc/{pid}/task/{task}/status").read_text()
-        except OSError:
-            continue  # a thread that just ended
-        fields = stat.rsplit(")", 1)[1].split()
-        cpu += (int(fields[11]) + int(fields[12])) / TICKS
-        for line in status.splitlines():
-            name, _, value = line.partition(":")
-            if name == "voluntary_ctxt_switches":
-                voluntary += int(value)
-            elif name == "nonvoluntary_ctxt_switches":
-                involuntary += int(value)
-    return cpu, voluntary, involuntary
+    used = thread_usage(pid)
+    return used["cpu"], int(used["voluntary"]), int(used["involuntary"])
 
 
 def idle(seconds: float) -> dict[str, float]:

@@ -60,6 +60,11 @@ class OwnedRuns(Protocol):
         sleeps here while there is none, instead of waking an idle process to find none."""
         ...
 
+    async def idle(self) -> None:
+        """Returns once none goes (at once if none does): a poll whose runs all ended before
+        it was due has nothing to look at, and its timer need not wake the loop."""
+        ...
+
 
 class Signals(Protocol):
     async def request_cancel(self, run_id: str) -> None:

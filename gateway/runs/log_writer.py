@@ -9,6 +9,12 @@ whole process collects what every registered run has not written yet, and one co
 (one lease check and one INSERT for all of them, `Store.append_frames_batch`); a run that needs
 its frames on disk sooner (`flush`) and batches handed in directly (`append`) join the next
 commit, gathered for `GATHER_SECONDS`.
+
+The timer runs only while a run is registered: the last one to leave stops it, and the next
+to come starts it again. A one-token run is over long before its first tick (its end writes
+its frames itself), so runs arriving one at a time used to leave a tick behind every 100 ms
+that woke the loop to find nothing (bench/README.md, "Wake-ups per run from outside (issue
+28, tenth round)").
 """
 
 from __future__ import annotations
@@ -62,7 +68,17 @@ class LogWriter:
             self._timer = asyncio.get_running_loop().call_later(self.interval, self._tick)
 
     def unregister(self, source: Source) -> None:
+        """Stop writing `source` on ticks; the last one to go stops the timer (a cancelled
+        timer costs no wake-up; `register` starts a full interval again)."""
         self._sources.pop(source, None)
+        if not self._sources and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    @property
+    def ticking(self) -> bool:
+        """Whether the timer is armed (it is while a run is registered)."""
+        return self._timer is not None
 
     async def flush(self, source: Source) -> None:
         """Write what `source` has not written yet in the next commit, and return once it is

@@ -63,10 +63,13 @@ class RunRegistry:
         self._lingering: dict[str, tuple[LiveLog, float]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self._running = asyncio.Event()  # set while `active` holds a run
+        self._idle = asyncio.Event()  # set while it holds none
+        self._idle.set()
 
     def add(self, active: ActiveRun) -> None:
         self.active[active.run_id] = active
         self._running.set()
+        self._idle.clear()
 
     def ids(self) -> Collection[str]:
         """The runs going here (the backends' `OwnedRuns`, whose cancel flags they read)."""
@@ -76,11 +79,16 @@ class RunRegistry:
         """Returns once a run goes here: the backends' poll of cancel flags sleeps until then."""
         await self._running.wait()
 
+    async def idle(self) -> None:
+        """Returns once no run goes here: a cancel poll due after its runs ended is dropped."""
+        await self._idle.wait()
+
     def retire(self, active: ActiveRun) -> None:
         """Forget a run that ended; its live log lingers a little for late subscribers."""
         self.active.pop(active.run_id, None)
         if not self.active:
             self._running.clear()
+            self._idle.set()
         loop = asyncio.get_running_loop()
         self._lingering.pop(active.run_id, None)  # kept in order of ending
         self._lingering[active.run_id] = (active.live, loop.time() + LINGER_SECONDS)

@@ -7,6 +7,7 @@ import asyncio
 
 from gateway.protocol.clock import now_ms
 from gateway.runs.log_writer import LogWriter
+from gateway.store.frames import LogBatch
 from gateway.store.repository import Store
 from tests.inprocess.conftest import new_thread
 from tests.inprocess.store.test_repository import run_row
@@ -46,3 +47,44 @@ async def test_batches_of_several_runs_land_together_and_a_fenced_one_alone_is_r
         await writer.close()
 
 
+
+
+class Pending:
+    """A run's log as the writer sees it: frames not written yet, and each commit's outcome."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id, self.unwritten = run_id, frames("one")
+        self.outcomes: asyncio.Queue[bool | BaseException] = asyncio.Queue()
+
+    def claim(self) -> LogBatch | None:
+        batch = LogBatch(self.run_id, self.unwritten, "process-a") if self.unwritten else None
+        self.unwritten = []
+        return batch
+
+    def written(self, outcome: bool | BaseException) -> None:
+        self.outcomes.put_nowait(outcome)
+
+
+async def test_the_ticks_stop_with_the_last_run_and_write_the_next_one_registered(
+        store: Store) -> None:
+    """The timer that writes every registered run's log runs only while one is registered
+    (an idle writer must not wake the loop), and a run registered after it stopped is still
+    written by a tick, without a flush."""
+    writer = LogWriter(store, interval=0.01)
+    first, second = Pending(await started(store, "process-a")), Pending(
+        await started(store, "process-a"))
+    try:
+        writer.register(first)
+        assert writer.ticking
+        assert await first.outcomes.get() is True  # written by a tick: nobody flushed it
+        writer.unregister(first)
+        assert not writer.ticking
+
+        writer.register(second)
+        assert writer.ticking
+        assert await second.outcomes.get() is True
+        assert [r.frame["a"] for r in await store.read_frames(second.run_id)] == ["one"]
+        writer.unregister(second)
+        assert not writer.ticking
+    finally:
+        await writer.close()
