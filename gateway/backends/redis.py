@@ -109,13 +109,18 @@ class RedisFeed:
         `stopped()` (the run was taken over by another process, which owns its end)."""
         key, published, healthy = stream_key(live.run_id), 0, True
         expiry_due = 0.0  # when the stream's expiry is next pushed back (monotonic)
+        ended = False  # the last append carried the run's end, and the ended run's expiry
         live.hold("redis", published)
         try:
             while not stopped():
                 batch = live.since(published)
                 if batch:
                     now = asyncio.get_running_loop().time()
-                    ttl = ACTIVE_TTL_SECONDS if now >= expiry_due else None
+                    # The end's expiry goes with the end's entry, in its pipeline: one send
+                    # less per run than an `EXPIRE` of its own once the log closes.
+                    ends = timbal.is_terminal(batch[-1].frame)
+                    ttl = (ENDED_TTL_SECONDS if ends
+                           else ACTIVE_TTL_SECONDS if now >= expiry_due else None)
                     try:
                         await self.appends.append(key, [
                             (entry.seq, entry.ts, json_text(entry.frame)) for entry in batch],
@@ -129,8 +134,10 @@ class RedisFeed:
                         await asyncio.sleep(RETRY_SECONDS)
                         published = await self._published(key, published)
                         continue
-                    published = batch[-1].seq
-                    if ttl is not None:
+                    published, ended = batch[-1].seq, ends
+                    if ends:  # nothing may push the ended run's expiry back
+                        expiry_due = float("inf")
+                    elif ttl is not None:
                         expiry_due = now + TTL_REFRESH_SECONDS
                     live.hold("redis", published)
                     if not healthy:
@@ -141,8 +148,10 @@ class RedisFeed:
                 await live.wait_beyond(published)
         finally:
             live.release("redis")  # memory may forget what this run published
-        try:
-            await self.appends.append(key, [], ENDED_TTL_SECONDS)  # in the shared pipeline
+        if ended:
+            return
+        try:  # stopped, or entries after the end: the expiry alone, in the shared pipeline
+            await self.appends.append(key, [], ENDED_TTL_SECONDS)
         except (RedisError, OSError):
             pass  # it expires with ACTIVE_TTL_SECONDS
 
