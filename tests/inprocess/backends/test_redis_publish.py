@@ -128,3 +128,38 @@ async def test_a_run_goes_on_without_redis_and_its_stream_is_whole_once_back(
     stream = await redis.xrange(stream_key("run-3"))
     assert [entry_id for entry_id, _ in stream] == [b"0-1", b"0-2", b"0-3"]
     assert 0 < await redis.ttl(stream_key("run-3")) <= ENDED_TTL_SECONDS
+
+
+async def test_a_runs_last_entries_leave_with_its_end(
+        store: Store, redis: Redis, pipelines: list[list[str]]) -> None:
+    feed, live = RedisFeed(store, redis, Timings()), LiveLog("run-4")
+    publishing = asyncio.create_task(feed.publish(live, lambda: False))
+    live.append({"c": timbal.RUN_STARTED})
+    await settled(live, feed, redis)
+    live.append(token("last"))
+    live.ending = True  # as `RunRecorder.finish` while its commit is under way
+    await asyncio.sleep(0.005)
+    assert await redis.xlen(stream_key("run-4")) == 1  # the token waits for the end...
+    live.extend([live.next_entry({"c": timbal.RUN_FINISHED})])
+    live.close()
+    await asyncio.wait_for(publishing, 5)
+    # ... and both leave in one pipeline, with the ended run's expiry
+    assert pipelines == [["XADD", "EXPIRE"], ["XADD", "XADD", "EXPIRE"]]
+    assert [i for i, _ in await redis.xrange(stream_key("run-4"))] == [b"0-1", b"0-2", b"0-3"]
+    assert 0 < await redis.ttl(stream_key("run-4")) <= ENDED_TTL_SECONDS
+
+
+async def test_a_runs_last_entries_wait_for_its_end_only_so_long(
+        store: Store, redis: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gateway.backends.redis.END_GATHER_SECONDS", 0.05)
+    feed, live = RedisFeed(store, redis, Timings()), LiveLog("run-5")
+    publishing = asyncio.create_task(feed.publish(live, lambda: False))
+    live.append({"c": timbal.RUN_STARTED})
+    await settled(live, feed, redis)
+    live.append(token("last"))
+    live.ending = True  # an end whose commit does not come back (the database away)
+    await settled(live, feed, redis)  # the token went on its own
+    live.close()
+    await asyncio.wait_for(publishing, 5)
+    assert [i for i, _ in await redis.xrange(stream_key("run-5"))] == [b"0-1", b"0-2"]
+    assert 0 < await redis.ttl(stream_key("run-5")) <= ENDED_TTL_SECONDS
