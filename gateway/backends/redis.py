@@ -24,6 +24,12 @@ pipelines (50 runs publishing token by token: 26 µs an entry instead of 88,
 fails only the batch it belongs to, and a lost connection fails every batch of that pipeline.
 Each frame's JSON is orjson's (`store.db.json_text`).
 
+A run alone pays a pipeline per wake-up of its log (each 100 µs or more of redis-py's fixed
+cost), so its own sends are few: the stream's expiry goes with an append (the active one with
+the first, the ended one with the end's entry), and while the run's end is being committed its
+last entries wait for the end (`_with_the_end`, bounded) and leave with it. A one-token run
+costs 2 pipelines (its start's entries; its token's with its end), where it cost 4.
+
 Signals: a cancel is published on `CANCEL_CHANNEL` and written to the database flag (durable:
 the owner's poll finds it even if Redis is down); every process listens, and the one that runs
 the run cancels it within milliseconds instead of a poll interval. Thread events go on
