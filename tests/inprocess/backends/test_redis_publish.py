@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -59,16 +60,24 @@ async def settled(live: LiveLog, feed: RedisFeed, redis: Redis) -> None:
     raise AssertionError("the stream never caught up with the log")
 
 
+async def publishing_run(store: Store, redis: Redis, run_id: str,
+                         stopped: Callable[[], bool] = lambda: False
+                         ) -> tuple[RedisFeed, LiveLog, asyncio.Task[None]]:
+    """A run's publisher, its log begun (`RUN_STARTED`, in the stream by now)."""
+    feed, live = RedisFeed(store, redis, Timings()), LiveLog(run_id)
+    publishing = asyncio.create_task(feed.publish(live, stopped))
+    live.append({"c": timbal.RUN_STARTED})
+    await settled(live, feed, redis)
+    return feed, live, publishing
+
+
 def token(text: str) -> timbal.Frame:
     return {"c": "append", "i": "m1", "v": text}
 
 
 async def test_a_run_reaches_its_stream_and_its_end_brings_the_ended_expiry(
         store: Store, redis: Redis, pipelines: list[list[str]]) -> None:
-    feed, live = RedisFeed(store, redis, Timings()), LiveLog("run-1")
-    publishing = asyncio.create_task(feed.publish(live, lambda: False))
-    live.append({"c": timbal.RUN_STARTED})
-    await settled(live, feed, redis)
+    feed, live, publishing = await publishing_run(store, redis, "run-1")
     key = stream_key("run-1")
     assert ENDED_TTL_SECONDS < await redis.ttl(key) <= ACTIVE_TTL_SECONDS  # the run is live
     for text in ("Hel", "lo"):
@@ -90,10 +99,8 @@ async def test_a_run_reaches_its_stream_and_its_end_brings_the_ended_expiry(
 
 async def test_a_stopped_publisher_still_sets_the_ended_expiry(
         store: Store, redis: Redis, pipelines: list[list[str]]) -> None:
-    feed, live, stopped = RedisFeed(store, redis, Timings()), LiveLog("run-2"), False
-    publishing = asyncio.create_task(feed.publish(live, lambda: stopped))
-    live.append({"c": timbal.RUN_STARTED})
-    await settled(live, feed, redis)
+    stopped = False
+    _, live, publishing = await publishing_run(store, redis, "run-2", lambda: stopped)
     stopped = True  # taken over by another process, which owns the run's end
     live.append(token("x"))
     await asyncio.wait_for(publishing, 5)
@@ -104,10 +111,7 @@ async def test_a_stopped_publisher_still_sets_the_ended_expiry(
 async def test_a_run_goes_on_without_redis_and_its_stream_is_whole_once_back(
         store: Store, redis: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gateway.backends.redis.RETRY_SECONDS", 0.01)
-    feed, live = RedisFeed(store, redis, Timings()), LiveLog("run-3")
-    publishing = asyncio.create_task(feed.publish(live, lambda: False))
-    live.append({"c": timbal.RUN_STARTED})
-    await settled(live, feed, redis)
+    feed, live, publishing = await publishing_run(store, redis, "run-3")
     await redis.delete(stream_key("run-3"))  # as after a restart of Redis, empty
     real = feed.appends.append
     down = True
@@ -132,10 +136,7 @@ async def test_a_run_goes_on_without_redis_and_its_stream_is_whole_once_back(
 
 async def test_a_runs_last_entries_leave_with_its_end(
         store: Store, redis: Redis, pipelines: list[list[str]]) -> None:
-    feed, live = RedisFeed(store, redis, Timings()), LiveLog("run-4")
-    publishing = asyncio.create_task(feed.publish(live, lambda: False))
-    live.append({"c": timbal.RUN_STARTED})
-    await settled(live, feed, redis)
+    feed, live, publishing = await publishing_run(store, redis, "run-4")
     live.append(token("last"))
     live.ending = True  # as `RunRecorder.finish` while its commit is under way
     await asyncio.sleep(0.005)
@@ -152,10 +153,7 @@ async def test_a_runs_last_entries_leave_with_its_end(
 async def test_a_runs_last_entries_wait_for_its_end_only_so_long(
         store: Store, redis: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gateway.backends.redis.END_GATHER_SECONDS", 0.05)
-    feed, live = RedisFeed(store, redis, Timings()), LiveLog("run-5")
-    publishing = asyncio.create_task(feed.publish(live, lambda: False))
-    live.append({"c": timbal.RUN_STARTED})
-    await settled(live, feed, redis)
+    feed, live, publishing = await publishing_run(store, redis, "run-5")
     live.append(token("last"))
     live.ending = True  # an end whose commit does not come back (the database away)
     await settled(live, feed, redis)  # the token went on its own
