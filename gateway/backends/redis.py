@@ -225,7 +225,8 @@ async def _with_the_end(live: LiveLog, published: int, batch: list[Entry]) -> li
     """`batch` and the run's end, if it comes within `END_GATHER_SECONDS`: the run's end is
     being committed, and its entries would otherwise leave in a pipeline of their own a round
     trip later (a one-token run: 3 pipelines instead of 2). Subscribers in other processes get
-    these last entries that much later, never its end: that waits for the commit anyway."""
+    these last entries that much later; the end waits for the commit anyway, and reaches them
+    a little later for the entries now read just before it (bench/README.md)."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(END_GATHER_SECONDS):
             await live.wait_beyond(batch[-1].seq)
