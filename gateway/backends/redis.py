@@ -121,7 +121,8 @@ class RedisFeed:
         try:
             while not stopped():
                 batch = live.since(published)
-                if batch and live.ending and not timbal.is_terminal(batch[-1].frame):
+                if (batch and live.ending and not self.appends.busy
+                        and not timbal.is_terminal(batch[-1].frame)):
                     batch = await _with_the_end(live, published, batch)
                 if batch:
                     now = asyncio.get_running_loop().time()
@@ -224,7 +225,10 @@ class RedisFeed:
 async def _with_the_end(live: LiveLog, published: int, batch: list[Entry]) -> list[Entry]:
     """`batch` and the run's end, if it comes within `END_GATHER_SECONDS`: the run's end is
     being committed, and its entries would otherwise leave in a pipeline of their own a round
-    trip later (a one-token run: 3 pipelines instead of 2). Subscribers in other processes get
+    trip later (a one-token run: 3 pipelines instead of 2). Only while the process's appends
+    are idle: on a busy process the pipelines are shared anyway, and the commits are slower
+    (a burst of 100 starts: most ends took longer than the bound, each wait a timer and a
+    cancellation for nothing). Subscribers in other processes get
     these last entries that much later; the end waits for the commit anyway, and reaches them
     a little later for the entries now read just before it (bench/README.md)."""
     with contextlib.suppress(TimeoutError):
@@ -257,6 +261,12 @@ class StreamAppends:
         self.redis = redis
         self._waiting: list[_Batch] = []
         self._sender: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """A pipeline is on the wire: other runs are publishing, and what is appended now
+        shares the next pipeline with theirs (a run's own sends cost it little then)."""
+        return self._sender is not None and not self._sender.done()
 
     async def append(self, key: str, entries: Entries, ttl_seconds: int | None = None) -> None:
         """Add `entries` to the stream `key` (each as the entry `0-<position>` with the fields

@@ -18,6 +18,7 @@ from gateway.backends.redis import (
     ACTIVE_TTL_SECONDS,
     ENDED_TTL_SECONDS,
     RedisFeed,
+    StreamAppends,
     stream_key,
 )
 from gateway.protocol import timbal
@@ -161,3 +162,18 @@ async def test_a_runs_last_entries_wait_for_its_end_only_so_long(
     await asyncio.wait_for(publishing, 5)
     assert [i for i, _ in await redis.xrange(stream_key("run-5"))] == [b"0-1", b"0-2"]
     assert 0 < await redis.ttl(stream_key("run-5")) <= ENDED_TTL_SECONDS
+
+
+async def test_on_a_busy_process_a_runs_last_entries_do_not_wait(
+        store: Store, redis: Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Other runs' pipeline on the wire: what this run appends shares their next one anyway.
+    monkeypatch.setattr(StreamAppends, "busy", property(lambda _self: True))
+    monkeypatch.setattr("gateway.backends.redis.END_GATHER_SECONDS", 10)  # were it to wait
+    feed, live, publishing = await publishing_run(store, redis, "run-6")
+    live.append(token("last"))
+    live.ending = True
+    await settled(live, feed, redis)  # sent without waiting for the end
+    live.extend([live.next_entry({"c": timbal.RUN_FINISHED})])
+    live.close()
+    await asyncio.wait_for(publishing, 5)
+    assert [i for i, _ in await redis.xrange(stream_key("run-6"))] == [b"0-1", b"0-2", b"0-3"]
