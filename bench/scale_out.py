@@ -58,9 +58,31 @@ from tests.support.scripted_model import ScriptedModel
 
 def follow_lag(model: ScriptedModel, on_a: httpx.Client, on_b: httpx.Client) -> list[float]:
     """Per live event: arrival at B's subscriber minus arrival at A's own client."""
-    model.enqueue(slow_turn(150, 0.01))
+    at_a, at_b, _ = arrivals(model, on_a, on_b, 150)
+    live = [i for i in sorted(at_a) if i > 10 and i in at_b]  # past B's catch-up
+    return [at_b[i] - at_a[i] for i in live]
+
+
+def end_lag(model: ScriptedModel, on_a: httpx.Client, on_b: httpx.Client
+            ) -> tuple[float, float]:
+    """A run of 20 tokens 10 ms apart: B's lag behind A for its last text event and for its
+    `RUN_FINISHED` (the run's last entries leave for Redis with its end, `backends/redis.py`
+    `_with_the_end`)."""
+    at_a, at_b, kinds = arrivals(model, on_a, on_b, 20)
+    last = max(i for i, kind in kinds.items() if kind == "TEXT_MESSAGE_CONTENT")
+    end = max(i for i, kind in kinds.items() if kind == "RUN_FINISHED")
+    return at_b[last] - at_a[last], at_b[end] - at_a[end]
+
+
+def arrivals(model: ScriptedModel, on_a: httpx.Client, on_b: httpx.Client, tokens: int
+             ) -> tuple[dict[int, float], dict[int, float], dict[int, str]]:
+    """A run of `tokens` tokens 10 ms apart on A, read by its client there and, from its first
+    event on, by a subscriber on B: when each event (by id) reached A's client and B's, and
+    each one's type."""
+    model.enqueue(slow_turn(tokens, 0.01))
     at_a: dict[int, float] = {}
     at_b: dict[int, float] = {}
+    kinds: dict[int, str] = {}
     ready = threading.Event()
 
     def read_b(run: tuple[str, str]) -> None:
@@ -73,14 +95,14 @@ def follow_lag(model: ScriptedModel, on_a: httpx.Client, on_b: httpx.Client) -> 
         reader = None
         for event in events:
             at_a[event.id] = time.perf_counter()
+            kinds[event.id] = event.type
             if reader is None:
                 reader = threading.Thread(target=read_b, args=(started_ids([event]),))
                 reader.start()
                 ready.wait(10)
     assert reader is not None
     reader.join(30)
-    live = [i for i in sorted(at_a) if i > 10 and i in at_b]  # past B's catch-up
-    return [at_b[i] - at_a[i] for i in live]
+    return at_a, at_b, kinds
 
 
 # ---- capacity: one worker against two --------------------------------------------------------
@@ -453,6 +475,10 @@ def main() -> None:
                     cancel(model, on_a, on_a)
                 lag = [s for _ in range(options.runs) for s in follow_lag(model, on_a, on_b)]
                 lines.append(summary("follow lag, other process (Redis stream), per event", lag))
+                lines.append(f"  load average: {os.getloadavg()}")
+                ends = [end_lag(model, on_a, on_b) for _ in range(options.runs)]
+                lines.append(summary("the same, a run's last text event", [t for t, _ in ends]))
+                lines.append(summary("the same, its RUN_FINISHED", [e for _, e in ends]))
                 lines.append(f"  load average: {os.getloadavg()}")
                 # Interleaved in pairs, so that load from other jobs hits both alike.
                 for _ in range(2):

@@ -10,7 +10,9 @@
 `--backend postgres` runs the app on a throwaway PostgreSQL and Redis (`tests/support/engines`);
 `--trips N` then counts, over N starts one at a time (and per token with `--per-token`), the
 round trips to PostgreSQL on the wire (`bench/pg_trips.py`, a proxy in its own process, used
-only by that count) and the commands Redis executed (its `INFO commandstats`).
+only by that count), the commands Redis executed (its `INFO commandstats`), and the pipelines
+redis-py sent (each a send and a wait with its fixed cost; counted around `Pipeline.execute`
+in this process, with the commands of each).
 
 The whole app (`create_app`, its lifespan, SQLite in a temporary directory, the default model
 adapter) runs on a uvloop in this process; the model is the paced upstream of `bench/paced.py`
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import cProfile
 import io
@@ -309,6 +312,23 @@ async def per_token(gateway: Any, bare: Any, args: argparse.Namespace) -> dict[s
     return result
 
 
+PIPELINES: list[str] = []  # each redis-py pipeline sent: its commands' names
+
+
+def count_pipelines() -> None:
+    """Count redis-py's pipelines (each a send and a wait with its fixed cost: the connection,
+    its lock, packing, reading the replies) and their commands, in this process only."""
+    from redis.asyncio.client import Pipeline
+
+    execute = Pipeline.execute
+
+    async def counted(self: Pipeline, raise_on_error: bool = True) -> Any:
+        PIPELINES.append(" ".join(str(args[0]) for args, _ in self.command_stack))
+        return await execute(self, raise_on_error)
+
+    Pipeline.execute = counted  # type: ignore[method-assign]
+
+
 def redis_commands(url: str) -> dict[str, int]:
     """Commands Redis has executed, by name (the scripts' own calls apart)."""
     import redis
@@ -336,11 +356,18 @@ async def trips_per_start(app: Any, args: argparse.Namespace, engines: Any,
 
     async def counted(text: str, runs: int) -> tuple[dict[str, float], dict[str, float]]:
         trips, commands = counter.counts(), redis_commands(engines.redis.url)
+        sends = len(PIPELINES)
         for _ in range(runs):
             await one_start(app, text=text)
         await asyncio.sleep(0.5)  # the last end's writes
-        return (difference(counter.counts(), trips, runs),
-                commands_between(redis_commands(engines.redis.url), commands, runs))
+        redis = commands_between(redis_commands(engines.redis.url), commands, runs)
+        redis["pipelines"] = round((len(PIPELINES) - sends) / runs, 2)
+        redis["commands per pipeline"] = round(
+            sum(len(p.split()) for p in PIPELINES[sends:]) / max(1, len(PIPELINES) - sends), 2)
+        shapes = collections.Counter(PIPELINES[sends:])
+        print(json.dumps({"pipelines": shapes.most_common(8),
+                          "the first": PIPELINES[sends:sends + 8]}), flush=True)
+        return difference(counter.counts(), trips, runs), redis
 
     pg, redis = await counted("paced 1 1000", args.trips)
     result: dict[str, Any] = {"postgres_per_start": pg, "redis_per_start": redis}
@@ -467,6 +494,8 @@ def main() -> None:
             engines = Engines().start()
             if args.trips:
                 from bench.pg_trips import TripCounter
+
+                count_pipelines()
 
                 counter = TripCounter("127.0.0.1", engines.postgres.port,
                                       os.environ.get("BENCH_PG_TRACE"))

@@ -24,6 +24,12 @@ pipelines (50 runs publishing token by token: 26 µs an entry instead of 88,
 fails only the batch it belongs to, and a lost connection fails every batch of that pipeline.
 Each frame's JSON is orjson's (`store.db.json_text`).
 
+A run alone pays a pipeline per wake-up of its log (each 100 µs or more of redis-py's fixed
+cost), so its own sends are few: the stream's expiry goes with an append (the active one with
+the first, the ended one with the end's entry), and while the run's end is being committed its
+last entries wait for the end (`_with_the_end`, bounded) and leave with it. A one-token run
+costs 2 pipelines (its start's entries; its token's with its end), where it cost 4.
+
 Signals: a cancel is published on `CANCEL_CHANNEL` and written to the database flag (durable:
 the owner's poll finds it even if Redis is down); every process listens, and the one that runs
 the run cancels it within milliseconds instead of a poll interval. Thread events go on
@@ -90,6 +96,7 @@ ACTIVE_TTL_SECONDS = 3600  # an owner that died leaves no litter
 TTL_REFRESH_SECONDS = 60  # how often a live run's stream has its expiry pushed back
 ENDED_TTL_SECONDS = 60  # late subscribers of a finished run are served by the database anyway
 RETRY_SECONDS = 0.5
+END_GATHER_SECONDS = 0.02  # the most a run's last entries wait for its end's (`_with_the_end`)
 
 
 def stream_key(run_id: str) -> str:
@@ -109,13 +116,21 @@ class RedisFeed:
         `stopped()` (the run was taken over by another process, which owns its end)."""
         key, published, healthy = stream_key(live.run_id), 0, True
         expiry_due = 0.0  # when the stream's expiry is next pushed back (monotonic)
+        ended = False  # the last append carried the run's end, and the ended run's expiry
         live.hold("redis", published)
         try:
             while not stopped():
                 batch = live.since(published)
+                if (batch and live.ending and not self.appends.busy
+                        and not timbal.is_terminal(batch[-1].frame)):
+                    batch = await _with_the_end(live, published, batch)
                 if batch:
                     now = asyncio.get_running_loop().time()
-                    ttl = ACTIVE_TTL_SECONDS if now >= expiry_due else None
+                    # The end's expiry goes with the end's entry, in its pipeline: one send
+                    # less per run than an `EXPIRE` of its own once the log closes.
+                    ends = timbal.is_terminal(batch[-1].frame)
+                    ttl = (ENDED_TTL_SECONDS if ends
+                           else ACTIVE_TTL_SECONDS if now >= expiry_due else None)
                     try:
                         await self.appends.append(key, [
                             (entry.seq, entry.ts, json_text(entry.frame)) for entry in batch],
@@ -129,8 +144,10 @@ class RedisFeed:
                         await asyncio.sleep(RETRY_SECONDS)
                         published = await self._published(key, published)
                         continue
-                    published = batch[-1].seq
-                    if ttl is not None:
+                    published, ended = batch[-1].seq, ends
+                    if ends:  # nothing may push the ended run's expiry back
+                        expiry_due = float("inf")
+                    elif ttl is not None:
                         expiry_due = now + TTL_REFRESH_SECONDS
                     live.hold("redis", published)
                     if not healthy:
@@ -141,8 +158,10 @@ class RedisFeed:
                 await live.wait_beyond(published)
         finally:
             live.release("redis")  # memory may forget what this run published
-        try:
-            await self.appends.append(key, [], ENDED_TTL_SECONDS)  # in the shared pipeline
+        if ended:
+            return
+        try:  # stopped, or entries after the end: the expiry alone, in the shared pipeline
+            await self.appends.append(key, [], ENDED_TTL_SECONDS)
         except (RedisError, OSError):
             pass  # it expires with ACTIVE_TTL_SECONDS
 
@@ -203,6 +222,21 @@ class RedisFeed:
             yield entry
 
 
+async def _with_the_end(live: LiveLog, published: int, batch: list[Entry]) -> list[Entry]:
+    """`batch` and the run's end, if it comes within `END_GATHER_SECONDS`: the run's end is
+    being committed, and its entries would otherwise leave in a pipeline of their own a round
+    trip later (a one-token run: 3 pipelines instead of 2). Only while the process's appends
+    are idle: on a busy process the pipelines are shared anyway, and the commits are slower
+    (a burst of 100 starts: most ends took longer than the bound, each wait a timer and a
+    cancellation for nothing). Subscribers in other processes get
+    these last entries that much later; the end waits for the commit anyway, and reaches them
+    a little later for the entries now read just before it (bench/README.md)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(END_GATHER_SECONDS):
+            await live.wait_beyond(batch[-1].seq)
+    return live.since(published)
+
+
 def _seq(entry_id: bytes | str) -> int:
     raw = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     return int(raw.partition("-")[2])
@@ -227,6 +261,12 @@ class StreamAppends:
         self.redis = redis
         self._waiting: list[_Batch] = []
         self._sender: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """A pipeline is on the wire: other runs are publishing, and what is appended now
+        shares the next pipeline with theirs (a run's own sends cost it little then)."""
+        return self._sender is not None and not self._sender.done()
 
     async def append(self, key: str, entries: Entries, ttl_seconds: int | None = None) -> None:
         """Add `entries` to the stream `key` (each as the entry `0-<position>` with the fields

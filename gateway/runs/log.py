@@ -45,6 +45,9 @@ class LiveLog:
         self.last = 0
         self.holds: dict[str, int] = {}  # holder -> the position it has consumed
         self.closed = False
+        # The run's end is being committed (`RunRecorder.finish`): its terminal entries follow
+        # within that commit, or the log closes. The Redis publisher sends what it has with them.
+        self.ending = False
         self._waiters: list[asyncio.Future[None]] = []  # woken at the next change
 
     def append(self, frame: dict[str, Any]) -> Entry:

@@ -154,6 +154,7 @@ class RunRecorder:
         terminal state; only after it succeeds do subscribers see them. False (nothing shown)
         if the commit was refused (fenced out)."""
         self._sealed = True  # the writer claims nothing more of this run
+        self.live.ending = True
         while self._writing is not None:  # a commit with our frames is under way: after it
             await asyncio.shield(self._writing)
         pending = self.live.since(self._flushed)

@@ -19,6 +19,13 @@ rollback did. A duplicate key anywhere fails the whole statement, as it failed t
 
 Rows go in as one array per column (`unnest(...) WITH ORDINALITY ... ORDER BY`, in order), so
 a statement has one text whatever the number of rows, and each connection prepares it once.
+A part given exactly one row (a start's thread and run always, its input and a run's answer
+and usage mostly) takes it as one scalar parameter per column instead: asyncpg encodes an
+array parameter by checking the array and each element against abstract collection classes
+(about 4 checks for a one-element array), and SQLAlchemy's `ARRAY` converts it element by
+element, so a start on a new thread with its end (about 75 one-element arrays) paid some 370
+such checks. A statement therefore has one text per combination of its parts' "one row or
+not" (at most 8 here), each compiled and prepared once when first used.
 
 The statement is SQLAlchemy Core's own: the parts are DML CTEs (`update(...).returning(...)
 .cte(name)`, `insert(...).from_select(...).cte(name)`), the arrays bound parameters of
@@ -49,14 +56,14 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.sql.expression import TableValuedAlias
+from sqlalchemy.sql.selectable import NamedFromClause
 from sqlalchemy.types import TypeEngine
 
 from .prepared import Prepared
 from .transaction import Transaction
 
-# A column computed from the given rows (`given`, the `unnest` of the arrays).
-Computed = Callable[[TableValuedAlias], ColumnElement[Any]]
+# A column computed from the given rows (`given`: the `unnest` of the arrays, or the one row).
+Computed = Callable[[NamedFromClause], ColumnElement[Any]]
 
 
 @dataclass(frozen=True)
@@ -68,22 +75,33 @@ class Rows:
     columns: tuple[str, ...]
     computed: tuple[tuple[str, Computed], ...] = ()
 
-    def insert(self, name: str, condition: ColumnElement[bool] | None) -> CTE:
+    def insert(self, name: str, condition: ColumnElement[bool] | None, one: bool) -> CTE:
         """The INSERT as the part `name` of a statement, writing only if `condition`: its
-        arrays are the parameters `<name>_<column>`."""
-        arrays = (bindparam(f"{name}_{column}", type_=_array_of(self.table.c[column].type))
-                  for column in self.columns)
-        given = (func.unnest(*arrays).table_valued(*self.columns, with_ordinality="at_")
-                 .render_derived("given"))
+        parameters are `<name>_<column>`, the column's value if it writes `one` row, else
+        an array of them."""
+        given: NamedFromClause
+        if one:
+            given = select(*(bindparam(f"{name}_{column}", type_=self.table.c[column].type)
+                             .label(column) for column in self.columns)).subquery("given")
+        else:
+            arrays = (bindparam(f"{name}_{column}", type_=_array_of(self.table.c[column].type))
+                      for column in self.columns)
+            given = (func.unnest(*arrays).table_valued(*self.columns, with_ordinality="at_")
+                     .render_derived("given"))
         values = select(*(given.c[column] for column in self.columns),
                         *(compute(given) for _, compute in self.computed))
         if condition is not None:
             values = values.where(condition)
+        if not one:
+            values = values.order_by(given.c.at_)
         names = [*self.columns, *(column for column, _ in self.computed)]
-        return insert(self.table).from_select(names, values.order_by(given.c.at_)).cte(name)
+        return insert(self.table).from_select(names, values).cte(name)
 
-    def params(self, name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-        """The rows as the parameters of the part `name`: one array per column."""
+    def params(self, name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The rows as the parameters of the part `name`: the row's values if there is one
+        (`insert(..., one=True)`), else one array per column."""
+        if len(rows) == 1:
+            return {f"{name}_{column}": rows[0][column] for column in self.columns}
         return {f"{name}_{column}": [row[column] for row in rows] for column in self.columns}
 
 
@@ -117,23 +135,33 @@ class OneStatement:
 
     def __init__(self, guard: Guard | None, rows: Sequence[tuple[str, Rows]],
                  updates: Sequence[tuple[str, Update]] = ()) -> None:
-        self.rows = tuple(rows)
-        self.statement = Prepared(_statement(guard, self.rows, updates))
+        self.guard, self.rows, self.updates = guard, tuple(rows), tuple(updates)
+        self._forms: dict[tuple[bool, ...], Prepared] = {}  # by which inserts write one row
 
     def execute(self, connection: Transaction, params: Mapping[str, Any],
                 rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> int:
         """Run it with `params` (of the guard and the updates) and the rows of each insert (by
         its name; an insert without rows writes nothing)."""
-        given = dict(params)
+        given, ones = dict(params), []
         for name, insert_rows in self.rows:
-            given.update(insert_rows.params(name, rows.get(name, ())))
-        return int(self.statement.rows(connection, given)[0][0])
+            these = rows.get(name, ())
+            ones.append(len(these) == 1)
+            given.update(insert_rows.params(name, these))
+        return int(self.statement(tuple(ones)).rows(connection, given)[0][0])
+
+    def statement(self, ones: tuple[bool, ...]) -> Prepared:
+        """The statement whose inserts take one row where `ones` says so (built once)."""
+        form = self._forms.get(ones)
+        if form is None:
+            form = self._forms[ones] = Prepared(
+                _statement(self.guard, self.rows, self.updates, ones))
+        return form
 
 
 def _statement(guard: Guard | None, rows: Sequence[tuple[str, Rows]],
-               updates: Sequence[tuple[str, Update]]) -> Select[Any]:
+               updates: Sequence[tuple[str, Update]], ones: Sequence[bool]) -> Select[Any]:
     """The statement: the guard's part first (the others read it), then the updates and the
-    inserts, attached to the SELECT of the answer."""
+    inserts (each of one row where `ones` says so), attached to the SELECT of the answer."""
     condition, parts = None, []
     if guard is not None:
         matched = guard.statement.cte(guard.name)
@@ -144,5 +172,6 @@ def _statement(guard: Guard | None, rows: Sequence[tuple[str, Rows]],
         answer = select(literal(1))
     for name, update in updates:
         parts.append((update if condition is None else update.where(condition)).cte(name))
-    parts += [insert_rows.insert(name, condition) for name, insert_rows in rows]
+    parts += [insert_rows.insert(name, condition, one)
+              for (name, insert_rows), one in zip(rows, ones, strict=True)]
     return answer.add_cte(*parts)

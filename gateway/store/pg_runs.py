@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Table, Update, select
-from sqlalchemy.sql.expression import TableValuedAlias
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from .base import table, values_of
 from .frames import ROWS as FRAME_ROWS
@@ -30,7 +30,7 @@ _MESSAGES = Rows(_messages, _all(_messages, "seq"))  # `seq`: numbered by the da
 _FRAMES = FRAME_ROWS
 
 
-def _user_key(given: TableValuedAlias) -> Any:
+def _user_key(given: NamedFromClause) -> Any:
     """The user scope of the usage row's thread, copied in by the insert (`usage._INSERT`)."""
     return (select(_threads.c.user_key).where(_threads.c.id == given.c.thread_id)
             .scalar_subquery())

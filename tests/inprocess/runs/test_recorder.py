@@ -4,6 +4,7 @@ complete, terminal frames committed with the run's end, and nothing written once
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from gateway.protocol import timbal
 from gateway.protocol.clock import new_id, now_ms
@@ -81,3 +82,21 @@ async def test_a_first_value_is_written_before_the_next_frame(store: Store) -> N
     [message] = await store.history(run.thread_id)
     assert message.id == "m1" and message.parts[0]["content"] == "let me look"
     await recorder.close()
+
+
+async def test_the_live_log_says_its_end_is_under_way_while_it_is_committed(
+        store: Store) -> None:
+    run = await started_run(store)
+    recorder = RunRecorder(store, LiveLog(run.id), run.thread_id, run.id)
+    await recorder.emit(timbal.append("a1", "token"))
+    assert not recorder.live.ending
+    seen: list[bool] = []
+
+    async def commit(rows: Any, messages: Any) -> bool:
+        seen.append(recorder.live.ending)  # what the Redis publisher reads meanwhile
+        return await store.finish_run(run.id, run.thread_id, "completed", now_ms(), owner="me",
+                                      frames=rows, messages=messages)
+
+    assert await recorder.finish([timbal.control(timbal.RUN_FINISHED)], commit)
+    await recorder.close()
+    assert seen == [True]
