@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -47,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -394,29 +396,41 @@ def cpu_cost(url: str, pid: int, readers: int, runs: int, tokens: int = 200,
                          for _ in range(repeats)], runs, tokens)
 
 
+@contextlib.contextmanager
+def beside_relay(env: dict[str, str], upstream: Source,
+                 prefix: str = "bench-cost-") -> Iterator[dict[str, tuple[str, int]]]:
+    """A fresh `gateway serve` with `env` less the loop-lag monitor (the benchmark's
+    instrument, off by default: 50 wake-ups a second that are not the server's work) and a
+    fresh bare relay (`bench/relay.py`) on `upstream`, each warmed by a first batch (lazy
+    imports, the first model call); yields their (url, pid) as "gateway" and "bare", and
+    stops both."""
+    settings = {k: v for k, v in env.items() if k != "GATEWAY_LOOP_LAG_LOG_SECONDS"}
+    gateway = GatewayServer(Path(tempfile.mkdtemp(prefix=prefix)), settings)
+    relay = Source("relay", "bench.relay", (upstream.url,))
+    try:
+        gateway.start()
+        assert gateway.process is not None
+        targets = {"gateway": (gateway.url, gateway.process.pid), "bare": (relay.url, relay.pid)}
+        for url, pid in targets.values():
+            measure("gateway", url, pid, Scenario(20, 50, 1), 1, 1, None)
+        yield targets
+    finally:
+        gateway.stop()
+        relay.stop()
+
+
 def cost_beside_bare(env: dict[str, str], upstream: Source, readers: int, runs: int,
                      repeats: int = 3) -> dict[str, Any]:
     """The gateway's CPU per start and per token beside the bare limit's (`bench/relay.py`:
     the same request, upstream read and events on the same stack, nothing stored), each on a
-    fresh process and their samples alternating, so that both see the machine's same minutes:
-    on a shared host the same work's CPU moves by half within minutes, and their ratio is what
-    holds. The gateway runs with `env` (the scenarios' settings) less the loop-lag monitor,
-    which is the benchmark's instrument (off by default), not the server's work."""
-    settings = {k: v for k, v in env.items() if k != "GATEWAY_LOOP_LAG_LOG_SECONDS"}
-    gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-cost-")), settings)
-    relay = Source("relay", "bench.relay", (upstream.url,))
+    fresh process and their samples alternating (`beside_relay`), so that both see the
+    machine's same minutes: on a shared host the same work's CPU moves by half within
+    minutes, and their ratio is what holds."""
     samples: dict[str, list[tuple[float, float]]] = {"gateway": [], "bare": []}
-    try:
-        gateway.start()
-        targets = {"gateway": (gateway.url, gateway.process.pid), "bare": (relay.url, relay.pid)}
-        for url, pid in targets.values():  # first runs: lazy imports, the first model call
-            measure("gateway", url, pid, Scenario(20, 50, 1), 1, 1, None)
+    with beside_relay(env, upstream) as targets:
         for _ in range(repeats):
             for name, (url, pid) in targets.items():
                 samples[name].append(cost_sample(url, pid, readers, runs))
-    finally:
-        gateway.stop()
-        relay.stop()
     return {**cost_summary(samples["gateway"], runs), "bare": cost_summary(samples["bare"], runs)}
 
 

@@ -35,8 +35,7 @@ from typing import Any
 
 import aiosqlite.core
 
-from bench.concurrency import Source
-from bench.start_cost import inprocess_app, one_start
+from bench.start_cost import inprocess_app, one_start, with_upstream
 
 
 class _Counted:
@@ -201,18 +200,13 @@ def main() -> None:
                         help="also the thread's CPU and calls per token, over runs of this many")
     parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
     args = parser.parse_args()
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    upstream = Source("upstream")
-    try:
-        import uvloop
+    print(f"load average at the start: {loadavg()}", flush=True)
+    with_upstream(lambda url: measure(args, url))
+    print(f"load average at the end: {loadavg()}", flush=True)
 
-        load = Path("/proc/loadavg").read_text().split()[:3]
-        print(f"load average at the start: {' '.join(load)}", flush=True)
-        uvloop.run(measure(args, upstream.url))
-        load = Path("/proc/loadavg").read_text().split()[:3]
-        print(f"load average at the end: {' '.join(load)}", flush=True)
-    finally:
-        upstream.stop()
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 if __name__ == "__main__":

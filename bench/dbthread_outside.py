@@ -2,8 +2,9 @@
 
     .venv/bin/python -m bench.dbthread_outside 3 [NAME=value ...]
 
-A gateway on SQLite (settings as `bench.targets` runs it, plus any NAME=value given) and
-`bench/relay.py` beside it, each warmed with 20 runs, then measured twice, alternating: N
+A gateway on SQLite (settings as `bench.targets` runs it, plus any NAME=value given; the
+loop-lag monitor off, as `concurrency.beside_relay` runs it) and `bench/relay.py` beside it,
+each warmed with 20 runs, then measured twice, alternating: N
 batches of 100 one-token runs arriving over a second (`concurrency.measure`), and the user and
 system CPU of each of the process's threads from /proc over them, per run. On SQLite the
 gateway's second `python` thread is aiosqlite's connection thread (bench/README.md, "SQLite's
@@ -14,11 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
-from bench.concurrency import Scenario, Source, gateway_env, measure
-from tests.support.gateway_server import GatewayServer
+from bench.concurrency import Scenario, Source, beside_relay, gateway_env, measure
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -38,7 +37,6 @@ def threads(pid: int) -> dict[tuple[str, str], tuple[float, float]]:
 
 
 def run(url: str, pid: int, label: str, batches: int) -> None:
-    measure("gateway", url, pid, Scenario(20, 50, 1), 1, 1, None)
     before, completed = threads(pid), 0
     for _ in range(batches):
         completed += measure("gateway", url, pid, Scenario(100, 2000, 1.0), 1 / 2000, 2,
@@ -58,19 +56,13 @@ def run(url: str, pid: int, label: str, batches: int) -> None:
 def main() -> None:
     batches = int(sys.argv[1])
     upstream = Source("upstream")
-    gateway = GatewayServer(Path(tempfile.mkdtemp()),
-                            gateway_env(upstream.url, extra=sys.argv[2:]))
-    gateway.start()
-    relay = Source("relay", "bench.relay", (upstream.url,))
     try:
-        assert gateway.process is not None
-        for _ in range(2):
-            run(gateway.url, gateway.process.pid, "gateway", batches)
-            run(relay.url, relay.pid, "relay  ", batches)
+        with beside_relay(gateway_env(upstream.url, extra=sys.argv[2:]), upstream) as targets:
+            for _ in range(2):
+                for name, (url, pid) in targets.items():
+                    run(url, pid, name, batches)
     finally:
-        gateway.stop()
         upstream.stop()
-        relay.stop()
 
 
 if __name__ == "__main__":

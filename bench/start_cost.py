@@ -90,14 +90,17 @@ def inprocess_app(database_url: str, upstream_url: str, extra: list[str] | None 
         **dict(e.split("=", 1) for e in extra or [])}))
 
 
-def with_upstream(measure: Callable[[str], Awaitable[T]]) -> T:
-    """`measure(upstream_url)` on a uvloop, the paced upstream in its own process meanwhile."""
+def with_upstream(measure: Callable[[str], Awaitable[T]],
+                  loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> T:
+    """`measure(upstream_url)` on a uvloop (or `loop_factory`'s loop), the paced upstream in
+    its own process meanwhile."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     upstream = Source("upstream")
     try:
         import uvloop
 
-        return uvloop.run(measure(upstream.url))
+        with asyncio.Runner(loop_factory=loop_factory or uvloop.new_event_loop) as runner:
+            return runner.run(measure(upstream.url))  # type: ignore[arg-type]
     finally:
         upstream.stop()
 

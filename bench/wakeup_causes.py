@@ -38,8 +38,7 @@ from typing import Any
 import anyio
 import uvloop
 
-from bench.concurrency import Source
-from bench.start_cost import one_start
+from bench.start_cost import one_start, with_upstream
 
 COUNTS: dict[str, Counter[str]] = {
     "timers armed": Counter(), "timers fired": Counter(), "posted from threads": Counter(),
@@ -171,13 +170,7 @@ def main() -> None:
                         help="seconds between one run's end and the next's start")
     parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
     args = parser.parse_args()
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    upstream = Source("upstream")
-    try:
-        with asyncio.Runner(loop_factory=CountingLoop) as runner:
-            runner.run(measure(upstream.url, args.runs, args.gap, args.env))
-    finally:
-        upstream.stop()
+    with_upstream(lambda url: measure(url, args.runs, args.gap, args.env), CountingLoop)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.concurrency import Scenario, Source, gateway_env, load_average, measure
-from tests.support.gateway_server import GatewayServer
+from bench.concurrency import Scenario, Source, beside_relay, gateway_env, load_average, measure
 
 TICKS = os.sysconf("SC_CLK_TCK")
 RUNS = 100  # per batch (`--runs`)
@@ -146,37 +145,35 @@ def main() -> None:
     args = parser.parse_args()
     RUNS, SPACING = args.runs, args.spacing
     upstream = Source("upstream")
-    env = {k: v for k, v in gateway_env(upstream.url, extra=args.env).items()
-           if k != "GATEWAY_LOOP_LAG_LOG_SECONDS"}
-    gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-wakeups-")), env)
-    gateway.start()
-    relay = Source("relay", "bench.relay", (upstream.url,))
-    assert gateway.process is not None
-    targets = {"gateway": (gateway.url, gateway.process.pid), "relay": (relay.url, relay.pid)}
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
     try:
-        for url, pid in targets.values():  # lazy imports, the first model call
-            measure("gateway", url, pid, Scenario(20, 50, 1), 1, 1, None)
-        for _ in range(args.samples):
-            for name, (url, pid) in targets.items():
-                samples[name].append(sample(url, pid))
-                print(name, {k: round(v, 2) for k, v in samples[name][-1].items()}, flush=True)
-        for name, rows in samples.items():
-            print(f"{name}: median per run:",
-                  ", ".join(f"{key} {median(rows, key)}" for key in (*KEYS, "cpu_ms")))
-        ratio = [g["cpu_ms"] / r["cpu_ms"] for g, r in zip(samples["gateway"], samples["relay"], strict=True)]
-        print("ratio to the relay:", [round(x, 2) for x in ratio], "median",
-              round(statistics.median(ratio), 2), "| load", Path("/proc/loadavg").read_text()
-              .split()[:3], flush=True)
-        if args.strace:
-            out = Path(tempfile.mkdtemp(prefix="bench-wakeups-strace-")) / "trace"
-            for name, value in traced(gateway.url, gateway.process.pid, out).items():
-                print(f"  {name}: {value:.2f} a run")
-            print("trace:", out)
+        with beside_relay(gateway_env(upstream.url, extra=args.env), upstream,
+                          "bench-wakeups-") as targets:
+            compare(targets, args.samples, args.strace)
     finally:
-        gateway.stop()
         upstream.stop()
-        relay.stop()
+
+
+def compare(targets: dict[str, tuple[str, int]], samples_each: int, strace: bool) -> None:
+    """`samples_each` batches of each, alternating, their medians and ratio; then one more
+    gateway batch under strace if asked."""
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
+    for _ in range(samples_each):
+        for name, (url, pid) in targets.items():
+            samples[name].append(sample(url, pid))
+            print(name, {k: round(v, 2) for k, v in samples[name][-1].items()}, flush=True)
+    for name, rows in samples.items():
+        print(f"{name}: median per run:",
+              ", ".join(f"{key} {median(rows, key)}" for key in (*KEYS, "cpu_ms")))
+    ratio = [g["cpu_ms"] / r["cpu_ms"]
+             for g, r in zip(samples["gateway"], samples["bare"], strict=True)]
+    print("ratio to the relay:", [round(x, 2) for x in ratio], "median",
+          round(statistics.median(ratio), 2), "| load", Path("/proc/loadavg").read_text()
+          .split()[:3], flush=True)
+    if strace:
+        out = Path(tempfile.mkdtemp(prefix="bench-wakeups-strace-")) / "trace"
+        for name, value in traced(*targets["gateway"], out).items():
+            print(f"  {name}: {value:.2f} a run")
+        print("trace:", out)
 
 
 if __name__ == "__main__":
