@@ -247,9 +247,9 @@ async def read_litellm(upstream: Server, stamps: bool, adapter: str = "litellm")
     """A model adapter alone in this process (`litellm`: litellm's real OpenAI streaming path;
     `direct`: the direct adapter the gateway uses for this upstream): what the gateway's run
     task does per chunk before any of our code."""
-    from gateway.engine.adapters import model_adapter
     from gateway.engine.deltas import TextDelta
-    from gateway.engine.model import ModelRequest
+    from gateway.engine.models.adapters import model_adapter
+    from gateway.engine.models.litellm_model import ModelRequest
 
     model = model_adapter("openai/scripted", upstream.base_url, "sk-bench", adapter)
     reading = Reading()
@@ -455,7 +455,7 @@ async def our_code_per_delta(deltas: list[Any], dialect: str = "tambo") -> list[
     from gateway.dialects.agui import translate as agui
     from gateway.dialects.tambo import translate as tambo
     from gateway.engine.loop import Turn
-    from gateway.runs.log import LiveLog
+    from gateway.runs.log.live import LiveLog
 
     module = agui if dialect == "agui" else tambo
     encode = module.encode
@@ -496,7 +496,7 @@ async def frame_batches(workdir: Path, repeats: int) -> list[float]:
     """CPU microseconds per frame of `Store.append_frames` (the recorder's batched write of the
     log) on SQLite, in batches of `FLUSH_FRAMES`, one per repeat after 3 to warm up."""
     from gateway.config import Settings
-    from gateway.runs.recorder import FLUSH_FRAMES
+    from gateway.runs.log.recorder import FLUSH_FRAMES
     from gateway.services import open_services
 
     samples: list[float] = []
@@ -513,7 +513,7 @@ async def frame_batches(workdir: Path, repeats: int) -> list[float]:
 
 async def in_process(workdir: Path, repeats: int) -> list[str]:
     from gateway.engine.deltas import TextDelta, ToolCallDelta
-    from gateway.runs.recorder import FLUSH_FRAMES
+    from gateway.runs.log.recorder import FLUSH_FRAMES
 
     lines = ["our code per model delta, in-process (us; median run):"]
     for kb in PROPS_KB:
@@ -589,7 +589,7 @@ def profile_summary(out: Path) -> list[str]:
     """A py-spy raw profile summed three ways: by area (`AREAS`) of the whole stack; by our
     function when the sampled frame is ours (self time); by the innermost frame of ours on the
     stack (our code including the library code it calls)."""
-    entry = (str(ROOT / "gateway" / "cli.py"), str(ROOT / "gateway" / "__main__.py"))
+    entry = (str(ROOT / "gateway" / "cli/main.py"), str(ROOT / "gateway" / "__main__.py"))
     areas, own, inclusive, total = Counter(), Counter(), Counter(), 0
     for line in out.read_text().splitlines():
         stack, _, count = line.rpartition(" ")

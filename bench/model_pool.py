@@ -1,4 +1,4 @@
-"""CPU per model call of the gateway's upstream client (`gateway/engine/upstream_pool.py`: one
+"""CPU per model call of the gateway's upstream client (`gateway/engine/models/upstream_pool.py`: one
 aiohttp session) against one httpx pool and the httpx pool split over 8 clients it replaced,
 after a burst and beside open streams.
 
@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from bench.concurrency import Source
-from gateway.engine.upstream_pool import UpstreamPool
+from gateway.engine.models.upstream_pool import UpstreamPool
 
 SHARDS, KEEPALIVE_PER_SHARD = 8, 8  # the httpx layout before the aiohttp session
 

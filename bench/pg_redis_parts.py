@@ -32,7 +32,7 @@ from redis.asyncio.client import Pipeline
 from gateway.backends.redis import RedisFeed
 from gateway.protocol import timbal
 from gateway.protocol.clock import new_id, now_ms
-from gateway.runs.log import LiveLog
+from gateway.runs.log.live import LiveLog
 from gateway.runs.timings import Timings
 from gateway.store import db
 from gateway.store.repository import Store

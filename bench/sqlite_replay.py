@@ -6,7 +6,7 @@ setting variants.
 
 First the app runs in-process as in `bench.walpages` (`POST /v1/threads/runs`, one-token runs
 one at a time) and every statement of every commit on SQLite's thread is recorded as the
-driver got it: `Prepared`'s SQL and its positional parameters (`gateway/store/prepared.py`),
+driver got it: `Prepared`'s SQL and its positional parameters (`gateway/store/engines/prepared.py`),
 grouped by the commit they went into. Then, in this thread, each variant gets a fresh database
 with the migrated schema (copied from the app's, `sqlite_master`), the gateway's pragmas
 (WAL, `synchronous=NORMAL`) and the variant's change, and the recorded transactions are
@@ -65,7 +65,7 @@ VARIANTS = ["base", "no-ix-threads-updated", "partial-uniques", "logs-without-ro
 def install_recorder(commits: list[list[Statement]]) -> None:
     """Record each `Prepared` statement with its parameters as the driver gets them, and
     close a transaction's list at each group commit's commit."""
-    from gateway.store import group_commit, prepared
+    from gateway.store.engines import group_commit, prepared
 
     pending: list[Statement] = []
     execute, rows, commit = prepared.Prepared.execute, prepared.Prepared.rows, group_commit._commit

@@ -36,7 +36,7 @@ CPU time still stretches on a busy machine (shared cores and caches), so each fi
 beside a limit measured in the same process, alternating with it (`--rounds`): **bare**, the
 least any server does for the same request: a Starlette route that parses the body, streams
 the same upstream through the same aiohttp session settings as the gateway's direct adapter
-(`gateway/engine/upstream_pool.py`), and sends the same five events through
+(`gateway/engine/models/upstream_pool.py`), and sends the same five events through
 sse-starlette as the gateway frames them, with nothing stored, no middleware, no auth. The
 ratio gateway / bare is what to compare across machines and loads. Beside it, **Python calls
 per start** (cProfile over `--calls` starts one at a time, the loop thread), a count that does
@@ -207,8 +207,8 @@ def bare_app(upstream_url: str) -> Any:
     from starlette.requests import Request
     from starlette.routing import Route
 
-    from gateway.engine.direct_model import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
-    from gateway.engine.upstream_pool import UpstreamPool
+    from gateway.engine.models.direct import CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
+    from gateway.engine.models.upstream_pool import UpstreamPool
     from gateway.runs.timings import Timings
 
     pool = UpstreamPool(f"{upstream_url}/v1", {"Accept": "text/event-stream",

@@ -67,7 +67,7 @@ class Recorder:
         self.page_size = 4096
 
     def install(self) -> None:
-        from gateway.store import group_commit
+        from gateway.store.engines import group_commit
 
         original = group_commit._commit
 

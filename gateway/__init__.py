@@ -28,19 +28,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .app import create_app
     from .config import Settings
-    from .engine.agents import Agent, AgentError
-    from .engine.tools import ToolContext, ToolError, server_tool, tool_context
-    from .runs.component_state import ComponentStateError, run_components
+    from .engine.agents.agent import Agent, AgentError
+    from .engine.tools.python_tools import ToolContext, ToolError, server_tool, tool_context
+    from .runs.components.state import ComponentStateError, run_components
 
 __all__ = ["Agent", "AgentError", "ComponentStateError", "Settings", "ToolContext", "ToolError",
            "create_app", "run_components", "server_tool", "tool_context"]
 
 # Imported on first use, so `gateway config` or a failing start-up does not first load the
 # whole server (about a second and a half).
-_HOMES = {"create_app": ".app", "Agent": ".engine.agents", "AgentError": ".engine.agents", "Settings": ".config", "server_tool": ".engine.tools",
-          "run_components": ".runs.component_state",
-          "ComponentStateError": ".runs.component_state", "ToolContext": ".engine.tools",
-          "ToolError": ".engine.tools", "tool_context": ".engine.tools"}
+_HOMES = {"create_app": ".app", "Agent": ".engine.agents.agent",
+          "AgentError": ".engine.agents.agent", "Settings": ".config",
+          "server_tool": ".engine.tools.python_tools",
+          "run_components": ".runs.components.state",
+          "ComponentStateError": ".runs.components.state",
+          "ToolContext": ".engine.tools.python_tools",
+          "ToolError": ".engine.tools.python_tools", "tool_context": ".engine.tools.python_tools"}
 
 
 def __getattr__(name: str) -> Any:

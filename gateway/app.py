@@ -17,18 +17,20 @@ from starlette.types import ASGIApp
 
 from .api import admin as admin_api
 from .api import agents as agents_api
-from .api import assist, audio, components, docs, oauth, operations, playground, threads
+from .api import assist, audio, components, door, oauth, operations, playground, threads
 from .api import forks as forks_api
 from .api.errors import HANDLERS
-from .api.front import Front
+from .auth import development, keyring
 from .config import Settings, load_settings
 from .dialects import registry
-from .engine.agents import Agent
-from .engine.agents_file import registry_for
+from .engine.agents.agent import Agent
+from .engine.agents.file import registry_for
 from .observability import metrics
 from .observability.logs import configure_levels
+from .openapi import docs
+from .server.front import Checks, Front
+from .server.shutdown import DrainOnSignals
 from .services import open_services
-from .shutdown import DrainOnSignals
 
 log = logging.getLogger("gateway")
 SWITCH_INTERVAL_SECONDS = 0.0005
@@ -37,7 +39,7 @@ GC_THRESHOLDS = (20_000, 50, 100)
 
 
 class Gateway(Starlette):
-    """Starlette whose whole middleware stack is the front (`api/front.py`): one pure-ASGI
+    """Starlette whose whole middleware stack is the front (`server/front.py`): one pure-ASGI
     layer that does what starlette's server-error and exception middlewares and the gateway's
     own (request id, metrics, development guard, CORS, door, body limit, key lookup) did, in
     the same order, with one `send` wrapper instead of one each."""
@@ -51,7 +53,8 @@ class Gateway(Starlette):
                               allow_methods=["*"], allow_headers=["*"],
                               expose_headers=["X-Run-Id", "X-Thread-Id", "X-Run-Queued", "ETag",
                                               "X-Request-Id", "Retry-After"], max_age=600)
-        return Front(self.router, self.settings, cors, self.exception_handlers)
+        checks = Checks(development.refused, door.Door(), keyring.find_credentials)
+        return Front(self.router, self.settings, cors, self.exception_handlers, checks)
 
 
 # How `serve --workers` hands its `--log-level` to its workers (fresh interpreters).
@@ -89,7 +92,7 @@ def tune_for_serving() -> None:
 def create_app(settings: Settings, *, drain_on_signals: bool = False,
                agents: Sequence[Agent] | None = None) -> Starlette:
     """The gateway as an ASGI app. `drain_on_signals`: on SIGTERM/SIGINT, drain the runs before
-    the server that runs the app stops (`gateway.shutdown`); `gateway serve` sets it, an app
+    the server that runs the app stops (`gateway.server.shutdown`); `gateway serve` sets it, an app
     embedded in another server leaves signals to that server.
 
     `agents`: the operator's agents, declared in Python instead of `GATEWAY_AGENTS_FILE`;

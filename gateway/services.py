@@ -21,28 +21,28 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .api.identity import IdentityProviders
-from .api.keyring import KeyRing
+from .auth.identity import IdentityProviders
+from .auth.keyring import KeyRing
 from .backends import open_backend
 from .config import DEMO_MODEL, Settings
-from .engine.adapters import AdapterError, adapter_for, load_litellm, model_adapter
-from .engine.agents import AgentDefaults, AgentRegistry
-from .engine.agents_file import registry_for
+from .engine.agents.agent import AgentDefaults, AgentRegistry
+from .engine.agents.file import registry_for
 from .engine.assist import CompletionModel
-from .engine.direct_model import DirectModel
 from .engine.loop import Model, ServerToolSpec
-from .engine.tools import load_python_tools
-from .loop_lag import monitor_loop_lag
+from .engine.models.adapters import AdapterError, adapter_for, load_litellm, model_adapter
+from .engine.models.direct import DirectModel
+from .engine.tools.python_tools import load_python_tools
 from .observability import tracing
 from .observability.metrics import StoreTimer
-from .retention import prune_periodically
 from .runs.backend import Backend
 from .runs.execution import LoopSetup
 from .runs.limits import RunLimits
 from .runs.manager import RunManager
 from .runs.supervisor import RunSupervisor
 from .runs.timings import Timings
+from .server.loop_lag import monitor_loop_lag
 from .store.db import create_engine, migrate
+from .store.pruning import prune_periodically
 from .store.repository import Store
 
 log = logging.getLogger("gateway")
@@ -63,7 +63,7 @@ class Services:
     runs: RunManager
     identity: IdentityProviders
     keyring: KeyRing
-    agents: AgentRegistry  # the operator's agents (`engine/agents.py`)
+    agents: AgentRegistry  # the operator's agents (`engine/agents/agent.py`)
     # Timbal WebSockets open on this process, per API key (GATEWAY_KEY_WEBSOCKETS).
     sockets: Counter[str] = field(default_factory=Counter)
 
@@ -128,7 +128,7 @@ def _start_background(manager: RunManager, settings: Settings,
     control, and its lag log, if asked for; the retention prune, if set. Stopped first on exit."""
     tasks = [asyncio.create_task(RunSupervisor(manager).run(), name="run supervisor"),
              asyncio.create_task(manager.listen_for_signals(), name="signals")]
-    if settings.max_loop_lag_seconds:  # admission control reads it (`runs/lateness.py`)
+    if settings.max_loop_lag_seconds:  # admission control reads it (`runs/admission/lateness.py`)
         tasks.append(asyncio.create_task(manager.lateness.watch(), name="loop lateness"))
     if settings.loop_lag_log_seconds:
         tasks.append(asyncio.create_task(monitor_loop_lag(settings.loop_lag_log_seconds),
@@ -187,7 +187,7 @@ async def _server_tools(settings: Settings, stack: contextlib.AsyncExitStack
     if settings.tools_module:
         tools.update(load_python_tools(settings.tools_module))
     if settings.mcp_servers:
-        from .engine.mcp_tools import open_mcp_tools
+        from .engine.tools.mcp import open_mcp_tools
 
         for name, spec in (await open_mcp_tools(settings.mcp_servers, stack)).items():
             if name in tools:
@@ -250,7 +250,7 @@ async def agent_tools(settings: Settings, agents: AgentRegistry,
                      load_python_tools(settings.tools_module) if settings.tools_module else {})
         if agent.mcp_servers:
             if agent.mcp_servers not in connected:
-                from .engine.mcp_tools import open_mcp_tools
+                from .engine.tools.mcp import open_mcp_tools
 
                 connected[agent.mcp_servers] = await open_mcp_tools(agent.mcp_servers, stack)
             for name, spec in connected[agent.mcp_servers].items():

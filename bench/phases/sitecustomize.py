@@ -12,9 +12,9 @@ request handed to httpx) -> upstream_headers -> first_chunk (the first content f
 -> first_frame (the response's first bytes) -> first_token_frame.
 
 `GATEWAY_START_PHASES_LOOP=uvloop` (or `asyncio`) runs the gateway on that loop instead of its own
-(`gateway/serve_loop.py`), to compare.
+(`gateway/server/serve_loop.py`), to compare.
 `GATEWAY_START_PHASES_TURNS=before` takes back the eighth round's two turns (uvicorn's own
-protocol, `gateway/serve_http.py`; the accepted connection handed over in a task), to compare;
+protocol, `gateway/server/serve_http.py`; the accepted connection handed over in a task), to compare;
 `GATEWAY_START_PHASES_SAMPLE=1` samples what the loop runs while it is late (`<log>.samples`).
 
 And every hold of a pooled database connection (checkout to checkin), with what held it (the
@@ -48,9 +48,10 @@ def stamp(name: str) -> None:
 def _install() -> None:
     import httpx
 
-    from gateway.api import front
     from gateway.observability import metrics
-    from gateway.runs import manager, start_gate
+    from gateway.runs import manager
+    from gateway.runs.admission import start_gate
+    from gateway.server import front
     from gateway.store import repository
 
     out = open(LOG, "a", buffering=1)  # noqa: SIM115 - for the process's life
@@ -236,7 +237,7 @@ def _watch_holds(out: Any) -> None:
             out.write(json.dumps({"by": holder(), "sql": " ".join(sql.split())[:90]}) + "\n")
 
     try:  # the store's group commits (SQLite): how many transactions each trip carried
-        from gateway.store import group_commit
+        from gateway.store.engines import group_commit
     except ImportError:
         pass
     else:
@@ -392,13 +393,13 @@ def _sample_late_turns(path: str) -> None:
 
 
 if LOOP := os.environ.get("GATEWAY_START_PHASES_LOOP"):  # for comparison: uvicorn's `loop`
-    import gateway.cli  # "uvloop" (libuv: one accept per turn of the loop), "asyncio"
+    import gateway.cli.main  # "uvloop" (libuv: one accept per turn of the loop), "asyncio"
 
-    gateway.cli.event_loop = lambda: LOOP
+    gateway.cli.main.event_loop = lambda: LOOP
 
 if os.environ.get("GATEWAY_START_PHASES_TURNS") == "before":  # the eighth round's "before":
-    import gateway.cli  # uvicorn's own protocol (the app's task steps at the next turn), and
-    import gateway.serve_loop  # each accepted connection handed to uvloop in a task of its own
+    import gateway.cli.main  # uvicorn's own protocol (the app's task steps at the next turn), and
+    import gateway.server.serve_loop  # each accepted connection handed to uvloop in a task of its own
 
     def handed_in_a_task(self: Any, making: Any, conn: Any, _: Any = None) -> None:
         async def hand_over() -> None:
@@ -409,8 +410,8 @@ if os.environ.get("GATEWAY_START_PHASES_TURNS") == "before":  # the eighth round
 
         self.loop.create_task(hand_over())
 
-    gateway.cli.http_protocol = lambda: "httptools"
-    gateway.serve_loop.BatchAcceptServer.hand_over = handed_in_a_task
+    gateway.cli.main.http_protocol = lambda: "httptools"
+    gateway.server.serve_loop.BatchAcceptServer.hand_over = handed_in_a_task
 
 if SWITCH := os.environ.get("GATEWAY_START_PHASES_SWITCH"):  # the GIL's switch interval, s
     import sys

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ..engine.agents import AgentRegistry
+from ..engine.agents.agent import AgentRegistry
 from ..protocol.admin import (
     AdminFrame,
     AdminFrameList,
@@ -36,8 +36,8 @@ from ..protocol.admin import (
 from ..protocol.clock import iso_ms, now_ms
 from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.tambo import wire
-from ..store.admin import AdminGrouping, AgentFilter, Window
 from ..store.cursors import InvalidCursor
+from ..store.queries.admin import AdminGrouping, AgentFilter, Window
 from .admin_access import admin_project
 from .context import int_param, query_user_key, services
 from .playground import FILES, POLICY
@@ -185,7 +185,7 @@ async def get_run(request: Request) -> Response:
     store = services(request).store
     usage = (await store.admin_runs_usage([row.id])).get(row.id)
     last = await store.last_frame(row.id)
-    first = row.first_token_ms  # stored with the run's end (`runs/recorder.py`)
+    first = row.first_token_ms  # stored with the run's end (`runs/log/recorder.py`)
     detail = AdminRunDetail(**_run(request, row, usage), frames=last.seq if last else 0,
                             firstTokenMs=first - row.started_ms
                             if first is not None and row.started_ms else None)

@@ -6,7 +6,7 @@ stable code: no key or an unknown one 401 `UNAUTHORIZED`; a client key (managed,
 `GATEWAY_API_KEYS`) or a signed-in user's bearer token 403 `ADMIN_KEY_REQUIRED`. The reverse
 holds too (`context.caller`): an admin key cannot run agents or read threads as a client.
 
-Development mode (no key ever made, loopback only: `api/development.py`) has no keys to tell
+Development mode (no key ever made, loopback only: `auth/development.py`) has no keys to tell
 apart, so its operator API answers without one, for project `default`, as its client API does.
 """
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from ..auth.identity import looks_like_jwt
+from ..auth.keyring import Credentials, presented
 from ..protocol.problems import ApiError, Problem
 from .context import refuse_unresolved, services
-from .identity import looks_like_jwt
-from .keyring import Credentials, presented
 
 DEVELOPMENT_PROJECT = "default"
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from starlette.requests import Request
 
-from ..engine.agents import DEFAULT_AGENT, ResolvedAgent
+from ..engine.agents.agent import DEFAULT_AGENT, ResolvedAgent
 from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.run_spec import SeedMessage
 from ..store.tables import ThreadRow

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..engine.agents import AgentRegistry
+from ..engine.agents.agent import AgentRegistry
 from ..protocol.agents import AgentDescription, AgentList
 from ..protocol.tambo import wire
 from .context import caller, project_of, services

@@ -14,7 +14,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..engine.deltas import ModelError
-from ..engine.transcription import Transcriber
+from ..engine.models.transcription import Transcriber
 from ..protocol.problems import ApiError, Problem
 from .context import caller, services, user_scope
 from .metered import metered

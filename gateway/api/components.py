@@ -1,7 +1,7 @@
 """Component state: `GET|POST /v1/threads/{id}/components/{componentId}/state`.
 
 HTTP only: the revision travels as an ETag (`"<revision>"`), so a client can refuse to overwrite
-a newer state with `If-Match`; every rule about the state itself is in `runs.component_state`,
+a newer state with `If-Match`; every rule about the state itself is in `runs.components.state`,
 which server tools share.
 """
 
@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..protocol.tambo import ComponentStateResponse, ComponentStateUpdate, wire
-from ..runs.component_state import ComponentStates
+from ..runs.components.state import ComponentStates
 from .context import json_body, services, thread_for
 
 PATH = "/v1/threads/{thread_id}/components/{component_id}/state"

@@ -11,19 +11,19 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from ..config import Settings
-from ..protocol.problems import ApiError, InvalidRequest, Problem, echo
-from ..protocol.tambo import checked_user_key
-from ..runs.quotas import Limits, QuotaExceeded, Subject, key_subject, user_subject
-from ..services import Services
-from ..store.tables import ThreadRow
-from .identity import (
+from ..auth.identity import (
     SIGNED_IN_PREFIX,
     TokenRejected,
     is_signed_in_scope,
     looks_like_jwt,
 )
-from .keyring import ENV_KEY_PREFIX, Credentials, ManagedKey
+from ..auth.keyring import ENV_KEY_PREFIX, Credentials, ManagedKey
+from ..config import Settings
+from ..protocol.problems import ApiError, InvalidRequest, Problem, echo
+from ..protocol.tambo import checked_user_key
+from ..runs.admission.quotas import Limits, QuotaExceeded, Subject, key_subject, user_subject
+from ..services import Services
+from ..store.tables import ThreadRow
 from .request_limits import checked_json_body
 
 INTEGER = re.compile(r"-?[0-9]+")

@@ -1,6 +1,6 @@
 """The door: a new run refused before any work while the process is saturated.
 
-A saturated process (`runs/start_gate.py`: its runs at `GATEWAY_MAX_ACTIVE_RUNS`, a start
+A saturated process (`runs/admission/start_gate.py`: its runs at `GATEWAY_MAX_ACTIVE_RUNS`, a start
 waiting too long, its event loop late) must say no at once, so that a balancer sends the user
 elsewhere. Said in the route, the no came late: the request had already queued behind the busy
 loop, been authenticated (maybe a database read), had its body read, scanned and parsed, each
@@ -9,7 +9,7 @@ process got their 503 after 1.2 s at p99 (8.6 s on PostgreSQL). Here the questio
 as the request arrives, from its method and path alone: the check costs microseconds, the whole
 refusal with its answer about 90 µs of the loop's CPU (`bench/refusal_cost.py`; 135 µs in the
 route), and it touches neither the body nor the store. It still waits for the loop like every
-request, which is why the loop's lateness is one of the limits (`runs/lateness.py`).
+request, which is why the loop's lateness is one of the limits (`runs/admission/lateness.py`).
 
 What is a run start is marked where the endpoint is declared (`mark_run_start`, which
 `api.runs.gated` applies); everything else (reads, reconnects to a run's stream, cancels,
@@ -31,8 +31,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
-from ..runs.start_gate import Overloaded
-from .errors import api_error_response
+from ..runs.admission.start_gate import Overloaded
+from ..server.problem_json import api_error_response
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Set on an endpoint that starts runs: how its refusals are shaped (the dialect's error body).
@@ -58,7 +58,7 @@ def refusal(refused: Overloaded) -> Response:
 
 
 class Door:
-    """Asked by the front (`api/front.py`) before anything reads, authenticates or parses a
+    """Asked by the front (`server/front.py`) before anything reads, authenticates or parses a
     request."""
 
     def __init__(self) -> None:

@@ -1,9 +1,9 @@
 """A run request's `embedResources`: the message's MCP resource references read and embedded
-before the run starts (`engine/resources.py` says what is read, from where, and the bounds), so
+before the run starts (`engine/tools/resources.py` says what is read, from where, and the bounds), so
 every refusal is a problem+json answer, never a failed run.
 
 Reading may take seconds (an MCP server's round trips), so it happens outside the process's
-start gate (`runs/start_gate.py`): a slow server delays its own request, never other starts.
+start gate (`runs/admission/start_gate.py`): a slow server delays its own request, never other starts.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ..engine import resources
-from ..engine.agents import ResolvedAgent
+from ..engine.agents.agent import ResolvedAgent
+from ..engine.tools import resources
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from .context import services

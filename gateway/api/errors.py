@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 
 from ..protocol.problems import ApiError, InvalidRequest, Problem
-from ..runs.component_state import ComponentStateError
+from ..runs.components.state import ComponentStateError
+from ..server.problem_json import (
+    api_error_response,
+    problem,
+    problem_response,
+    validation_problem,
+)
 from ..store.base import UNAVAILABLE, is_refused_value
 from ..store.cursors import InvalidCursor
 
@@ -32,45 +36,9 @@ HTTP_PROBLEMS = {404: Problem.NOT_FOUND, 405: Problem.METHOD_NOT_ALLOWED,
 HTTP_ERROR = "HTTP_ERROR"
 
 
-def problem(kind: Problem, detail: str, **extra: Any) -> JSONResponse:
-    """The problem+json response of a problem of the catalogue."""
-    return _response(kind.status, kind.name, kind.title, detail, **extra)
-
-
-def _response(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:
-    body = {
-        "type": f"urn:tambo:error:{code.lower()}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "code": code,
-        "message": detail,  # the Tambo SDK builds its error text from `message`
-        "instance": f"urn:tambo:error-instance:{uuid.uuid4()}",
-        **extra,
-    }
-    return JSONResponse(body, status_code=status, media_type="application/problem+json")
-
-
-def validation_problem(exc: ValidationError) -> JSONResponse:
-    errors: dict[str, str] = {}
-    for error in exc.errors(include_url=False, include_input=False):
-        where = ".".join(str(p) for p in error["loc"]) or "body"
-        errors.setdefault(where, error["msg"])
-    first = next(iter(errors.items()), ("body", "invalid"))
-    return problem(Problem.VALIDATION_ERROR, f"Invalid request: {first[0]}: {first[1]}",
-                   errors=errors)
-
-
 async def api_error_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return api_error_response(exc)
-
-
-def api_error_response(exc: ApiError) -> JSONResponse:
-    """The problem+json response of an `ApiError`, with its headers (e.g. `Retry-After`)."""
-    response = problem(exc.problem, exc.detail, **exc.extra)
-    response.headers.update(getattr(exc, "headers", None) or {})
-    return response
 
 
 async def component_state_error_handler(_: Request, exc: Exception) -> JSONResponse:
@@ -89,7 +57,7 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     known = HTTP_PROBLEMS.get(exc.status_code)
     detail = exc.detail if isinstance(exc.detail, str) else "Error"
     response = (problem(known, detail) if known is not None else
-                _response(exc.status_code, HTTP_ERROR, "Http Error", detail))
+                problem_response(exc.status_code, HTTP_ERROR, "Http Error", detail))
     if exc.headers:
         response.headers.update(exc.headers)
     if exc.status_code == 405:

@@ -3,7 +3,7 @@
 The new thread has the original's user scope, agent and metadata, and a copy of its messages up
 to and including `messageId`; its components (those of the copied messages) are copied with
 the state they had as of that message: their current state if it has not changed since a later
-message arrived, else the state kept when it first changed after one (`store.components`). It
+message arrived, else the state kept when it first changed after one (`store.queries.components`). It
 records where it came from (`forkedFrom`), and it starts idle with no runs: its first run needs no `previousRunId`.
 The original is never touched: the log stays append-only, and a fork of a thread with a run
 going on copies only what is already written.

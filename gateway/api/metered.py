@@ -1,7 +1,7 @@
 """Model calls outside a run (thread names, suggestions, transcription), metered like runs.
 
 Each takes a quota ticket for the caller's API key and user scope before it calls the model,
-exactly as a run start does (`runs/quotas.py`): it counts as a start in the per-minute limits,
+exactly as a run start does (`runs/admission/quotas.py`): it counts as a start in the per-minute limits,
 holds a concurrency slot while it runs, is refused with the same 429 once the key's daily
 token budget is spent, and adds the tokens the model reports to that budget. So no client can
 reach the model around the quotas by asking for suggestions instead of runs.

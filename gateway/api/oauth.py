@@ -14,10 +14,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..auth.identity import TokenRejected
 from ..protocol.problems import ApiError, Problem
 from ..protocol.tambo import TokenResponse, wire
 from .context import caller, services
-from .identity import TokenRejected
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 SUBJECT_TOKEN_TYPES = ("urn:ietf:params:oauth:token-type:access_token",

@@ -4,7 +4,7 @@
 the database does not answer a trivial query, while Redis (when configured) does not answer a
 PING (a load balancer then sends requests elsewhere instead of to runs that would fail or lag),
 or while the process drains for shutdown, or while it is saturated and refuses new runs
-(`runs/start_gate.py`: 503 `OVERLOADED` with the reason). What is pinged is the backend's
+(`runs/admission/start_gate.py`: 503 `OVERLOADED` with the reason). What is pinged is the backend's
 (`runs.backend.Backend.ping`), each part within two seconds. `/metrics` is the Prometheus text of
 `gateway.observability.metrics`.
 """
@@ -17,10 +17,10 @@ from starlette.routing import Route
 
 from ..observability.metrics import exposition
 from ..protocol.problems import Problem
+from ..runs.admission.start_gate import RETRY_AFTER_SECONDS
 from ..runs.backend import Unreachable
-from ..runs.start_gate import RETRY_AFTER_SECONDS
+from ..server.problem_json import problem
 from .context import services
-from .errors import problem
 
 
 async def health(_: Request) -> Response:

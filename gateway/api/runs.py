@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..engine import attachments
-from ..engine.agents import ResolvedAgent
+from ..engine.agents.agent import ResolvedAgent
 from ..engine.context_window import TokenCounter, available_tokens, input_limit
 from ..engine.history import user_messages
 from ..protocol.clock import now_ms
@@ -37,12 +37,12 @@ from ..protocol.run_errors import error_frame, run_error
 from ..protocol.run_spec import RunSpec
 from ..protocol.tambo import CancelResponse, wire
 from ..protocol.translation import Dialect, Positions, queued_prelude
+from ..server.sse import BoundedEventSource
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
 from .context import services, thread_for
 from .door import mark_run_start
 from .request_limits import check_run_request
-from .slow_reader import BoundedEventSource
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ def check_fits(request: Request, spec: RunSpec, agent: ResolvedAgent) -> None:
 def gated(handler: Callable[[Request], Awaitable[Response]]
           ) -> Callable[[Request], Awaitable[Response]]:
     """A run-start endpoint, whole (its request parsed and checked, the run admitted and
-    launched), inside the process's start gate (`runs/start_gate.py`). The response's stream
+    launched), inside the process's start gate (`runs/admission/start_gate.py`). The response's stream
     is read after the turn ends. Marked as a run start: refused at the door while the process
     is saturated (`api/door.py`)."""
 

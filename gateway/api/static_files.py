@@ -6,7 +6,7 @@ document from an outside URL, would otherwise be reachable as `/web/index.html` 
 `/docs/swagger-ui/index.html`, without the pages' Content-Security-Policy); the gateway serves
 its own pages from routes that set it. Every asset carries a Content-Security-Policy that allows
 nothing, so no file is ever run as a page (and, as every response, `X-Content-Type-Options:
-nosniff`, set by the front, `api/front.py`).
+nosniff`, set by the front, `server/front.py`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from ..protocol.tambo import (
     ThreadWithMessages,
     wire,
 )
-from ..runs.admission import NewThread
+from ..runs.admission.admit import NewThread
 from ..store.rows import made
 from ..store.tables import MessageRow, ThreadRow
 from .agent_choice import agent_for, check_client_prompt

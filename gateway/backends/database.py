@@ -5,7 +5,7 @@ PostgreSQL, `postgres.py` adds LISTEN/NOTIFY in front of the flag).
 Feed: the owner flushes its log every 100 ms (`recorder.FLUSH_SECONDS`); a follower in another
 process polls soon after new frames, backing off to `Timings.feed_poll_seconds` while nothing
 arrives. Such a follower also marks the run as watched, so the owner's disconnect policy knows
-it is there (`runs/subscription.py`).
+it is there (`runs/log/subscription.py`).
 
 Signals: the flag is the durable signal. It is always written (by every backend), and every
 process polls it for the runs it owns (one query per tick, only while it runs something), so a
@@ -30,7 +30,7 @@ from ..runs.backend import (
     Probe,
     ThreadEvent,
 )
-from ..runs.log import Entry, LiveLog, read_persisted
+from ..runs.log.live import Entry, LiveLog, read_persisted
 from ..runs.timings import Timings
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
 from .memory import MemoryCounters

@@ -1,7 +1,7 @@
 """In-process parts: quota counters that only this process counts.
 
-On one machine a run's live log is already in memory (`runs/log.py`, read by its subscribers in
-`runs/subscription.py`), so the memory backend has only the counters to give: exact for one
+On one machine a run's live log is already in memory (`runs/log/live.py`, read by its subscribers in
+`runs/log/subscription.py`), so the memory backend has only the counters to give: exact for one
 process; several processes sharing a SQLite file each count their own runs. The database
 backend (`database.py`) uses them for every deployment without Redis.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..runs.quotas import DAY_MS, MINUTE_MS, Exceeded, Subject
+from ..runs.admission.quotas import DAY_MS, MINUTE_MS, Exceeded, Subject
 
 
 @dataclass

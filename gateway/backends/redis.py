@@ -55,6 +55,14 @@ from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.problems import Problem
+from ..runs.admission.quotas import (
+    DAY_MS,
+    MINUTE_MS,
+    PROBLEMS,
+    CountersUnavailable,
+    Exceeded,
+    Subject,
+)
 from ..runs.backend import (
     Backend,
     OnCancel,
@@ -63,8 +71,7 @@ from ..runs.backend import (
     Probe,
     ThreadEvent,
 )
-from ..runs.log import Entry, LiveLog
-from ..runs.quotas import DAY_MS, MINUTE_MS, PROBLEMS, CountersUnavailable, Exceeded, Subject
+from ..runs.log.live import Entry, LiveLog
 from ..runs.timings import Timings
 from ..store.db import json_text
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store

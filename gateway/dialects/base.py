@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
-from ..api.spec import Operation
+from ..protocol.operations import Operation
 from ..protocol.schema_files import Schemas
 
 
@@ -34,7 +34,7 @@ class WireDialect:
     name: str
     routes: Sequence[BaseRoute]
     operations: tuple[Operation, ...] = ()
-    # operationId -> {"request": ..., "response": ..., "stream": ...}, as `api/examples.py`.
+    # operationId -> {"request": ..., "response": ..., "stream": ...}, as `openapi/examples.py`.
     examples: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: EventSchema | None = None
     schemas: Schemas = Schemas()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..api.spec import OPERATIONS, Operation
+from ..protocol.operations import Operation
 from .base import EventSchema, WireDialect
 
 NAMES = (
@@ -35,9 +35,9 @@ def _load(name: str) -> WireDialect:
 DIALECTS: tuple[WireDialect, ...] = tuple(_load(name) for name in NAMES)
 
 
-def all_operations() -> tuple[Operation, ...]:
-    """Every documented operation: the resources of `api/`, then each dialect's."""
-    return OPERATIONS + tuple(op for d in DIALECTS for op in d.operations)
+def operations() -> tuple[Operation, ...]:
+    """The dialects' documented operations, in the registry's order."""
+    return tuple(op for d in DIALECTS for op in d.operations)
 
 
 def all_examples() -> dict[str, dict[str, Any]]:

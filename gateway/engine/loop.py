@@ -44,15 +44,16 @@ from ..protocol.frames_schema import (
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
-from . import approvals, elicitation, tool_status
 from .context_window import ContextBudget
 from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
 from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
-from .model import ModelRequest
 from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
-from .resources import ResourceServer
-from .tool_context import bind_tool_call
+from .models.litellm_model import ModelRequest
+from .tools import approvals, elicitation
+from .tools import status as tool_status
+from .tools.context import bind_tool_call
+from .tools.resources import ResourceServer
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +77,10 @@ class ServerToolSpec:
     description: str
     parameters: dict[str, Any]
     call: ServerTool
-    # Ask a human first: a call pauses the run until it is approved (`engine/approvals.py`).
+    # Ask a human first: a call pauses the run until it is approved (`engine/tools/approvals.py`).
     approval: bool = False
     # The MCP server the tool is from, which can also read its resources (`embedResources`,
-    # `engine/resources.py`); None: a Python tool.
+    # `engine/tools/resources.py`); None: a Python tool.
     resources: ResourceServer | None = None
 
 
@@ -500,7 +501,7 @@ async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int,
                      pending: list[dict[str, Any]]) -> int:
     """Run the turn's server tools and sub-agents, one after the other, each result written
     into the turn; the output tokens the sub-agents used. A tool that asks first is left for
-    its approval; one that asked a question is added to `pending` (`engine/elicitation.py`)."""
+    its approval; one that asked a question is added to `pending` (`engine/tools/elicitation.py`)."""
     tokens = 0
     for call in turn.ordered_calls():
         if call.kind == "subagent":
@@ -643,10 +644,10 @@ async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
                            tool_call_id: str | None = None, sink: FrameSink | None = None
                            ) -> tuple[Any, str | None]:
     """Run one server tool: its output, or the error the model sees (then the output is
-    None). `answers`: to the questions it asks (`engine/elicitation.py`); one it asks without
+    None). `answers`: to the questions it asks (`engine/tools/elicitation.py`); one it asks without
     an answer raises `InputRequired`. `tool_call_id`: the model's call, which the tool's
     context names (`ToolContext.tool_call_id`, its idempotency key). `sink`: where the
-    statuses it reports go (`engine/tool_status.py`); deleted again when it returns."""
+    statuses it reports go (`engine/tools/status.py`); deleted again when it returns."""
     spec = run.server_tools.get(name)
     if spec is None:
         return None, f"Tool {name} is not available in this run"

@@ -1,4 +1,4 @@
-"""HTTP request metrics by route template and status, observed by the front (`api/front.py`).
+"""HTTP request metrics by route template and status, observed by the front (`server/front.py`).
 
 The route label is the template the request matched (`/v1/threads/{thread_id}/runs`), read
 from the scope once the router has matched it, so the label set stays bounded whatever ids

@@ -109,7 +109,7 @@ def configure_levels(level_name: str, log_format: str = "auto") -> None:
 
 def valid_request_id(given: bytes | None) -> str:
     """The request's id: the caller's `X-Request-Id` (a proxy's id) if it is a short plain
-    token, else a new one. The front (`api/front.py`) echoes it on every response."""
+    token, else a new one. The front (`server/front.py`) echoes it on every response."""
     if given is not None:
         text = given.decode("latin-1")
         if _VALID_ID.match(text):

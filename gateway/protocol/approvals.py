@@ -1,6 +1,6 @@
 """What every dialect says of a server tool call waiting for approval (pure constants).
 
-The pause itself is the engine's (`engine/approvals.py`); the dialects show it: the Tambo
+The pause itself is the engine's (`engine/tools/approvals.py`); the dialects show it: the Tambo
 dialect in `tambo.run.awaiting_input` (a pending call with an `approval` member), AG-UI 1.0 as
 an interrupt whose `reason` and `responseSchema` are these.
 """

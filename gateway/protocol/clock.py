@@ -53,6 +53,6 @@ def new_id(prefix: str = "") -> str:
 
 
 # When the HTTP request being served reached the gateway (wall-clock ms; set by the front,
-# `api/front.py`): a run that ended after it is one that request's client could not know the
+# `server/front.py`): a run that ended after it is one that request's client could not know the
 # end of (`runs/multitask.follow_ended`).
 REQUEST_ARRIVED_MS: ContextVar[int | None] = ContextVar("request_arrived_ms", default=None)

@@ -3,7 +3,7 @@
 Every stable `code` of a problem+json body the gateway sends is declared once here, with its HTTP
 status and what it means; its title is derived from it. Call sites name a member
 (`ApiError(Problem.THREAD_NOT_FOUND, ...)`), so a code cannot be sent with another status, and
-the OpenAPI document (`api/openapi.py`) and `docs/errors.md` list exactly this catalogue
+the OpenAPI document (`openapi/document.py`) and `docs/errors.md` list exactly this catalogue
 (`tests/unit/test_problems.py`). It lives in `protocol` because refusing a run is decided in
 `runs` (atomically, with the lock) but answered by `api` as problem+json; both may import
 `protocol`.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 DisconnectPolicy = Literal["cancel", "continue", "grace"]
-# What a run request does on a busy thread (`runs/multitask.py`).
+# What a run request does on a busy thread (`runs/admission/multitask.py`).
 MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 # "auto", "required", "none", or {"name": tool} to force one tool.
 ToolChoice = str | dict[str, str]
@@ -130,7 +130,7 @@ class RunSpec:
     idempotency: Idempotency | None = None
     # A new user message may end the thread's pause (`runs/pauses.py`) instead of a 400.
     abandon_pending_tools: bool = False
-    # On a busy thread: `reject`, `interrupt`, `rollback` or `enqueue` (`runs/multitask.py`;
+    # On a busy thread: `reject`, `interrupt`, `rollback` or `enqueue` (`runs/admission/multitask.py`;
     # None: reject).
     multitask_strategy: MultitaskStrategy | None = None
 

@@ -1,6 +1,6 @@
 """Approvals, from the run's side: reading the answer a run brings, and settling it.
 
-A call waiting for approval is a pending call of its thread (`engine/approvals.py` makes its
+A call waiting for approval is a pending call of its thread (`engine/tools/approvals.py` makes its
 entry), so the run that answers it is admitted as any continuation: under the thread's lock, on
 the condition that the thread is still paused where the client saw it. Only one run can take
 the answer; a repeated or racing answer finds the thread moved on (409 or 400), so an approved
@@ -19,13 +19,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..engine import approvals, elicitation
 from ..engine.loop import RunInput, resolve_approvals
+from ..engine.tools import approvals, elicitation
 from ..protocol.clock import new_id, parse_iso_ms
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import ToolResult
 from ..store.tables import MessageRow
-from .recorder import RunRecorder
+from .log.recorder import RunRecorder
 
 PART = "x-approval"
 MAX_REASON = 2000

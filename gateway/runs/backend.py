@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..protocol.problems import Problem
-from .log import Entry, LiveLog
-from .quotas import Counters
+from .admission.quotas import Counters
+from .log.live import Entry, LiveLog
 
 log = logging.getLogger(__name__)
 

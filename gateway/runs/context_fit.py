@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..engine.agents import ResolvedAgent
+from ..engine.agents.agent import ResolvedAgent
 from ..engine.context_window import ContextBudget, TokenCounter, available_tokens, input_limit
 from ..engine.loop import Model, RunInput, model_tools
 from ..protocol.timbal import FrameSink

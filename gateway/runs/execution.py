@@ -13,31 +13,31 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..engine.agents import AgentRegistry, ResolvedAgent
+from ..engine.agents.agent import AgentRegistry, ResolvedAgent
+from ..engine.agents.subagents import Delegation
 from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
-from ..engine.subagents import Delegation
-from ..engine.tool_context import ToolContext, bind_tool_context
-from ..engine.tool_status import StatusBudget
+from ..engine.tools.context import ToolContext, bind_tool_context
+from ..engine.tools.status import StatusBudget
 from ..engine.usage import RunUsage
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.run_errors import error_frame, run_error
 from ..protocol.run_spec import RunSpec
+from ..store.queries.usage import usage_rows
 from ..store.repository import UNAVAILABLE, Store
 from ..store.tables import MessageRow, RunRow
-from ..store.usage import usage_rows
 from . import approvals
-from .component_state import ComponentStates, bind_run
+from .admission.multitask import model_history
+from .admission.quotas import Ticket
+from .components.state import ComponentStates, bind_run
 from .context_fit import budgeted
 from .limits import RunLimits
-from .log_writer import LogWriter
-from .multitask import model_history
+from .log.recorder import RunRecorder
+from .log.writer import LogWriter
 from .phase import RunPhase
-from .quotas import Ticket
-from .recorder import RunRecorder
 from .registry import ActiveRun
 from .run_hooks import RunHooks
 from .salvage import save_failed_message, save_partial_answer
@@ -201,7 +201,7 @@ class RunExecutor:
                 self._retire(active)
 
     async def _bind_tool_context(self, run: RunRow) -> None:
-        """Tell the run's server tools who it works for (`engine/tool_context.py`)."""
+        """Tell the run's server tools who it works for (`engine/tools/context.py`)."""
         thread = await self.store.get_thread(run.project_id, run.thread_id)
         bind_tool_context(ToolContext(project_id=run.project_id, thread_id=run.thread_id,
                                       run_id=run.id,

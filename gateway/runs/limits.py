@@ -44,7 +44,7 @@ class RunLimits:
     max_loop_lag_seconds: float = 0.0
     """A new run is refused while the event loop runs this late at every tick (0: never)."""
     tool_status_max_per_run: int = 100
-    """Statuses a run's tools may report (`engine/tool_status.py`); later ones are dropped."""
+    """Statuses a run's tools may report (`engine/tools/status.py`); later ones are dropped."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLimits:

@@ -28,23 +28,23 @@ from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import RunRow, ThreadRow
-from .admission import NewThread, StartedRun, admit, admit_new_thread
+from .admission.admit import NewThread, StartedRun, admit, admit_new_thread
+from .admission.idempotency import start_new_thread_once
+from .admission.lateness import LoopLateness
+from .admission.multitask import follow_ended, make_room, queued_input, queued_run, run_in_the_way
+from .admission.quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
+from .admission.start_gate import StartGate
 from .backend import Backend, RunFeed, Signals
-from .component_state import ComponentStates
+from .components.state import ComponentStates
 from .execution import CANCELLED_ERROR, LoopSetup, RunExecutor
-from .idempotency import start_new_thread_once
-from .lateness import LoopLateness
 from .limits import RunLimits
-from .log import Entry, LiveLog
-from .log_writer import LogWriter
-from .multitask import follow_ended, make_room, queued_input, queued_run, run_in_the_way
+from .log.live import Entry, LiveLog
+from .log.subscription import Subscriptions
+from .log.writer import LogWriter
 from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
-from .quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
 from .registry import ActiveRun, RunRegistry
 from .salvage import save_partial_answer
-from .start_gate import StartGate
-from .subscription import Subscriptions
 from .timings import Timings
 
 log = logging.getLogger(__name__)

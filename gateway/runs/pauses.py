@@ -21,7 +21,7 @@ from ..protocol.clock import new_id, now_ms
 from ..protocol.run_spec import RunSpec, ToolResult
 from ..store.repository import Store
 from ..store.tables import MessageRow, ThreadRow
-from .admission import input_parts
+from .admission.admit import input_parts
 from .execution import CANCELLED_ERROR
 
 # What the model reads as the result of each call its pause was ended with.

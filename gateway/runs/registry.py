@@ -6,15 +6,15 @@ import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from ..engine.agents import DEFAULT_AGENT
+from ..engine.agents.agent import DEFAULT_AGENT
 from ..engine.loop import ServerToolSpec
 from ..engine.usage import RunUsage
 from ..protocol.run_spec import RunSpec
 from ..store.tables import MessageRow, RunRow
-from .log import LiveLog
+from .admission.quotas import Ticket
+from .log.live import LiveLog
+from .log.recorder import RunRecorder
 from .phase import RunPhase
-from .quotas import Ticket
-from .recorder import RunRecorder
 
 # How long a finished run's log stays in memory for late subscribers (it is on disk anyway),
 # at least; the logs of the runs that ended within `LINGER_SLACK_SECONDS` of each other are

@@ -24,7 +24,7 @@ from typing import Any
 from ..engine.context_window import SUMMARY_PREFIX, ChatMessage, ContextBudget, fit
 from ..engine.deltas import ModelError
 from ..engine.loop import Model, RunInput, Turn, stream_turn
-from ..engine.model import ModelRequest
+from ..engine.models.litellm_model import ModelRequest
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 

@@ -17,7 +17,7 @@ from typing import Any
 from ..engine.deltas import Usage
 from ..engine.usage import RunUsage
 from ..protocol import timbal
-from .quotas import Ticket
+from .admission.quotas import Ticket
 
 
 class UsageMeter:

@@ -20,11 +20,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
 from .db import session_factory
-from .group_commit import group_commit_for
-from .prepared import Prepared
+from .engines.group_commit import group_commit_for
+from .engines.prepared import Prepared
+from .engines.transaction import Transaction, run_alone
+from .engines.transaction import run as run_transaction
 from .tables import RunRow
-from .transaction import Transaction, run_alone
-from .transaction import run as run_transaction
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
 

@@ -20,7 +20,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from .sqlite_driver import one_trip_dbapi
+from .engines.sqlite_driver import one_trip_dbapi
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How long a query may wait for the process's SQLite connection before failing.

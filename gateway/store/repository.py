@@ -6,17 +6,17 @@ Each aggregate's queries live in their own module (`threads`, `runs`, `frames`, 
 
 from __future__ import annotations
 
-from .admin import AdminQueries
-from .api_keys import ApiKeyQueries
 from .base import ACTIVE_RUN_STATUSES, UNAVAILABLE, FrameEntry, Page
-from .chorus import ChorusQueries
-from .components import ComponentQueries
-from .frames import FrameLog
-from .idempotency import IdempotencyKeys
-from .retention import RetentionQueries
-from .runs import RunQueries
-from .threads import ThreadQueries
-from .usage import UsageQueries
+from .queries.admin import AdminQueries
+from .queries.api_keys import ApiKeyQueries
+from .queries.chorus import ChorusQueries
+from .queries.components import ComponentQueries
+from .queries.frames import FrameLog
+from .queries.idempotency import IdempotencyKeys
+from .queries.retention import RetentionQueries
+from .queries.runs import RunQueries
+from .queries.threads import ThreadQueries
+from .queries.usage import UsageQueries
 
 __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 

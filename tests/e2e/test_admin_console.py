@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.cli import main
+from gateway.cli.main import main
 from tests.conftest import artifacts_dir, scripted_env
 from tests.support.gateway_server import GatewayServer
 from tests.support.inprocess_app import environment

@@ -31,7 +31,7 @@ from gateway.engine.deltas import (
     TextDelta,
     ToolCallDelta,
 )
-from gateway.engine.model import ModelRequest
+from gateway.engine.models.litellm_model import ModelRequest
 from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest

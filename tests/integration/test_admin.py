@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.cli import main
+from gateway.cli.main import main
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway, environment

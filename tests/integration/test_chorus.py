@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from gateway.dialects.chorus.routes_sweeper import sweep
-from gateway.engine.mcp_pinned import Pin
-from gateway.engine.mcp_tools import open_run_tools
+from gateway.engine.tools.mcp import open_run_tools
+from gateway.engine.tools.mcp_pinned import Pin
 from gateway.protocol.clock import new_id, now_ms
 from gateway.store.tables import ChorusDeliveryRow
 from tests.conftest import scripted_env

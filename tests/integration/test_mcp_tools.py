@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from gateway.engine.loop import ServerToolSpec
-from gateway.engine.mcp_tools import McpStartupError, McpToolError, open_mcp_tools
-from gateway.engine.tool_context import ToolContext, bind_tool_call, bind_tool_context
+from gateway.engine.tools.context import ToolContext, bind_tool_call, bind_tool_context
+from gateway.engine.tools.mcp import McpStartupError, McpToolError, open_mcp_tools
 from tests.conftest import scripted_env
 from tests.support.gateway_server import ROOT, USER, free_port
 from tests.support.inprocess_app import InProcessGateway

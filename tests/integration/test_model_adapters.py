@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from gateway.engine.adapters import AdapterError, model_adapter
 from gateway.engine.deltas import (
     Finish,
     ModelError,
@@ -25,8 +24,9 @@ from gateway.engine.deltas import (
     ToolCallDelta,
     Usage,
 )
-from gateway.engine.direct_model import DirectModel
-from gateway.engine.model import LiteLLMModel, ModelRequest
+from gateway.engine.models.adapters import AdapterError, model_adapter
+from gateway.engine.models.direct import DirectModel
+from gateway.engine.models.litellm_model import LiteLLMModel, ModelRequest
 from gateway.services import load_litellm
 from tests.support.model_stream import outcome
 from tests.support.scripted_model import ScriptedModel

@@ -126,7 +126,7 @@ def test_a_saturated_process_refuses_a_timbal_message_in_timbal_s_shape(
 def test_gateway_serve_refuses_in_the_callback_that_read_the_request_and_keeps_the_connection(
         scripted_model: ScriptedModel, tmp_path: Path) -> None:
     """Through `gateway serve` itself, whose protocol takes a request's first step where it
-    read the request (`gateway/serve_http.py`): the door's refusal is written before the body
+    read the request (`gateway/server/serve_http.py`): the door's refusal is written before the body
     is parsed, even a body that arrives over many packets after it, and is the same 503 as
     in-process; the connection then serves the next request (keep-alive, one connection)."""
     server = GatewayServer(tmp_path, scripted_env(scripted_model,

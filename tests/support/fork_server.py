@@ -191,8 +191,8 @@ def stop_fork_server() -> None:
 def preload() -> None:
     """What `gateway serve` imports before it serves, done once here."""
     import gateway.app  # noqa: F401
-    import gateway.cli  # noqa: F401
-    from gateway.engine.adapters import load_litellm
+    import gateway.cli.main  # noqa: F401
+    from gateway.engine.models.adapters import load_litellm
 
     load_litellm()
     assert threading.active_count() == 1, "importing the gateway started a thread: no fork"

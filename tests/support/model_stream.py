@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.engine.deltas import ModelError
-from gateway.engine.model import ModelRequest
+from gateway.engine.models.litellm_model import ModelRequest
 
 HI = [{"role": "user", "content": "hi"}]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gateway import Agent, AgentError, Settings, create_app
-from gateway.cli import main
-from gateway.engine.agents import AgentDefaults
-from gateway.engine.agents_file import load_agents_file, registry_for
+from gateway.cli.main import main
+from gateway.engine.agents.agent import AgentDefaults
+from gateway.engine.agents.file import load_agents_file, registry_for
 
 TOOLS = Path(__file__).resolve().parents[1] / "support" / "server_tools.py"
 DEFAULTS = AgentDefaults(model="openai/main", allowed_models=("openai/small",),

@@ -3,7 +3,7 @@ it: no flag opens it, and a key ever made (revoked or expired ones too) ends it 
 
 import pytest
 
-from gateway.cli import EXIT_STARTUP, main
+from gateway.cli.main import EXIT_STARTUP, main
 
 
 def test_dev_mode_refuses_a_public_host(monkeypatch: pytest.MonkeyPatch,
@@ -26,7 +26,7 @@ def test_allow_remote_no_longer_opens_development_mode(monkeypatch: pytest.Monke
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2", "[::1]",
                                   "LOCALHOST"])
 def test_loopback_hosts_pass_the_check(host: str):
-    from gateway.cli import is_loopback
+    from gateway.cli.main import is_loopback
 
     assert is_loopback(host)
 
@@ -34,13 +34,13 @@ def test_loopback_hosts_pass_the_check(host: str):
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.5", "::", "example.org",
                                   "localhost.example.org"])
 def test_other_hosts_are_remote(host: str):
-    from gateway.cli import is_loopback
+    from gateway.cli.main import is_loopback
 
     assert not is_loopback(host)
 
 
 def test_keys_or_development_mode_off_allow_a_public_host(monkeypatch: pytest.MonkeyPatch):
-    from gateway.cli import check_exposure
+    from gateway.cli.main import check_exposure
     from gateway.config import load_settings
 
     monkeypatch.delenv("GATEWAY_API_KEYS", raising=False)
@@ -53,7 +53,7 @@ def test_keys_or_development_mode_off_allow_a_public_host(monkeypatch: pytest.Mo
 
 def test_a_managed_key_allows_a_public_host_even_once_revoked(monkeypatch: pytest.MonkeyPatch,
                                                               tmp_path, capsys):
-    from gateway.cli import StartupError, check_exposure, main
+    from gateway.cli.main import StartupError, check_exposure, main
     from gateway.config import load_settings
 
     monkeypatch.delenv("GATEWAY_API_KEYS", raising=False)

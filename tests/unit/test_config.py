@@ -96,7 +96,7 @@ def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, name: s
 
 
 def test_model_fallbacks_as_model_strings_or_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.settings_report import shown_value
+    from gateway.openapi.settings_report import shown_value
 
     plain = _load(monkeypatch, GATEWAY_MODEL_FALLBACKS="openai/a, anthropic/b")
     assert [f.model for f in plain.model_fallbacks] == ["openai/a", "anthropic/b"]

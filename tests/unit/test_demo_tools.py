@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jsonschema
 
-from gateway.engine.demo_tools import example_value, name_words, pick_tool
+from gateway.engine.tools.demo import example_value, name_words, pick_tool
 
 
 def tool(name: str, parameters: dict | None = None) -> dict:

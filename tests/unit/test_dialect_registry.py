@@ -12,14 +12,14 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from gateway.api.openapi import build
-from gateway.api.spec import KEYS, Operation
 from gateway.app import create_app
 from gateway.config import Settings
 from gateway.dialects import registry
 from gateway.dialects.base import EventSchema, WireDialect
+from gateway.openapi.document import build
+from gateway.openapi.schema_gen import route_mismatches
+from gateway.protocol.operations import KEYS, Operation
 from gateway.protocol.schema_files import Schemas, Union, schema_files
-from gateway.schema_gen import route_mismatches
 
 
 class EchoEvent(BaseModel):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import Settings
-from gateway.settings_report import REFERENCE_PATH, reference_markdown
+from gateway.openapi.settings_report import REFERENCE_PATH, reference_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", ROOT / "bench" / "README.md",

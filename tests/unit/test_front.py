@@ -1,4 +1,4 @@
-"""The front (`gateway/api/front.py`), the one layer before the routes: every answer it or the
+"""The front (`gateway/server/front.py`), the one layer before the routes: every answer it or the
 error handlers make (a 404, a 413 before the body is read, development mode's 403, the 500 of
 an unexpected error) carries the request id and `nosniff`, CORS headers where CORS applies (not
 on the guard's refusal, which comes before CORS), is counted once in the HTTP metrics, and an

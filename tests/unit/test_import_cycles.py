@@ -122,3 +122,76 @@ def test_a_dialects_parsing_translation_and_events_are_pure() -> None:
                 continue
             bad = [m for m in imported_modules(path) if m.startswith(above)]
             assert bad == [], f"{path.relative_to(GATEWAY)} imports {bad}"
+
+
+# -- the house: no two packages import each other; small rooms; a short top level -----------------
+
+def _package_of(module: str, packages: list[str]) -> str | None:
+    """The deepest package of ours that holds `module` (a top-level module is its own)."""
+    found = None
+    for package in packages:
+        if module == package or module.startswith(package + "."):
+            if found is None or len(package) > len(found):
+                found = package
+    return found
+
+
+def package_imports() -> set[tuple[str, str]]:
+    """(importer, imported) for every two packages (or top-level modules) of ours, neither
+    inside the other, where a module of the first imports the second."""
+    packages = sorted(".".join(p.parent.relative_to(GATEWAY.parent).parts)
+                      for p in GATEWAY.rglob("__init__.py") if "migrations" not in p.parts)
+    tops = [f"gateway.{p.stem}" for p in GATEWAY.glob("*.py") if p.stem != "__init__"]
+    units = [*packages, *tops]
+    edges = set()
+    for path in GATEWAY.rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        name = ".".join(path.relative_to(GATEWAY.parent).with_suffix("").parts)
+        importer = _package_of(name.removesuffix(".__init__"), units)
+        for module in imported_modules(path):
+            imported = _package_of(module, units)
+            if None in (importer, imported) or "gateway" in (importer, imported):
+                continue
+            if not (imported.startswith(importer + ".") or importer.startswith(imported + ".")
+                    or imported == importer):
+                edges.add((importer, imported))
+    return edges
+
+
+def test_no_two_packages_import_each_other() -> None:
+    edges = package_imports()
+    assert len(edges) > 20, "the package graph was not found"
+    both_ways = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert both_ways == [], f"packages that import each other: {both_ways}"
+
+
+def test_the_pair_checker_sees_a_two_way_import() -> None:
+    edges = package_imports()
+    assert ("gateway.api", "gateway.runs") in edges
+    assert ("gateway.runs", "gateway.api") not in edges
+
+
+# A room holds about 15 modules at most (its `__init__.py` not counted); a folder that grows past
+# it is split by what its modules do (as `engine/models/`, `runs/admission/`).
+MAX_MODULES = 16
+# Rooms still being emptied this round: `api/` loses its run-start checks (agent choice, stored
+# caps, embedding, request limits) to the one run start below HTTP.
+SPLITTING = {"gateway/api"}
+
+
+def test_no_folder_is_too_large() -> None:
+    large = {}
+    for folder in [GATEWAY, *GATEWAY.rglob("*/")]:
+        if "__pycache__" in folder.parts or "migrations" in folder.parts:
+            continue
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MAX_MODULES and folder.relative_to(GATEWAY.parent).as_posix() \
+                not in SPLITTING:
+            large[folder.relative_to(GATEWAY.parent).as_posix()] = len(modules)
+    assert large == {}, f"folders over {MAX_MODULES} modules: {large}"
+
+
+def test_the_top_level_holds_at_most_six_modules() -> None:
+    modules = sorted(p.name for p in GATEWAY.glob("*.py"))
+    assert len(modules) <= 6, f"gateway/ holds {modules}: give each a room"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from gateway.loop_lag import CollectionTimer
+from gateway.server.loop_lag import CollectionTimer
 
 
 def test_collections_are_counted_and_timed_then_reset_when_taken() -> None:

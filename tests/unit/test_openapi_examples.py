@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from gateway.api.openapi import build
+from gateway.openapi.document import build
 
 DOCUMENT = build()
 OPERATIONS = [(path, method, op) for path, methods in DOCUMENT["paths"].items()

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gateway.api.errors import problem
-from gateway.api.spec import CODES, MODEL_ERRORS
-from gateway.problems_report import PROBLEMS_PATH, problems_markdown
+from gateway.openapi.problems_report import PROBLEMS_PATH, problems_markdown
+from gateway.protocol.operations import CODES, MODEL_ERRORS
 from gateway.protocol.problems import CATALOGUE, ApiError, Problem
+from gateway.server.problem_json import problem
 
 ROOT = Path(__file__).resolve().parents[2]
 GATEWAY = ROOT / "gateway"
@@ -40,7 +40,7 @@ def test_codes_looked_up_by_value_are_in_the_catalogue_with_their_status() -> No
     """Provider errors of one-shot calls (502) and attachment refusals are looked up by the
     code their own error carries (`Problem[exc.code]`)."""
     classified = set(re.findall(r'ModelError\(\s*"([A-Z_]+)"',
-                                (GATEWAY / "engine" / "model.py").read_text()))
+                                (GATEWAY / "engine" / "models" / "litellm_model.py").read_text()))
     assert classified and classified == set(MODEL_ERRORS)
     assert {CATALOGUE[code].status for code in MODEL_ERRORS} == {502}
     attachments = set(re.findall(r'AttachmentError\(\s*"([A-Z_]+)"',

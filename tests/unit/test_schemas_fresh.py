@@ -13,12 +13,12 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
-from gateway.api.openapi import build
 from gateway.app import create_app
 from gateway.config import Settings
+from gateway.openapi.document import build
+from gateway.openapi.schema_gen import COMMAND, generated_files, route_mismatches, stale_files
 from gateway.protocol.jsonschema import canonical
 from gateway.protocol.tambo import NOT_BLANK, TokenExchangeRequest
-from gateway.schema_gen import COMMAND, generated_files, route_mismatches, stale_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # Pydantic constraint names that are not JSON Schema keywords: one in the output means a
@@ -33,7 +33,7 @@ def test_checked_in_documents_are_fresh() -> None:
 
 def test_every_route_has_an_operation_and_every_operation_a_route() -> None:
     problems = route_mismatches(create_app(Settings()).routes)
-    assert not problems, "\n".join(problems) + "\nadd or remove the entry in gateway/api/spec.py"
+    assert not problems, "\n".join(problems) + "\nadd or remove the entry in gateway/openapi/spec.py"
 
 
 def test_generation_is_canonical_and_deterministic() -> None:

@@ -22,9 +22,9 @@ pytest.importorskip("httptools")
 
 import uvicorn  # noqa: E402
 
-from gateway.cli import http_protocol  # noqa: E402
-from gateway.serve_http import eager_task  # noqa: E402
-from gateway.serve_loop import Loop  # noqa: E402
+from gateway.cli.main import http_protocol  # noqa: E402
+from gateway.server.serve_http import eager_task  # noqa: E402
+from gateway.server.serve_loop import Loop  # noqa: E402
 
 REQUEST = (b"POST /v1/threads/runs HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json"
            b"\r\ncontent-length: 2\r\n\r\n{}")
@@ -83,7 +83,7 @@ def test_a_request_answered_without_waiting_leaves_within_two_turns_of_the_loop(
 
 
 def test_uvicorns_own_protocol_waits_a_turn_more_for_the_apps_task() -> None:
-    assert on_gateway_loop(turns_to_answer("httptools")) == [3, 3, 3], "drop serve_http.py?"
+    assert on_gateway_loop(turns_to_answer("httptools")) == [3, 3, 3], "drop server/serve_http.py?"
 
 
 SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="")

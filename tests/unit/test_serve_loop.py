@@ -19,8 +19,8 @@ import pytest
 
 pytest.importorskip("uvloop")
 
-from gateway.cli import event_loop  # noqa: E402
-from gateway.serve_loop import Loop  # noqa: E402
+from gateway.cli.main import event_loop  # noqa: E402
+from gateway.server.serve_loop import Loop  # noqa: E402
 
 WAITING = 64
 
@@ -118,14 +118,14 @@ def test_a_closed_server_takes_no_more_connections() -> None:
 
 
 def test_gateway_serve_runs_on_it() -> None:
-    assert event_loop() == "gateway.serve_loop:new_event_loop"
+    assert event_loop() == "gateway.server.serve_loop:new_event_loop"
 
 
 def test_out_of_descriptors_it_pauses_then_takes_the_waiting_connections(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """EMFILE: the listening socket stays readable, so retrying at once would spin; it stops
     reading it for a moment (as asyncio's loop does), then serves what waited."""
-    from gateway import serve_loop
+    from gateway.server import serve_loop
 
     monkeypatch.setattr(serve_loop, "RETRY_SECONDS", 0.3)  # long beside a few turns
     loop = Loop()

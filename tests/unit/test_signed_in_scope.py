@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.api.identity import signed_in_scope
+from gateway.auth.identity import signed_in_scope
 
 
 @pytest.mark.parametrize("first, second", [

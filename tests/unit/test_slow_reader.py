@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gateway.api.slow_reader import BoundedEventSource
+from gateway.server.sse import BoundedEventSource
 
 SCOPE = {"type": "http", "method": "GET", "path": "/v1/threads/t/runs/r", "headers": []}
 
@@ -41,7 +41,7 @@ async def test_a_reader_that_stops_reading_is_disconnected_and_its_stream_closed
             await asyncio.Event().wait()
 
     response = BoundedEventSource(events(), send_timeout=0.05, ping=600)
-    with caplog.at_level(logging.INFO, logger="gateway.api.slow_reader"):
+    with caplog.at_level(logging.INFO, logger="gateway.server.sse"):
         await asyncio.wait_for(response(SCOPE, _never_disconnects, send), 10)
     assert closed.is_set()
     assert len(sent) == 4  # the start and three events, then nothing more was tried
@@ -150,7 +150,7 @@ async def test_a_ping_the_reader_does_not_read_disconnects_it(
             await asyncio.Event().wait()
 
     response = BoundedEventSource(_idle_events(closed), send_timeout=0.05, ping=0.02)
-    with caplog.at_level(logging.INFO, logger="gateway.api.slow_reader"):
+    with caplog.at_level(logging.INFO, logger="gateway.server.sse"):
         await asyncio.wait_for(response(SCOPE, _never_disconnects, send), 10)
     assert closed.is_set()
     assert len(sent) == 3
@@ -162,7 +162,7 @@ async def test_a_send_that_waits_less_than_the_bound_goes_out_and_its_errors_are
 ) -> None:
     # A send is started at once and timed only once it waits (`bounded`): one that waits for
     # its drain within the bound completes; one that fails after waiting raises its own error.
-    from gateway.api.slow_reader import bounded
+    from gateway.server.sse import bounded
 
     drained = asyncio.Event()
     done: list[str] = []

@@ -1,5 +1,5 @@
 """Client state schemas run in bounded time: patterns on RE2, no remote `$ref`, a linear
-`uniqueItems` and a step budget (gateway/runs/state_schema.py)."""
+`uniqueItems` and a step budget (gateway/runs/components/schema.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.runs import state_schema
-from gateway.runs.component_state import ComponentStateError, check_state
+from gateway.runs.components import schema as state_schema
+from gateway.runs.components.state import ComponentStateError, check_state
 
 CATASTROPHIC = {"type": "object", "properties": {"name": {"type": "string",
                                                           "pattern": "^(a+)+$"}}}

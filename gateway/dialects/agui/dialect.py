@@ -7,9 +7,21 @@ from typing import Any
 
 from ag_ui.core import Event
 
-from ...api.examples import CALL, MESSAGE, RUN, THREAD, T, sse
-from ...api.spec import KEYS, REPLAY, RUN_ERRORS, STORED_CAPS, STREAM_HEADERS, Operation
 from ...protocol import tambo
+from ...protocol.operations import (
+    CALL,
+    KEYS,
+    MESSAGE,
+    REPLAY,
+    RUN,
+    RUN_ERRORS,
+    STORED_CAPS,
+    STREAM_HEADERS,
+    THREAD,
+    Operation,
+    T,
+    sse,
+)
 from ...protocol.schema_files import Schemas, Union
 from ..base import EventSchema, WireDialect
 from . import routes, snapshot

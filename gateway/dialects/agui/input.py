@@ -8,7 +8,7 @@ the run: `tools` are client tools, `context` and `state` reach the model as the 
 additional context, and `forwardedProps` may carry `components` (Tambo component definitions:
 `name`, `description`, `propsSchema`, `stateSchema`), `userKey`, `onDisconnect`,
 `abandonPendingTools` (a new message ends the thread's pause, `runs/pauses.py`),
-`multitaskStrategy` (on a busy thread, `runs/multitask.py`) and `interrupts` (a client before 1.0
+`multitaskStrategy` (on a busy thread, `runs/admission/multitask.py`) and `interrupts` (a client before 1.0
 that reads 1.0's interrupt outcome, `opts_into_interrupts`); the whole of it is kept as the run's
 metadata, with the `protocolVersion` the client declared (its stream is shaped for that version
 and that opt-in, see `translate.py`).

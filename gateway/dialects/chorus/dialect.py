@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...api.spec import Operation
+from ...protocol.operations import Operation
 from ..base import WireDialect
 from . import input as chorus_input
 from . import routes, routes_sweeper

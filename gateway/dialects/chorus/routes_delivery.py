@@ -35,8 +35,8 @@ import httpx
 from starlette.requests import Request
 
 from ...api.context import services
-from ...engine.mcp_pinned import Pin
-from ...engine.mcp_tools import RunMcpTools, open_run_tools
+from ...engine.tools.mcp import RunMcpTools, open_run_tools
+from ...engine.tools.mcp_pinned import Pin
 from ...protocol import timbal
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
@@ -198,7 +198,7 @@ class Deliveries:
     async def _mcp_tools(self, delivery: chorus_input.Delivery) -> RunMcpTools:
         """The message's MCP servers that may still be called (the allow-list is checked
         again: a name may resolve elsewhere now), connected for its run at the addresses
-        checked (`engine/mcp_pinned.py`)."""
+        checked (`engine/tools/mcp_pinned.py`)."""
         servers = []
         for server in delivery.mcp or []:
             try:

@@ -1,5 +1,5 @@
 """A Chorus connection string's quotas: it is a credential, so its messages are limited as a
-managed API key's runs are (`runs/quotas.py`), per connection, across processes when the
+managed API key's runs are (`runs/admission/quotas.py`), per connection, across processes when the
 counters are Redis's.
 
 A message takes its slot when it is accepted, before it is stored: one over a limit is refused
@@ -14,7 +14,7 @@ database.
 from __future__ import annotations
 
 from ...config import Settings
-from ...runs.quotas import Limits, Quotas, Subject, Ticket, chorus_subject
+from ...runs.admission.quotas import Limits, Quotas, Subject, Ticket, chorus_subject
 from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow
 
 

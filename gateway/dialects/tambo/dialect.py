@@ -5,20 +5,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...api.examples import CREATED, MESSAGE, PREVIOUS_RUN, RUN, THREAD, UPDATED, USER_KEY, T, sse
-from ...api.spec import (
+from ...protocol import tambo
+from ...protocol.operations import (
+    CREATED,
     CURSOR,
+    EXAMPLE_USER_KEY,
     IDEMPOTENCY_KEY,
     KEYS,
+    MESSAGE,
+    PREVIOUS_RUN,
     REPLAY,
+    RUN,
     RUN_ERRORS,
     STORED_CAPS,
     STREAM_HEADERS,
+    THREAD,
+    UPDATED,
     Operation,
     Param,
+    T,
     limit,
+    sse,
 )
-from ...protocol import tambo
 from ...protocol.schema_files import Schemas, Type, Union
 from ..base import EventSchema, WireDialect
 from . import events, routes
@@ -79,7 +87,7 @@ _RUN_REQUEST = {
     "message": {"role": "user",
                 "content": [{"type": "text", "text": "Show me the weather in Paris"}]},
     "previousRunId": PREVIOUS_RUN,
-    "userKey": USER_KEY,
+    "userKey": EXAMPLE_USER_KEY,
     "availableComponents": [{
         "name": "WeatherCard", "description": "The weather of a city.",
         "propsSchema": {"type": "object", "properties": {"city": {"type": "string"},

@@ -43,11 +43,11 @@ from ...api.runs import (
 )
 from ...api.stored_caps import check_metadata, check_thread_room
 from ...api.threads import new_thread
-from ...engine.agents import ResolvedAgent
+from ...engine.agents.agent import ResolvedAgent
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import RunList, RunRequest, wire
-from ...runs.admission import NewThread, StartedRun
+from ...runs.admission.admit import NewThread, StartedRun
 from ...store.tables import RunRow
 from .input import keyed, run_spec
 from .translate import TamboDialect, encode

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...api.spec import EVENT_CURSOR, KEYS, RUN_ERRORS, Operation, Param
 from ...protocol import frames_schema
 from ...protocol.frames_schema import Frame as TimbalFrame
+from ...protocol.operations import EVENT_CURSOR, KEYS, RUN_ERRORS, Operation, Param
 from ...protocol.schema_files import Schemas, Type, Union
 from ..base import WireDialect
 from . import errors, routes

@@ -5,7 +5,7 @@ answered by the app's handlers (`api/errors.py`); this only re-shapes that answe
 client. `error` is the spec's code for the status (`invalid_request`, `unauthorized`,
 `thread_not_found`, `conflict`, `rate_limited`, ...), `details.code` the gateway's stable code
 with the problem's other fields, and a 429 keeps its `Retry-After` (also as `retryAfter`, as
-the spec's example has it). `X-Request-Id` is on every response already (`api/front.py`).
+the spec's example has it). `X-Request-Id` is on every response already (`server/front.py`).
 """
 
 from __future__ import annotations

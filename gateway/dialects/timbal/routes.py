@@ -33,12 +33,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ...api.context import Services, caller, may_see, services, thread_for, user_scope
 from ...api.request_limits import scan_json
 from ...api.runs import event_cursor, run_in_thread
-from ...api.slow_reader import BoundedStreamingResponse, SlowReader, disconnected, within
 from ...config import Settings
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_errors import error_frame, run_error
 from ...protocol.translation import positioned
+from ...server.sse import BoundedStreamingResponse, SlowReader, disconnected, within
 from ...store.tables import ThreadRow
 from . import routes_write as writes
 from . import translate as view
@@ -272,7 +272,7 @@ def origin_allowed(settings: Settings, origin: str | None) -> bool:
     """A WebSocket handshake's `Origin` against `GATEWAY_CORS_ORIGINS`: CORS does not apply to
     WebSockets, so the browser lets any page open one and leaves the check to the server.
     Clients that are not browsers send none. (Development mode allows loopback origins only,
-    before any route: `gateway.api.development`, asked by the front.)"""
+    before any route: `gateway.auth.development`, asked by the front.)"""
     allowed = settings.cors_origins
     return origin is None or "*" in allowed or origin in allowed
 

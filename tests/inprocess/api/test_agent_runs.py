@@ -16,9 +16,9 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 from starlette.testclient import TestClient
 
-from gateway.api.keyring import key_row, new_key
 from gateway.app import create_app
-from gateway.cli import main
+from gateway.auth.keyring import key_row, new_key
+from gateway.cli.main import main
 from tests.support.agents import agents_settings
 from tests.support.run_stream import gateway_ids
 from tests.support.scripted_model import ScriptedModel

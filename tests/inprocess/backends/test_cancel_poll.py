@@ -8,7 +8,7 @@ import asyncio
 
 from gateway.backends.database import DatabaseSignals
 from gateway.protocol.clock import new_id, now_ms
-from gateway.runs.log import LiveLog
+from gateway.runs.log.live import LiveLog
 from gateway.runs.registry import ActiveRun, RunRegistry
 from gateway.runs.timings import Timings
 from gateway.store.repository import Store

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.backends.redis import RedisCounters
-from gateway.runs.quotas import Limits, QuotaExceeded, Quotas, key_subject
+from gateway.runs.admission.quotas import Limits, QuotaExceeded, Quotas, key_subject
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server not installed")

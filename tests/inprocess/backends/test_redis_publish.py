@@ -22,7 +22,7 @@ from gateway.backends.redis import (
     stream_key,
 )
 from gateway.protocol import timbal
-from gateway.runs.log import LiveLog
+from gateway.runs.log.live import LiveLog
 from gateway.runs.timings import Timings
 from gateway.store.repository import Store
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.engine.adapters import OPENAI_BASE, Adapter, AdapterError, model_adapter
-from gateway.engine.direct_model import DirectModel
-from gateway.engine.model import LiteLLMModel
-from gateway.engine.routed_model import Deployment, RoutedModel
+from gateway.engine.models.adapters import OPENAI_BASE, Adapter, AdapterError, model_adapter
+from gateway.engine.models.direct import DirectModel
+from gateway.engine.models.litellm_model import LiteLLMModel
+from gateway.engine.models.routed import Deployment, RoutedModel
 from gateway.services import load_litellm
 
 load_litellm()

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gateway.engine import demo_model
 from gateway.engine.deltas import Delta, Finish, ReasoningDelta, TextDelta, ToolCallDelta
-from gateway.engine.model import LiteLLMModel, ModelRequest
+from gateway.engine.models import demo as demo_model
+from gateway.engine.models.litellm_model import LiteLLMModel, ModelRequest
 from gateway.services import load_litellm
 
 load_litellm()

@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from gateway.engine import direct_model
-from gateway.engine.adapters import model_adapter
 from gateway.engine.deltas import (
     Finish,
     ModelError,
@@ -23,8 +21,10 @@ from gateway.engine.deltas import (
     ToolCallDelta,
     Usage,
 )
-from gateway.engine.direct_model import DirectModel
-from gateway.engine.model import ModelRequest
+from gateway.engine.models import direct as direct_model
+from gateway.engine.models.adapters import model_adapter
+from gateway.engine.models.direct import DirectModel
+from gateway.engine.models.litellm_model import ModelRequest
 from gateway.services import load_litellm
 from tests.support.gateway_server import free_port
 from tests.support.model_stream import HI, outcome

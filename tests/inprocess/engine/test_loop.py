@@ -11,9 +11,9 @@ import pytest
 from gateway import ToolContext, server_tool
 from gateway.engine.deltas import Finish, ModelError, TextDelta, Usage
 from gateway.engine.loop import RunInput, SubagentTool, run_agent
-from gateway.engine.tool_context import bind_tool_context
-from gateway.engine.tool_status import StatusBudget
-from gateway.engine.tools import spec_for
+from gateway.engine.tools.context import bind_tool_context
+from gateway.engine.tools.python_tools import spec_for
+from gateway.engine.tools.status import StatusBudget
 from gateway.protocol import timbal
 from gateway.protocol.run_spec import ClientTool, Component
 from tests.inprocess.conftest import ScriptedDeltas, text_turn, tool_turn

@@ -11,7 +11,7 @@ from typing import Any
 import mcp_types
 import pytest
 
-from gateway.engine.mcp_tools import (
+from gateway.engine.tools.mcp import (
     McpConnection,
     McpStartupError,
     McpToolError,

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.engine.deltas import ModelError
-from gateway.engine.model import LiteLLMModel
+from gateway.engine.models.litellm_model import LiteLLMModel
 from gateway.services import load_litellm
 
 load_litellm()

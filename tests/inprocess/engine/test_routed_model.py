@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.engine.deltas import ModelError, Served, TextDelta
-from gateway.engine.routed_model import Deployment, RoutedModel
+from gateway.engine.models.routed import Deployment, RoutedModel
 from gateway.services import load_litellm
 from tests.support.model_stream import outcome
 from tests.support.scripted_model import ScriptedModel

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway import ToolError, server_tool
-from gateway.engine.tools import load_python_tools, spec_for
+from gateway.engine.tools.python_tools import load_python_tools, spec_for
 
 
 @server_tool

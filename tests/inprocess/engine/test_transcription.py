@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from gateway.engine.deltas import ModelError
-from gateway.engine.transcription import Transcriber
+from gateway.engine.models.transcription import Transcriber
 from gateway.services import load_litellm
 from tests.support.gateway_server import free_port
 from tests.support.scripted_model import ScriptedModel

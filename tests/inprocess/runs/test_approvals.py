@@ -14,16 +14,16 @@ import pytest
 
 from gateway import server_tool
 from gateway.config import Settings
-from gateway.engine.agents import AgentDefaults
-from gateway.engine.agents_file import load_agents_file
-from gateway.engine.elicitation import Answers, InputRequired, answer_of, ask, bind
+from gateway.engine.agents.agent import AgentDefaults
+from gateway.engine.agents.file import load_agents_file
 from gateway.engine.loop import RunInput, ServerToolSpec, model_tools
-from gateway.engine.mcp_tools import McpConnection, _specs, load_config
-from gateway.engine.tools import tool_specs
+from gateway.engine.tools.elicitation import Answers, InputRequired, answer_of, ask, bind
+from gateway.engine.tools.mcp import McpConnection, _specs, load_config
+from gateway.engine.tools.python_tools import tool_specs
 from gateway.protocol.clock import iso_ms, now_ms
 from gateway.protocol.problems import ApiError
 from gateway.protocol.run_spec import ClientTool, RunSpec, ToolResult, UserInput
-from gateway.runs.admission import validated_inputs
+from gateway.runs.admission.admit import validated_inputs
 from gateway.services import agent_tools, asking_first
 from gateway.store.tables import ThreadRow
 

@@ -8,7 +8,7 @@ import asyncio
 import jsonpatch
 import pytest
 
-from gateway.runs.component_state import ComponentStateError
+from gateway.runs.components.state import ComponentStateError
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.protocol.clock import new_id, now_ms
-from gateway.runs.admission import NewThread
+from gateway.runs.admission.admit import NewThread
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from gateway.store.tables import ThreadRow

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from gateway.engine.deltas import TextDelta
-from gateway.runs.log import Entry, LiveLog, read_persisted
+from gateway.runs.log.live import Entry, LiveLog, read_persisted
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from gateway.store.tables import RunRow

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gateway.runs.log import LiveLog
+from gateway.runs.log.live import LiveLog
 
 
 async def test_positions_follow_appends_and_readers_wake_once_per_change() -> None:

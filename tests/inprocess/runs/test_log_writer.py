@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from gateway.protocol.clock import now_ms
-from gateway.runs.log_writer import LogWriter
-from gateway.store.frames import LogBatch
+from gateway.runs.log.writer import LogWriter
+from gateway.store.queries.frames import LogBatch
 from gateway.store.repository import Store
 from tests.inprocess.conftest import new_thread
 from tests.inprocess.store.test_repository import run_row

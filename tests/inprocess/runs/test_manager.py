@@ -245,7 +245,7 @@ async def test_a_run_row_with_a_snapshot_from_before_run_spec_runs_as_it_would_h
     """The run reads its input from the row (once, when it is launched); a row written by the
     gateway before the neutral snapshot (the Tambo request's camelCase keys) gives the model
     the same tools."""
-    from gateway.runs import admission
+    from gateway.runs.admission import admit as admission
 
     thread = await new_thread(store)
     model.enqueue(text_turn("ok"), text_turn("ok"))

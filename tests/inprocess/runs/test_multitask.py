@@ -1,4 +1,4 @@
-"""Double texting (`runs/multitask.py`): a run request on a busy thread rejects, interrupts or
+"""Double texting (`runs/admission/multitask.py`): a run request on a busy thread rejects, interrupts or
 rolls back the running run; racing requests and a run in another process."""
 
 from __future__ import annotations

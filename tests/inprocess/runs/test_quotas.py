@@ -12,15 +12,15 @@ from gateway.backends.memory import MemoryCounters
 from gateway.engine.deltas import ModelError, TextDelta, Usage
 from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.problems import ApiError
-from gateway.runs.admission import NewThread
-from gateway.runs.manager import RunManager
-from gateway.runs.quotas import (
+from gateway.runs.admission.admit import NewThread
+from gateway.runs.admission.quotas import (
     Limits,
     QuotaExceeded,
     Quotas,
     key_subject,
     user_subject,
 )
+from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from gateway.store.tables import ThreadRow
 from tests.inprocess.conftest import (

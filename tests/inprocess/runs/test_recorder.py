@@ -8,8 +8,8 @@ from typing import Any
 
 from gateway.protocol import timbal
 from gateway.protocol.clock import new_id, now_ms
-from gateway.runs.log import LiveLog
-from gateway.runs.recorder import FLUSH_SECONDS, RunRecorder
+from gateway.runs.log.live import LiveLog
+from gateway.runs.log.recorder import FLUSH_SECONDS, RunRecorder
 from gateway.store.repository import Store
 from gateway.store.tables import RunRow
 from tests.inprocess.conftest import PROJECT, new_thread

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.protocol.clock import new_id
 from gateway.runs import registry as registry_module
-from gateway.runs.log import LiveLog
+from gateway.runs.log.live import LiveLog
 from gateway.runs.phase import RunPhase
 from gateway.runs.registry import ActiveRun, RunRegistry
 from gateway.store.repository import Store

@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from gateway.engine.deltas import Delta, TextDelta, Usage
-from gateway.engine.model import ModelRequest
+from gateway.engine.models.litellm_model import ModelRequest
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from gateway.observability import metrics
-from gateway.runs.lateness import LoopLateness
-from gateway.runs.start_gate import Overloaded, StartGate
+from gateway.runs.admission.lateness import LoopLateness
+from gateway.runs.admission.start_gate import Overloaded, StartGate
 
 
 def waiting() -> float:
@@ -190,7 +190,7 @@ async def test_refusals_are_logged_with_their_figures_at_most_once_a_second(
             async with gate.turn():
                 pass
         now[0] += 0.4
-    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.runs.start_gate"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.runs.admission.start_gate"]
     assert len(lines) == 2  # at 0 s and 1.2 s, the second with the count since the first
     assert "5 runs going or starting (GATEWAY_MAX_ACTIVE_RUNS)" in lines[0]
     assert "3 refused, for any limit, since" in lines[1]

@@ -9,7 +9,7 @@ import dataclasses
 import random
 
 from gateway.backends.database import database_backend
-from gateway.engine.agents import Agent, AgentDefaults, build_registry
+from gateway.engine.agents.agent import Agent, AgentDefaults, build_registry
 from gateway.engine.context_window import SUMMARY_PREFIX
 from gateway.protocol.frames_schema import frame_adapter
 from gateway.runs.execution import LoopSetup

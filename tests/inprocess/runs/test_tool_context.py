@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from gateway import ToolContext, ToolError, tool_context
-from gateway.engine.tools import spec_for
+from gateway.engine.tools.python_tools import spec_for
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
     PROJECT,

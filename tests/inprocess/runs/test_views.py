@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.runs.log import read_persisted
+from gateway.runs.log.live import read_persisted
 from gateway.runs.manager import RunManager
 from gateway.runs.supervisor import RunSupervisor
 from gateway.store.repository import Store

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from gateway.api.keyring import KeyLookupsExceeded, KeyRing, hash_key, key_row, usable
+from gateway.auth.keyring import KeyLookupsExceeded, KeyRing, hash_key, key_row, usable
 from gateway.config import Settings
 from gateway.protocol.clock import now_ms
 from gateway.store.repository import Store

@@ -28,11 +28,11 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.store import group_commit
 from gateway.store.base import Queries
 from gateway.store.db import create_engine
-from gateway.store.prepared import Prepared
-from gateway.store.transaction import Transaction
+from gateway.store.engines import group_commit
+from gateway.store.engines.prepared import Prepared
+from gateway.store.engines.transaction import Transaction
 
 _metadata = MetaData()
 _items = Table("items", _metadata, Column("id", String, primary_key=True),

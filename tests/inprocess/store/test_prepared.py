@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.store.base import Queries
 from gateway.store.db import create_engine
-from gateway.store.prepared import Prepared
-from gateway.store.transaction import Transaction
+from gateway.store.engines.prepared import Prepared
+from gateway.store.engines.transaction import Transaction
 
 _metadata = MetaData()
 _values = Table("prepared_values", _metadata, Column("id", Integer, primary_key=True),

@@ -1,0 +1,217 @@
+"""The API's own resources, as data: one `Operation` per route of `gateway/api/` (each
+dialect declares its own in its `dialect.py`), read by the OpenAPI generator
+(`openapi/document.py`) and the docs page. The types and the parameters many operations share
+are `protocol/operations.py`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dialects import registry
+from ..protocol import tambo
+from ..protocol.admin import (
+    AdminFrameList,
+    AdminRunDetail,
+    AdminRunList,
+    AdminThreadList,
+    AdminUsageReport,
+)
+from ..protocol.agents import AgentList
+from ..protocol.operations import (
+    BETA_AND_V1,
+    COMPONENT_STATE,
+    CURSOR,
+    KEYS,
+    METERED_ERRORS,
+    STORED_CAPS,
+    Operation,
+    Param,
+    limit,
+)
+
+ADMIN_ERRORS = ("ADMIN_KEY_REQUIRED", "VALIDATION_ERROR")
+ADMIN_USER = Param("userKey", "query", tambo.USER_KEY_SCHEMA,
+                   "Only this user scope's (a userKey, or `oauth:...` of a signed-in user).")
+ADMIN_AGENT = Param("agent", "query", {"type": "string", "maxLength": 64},
+                    "Only this agent's.")
+
+
+def admin_window(since: str, until: str, what: str) -> tuple[Param, Param]:
+    """The time window of an operator call: at most 366 days, 30 by default."""
+    return (Param(since, "query", {"type": "string", "format": "date-time"},
+                  f"Only {what} at or after this time (default: 30 days before `{until}`)."),
+            Param(until, "query", {"type": "string", "format": "date-time"},
+                  f"Only {what} before this time (default: now). The window is at most 366 "
+                  "days."))
+
+
+def scoped(prefix: str) -> tuple[str, ...]:
+    """The suggestion calls need a user scope on a user's thread on /v1 only: the clients call
+    the beta paths without one."""
+    return ("USER_SCOPE_REQUIRED",) if prefix.startswith("/v1") else ()
+
+# -- the operations -------------------------------------------------------------------------------
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("GET", "/health", "health", "Liveness check", "meta", public=True,
+              result=dict[str, str]),
+    Operation("GET", "/ready", "ready", "Readiness check: the database (and Redis, when "
+              "configured) answers and the process is neither shutting down nor saturated",
+              "meta", public=True,
+              result=dict[str, Any], errors=("DATABASE_UNAVAILABLE", "REDIS_UNAVAILABLE",
+                                             "SHUTTING_DOWN", "OVERLOADED")),
+    Operation("GET", "/metrics", "metrics", "Prometheus metrics (text exposition format)",
+              "meta", public=True, result=str, media_type="text/plain"),
+    Operation("GET", "/openapi.json", "openapi", "This OpenAPI document", "meta", public=True,
+              result=dict[str, Any]),
+    Operation("GET", "/", "playground", "The playground: try the API in a browser (offline "
+              "HTML)", "meta", public=True, result=str, media_type="text/html"),
+    Operation("GET", "/docs", "docs", "This API reference (Swagger UI, offline)", "meta",
+              public=True, result=str, media_type="text/html"),
+    Operation("GET", "/v1/agents", "listAgents", "The agents a client may run", "agents",
+              description="Name and description of each of the operator's agents (from "
+                          "`GATEWAY_AGENTS_FILE`, or the one `default` agent), in the shape of "
+                          "CopilotKit's runtime `info`, so a UI can offer a picker; and the "
+                          "models a run may pick (`models`).",
+              result=AgentList),
+    # threads
+    Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
+              body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread,
+              errors=("USER_SCOPE_REQUIRED", *STORED_CAPS, "AGENT_NOT_FOUND",
+                      "SYSTEM_PROMPT_NOT_ALLOWED")),
+    Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
+              params=(*KEYS, limit(20, 100), CURSOR), result=tambo.ThreadList,
+              errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
+    Operation("GET", "/v1/threads/{thread_id}", "getThread", "A thread with its messages",
+              "threads", params=KEYS, result=tambo.ThreadWithMessages),
+    Operation("PATCH", "/v1/threads/{thread_id}", "updateThread", "Rename a thread or replace "
+              "its metadata", "threads", body=tambo.ThreadUpdateRequest, params=KEYS,
+              result=tambo.Thread, errors=("METADATA_TOO_LARGE",)),
+    Operation("DELETE", "/v1/threads/{thread_id}", "deleteThread", "Delete a thread (cancelling "
+              "its active run)", "threads", params=KEYS, status=204,
+              errors=("USER_SCOPE_REQUIRED",)),
+    Operation("POST", "/v1/threads/{thread_id}/fork", "forkThread", "Fork a thread at a "
+              "message", "threads", body=tambo.ForkRequest, params=KEYS, status=201,
+              description="A new thread (same user scope, agent and metadata) whose history "
+                          "is this thread's up to and including `messageId`, with the state of "
+                          "its components; it records its origin in `forkedFrom`. The "
+                          "original is unchanged. Regenerate: fork at the message before an "
+                          "answer, then run; edit: fork before a message, then run the new "
+                          "text.",
+              result=tambo.ThreadWithMessages,
+              errors=("MESSAGE_NOT_FOUND", "INVALID_FORK_POINT", "USER_SCOPE_REQUIRED",
+                      "THREAD_LIMIT_REACHED")),
+    *(Operation("POST", f"{prefix}/{{thread_id}}/generate-name", f"generateThreadName{alias}",
+                "Name the thread from its history" + note, "threads", params=KEYS,
+                result=tambo.NamedThread, errors=METERED_ERRORS)
+      for prefix, alias, note in BETA_AND_V1),
+    # messages
+    Operation("GET", "/v1/threads/{thread_id}/messages", "listMessages", "List a thread's "
+              "messages", "messages",
+              params=(*KEYS, limit(50, 200), CURSOR,
+                      Param("order", "query", {"type": "string", "enum": ["asc", "desc"],
+                                               "default": "asc"}, "Sort order by creation.")),
+              result=tambo.MessageList, errors=("INVALID_CURSOR",)),
+    Operation("GET", "/v1/threads/{thread_id}/messages/{message_id}", "getMessage",
+              "One message", "messages", params=KEYS, result=tambo.Message,
+              errors=("MESSAGE_NOT_FOUND", "USER_SCOPE_REQUIRED")),
+    *(op for prefix, alias, note in BETA_AND_V1 for op in (
+        Operation("GET", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
+                  f"listSuggestions{alias}", "A message's stored suggestions" + note,
+                  "suggestions", params=KEYS,
+                  result=tambo.SuggestionList if prefix.startswith("/v1") else list[
+                      tambo.Suggestion], errors=("MESSAGE_NOT_FOUND", *scoped(prefix))),
+        Operation("POST", f"{prefix}/{{thread_id}}/messages/{{message_id}}/suggestions",
+                  f"createSuggestions{alias}", "Generate follow-up suggestions" + note,
+                  "suggestions", body=tambo.SuggestionsRequest, params=KEYS, status=201,
+                  result=tambo.SuggestionList if prefix.startswith("/v1") else list[
+                      tambo.Suggestion],
+                  errors=("MESSAGE_NOT_FOUND", *scoped(prefix), *METERED_ERRORS)))),
+    # signed-in users
+    Operation("POST", "/oauth/token", "exchangeToken", "Exchange an identity provider's token "
+              "for a gateway access token (RFC 8693)", "auth",
+              description="Called by `TamboProvider userToken=...`. The subject token is "
+                          "verified against the configured identity providers; the access "
+                          "token binds the API key's project and the token subject's user "
+                          "scope, and is sent as `Authorization: Bearer` instead of a userKey.",
+              body=tambo.TokenExchangeRequest,
+              body_media_type="application/x-www-form-urlencoded", result=tambo.TokenResponse,
+              errors=("VALIDATION_ERROR", "UNSUPPORTED_GRANT_TYPE", "TOKEN_EXCHANGE_DISABLED")),
+    # component state
+    Operation("GET", COMPONENT_STATE, "getComponentState", "A component's state and revision",
+              "components", params=(*KEYS, Param("If-None-Match", "header", {"type": "string"},
+                                                 "A revision ETag (`\"3\"`) the client has.")),
+              result=tambo.ComponentStateResponse, headers={"ETag": "The revision (`\"3\"`)."},
+              other={304: "The state is still at the revision `If-None-Match` names."},
+              errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED")),
+    Operation("POST", COMPONENT_STATE, "updateComponentState",
+              "Replace or patch (RFC 6902) a component's state", "components",
+              body=tambo.ComponentStateUpdate,
+              params=(*KEYS, Param("If-Match", "header", {"type": "string"},
+                                   "Refuse the update unless the state is at this revision.")),
+              result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
+              errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
+                      "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION",
+                      "STATE_SCHEMA_TOO_COMPLEX", "STATE_TOO_LARGE")),
+    # the operator console's API (admin keys only)
+    Operation("GET", "/admin", "adminConsole", "The operator console (offline HTML; asks for an "
+              "admin key)", "meta", public=True, result=str, media_type="text/html"),
+    Operation("GET", "/v1/admin/threads", "adminListThreads", "Threads of every user scope, "
+              "most recently updated first", "admin",
+              description="Admin keys only (`gateway keys create --admin`): the threads of the "
+                          "key's project across user scopes.",
+              params=(ADMIN_USER, ADMIN_AGENT,
+                      Param("status", "query", {"type": "string", "enum": ["idle", "running"]},
+                            "`running`: a run is active or queued on it."),
+                      *admin_window("updatedSince", "updatedUntil", "threads updated"),
+                      limit(50, 200), CURSOR),
+              result=AdminThreadList, errors=(*ADMIN_ERRORS, "INVALID_CURSOR")),
+    Operation("GET", "/v1/admin/runs", "adminListRuns", "Runs of every user scope, newest first",
+              "admin",
+              description="Admin keys only: each run with its user scope, agent, key, times, "
+                          "error and usage.",
+              params=(ADMIN_USER, ADMIN_AGENT,
+                      Param("status", "query", {"type": "string"},
+                            "Comma-separated statuses (`queued`, `running`, `completed`, "
+                            "`awaiting_input`, `failed`, `cancelled`)."),
+                      Param("threadId", "query", {"type": "string"}, "Only this thread's."),
+                      *admin_window("since", "until", "runs created"), limit(50, 200), CURSOR),
+              result=AdminRunList, errors=(*ADMIN_ERRORS, "INVALID_CURSOR")),
+    Operation("GET", "/v1/admin/runs/{run_id}", "adminGetRun", "One run with its error, time to "
+              "first token and usage", "admin", result=AdminRunDetail,
+              errors=(*ADMIN_ERRORS, "RUN_NOT_FOUND")),
+    Operation("GET", "/v1/admin/runs/{run_id}/frames", "adminRunFrames", "A run's stored log "
+              "(Timbal frames), a page at a time", "admin",
+              params=(Param("after", "query", {"type": "integer", "minimum": 0},
+                            "Frames after this position (`nextAfter` of the previous page)."),
+                      limit(200, 1000)),
+              result=AdminFrameList, errors=(*ADMIN_ERRORS, "RUN_NOT_FOUND")),
+    Operation("GET", "/v1/admin/usage", "adminUsage", "Usage summed by key, user, agent, model "
+              "or day", "admin",
+              description="Admin keys only: tokens, calls, runs and cost of the key's project in "
+                          "the window, grouped.",
+              params=(Param("by", "query", {"type": "string", "enum": ["key", "user", "agent",
+                                                                      "model", "day"],
+                                            "default": "day"}, "The grouping."),
+                      *admin_window("since", "until", "usage")),
+              result=AdminUsageReport, errors=ADMIN_ERRORS),
+    # voice input
+    Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
+              "input)", "audio",
+              description="Called by `useTamboVoice`. Answers with the transcript as plain "
+                          "text, through litellm's transcription API and "
+                          "`GATEWAY_TRANSCRIPTION_MODEL`.",
+              body=tambo.TranscribeRequest, body_media_type="multipart/form-data", result=str,
+              media_type="text/plain",
+              errors=("UNSUPPORTED_MEDIA_TYPE", "TRANSCRIPTION_DISABLED", *METERED_ERRORS)),
+)
+
+
+def operation_keys(operations: tuple[Operation, ...]) -> set[tuple[str, str]]:
+    return {(op.method, op.path) for op in operations}
+
+
+def all_operations() -> tuple[Operation, ...]:
+    """Every documented operation: the resources of `api/`, then each dialect's."""
+    return OPERATIONS + registry.operations()

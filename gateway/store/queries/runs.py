@@ -1,0 +1,468 @@
+"""The run aggregate: the thread's run lock, run rows, leases and cancel flags."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, bindparam, func, insert, literal, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from .. import cursors
+from ..base import (
+    ACTIVE_RUN_STATUSES,
+    FrameEntry,
+    Page,
+    Queries,
+    _page,
+    is_active,
+    operation,
+    table,
+    values_of,
+)
+from ..engines.prepared import Prepared
+from ..engines.transaction import Transaction
+from ..tables import MessageRow, RunFrameRow, RunRow, ThreadRow
+from . import pg_runs
+from .frames import insert_frames
+from .threads import INSERT_MESSAGE
+from .usage import insert_usage
+
+_threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
+
+# The statements of a run's start and end, built once (see `base.table`).
+_LOCK = (update(_threads)
+         .where(_threads.c.id == bindparam("thread_id"), _threads.c.run_status == "idle")
+         .values(run_status="waiting", current_run_id=bindparam("run_id"),
+                 last_run_cancelled=False, last_run_error=None, pending_tool_calls=None,
+                 updated_ms=bindparam("now")))
+_LOCK_IDLE = _LOCK.where(_threads.c.last_completed_run_id.is_(None))
+_LOCK_AFTER = _LOCK.where(_threads.c.last_completed_run_id == bindparam("last"))
+# A continuation that answers a pause: only while the pause is still open (ending a pause,
+# `end_pause`, marks the thread's last run cancelled), so its results and the cancellation's
+# can never both be written.
+_LOCK_PAUSED = _LOCK_AFTER.where(_threads.c.last_run_cancelled.is_(False))
+_FINISH = (update(_runs).where(_runs.c.id == bindparam("run_id"))
+           .values(status=bindparam("to_status"), finished_ms=bindparam("now"),
+                   pending_tool_calls=bindparam("pending"), error=bindparam("run_error"),
+                   first_token_ms=bindparam("first_token"),
+                   lease_owner=None, lease_expires_ms=None))
+_FINISH_FENCED = _FINISH.where(is_active(_runs.c.status),
+                               _runs.c.lease_owner == bindparam("owner"))
+_INSERT_THREAD, _INSERT_RUN = insert(_threads), insert(_runs)
+_RELEASE = (update(_threads)
+            .where(_threads.c.id == bindparam("thread_id"),
+                   _threads.c.current_run_id == bindparam("run_id"))
+            .values(run_status="idle", current_run_id=None,
+                    last_completed_run_id=bindparam("run_id"),
+                    last_run_cancelled=bindparam("cancelled"),
+                    last_run_error=bindparam("thread_error"),
+                    pending_tool_calls=bindparam("pending"), updated_ms=bindparam("now")))
+
+# ... and run on the driver's cursor, in their transactions (`prepared`).
+START = {name: Prepared(lock) for name, lock in
+         (("idle", _LOCK_IDLE), ("after", _LOCK_AFTER), ("paused", _LOCK_PAUSED))}
+INSERT_THREAD, INSERT_RUN = Prepared(_INSERT_THREAD), Prepared(_INSERT_RUN)
+FINISH, FINISH_FENCED, RELEASE = map(Prepared, (_FINISH, _FINISH_FENCED, _RELEASE))
+# On PostgreSQL, each of those transactions as one statement (`pg_runs`).
+START_ALONE = pg_runs.start_statements({"idle": _LOCK_IDLE, "after": _LOCK_AFTER,
+                                        "paused": _LOCK_PAUSED})
+FINISH_ALONE = pg_runs.finish_statements(_FINISH, _FINISH_FENCED, _RELEASE)
+NEXT_QUEUED = Prepared(select(_runs.c.id)
+                       .where(_runs.c.thread_id == bindparam("thread_id"),
+                              _runs.c.status == "queued")
+                       .order_by(_runs.c.created_ms, _runs.c.id).limit(1))
+# A thread's runs from one back along the previous-run links (the thread's order), while they
+# ended at or after `since`, at most `depth`: one query of a few primary-key lookups.
+_CHAIN = (select(_runs.c.id, _runs.c.previous_run_id, literal(1).label("depth"))
+          .where(_runs.c.id == bindparam("last"), _runs.c.finished_ms >= bindparam("since"))
+          .cte("chain", recursive=True))
+_CHAIN = _CHAIN.union_all(
+    select(_runs.c.id, _runs.c.previous_run_id, _CHAIN.c.depth + 1)
+    .where(_runs.c.id == _CHAIN.c.previous_run_id, _runs.c.finished_ms >= bindparam("since"),
+           _CHAIN.c.depth < bindparam("depth")))
+ENDED_SINCE = select(_CHAIN.c.id, _CHAIN.c.previous_run_id).order_by(_CHAIN.c.depth)
+# The active runs flagged for cancellation (`request_cancel` flags only active ones): few, found
+# by the status index, so one fixed statement serves any set of runs asked about.
+CANCEL_FLAGGED = Prepared(select(_runs.c.id)
+                          .where(or_(*(_runs.c.status == s for s in ACTIVE_RUN_STATUSES)),
+                                 _runs.c.cancel_requested_ms.is_not(None)))
+
+
+class RunQueries(Queries):
+
+    @operation
+    async def start_run(self, run: RunRow, inputs: Sequence[MessageRow], now: int,
+                        last_completed_run_id: str | None, paused: bool = False) -> str:
+        """Take the thread's run lock, persist the run and its input, in one transaction.
+
+        The lock is taken only if the thread is idle *and* still has the `lastCompletedRunId`
+        the caller validated the request against (every terminal state changes it), so a
+        request can never start on a thread state it did not check, and a crash can never
+        leave a lock without its run. Returns `started`, `conflict` (busy, or changed since
+        it was read: re-read and decide) or `duplicate` (the run's idempotency key is taken).
+        `paused`: the thread was validated with pending tool calls, which must still be open.
+        """
+        kind = "idle" if last_completed_run_id is None else "paused" if paused else "after"
+        params = {"thread_id": run.thread_id, "last": last_completed_run_id, "run_id": run.id,
+                  "now": now}
+
+        def work(connection: Transaction) -> str:
+            if START[kind].execute(connection, params) != 1:
+                connection.rollback()
+                return "conflict"
+            _insert_run(connection, run, inputs)
+            return "started"
+
+        def alone(connection: Transaction) -> str:
+            locked = pg_runs.start(START_ALONE[kind], connection, params, run, inputs)
+            return "started" if locked == 1 else "conflict"
+
+        try:
+            if self.one_statement and pg_runs.fits(inputs):
+                return await self.alone(alone)
+            return await self.transaction(work)
+        except IntegrityError:
+            return "duplicate"
+
+    @operation
+    async def start_run_on_new_thread(self, thread: ThreadRow, messages: Sequence[MessageRow],
+                                      run: RunRow, inputs: Sequence[MessageRow]) -> None:
+        """Create a thread with its first run already holding its lock, in one transaction:
+        nobody can know a thread before it exists, so there is nothing to lock against, and a
+        new-thread start costs one commit instead of a thread insert, a re-read and a lock."""
+        thread.run_status, thread.current_run_id = "waiting", run.id
+
+        def work(connection: Transaction) -> None:
+            INSERT_THREAD.execute(connection, values_of(thread))
+            _insert_run(connection, run, [*messages, *inputs])
+
+        if self.one_statement and pg_runs.fits([*messages, *inputs]):
+            await self.alone(lambda connection: pg_runs.start_on_new_thread(
+                connection, thread, run, [*messages, *inputs]))
+            return
+        await self.transaction(work)
+
+    @operation
+    async def next_queued_run(self, thread_id: str) -> RunRow | None:
+        """The oldest run waiting for the thread (`multitaskStrategy: enqueue`). Asked after
+        every run's end, and almost always answered "none": a key lookup first, the run only if
+        there is one."""
+        found = await self.transaction(
+            lambda connection: NEXT_QUEUED.rows(connection, {"thread_id": thread_id}))
+        return await self.get_run(found[0][0]) if found else None
+
+    @operation
+    async def enqueue_run(self, run: RunRow) -> None:
+        """Write a queued run while holding its thread's row lock (PostgreSQL; SQLite has one
+        writer at a time anyway). A run ending on the thread looks for queued runs in its end's
+        transaction, after releasing the thread (`finish_run`; on PostgreSQL just after its
+        commit): it either waits for this transaction, or begins its lookup after this commit,
+        and then sees the run, or it released the thread before this commit, and then the
+        enqueuer's own `promote_next` finds the thread idle."""
+        async with self.engine.begin() as connection:
+            await connection.execute(select(_threads.c.id)
+                                     .where(_threads.c.id == run.thread_id).with_for_update())
+            await connection.execute(insert(_runs), values_of(run))
+
+    @operation
+    async def promote_run(self, run_id: str, thread_id: str, last_completed_run_id: str | None,
+                          inputs: Sequence[MessageRow], owner: str, lease_until: int,
+                          now: int) -> bool:
+        """Start a queued run: take the thread's lock (idle and still after
+        `last_completed_run_id`, as `start_run`), make the run `running` under `owner`'s lease
+        after that run, and write its input, in one transaction; False if the thread is busy
+        or changed, or the run is no longer queued (cancelled, or promoted by another
+        process)."""
+        lock = _LOCK_IDLE if last_completed_run_id is None else _LOCK_AFTER
+        async with self.engine.begin() as connection:
+            locked = await connection.execute(lock, {
+                "thread_id": thread_id, "last": last_completed_run_id, "run_id": run_id,
+                "now": now})
+            started = await connection.execute(
+                update(_runs).where(_runs.c.id == run_id, _runs.c.status == "queued")
+                .values(status="running", started_ms=now, lease_owner=owner,
+                        lease_expires_ms=lease_until, previous_run_id=last_completed_run_id))
+            if locked.rowcount != 1 or started.rowcount != 1:
+                await connection.rollback()
+                return False
+            if inputs:
+                await connection.execute(insert(_messages), [values_of(m) for m in inputs])
+        return True
+
+    @operation
+    async def set_run_model(self, run_id: str, model: str) -> None:
+        """The model that answered the run, when a fallback did (the run is written with the
+        model it expects to call)."""
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id).values(model=model))
+            await session.commit()
+
+    @operation
+    async def finish_run(
+        self,
+        run_id: str,
+        thread_id: str,
+        status: str,
+        now: int,
+        *,
+        pending: list[dict[str, Any]] | None = None,
+        error: dict[str, Any] | None = None,
+        owner: str | None = None,
+        frames: Sequence[FrameEntry] = (),
+        usage: Sequence[dict[str, Any]] = (),
+        first_token_ms: int | None = None,
+        queued: list[str] | None = None,
+        messages: Sequence[MessageRow] = (),
+    ) -> bool:
+        """Record a run's terminal state, the rest of its log, and release the thread, in one
+        transaction: once a run reads as finished, its log is complete on disk.
+
+        Every terminal state sets `lastCompletedRunId`: the clients send it back as
+        `previousRunId` whatever the outcome. With `owner` (a fencing token) nothing is written
+        unless that process still holds the run's lease and the run is still active; a reaper
+        that already failed the run wins, and False is returned. `usage`: the run's
+        `run_usage` rows (`store.queries.usage.usage_rows`), whatever the terminal state;
+        `first_token_ms`: when its first streamed token was logged, if one was. `messages`: the
+        run's messages not written yet (its answer, `RunRecorder.finish`). `queued`: a
+        list to put the id of the thread's oldest queued run in, if it has one, looked up in
+        the same transaction after the thread is released (on PostgreSQL right after it, the
+        end being one statement): `enqueue_run` explains why nothing queued is missed.
+        """
+        finishing = {"run_id": run_id, "owner": owner, "to_status": status, "now": now,
+                     "pending": pending, "run_error": error, "first_token": first_token_ms}
+        releasing = _release_values(run_id, thread_id, status, now, pending, error)
+
+        def work(connection: Transaction) -> bool:
+            if (FINISH if owner is None else FINISH_FENCED).execute(connection, finishing) != 1:
+                connection.rollback()
+                return False
+            if messages:
+                INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
+            insert_frames(connection, run_id, frames)
+            insert_usage(connection, thread_id, usage)
+            RELEASE.execute(connection, releasing)
+            _queued_after(connection, thread_id, queued)
+            return True
+
+        def alone(connection: Transaction) -> bool:
+            if pg_runs.finish(FINISH_ALONE[owner is not None], connection,
+                              {**finishing, **releasing}, messages, frames, usage) != 1:
+                return False
+            _queued_after(connection, thread_id, queued)
+            return True
+
+        try:
+            if self.one_statement and pg_runs.fits(messages):
+                return await self.alone(alone)
+            return await self.transaction(work)
+        except IntegrityError:  # another writer took these log positions: we were fenced
+            return False
+
+    @operation
+    async def end_pause(self, run_id: str, thread_id: str, now: int, error: dict[str, Any],
+                        results: MessageRow) -> bool:
+        """End a paused run (`awaiting_input`) as cancelled and write `results` (its pending
+        calls answered with errors) to the thread, in one transaction; the thread stays idle,
+        without pending calls, its last run cancelled.
+
+        Only while the pause is the thread's current state: the thread idle, that run its last,
+        not already ended (False otherwise, and nothing is written). A continuation racing it
+        loses on `last_run_cancelled` (`start_run`'s `paused` lock), or it wins and this
+        finds the thread moved on.
+        """
+        async with self.engine.begin() as connection:
+            released = await connection.execute(
+                update(_threads).where(_threads.c.id == thread_id,
+                                       _threads.c.run_status == "idle",
+                                       _threads.c.last_completed_run_id == run_id,
+                                       _threads.c.last_run_cancelled.is_(False))
+                .values(last_run_cancelled=True, last_run_error=None, pending_tool_calls=None,
+                        updated_ms=now))
+            ended = await connection.execute(
+                update(_runs).where(_runs.c.id == run_id, _runs.c.status == "awaiting_input")
+                .values(status="cancelled", error=error, pending_tool_calls=None))
+            if released.rowcount != 1 or ended.rowcount != 1:
+                await connection.rollback()
+                return False
+            await connection.execute(insert(_messages), [values_of(results)])
+        return True
+
+    @operation
+    async def end_orphaned_run(self, run: RunRow, now: int, status: str,
+                               error: dict[str, Any], frame: dict[str, Any]) -> bool:
+        """End a run whose owner process is gone (its lease expired), from any process.
+
+        Fenced on the lease as it was read: if the owner renewed it meanwhile (it was only
+        slow), nothing happens. The terminal frame goes after the last persisted frame, in the
+        same transaction, so a reconnect replays what was saved and then this frame.
+        """
+        async with self.session() as session:
+            owner = RunRow.lease_owner
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run.id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                       owner.is_(None) if run.lease_owner is None else owner == run.lease_owner,
+                       or_(RunRow.lease_expires_ms < now, RunRow.lease_expires_ms.is_(None)))
+                .values(status=status, finished_ms=now, error=error, lease_owner=None,
+                        lease_expires_ms=None)
+            )
+            if result.rowcount != 1:
+                await session.rollback()
+                return False
+            last = (await session.exec(
+                select(func.max(RunFrameRow.seq)).where(RunFrameRow.run_id == run.id))).one()
+            session.add(RunFrameRow(run_id=run.id, seq=(last or 0) + 1, ts_ms=now, frame=frame))
+            await self._release_thread(session, run.id, run.thread_id, status, now, None, error)
+            await session.commit()
+            return True
+
+    @staticmethod
+    async def _release_thread(session: AsyncSession, run_id: str, thread_id: str, status: str,
+                              now: int, pending: list[dict[str, Any]] | None,
+                              error: dict[str, Any] | None) -> None:
+        await session.execute(_RELEASE, _release_values(run_id, thread_id, status, now, pending,
+                                                        error))
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    @operation
+    async def get_run(self, run_id: str) -> RunRow | None:
+        async with self.session() as session:
+            return await session.get(RunRow, run_id)
+
+    @operation
+    async def get_run_by_client_id(self, project_id: str, client_id: str) -> RunRow | None:
+        """The project's run an AG-UI client calls `client_id` (its `runId`), else a run that has
+        no such name (begun by the Tambo endpoints, or before AG-UI names existed) whose own id
+        it is."""
+        async with self.session() as session:
+            found = (await session.exec(select(RunRow).where(
+                RunRow.project_id == project_id,
+                or_(RunRow.client_id == client_id,
+                    and_(RunRow.id == client_id, RunRow.client_id.is_(None)))))).all()
+            return min(found, key=lambda row: row.client_id is None, default=None)
+
+    @operation
+    async def find_run_by_idempotency_key(self, thread_id: str, key: str) -> RunRow | None:
+        async with self.session() as session:
+            query = select(RunRow).where(RunRow.thread_id == thread_id,
+                                         RunRow.idempotency_key == key)
+            return (await session.exec(query)).first()
+
+    @operation
+    async def runs_ended_since(self, last_run_id: str, since_ms: int,
+                               limit: int) -> list[tuple[str, str | None]]:
+        """`ENDED_SINCE`: each run from `last_run_id` back with the run before it, newest first:
+        the runs a request that arrived at `since_ms` could not see end (`multitask`)."""
+        params = {"last": last_run_id, "since": since_ms, "depth": limit}
+        async with self.session() as session:
+            rows = (await session.exec(ENDED_SINCE, params=params)).all()
+        return [(run_id, previous) for run_id, previous in rows]
+
+    @operation
+    async def forget_run_idempotency_key(self, run_id: str) -> None:
+        """Let an expired key be used again on the thread (its unique constraint)."""
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id)
+                                  .values(idempotency_key=None))
+            await session.commit()
+
+    @operation
+    async def list_runs(self, thread_id: str, limit: int, cursor: str | None) -> Page:
+        query = select(RunRow).where(RunRow.thread_id == thread_id)
+        if cursor:
+            created, run_id = cursors.decode(cursor, (int, str))
+            query = query.where(or_(RunRow.created_ms < created,
+                                    and_(RunRow.created_ms == created, RunRow.id < run_id)))
+        query = query.order_by(RunRow.created_ms.desc(), RunRow.id.desc()).limit(limit + 1)
+        async with self.session() as session:
+            rows = list((await session.exec(query)).all())
+        return _page(rows, limit, lambda row: [row.created_ms, row.id])
+
+    @operation
+    async def renew_leases(self, run_ids: Sequence[str], owner: str, until: int) -> set[str]:
+        """Extend `owner`'s leases; returns the runs it still holds (the others were reaped)."""
+        if not run_ids:
+            return set()
+        ids = list(run_ids)
+        async with self.session() as session:
+            await session.execute(update(RunRow)
+                .where(RunRow.id.in_(ids), RunRow.lease_owner == owner,
+                       RunRow.status.in_(ACTIVE_RUN_STATUSES))
+                .values(lease_expires_ms=until)
+            )
+            held = (await session.exec(select(RunRow.id).where(
+                RunRow.id.in_(ids), RunRow.lease_owner == owner))).all()
+            await session.commit()
+            return set(held)
+
+    @operation
+    async def expired_runs(self, now: int) -> list[RunRow]:
+        # Queued runs have no owner and no lease: they wait for their thread, not a process.
+        query = select(RunRow).where(RunRow.status == "running",
+                                     or_(RunRow.lease_expires_ms < now,
+                                         RunRow.lease_expires_ms.is_(None)))
+        async with self.session() as session:
+            return list((await session.exec(query)).all())
+
+    @operation
+    async def request_cancel(self, run_id: str, now: int) -> bool:
+        """Flag an active run for cancellation by whichever process owns it."""
+        async with self.session() as session:
+            result = await session.execute(update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
+                       RunRow.cancel_requested_ms.is_(None))
+                .values(cancel_requested_ms=now)
+            )
+            await session.commit()
+            return result.rowcount == 1
+
+    @operation
+    async def cancel_requested(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of these runs another process asked to cancel: one query for all of them, in
+        one store transaction. Every process polls this every `cancel_poll_seconds` while it
+        runs anything; as a session it held SQLite's one connection for two trips, each
+        waiting for the busy loop (up to 340 ms at 300 runs, bench/README.md, "What held
+        SQLite's connection"), while every start queued behind it; as a transaction it is one
+        more member of the group commit's trip (on PostgreSQL one statement, without `BEGIN`
+        and `COMMIT`: one round trip instead of three)."""
+        if not run_ids:
+            return []
+        run = self.alone if self.one_statement else self.transaction
+        flagged = await run(lambda connection: CANCEL_FLAGGED.rows(connection, {}))
+        wanted = set(run_ids)
+        return [run_id for (run_id,) in flagged if run_id in wanted]
+
+    @operation
+    async def touch_watched(self, run_id: str, now: int) -> None:
+        async with self.session() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id)
+                                  .values(watched_ms=now))
+            await session.commit()
+
+
+def _insert_run(connection: Transaction, run: RunRow, messages: Sequence[MessageRow]) -> None:
+    INSERT_RUN.execute(connection, values_of(run))
+    if messages:
+        INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
+
+
+def _queued_after(connection: Transaction, thread_id: str, queued: list[str] | None) -> None:
+    """The thread's oldest queued run into `queued`, if asked for (`finish_run`)."""
+    if queued is not None:
+        queued[:] = [row[0] for row in NEXT_QUEUED.rows(connection, {"thread_id": thread_id})]
+
+
+def _release_values(run_id: str, thread_id: str, status: str, now: int,
+                    pending: list[dict[str, Any]] | None,
+                    error: dict[str, Any] | None) -> dict[str, Any]:
+    return {"thread_id": thread_id, "run_id": run_id, "cancelled": status == "cancelled",
+            "thread_error": _thread_error(error), "pending": pending, "now": now}
+
+
+def _thread_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not error or error.get("code") == "CANCELLED":
+        return None
+    return {"message": error.get("message", ""), "code": error.get("code")}
