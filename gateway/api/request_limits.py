@@ -17,9 +17,9 @@ from typing import Any
 
 from ..config import Settings
 from ..engine.attachments import is_image_url
+from ..engine.tools.client_schema import SchemaRefused, check_client_schema
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import Block, RunSpec
-from ..runs.components.schema import SchemaRefused, check_client_schema
 from .stored_caps import check_initial_messages, check_metadata
 
 # A JSON string (skipped whole, escapes included; the unrolled form is about twice as fast as

@@ -35,12 +35,14 @@ class Finish:
 class Usage:
     """What one model call consumed, as the provider reported it. `reasoning_tokens` is part
     of `output_tokens` and `cached_input_tokens` part of `input_tokens` (OpenAI's accounting,
-    which litellm normalises every provider to)."""
+    which litellm normalises every provider to). `estimated`: the provider reported nothing and
+    the gateway counted it (`stream_contract.estimated_usage`)."""
 
     input_tokens: int
     output_tokens: int
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
+    estimated: bool = False
 
 
 def usage_of(reported: Any) -> Usage | None:
@@ -89,6 +91,7 @@ class ModelError(Exception):
     category: str = "server_error"
     retryable: bool = False
     status: int | None = None
+    window: int | None = None  # a context-length error's window size, when the provider said
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

@@ -1,7 +1,9 @@
 """What a run consumed: tokens and cost per model, summed over its model calls.
 
 Each call's usage comes from the provider (the adapters ask for it with
-`stream_options.include_usage`); its cost comes from litellm's price map
+`stream_options.include_usage`), or, when it reports none, from the gateway's own count
+(`stream_contract.estimated_usage`): such calls are counted in the entry's `estimatedCalls`
+(absent when none was); its cost comes from litellm's price map
 (`litellm.cost_per_token`), and is unknown (None) for a model the map does not list, such as a
 self-hosted one: a guessed price would be worse than none. A model's cost is None as soon as
 one of its calls could not be priced, so a sum never silently leaves calls out.
@@ -56,11 +58,11 @@ class RunUsage:
         entry = {"model": model, "calls": 1, "inputTokens": usage.input_tokens,
                  "outputTokens": usage.output_tokens, "reasoningTokens": usage.reasoning_tokens,
                  "cachedInputTokens": usage.cached_input_tokens,
-                 "costUsd": call_cost(model, usage)}
+                 "costUsd": call_cost(model, usage), "estimatedCalls": int(usage.estimated)}
         merge(self._by_model.setdefault(model, new_entry(model)), entry)
 
     def entries(self) -> list[dict[str, Any]]:
-        return [dict(entry) for entry in self._by_model.values()]
+        return [compact(entry) for entry in self._by_model.values()]
 
     def __bool__(self) -> bool:
         return bool(self._by_model)
@@ -68,13 +70,22 @@ class RunUsage:
 
 def new_entry(model: str) -> dict[str, Any]:
     return {"model": model, "calls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0,
-            "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.0}
+            "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.0, "estimatedCalls": 0}
+
+
+def compact(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry as the log and the wire carry it: `estimatedCalls` only when some were."""
+    shown = dict(entry)
+    if not shown.get("estimatedCalls"):
+        shown.pop("estimatedCalls", None)
+    return shown
 
 
 def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
     """Add `entry`'s calls, tokens and cost to `into` (same model)."""
     for key in ("calls", *COUNTS):
         into[key] += entry[key]
+    into["estimatedCalls"] = into.get("estimatedCalls", 0) + entry.get("estimatedCalls", 0)
     into["totalTokens"] = into["inputTokens"] + into["outputTokens"]
     into["costUsd"] = (None if entry["costUsd"] is None or into["costUsd"] is None
                        else into["costUsd"] + entry["costUsd"])
@@ -90,4 +101,6 @@ def summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
     totals = {key: sum(m[key] for m in models) for key in COUNTS}
     costs = [m["costUsd"] for m in models]
     return {**totals, "totalTokens": totals["inputTokens"] + totals["outputTokens"],
-            "costUsd": None if None in costs else sum(costs), "models": models}
+            "costUsd": None if None in costs else sum(costs),
+            "estimatedCalls": sum(m.get("estimatedCalls", 0) for m in models),
+            "models": [compact(m) for m in models]}

@@ -109,6 +109,10 @@ class Authorship(TypedDict, total=False):
 
 # -- message values ---------------------------------------------------------------------------
 
+Truncation = Annotated[Literal["length", "content_filter"], Field(
+    description="Why the provider cut the answer: its output cap (`length`) or its content "
+                "filter")]
+
 
 @with_config(CLOSED)
 class AgentValue(TypedDict):
@@ -122,6 +126,10 @@ class AgentValue(TypedDict):
     messageId: NotRequired[MessageId]
     content: str
     cancelled: NotRequired[Literal[True]]
+    # The provider cut the answer (its finish reason: `length`, `content_filter`): the text is
+    # what it sent, the answer is not complete (docs/models.md, "Truncation").
+    status: NotRequired[Literal["truncated"]]
+    finishReason: NotRequired[Truncation]
 
 
 @with_config(CLOSED)
@@ -406,6 +414,8 @@ class UsageEntry(TypedDict):
     reasoningTokens: Annotated[int, Field(ge=0)]
     cachedInputTokens: Annotated[int, Field(ge=0)]
     costUsd: Annotated[float, Field(ge=0)] | None
+    # Calls whose tokens the gateway counted (their provider reported none); absent: none.
+    estimatedCalls: NotRequired[Annotated[int, Field(ge=1)]]
 
 
 # The usage of a run that consumed anything rides on its terminal frame (`run.finished`,
@@ -421,9 +431,18 @@ class RunStartedFrame(TypedDict):
 
 
 @with_config(CLOSED)
+class TruncatedAnswer(TypedDict):
+    """The run's last answer was cut by the provider (`GATEWAY_ON_TRUNCATION=stop`)."""
+
+    reason: Truncation
+    messageId: MessageId
+
+
+@with_config(CLOSED)
 class RunFinishedFrame(TypedDict):
     c: Literal["run.finished"]
     usage: NotRequired[RunUsageEntries]
+    truncated: NotRequired[TruncatedAnswer]
 
 
 @with_config(CLOSED)

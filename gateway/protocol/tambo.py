@@ -496,6 +496,9 @@ class ModelUsage(StrictModel):
     cachedInputTokens: int = Field(ge=0)
     costUsd: float | None = Field(description="US dollars, from litellm's price map; null "
                                               "when the model is not in it")
+    estimatedCalls: int = Field(0, ge=0, description="Calls whose usage the provider did not "
+                                                     "report: the gateway counted their tokens "
+                                                     "(an estimate; docs/models.md)")
 
 
 class Usage(StrictModel):
@@ -508,6 +511,8 @@ class Usage(StrictModel):
     reasoningTokens: int = Field(ge=0)
     cachedInputTokens: int = Field(ge=0)
     costUsd: float | None
+    estimatedCalls: int = Field(0, ge=0, description="Calls counted by the gateway (their "
+                                                     "provider reported no usage)")
     models: list[ModelUsage]
 
 

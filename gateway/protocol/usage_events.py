@@ -7,7 +7,9 @@ model, counts only (no cost: `ag_ui.core` keeps content and prices out of it); t
 dialect sets it (`dialects/agui/translate.py`). `tambo_usage` is the same list as an extra
 field of the Tambo `RUN_FINISHED`, not plugged in yet: it waits for a run of the real Tambo
 clients (conformance) showing they accept it. Counts the provider did not break down
-(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks.
+(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks; counts
+the gateway made itself (the provider reported none) carry `estimated: true`, an extra field
+that both `TokenUsage` schemas let through.
 
     Tambo:  {"type": "RUN_FINISHED", ..., **tambo_usage(frame)}   (dialects/tambo/translate.py)
 """
@@ -34,6 +36,8 @@ def token_usage(entries: Any) -> list[dict[str, Any]]:
             usage["reasoningTokens"] = entry["reasoningTokens"]
         if entry.get("cachedInputTokens"):
             usage["cachedInputTokens"] = entry["cachedInputTokens"]
+        if entry.get("estimatedCalls"):  # counted by the gateway, not reported by the provider
+            usage["estimated"] = True
         found.append(usage)
     return found
 

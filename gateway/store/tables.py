@@ -212,6 +212,9 @@ class RunUsageRow(SQLModel, table=True):
     cached_input_tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     cost_usd: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
     created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # Calls whose usage the provider did not report: the gateway counted them (estimated).
+    estimated_calls: int = Field(default=0, sa_column=Column(Integer, nullable=False,
+                                                             server_default="0"))
 
 
 class ApiKeyRow(SQLModel, table=True):

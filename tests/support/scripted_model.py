@@ -40,6 +40,11 @@ A turn is a list of steps, consumed FIFO, one per ``POST /v1/chat/completions``:
 - ``{"usage": {"prompt_tokens": n, "completion_tokens": m}}``: override usage.
 - ``{"raw": {"body": str, "piece": n}}``: a recorded SSE body sent verbatim, in writes of n
   bytes (default: whole), ending the stream; for replaying what a real provider sent.
+- ``{"finish": ""}``: no finish reason at all: the stream ends with ``[DONE]`` only (what
+  llama.cpp's server sends when it cuts an answer to serve another request).
+- ``{"end": "abrupt"}``: an error after ``200 OK`` as llama.cpp's server shows it: the body
+  ends there, cleanly, with no finish reason and no ``[DONE]``; ``{"end": "error", "message":
+  str, "code": str}`` first sends ``data: {"error": {...}}`` (the words a server may give).
 
 A turn may also be ``{"steps": [...], "stream": bool}``: it is then only used
 by a request with that ``stream`` flag, so a background non-streaming call
@@ -52,6 +57,26 @@ With no matching turn queued, the reply echoes ``You said: <last user text>``.
 ``context_window`` (tokens, counted as the usage is: characters / 4) makes it a model with a
 small window: a request whose messages are longer is answered 400 ``context_length_exceeded``,
 as OpenAI answers, and counted in ``overflows``; no turn is taken for it.
+
+Real servers differ from this one's defaults; ``behave(...)`` (or ``"behaviour"`` in a
+``/_script`` body) makes it act like one (reset by ``reset()``):
+
+- ``usage=False``: ignore ``stream_options.include_usage`` (no usage in streams);
+- ``strict_roles=True``: a chat template that refuses messages whose roles do not alternate
+  (user, assistant, user, ...; system first; an assistant's tool results belong to it): the
+  request is answered ``200`` and the stream then ends empty (a template error after 200),
+  counted in ``refusals``;
+- ``refuse_null_content=True``: an assistant message with ``content: null`` is answered 500
+  (llama.cpp's server), counted in ``refusals``;
+- ``serial=True``: one request at a time, as llama.cpp's server with ``interrupt_requests``: a
+  new request ends the stream in progress with ``[DONE]`` and no finish reason;
+- ``overflow="after_200"``: with ``context_window`` set, a request too long is answered 200 and
+  an error event (``context_length_exceeded``) instead of a 400; ``"silent"``: 200 and an empty
+  body (llama-cpp-python);
+- ``window_on="props"`` / ``"models"``: the window (``context_window``) is told at ``GET
+  /props`` (llama.cpp) or in ``GET /v1/models`` (``max_model_len``, as vLLM);
+- ``tokenize=True``: ``POST /extras/tokenize/count`` counts as this model does (llama-cpp-python),
+  each call recorded in ``tokenized``.
 
 The same controls exist over HTTP for other processes: ``POST /_script``
 (``{"turns": [...]}``, with ``"for": prompt`` to reserve them), ``GET /_requests``, ``GET /_disconnects``,
@@ -77,7 +102,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 _STEP_KEYS = {"content", "reasoning", "tool_call", "delay", "slow", "error", "finish", "usage",
-              "raw"}
+              "raw", "end"}
+BEHAVIOURS = {"usage": True, "strict_roles": False, "refuse_null_content": False,
+              "serial": False, "overflow": "400", "window_on": None, "tokenize": False}
 
 
 class _AbortStream(Exception):
@@ -106,7 +133,7 @@ def _validate_turn(turn: Any) -> dict:
     for step in steps:
         if not isinstance(step, dict) or not (set(step) & _STEP_KEYS):
             raise ValueError(f"unknown step {step!r}; known keys: {sorted(_STEP_KEYS)}")
-        if "error" not in step and len(step) != 1:
+        if "error" not in step and "end" not in step and len(step) != 1:
             raise ValueError(f"a step has exactly one key, got {step!r}")
     return {"steps": list(steps), "stream": stream}
 
@@ -155,6 +182,34 @@ def _prompt_tokens(body: dict) -> int:
     return sum(len(_message_text(m)) for m in body.get("messages", [])) // 4 + 1
 
 
+def _text_tokens(text: str) -> int:
+    """A text's tokens as this model counts them (characters / 4)."""
+    return len(text) // 4 + 1 if text else 0
+
+
+def _alternates(messages: list) -> bool:
+    """Whether the roles alternate as a strict chat template (Gemma 3's) wants: system
+    messages first, then user, assistant, user, ...; an assistant's tool results belong to
+    its turn."""
+    roles = [m.get("role") for m in messages if isinstance(m, dict)]
+    while roles and roles[0] == "system":
+        roles.pop(0)
+    expected, previous = "user", None
+    for role in roles:
+        if role == "tool" and previous in ("assistant", "tool"):
+            previous = role
+            continue
+        if role != expected:
+            return False
+        previous, expected = role, "assistant" if role == "user" else "user"
+    return True
+
+
+def _null_content(messages: list) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None
+               for m in messages)
+
+
 def _too_long(window: int, tokens: int) -> dict:
     return _error_body({"error": 400, "code": "context_length_exceeded",
                         "message": f"This model's maximum context length is {window} tokens. "
@@ -183,6 +238,10 @@ class ScriptedModel:
         self._transcriptions: list[dict] = []
         self.context_window: int | None = None
         self.overflows = 0  # requests refused as longer than `context_window`
+        self.behaviour: dict[str, Any] = dict(BEHAVIOURS)
+        self.refusals = 0  # requests refused by `strict_roles` or `refuse_null_content`
+        self.tokenized: list[str] = []  # texts counted at /extras/tokenize/count
+        self._streaming: _SseApp | None = None  # the stream in progress (`serial`)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -191,6 +250,8 @@ class ScriptedModel:
                 Route("/v1/chat/completions", self._chat_endpoint, methods=["POST"]),
                 Route("/chat/completions", self._chat_endpoint, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/props", self._props, methods=["GET"]),
+                Route("/extras/tokenize/count", self._tokenize_count, methods=["POST"]),
                 Route("/v1/audio/transcriptions", self._transcription, methods=["POST"]),
                 Route("/_transcriptions", self._http_transcriptions, methods=["GET"]),
                 Route("/_script", self._http_script, methods=["POST"]),
@@ -227,6 +288,14 @@ class ScriptedModel:
         """``(time.monotonic(), request_index)`` for each stream the client closed early."""
         with self._lock:
             return list(self._disconnects)
+
+    def behave(self, **behaviour: Any) -> Self:
+        """Act like a real server in the ways named (see the module docstring)."""
+        unknown = set(behaviour) - set(BEHAVIOURS)
+        if unknown:
+            raise ValueError(f"unknown behaviour {sorted(unknown)}; known: {sorted(BEHAVIOURS)}")
+        self.behaviour.update(behaviour)
+        return self
 
     def enqueue(self, *turns: Any) -> None:
         """Queue replies, one turn per chat-completions request, FIFO."""
@@ -267,6 +336,8 @@ class ScriptedModel:
             self._transcripts.clear()
             self._transcriptions.clear()
             self.context_window, self.overflows = None, 0
+            self.behaviour, self.refusals = dict(BEHAVIOURS), 0
+            self.tokenized.clear()
 
     def start(self) -> Self:
         """Serve on a free port in a daemon thread; return once it accepts connections."""
@@ -343,12 +414,9 @@ class ScriptedModel:
         if request.client is not None:
             with self._lock:
                 self._peers.append(request.client.port)
-        window, tokens = self.context_window, _prompt_tokens(body)
-        if window is not None and tokens > window:
-            with self._lock:
-                self._requests.append(body)
-                self.overflows += 1
-            return JSONResponse(_too_long(window, tokens), status_code=400)
+        refused = self._refused(body)
+        if refused is not None:
+            return refused
         index, turn = self._take_turn(body)
         steps = turn["steps"]
         if steps and "error" in steps[0]:
@@ -356,6 +424,35 @@ class ScriptedModel:
         if not body.get("stream"):
             return JSONResponse(await self._completion(body, index, steps))
         return _SseApp(self, body, index, steps)
+
+    def _refused(self, body: dict) -> Any:
+        """The answer to a request this server refuses (too long, or a message shape it does not
+        take), as a real server gives it; None to answer it."""
+        behaviour, messages = self.behaviour, body.get("messages", [])
+        window, tokens = self.context_window, _prompt_tokens(body)
+        stream = bool(body.get("stream"))
+        if window is not None and tokens > window:
+            with self._lock:
+                self._requests.append(body)
+                self.overflows += 1
+            if stream and behaviour["overflow"] == "after_200":
+                return _EndedApp(_too_long(window, tokens))
+            if stream and behaviour["overflow"] == "silent":
+                return _EndedApp(None)
+            return JSONResponse(_too_long(window, tokens), status_code=400)
+        null = behaviour["refuse_null_content"] and _null_content(messages)
+        if null or behaviour["strict_roles"] and not _alternates(messages):
+            with self._lock:
+                self._requests.append(body)
+                self.refusals += 1
+            if null:
+                return JSONResponse({"error": {"message": "Internal Server Error"}},
+                                    status_code=500)
+            if stream:
+                return _EndedApp(None)
+            return JSONResponse({"error": {"message": "Conversation roles must alternate "
+                                           "user/assistant/user/assistant/..."}}, status_code=500)
+        return None
 
     async def _completion(self, body: dict, index: int, steps: list[dict]) -> dict:
         """Non-streaming reply built from the same turn (used for names/suggestions)."""
@@ -409,9 +506,25 @@ class ScriptedModel:
         }
 
     async def _models(self, request: Request) -> JSONResponse:
-        return JSONResponse(
-            {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}]}
-        )
+        model: dict[str, Any] = {"id": "scripted", "object": "model", "owned_by": "tests"}
+        if self.behaviour["window_on"] == "models" and self.context_window is not None:
+            model["max_model_len"] = self.context_window
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def _props(self, request: Request) -> JSONResponse:
+        """llama.cpp's server properties: its window, when `window_on="props"`."""
+        if self.behaviour["window_on"] != "props" or self.context_window is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return JSONResponse({"default_generation_settings": {"n_ctx": self.context_window}})
+
+    async def _tokenize_count(self, request: Request) -> JSONResponse:
+        """llama-cpp-python's `POST /extras/tokenize/count` (`{"input": text}`)."""
+        if not self.behaviour["tokenize"]:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        text = str((await request.json()).get("input", ""))
+        with self._lock:
+            self.tokenized.append(text)
+        return JSONResponse({"count": _text_tokens(text)})
 
     async def _transcription(self, request: Request) -> JSONResponse:
         """OpenAI's `POST /audio/transcriptions` (multipart `file` and `model`): the next
@@ -436,6 +549,7 @@ class ScriptedModel:
         if "contextWindow" in payload:
             self.context_window = payload["contextWindow"]
         try:
+            self.behave(**payload.get("behaviour", {}))
             if payload.get("for") is not None:
                 self.enqueue_for(str(payload["for"]), *payload.get("turns", []))
             else:
@@ -462,6 +576,7 @@ class _SseApp:
 
     def __init__(self, model: ScriptedModel, body: dict, index: int, steps: list[dict]) -> None:
         self.model, self.body, self.index, self.steps = model, body, index, steps
+        self.interrupted = False  # another request came (`serial`): end with [DONE] only
         self.base = {
             "id": f"chatcmpl-scripted-{index}",
             "object": "chat.completion.chunk",
@@ -487,6 +602,10 @@ class _SseApp:
                 ],
             }
         )
+        if self.model.behaviour["serial"]:
+            if self.model._streaming is not None:
+                self.model._streaming.interrupted = True
+            self.model._streaming = self
         produce = asyncio.ensure_future(self._produce(send))
         watch = asyncio.ensure_future(self._wait_disconnect(receive))
         try:
@@ -503,6 +622,8 @@ class _SseApp:
         finally:
             for task in (produce, watch):
                 task.cancel()
+            if self.model._streaming is self:
+                self.model._streaming = None
 
     @staticmethod
     async def _wait_disconnect(receive) -> None:
@@ -524,6 +645,12 @@ class _SseApp:
             )
 
         for step in self.steps:
+            if self.interrupted:
+                await self._end_interrupted(send)
+                return
+            if "end" in step:
+                await self._end_early(send, step)
+                return
             if "raw" in step:
                 body = step["raw"]["body"].encode()
                 piece = int(step["raw"].get("piece") or len(body))
@@ -543,6 +670,8 @@ class _SseApp:
             elif "slow" in step:
                 interval = float(step["slow"].get("interval", 0.05))
                 for token in _slow_tokens(step["slow"]):
+                    if self.interrupted:
+                        break
                     completion_chars += len(token)
                     await emit({"content": token})
                     await asyncio.sleep(interval)
@@ -567,13 +696,45 @@ class _SseApp:
             elif "usage" in step:
                 usage_override = step["usage"]
 
-        finish = finish or ("tool_calls" if had_tools else "stop")
+        if self.interrupted:
+            await self._end_interrupted(send)
+            return
+        if finish is None:
+            finish = "tool_calls" if had_tools else "stop"
         final = {} if role_sent else {"role": "assistant"}
-        body = self._chunk(final, finish)
-        if (self.body.get("stream_options") or {}).get("include_usage"):
+        body = self._chunk(final, finish or None)
+        asked = (self.body.get("stream_options") or {}).get("include_usage")
+        if asked and self.model.behaviour["usage"]:
             usage = _usage(self.body, completion_chars, usage_override)
             body += f"data: {json.dumps({**self.base, 'choices': [], 'usage': usage})}\n\n".encode()
         body += b"data: [DONE]\n\n"
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    @staticmethod
+    async def _end_interrupted(send) -> None:
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
+                    "more_body": False})
+
+    @staticmethod
+    async def _end_early(send, step: dict) -> None:
+        """`{"end": ...}`: the body ends here, without a finish reason or `[DONE]`."""
+        body = b""
+        if step["end"] == "error":
+            error = {"message": step.get("message", "scripted error"), "code": step.get("code")}
+            body = f"data: {json.dumps({'error': error})}\n\n".encode()
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _EndedApp:
+    """A `200 OK` stream that ends at once: empty, or with one error event (`error`)."""
+
+    def __init__(self, error: dict | None) -> None:
+        self.error = error
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        body = f"data: {json.dumps(self.error)}\n\n".encode() if self.error else b""
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 

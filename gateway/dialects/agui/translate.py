@@ -236,9 +236,11 @@ class AguiDialect(Dialect[BaseEvent]):
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
         if name == timbal.RUN_FINISHED:
+            # An answer the provider cut says so in the run's metadata (1.0's `metadata`).
+            truncated = frame.get("truncated") if not self.before_1_0 else None
             return self.close_open() + [RunFinishedEvent(
                 thread_id=self.thread_id, run_id=self.run_id, outcome=self._outcome(),
-                usage=usage)]
+                usage=usage, metadata={"truncated": truncated} if truncated else None)]
         if name == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(

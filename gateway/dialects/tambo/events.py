@@ -58,16 +58,34 @@ class TokenUsage(TypedDict):
     totalTokens: int
     reasoningTokens: NotRequired[int]
     cachedInputTokens: NotRequired[int]
+    estimated: NotRequired[Literal[True]]
+
+
+@with_config(CLOSED)
+class TruncatedAnswer(TypedDict):
+    """The run's last answer was cut by the provider: why, and which message."""
+
+    reason: Literal["length", "content_filter"]
+    messageId: NonEmpty
+
+
+@with_config(CLOSED)
+class RunMetadata(TypedDict):
+    """AG-UI's `metadata` of the run's end, as the gateway fills it."""
+
+    truncated: TruncatedAnswer
 
 
 class RunFinishedBody(TypedDict):
     """`RunFinished` as the dialect builds it, before the SSE view stamps it. `usage` is the
-    gateway's own addition (the Tambo clients ignore fields they do not know)."""
+    gateway's own addition (the Tambo clients ignore fields they do not know); `metadata` is
+    AG-UI's, set when the answer was cut (`truncated`)."""
 
     type: Literal["RUN_FINISHED"]
     threadId: NonEmpty
     runId: NonEmpty
     usage: NotRequired[list[TokenUsage]]
+    metadata: NotRequired[RunMetadata]
 
 
 @with_config(CLOSED)

@@ -179,6 +179,8 @@ class TamboDialect(Dialect[Event]):
             usage = tambo_usage(frame)
             if usage:
                 finished["usage"] = usage["usage"]
+            if frame.get("truncated"):  # the answer was cut by the provider
+                finished["metadata"] = {"truncated": frame["truncated"]}
             return [*self.close_open(), finished]
         if name == timbal.RUN_CANCELLED:
             return [{"type": "RUN_ERROR", "message": "Run cancelled", "code": "CANCELLED"}]

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from .direct import DirectModel
+from .direct import OPENAI_BASE, DirectModel
 from .litellm_model import LiteLLMModel
 from .routed import Deployment, RoutedModel
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ...config import Settings
 
 Adapter = Literal["auto", "litellm", "direct"]
-OPENAI_BASE = "https://api.openai.com/v1"
 # OpenAI-compatible in their chat format but not in their authentication (OAuth device flows).
 _NOT_BEARER_KEY = {"github_copilot", "chatgpt"}
 

@@ -13,6 +13,8 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...observability.redact import mask_secret
+from ..context_window import context_error, window_in
 from ..deltas import (
     Delta,
     Finish,
@@ -21,8 +23,10 @@ from ..deltas import (
     Served,
     TextDelta,
     ToolCallDelta,
+    Usage,
     usage_of,
 )
+from ..stream_contract import diagnosed, finish_reason, incomplete
 
 log = logging.getLogger(__name__)
 UsageSink = Callable[[int], None]
@@ -66,16 +70,23 @@ class LiteLLMModel:
     api_key: str | None = None
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
+        """The call's deltas. litellm ends every stream with a finish reason, `stop` when the
+        provider sent none (an error after `200 OK`, a server that cut the answer): its wrapper
+        remembers whether the provider said one, and a stream it did not is incomplete
+        (`stream_contract`) however it ended."""
         stream = await self._open(request)
-        first = True
+        first, attempt, usage = True, stream, None
         try:
             async for chunk in stream:
                 if first:
-                    first = False
+                    first, attempt = False, self._attempt(stream)
                     served = self._served_by(stream)
                     if served is not None:
                         yield Served(served)
-                for delta in _deltas(chunk):
+                deltas = _deltas(chunk)
+                if deltas and type(deltas[0]) is Usage:  # held until the stream's end
+                    usage = deltas.pop(0)
+                for delta in deltas:
                     yield delta
         except ModelError:
             raise
@@ -83,6 +94,13 @@ class LiteLLMModel:
             raise self.failed(exc) from None
         finally:
             await stream.aclose()
+        if first:  # not one chunk: ask again to hear why (`stream_contract.diagnosed`)
+            raise await self._diagnosed(request)
+        if not provider_finished(attempt):
+            raise incomplete("the stream ended without a finish reason from the provider",
+                             model=request.model or self.model)
+        if usage is not None and provider_counted(attempt):
+            yield usage
 
     async def _open(self, request: ModelRequest) -> Any:
         """The call's stream (litellm's wrapper), or the call's failure as a `ModelError`."""
@@ -109,6 +127,39 @@ class LiteLLMModel:
     def _served_by(self, stream: Any) -> str | None:
         """Which model answered, when it may not be the one asked (the Router's fallbacks)."""
         return None
+
+    async def _diagnosed(self, request: ModelRequest) -> ModelError:
+        """The error of a stream that ended before its first chunk: the same request once
+        more, not streamed and capped at one token, to hear what the provider says."""
+        import litellm
+
+        params: dict[str, Any] = {"model": request.model or self.model,
+                                  "messages": request.messages, "max_retries": 0,
+                                  **request.options(), "max_tokens": 1}
+        if self.api_base:
+            params["api_base"] = self.api_base
+        if self.api_key:
+            params["api_key"] = self.api_key
+        try:
+            await litellm.acompletion(**params)
+        except Exception as exc:
+            return self.failed(exc)
+        return diagnosed("a second request, not streamed, was answered",
+                         request.model or self.model)
+
+    def _attempt(self, stream: Any) -> Any:
+        """The litellm wrapper that reads the provider's chunks (and so knows whether the
+        provider sent a finish reason), read after the first chunk: `stream` itself."""
+        return stream
+
+    async def context_window(self) -> int | None:
+        """The window the upstream says its model has, for a model served at `api_base` (an
+        OpenAI-compatible server: `server_window`); None otherwise."""
+        if not self.api_base:
+            return None
+        from .server_window import server_window
+
+        return await server_window(self.api_base, self.api_key, self.model.split("/", 1)[-1])
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
                        task: str | None = None, usage: UsageSink | None = None) -> str:
@@ -167,6 +218,26 @@ class LiteLLMModel:
 _OPERATOR_CODES = {"LLM_UNREACHABLE", "LLM_AUTHENTICATION_ERROR"}
 
 
+def provider_finished(stream: Any) -> bool:
+    """Whether the provider itself sent a finish reason in litellm's `stream` (its wrapper's
+    `received_finish_reason`, or the reason it saw mid-stream; a wrapper that does not keep
+    them is trusted)."""
+    if not hasattr(stream, "received_finish_reason"):
+        return True
+    return bool(stream.received_finish_reason
+                or getattr(stream, "intermittent_finish_reason", None))
+
+
+def provider_counted(stream: Any) -> bool:
+    """Whether the provider reported the stream's usage: litellm makes up a count of its own
+    (with another tokenizer) when it did not, which is left for the loop to count as
+    estimated (`stream_contract`). A wrapper that keeps no chunks is trusted."""
+    chunks = getattr(stream, "chunks", None)
+    if not isinstance(chunks, list):
+        return True
+    return any(getattr(chunk, "usage", None) is not None for chunk in reversed(chunks))
+
+
 def _deltas(chunk: Any) -> list[Delta]:
     out: list[Delta] = []
     usage = usage_of(getattr(chunk, "usage", None))
@@ -188,7 +259,7 @@ def _deltas(chunk: Any) -> list[Delta]:
                 arguments=(function.arguments if function else None) or "",
             ))
         if choice.finish_reason:
-            out.append(Finish(choice.finish_reason))
+            out.append(Finish(finish_reason(choice.finish_reason)))
     return out
 
 
@@ -198,8 +269,7 @@ _LITELLM_PREFIX = re.compile(r"^(litellm\.)?\w+(Error|Exception):\s*(\w+Exceptio
 
 def scrub(message: str, api_key: str | None) -> str:
     """Provider messages go to end users: remove key material and litellm's class prefixes."""
-    if api_key:
-        message = message.replace(api_key, "***")
+    message = mask_secret(message, api_key)
     message = _SECRETISH.sub("***", message)
     message = _LITELLM_PREFIX.sub("", message.strip())
     return message[:500] or "The AI provider returned an error"
@@ -284,10 +354,11 @@ def classify(exc: BaseException, api_key: str | None = None,
                           "server_error", True, 502)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
-    if isinstance(exc, exceptions.ContextWindowExceededError):
+    if isinstance(exc, exceptions.ContextWindowExceededError) or (
+            status == 400 and context_error(str(exc))):
         return ModelError("LLM_CONTEXT_WINDOW_EXCEEDED",
                           "The conversation is too long for the model's context window",
-                          "client_error", False, 400)
+                          "client_error", False, 400, window=window_in(str(exc)))
     if isinstance(exc, exceptions.RateLimitError) or status == 429:
         return ModelError("LLM_RATE_LIMITED", scrub(str(exc), api_key), "client_error", True, 429)
     denied = (exceptions.AuthenticationError, exceptions.PermissionDeniedError)

@@ -84,6 +84,25 @@ class RoutedModel(LiteLLMModel):
         return None
 
 
+    def _attempt(self, stream: Any) -> Any:
+        """The Router's stream re-wraps the deployment's own (`FallbackStreamWrapper`, which
+        keeps no finish reason of its own): the deployment's wrapper is the generator's local
+        (`fallback_response` once a fallback took over before the first chunk, else
+        `model_response`). litellm offers no public way to it; if its shape changes, the
+        stream's end is trusted as before (`provider_finished`)."""
+        frame = getattr(getattr(stream, "_async_generator", None), "ag_frame", None)
+        names = frame.f_locals if frame is not None else {}
+        for name in ("fallback_response", "model_response"):
+            inner = names.get(name)
+            if inner is not None and hasattr(inner, "received_finish_reason"):
+                return inner
+        return _Untracked()
+
+
+class _Untracked:
+    """A stream whose provider's finish reason cannot be read (`provider_finished`: trusted)."""
+
+
 def _params(deployment: Deployment) -> dict[str, Any]:
     # max_retries 0: the openai SDK's own retries would hide a failure from the Router (which
     # retries with `num_retries`) for seconds before it can fall back.
