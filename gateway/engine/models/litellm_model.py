@@ -75,7 +75,7 @@ class LiteLLMModel:
         remembers whether the provider said one, and a stream it did not is incomplete
         (`stream_contract`) however it ended."""
         stream = await self._open(request)
-        first, attempt, usage = True, stream, None
+        first, attempt, usage, said = True, stream, None, False
         try:
             async for chunk in stream:
                 if first:
@@ -86,6 +86,8 @@ class LiteLLMModel:
                 deltas = _deltas(chunk)
                 if deltas and type(deltas[0]) is Usage:  # held until the stream's end
                     usage = deltas.pop(0)
+                if not said and deltas and type(deltas[0]) is not Finish:
+                    said = True
                 for delta in deltas:
                     yield delta
         except ModelError:
@@ -94,9 +96,9 @@ class LiteLLMModel:
             raise self.failed(exc) from None
         finally:
             await stream.aclose()
-        if first:  # not one chunk: ask again to hear why (`stream_contract.diagnosed`)
-            raise await self._diagnosed(request)
         if not provider_finished(attempt):
+            if not said:  # not a word: ask again to hear why (`stream_contract.diagnosed`)
+                raise await self._diagnosed(request)
             raise incomplete("the stream ended without a finish reason from the provider",
                              model=request.model or self.model)
         if usage is not None and provider_counted(attempt):
@@ -104,7 +106,6 @@ class LiteLLMModel:
 
     async def _open(self, request: ModelRequest) -> Any:
         """The call's stream (litellm's wrapper), or the call's failure as a `ModelError`."""
-        import litellm
 
         params: dict[str, Any] = {
             "model": request.model or self.model,
@@ -120,7 +121,7 @@ class LiteLLMModel:
             params["api_key"] = self.api_key
         params.update(request.options())
         try:
-            return await litellm.acompletion(**params)
+            return await acompletion(params)
         except Exception as exc:
             raise self.failed(exc) from None
 
@@ -131,7 +132,6 @@ class LiteLLMModel:
     async def _diagnosed(self, request: ModelRequest) -> ModelError:
         """The error of a stream that ended before its first chunk: the same request once
         more, not streamed and capped at one token, to hear what the provider says."""
-        import litellm
 
         params: dict[str, Any] = {"model": request.model or self.model,
                                   "messages": request.messages, "max_retries": 0,
@@ -141,7 +141,7 @@ class LiteLLMModel:
         if self.api_key:
             params["api_key"] = self.api_key
         try:
-            await litellm.acompletion(**params)
+            await acompletion(params)
         except Exception as exc:
             return self.failed(exc)
         return diagnosed("a second request, not streamed, was answered",
@@ -169,7 +169,6 @@ class LiteLLMModel:
         provider its `metadata`); no real provider is sent it. `usage` is told the tokens the
         call used, for the caller's quotas.
         """
-        import litellm
 
         from .demo import PROVIDER
 
@@ -182,18 +181,7 @@ class LiteLLMModel:
         if self.api_key:
             params["api_key"] = self.api_key
         try:
-            try:
-                response = await litellm.acompletion(**params)
-            except Exception as exc:
-                if not _connection_lost(exc):
-                    raise
-                # Once more, on a fresh connection: litellm's aiohttp transport can pick a
-                # pooled keep-alive connection the upstream is closing that very moment (its
-                # idle timeout; uvicorn's is 5 s), and fails with "Can not write request body"
-                # before the upstream saw anything. These calls are side-effect free.
-                log.info("model call lost its connection (%s); trying once more",
-                         type(exc).__name__)
-                response = await litellm.acompletion(**params)
+            response = await acompletion(params)
         except Exception as exc:
             raise self.failed(exc) from None
         report_usage(response, usage)
@@ -212,6 +200,24 @@ class LiteLLMModel:
         log.log(level, "model call failed: %s (model %s, status %s): %s", error.code,
                 self.model, error.status, cause_of(exc, self.api_key, self.api_base))
         return error
+
+
+async def acompletion(params: dict[str, Any]) -> Any:
+    """`litellm.acompletion(**params)`, once more on a fresh connection when the first lost
+    its connection before an answer: litellm's aiohttp transport can pick a pooled keep-alive
+    connection the upstream is closing that very moment (its idle timeout, uvicorn's is 5 s;
+    llama.cpp's server after a failed request), and fails with "Can not write request body" or
+    a reset before the upstream saw anything. A connection that cannot be made is not tried
+    again."""
+    import litellm
+
+    try:
+        return await litellm.acompletion(**params)
+    except Exception as exc:
+        if not _connection_lost(exc) or _unreachable(exc) is not None:
+            raise
+        log.info("model call lost its connection (%s); trying once more", type(exc).__name__)
+        return await litellm.acompletion(**params)
 
 
 # Codes only the operator can fix (a wrong URL or key); the others come and go.

@@ -53,16 +53,30 @@ class UpstreamPool:
 
     @contextlib.asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[aiohttp.ClientResponse]:
-        """`POST base_url + path` with `body` as JSON: the response, its body not read yet."""
+        """`POST base_url + path` with `body` as JSON: the response, its body not read yet.
+
+        Sent once more, on a new connection, when the kept-alive one it went out on turns out
+        closed before any answer (the upstream closed it as it was picked: its idle timeout, or
+        llama.cpp's server after a failed request); a connection that cannot be made is not
+        tried again."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers, timeout=self._timeout,
                 connector=aiohttp.TCPConnector(limit=0, ssl=self._tls,
                                                keepalive_timeout=KEEPALIVE_SECONDS))
-        async with self._session.post(self.base_url + path, data=body, headers={
-                "Content-Type": "application/json"}, proxy=self._proxy,
-                proxy_auth=self._proxy_auth) as response:
+        try:
+            response = await self._send(self._session, path, body)
+        except aiohttp.ClientConnectorError:
+            raise
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            response = await self._send(self._session, path, body)
+        async with response:
             yield response
+
+    async def _send(self, session: aiohttp.ClientSession, path: str, body: bytes
+                    ) -> aiohttp.ClientResponse:
+        return await session.post(self.base_url + path, data=body, headers={
+            "Content-Type": "application/json"}, proxy=self._proxy, proxy_auth=self._proxy_auth)
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
