@@ -7,9 +7,10 @@ model, counts only (no cost: `ag_ui.core` keeps content and prices out of it); t
 dialect sets it (`dialects/agui/translate.py`). `tambo_usage` is the same list as an extra
 field of the Tambo `RUN_FINISHED`, not plugged in yet: it waits for a run of the real Tambo
 clients (conformance) showing they accept it. Counts the provider did not break down
-(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks; counts
-the gateway made itself (the provider reported none) carry `estimated: true`, an extra field
-that both `TokenUsage` schemas let through.
+(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks. Counts
+the gateway made itself (the provider reported none) are said in the terminal event's AG-UI
+`metadata` (`usageEstimated: true`, `run_metadata`): `@ag-ui/client` strips a field it does not
+know from a `TokenUsage` (and warns), but reads `metadata`.
 
     Tambo:  {"type": "RUN_FINISHED", ..., **tambo_usage(frame)}   (dialects/tambo/translate.py)
 """
@@ -36,10 +37,21 @@ def token_usage(entries: Any) -> list[dict[str, Any]]:
             usage["reasoningTokens"] = entry["reasoningTokens"]
         if entry.get("cachedInputTokens"):
             usage["cachedInputTokens"] = entry["cachedInputTokens"]
-        if entry.get("estimatedCalls"):  # counted by the gateway, not reported by the provider
-            usage["estimated"] = True
         found.append(usage)
     return found
+
+
+def run_metadata(frame: dict[str, Any]) -> dict[str, Any] | None:
+    """AG-UI `metadata` of the terminal event of `frame` (None: nothing to say): the answer the
+    provider cut (`truncated`: `{reason, messageId}`), and `usageEstimated` when some of the
+    usage was counted by the gateway (the provider reported none)."""
+    metadata: dict[str, Any] = {}
+    if frame.get("truncated"):
+        metadata["truncated"] = frame["truncated"]
+    entries = frame.get("usage")
+    if isinstance(entries, list) and any(e.get("estimatedCalls") for e in entries):
+        metadata["usageEstimated"] = True
+    return metadata or None
 
 
 def agui_usage(frame: dict[str, Any]) -> list[TokenUsage] | None:

@@ -83,6 +83,23 @@ def test_text_and_reasoning(tools_gateway: GatewayServer, scripted_model: Script
     assert scripted_model.requests[0]["messages"][-1] == {"role": "user", "content": "hi"}
 
 
+def test_a_cut_answer_and_an_estimated_usage_pass_the_verifier(
+        tools_gateway: GatewayServer, scripted_model: ScriptedModel):
+    """Issue 42: `RUN_FINISHED.metadata` (`truncated`, `usageEstimated`), through HttpAgent's
+    verifier and the strict Python models."""
+    scripted_model.behave(usage=False)
+    scripted_model.enqueue([{"content": "Hello "}, {"content": "the"}, {"finish": "length"}])
+    result = run_plan(tools_gateway, {"user": "hi"})
+
+    (run,) = result["runs"]
+    finished = run["events"][-1]
+    assert finished["type"] == "RUN_FINISHED" and run["outcome"] == "success"
+    assert finished["metadata"]["truncated"]["reason"] == "length"
+    assert finished["metadata"]["usageEstimated"] is True
+    [usage] = finished["usage"]
+    assert usage["outputTokens"] > 0
+
+
 def test_server_tool_result_reaches_the_client(tools_gateway: GatewayServer,
                                                scripted_model: ScriptedModel):
     scripted_model.enqueue([{"content": "Adding. "}, call(0, "call_add", "add", '{"a": 2, "b": 40}')],

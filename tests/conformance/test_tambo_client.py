@@ -72,6 +72,21 @@ def test_basic_run_and_follow_up(gateway: GatewayServer, scripted_model: Scripte
     assert history[1]["content"] == "Hello from the model."
 
 
+def test_a_cut_answer_and_an_estimated_usage_are_read_by_the_client(
+        gateway: GatewayServer, scripted_model: ScriptedModel):
+    """Issue 42: an answer the provider cut (`RUN_FINISHED.metadata.truncated`) and usage the
+    server did not report (`metadata.usageEstimated`) are fields the real client accepts."""
+    scripted_model.behave(usage=False)
+    scripted_model.enqueue([{"content": "Hello "}, {"content": "from the mo"},
+                            {"finish": "length"}], [{"content": "Still here."}])
+    result = run_scenario("basic", gateway.url)
+
+    assert "crash" not in result, result
+    assert_clean(result["firstRun"])
+    assert_clean(result["secondRun"])
+    assert texts(result["firstRun"]["messages"][-1]) == "Hello from the mo"
+
+
 def test_a_delegating_agent_reads_as_a_server_tool(agents_gateway: GatewayServer,
                                                   scripted_model: ScriptedModel):
     """The shop agent hands a task to its sub-agent: the Tambo client sees the call and its
@@ -196,6 +211,9 @@ def test_reload_restores_history_and_continues(gateway: GatewayServer,
     [WEATHER_CALL],
     [CARD_CALL],
     [[{"content": "partial"}, {"error": 500}]],
+    [[{"content": "cut sh"}, {"finish": "length"}]],  # RUN_FINISHED.metadata.truncated
+    [[{"content": "partial"}, {"end": "abrupt"}]],  # LLM_STREAM_INCOMPLETE
+    [WEATHER_CALL[:2] + [{"finish": "length"}]],  # arguments cut off: an error result
 ])
 def test_streams_pass_the_ag_ui_verifier(gateway: GatewayServer, scripted_model: ScriptedModel,
                                          turns):

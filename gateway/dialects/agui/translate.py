@@ -75,7 +75,7 @@ from ag_ui.core import (
 from ...protocol import approvals, timbal
 from ...protocol.props_stream import pointer
 from ...protocol.translation import Dialect, Item
-from ...protocol.usage_events import agui_usage
+from ...protocol.usage_events import agui_usage, run_metadata
 
 COMPONENTS = "components"  # the member of the agent state that holds the run's components
 CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed
@@ -235,19 +235,21 @@ class AguiDialect(Dialect[BaseEvent]):
             return [] if self.before_1_0 else [self._subagent_started(frame)]
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
+        # A cut answer, an estimated usage (1.0's `metadata`).
+        metadata = None if self.before_1_0 else run_metadata(frame)
         if name == timbal.RUN_FINISHED:
-            # An answer the provider cut says so in the run's metadata (1.0's `metadata`).
-            truncated = frame.get("truncated") if not self.before_1_0 else None
             return self.close_open() + [RunFinishedEvent(
                 thread_id=self.thread_id, run_id=self.run_id, outcome=self._outcome(),
-                usage=usage, metadata={"truncated": truncated} if truncated else None)]
+                usage=usage, metadata=metadata)]
         if name == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage)]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage,
+                metadata=metadata)]
         if name == timbal.ERROR:
             return self._end_subagents() + [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
-                                  code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
+                                  code=frame.get("code") or "INTERNAL_ERROR", usage=usage,
+                                  metadata=metadata)]
         return []
 
     def on_queued(self) -> list[BaseEvent]:

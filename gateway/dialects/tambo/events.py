@@ -58,7 +58,6 @@ class TokenUsage(TypedDict):
     totalTokens: int
     reasoningTokens: NotRequired[int]
     cachedInputTokens: NotRequired[int]
-    estimated: NotRequired[Literal[True]]
 
 
 @with_config(CLOSED)
@@ -71,9 +70,11 @@ class TruncatedAnswer(TypedDict):
 
 @with_config(CLOSED)
 class RunMetadata(TypedDict):
-    """AG-UI's `metadata` of the run's end, as the gateway fills it."""
+    """AG-UI's `metadata` of the run's end, as the gateway fills it: the answer the provider
+    cut, and whether some of `usage` was counted by the gateway (the provider reported none)."""
 
-    truncated: TruncatedAnswer
+    truncated: NotRequired[TruncatedAnswer]
+    usageEstimated: NotRequired[Literal[True]]
 
 
 class RunFinishedBody(TypedDict):

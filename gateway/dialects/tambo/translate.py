@@ -20,7 +20,7 @@ import orjson
 from ...protocol import timbal
 from ...protocol.props_stream import PropsStream
 from ...protocol.translation import Dialect, Item
-from ...protocol.usage_events import tambo_usage
+from ...protocol.usage_events import run_metadata, tambo_usage
 from .events import (
     ComponentEndValue,
     RunErrorBody,
@@ -179,8 +179,9 @@ class TamboDialect(Dialect[Event]):
             usage = tambo_usage(frame)
             if usage:
                 finished["usage"] = usage["usage"]
-            if frame.get("truncated"):  # the answer was cut by the provider
-                finished["metadata"] = {"truncated": frame["truncated"]}
+            metadata = run_metadata(frame)  # a cut answer, an estimated usage
+            if metadata:
+                finished["metadata"] = metadata  # type: ignore[typeddict-item]
             return [*self.close_open(), finished]
         if name == timbal.RUN_CANCELLED:
             return [{"type": "RUN_ERROR", "message": "Run cancelled", "code": "CANCELLED"}]
