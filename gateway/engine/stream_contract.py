@@ -129,19 +129,20 @@ async def estimated_usage(model: Any, model_name: str | None, messages: Sequence
     texts = [_text_of(m) for m in messages]
     if tools:
         texts.append(json.dumps(list(tools), separators=(",", ":")))
+    given = "\n".join(texts)  # one count of the input: a server is asked twice, not per message
     counts: list[int] | None = None
     count_tokens: Callable[[Sequence[str]], Awaitable[list[int] | None]] | None = getattr(
         model, "count_tokens", None)
     if count_tokens is not None:
         try:
-            counts = await count_tokens([*texts, output])
+            counts = await count_tokens([given, output])
         except Exception as error:  # never fail a complete call over its count
             log.info("counting tokens on the upstream failed (%s); using litellm's counter",
                      type(error).__name__)
-    if counts is None or len(counts) != len(texts) + 1:
-        counts = [_litellm_count(model_name, text) for text in [*texts, output]]
-    input_tokens = sum(counts[:-1]) + PER_MESSAGE_TOKENS * (len(messages) + 1)
-    return Usage(input_tokens, counts[-1], estimated=True)
+    if counts is None or len(counts) != 2:
+        counts = [_litellm_count(model_name, given), _litellm_count(model_name, output)]
+    return Usage(counts[0] + PER_MESSAGE_TOKENS * (len(messages) + 1), counts[1],
+                 estimated=True)
 
 
 def _text_of(message: dict[str, Any]) -> str:

@@ -193,6 +193,17 @@ def test_usage_a_server_does_not_report_is_counted_and_marked_estimated(
     assert recorded["estimatedCalls"] == 1 and recorded["outputTokens"] > 0
 
 
+@pytest.mark.parametrize("small", ["direct", "litellm"], indirect=True)
+def test_usage_is_counted_with_the_servers_own_tokenizer_when_it_has_one(
+        small: httpx.Client, scripted_model: ScriptedModel) -> None:
+    scripted_model.behave(usage=False, tokenize=True)
+    scripted_model.enqueue(streamed({"content": "x" * 40}))
+    ids, _ = run(small, "count me")
+    assert "x" * 40 in scripted_model.tokenized  # the answer, counted by the server: 11 tokens
+    usage = status(small, ids)["usage"]
+    assert (usage["outputTokens"], usage["estimatedCalls"]) == (11, 1)
+
+
 def test_usage_a_server_reports_is_not_marked(http: httpx.Client,
                                               scripted_model: ScriptedModel) -> None:
     scripted_model.enqueue(streamed({"content": "Hi."}, {"usage": {"prompt_tokens": 7,

@@ -20,7 +20,7 @@ an abandoned connection is never returned to the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,7 +41,7 @@ from ..deltas import (
 )
 from ..stream_contract import diagnosed, incomplete
 from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
-from .server_window import server_window
+from .server_info import server_count, server_window
 from .upstream_pool import UpstreamPool
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
@@ -188,6 +188,11 @@ class DirectModel:
     async def context_window(self) -> int | None:
         """The window the upstream says its model has (`server_window`), if it says."""
         return await server_window(self.api_base, self.api_key, self.model)
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """Tokens as the upstream's tokenizer counts them (`server_count`), for a call whose
+        upstream reported no usage; None when it has no way to say."""
+        return await server_count(self.api_base, self.api_key, self.model, texts)
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
                        task: str | None = None, usage: UsageSink | None = None) -> str:

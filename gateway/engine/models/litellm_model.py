@@ -157,9 +157,19 @@ class LiteLLMModel:
         OpenAI-compatible server: `server_window`); None otherwise."""
         if not self.api_base:
             return None
-        from .server_window import server_window
+        from .server_info import server_window
 
         return await server_window(self.api_base, self.api_key, self.model.split("/", 1)[-1])
+
+    async def count_tokens(self, texts: list[str]) -> list[int] | None:
+        """Tokens as the model's server counts them (`server_count`), for a model served at
+        `api_base`; None otherwise (then litellm's counter is used)."""
+        if not self.api_base:
+            return None
+        from .server_info import server_count
+
+        return await server_count(self.api_base, self.api_key, self.model.split("/", 1)[-1],
+                                  texts)
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
                        task: str | None = None, usage: UsageSink | None = None) -> str:

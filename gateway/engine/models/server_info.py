@@ -1,4 +1,5 @@
-"""The context window a self-hosted OpenAI-compatible server says it has.
+"""What a self-hosted OpenAI-compatible server says of its model: its context window, and how
+many tokens a text is to its tokenizer.
 
 litellm's model map knows hosted models' windows; a server the operator runs (vLLM, llama.cpp,
 LM Studio, ...) serves whatever window it was started with, and many say so: vLLM's and
@@ -7,12 +8,18 @@ OpenRouter's `GET /v1/models` (`max_model_len`, `context_length`), llama.cpp's `
 needs it (a run's budget, `runs/context_fit.py`), with a short timeout; a server that says
 nothing (llama-cpp-python's says nothing) leaves the budget to the agent's or the gateway's
 setting, and to what a context-length error teaches (`context_window.learn_window`).
+
+Token counts are asked only for a call whose server reported no usage (`stream_contract.
+estimated_usage`): llama-cpp-python's `POST /extras/tokenize/count` (`{"input"}` -> `{"count"}`),
+llama.cpp's and vLLM's `POST /tokenize` (`{"content"}` -> `{"tokens"}`, `{"prompt"}` ->
+`{"count"}`). Which one a server has is found once; a server with none is counted by litellm.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -24,6 +31,10 @@ TIMEOUT_SECONDS = 3.0
 # Where `/v1/models` entries put the window, by server.
 _MODEL_FIELDS = ("max_model_len", "context_length", "context_window", "max_context_length")
 _asked: dict[tuple[str, str], asyncio.Task[int | None]] = {}
+# Each server's way of counting for a model, once found (None: it has none): (path, body key).
+_counting: dict[tuple[str, str], tuple[str, str] | None] = {}
+_COUNTERS = (("/extras/tokenize/count", "input"), ("/tokenize", "content"),
+             ("/tokenize", "prompt"))
 
 
 async def server_window(api_base: str, api_key: str | None, model: str) -> int | None:
@@ -54,6 +65,40 @@ async def _ask(api_base: str, api_key: str | None, model: str) -> int | None:
                          model, found)
                 return found
     return None
+
+
+async def server_count(api_base: str, api_key: str | None, model: str,
+                       texts: Sequence[str]) -> list[int] | None:
+    """Each text's tokens as the server at `api_base` counts them (None: it cannot)."""
+    root = _root(api_base.rstrip("/"))
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS, headers=headers) as client:
+        key = (root, model)
+        ways = [_counting[key]] if key in _counting else list(_COUNTERS)
+        for way in ways:
+            if way is None:
+                return None
+            counts = [await _counted(client, root, way, model, text) for text in texts]
+            if None not in counts:
+                _counting[key] = way
+                return [c for c in counts if c is not None]
+        _counting[key] = None
+    return None
+
+
+async def _counted(client: httpx.AsyncClient, root: str, way: tuple[str, str], model: str,
+                   text: str) -> int | None:
+    path, key = way
+    try:
+        response = await client.post(root + path, json={key: text, "model": model})
+        body = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    found = body.get("count", len(body["tokens"]) if isinstance(body.get("tokens"), list)
+                     else None)
+    return found if _count(found) or found == 0 else None
 
 
 def _root(base: str) -> str:
