@@ -75,8 +75,8 @@ Real servers differ from this one's defaults; ``behave(...)`` (or ``"behaviour"`
   body (llama-cpp-python);
 - ``window_on="props"`` / ``"models"``: the window (``context_window``) is told at ``GET
   /props`` (llama.cpp) or in ``GET /v1/models`` (``max_model_len``, as vLLM);
-- ``tokenize=True``: ``POST /extras/tokenize/count`` counts as this model does (llama-cpp-python),
-  each call recorded in ``tokenized``.
+- ``tokenize=True``: ``POST /tokenize`` (``{"content": text}`` -> ``{"tokens": [...]}``, as
+  llama.cpp's server) counts as this model does, each call recorded in ``tokenized``.
 
 The same controls exist over HTTP for other processes: ``POST /_script``
 (``{"turns": [...]}``, with ``"for": prompt`` to reserve them), ``GET /_requests``, ``GET /_disconnects``,
@@ -240,7 +240,7 @@ class ScriptedModel:
         self.overflows = 0  # requests refused as longer than `context_window`
         self.behaviour: dict[str, Any] = dict(BEHAVIOURS)
         self.refusals = 0  # requests refused by `strict_roles` or `refuse_null_content`
-        self.tokenized: list[str] = []  # texts counted at /extras/tokenize/count
+        self.tokenized: list[str] = []  # texts counted at /tokenize
         self._streaming: _SseApp | None = None  # the stream in progress (`serial`)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -251,7 +251,7 @@ class ScriptedModel:
                 Route("/chat/completions", self._chat_endpoint, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/props", self._props, methods=["GET"]),
-                Route("/extras/tokenize/count", self._tokenize_count, methods=["POST"]),
+                Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/v1/audio/transcriptions", self._transcription, methods=["POST"]),
                 Route("/_transcriptions", self._http_transcriptions, methods=["GET"]),
                 Route("/_script", self._http_script, methods=["POST"]),
@@ -517,14 +517,14 @@ class ScriptedModel:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         return JSONResponse({"default_generation_settings": {"n_ctx": self.context_window}})
 
-    async def _tokenize_count(self, request: Request) -> JSONResponse:
-        """llama-cpp-python's `POST /extras/tokenize/count` (`{"input": text}`)."""
+    async def _tokenize(self, request: Request) -> JSONResponse:
+        """llama.cpp's `POST /tokenize` (`{"content": text}` -> `{"tokens": [...]}`)."""
         if not self.behaviour["tokenize"]:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
-        text = str((await request.json()).get("input", ""))
+        text = str((await request.json()).get("content", ""))
         with self._lock:
             self.tokenized.append(text)
-        return JSONResponse({"count": _text_tokens(text)})
+        return JSONResponse({"tokens": list(range(_text_tokens(text)))})
 
     async def _transcription(self, request: Request) -> JSONResponse:
         """OpenAI's `POST /audio/transcriptions` (multipart `file` and `model`): the next

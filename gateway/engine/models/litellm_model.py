@@ -224,7 +224,7 @@ async def acompletion(params: dict[str, Any]) -> Any:
     try:
         return await litellm.acompletion(**params)
     except Exception as exc:
-        if not _connection_lost(exc) or _unreachable(exc) is not None:
+        if not _connection_lost(exc) or _refused(exc):
             raise
         log.info("model call lost its connection (%s); trying once more", type(exc).__name__)
         return await litellm.acompletion(**params)
@@ -315,6 +315,14 @@ def _unreachable(exc: BaseException) -> BaseException | None:
     chain = _chain(exc)
     hits = [e for e in chain if isinstance(e, kinds)]
     return hits[-1] if hits else None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether no connection could be made at all (refused, or a name that does not resolve),
+    as opposed to one that was lost."""
+    return any(isinstance(e, (ConnectionRefusedError, socket.gaierror))
+               or "refused" in str(e).lower() or "Name or service" in str(e)
+               for e in _chain(exc))
 
 
 def _connection_lost(exc: BaseException) -> bool:

@@ -10,9 +10,11 @@ nothing (llama-cpp-python's says nothing) leaves the budget to the agent's or th
 setting, and to what a context-length error teaches (`context_window.learn_window`).
 
 Token counts are asked only for a call whose server reported no usage (`stream_contract.
-estimated_usage`): llama-cpp-python's `POST /extras/tokenize/count` (`{"input"}` -> `{"count"}`),
-llama.cpp's and vLLM's `POST /tokenize` (`{"content"}` -> `{"tokens"}`, `{"prompt"}` ->
-`{"count"}`). Which one a server has is found once; a server with none is counted by litellm.
+estimated_usage`): llama.cpp's and vLLM's `POST /tokenize` (`{"content"}` -> `{"tokens"}`,
+`{"prompt"}` -> `{"count"}`). Which one a server has is found once; a server with none is
+counted by litellm. llama-cpp-python's `POST /extras/tokenize/count` is not used: it takes the
+model's lock like a completion does, so on a server that serves one request at a time
+(`interrupt_requests`, its default) counting one run's tokens would cut another run's answer.
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ _MODEL_FIELDS = ("max_model_len", "context_length", "context_window", "max_conte
 _asked: dict[tuple[str, str], asyncio.Task[int | None]] = {}
 # Each server's way of counting for a model, once found (None: it has none): (path, body key).
 _counting: dict[tuple[str, str], tuple[str, str] | None] = {}
-_COUNTERS = (("/extras/tokenize/count", "input"), ("/tokenize", "content"),
-             ("/tokenize", "prompt"))
+_COUNTERS = (("/tokenize", "content"), ("/tokenize", "prompt"))
 
 
 async def server_window(api_base: str, api_key: str | None, model: str) -> int | None:
