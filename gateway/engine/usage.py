@@ -93,14 +93,15 @@ def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
 
 def summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals over entries (a thread's runs, or a run's models) and the entries per model:
-    `{inputTokens, ..., costUsd, models: [...]}`; the total cost is None if any part is."""
+    `{inputTokens, ..., costUsd, models: [...]}`; the total cost is None if any part is;
+    `estimatedCalls` only when some calls were counted by the gateway."""
     by_model: dict[str, dict[str, Any]] = {}
     for entry in entries:
         merge(by_model.setdefault(entry["model"], new_entry(entry["model"])), entry)
     models = list(by_model.values())
     totals = {key: sum(m[key] for m in models) for key in COUNTS}
     costs = [m["costUsd"] for m in models]
-    return {**totals, "totalTokens": totals["inputTokens"] + totals["outputTokens"],
-            "costUsd": None if None in costs else sum(costs),
-            "estimatedCalls": sum(m.get("estimatedCalls", 0) for m in models),
-            "models": [compact(m) for m in models]}
+    return compact({**totals, "totalTokens": totals["inputTokens"] + totals["outputTokens"],
+                    "costUsd": None if None in costs else sum(costs),
+                    "estimatedCalls": sum(m.get("estimatedCalls", 0) for m in models),
+                    "models": [compact(m) for m in models]})

@@ -498,7 +498,8 @@ class ModelUsage(StrictModel):
                                               "when the model is not in it")
     estimatedCalls: int = Field(0, ge=0, description="Calls whose usage the provider did not "
                                                      "report: the gateway counted their tokens "
-                                                     "(an estimate; docs/models.md)")
+                                                     "(an estimate; docs/models.md); absent: "
+                                                     "none")
 
 
 class Usage(StrictModel):
@@ -512,7 +513,8 @@ class Usage(StrictModel):
     cachedInputTokens: int = Field(ge=0)
     costUsd: float | None
     estimatedCalls: int = Field(0, ge=0, description="Calls counted by the gateway (their "
-                                                     "provider reported no usage)")
+                                                     "provider reported no usage); absent: "
+                                                     "none")
     models: list[ModelUsage]
 
 
