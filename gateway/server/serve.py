@@ -22,6 +22,10 @@ from typing import Any
 import uvicorn
 
 DATE_HEADER_SECONDS = 1.0  # how often `QuietServer` refreshes the responses' `Date` header
+# ASGI wrappers `serve` puts around the app, each outside the one before: a benchmark's probe
+# adds one to see each request as the server hands it over (bench/phases/sitecustomize.py).
+# Empty unless such a probe is loaded into the process.
+APP_PROBES: list[Callable[[Any], Any]] = []
 # How long uvicorn lets open connections finish once the drain has ended (`server/shutdown.py`).
 GRACEFUL_SHUTDOWN_SECONDS = 5
 
@@ -81,6 +85,8 @@ def serve(app: Any, sock: socket.socket, *, host: str, port: int, log_level: str
           stock: Collection[str] = ()) -> bool:
     """Serve `app` on the bound socket until told to stop; whether it started (uvicorn
     returns, rather than exiting, when the app's start-up failed)."""
+    for probe in APP_PROBES:
+        app = probe(app)
     # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
