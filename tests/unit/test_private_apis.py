@@ -21,6 +21,7 @@ rewritten, and its uses move under `engines/` with that work.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.metadata
 import inspect
@@ -268,26 +269,48 @@ def _library_bases(cls: type) -> list[type]:
             if not base.__module__.startswith("gateway") and base is not object]
 
 
+@functools.cache
+def _source(cls: type) -> str:
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):
+        return ""
+
+
 def _inherited(bases: list[type], name: str) -> bool:
-    for base in bases:
-        if name in vars(base):
-            return True
-        try:
-            if f"self.{name}" in inspect.getsource(base):
-                return True
-        except (OSError, TypeError):
-            continue
-    return False
+    return any(name in vars(base) or f"self.{name}" in _source(base) for base in bases)
+
+
+def _may_rely_on_a_library(node: ast.ClassDef, libraries: dict[str, str]) -> bool:
+    """Whether a class could use a library class's names: one of its bases comes from a
+    library, and that is a runtime library's or the class uses underscore names on itself.
+    (So that only such modules are imported to look at their classes.)"""
+    roots = []
+    for base in node.bases:
+        while isinstance(base, ast.Attribute | ast.Subscript | ast.Call):
+            base = base.value if not isinstance(base, ast.Call) else base.func
+        if isinstance(base, ast.Name) and base.id in libraries:
+            roots.append(libraries[base.id])
+    if not roots:
+        return False
+    if any(f"{root}.".startswith(tuple(f"{m}." for m in RUNTIME_LIBRARIES)) for root in roots):
+        return True
+    return any((isinstance(c, ast.Attribute) and getattr(c.value, "id", "") == "self" and
+                _private(c.attr)) or (isinstance(c, ast.FunctionDef | ast.AsyncFunctionDef)
+                                      and _private(c.name)) for c in ast.walk(node))
 
 
 def _subclasses(tree: ast.AST, where: str, module: str) -> Iterator[Use]:
     """In a subclass of a library's class: an underscore name of the library's read, set or
     overridden; any method of a runtime library's class overridden; and the subclass itself."""
+    libraries = _library_modules(tree)
     for node in ast.walk(tree):
-        if not isinstance(node, ast.ClassDef) or not node.bases:
+        if not isinstance(node, ast.ClassDef) or not _may_rely_on_a_library(node, libraries):
             continue
         cls = getattr(importlib.import_module(module), node.name, None)
-        if not isinstance(cls, type):
+        if not isinstance(cls, type):  # a class made inside a function: not looked into
+            yield Use(where, node.lineno, f"subclass of {ast.unparse(node.bases[0])} "
+                                          f"({node.name}, inside a function)")
             continue
         bases = _library_bases(cls)
         runtime = [b for b in bases
@@ -310,6 +333,7 @@ def _subclasses(tree: ast.AST, where: str, module: str) -> Iterator[Use]:
                                           f"{runtime[0].__qualname__}")
 
 
+@functools.cache
 def private_uses(root: Path = GATEWAY) -> list[Use]:
     own = _own_private_names()
     found: list[Use] = []
@@ -365,3 +389,7 @@ def test_the_scan_sees_a_subclass_that_relies_on_a_library_class() -> None:
            "_send_with_timeout" in found
     assert "BoundedEventSource._send_lock (of EventSourceResponse)" in found
     assert "subclass of sse_starlette.sse.EventSourceResponse" in found
+    nested = ast.parse("import uvicorn\ndef serve():\n    class Server(uvicorn.Server):\n"
+                       "        async def main_loop(self): ...\n")
+    assert [u.what for u in _subclasses(nested, "m.py", "gateway.server.sse")] == [
+        "subclass of uvicorn.Server (Server, inside a function)"]
