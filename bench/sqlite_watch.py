@@ -16,6 +16,7 @@ with it are a little worse than without.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -101,7 +102,7 @@ class SqliteWatch:
         if state is None:
             path = raw.execute("PRAGMA database_list").fetchone()[2]
             state = self.open[id(raw)] = _Open(path)
-            raw.set_trace_callback(lambda sql, state=state: self._traced(state, sql))
+            raw.set_trace_callback(functools.partial(self._traced, state))
         if getattr(arg, "__name__", "") != "commit":
             return
         if event == "c_call":
@@ -135,7 +136,7 @@ class SqliteWatch:
 def frame_pages(path: str, first: int, last: int, page_size: int,
                 header: int = 32, frame_header: int = 24) -> list[int]:
     """The page number of each WAL frame `first`..`last` (1-based), from the frame headers."""
-    pages = []
+    pages: list[int] = []
     if last < first or not os.path.exists(f"{path}-wal"):
         return pages
     with open(f"{path}-wal", "rb") as wal:

@@ -256,8 +256,8 @@ def _accesses(tree: ast.AST, where: str, own: set[str]) -> Iterator[Use]:
                 continue
             if name in libraries or node.attr not in own:
                 yield Use(where, node.lineno, ast.unparse(node))
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
-                "getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1:
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1:
             key = node.args[1]
             if isinstance(key, ast.Constant) and isinstance(key.value, str) and \
                     _private(key.value) and key.value not in own:
@@ -316,17 +316,17 @@ def _subclasses(tree: ast.AST, where: str, module: str) -> Iterator[Use]:
         runtime = [b for b in bases
                    if f"{b.__module__}.".startswith(tuple(f"{m}." for m in RUNTIME_LIBRARIES))]
         for child in ast.walk(node):
-            name = ""
+            name, line = "", getattr(child, "lineno", node.lineno)
             if isinstance(child, ast.Attribute) and getattr(child.value, "id", "") == "self":
                 name = child.attr
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and child in node.body:
                 name = child.name
                 if runtime and not name.startswith("__") and _inherited(runtime, name):
-                    yield Use(where, child.lineno, f"{node.name}.{name} overrides "
+                    yield Use(where, line, f"{node.name}.{name} overrides "
                                                    f"{runtime[0].__qualname__}.{name}")
                     continue
             if name and _private(name) and _inherited(bases, name):
-                yield Use(where, child.lineno, f"{node.name}.{name} (of {bases[0].__qualname__})")
+                yield Use(where, line, f"{node.name}.{name} (of {bases[0].__qualname__})")
         if runtime and any(isinstance(c, ast.FunctionDef | ast.AsyncFunctionDef) and
                            not c.name.startswith("__") for c in node.body):
             yield Use(where, node.lineno, f"subclass of {runtime[0].__module__}."
