@@ -10,12 +10,14 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import scripted_env
 from tests.support.gateway_server import DEFAULT_USER, USER, GatewayServer
+from tests.support.inprocess_app import InProcessGateway
 from tests.support.run_stream import (
     ids,
     message,
@@ -56,12 +58,21 @@ def test_it_says_it_runs_the_stock_path(stock: GatewayServer) -> None:
     assert "stock runtime: loop, http, server, front, sse, gc" in stock.log()
 
 
-def test_a_run_streams_whole(http: httpx.Client, scripted_model: ScriptedModel) -> None:
+def streams_whole(http: httpx.Client, scripted_model: ScriptedModel) -> None:
     scripted_model.enqueue(slow_turn(20, 0.01))
     events = run_events(http, "POST", "/v1/threads/runs", json=BODY)
     assert [e.id for e in events] == list(range(1, len(events) + 1))
     assert events[0].type == "RUN_STARTED" and events[-1].type == "RUN_FINISHED"
     assert text_of(events) == slow_text(20)
+
+
+def test_a_run_streams_whole(http: httpx.Client, scripted_model: ScriptedModel) -> None:
+    streams_whole(http, scripted_model)
+
+
+def test_a_cancel_ends_the_stream_and_frees_the_thread(
+        http: httpx.Client, scripted_model: ScriptedModel) -> None:
+    cancels_mid_stream(http, scripted_model)
 
 
 def test_a_reader_that_left_resumes_after_its_last_event(
@@ -75,8 +86,7 @@ def test_a_reader_that_left_resumes_after_its_last_event(
     assert text_of(both) == slow_text(40) and rest[-1].type == "RUN_FINISHED"
 
 
-def test_a_cancel_ends_the_stream_and_frees_the_thread(
-        http: httpx.Client, scripted_model: ScriptedModel) -> None:
+def cancels_mid_stream(http: httpx.Client, scripted_model: ScriptedModel) -> None:
     scripted_model.enqueue(slow_turn(400, 0.05), [{"content": "After."}])
     with open_stream(http, "POST", "/v1/threads/runs", json=BODY) as (_, events):
         run = started_ids(read_until(events, lambda seen: texts(seen) >= 3))
@@ -88,6 +98,22 @@ def test_a_cancel_ends_the_stream_and_frees_the_thread(
     follow_up = run_events(http, "POST", f"/v1/threads/{run[0]}/runs",
                            json={"message": message("next"), "previousRunId": run[1]})
     assert text_of(follow_up) == "After."
+
+
+@pytest.mark.parametrize("part", ["front", "sse"])
+def test_each_app_part_alone_streams_and_cancels(
+        part: str, scripted_model: ScriptedModel, tmp_path: Path) -> None:
+    """The app's parts one at a time, in-process: starlette's middleware with the gateway's
+    SSE response, and the front with sse-starlette's own (the front marks the request)."""
+    server = InProcessGateway(tmp_path, scripted_env(
+        scripted_model, GATEWAY_STOCK_RUNTIME=part)).start()
+    try:
+        with server.client(event_hooks=USER, timeout=30,
+                           headers={"x-api-key": "test-key"}) as client:
+            streams_whole(client, scripted_model)
+            cancels_mid_stream(client, scripted_model)
+    finally:
+        server.stop()
 
 
 def test_sigterm_drains_and_ends_the_process(stock: GatewayServer) -> None:
