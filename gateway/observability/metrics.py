@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -89,14 +89,14 @@ def exposition() -> tuple[bytes, str]:
     if not os.environ.get(MULTIPROCESS_DIR):
         return generate_latest(), CONTENT_TYPE_LATEST
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # unannotated
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
 def process_exited() -> None:
     """A worker's gauges leave the sums when it stops."""
     if os.environ.get(MULTIPROCESS_DIR):
-        multiprocess.mark_process_dead(os.getpid())
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]  # unannotated
 
 
 class ModelCallMeter:
@@ -175,7 +175,7 @@ def run_ended(status: str, code: str) -> None:
     child(RUNS_ENDED, status, code).inc()
 
 
-def record_usage(agent: str, entries: list[dict[str, Any]]) -> None:
+def record_usage(agent: str, entries: Sequence[Mapping[str, Any]]) -> None:
     """A run's usage (`engine.usage` entries), counted once when the run ends. Labels are the
     operator's agents and models, bounded sets; never a user or a key."""
     for entry in entries:

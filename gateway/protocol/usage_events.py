@@ -18,8 +18,10 @@ from typing import Any
 
 from ag_ui.core import TokenUsage
 
+from .frames_schema import TerminalFrame, UsageEntry
 
-def token_usage(entries: Any) -> list[dict[str, Any]]:
+
+def token_usage(entries: list[UsageEntry] | None) -> list[dict[str, Any]]:
     """The frame's usage entries as AG-UI `TokenUsage` objects on the wire (camelCase)."""
     found = []
     for entry in entries if isinstance(entries, list) else ():
@@ -38,13 +40,13 @@ def token_usage(entries: Any) -> list[dict[str, Any]]:
     return found
 
 
-def agui_usage(frame: dict[str, Any]) -> list[TokenUsage] | None:
+def agui_usage(frame: TerminalFrame) -> list[TokenUsage] | None:
     """`usage` for the AG-UI terminal event of `frame`; None when the run used no model."""
     usage = token_usage(frame.get("usage"))
     return [TokenUsage.model_validate(u) for u in usage] or None
 
 
-def tambo_usage(frame: dict[str, Any]) -> dict[str, Any]:
+def tambo_usage(frame: TerminalFrame) -> dict[str, Any]:
     """The extra field of the Tambo `RUN_FINISHED` for `frame` (nothing when no model ran)."""
     usage = token_usage(frame.get("usage"))
     return {"usage": usage} if usage else {}

@@ -13,24 +13,24 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol import timbal
+from ...protocol.frames_schema import SetValue
 
 PROCESSING: dict[str, Any] = {"type": "lifecycle", "status": "processing"}
 IDLE: dict[str, Any] = {"type": "lifecycle", "status": "idle"}
 
 
-def _from_value(value: dict[str, Any]) -> list[dict[str, Any]]:
-    kind = value.get("type")
-    if kind == "agent" and value.get("content"):
-        return [{"type": "message", "content": value["content"]}]
-    if kind == "tool_call":
+def _from_value(value: SetValue) -> list[dict[str, Any]]:
+    if value["type"] == "agent":
+        return [{"type": "message", "content": value["content"]}] if value["content"] else []
+    if value["type"] == "tool_call":
         return [{"type": "tool_call", "name": value.get("name"),
                  "args": value.get("arguments", {}), "id": value.get("toolCallId")}]
-    if kind == "tool_result":
+    if value["type"] == "tool_result":
         return [{"type": "tool_result", "id": value.get("toolCallId"),
                  "content": timbal.tool_result_text(value)}]
-    if kind == "status":
+    if value["type"] == "status":
         return [{"type": "status", "status": value.get("detail") or value.get("state")}]
-    if kind == "error" and not value.get("recoverable"):
+    if value["type"] == "error" and not value.get("recoverable"):
         return [{"type": "error", "message": value.get("content"), "code": value.get("code")}]
     return []
 
@@ -39,7 +39,7 @@ def ended(status: str, error: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The events of a run's end as its row has it (its terminal frame's, without reading
     the log): what is reported for a run whose process died."""
     if status == "cancelled":
-        return events(timbal.control(timbal.RUN_CANCELLED))
+        return events({"c": timbal.RUN_CANCELLED})
     if status == "failed":
         error = error or {}
         return [{"type": "error", "message": error.get("message"), "code": error.get("code")}]
@@ -54,7 +54,6 @@ def events(frame: timbal.Frame) -> list[dict[str, Any]]:
         if frame["c"] == timbal.RUN_CANCELLED:
             return [{"type": "error", "message": "The run was cancelled", "code": "CANCELLED"}]
         return []
-    value = frame.get("v")
-    if timbal.kind(frame) != "set" or not isinstance(value, dict):
+    if timbal.kind(frame) != "set" or "t" not in frame:
         return []
-    return _from_value(value)
+    return _from_value(frame["v"])

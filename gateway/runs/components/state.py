@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import jsonpatch
 import jsonpointer
@@ -35,6 +35,7 @@ from jsonschema.protocols import Validator
 from ...engine.loop import ToolError
 from ...protocol import timbal
 from ...protocol.clock import now_ms
+from ...protocol.frames_schema import JsonPatchOp
 from ...protocol.problems import Problem, echo
 from ...store.repository import Store
 from ...store.tables import ComponentRow
@@ -142,8 +143,10 @@ class ComponentStates:
                 # the write in half. If it lands unpublished, the next delta resends the state.
                 written = asyncio.shield(self.store.set_component_state(row, new, now_ms()))
                 if await written:
-                    ops = copy.deepcopy(jsonpatch.make_patch(old, new).patch if patch is None
-                                        else [op for op in patch if op["op"] != "test"])
+                    # RFC 6902 operations: jsonpatch's diff, or the patch `check_patch` passed.
+                    ops = cast(list[JsonPatchOp], copy.deepcopy(
+                        jsonpatch.make_patch(old, new).patch if patch is None
+                        else [op for op in patch if op["op"] != "test"]))
                     await self._publish(thread_id, component_id, row.revision, old, new, ops)
                     return new, row.revision + 1
                 await asyncio.sleep(random.uniform(0, 0.005))  # another process wrote first
@@ -164,7 +167,7 @@ class ComponentStates:
 
     async def _publish(self, thread_id: str, component_id: str, base: int,
                        old: dict[str, Any], new: dict[str, Any],
-                       ops: list[dict[str, Any]]) -> None:
+                       ops: list[JsonPatchOp]) -> None:
         """Send the change to the run streaming on this thread: here if it runs here, else
         through `relay` to the process that runs it (if any does)."""
         if not await self._publish_here(thread_id, component_id, base, old, new, ops) and \
@@ -191,7 +194,7 @@ class ComponentStates:
 
     async def _publish_here(self, thread_id: str, component_id: str, base: int,
                             old: dict[str, Any], new: dict[str, Any],
-                            ops: list[dict[str, Any]]) -> bool:
+                            ops: list[JsonPatchOp]) -> bool:
         """Send the change to the run streaming on this thread in this process, if any.
 
         Its subscribers apply the ops to their copy, which is only known to be at `base` if
@@ -210,8 +213,8 @@ class ComponentStates:
         if known != base:
             ops = [{"op": "replace", "path": "", "value": new}]
         published[component_id] = base + 1
-        await sink.emit(timbal.control(timbal.COMPONENT_STATE, componentId=component_id,
-                                       operations=ops, revision=base + 1))
+        await sink.emit({"c": timbal.COMPONENT_STATE, "componentId": component_id,
+                         "operations": ops, "revision": base + 1})
         return True
 
 
