@@ -10,16 +10,57 @@ was cancelled. `lifecycle processing` is sent before the first frame.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
 
 from ...protocol import timbal
 from ...protocol.frames_schema import SetValue
 
-PROCESSING: dict[str, Any] = {"type": "lifecycle", "status": "processing"}
-IDLE: dict[str, Any] = {"type": "lifecycle", "status": "idle"}
+
+class Lifecycle(TypedDict):
+    type: Literal["lifecycle"]
+    status: Literal["processing", "idle"]
 
 
-def _from_value(value: SetValue) -> list[dict[str, Any]]:
+class MessageEvent(TypedDict):
+    type: Literal["message"]
+    content: str
+
+
+class ToolCallEvent(TypedDict):
+    type: Literal["tool_call"]
+    name: str
+    args: dict[str, Any]
+    id: str
+
+
+class ToolResultEvent(TypedDict):
+    type: Literal["tool_result"]
+    id: str
+    content: str
+
+
+class StatusEvent(TypedDict):
+    type: Literal["status"]
+    status: str
+
+
+class ErrorEvent(TypedDict):
+    """The run failed or was cancelled (as its `error` frame, or its row, says)."""
+
+    type: Literal["error"]
+    message: str | None
+    code: str | None
+
+
+Event = Lifecycle | MessageEvent | ToolCallEvent | ToolResultEvent | StatusEvent | ErrorEvent
+"""One callback event, POSTed as JSON."""
+
+PROCESSING: Lifecycle = {"type": "lifecycle", "status": "processing"}
+IDLE: Lifecycle = {"type": "lifecycle", "status": "idle"}
+
+
+def _from_value(value: SetValue) -> list[Event]:
     if value["type"] == "agent":
         return [{"type": "message", "content": value["content"]}] if value["content"] else []
     if value["type"] == "tool_call":
@@ -35,7 +76,7 @@ def _from_value(value: SetValue) -> list[dict[str, Any]]:
     return []
 
 
-def ended(status: str, error: dict[str, Any] | None) -> list[dict[str, Any]]:
+def ended(status: str, error: Mapping[str, Any] | None) -> list[Event]:
     """The events of a run's end as its row has it (its terminal frame's, without reading
     the log): what is reported for a run whose process died."""
     if status == "cancelled":
@@ -46,7 +87,7 @@ def ended(status: str, error: dict[str, Any] | None) -> list[dict[str, Any]]:
     return []
 
 
-def events(frame: timbal.Frame) -> list[dict[str, Any]]:
+def events(frame: timbal.Frame) -> list[Event]:
     """The callback events of one frame of the log (most frames have none)."""
     if "c" in frame:
         if frame["c"] == timbal.ERROR:

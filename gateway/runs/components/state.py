@@ -39,6 +39,7 @@ from ...protocol.frames_schema import JsonPatchOp
 from ...protocol.problems import Problem, echo
 from ...store.repository import Store
 from ...store.tables import ComponentRow
+from ..backend import ThreadEvent
 from ..log.live import LiveLog
 from . import schema as state_schema
 
@@ -93,7 +94,7 @@ class ComponentStates:
     """Reads and updates component state; publishes each update to the thread's live run."""
 
     def __init__(self, store: Store, runs: RunLookup,
-                 relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None) -> None:
+                 relay: Callable[[str, ThreadEvent], Awaitable[None]] | None = None) -> None:
         self.store, self.runs = store, runs
         self.max_state_bytes = DEFAULT_MAX_STATE_BYTES  # `GATEWAY_MAX_COMPONENT_STATE_BYTES`
         # Hands an update to the other processes when the thread's run is not here.
@@ -175,13 +176,13 @@ class ComponentStates:
             await self.relay(thread_id, {"kind": "component_state", "componentId": component_id,
                                          "base": base, "old": old, "new": new, "ops": ops})
 
-    async def deliver(self, thread_id: str, event: dict[str, Any]) -> None:
+    async def deliver(self, thread_id: str, event: ThreadEvent) -> None:
         """A thread event another process published: publish it to our run on the thread.
         One sent as a reference only (`reload`: it was too large for the channel) is read
         back from the database and sent whole."""
         if event.get("kind") != "component_state":
             return
-        if event.get("reload"):
+        if "reload" in event:
             if self.runs.active_run_for_thread(thread_id) is None:
                 return
             row = await self._row(thread_id, event["componentId"])
