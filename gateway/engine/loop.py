@@ -37,6 +37,7 @@ from ..protocol.frames_schema import (
     ErrorValue,
     PendingToolCall,
     ServerToolResultValue,
+    StartMeta,
     SubagentStartedFrame,
     TextStartMeta,
     ThinkingValue,
@@ -302,9 +303,12 @@ class Turn:
         return [self.calls[index] for index in sorted(self.calls)]
 
 
-def _sign(value: Any, who: Authorship) -> None:
-    """Put who wrote a message on its start metadata or value (a TypedDict of either kind)."""
-    value.update(who)
+def _sign(value: StartMeta | TurnValue, who: Authorship) -> None:
+    """Put who wrote a message on its start metadata or value."""
+    if "sender" in who:
+        value["sender"] = who["sender"]
+    if "subagentRunId" in who:
+        value["subagentRunId"] = who["subagentRunId"]
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -389,7 +393,7 @@ def _function(name: str, description: str, schema: Any) -> dict[str, Any]:
                          "parameters": parameters}}
 
 
-def model_tool_choice(run: RunInput) -> Any:
+def model_tool_choice(run: RunInput) -> str | dict[str, Any] | None:
     if run.force_component:
         return {"type": "function",
                 "function": {"name": COMPONENT_TOOL_PREFIX + run.force_component}}

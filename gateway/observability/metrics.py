@@ -158,12 +158,12 @@ def model_call_failed(code: str) -> None:
 # The labelled children used so far, by their labels: `labels()` validates and locks on
 # every call, and a run's end would call it up to six times. The label sets are bounded
 # (statuses and error codes; the operator's agents and models), so these stay small.
-_children: dict[tuple[Any, ...], Any] = {}
+_children: dict[tuple[Counter | str, ...], Counter] = {}
 
 
-def child(metric: Any, *labels: str) -> Any:
+def child(metric: Counter, *labels: str) -> Counter:
     """`metric.labels(*labels)`, looked up once."""
-    key = (metric, *labels)
+    key: tuple[Counter | str, ...] = (metric, *labels)
     found = _children.get(key)
     if found is None:
         found = _children[key] = metric.labels(*labels)
@@ -193,7 +193,7 @@ class StoreTimer:
     the store method's name."""
 
     def __init__(self) -> None:
-        self._histograms: dict[str, Any] = {}
+        self._histograms: dict[str, Histogram] = {}
 
     def operation_timed(self, name: str, seconds: float) -> None:
         histogram = self._histograms.get(name)

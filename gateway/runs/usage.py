@@ -12,13 +12,12 @@ writes the sums (`execution.RunExecutor._end`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..engine.deltas import Usage
 from ..engine.usage import RunUsage
 from ..protocol import timbal
 from ..protocol.frames_schema import UsageEntry
-from .admission.quotas import Ticket
+from .admission.quotas import Subject, Ticket
 
 
 class UsageMeter:
@@ -52,7 +51,7 @@ def with_usage(frames: list[timbal.Frame], entries: list[UsageEntry]) -> list[ti
 def api_key_id(ticket: Ticket | None) -> str | None:
     """The id of the credential a run was admitted under: its API key's, or the Chorus
     connection string's (`chc_...`); none in development mode."""
-    subjects: Sequence[Any] = ticket.subjects if ticket is not None else ()
+    subjects: Sequence[Subject] = ticket.subjects if ticket is not None else ()
     for subject in subjects:
         if subject.kind in ("apiKey", "chorus"):
             return str(subject.name).split(":", 1)[1]

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ...protocol import timbal
-from ...protocol.frames_schema import ComponentValue, ControlFrame, SetValue
+from ...protocol.frames_schema import ComponentValue, ControlFrame, JsonPatchOp, SetValue
 from ...protocol.props_stream import PropsStream
 from ...protocol.translation import Dialect, Item
 from ...protocol.usage_events import tambo_usage
@@ -232,7 +232,7 @@ def _component_start(message_id: str, component_id: str, name: str) -> Event:
                       "componentName": name}}
 
 
-def _props_delta(component_id: str, props: PropsStream, ops: list[Any],
+def _props_delta(component_id: str, props: PropsStream, ops: list[JsonPatchOp],
                  delta: str) -> Event:
     return {"type": "CUSTOM", "name": "tambo.component.props_delta",
             "value": {"componentId": component_id, "operations": ops, "delta": delta,

@@ -102,7 +102,7 @@ class ComponentStates:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
         # Per live run (its frame sink): the last revision of each component it published.
-        self._published: weakref.WeakKeyDictionary[Any, dict[str, int]] = (
+        self._published: weakref.WeakKeyDictionary[timbal.FrameSink, dict[str, int]] = (
             weakref.WeakKeyDictionary())
 
     async def get(self, thread_id: str, component_id: str) -> ComponentState:
