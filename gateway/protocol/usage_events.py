@@ -14,9 +14,10 @@ clients (conformance) showing they accept it. Counts the provider did not break 
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import NotRequired
 
 from ag_ui.core import TokenUsage
+from typing_extensions import TypedDict  # what pydantic reads on Python 3.11 (`dialects/tambo`)
 
 from .frames_schema import TerminalFrame, UsageEntry
 
