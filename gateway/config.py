@@ -151,7 +151,7 @@ def _split(raw: str) -> tuple[str, ...]:
 STOCK_RUNTIME_PARTS = ("loop", "http", "server", "front", "sse", "gc")
 
 
-def parse_stock_runtime(raw: Any) -> Any:
+def parse_stock_runtime(raw: object) -> object:
     """`true`/`all` for every part, `false`/`none` for none, else a comma-separated list."""
     if isinstance(raw, bool):
         return STOCK_RUNTIME_PARTS if raw else ()
@@ -159,7 +159,9 @@ def parse_stock_runtime(raw: Any) -> Any:
         return STOCK_RUNTIME_PARTS
     if isinstance(raw, str) and raw.strip().lower() in ("false", "none", "0", "no", "off"):
         return ()
-    parts = tuple(_comma_list(raw))
+    if not isinstance(raw, str | tuple | list):
+        return raw  # not a list at all: the field's own validation says so
+    parts = _split(raw) if isinstance(raw, str) else tuple(raw)
     unknown = [part for part in parts if part not in STOCK_RUNTIME_PARTS]
     if unknown:
         raise ValueError(f"unknown part(s) {', '.join(map(str, unknown))}: use true, or some of "
