@@ -16,13 +16,15 @@ The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
+from ..protocol.frames_schema import UsageEntry
 from .deltas import Usage
 
-COUNTS = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
-# Models litellm's (offline) price map does not list: asking again costs 300 to 900 µs of CPU a
-# call, at every run's end, for the same answer. Bounded: model names come from the operator's
+COUNTS: Final = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
+# Models litellm's (offline) price map does not list: asking again is costly, at every run's
+# end, for the same answer (docs/decisions/0030). Bounded: model names come from the operator's
 # allow-list and fallbacks, but a bound costs nothing.
 _unpriced: set[str] = set()
 UNPRICED_MAX = 1024
@@ -52,7 +54,7 @@ class RunUsage:
     """A run's usage so far, one entry per model, in the order the models were first used."""
 
     def __init__(self) -> None:
-        self._by_model: dict[str, dict[str, Any]] = {}
+        self._by_model: dict[str, UsageEntry] = {}
 
     def add(self, model: str, usage: Usage) -> None:
         entry = {"model": model, "calls": 1, "inputTokens": usage.input_tokens,
@@ -61,29 +63,30 @@ class RunUsage:
                  "costUsd": call_cost(model, usage), "estimatedCalls": int(usage.estimated)}
         merge(self._by_model.setdefault(model, new_entry(model)), entry)
 
-    def entries(self) -> list[dict[str, Any]]:
-        return [compact(entry) for entry in self._by_model.values()]
+    def entries(self) -> list[UsageEntry]:
+        return [shown(entry) for entry in self._by_model.values()]
 
     def __bool__(self) -> bool:
         return bool(self._by_model)
 
 
-def new_entry(model: str) -> dict[str, Any]:
+def new_entry(model: str) -> UsageEntry:
     return {"model": model, "calls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0,
             "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.0, "estimatedCalls": 0}
 
 
-def compact(entry: dict[str, Any]) -> dict[str, Any]:
+def shown(entry: UsageEntry) -> UsageEntry:
     """An entry as the log and the wire carry it: `estimatedCalls` only when some were."""
-    shown = dict(entry)
-    if not shown.get("estimatedCalls"):
-        shown.pop("estimatedCalls", None)
-    return shown
+    copy = entry.copy()
+    if not copy.get("estimatedCalls"):
+        copy.pop("estimatedCalls", None)
+    return copy
 
 
-def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
+def merge(into: UsageEntry, entry: Mapping[str, Any]) -> None:
     """Add `entry`'s calls, tokens and cost to `into` (same model)."""
-    for key in ("calls", *COUNTS):
+    into["calls"] += entry["calls"]
+    for key in COUNTS:
         into[key] += entry[key]
     into["estimatedCalls"] = into.get("estimatedCalls", 0) + entry.get("estimatedCalls", 0)
     into["totalTokens"] = into["inputTokens"] + into["outputTokens"]
@@ -91,17 +94,20 @@ def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
                        else into["costUsd"] + entry["costUsd"])
 
 
-def summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def summed(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Totals over entries (a thread's runs, or a run's models) and the entries per model:
     `{inputTokens, ..., costUsd, models: [...]}`; the total cost is None if any part is;
     `estimatedCalls` only when some calls were counted by the gateway."""
-    by_model: dict[str, dict[str, Any]] = {}
+    by_model: dict[str, UsageEntry] = {}
     for entry in entries:
         merge(by_model.setdefault(entry["model"], new_entry(entry["model"])), entry)
     models = list(by_model.values())
     totals = {key: sum(m[key] for m in models) for key in COUNTS}
     costs = [m["costUsd"] for m in models]
-    return compact({**totals, "totalTokens": totals["inputTokens"] + totals["outputTokens"],
-                    "costUsd": None if None in costs else sum(costs),
-                    "estimatedCalls": sum(m.get("estimatedCalls", 0) for m in models),
-                    "models": [compact(m) for m in models]})
+    summary: dict[str, Any] = {
+        **totals, "totalTokens": totals["inputTokens"] + totals["outputTokens"],
+        "costUsd": None if None in costs else sum(costs), "models": [shown(m) for m in models]}
+    estimated = sum(m.get("estimatedCalls", 0) for m in models)
+    if estimated:
+        summary["estimatedCalls"] = estimated
+    return summary

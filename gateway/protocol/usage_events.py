@@ -17,20 +17,40 @@ know from a `TokenUsage` (and warns), but reads `metadata`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NotRequired
 
 from ag_ui.core import TokenUsage
+from typing_extensions import TypedDict  # what pydantic reads on Python 3.11 (`dialects/tambo`)
+
+from .frames_schema import TerminalFrame, UsageEntry
 
 
-def token_usage(entries: Any) -> list[dict[str, Any]]:
+class TokenCounts(TypedDict):
+    """One model's tokens as AG-UI 1.0's `TokenUsage` is on the wire (camelCase)."""
+
+    provider: NotRequired[str]
+    model: str
+    inputTokens: int
+    outputTokens: int
+    totalTokens: int
+    reasoningTokens: NotRequired[int]
+    cachedInputTokens: NotRequired[int]
+
+
+class TamboUsage(TypedDict, total=False):
+    usage: list[TokenCounts]
+
+
+def token_usage(entries: list[UsageEntry] | None) -> list[TokenCounts]:
     """The frame's usage entries as AG-UI `TokenUsage` objects on the wire (camelCase)."""
     found = []
     for entry in entries if isinstance(entries, list) else ():
         model = str(entry["model"])
         provider, slash, _ = model.partition("/")
-        usage: dict[str, Any] = {"model": model, "inputTokens": entry["inputTokens"],
-                                 "outputTokens": entry["outputTokens"],
-                                 "totalTokens": entry["inputTokens"] + entry["outputTokens"]}
+        usage: TokenCounts = {"model": model, "inputTokens": entry["inputTokens"],
+                              "outputTokens": entry["outputTokens"],
+                              "totalTokens": entry["inputTokens"] + entry["outputTokens"]}
         if slash:
             usage = {"provider": provider, **usage}
         if entry.get("reasoningTokens"):
@@ -41,26 +61,28 @@ def token_usage(entries: Any) -> list[dict[str, Any]]:
     return found
 
 
-def run_metadata(frame: dict[str, Any]) -> dict[str, Any] | None:
+def run_metadata(frame: Mapping[str, object]) -> dict[str, Any] | None:
     """AG-UI `metadata` of the terminal event of `frame` (None: nothing to say): the answer the
     provider cut (`truncated`: `{reason, messageId}`), and `usageEstimated` when some of the
     usage was counted by the gateway (the provider reported none)."""
     metadata: dict[str, Any] = {}
-    if frame.get("truncated"):
-        metadata["truncated"] = frame["truncated"]
+    truncated = frame.get("truncated")
+    if truncated:
+        metadata["truncated"] = truncated
     entries = frame.get("usage")
-    if isinstance(entries, list) and any(e.get("estimatedCalls") for e in entries):
+    if isinstance(entries, list) and any(isinstance(e, dict) and e.get("estimatedCalls")
+                                         for e in entries):
         metadata["usageEstimated"] = True
     return metadata or None
 
 
-def agui_usage(frame: dict[str, Any]) -> list[TokenUsage] | None:
+def agui_usage(frame: TerminalFrame) -> list[TokenUsage] | None:
     """`usage` for the AG-UI terminal event of `frame`; None when the run used no model."""
     usage = token_usage(frame.get("usage"))
     return [TokenUsage.model_validate(u) for u in usage] or None
 
 
-def tambo_usage(frame: dict[str, Any]) -> dict[str, Any]:
+def tambo_usage(frame: TerminalFrame) -> TamboUsage:
     """The extra field of the Tambo `RUN_FINISHED` for `frame` (nothing when no model ran)."""
     usage = token_usage(frame.get("usage"))
     return {"usage": usage} if usage else {}

@@ -75,11 +75,11 @@ class LiteLLMModel:
         remembers whether the provider said one, and a stream it did not is incomplete
         (`stream_contract`) however it ended."""
         stream = await self._open(request)
-        first, attempt, usage, said = True, stream, None, False
+        first, usage, said = True, None, False
         try:
             async for chunk in stream:
                 if first:
-                    first, attempt = False, self._attempt(stream)
+                    first = False
                     served = self._served_by(stream)
                     if served is not None:
                         yield Served(served)
@@ -96,12 +96,12 @@ class LiteLLMModel:
             raise self.failed(exc) from None
         finally:
             await stream.aclose()
-        if not provider_finished(attempt):
+        if not provider_finished(stream):
             if not said:  # not a word: ask again to hear why (`stream_contract.diagnosed`)
                 raise await self._diagnosed(request)
             raise incomplete("the stream ended without a finish reason from the provider",
                              model=request.model or self.model)
-        if usage is not None and provider_counted(attempt):
+        if usage is not None and provider_counted(stream):
             yield usage
 
     async def _open(self, request: ModelRequest) -> Any:
@@ -147,10 +147,6 @@ class LiteLLMModel:
         return diagnosed("a second request, not streamed, was answered",
                          request.model or self.model)
 
-    def _attempt(self, stream: Any) -> Any:
-        """The litellm wrapper that reads the provider's chunks (and so knows whether the
-        provider sent a finish reason), read after the first chunk: `stream` itself."""
-        return stream
 
     async def context_window(self) -> int | None:
         """The window the upstream says its model has, for a model served at `api_base` (an
@@ -235,13 +231,18 @@ _OPERATOR_CODES = {"LLM_UNREACHABLE", "LLM_AUTHENTICATION_ERROR"}
 
 
 def provider_finished(stream: Any) -> bool:
-    """Whether the provider itself sent a finish reason in litellm's `stream` (its wrapper's
-    `received_finish_reason`, or the reason it saw mid-stream; a wrapper that does not keep
-    them is trusted)."""
-    if not hasattr(stream, "received_finish_reason"):
+    """Whether the provider itself sent a finish reason in litellm's `stream`: its wrapper's
+    `received_finish_reason` (or the reason it saw mid-stream), else one of the chunks it kept
+    (`chunks`, which the Router's wrapper shares with the deployment's own: its
+    `received_finish_reason` stays unset). litellm's made-up final chunk is not among them. A
+    stream that keeps neither is trusted."""
+    if getattr(stream, "received_finish_reason", None) or getattr(
+            stream, "intermittent_finish_reason", None):
         return True
-    return bool(stream.received_finish_reason
-                or getattr(stream, "intermittent_finish_reason", None))
+    chunks = getattr(stream, "chunks", None)
+    if not isinstance(chunks, list):
+        return True
+    return any(chunk.choices and chunk.choices[0].finish_reason for chunk in reversed(chunks))
 
 
 def provider_counted(stream: Any) -> bool:

@@ -74,33 +74,14 @@ class RoutedModel(LiteLLMModel):
 
     def _served_by(self, stream: Any) -> str | None:
         """The model string of the deployment that produced `stream` (litellm's
-        `_hidden_params["model_id"]`: the deployment's id, `gateway-<index>`), read after the
+        `hidden_params["model_id"]`: the deployment's id, `gateway-<index>`), read after the
         first chunk: a fallback taken inside the stream (an error before any content)
         re-points the wrapper only once it yields."""
-        model_id = str((getattr(stream, "_hidden_params", None) or {}).get("model_id") or "")
+        model_id = str((getattr(stream, "hidden_params", None) or {}).get("model_id") or "")
         index = model_id.removeprefix("gateway-")
         if index.isdigit() and int(index) < len(self.deployments):
             return self.deployments[int(index)].model
         return None
-
-
-    def _attempt(self, stream: Any) -> Any:
-        """The Router's stream re-wraps the deployment's own (`FallbackStreamWrapper`, which
-        keeps no finish reason of its own): the deployment's wrapper is the generator's local
-        (`fallback_response` once a fallback took over before the first chunk, else
-        `model_response`). litellm offers no public way to it; if its shape changes, the
-        stream's end is trusted as before (`provider_finished`)."""
-        frame = getattr(getattr(stream, "_async_generator", None), "ag_frame", None)
-        names = frame.f_locals if frame is not None else {}
-        for name in ("fallback_response", "model_response"):
-            inner = names.get(name)
-            if inner is not None and hasattr(inner, "received_finish_reason"):
-                return inner
-        return _Untracked()
-
-
-class _Untracked:
-    """A stream whose provider's finish reason cannot be read (`provider_finished`: trusted)."""
 
 
 def _params(deployment: Deployment) -> dict[str, Any]:
