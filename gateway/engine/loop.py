@@ -740,9 +740,10 @@ _CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 
 def call_max_tokens(run: RunInput, used: int) -> int | None:
-    """A model call's `max_tokens`: the request's, never more than the run has left. Without
-    one in the request none is sent (reasoning models refuse `max_tokens`), and the run's
-    limit is enforced between calls from the usage the model reports."""
+    """A model call's `max_tokens`: the run's (the request's, capped by the agent's or
+    `GATEWAY_MAX_TOKENS`: every run has one unless the operator turned the default off),
+    never more than the run has left; the run's limit is enforced between calls from the
+    usage the model reports, or the gateway counted."""
     if run.max_tokens is None or run.max_output_tokens is None:
         return run.max_tokens
     return max(1, min(run.max_tokens, run.max_output_tokens - used))
