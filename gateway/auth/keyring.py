@@ -169,30 +169,43 @@ class KeyRing:
         """Whether any managed key was ever made (revoked and expired ones count). Once true
         it stays true: no key is ever deleted, and authentication never switches itself off.
 
-        Only the first answer is waited for. A later check (every `cache_seconds`) runs while
-        requests go on with the answer so far: every request of a process without keys (in
-        development mode) waited for it, and on SQLite it queues on the process's one
-        connection behind the run starts and log commits, seconds under load (bench/README.md,
-        "Where a start waits"). A key made meanwhile ends development mode when it returns."""
-        if self._ever_made:
-            return True
-        if self._checked is None or time.monotonic() - self._checked > self.cache_seconds:
+        The bound is exact: an answer serves for `cache_seconds` from the moment its query
+        started, so every request that comes `cache_seconds` after a key was made (in any
+        process: `gateway keys create` is another one) sees it. Under steady traffic nobody
+        waits: from half that age a new check runs in the background while requests go on
+        with the answer so far (the check queues, on SQLite, behind the run starts and log
+        commits). Only a request that finds the answer older than the bound (an idle process,
+        or a check slower than half the bound) waits for a fresh one."""
+        arrived = time.monotonic()
+        while not self._ever_made:
+            age = None if self._checked is None else arrived - self._checked
+            if age is not None and age <= self.cache_seconds / 2:
+                break
             check = self._check_ever_made()
-            if self._checked is None:
-                await asyncio.shield(check)
+            if age is not None and age <= self.cache_seconds:
+                break
+            await asyncio.shield(check)  # a check that started too long ago: once more
         return self._ever_made
+
+    def key_made(self) -> None:
+        """A key was just made by this process (the operator API): development mode ends
+        here at once, and in the other processes within `cache_seconds`."""
+        self._ever_made = True
 
     async def settled(self) -> None:
         """Returns once the lookups under way have (what a test waits for to see them)."""
         await asyncio.gather(*self._looking.values(), return_exceptions=True)
 
     def _check_ever_made(self) -> asyncio.Future[None]:
-        """The check under way, or a new one; it keeps its answer when it returns."""
+        """The check under way, or a new one; its answer is dated from when its query
+        started (what it saw is at least that fresh)."""
         pending = self._looking.get("")
         if pending is None:
             async def check() -> None:
+                started = time.monotonic()
                 made = await self._count()
-                self._ever_made, self._checked = made, time.monotonic()
+                self._ever_made = self._ever_made or made
+                self._checked = max(started, self._checked or started)
 
             pending = self._looking[""] = asyncio.ensure_future(check())
             pending.add_done_callback(self._checked_ever_made)

@@ -1,4 +1,7 @@
-"""`gateway keys create | list | revoke --project NAME`: managed API keys in the database.
+"""`gateway keys create | list | revoke [--project NAME]`: managed API keys in the database.
+
+A key belongs to one project (`--project`, default `default`: the project development mode
+serves, so the first key made on a laptop sees the threads made before it).
 
 `create` prints the new key once (only its hash is stored, so it cannot be shown again);
 `create --admin` makes an operator's key, for the console (`/admin`) and `/v1/admin/...` only;
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 _PROJECT = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _DURATION = re.compile(r"^([0-9]+)([smhd])$")
+DEFAULT_PROJECT = "default"  # development mode's project (`api.admin_access`, `auth`)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
@@ -32,7 +36,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     keys = commands.add_parser("keys", help="create, list or revoke managed API keys")
     actions = keys.add_subparsers(dest="keys_command", required=True)
     create = actions.add_parser("create", help="make a key and print it (once)")
-    create.add_argument("--project", required=True, type=project_name)
+    create.add_argument("--project", default=DEFAULT_PROJECT, type=project_name,
+                        help="the project whose threads the key reaches (default: default, "
+                             "development mode's)")
     create.add_argument("--agent", type=agent_name, metavar="NAME",
                         help="the agent this key's Tambo runs use (default: "
                              "GATEWAY_DEFAULT_AGENT); checked against the configured agents")
@@ -46,7 +52,8 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     listing = actions.add_parser("list", help="show keys (never the keys themselves)")
     listing.add_argument("--project", type=project_name)
     revoke = actions.add_parser("revoke", help="stop a key, in every process")
-    revoke.add_argument("--project", required=True, type=project_name)
+    revoke.add_argument("--project", default=DEFAULT_PROJECT, type=project_name,
+                        help="the key's project (default: default)")
     revoke.add_argument("key_id", help="the key's id (`key_...`, from `gateway keys list`)")
     for action in (create, listing, revoke):
         action.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
