@@ -54,7 +54,9 @@ def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     revoke = actions.add_parser("revoke", help="stop a key, in every process")
     revoke.add_argument("--project", default=DEFAULT_PROJECT, type=project_name,
                         help="the key's project (default: default)")
-    revoke.add_argument("key_id", help="the key's id (`key_...`, from `gateway keys list`)")
+    revoke.add_argument("key_id", metavar="KEY_ID_OR_KEY",
+                        help="the key's id (`key_...`, from `gateway keys list`), or the key "
+                             "itself (`gwk_...`)")
     for action in (create, listing, revoke):
         action.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
 
@@ -208,6 +210,14 @@ async def _list(store: Store, project: str | None) -> int:
 
 
 async def _revoke(store: Store, project: str, key_id: str) -> int:
+    from ..auth.keyring import KEY_PREFIX, hash_key
+
+    if key_id.startswith(KEY_PREFIX):  # the key itself: its id, found by its hash
+        found = await store.find_api_key(hash_key(key_id))
+        if found is None:
+            print("gateway: no such key")
+            return 1
+        key_id = found.id
     if not await store.revoke_api_key(key_id, project, now_ms()):
         print(f"gateway: no active key {key_id} in project {project}")
         return 1
