@@ -32,6 +32,7 @@ from .engine.loop import Model, ServerToolSpec
 from .engine.models.adapters import AdapterError, adapter_for, load_litellm, model_adapter
 from .engine.models.direct import DirectModel
 from .engine.tools.python_tools import load_python_tools
+from .engine.usage import set_prices
 from .observability import tracing
 from .observability.metrics import StoreTimer
 from .runs.backend import Backend
@@ -77,6 +78,11 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
     agents `create_app` already checked (else those of the settings)."""
     agents = agents if agents is not None else registry_for(settings)
     load_litellm()
+    set_prices({model: (price.input, price.output, price.cachedInput)
+                for model, price in settings.model_prices.items()})
+    from .engine.models import demo  # imports litellm: only after `load_litellm`
+
+    demo.set_speed(settings.demo_tokens_per_second)
     async with contextlib.AsyncExitStack() as stack:
         store = await _open_store(settings, stack)
         served = model if model is not None else await _open_model(settings, stack)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 import secrets
 import time
@@ -35,6 +36,11 @@ CACHE_ENTRIES = 10_000
 WINDOW_SECONDS = 60.0
 # Ids of `GATEWAY_API_KEYS` keys (`context.env_key_id`): never in the database.
 ENV_KEY_PREFIX = "env-"
+# How often a process writes down that a key was used (`api_keys.last_used_ms`): "last used"
+# is to the minute, and a key in steady use costs one write a minute per process.
+LAST_USED_EVERY_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -134,6 +140,8 @@ class KeyRing:
         # Keys once found usable: looking them up again (to see a revocation) is never limited,
         # so a flood of made-up keys from a shared address (a proxy) does not lock them out.
         self._known: set[str] = set()
+        self._used_at: dict[str, float] = {}  # key id -> when this process last wrote it down
+        self._writes: set[asyncio.Task[None]] = set()
 
     async def resolve(self, key: str, client: str | None = None) -> ManagedKey | None:
         """The usable managed key `key` is, or None. Looking up a key never found usable for
@@ -152,6 +160,7 @@ class KeyRing:
             if len(self._known) >= CACHE_ENTRIES:
                 self._known.clear()
             self._known.add(digest)
+            self.used(found.id)
         elif client is not None:
             self.failed.record(client)
         return found
@@ -163,7 +172,36 @@ class KeyRing:
         if cached is None:
             cached = await self._shared(name, lambda: self._look_up(
                 name, lambda: self.store.get_api_key(key_id)))
-        return usable(cached[1], now_ms())
+        found = usable(cached[1], now_ms())
+        if found is not None:
+            self.used(found.id)
+        return found
+
+    def used(self, key_id: str) -> None:
+        """A request came with this key: written down (`last_used_ms`) at most every
+        `LAST_USED_EVERY_SECONDS` per process, behind the request, which never waits for it
+        (a failed write is retried a minute later, by the next use)."""
+        now = time.monotonic()
+        if now - self._used_at.get(key_id, -LAST_USED_EVERY_SECONDS) < LAST_USED_EVERY_SECONDS:
+            return
+        if len(self._used_at) >= CACHE_ENTRIES:
+            self._used_at.clear()
+        self._used_at[key_id] = now
+        write = asyncio.ensure_future(self._write_used(key_id, now_ms()))
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+
+    async def _write_used(self, key_id: str, at: int) -> None:
+        try:
+            await self.store.touch_api_key(key_id, at)
+        except Exception as error:  # noqa: BLE001  (a bookkeeping write never fails a request)
+            log.debug("could not note the use of key %s: %s", key_id, error)
+
+    def forget(self, row: ApiKeyRow) -> None:
+        """This process made a change to the key (revoked it): the next request looks it up
+        again instead of trusting the cache."""
+        self._keys.pop(row.key_hash, None)
+        self._keys.pop("id:" + row.id, None)
 
     async def keys_ever_made(self) -> bool:
         """Whether any managed key was ever made (revoked and expired ones count). Once true
@@ -193,8 +231,8 @@ class KeyRing:
         self._ever_made = True
 
     async def settled(self) -> None:
-        """Returns once the lookups under way have (what a test waits for to see them)."""
-        await asyncio.gather(*self._looking.values(), return_exceptions=True)
+        """Returns once the lookups and writes under way have (what a test waits for)."""
+        await asyncio.gather(*self._looking.values(), *self._writes, return_exceptions=True)
 
     def _check_ever_made(self) -> asyncio.Future[None]:
         """The check under way, or a new one; its answer is dated from when its query

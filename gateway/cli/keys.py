@@ -5,7 +5,8 @@ serves, so the first key made on a laptop sees the threads made before it).
 
 `create` prints the new key once (only its hash is stored, so it cannot be shown again);
 `create --admin` makes an operator's key, for the console (`/admin`) and `/v1/admin/...` only;
-`list` shows ids, prefixes, expiry, state and limits, never a key; `revoke` stops a key in
+`list` shows ids, prefixes, expiry, state, limits, agent and last use (to the minute), never a
+key; `revoke` stops a key in
 every process within `GATEWAY_KEY_CACHE_SECONDS`.
 """
 
@@ -198,14 +199,15 @@ async def _list(store: Store, project: str | None) -> int:
     rows = await store.list_api_keys(project)
     now = now_ms()
     print("id\tproject\tprefix\tcreated\texpires\tstate\tconcurrent\tper-minute\tdaily-tokens"
-          "\tkind")
+          "\tkind\tagent\tlast-used")
     for r in rows:
         state = ("revoked" if r.revoked_ms is not None else
                  "expired" if r.expires_ms is not None and r.expires_ms <= now else "active")
         print("\t".join([r.id, r.project_id, r.prefix + "...", _when(r.created_ms),
                          _when(r.expires_ms), state, _limit(r.max_concurrent_runs),
                          _limit(r.runs_per_minute), _limit(r.daily_tokens),
-                         "admin" if r.admin else "client"]))
+                         "admin" if r.admin else "client", r.agent or "-",
+                         _when(r.last_used_ms)]))
     return 0
 
 

@@ -7,9 +7,8 @@ PostgreSQL and Redis, so every process must have left development mode.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
