@@ -11,7 +11,7 @@ mid-answer) still cost tokens: `estimate` counts them from what was sent and wha
 (about four characters a token), and the entry says how many of its calls were estimated
 (`estimatedCalls`), so nobody takes the estimate for the provider's figure.
 
-An operator's own prices (`GATEWAY_MODEL_PRICES`: `set_prices`, at start-up) come before
+An operator's own prices (`GATEWAY_MODEL_PRICES`, given to each run's `RunUsage`) come before
 litellm's map: a self-hosted model has none there, and a negotiated price is not the list one.
 
 The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
@@ -22,6 +22,7 @@ The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .deltas import Usage
@@ -35,23 +36,15 @@ UNPRICED_MAX = 1024
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON, for estimates only
 MILLION = 1_000_000
 # model -> (input, output, cached input) in USD per million tokens (`GATEWAY_MODEL_PRICES`).
-_prices: dict[str, tuple[float, float, float | None]] = {}
+Prices = Mapping[str, tuple[float, float, float | None]]
+NO_PRICES: Prices = {}
 
 
-def set_prices(prices: dict[str, tuple[float, float, float | None]]) -> None:
-    """The operator's prices per model, which win over litellm's (set once, at start-up)."""
-    _prices.clear()
-    _prices.update(prices)
-
-
-def own_price(model: str) -> tuple[float, float, float | None] | None:
-    return _prices.get(model)
-
-
-def price_of(model: str) -> tuple[str, float | None, float | None, float | None]:
+def price_of(model: str, prices: Prices = NO_PRICES
+             ) -> tuple[str, float | None, float | None, float | None]:
     """Where a model's price comes from (`setting`, `litellm` or `none`) and the price: input,
     output and cached input, in US dollars per million tokens (None: unknown)."""
-    own = _prices.get(model)
+    own = prices.get(model)
     if own is not None:
         return ("setting", *own)
     litellm = sys.modules.get("litellm")
@@ -76,12 +69,12 @@ def estimate(request_chars: int, streamed_chars: int) -> Usage:
                  output_tokens=-(-streamed_chars // CHARS_PER_TOKEN), estimated=True)
 
 
-def call_cost(model: str, usage: Usage) -> float | None:
+def call_cost(model: str, usage: Usage, prices: Prices = NO_PRICES) -> float | None:
     """The price of one call in US dollars, from litellm's price map; None when unknown.
 
     Only with litellm already loaded (`app.load_litellm`, offline): importing it here could
     fetch its price map from the network, on the event loop."""
-    own = _prices.get(model)
+    own = prices.get(model)
     if own is not None:
         input_price, output_price, cached_price = own
         cached = usage.cached_input_tokens if cached_price is not None else 0
@@ -105,14 +98,15 @@ def call_cost(model: str, usage: Usage) -> float | None:
 class RunUsage:
     """A run's usage so far, one entry per model, in the order the models were first used."""
 
-    def __init__(self) -> None:
+    def __init__(self, prices: Prices = NO_PRICES) -> None:
+        self.prices = prices  # the operator's, before litellm's map
         self._by_model: dict[str, dict[str, Any]] = {}
 
     def add(self, model: str, usage: Usage) -> None:
         entry = {"model": model, "calls": 1, "inputTokens": usage.input_tokens,
                  "outputTokens": usage.output_tokens, "reasoningTokens": usage.reasoning_tokens,
                  "cachedInputTokens": usage.cached_input_tokens,
-                 "costUsd": call_cost(model, usage)}
+                 "costUsd": call_cost(model, usage, self.prices)}
         if usage.estimated:
             entry["estimatedCalls"] = 1
         merge(self._by_model.setdefault(model, new_entry(model)), entry)

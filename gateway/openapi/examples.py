@@ -70,7 +70,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "adminConsole": {"response": HTML},
     "adminListThreads": {"response": {"threads": [{
         "id": THREAD, "name": "Weather in Paris", "userKey": EXAMPLE_USER_KEY, "agent": "default",
-        "status": "idle", "currentRunId": None, "lastRunError": None, "createdAt": CREATED,
+        "status": "idle", "currentRunId": None, "waiting": False, "lastRunError": None,
+        "createdAt": CREATED,
         "updatedAt": UPDATED}], "hasMore": False}},
     "adminListRuns": {"response": {"runs": [_ADMIN_RUN], "hasMore": False}},
     "adminGetRun": {"response": {**_ADMIN_RUN, "firstTokenMs": 420, "frames": 14}},
@@ -81,7 +82,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "i": "01JH8Z3R1C2D3E4F5G6H7J8K9N", "a": "Here is"}}],
         "hasMore": True, "nextAfter": 2}},
     "adminUsage": {"response": {
-        "by": "user", "since": "2025-12-06T10:00:00.000Z", "until": UPDATED,
+        "project": "default", "by": "user", "since": "2025-12-06T10:00:00.000Z", "until": UPDATED,
         "groups": [{"name": EXAMPLE_USER_KEY, "runs": 1, **_ADMIN_USAGE}],
         "total": _ADMIN_USAGE}},
     "adminThreadMessages": {"response": {
@@ -104,7 +105,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                     "response": {"threadId": THREAD, "runId": "run_01JH8Z5A6B7C8D9E0F1G2H3J4K",
                                  "status": "running"}},
     "adminListKeys": {"response": {"keys": [_ADMIN_KEY], "defaults": {
-        "maxConcurrentRuns": 100, "runsPerMinute": 600, "dailyTokens": 0}}},
+        "maxConcurrentRuns": 100, "runsPerMinute": 600, "dailyTokens": 0},
+        "agents": ["support", "billing"]}},
     "adminCreateKey": {"request": {"agent": "support", "maxConcurrentRuns": 2,
                                    "dailyTokens": 200000,
                                    "expiresAt": "2026-04-05T10:00:00Z"},

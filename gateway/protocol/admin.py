@@ -39,6 +39,9 @@ class AdminThread(StrictModel):
     status: Literal["idle", "running"] = Field(description="`running`: a run is active or "
                                                            "queued on it.")
     currentRunId: str | None
+    waiting: bool = Field(False, description="Its last run paused for an answer (an "
+                                              "approval, a question, a client tool): listed "
+                                              "in `GET /v1/admin/waiting`.")
     lastRunError: dict[str, Any] | None = Field(description="`{code, message}` of its last "
                                                             "run, when that run failed.")
     createdAt: str
@@ -109,6 +112,8 @@ class AdminUsageGroup(AdminUsage):
 
 
 class AdminUsageReport(StrictModel):
+    project: str = Field(description="The admin key's project, whose usage this is "
+                                     "(`gateway usage --project`).")
     by: Literal["key", "user", "agent", "model", "day"]
     since: str
     until: str
@@ -151,6 +156,7 @@ class AdminKeyDefaults(StrictModel):
 class AdminKeyList(StrictModel):
     keys: list[AdminKey]
     defaults: AdminKeyDefaults
+    agents: list[str] = Field(description="The agents a new client key may be bound to.")
 
 
 class AdminKeyCreate(StrictModel):

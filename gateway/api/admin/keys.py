@@ -55,8 +55,10 @@ async def list_keys(request: Request) -> Response:
     defaults = AdminKeyDefaults(maxConcurrentRuns=settings.key_concurrent_runs,
                                 runsPerMinute=settings.key_runs_per_minute,
                                 dailyTokens=settings.key_daily_tokens)
+    registry: AgentRegistry = request.app.state.agents
     return JSONResponse(wire(AdminKeyList(keys=[key_model(row, now) for row in rows],
-                                          defaults=defaults)))
+                                          defaults=defaults,
+                                          agents=[agent.name for agent in registry])))
 
 
 def _expiry(text: str | None, now: int) -> int | None:

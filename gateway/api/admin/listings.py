@@ -72,6 +72,7 @@ async def list_threads(request: Request) -> Response:
     threads = [AdminThread(
         id=t.id, name=t.name, userKey=t.user_key, agent=agent_of(request, t.agent),
         status="idle" if t.run_status == "idle" else "running", currentRunId=t.current_run_id,
+        waiting=t.run_status == "idle" and bool(t.pending_tool_calls),
         lastRunError={k: t.last_run_error.get(k) for k in ("code", "message")}
         if isinstance(t.last_run_error, dict) else None,
         createdAt=iso_ms(t.created_ms), updatedAt=iso_ms(t.updated_ms)) for t in page.rows]

@@ -41,7 +41,7 @@ async def list_models(request: Request) -> Response:
     used = await svc.store.admin_models(project, now_ms() - MAX_WINDOW_DAYS * DAY_MS, MAX_MODELS)
     models = []
     for model in list(dict.fromkeys([*configured, *used]))[:MAX_MODELS]:
-        source, input_price, output_price, cached_price = price_of(model)
+        source, input_price, output_price, cached_price = price_of(model, svc.runs.setup.prices)
         models.append(AdminModelPrice(model=model, source=source,
                                       inputPerMillion=input_price,
                                       outputPerMillion=output_price,

@@ -51,7 +51,8 @@ async def usage(request: Request) -> Response:
     groups = [AdminUsageGroup(**row) for row in named]
     total = {key: sum(getattr(g, key) for g in groups) for key in TOTALS}
     costs = [g.costUsd for g in groups if g.costUsd is not None]
-    report = AdminUsageReport(by=cast(Any, by), since=iso_ms(span.since),
+    report = AdminUsageReport(project=span.project or "", by=cast(Any, by),
+                              since=iso_ms(span.since),
                               until=iso_ms(span.until), groups=groups,
                               total=AdminUsage(**total, costUsd=sum(costs) if costs else None))
     return JSONResponse(wire(report))
