@@ -8,6 +8,7 @@
 //   {"action": "fill", "selector": css, "value": str}   type into a field (then "change" fires)
 //   {"action": "click", "selector": css}
 //   {"action": "select", "selector": css, "value": str}  pick an option of a <select>
+//   {"action": "reload"}                                 reload the page (its localStorage kept)
 //   {"action": "wait"}
 // each optionally with "until" ({selector, text?: expected in its innerText, count?: at least
 // this many matches, absent?: text that must not be in it}) and "screenshot" (a PNG path).
@@ -161,6 +162,9 @@ async function perform(cmd) {
       break;
     case "select":
       await page.locator(cmd.selector).selectOption(cmd.value);
+      break;
+    case "reload":
+      await page.reload();
       break;
     case "wait":
       break;

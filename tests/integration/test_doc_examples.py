@@ -45,7 +45,7 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocRunner]:
 @pytest.mark.parametrize("example", EXAMPLES, ids=[example.name for example in EXAMPLES])
 def test_example_runs(example: Example, runner: DocRunner) -> None:
     if example.skip:
-        pytest.skip(example.skip)
+        pytest.skip(f"{example.name}: {example.skip}")
     runner.run(example)
 
 

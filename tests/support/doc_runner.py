@@ -1,8 +1,9 @@
 """Runs the documents' examples (tests/support/doc_examples.py) as a reader runs them.
 
-From the repository's root, against a real gateway that `./scripts/serve` starts on a free
-loopback port (the examples' `127.0.0.1:8000` is rewritten to it, and nothing else is), on a
-database of the test's own, with the demo model. `gateway` is not on the PATH, as on a fresh
+From the repository's root, against a real `gateway serve` on a free loopback port (the
+examples' `127.0.0.1:8000` is rewritten to it, and nothing else is), forked from the suite's
+fork server as the tests' other gateways are (or started by `./scripts/serve` itself where it
+cannot be), on a database of the test's own, with the demo model at full speed. `gateway` is not on the PATH, as on a fresh
 clone: the examples call `./scripts/gateway`.
 
 - **Shell blocks** run in bash with `set -euo pipefail` (a failing command or an unset variable
@@ -36,6 +37,7 @@ import httpx
 
 from tests.support.doc_examples import ROOT, Example
 from tests.support.doc_python import REPLY
+from tests.support.fork_server import ForkedProcess, fork_server
 from tests.support.gateway_server import free_port
 
 TIMEOUT_SECONDS = 120
@@ -59,6 +61,8 @@ def _base_environment(database: Path) -> dict[str, str]:
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and not p.startswith(str(ROOT / ".venv")))
     env["GATEWAY_DATABASE_URL"] = f"sqlite:///{database}"
+    # The demo model as fast as it goes: the same answers, sooner (a setting of its own).
+    env["GATEWAY_DEMO_TOKENS_PER_SECOND"] = "0"
     return env
 
 
@@ -68,7 +72,7 @@ class DocRunner:
         self.url = f"http://127.0.0.1:{self.port}"
         self.databases = 0
         self.env = _base_environment(self._new_database())
-        self.server: subprocess.Popen[bytes] | None = None
+        self.server: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.server_settings: dict[str, str] | None = None  # those the running one has
         self.document: str | None = None
         self.python: subprocess.Popen[str] | None = None
@@ -99,12 +103,7 @@ class DocRunner:
                 and self.server_settings == settings:
             return
         self.stop_server()
-        log = open(self.workdir / f"gateway-{self.port}.log", "ab")  # noqa: SIM115
-        self.server = subprocess.Popen(
-            [str(ROOT / "scripts" / "serve"), "--port", str(self.port), "--log-level",
-             "warning"], cwd=ROOT, env={**self.env, **settings}, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        self.server = self._start({**self.env, **settings})
         self.server_settings = settings
         deadline = time.monotonic() + TIMEOUT_SECONDS
         while time.monotonic() < deadline:
@@ -118,16 +117,32 @@ class DocRunner:
             time.sleep(0.2)
         raise ExampleFailed(f"./scripts/serve did not start:\n{self.server_log()}")
 
+    def _start(self, env: dict[str, str]) -> subprocess.Popen[bytes] | ForkedProcess:
+        """`gateway serve` on the port, from the root: forked from the suite's fork server
+        (which imported the gateway once) when it can be, else `./scripts/serve` itself."""
+        args = ["serve", "--port", str(self.port), "--log-level", "warning"]
+        log = self.workdir / f"gateway-{self.port}.log"
+        settings = {k: v for k, v in env.items() if k.startswith("GATEWAY_")}
+        forked = {**{k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")},
+                  **settings}
+        forks = fork_server()
+        if forks is not None and forks.can_fork(args, forked):
+            return forks.spawn(args, forked, ROOT, log)
+        with open(log, "ab") as out:
+            return subprocess.Popen([str(ROOT / "scripts" / "serve"), *args[1:]], cwd=ROOT,
+                                    env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+
     def server_log(self) -> str:
         return (self.workdir / f"gateway-{self.port}.log").read_text(errors="replace")[-6000:]
 
     def stop_server(self) -> None:
         if self.server is not None and self.server.poll() is None:
-            os.killpg(self.server.pid, signal.SIGTERM)
+            self.server.send_signal(signal.SIGTERM)
             try:
                 self.server.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                os.killpg(self.server.pid, signal.SIGKILL)
+                self.server.kill()
                 self.server.wait()
         self.server = None
 

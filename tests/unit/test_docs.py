@@ -56,3 +56,20 @@ def test_named_paths_exist(document: Path) -> None:
     missing = [path for path in REPO_PATH.findall(document.read_text("utf-8"))
                if not (ROOT / path).exists()]
     assert not missing, f"{document.name} names paths that do not exist: {missing}"
+
+
+def test_shell_examples_call_the_gateway_as_a_fresh_clone_can() -> None:
+    """`gateway` is not on a fresh clone's PATH: the documents' shell examples call
+    `./scripts/gateway` (inside a container, `docker compose exec ... gateway` is the image's).
+    Every example's marker parses (tests/support/doc_examples.py)."""
+    from tests.support.doc_examples import all_examples
+
+    bare = re.compile(r"(?:^|[;&|(]\s*|\$\()(?:[A-Z_]+=\S+\s+)*gateway\s")
+    found = []
+    for example in all_examples():
+        if example.language != "sh" or example.skip:
+            continue
+        for line in example.code.splitlines():
+            if bare.search(line.split("#")[0]) and "exec" not in line:
+                found.append(f"{example.name}: {line.strip()}")
+    assert not found, "use ./scripts/gateway: " + "; ".join(found)
