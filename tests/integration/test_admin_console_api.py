@@ -159,13 +159,22 @@ def test_nothing_of_one_project_reaches_another_projects_admin(
         assert other.get("/v1/admin/usage", params={"by": "user"}).json()["groups"] == []
 
 
-def test_no_other_credential_manages_keys(gateway: InProcess, keys: dict[str, str]) -> None:
+def test_nothing_of_the_operator_api_answers_without_an_admin_key(
+        gateway: InProcess, keys: dict[str, str]) -> None:
+    """Every route under /v1/admin/, each method: no key 401, a client key 403, before
+    anything is read or done (the page itself, /admin, is public: it asks for the key)."""
+    from gateway.api.admin import routes
+
+    calls = [(method, route.path.replace("{thread_id}", "thr_x").replace("{run_id}", "run_x")
+              .replace("{key_id}", "key_x"))
+             for route in routes if route.path.startswith("/v1/admin/")
+             for method in sorted(route.methods or ()) if method != "HEAD"]
+    assert len(calls) >= 11
     with gateway.client(timeout=30) as http:
         for headers, status, code in (({}, 401, "UNAUTHORIZED"),
                                       ({"x-api-key": keys["client"]}, 403,
                                        "ADMIN_KEY_REQUIRED")):
-            for method, path in (("GET", "/v1/admin/keys"), ("POST", "/v1/admin/keys"),
-                                 ("GET", "/v1/admin/waiting"), ("GET", "/v1/admin/models")):
+            for method, path in calls:
                 answer = http.request(method, path, headers=headers, json={})
                 assert (answer.status_code, answer.json()["code"]) == (status, code), path
 
