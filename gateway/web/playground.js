@@ -505,9 +505,12 @@ async function sendToolResults(event) {
   await answerPending(collectAnswers());
 }
 
-/** A paused thread picked from the list: what its run waits for, from the run's status. */
+/** A paused thread picked from the list: what its run waits for, from the run's status (not
+ * again when the form shows those calls already: what was typed into it stays). */
 async function loadPending(thread) {
   if (!thread.pendingToolCallIds?.length || !thread.lastCompletedRunId || state.stream) return;
+  const shown = state.pending.map((call) => call.toolCallId).join(" ");
+  if (shown === thread.pendingToolCallIds.join(" ")) return;
   const { data } = await api("GET", `/v1/threads/${thread.id}/runs/${thread.lastCompletedRunId}`);
   if (state.thread?.id !== thread.id) return;
   state.pending = data.pendingToolCalls || [];

@@ -181,7 +181,7 @@ def test_an_operator_runs_the_gateway_from_the_console(
         usage = step("click", "8-usage", selector="#usage-filters button[type=submit]",
                      until={"selector": "#usage tbody", "text": ada})
         exported = step("click", selector="#usage-csv",
-                        until={"selector": "#usage-command", "text": "--by user"})
+                        until={"selector": "#usage-saved", "text": "saved usage-by-user.csv"})
         command = shlex.split(next(line for line in usage["text"].splitlines()
                                    if "./scripts/gateway usage" in line).split("The same as ")[-1])
         assert command[:2] == ["./scripts/gateway", "usage"]
