@@ -212,8 +212,8 @@ class KeyRing:
         process: `gateway keys create` is another one) sees it. Under steady traffic nobody
         waits: from half that age a new check runs in the background while requests go on
         with the answer so far (the check queues, on SQLite, behind the run starts and log
-        commits). Only a request that finds the answer older than the bound (an idle process,
-        or a check slower than half the bound) waits for a fresh one."""
+        commits: docs/decisions/0031). Only a request that finds the answer older than the
+        bound (an idle process, or a check slower than half the bound) waits for a fresh one."""
         arrived = time.monotonic()
         while not self._ever_made:
             age = None if self._checked is None else arrived - self._checked

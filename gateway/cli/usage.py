@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..config import Settings
+from .commands import Commands
 
 _AGO = re.compile(r"^([0-9]{1,6})([mhd])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
@@ -26,7 +27,7 @@ GROUPINGS = ("day", "agent", "key", "user", "model", "project")
 MAX_GROUPS = 1000
 
 
-def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(commands: Commands) -> None:
     usage = commands.add_parser("usage", help="tokens and cost of recent runs, from the "
                                               "database (the console's Usage)")
     usage.add_argument("--since", type=since, default="30d", metavar="WHEN",

@@ -22,14 +22,15 @@ The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
+from ..protocol.frames_schema import UsageEntry
 from .deltas import Usage
 
-COUNTS = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
-# Models litellm's (offline) price map does not list: asking again costs 300 to 900 µs of CPU a
-# call, at every run's end, for the same answer. Bounded: model names come from the operator's
+COUNTS: Final = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
+# Models litellm's (offline) price map does not list: asking again is costly, at every run's
+# end, for the same answer (docs/decisions/0030). Bounded: model names come from the operator's
 # allow-list and fallbacks, but a bound costs nothing.
 _unpriced: set[str] = set()
 UNPRICED_MAX = 1024
@@ -100,7 +101,7 @@ class RunUsage:
 
     def __init__(self, prices: Prices = NO_PRICES) -> None:
         self.prices = prices  # the operator's, before litellm's map
-        self._by_model: dict[str, dict[str, Any]] = {}
+        self._by_model: dict[str, UsageEntry] = {}
 
     def add(self, model: str, usage: Usage) -> None:
         entry = {"model": model, "calls": 1, "inputTokens": usage.input_tokens,
@@ -111,21 +112,22 @@ class RunUsage:
             entry["estimatedCalls"] = 1
         merge(self._by_model.setdefault(model, new_entry(model)), entry)
 
-    def entries(self) -> list[dict[str, Any]]:
-        return [dict(entry) for entry in self._by_model.values()]
+    def entries(self) -> list[UsageEntry]:
+        return [entry.copy() for entry in self._by_model.values()]
 
     def __bool__(self) -> bool:
         return bool(self._by_model)
 
 
-def new_entry(model: str) -> dict[str, Any]:
+def new_entry(model: str) -> UsageEntry:
     return {"model": model, "calls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0,
             "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.0}
 
 
-def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
+def merge(into: UsageEntry, entry: Mapping[str, Any]) -> None:
     """Add `entry`'s calls, tokens and cost to `into` (same model)."""
-    for key in ("calls", *COUNTS):
+    into["calls"] += entry["calls"]
+    for key in COUNTS:
         into[key] += entry[key]
     into["totalTokens"] = into["inputTokens"] + into["outputTokens"]
     into["costUsd"] = (None if entry["costUsd"] is None or into["costUsd"] is None
@@ -134,10 +136,10 @@ def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
         into["estimatedCalls"] = into.get("estimatedCalls", 0) + entry["estimatedCalls"]
 
 
-def summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def summed(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Totals over entries (a thread's runs, or a run's models) and the entries per model:
     `{inputTokens, ..., costUsd, models: [...]}`; the total cost is None if any part is."""
-    by_model: dict[str, dict[str, Any]] = {}
+    by_model: dict[str, UsageEntry] = {}
     for entry in entries:
         merge(by_model.setdefault(entry["model"], new_entry(entry["model"])), entry)
     models = list(by_model.values())

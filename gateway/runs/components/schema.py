@@ -26,7 +26,6 @@ from typing import Any
 import re2
 import referencing
 from jsonschema import SchemaError, ValidationError
-from jsonschema._utils import extras_msg
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
@@ -66,7 +65,7 @@ def compiled(pattern: str) -> Any:
             "engine (no backreferences or lookaround)") from None
 
 
-def check_client_schema(schema: Any) -> None:
+def check_client_schema(schema: object) -> None:
     """Refuse what a client schema may not hold: patterns RE2 cannot run, non-local `$ref`s,
     and `unevaluatedProperties` next to `patternProperties` (jsonschema would match those with
     Python's `re`)."""
@@ -77,7 +76,7 @@ def check_client_schema(schema: Any) -> None:
                             "unevaluatedProperties cannot be combined with patternProperties")
 
 
-def _walk(node: Any, found: dict[str, bool]) -> None:
+def _walk(node: object, found: dict[str, bool]) -> None:
     if isinstance(node, list):
         for item in node:
             _walk(item, found)
@@ -187,14 +186,19 @@ def _additional_properties(checker: Any, allowed: Any, instance: Any, schema: An
             yield from checker.descend(instance[extra], allowed, path=extra)
     elif not allowed and extras:
         yield ValidationError("Additional properties are not allowed (%s %s unexpected)"
-                              % extras_msg(sorted(extras, key=str)))
+                              % _extras(sorted(extras, key=str)))
+
+
+def _extras(extras: list[Any]) -> tuple[str, str]:
+    """The unexpected properties and their verb, worded as jsonschema words them."""
+    return ", ".join(repr(extra) for extra in extras), "was" if len(extras) == 1 else "were"
 
 
 def _unique_items(checker: Any, unique: Any, instance: Any, schema: Any
                   ) -> Iterator[ValidationError]:
     if not unique or not checker.is_type(instance, "array"):
         return
-    seen: set[Any] = set()
+    seen: set[tuple[str, object]] = set()
     for item in instance:
         key = _canonical(item)
         if key in seen:
@@ -203,7 +207,7 @@ def _unique_items(checker: Any, unique: Any, instance: Any, schema: Any
         seen.add(key)
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: object) -> tuple[str, object]:
     """A hashable form equal exactly when JSON Schema calls two values equal (1 == 1.0, but
     true != 1)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -217,7 +221,7 @@ def _canonical(value: Any) -> Any:
     return ("other", repr(value))
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 200 else text[:200] + "..."
 
