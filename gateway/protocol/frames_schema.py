@@ -126,6 +126,10 @@ class AgentValue(TypedDict):
 
 @with_config(CLOSED)
 class ThinkingValue(TypedDict):
+    """The model's reasoning. `signature`: the provider's signature of it (Anthropic's), which
+    goes back to the provider with it; `redacted`: reasoning the provider encrypted (then
+    `content` is empty)."""
+
     type: Literal["thinking"]
     sender: NotRequired[Sender]
     subagentRunId: NotRequired[SubagentRunId]
@@ -133,6 +137,8 @@ class ThinkingValue(TypedDict):
     t: NotRequired[PartTime]
     messageId: MessageId
     content: str
+    signature: NotRequired[str]
+    redacted: NotRequired[str]
 
 
 @with_config(CLOSED)
