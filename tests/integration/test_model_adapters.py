@@ -269,11 +269,11 @@ def test_auto_picks_direct_only_for_openai_compatible_providers(monkeypatch: pyt
                                                          "gsk-from-env")
     assert groq.api_base.startswith("https://api.groq.com/")
 
-    assert isinstance(model_adapter("anthropic/claude-3-5-sonnet", None, "k"), LiteLLMModel)
+    assert isinstance(model_adapter("cohere/command-r", None, "k"), LiteLLMModel)
     assert isinstance(model_adapter("gateway/demo", None, None), LiteLLMModel)
     assert isinstance(model_adapter("openai/x", "http://h/v1", "k", "litellm"), LiteLLMModel)
-    with pytest.raises(AdapterError, match="anthropic"):
-        model_adapter("anthropic/claude-3-5-sonnet", None, "k", "direct")
+    with pytest.raises(AdapterError, match="cohere"):
+        model_adapter("cohere/command-r", None, "k", "direct")
 
 
 async def test_direct_adapter_answers_non_streamed_calls_through_litellm(

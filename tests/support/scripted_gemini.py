@@ -42,11 +42,9 @@ def _content_messages(content: dict) -> list[dict]:
     parts = content.get("parts", [])
     if content.get("role") == "model":
         message: dict[str, Any] = {"role": "assistant", "content": _texts(parts) or None}
-        calls = [{"id": p["functionCall"].get("id") or p["functionCall"]["name"],
-                  "type": "function", "function": {
-                      "name": p["functionCall"]["name"],
-                      "arguments": json.dumps(p["functionCall"].get("args") or {})}}
-                 for p in parts if "functionCall" in p]
+        calls = [{"id": c.get("id") or c["name"], "type": "function", "function": {
+                      "name": c["name"], "arguments": json.dumps(c.get("args") or {})}}
+                 for p in parts if (c := p.get("functionCall") or p.get("function_call"))]
         if calls:
             message["tool_calls"] = calls
         return [message]
@@ -100,7 +98,7 @@ class _Renderer:
     def __init__(self, body: dict, index: int) -> None:
         self.body, self.index = body, index
         self.call: dict | None = None  # the call whose fragments are being joined
-        self.signature: str | None = None  # waiting for the next call (or the end)
+        self.pending: str | None = None  # a signature waiting for the next call (or the end)
         self.reasoned = 0  # characters of reasoning
 
     def _event(self, parts: list[dict], finish: str | None = None,
@@ -125,8 +123,8 @@ class _Renderer:
             "name": call["name"], "args": json.loads(call["arguments"] or "{}")}}
         if call.get("id"):
             part["functionCall"]["id"] = call["id"]
-        if self.signature:
-            part["thoughtSignature"], self.signature = self.signature, None
+        if self.pending:
+            part["thoughtSignature"], self.pending = self.pending, None
         return self._event([part])
 
     def content(self, text: str) -> bytes:
@@ -134,12 +132,12 @@ class _Renderer:
 
     def reasoning(self, text: str) -> bytes:
         self.reasoned += len(text)
-        if not self.signature:
-            self.signature = "sig-1"
+        if not self.pending:
+            self.pending = "sig-1"
         return self._flush() + self._event([{"text": text, "thought": True}])
 
     def signature(self, signature: str) -> bytes:
-        self.signature = signature
+        self.pending = signature
         return b""
 
     def redacted(self, data: str) -> bytes:
@@ -164,8 +162,8 @@ class _Renderer:
     def end(self, finish: str | None, usage: dict) -> bytes:
         out = self._flush()
         parts: list[dict] = [{"text": ""}]
-        if self.signature:
-            parts[0]["thoughtSignature"] = self.signature
+        if self.pending:
+            parts[0]["thoughtSignature"] = self.pending
         thoughts = self.reasoned // 4 + 1 if self.reasoned else 0
         return out + self._event(parts, FINISH.get(finish or "stop", finish),
                                  _metadata(usage, thoughts))

@@ -196,6 +196,7 @@ class ScriptedModel:
         self._requests: list[dict] = []
         self._disconnects: list[tuple[float, int]] = []
         self._peers: list[int] = []  # the client port of each chat request
+        self._headers: list[dict[str, str]] = []  # each model request's headers
         self._transcripts: deque[str] = deque()
         self._transcriptions: list[dict] = []
         self.context_window: int | None = None
@@ -257,6 +258,12 @@ class ScriptedModel:
             return list(self._peers)
 
     @property
+    def headers(self) -> list[dict[str, str]]:
+        """The headers of each model request (any format), in order, names in lower case."""
+        with self._lock:
+            return list(self._headers)
+
+    @property
     def disconnects(self) -> list[tuple[float, int]]:
         """``(time.monotonic(), request_index)`` for each stream the client closed early."""
         with self._lock:
@@ -298,6 +305,7 @@ class ScriptedModel:
             self._requests.clear()
             self._disconnects.clear()
             self._peers.clear()
+            self._headers.clear()
             self._transcripts.clear()
             self._transcriptions.clear()
             self.context_window, self.overflows = None, 0
@@ -391,8 +399,9 @@ class ScriptedModel:
         """One model call in `wire`'s format (`extra`: what its URL says); the real work is a
         raw ASGI app so that disconnects are seen at once."""
         body = {**wire.normalized(native), **(extra or {})}
-        if request.client is not None:
-            with self._lock:
+        with self._lock:
+            self._headers.append({k.lower(): v for k, v in request.headers.items()})
+            if request.client is not None:
                 self._peers.append(request.client.port)
         window, tokens = self.context_window, _prompt_tokens(body)
         if window is not None and tokens > window:
