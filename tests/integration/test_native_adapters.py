@@ -33,7 +33,6 @@ from gateway.engine.deltas import (
 from gateway.engine.models.adapters import model_adapter
 from gateway.engine.models.litellm_model import LiteLLMModel, ModelRequest
 from gateway.engine.models.native import NativeModel
-from gateway.engine.models.reasoning import Reasoning
 from gateway.services import load_litellm
 from tests.support.model_stream import HI, outcome
 from tests.support.scripted_model import ScriptedModel
