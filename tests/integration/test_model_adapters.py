@@ -27,6 +27,7 @@ from gateway.engine.deltas import (
 from gateway.engine.models.adapters import AdapterError, model_adapter
 from gateway.engine.models.direct import DirectModel
 from gateway.engine.models.litellm_model import LiteLLMModel, ModelRequest
+from gateway.engine.models.native import NativeModel
 from gateway.services import load_litellm
 from tests.support.model_stream import outcome
 from tests.support.scripted_model import ScriptedModel
@@ -41,17 +42,17 @@ load_litellm()
 
 
 @pytest.fixture
-async def made() -> AsyncIterator[Callable[..., DirectModel | LiteLLMModel]]:
+async def made() -> AsyncIterator[Callable[..., DirectModel | NativeModel | LiteLLMModel]]:
     """`model_adapter`, its direct adapters closed after the test (as the server closes them)."""
-    models: list[DirectModel | LiteLLMModel] = []
+    models: list[DirectModel | NativeModel | LiteLLMModel] = []
 
-    def make(*args: Any) -> DirectModel | LiteLLMModel:
+    def make(*args: Any) -> DirectModel | NativeModel | LiteLLMModel:
         models.append(model_adapter(*args))
         return models[-1]
 
     yield make
     for model in models:
-        if isinstance(model, DirectModel):
+        if isinstance(model, (DirectModel, NativeModel)):
             await model.aclose()
 
 
@@ -209,11 +210,15 @@ async def _first_deltas(stream: AsyncIterator[Any], count: int) -> None:
         await anext(stream)
 
 
-@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize(("wire", "adapter"), [
+    ("openai", "litellm"), ("openai", "direct"), ("anthropic", "direct"), ("gemini", "direct")])
 @pytest.mark.parametrize("how", ["aclose", "cancel"])
 async def test_stopping_the_stream_closes_the_upstream_at_once(
-        scripted_model: ScriptedModel, adapter: str, how: str, made: Callable[..., Any]):
-    model = made("openai/scripted", scripted_model.base_url, KEY, adapter)
+        scripted_model: ScriptedModel, wire: str, adapter: str, how: str,
+        made: Callable[..., Any]):
+    """On every format the gateway streams directly (Anthropic's and Gemini's through
+    `NativeModel`), and through litellm."""
+    model = made(f"{wire}/scripted", scripted_model.base_for(wire), KEY, adapter)
     scripted_model.enqueue([{"slow": {"count": 500, "interval": 0.02}}])
     stream = model.stream(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
     before = len(scripted_model.disconnects)

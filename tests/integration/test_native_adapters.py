@@ -6,15 +6,14 @@ Anthropic's Messages format and in Gemini's): scripted streams, and streams reco
 provider's format replayed byte for byte in odd-sized writes. Each scenario asserts what the
 loop must see, and that both adapters see exactly that (the same deltas in the same order, the
 same error: code, message, retryability). Then what only the direct path does (an answer cut
-before the provider's end is an error), what each sends (litellm's own request), and that a
-stopped stream closes its upstream at once.
+before the provider's end is an error). What each sends is in
+tests/inprocess/engine/test_native_requests.py; that a stopped stream closes its upstream at
+once, for every format, in tests/integration/test_model_adapters.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -300,46 +299,6 @@ async def test_an_answer_cut_before_the_providers_end_is_an_error_after_what_str
     assert seen[0] == TextDelta("The first half")
     assert isinstance(seen[-1], ModelError) and seen[-1].code == "LLM_STREAM_INCOMPLETE"
     assert seen[-1].retryable and not any(isinstance(d, Finish) for d in seen)
-
-
-async def _first_deltas(stream: AsyncIterator[Any], count: int) -> None:
-    for _ in range(count):
-        await anext(stream)
-
-
-@pytest.mark.parametrize("wire", WIRES)
-@pytest.mark.parametrize("how", ["aclose", "cancel"])
-async def test_stopping_the_stream_closes_the_upstream_at_once(
-        scripted_model: ScriptedModel, wire: str, how: str, made: Callable[..., Any]):
-    model = made(scripted_model, wire)
-    scripted_model.enqueue([{"slow": {"count": 500, "interval": 0.02}}])
-    stream = model.stream(ModelRequest(messages=HI))
-    before = len(scripted_model.disconnects)
-    if how == "aclose":
-        await _first_deltas(stream, 3)
-        stopped = time.monotonic()
-        await stream.aclose()
-    else:
-        streaming = asyncio.Event()
-
-        async def consume() -> None:
-            seen = 0
-            async for _ in stream:
-                seen += 1
-                if seen == 3:
-                    streaming.set()
-
-        task = asyncio.create_task(consume())
-        await asyncio.wait_for(streaming.wait(), 30)
-        stopped = time.monotonic()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-    while len(scripted_model.disconnects) == before and time.monotonic() - stopped < 5:
-        await asyncio.sleep(0.01)
-
-    assert len(scripted_model.disconnects) == before + 1, "the upstream kept streaming"
-    assert scripted_model.disconnects[-1][0] - stopped < 5.0
 
 
 @pytest.mark.parametrize("wire", WIRES)
