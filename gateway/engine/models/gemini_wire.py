@@ -58,7 +58,7 @@ def endpoint(name: str, api_base: str | None, key: str | None) -> tuple[str, dic
     from litellm.secret_managers.main import get_secret
 
     base = api_base or litellm.api_base or get_secret("GEMINI_API_BASE")
-    auth, url = VertexLLM()._get_token_and_url(
+    auth, url = VertexLLM().get_token_and_url(
         model=name, auth_header=None, gemini_api_key=key, vertex_project=None,
         vertex_location=None, vertex_credentials=None, stream=True,
         custom_llm_provider="gemini", api_base=str(base) if base else None)

@@ -21,7 +21,7 @@ the stream closes its connection at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ from .direct import (
 )
 from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
 from .upstream_pool import UpstreamPool
-from .wire import INCOMPLETE, Incomplete, ProviderError, WireRequest
+from .wire import INCOMPLETE, Incomplete, ProviderError, StreamReader, WireRequest
 
 log = logging.getLogger(__name__)
 PROVIDERS = (anthropic_wire.PROVIDER, gemini_wire.PROVIDER)
@@ -113,14 +113,7 @@ class NativeModel:
                     raise self._mapped(self._provider_error(
                         response.status, text, httpx.Headers(list(response.headers.items()))))
                 try:
-                    payloads = _sse_data(response)
-                    async for payload in payloads:
-                        for delta in call.reader.feed(orjson.loads(payload)):
-                            yield delta
-                        if call.reader.done:  # the rest is the body's end: back to the pool
-                            await _drain(payloads)
-                            break
-                    for delta in call.reader.end():
+                    async for delta in deltas_of(_sse_data(response), call.reader):
                         yield delta
                 except BaseException:
                     response.close()  # left before its end: the connection is not reused
@@ -197,3 +190,16 @@ class NativeModel:
                           "server_error", True, 502)
 
 
+async def deltas_of(payloads: AsyncIterator[bytes], reader: StreamReader
+                    ) -> AsyncGenerator[Delta, None]:
+    """The deltas of a stream's `data:` payloads as `reader` reads them, then its last ones;
+    once the provider said its answer is over, the body's rest is read so that its connection
+    goes back to the pool."""
+    async for payload in payloads:
+        for delta in reader.feed(orjson.loads(payload)):
+            yield delta
+        if reader.done:
+            await _drain(payloads)
+            break
+    for delta in reader.end():
+        yield delta
