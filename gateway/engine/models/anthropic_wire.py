@@ -175,14 +175,19 @@ class AnthropicStream:
         if not (self.done and self.stop_reason):
             raise Incomplete("the stream ended before Anthropic's message_stop")
         from litellm.litellm_core_utils.core_helpers import map_finish_reason
+
+        return [Finish(map_finish_reason(self.stop_reason)), *self.usage()]
+
+    def usage(self) -> list[Delta]:
+        """The usage the provider counted so far, as litellm computes it (none before
+        `message_start`)."""
+        if not self.counts:
+            return []
         from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 
-        out: list[Delta] = [Finish(map_finish_reason(self.stop_reason))]
         usage: Usage | None = usage_of(AnthropicConfig().calculate_usage(
             usage_object=self.counts, reasoning_content="".join(self.reasoning) or None))
-        if usage is not None:
-            out.append(usage)
-        return out
+        return [usage] if usage is not None else []
 
 
 def _stream_error(event: dict[str, Any]) -> ProviderError:

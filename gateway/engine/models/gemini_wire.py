@@ -52,27 +52,33 @@ def api_key(given: str | None) -> str | None:
 
 
 def endpoint(name: str, api_base: str | None, key: str | None) -> tuple[str, dict[str, str]]:
-    """The streaming URL for model `name` and the key's header, as litellm makes them."""
+    """The streaming URL for model `name` and the key's header, as litellm makes them (no
+    header without a key: the call then fails as litellm's would, `build_request`)."""
     import litellm
     from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import VertexLLM
     from litellm.secret_managers.main import get_secret
 
     base = api_base or litellm.api_base or get_secret("GEMINI_API_BASE")
     auth, url = VertexLLM().get_token_and_url(
-        model=name, auth_header=None, gemini_api_key=key, vertex_project=None,
+        model=name, auth_header=None, gemini_api_key=key or "none", vertex_project=None,
         vertex_location=None, vertex_credentials=None, stream=True,
         custom_llm_provider="gemini", api_base=str(base) if base else None)
-    return url, dict(auth) if isinstance(auth, dict) else {}
+    return url, dict(auth) if isinstance(auth, dict) and key else {}
 
 
 async def build_request(name: str, request: ModelRequest, url: str, auth: dict[str, str],
                         key: str | None) -> WireRequest:
     """The streamed generateContent request litellm would send for `request` to `name`."""
+    import litellm
     from litellm.llms.vertex_ai.gemini.transformation import async_transform_request_body
     from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import (
         VertexGeminiConfig,
     )
 
+    if not key:
+        raise litellm.AuthenticationError(
+            message="Missing Gemini API key. Set the GEMINI_API_KEY or GOOGLE_API_KEY "
+                    "environment variable.", llm_provider=PROVIDER, model=name)
     messages = orjson.loads(orjson.dumps(request.messages))  # litellm's transform edits them
     optional = litellm_optional_params(name, PROVIDER, request, messages)
     optional.pop("stream", None)
@@ -147,14 +153,19 @@ class GeminiStream:
             reason = "tool_calls"
         else:
             reason = VertexGeminiConfig.check_finish_reason(None, self.finish)
-        out: list[Delta] = [Finish(reason)]
-        usage: Usage | None = None
-        if self.metadata:
-            usage = usage_of(VertexGeminiConfig.calculate_usage(
-                completion_response={"usageMetadata": self.metadata}))
-        if usage is not None:
-            out.append(usage)
-        return out
+        return [Finish(reason), *self.usage()]
+
+    def usage(self) -> list[Delta]:
+        """The last usage the provider reported, as litellm computes it (none before it)."""
+        if not self.metadata:
+            return []
+        from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import (
+            VertexGeminiConfig,
+        )
+
+        usage: Usage | None = usage_of(VertexGeminiConfig.calculate_usage(
+            completion_response={"usageMetadata": self.metadata}))
+        return [usage] if usage is not None else []
 
 
 def _stream_error(error: Any) -> ProviderError:

@@ -194,12 +194,20 @@ async def deltas_of(payloads: AsyncIterator[bytes], reader: StreamReader
                     ) -> AsyncGenerator[Delta, None]:
     """The deltas of a stream's `data:` payloads as `reader` reads them, then its last ones;
     once the provider said its answer is over, the body's rest is read so that its connection
-    goes back to the pool."""
-    async for payload in payloads:
-        for delta in reader.feed(orjson.loads(payload)):
+    goes back to the pool. A stream that fails after the provider counted its usage yields
+    that usage before its failure: the call is metered for what it consumed."""
+    try:
+        async for payload in payloads:
+            for delta in reader.feed(orjson.loads(payload)):
+                yield delta
+            if reader.done:
+                await _drain(payloads)
+                break
+        last = reader.end()
+    except (Incomplete, ProviderError, TimeoutError, aiohttp.ClientError,
+            orjson.JSONDecodeError):
+        for delta in reader.usage():
             yield delta
-        if reader.done:
-            await _drain(payloads)
-            break
-    for delta in reader.end():
+        raise
+    for delta in last:
         yield delta

@@ -6,7 +6,8 @@ A wire module (`anthropic_wire`, `gemini_wire`) builds the request through litel
 mapping for that provider (`litellm_optional_params`, then the provider's transformation) and
 reads its stream: `feed` takes one SSE event's JSON and returns the deltas it holds, `end` the
 last deltas (finish reason, usage) once the body ended (or the provider said it was over:
-`done`), or `Incomplete` when the provider never said so.
+`done`), or `Incomplete` when the provider never said so; `usage` what the provider counted so
+far, for a call that failed after it started (every model call is metered).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class StreamReader(Protocol):
 
     def feed(self, event: dict[str, Any]) -> list[Delta]: ...
     def end(self) -> list[Delta]: ...
+    def usage(self) -> list[Delta]: ...
 
 
 @dataclass(frozen=True)

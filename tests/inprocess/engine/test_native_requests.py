@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from gateway.engine.deltas import ModelError
 from gateway.engine.loop import RunInput, ServerToolSpec, run_agent
 from gateway.engine.models.adapters import model_adapter
 from gateway.engine.models.litellm_model import ModelRequest
@@ -185,3 +186,19 @@ async def test_a_thinking_turn_with_a_tool_gives_its_signature_back_on_the_next_
     assert replayed[0] == {"type": "thinking", "thinking": "The user wants weather. ",
                            "signature": "sig-live"}
     assert replayed[1]["type"] == "tool_use" and replayed[1]["id"] == "toolu_9"
+
+
+@pytest.mark.parametrize("model", ["anthropic/claude-sonnet-4-5", "gemini/gemini-2.5-flash"])
+async def test_without_a_key_the_call_fails_as_the_operators_to_fix_and_nothing_is_sent(
+        scripted_model: ScriptedModel, monkeypatch: pytest.MonkeyPatch, model: str) -> None:
+    for name in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "PALM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    wire = model.split("/")[0]
+    adapter = model_adapter(model, scripted_model.base_for(wire), None)
+    adapter.open()  # the pool is made without a key (start-up does not fail)
+    try:
+        [error] = await outcome(adapter)
+    finally:
+        await adapter.aclose()
+    assert isinstance(error, ModelError) and error.code == "LLM_AUTHENTICATION_ERROR"
+    assert scripted_model.requests == []
