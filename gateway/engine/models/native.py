@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -42,6 +42,7 @@ from .direct import (
     _timeout,
 )
 from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
+from .reasoning import replayable
 from .upstream_pool import UpstreamPool
 from .wire import INCOMPLETE, Incomplete, ProviderError, StreamReader, WireRequest
 
@@ -134,6 +135,9 @@ class NativeModel:
     async def _request(self, name: str, request: ModelRequest) -> WireRequest:
         """The call litellm would make for `request`, or why litellm would not make it."""
         url, auth = self.endpoint(name)
+        messages = replayable(request.messages, True)
+        if messages is not request.messages:
+            request = replace(request, messages=messages)
         try:
             if self.provider == anthropic_wire.PROVIDER:
                 return await anthropic_wire.build_request(name, request, url, self.api_key)

@@ -70,10 +70,17 @@ def traits(model: str, api_base: str | None = None) -> Traits:
 
 
 def replayable(messages: list[dict[str, Any]], keeps_thinking: bool) -> list[dict[str, Any]]:
-    """`messages` as a provider takes them: without the assistant messages' `thinking_blocks`
-    for one that does not take them back (an OpenAI-compatible server may refuse a field it
-    does not know). The list is copied only when something is removed."""
-    if keeps_thinking or not any("thinking_blocks" in m for m in messages):
+    """`messages` as a provider takes them back. An OpenAI-compatible server
+    (`keeps_thinking` false) gets no `thinking_blocks` (it may refuse a field it does not
+    know); the others (Anthropic, Gemini, ... through litellm's translation) get no empty text
+    beside a turn's tool calls, which litellm would replace by a placeholder sentence of its
+    own. The list is copied only when something is removed."""
+    def changed(message: dict[str, Any]) -> bool:
+        if not keeps_thinking:
+            return "thinking_blocks" in message
+        return message.get("content") == "" and bool(message.get("tool_calls"))
+
+    if not any(changed(m) for m in messages):
         return messages
-    return [{k: v for k, v in m.items() if k != "thinking_blocks"} if "thinking_blocks" in m
-            else m for m in messages]
+    drop = "content" if keeps_thinking else "thinking_blocks"
+    return [{k: v for k, v in m.items() if k != drop} if changed(m) else m for m in messages]

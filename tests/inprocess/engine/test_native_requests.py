@@ -202,3 +202,15 @@ async def test_without_a_key_the_call_fails_as_the_operators_to_fix_and_nothing_
         await adapter.aclose()
     assert isinstance(error, ModelError) and error.code == "LLM_AUTHENTICATION_ERROR"
     assert scripted_model.requests == []
+
+
+@pytest.mark.parametrize("adapter", ["direct", "litellm"])
+async def test_a_tool_call_turn_without_text_goes_to_anthropic_without_a_made_up_text(
+        scripted_model: ScriptedModel, made: Callable[..., Any], adapter: str) -> None:
+    """`content: ""` beside tool calls (what OpenAI-compatible servers want) would make
+    litellm put a placeholder sentence of its own in the assistant's mouth."""
+    history = json.loads(json.dumps(AFTER_A_TOOL))
+    history[2]["content"] = ""
+    native = (await sent(scripted_model, made(scripted_model, "anthropic/claude-sonnet-4-5",
+                                              adapter), ModelRequest(messages=history)))["native"]
+    assert [b["type"] for b in native["messages"][1]["content"]] == ["thinking", "tool_use"]
