@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequ
 from typing import Any
 
 from ..engine.loop import ServerToolSpec
+from ..engine.usage import RunUsage
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
@@ -240,7 +241,8 @@ class RunManager:
         run = started.run
         spec = RunSpec.from_snapshot(run.request)  # the row is the run's input; read once
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
-                           history=started.history, extra_tools=extra_tools or {}, spec=spec)
+                           history=started.history, extra_tools=extra_tools or {}, spec=spec,
+                           usage=RunUsage(self.setup.prices))
         if self.setup.agents is not None:  # for its usage and metrics
             active.agent = spec.agent or self.setup.agents.default_name
         self.registry.add(active)
