@@ -138,6 +138,27 @@ def parse_fallbacks(raw: object) -> object:
     return [{"model": item} for item in _split(raw)]
 
 
+class ModelPrice(BaseModel):
+    """One model's price in `GATEWAY_MODEL_PRICES`: US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0, le=1_000_000)
+    output: float = Field(ge=0, le=1_000_000)
+    cachedInput: float | None = Field(None, ge=0, le=1_000_000)
+
+
+def parse_prices(raw: object) -> object:
+    """A JSON object `{"model": {"input": 0.2, "output": 0.6, "cachedInput"?: 0.05}}`."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError('not a JSON object of {"model": {"input": USD, "output": USD}} '
+                         "(per million tokens)") from None
+
+
 def _comma_list(raw: object) -> object:
     return _split(raw) if isinstance(raw, str) else raw
 
@@ -218,6 +239,21 @@ class Settings(BaseSettings):
                     "own URL and key variable), or a JSON list of `{\"model\", \"api_base\", "
                     "\"api_key\"}`. The run's status shows the model that answered. Set, "
                     "streamed calls go through litellm (not the direct adapter).")
+    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(
+        default_factory=dict,
+        description="Prices of models, in US dollars per million tokens, for usage and cost "
+                    "(the run status, `gateway usage`, the console, Prometheus): a JSON object "
+                    "`{\"openai/llama\": {\"input\": 0.2, \"output\": 0.6, "
+                    "\"cachedInput\": 0.05}}` (`cachedInput` optional). For models without a "
+                    "public price in litellm's map (self-hosted ones, whose cost is otherwise "
+                    "unknown), or to use a negotiated price: a model listed here is priced "
+                    "from here. Runs that ended before keep the cost they were given.")
+    demo_tokens_per_second: float = Field(
+        83.0, ge=0, le=100_000,
+        description="How fast the built-in demo model (`gateway/demo`) streams its answer, in "
+                    "tokens a second (0: as fast as the gateway takes them). Raise it to try "
+                    "cancel and reconnect on a fast stream (real models send 50 to 650); ask "
+                    "it to \"count to 2000\" for a long one.")
     model_retries: int = Field(
         0, ge=0, le=10,
         description="Retries of each model (`GATEWAY_MODEL` and each fallback) on a retryable "
@@ -367,14 +403,13 @@ class Settings(BaseSettings):
         description="Run starts one process works on at once; more wait for their turn, in "
                     "order, so that a burst of new runs does not stall the streams already "
                     "running (`gateway_starts_waiting` counts the waiting).")
-    max_active_runs: int | None = Field(
-        None, ge=0, le=1_000_000,
-        description="Runs one process may have going or starting at once (0: no limit); one "
-                    "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
-                    "`/ready` answers 503 meanwhile, so a load balancer sends the work "
-                    "elsewhere. Unset: 180 on SQLite, 170 on PostgreSQL, whose runs cost the "
-                    "process more CPU per token (see docs/operations.md, Scaling, for sizing "
-                    "it).")
+    max_active_runs: int = Field(
+        0, ge=0, le=1_000_000,
+        description="An operator's cap on the runs one process may have going or starting at "
+                    "once (0: none, the default: the process admits runs until it is busy, "
+                    "which the other admission limits measure); one more is refused at once "
+                    "with 503 `OVERLOADED` and `Retry-After`, and `/ready` answers 503 "
+                    "meanwhile, so a load balancer sends the work elsewhere (docs/scaling.md).")
     max_start_wait_seconds: float = Field(
         0.75, ge=0, le=3600,
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
@@ -395,6 +430,13 @@ class Settings(BaseSettings):
                     "meanwhile. One pause of the loop (a collection, a blocking call) is not "
                     "a reason. 0.1 behind a balancer that should get its refusals within "
                     "100 ms.")
+    max_loop_cpu: float = Field(
+        0.9, ge=0, le=1,
+        description="A new run is refused with 503 `OVERLOADED` while the event loop's thread "
+                    "has used this share of one core over the last second (0: never): the "
+                    "process is busy with its own streams and starts, and another run's tokens "
+                    "would soon make every stream wait; `/ready` answers 503 meanwhile. Other "
+                    "jobs on the machine do not count (they show as the loop's lateness).")
     key_concurrent_runs: int = Field(
         100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
                                "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "
@@ -546,6 +588,7 @@ class Settings(BaseSettings):
     _parse_stock_runtime = field_validator("stock_runtime", mode="before")(parse_stock_runtime)
     _parse_chorus_hosts = field_validator("chorus_allowed_hosts", mode="before")(_comma_list)
     _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
+    _parse_prices = field_validator("model_prices", mode="before")(parse_prices)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)
 
     @field_validator("oidc_audience")
@@ -584,15 +627,6 @@ class Settings(BaseSettings):
                              "GATEWAY_OIDC_AUDIENCE: tokens must name who issued them (`iss`) "
                              "and for whom (`aud`)")
         return issuer
-
-    @property
-    def active_runs_cap(self) -> int:
-        """`max_active_runs`, or the default for the database: the runs at 20 tokens/s that
-        one core carries while refusing the next within about 100 ms, and at least the 160
-        that 30 runs arriving a second keep going at once (docs/operations.md, Scaling)."""
-        if self.max_active_runs is not None:
-            return self.max_active_runs
-        return 180 if self.database_url.startswith("sqlite") else 170
 
     @property
     def development_possible(self) -> bool:

@@ -19,6 +19,22 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningSignature:
+    """The provider's signature of the reasoning just streamed (Anthropic's thinking block):
+    it ends that block, and goes back to the provider with it on the next call."""
+
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedReasoning:
+    """A block of reasoning the provider encrypted (Anthropic's `redacted_thinking`): nothing
+    to show, but it goes back to the provider on the next call."""
+
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallDelta:
     """One fragment of a tool call; `id` and `name` come on the first fragment of an index."""
 
@@ -37,13 +53,15 @@ class Finish:
 class Usage:
     """What one model call consumed, as the provider reported it. `reasoning_tokens` is part
     of `output_tokens` and `cached_input_tokens` part of `input_tokens` (OpenAI's accounting,
-    which litellm normalises every provider to). `estimated`: the provider reported nothing and
-    the gateway counted it (`stream_contract.estimated_usage`)."""
+    which litellm normalises every provider to)."""
 
     input_tokens: int
     output_tokens: int
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
+    # Counted by the gateway, not reported: the provider gave none (a server that reports no
+    # usage: `stream_contract.estimated_usage`), or the call was cut off before it came (a
+    # cancel, a dropped stream, an error mid-answer; `usage.estimate`).
     estimated: bool = False
 
 
@@ -78,7 +96,8 @@ class Served:
     model: str
 
 
-Delta = TextDelta | ReasoningDelta | ToolCallDelta | Finish | Usage | Served
+Delta = (TextDelta | ReasoningDelta | ReasoningSignature | RedactedReasoning | ToolCallDelta
+         | Finish | Usage | Served)
 
 
 @dataclass(eq=False)

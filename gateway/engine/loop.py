@@ -52,6 +52,8 @@ from .deltas import (
     Finish,
     ModelError,
     ReasoningDelta,
+    ReasoningSignature,
+    RedactedReasoning,
     Served,
     TextDelta,
     ToolCallDelta,
@@ -61,12 +63,14 @@ from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
 from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
 from .models.litellm_model import ModelRequest
+from .models.reasoning import Reasoning
 from .stream_contract import estimated_usage, require_finish, truncation
 from .tool_arguments import arguments_error, parsed_arguments
 from .tools import approvals, elicitation
 from .tools import status as tool_status
 from .tools.context import bind_tool_call
 from .tools.resources import ResourceServer
+from .usage import estimate
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +124,7 @@ class RunInput:
     max_tokens: int | None = None
     temperature: float | None = None
     model: str | None = None  # a model the request picked (checked against the allow-list)
+    reasoning: Reasoning | None = None  # what the agent asks of the model's thinking
     max_steps: int = 10
     # Output tokens the whole run may use (None: no limit), counted from reported usage.
     max_output_tokens: int | None = None
@@ -210,11 +215,8 @@ class Turn:
     async def feed(self, delta: Delta) -> None:
         if isinstance(delta, ReasoningDelta):
             if self._thinking is None:
-                i = new_id()
-                self._thinking = (i, Fragments())
-                meta: TextStartMeta = {"type": "thinking", "messageId": self.message_id}
-                _sign(meta, self.who)
-                await self.sink.emit(timbal.start(i, meta))
+                await self._open_thinking()
+            assert self._thinking is not None
             i, content = self._thinking
             content.append(delta.text)
             await self.sink.emit(timbal.append(i, delta.text))
@@ -222,7 +224,7 @@ class Turn:
             await self._close_thinking()
             if self._agent is None:
                 self._agent = new_id()
-                meta = {"type": "agent", "messageId": self.message_id}
+                meta: TextStartMeta = {"type": "agent", "messageId": self.message_id}
                 _sign(meta, self.who)
                 await self.sink.emit(timbal.start(self._agent, meta))
             self._agent_texts.append(delta.text)
@@ -232,10 +234,25 @@ class Turn:
             await self._close_thinking()
             await self._close_agent()
             await self._tool_call(delta)
+        elif isinstance(delta, ReasoningSignature):
+            await self._open_thinking()
+            await self._close_thinking(signature=delta.signature)
+        elif isinstance(delta, RedactedReasoning):
+            await self._close_thinking()
+            await self._open_thinking()
+            await self._close_thinking(redacted=delta.data)
         elif isinstance(delta, Finish):
             self.finish = delta.reason
         elif isinstance(delta, Served) and self.on_model is not None:
             await self.on_model(delta.model)
+
+    async def _open_thinking(self) -> None:
+        if self._thinking is None:
+            i = new_id()
+            self._thinking = (i, Fragments())
+            meta: TextStartMeta = {"type": "thinking", "messageId": self.message_id}
+            _sign(meta, self.who)
+            await self.sink.emit(timbal.start(i, meta))
 
     async def _tool_call(self, delta: ToolCallDelta) -> None:
         call = self.calls.get(delta.index)
@@ -277,12 +294,19 @@ class Turn:
                 else "server" if name in self.server_tools else "unknown")
         return _Call(delta.index, new_id(), call_id, name, kind, Fragments(arguments))
 
-    async def _close_thinking(self) -> None:
+    async def _close_thinking(self, signature: str | None = None,
+                              redacted: str | None = None) -> None:
+        """End the open thinking message; `signature` (the provider's, which ends a block) or
+        `redacted` (an encrypted block) go on its value, for the next call to send back."""
         if self._thinking is not None:
             i, content = self._thinking
             self._thinking = None
             value: ThinkingValue = {"type": "thinking", "messageId": self.message_id,
                                     "content": str(content)}
+            if signature:
+                value["signature"] = signature
+            if redacted:
+                value["redacted"] = redacted
             _sign(value, self.who)
             await self.write_value(i, value)
 
@@ -458,7 +482,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         sent = run.context.fitted(messages, tools).messages if run.context else messages
         request = ModelRequest(messages=sent, tools=tools, tool_choice=progress.tool_choice,
                                max_tokens=call_max_tokens(run, progress.output_tokens),
-                               temperature=run.temperature, model=run.model)
+                               temperature=run.temperature, model=run.model,
+                               reasoning=run.reasoning)
         if not await _streamed(model, run, request, turn, progress):
             continue  # refused as too long: once more, with a shorter history
         calls = turn.ordered_calls()
@@ -688,9 +713,11 @@ async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: Lo
     used. The deltas cross one generator, the adapter's: this loop is their only consumer.
 
     The call's outcome is the provider's (`stream_contract`): a stream that ended without a
-    finish reason raises `LLM_STREAM_INCOMPLETE`; a call whose provider reported no usage is
-    counted by the gateway (marked estimated), also when it failed after it began to answer
-    (the provider charged for what it sent)."""
+    finish reason raises `LLM_STREAM_INCOMPLETE`; a complete call whose provider reported no
+    usage is counted by the gateway (`estimated_usage`, with the server's tokenizer where it
+    has one), and one cut off before its usage came (a cancel, a dropped stream, an error
+    mid-answer) is estimated from what was sent and what streamed (`usage.estimate`). Both are
+    marked estimated; nothing of it costs per chunk (the turn holds what streamed)."""
     call = hooks.model_call(request.model)
     output_tokens = 0
     error_code: str | None = None
@@ -712,15 +739,16 @@ async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: Lo
         require_finish(turn.finish, request.model)
         if not reported:
             output_tokens += await _counted(call, hooks, await _estimated(model, request, turn))
+            reported = True
         completed = True
     except ModelError as error:
         error_code = error.code
-        if not reported and turn.started:
-            with contextlib.suppress(Exception):
-                await _counted(call, hooks, await _estimated(model, request, turn))
         raise
     finally:
         call.ended(error_code, completed)
+        if not reported and turn.started:  # cut off: the gateway estimates it
+            streamed = len(turn.output_text())
+            await hooks.tokens_used(estimate(request_size(request), streamed))
     return output_tokens
 
 
@@ -734,6 +762,16 @@ async def _counted(call: Any, hooks: LoopHooks, usage: Usage) -> int:
 async def _estimated(model: Model, request: ModelRequest, turn: Turn) -> Usage:
     return await estimated_usage(model, request.model, request.messages, turn.output_text(),
                                  request.tools)
+
+
+def request_size(request: ModelRequest) -> int:
+    """Characters a model call sends (its messages' text and its tools), for an estimate."""
+    size = 0
+    for message in request.messages:
+        content = message.get("content")
+        size += len(content) if isinstance(content, str) else len(str(content or ""))
+        size += len(str(message.get("tool_calls") or ""))
+    return size + len(str(request.tools or ""))
 
 
 _CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)

@@ -145,6 +145,10 @@ class AgentValue(TypedDict):
 @final
 @with_config(CLOSED)
 class ThinkingValue(TypedDict):
+    """The model's reasoning. `signature`: the provider's signature of it (Anthropic's), which
+    goes back to the provider with it; `redacted`: reasoning the provider encrypted (then
+    `content` is empty)."""
+
     type: Literal["thinking"]
     sender: NotRequired[Sender]
     subagentRunId: NotRequired[SubagentRunId]
@@ -152,6 +156,8 @@ class ThinkingValue(TypedDict):
     t: NotRequired[PartTime]
     messageId: MessageId
     content: str
+    signature: NotRequired[str]
+    redacted: NotRequired[str]
 
 
 @final
@@ -455,7 +461,8 @@ class UsageEntry(TypedDict):
     reasoningTokens: Annotated[int, Field(ge=0)]
     cachedInputTokens: Annotated[int, Field(ge=0)]
     costUsd: Annotated[float, Field(ge=0)] | None
-    # Calls whose tokens the gateway counted (their provider reported none); absent: none.
+    # Calls whose usage the provider did not report (cut off before it came, or a server that
+    # reports none): their tokens (and cost) are the gateway's count. Absent: none.
     estimatedCalls: NotRequired[Annotated[int, Field(ge=1)]]
 
 

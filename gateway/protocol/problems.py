@@ -83,6 +83,11 @@ class Problem(enum.Enum):
     COMPONENT_NOT_FOUND = (404, "No such component in the thread.")
     CHORUS_CONNECTION_NOT_FOUND = (404, "No such Chorus connection string, or it was revoked "
                                         "(`gateway chorus revoke`).")
+    KEY_NOT_FOUND = (404, "No such managed key in the admin key's project (`GET "
+                          "/v1/admin/keys` lists them).")
+    THREAD_NOT_WAITING = (409, "The thread is not paused for an answer (no pending approval, "
+                               "question or client tool call): it was answered, ended or never "
+                               "paused.")
     METHOD_NOT_ALLOWED = (405, "The path exists but not with this method; see the `Allow` header.")
     NO_NEW_INPUT = (400, "An AG-UI input with nothing new for the thread: no closing user message"
                          " and no answer to its pending tool calls.")
@@ -191,11 +196,12 @@ class Problem(enum.Enum):
                                  "resource, or took too long (`uri`).")
     SHUTTING_DOWN = (503, "The gateway is shutting down and starts no new run; retry after "
                           "`Retry-After` seconds (another process may take it).")
-    OVERLOADED = (503, "This gateway process is at capacity (`GATEWAY_MAX_ACTIVE_RUNS`, a run "
-                       "start taking `GATEWAY_MAX_START_WAIT_SECONDS`, or its event loop "
-                       "`GATEWAY_MAX_LOOP_LAG_SECONDS` late) and starts no new run now; retry "
-                       "after `Retry-After` seconds (another process may take it; `reason` says "
-                       "which limit).")
+    OVERLOADED = (503, "This gateway process is busy (a run start taking "
+                       "`GATEWAY_MAX_START_WAIT_SECONDS`, its event loop "
+                       "`GATEWAY_MAX_LOOP_LAG_SECONDS` late or using `GATEWAY_MAX_LOOP_CPU` of "
+                       "its core, or the operator's cap `GATEWAY_MAX_ACTIVE_RUNS` reached) and "
+                       "starts no new run now; retry after `Retry-After` seconds (another "
+                       "process may take it; `reason` says which limit).")
 
 
 # The catalogue by code, for what reads codes as strings (the OpenAPI generator, the docs test).

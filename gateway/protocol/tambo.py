@@ -496,10 +496,11 @@ class ModelUsage(StrictModel):
     cachedInputTokens: int = Field(ge=0)
     costUsd: float | None = Field(description="US dollars, from litellm's price map; null "
                                               "when the model is not in it")
-    estimatedCalls: int = Field(0, ge=0, description="Calls whose usage the provider did not "
-                                                     "report: the gateway counted their tokens "
-                                                     "(an estimate; docs/models.md); absent: "
-                                                     "none")
+    estimatedCalls: int | None = Field(None, ge=1, description="Of `calls`, those whose usage "
+                                       "the provider did not report (cut off before it came, "
+                                       "or a server that reports none): their tokens and cost "
+                                       "are the gateway's count (docs/models.md). Absent: "
+                                       "none.")
 
 
 class Usage(StrictModel):
@@ -512,9 +513,6 @@ class Usage(StrictModel):
     reasoningTokens: int = Field(ge=0)
     cachedInputTokens: int = Field(ge=0)
     costUsd: float | None
-    estimatedCalls: int = Field(0, ge=0, description="Calls counted by the gateway (their "
-                                                     "provider reported no usage); absent: "
-                                                     "none")
     models: list[ModelUsage]
 
 

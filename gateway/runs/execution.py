@@ -20,7 +20,7 @@ from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..engine.tools.context import ToolContext, bind_tool_context
 from ..engine.tools.status import StatusBudget
-from ..engine.usage import RunUsage
+from ..engine.usage import Prices, RunUsage
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
@@ -72,6 +72,7 @@ class LoopSetup:
     agent_tools: dict[str, dict[str, ServerToolSpec]] = field(default_factory=dict)
     # The model object of each agent that streams through its own fallbacks (else `model`).
     agent_models: dict[str, Model] = field(default_factory=dict)
+    prices: Prices = field(default_factory=dict)  # GATEWAY_MODEL_PRICES, for each run's usage
 
     def agent(self, name: str | None) -> ResolvedAgent | None:
         """The run's agent (None: no agents given, as in tests of the loop alone)."""
@@ -406,7 +407,7 @@ def as_agent(run_input: RunInput, agent: ResolvedAgent,
              agent_tools: dict[str, dict[str, ServerToolSpec]]) -> RunInput:
     """The run as `agent` runs it: its instructions first of all the model receives (a client's
     system prompt, where the agent allows one, comes after them), its tools and step limit, its
-    temperature unless the request set one, and its `max_tokens` as a ceiling."""
+    temperature unless the request set one, its `max_tokens` as a ceiling, and its reasoning."""
     history = run_input.history
     if agent.instructions:
         history = [{"role": "system", "content": agent.instructions}, *history]
@@ -417,7 +418,8 @@ def as_agent(run_input: RunInput, agent: ResolvedAgent,
         sender=agent.name,
         server_tools=agent_tools.get(agent.name, run_input.server_tools),
         temperature=(run_input.temperature if run_input.temperature is not None
-                     else agent.temperature))
+                     else agent.temperature),
+        reasoning=agent.reasoning or None)
 
 
 def output_cap(asked: int | None, cap: int | None) -> int | None:

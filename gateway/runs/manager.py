@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequ
 from typing import Any
 
 from ..engine.loop import ServerToolSpec
+from ..engine.usage import RunUsage
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
@@ -66,7 +67,9 @@ class RunManager:
                                     limits.max_start_wait_seconds,
                                     lambda: len(self.registry.active),
                                     max_lag=limits.max_loop_lag_seconds,
-                                    lag=self.lateness.sustained)
+                                    lag=self.lateness.sustained,
+                                    max_share=limits.max_loop_cpu,
+                                    share=self.lateness.cpu_share)
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
         self.quotas = Quotas(backend.counters)
         self.idempotency_ttl_seconds = limits.idempotency_ttl_seconds
@@ -238,7 +241,8 @@ class RunManager:
         run = started.run
         spec = RunSpec.from_snapshot(run.request)  # the row is the run's input; read once
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
-                           history=started.history, extra_tools=extra_tools or {}, spec=spec)
+                           history=started.history, extra_tools=extra_tools or {}, spec=spec,
+                           usage=RunUsage(self.setup.prices))
         if self.setup.agents is not None:  # for its usage and metrics
             active.agent = spec.agent or self.setup.agents.default_name
         self.registry.add(active)

@@ -212,7 +212,7 @@ def test_reload_restores_history_and_continues(gateway: GatewayServer,
     [CARD_CALL],
     [[{"content": "partial"}, {"error": 500}]],
     [[{"content": "cut sh"}, {"finish": "length"}]],  # RUN_FINISHED.metadata.truncated
-    [[{"content": "partial"}, {"end": "abrupt"}]],  # LLM_STREAM_INCOMPLETE
+    [[{"content": "partial"}, {"cut": True}]],  # LLM_STREAM_INCOMPLETE
     [WEATHER_CALL[:2] + [{"finish": "length"}]],  # arguments cut off: an error result
 ])
 def test_streams_pass_the_ag_ui_verifier(gateway: GatewayServer, scripted_model: ScriptedModel,

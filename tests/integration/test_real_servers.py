@@ -1,5 +1,5 @@
 """The gateway against an upstream that behaves like a real OpenAI-compatible server (issue 42),
-on both adapters: the scripted model's real-server modes (`ScriptedModel.behave`, `{"end": ...}`,
+on both adapters: the scripted model's real-server modes (`ScriptedModel.behave`, `{"cut": true}`,
 `{"finish": ""}`) stand for what llama.cpp's server does (tests/real_model runs the server
 itself).
 
@@ -72,9 +72,9 @@ def status(client: httpx.Client, ids: tuple[str, str]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("steps", [
-    [{"content": "Half an ans"}, {"end": "abrupt"}],  # 200, then the body just ends
+    [{"content": "Half an ans"}, {"cut": True}],  # 200, then the body just ends
     [{"content": "Half an ans"}, {"finish": ""}],  # [DONE] without a finish reason
-    [{"end": "error", "message": "the formatter crashed"}],  # 200, then an error event
+    [{"stream_error": {"message": "the formatter crashed"}}],  # 200, then an error event
 ], ids=["no-done", "no-finish", "error-event"])
 def test_a_stream_the_provider_did_not_complete_is_a_retryable_error(
         http: httpx.Client, scripted_model: ScriptedModel, steps: list[dict[str, Any]]) -> None:
@@ -93,7 +93,7 @@ def test_an_empty_200_is_asked_again_to_hear_the_servers_words(
     """llama-cpp-python answers a request its template cannot format with 200 and an empty
     body: the gateway asks once more, not streamed, and the run fails with what the server
     says then (in the log: the client's message stays generic)."""
-    scripted_model.enqueue(streamed({"end": "abrupt"}),
+    scripted_model.enqueue(streamed({"cut": True}),
                            {"steps": [{"error": 500, "message": "Template error: boom"}],
                             "stream": False})
     _, events = run(http, "hello")
@@ -189,7 +189,7 @@ def test_usage_a_server_does_not_report_is_counted_and_marked_estimated(
     [usage] = end["usage"]
     assert usage["outputTokens"] > 0 and usage["inputTokens"] > 0
     assert end["metadata"] == {"usageEstimated": True}
-    recorded = status(http, ids)["usage"]
+    [recorded] = status(http, ids)["usage"]["models"]
     assert recorded["estimatedCalls"] == 1 and recorded["outputTokens"] > 0
 
 
@@ -200,7 +200,7 @@ def test_usage_is_counted_with_the_servers_own_tokenizer_when_it_has_one(
     scripted_model.enqueue(streamed({"content": "x" * 40}))
     ids, _ = run(small, "count me")
     assert "x" * 40 in scripted_model.tokenized  # the answer, counted by the server: 11 tokens
-    usage = status(small, ids)["usage"]
+    [usage] = status(small, ids)["usage"]["models"]
     assert (usage["outputTokens"], usage["estimatedCalls"]) == (11, 1)
 
 
@@ -212,7 +212,7 @@ def test_usage_a_server_reports_is_not_marked(http: httpx.Client,
     [usage] = ending(events)["usage"]
     assert (usage["inputTokens"], usage["outputTokens"]) == (7, 2)
     assert "metadata" not in ending(events)
-    assert "estimatedCalls" not in status(http, ids)["usage"]
+    assert "estimatedCalls" not in status(http, ids)["usage"]["models"][0]
 
 
 # -- messages every real server accepts ----------------------------------------------------------
@@ -243,7 +243,7 @@ def test_a_thread_whose_run_failed_keeps_working_with_a_strict_template(
     follow it, and a template that wants alternating roles would refuse the thread for good."""
     scripted_model.behave(strict_roles=True)
     scripted_model.enqueue(streamed({"content": "Hello!"}),
-                           streamed({"end": "abrupt"}),  # the second run fails, saying nothing
+                           streamed({"cut": True}),  # the second run fails, saying nothing
                            {"steps": [{"error": 503, "message": "busy"}], "stream": False},
                            streamed({"content": "Still here."}))
     first, _ = run(http, "hi")

@@ -62,7 +62,7 @@ def run_status(client: httpx.Client, ids: tuple[str, str]) -> dict[str, Any]:
 def test_a_plain_run_streams_an_answer_with_its_usage_counted(client: httpx.Client) -> None:
     ids, events = ask(client, "Write one sentence about the sea.", maxTokens=16)
     end = finished(events)
-    usage = run_status(client, ids)["usage"]
+    [usage] = run_status(client, ids)["usage"]["models"]
     # The server reports no usage in streams: counted with its own tokenizer, marked.
     assert usage["estimatedCalls"] == 1 and 0 < usage["outputTokens"] <= 20
     assert usage["inputTokens"] > 5

@@ -40,6 +40,7 @@ from ..deltas import (
 )
 from ..stream_contract import diagnosed, incomplete
 from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
+from .reasoning import replayable
 from .server_info import server_count, server_window
 from .upstream_pool import UpstreamPool
 
@@ -107,7 +108,7 @@ class DirectModel:
             name = found
         body: dict[str, Any] = {
             "model": name,
-            "messages": request.messages,
+            "messages": replayable(request.messages, False),
             "stream": True,
             "stream_options": {"include_usage": True},
             **request.options(),

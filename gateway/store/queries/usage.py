@@ -57,7 +57,7 @@ def entry_of(row: Any) -> dict[str, Any]:
              **{key: int(getattr(row, column) or 0) for key, column in COLUMNS.items()}}
     entry["totalTokens"] = entry["inputTokens"] + entry["outputTokens"]
     estimated = int(getattr(row, "estimated_calls", 0) or 0)
-    if estimated:  # as the run's log carries it: only when some calls were counted
+    if estimated:  # present only when some calls were cut off (`engine.usage.estimate`)
         entry["estimatedCalls"] = estimated
     return entry
 

@@ -1,5 +1,6 @@
-"""run usage estimated calls: how many of a run's calls to a model reported no usage, so the
-gateway counted their tokens itself (an estimate)
+"""api keys: when each was last used (to the minute), for the console's Keys page and `gateway
+keys list`; run usage: how many of its calls were cut off before their usage was reported
+(their tokens are the gateway's estimate)
 
 Revision ID: 0019
 Revises: 0018
@@ -17,6 +18,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table('api_keys') as batch:
+        batch.add_column(sa.Column('last_used_ms', sa.BigInteger(), nullable=True))
     with op.batch_alter_table('run_usage') as batch:
         batch.add_column(sa.Column('estimated_calls', sa.Integer(), nullable=False,
                                    server_default='0'))
@@ -25,3 +28,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table('run_usage') as batch:
         batch.drop_column('estimated_calls')
+    with op.batch_alter_table('api_keys') as batch:
+        batch.drop_column('last_used_ms')
