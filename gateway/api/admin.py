@@ -1,8 +1,8 @@
 """The operator API (`/v1/admin/...`) and its console (`GET /admin`).
 
-The API answers admin keys only (`admin_access.py`): a project's threads and runs across user
-scopes, with filters; one run with its error, time to first token and usage; its stored log
-frames; and usage summed by key, user, agent, model or UTC day. Every listing is a bounded page
+The API answers admin keys only (`auth/caller.py`, `resolve_admin`): a project's threads and
+runs across user scopes, with filters; one run with its error, time to first token and usage;
+its stored log frames; and usage summed by key, user, agent, model or UTC day. Every listing is a bounded page
 (keyset cursor) over a bounded time window (`MAX_WINDOW_DAYS`), so no call scans without end.
 
 The console is a static page like the playground (`gateway/web/admin.*`, same CSP, no outside
@@ -38,10 +38,8 @@ from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.tambo import wire
 from ..store.cursors import InvalidCursor
 from ..store.queries.admin import AdminGrouping, AgentFilter, Window
-from .admin_access import admin_project
-from .context import int_param, query_user_key, services
-from .playground import FILES, POLICY
-from .static_files import PAGE_HEADERS
+from .context import admin_caller, int_param, query_user_key, services
+from .playground import FILES, PAGE_HEADERS, POLICY
 
 DAY_MS = 86_400_000
 DEFAULT_WINDOW_DAYS = 30
@@ -75,7 +73,7 @@ def _instant(request: Request, name: str) -> int | None:
 def window(request: Request, since: str = "since", until: str = "until") -> Window:
     """The time window of a call: `until` defaults to now, `since` to `DEFAULT_WINDOW_DAYS`
     before it; at most `MAX_WINDOW_DAYS` long. Only an admin key gets this far."""
-    project = admin_project(request)
+    project = admin_caller(request).project
     end = _instant(request, until)
     end = now_ms() + 1 if end is None else end
     start = _instant(request, since)
@@ -173,7 +171,7 @@ async def list_runs(request: Request) -> Response:
 
 async def _found_run(request: Request) -> Any:
     run_id = request.path_params["run_id"]
-    row = await services(request).store.admin_run(admin_project(request), run_id)
+    row = await services(request).store.admin_run(admin_caller(request).project, run_id)
     if row is None:
         raise ApiError(Problem.RUN_NOT_FOUND, f"Run {echo(run_id)} not found",
                        runId=echo(run_id))

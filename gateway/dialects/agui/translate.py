@@ -378,7 +378,8 @@ def _span(i: str) -> str:
 
 
 def _component_call_id(meta: dict[str, Any]) -> str:
-    return meta.get("toolCallId") or meta["componentId"]
+    found: str = meta.get("toolCallId") or meta["componentId"]
+    return found
 
 
 def _path(component_id: str) -> str:

@@ -18,8 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...api.context import json_body, services
-from ...api.request_limits import check_run_request
+from ...api.context import admission, json_body, services
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow, ThreadRow
@@ -75,14 +74,12 @@ async def channel_thread(request: Request, conn: ChorusConnectionRow, channel_id
 async def receive(request: Request) -> Response:
     conn = await connection(request)
     delivery: chorus_input.Delivery = await json_body(request, chorus_input.Delivery)
-    if services(request).agents.get(conn.agent) is None:
-        raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {conn.agent!r} on this gateway",
-                       agent=conn.agent)
     await check_urls(request, delivery)
-    check_run_request(services(request).settings,  # the message's size, before it is stored
-                      chorus_input.run_spec(delivery, "", None, conn.agent))
     svc = services(request)
-    ticket = await quota.admit(svc.runs.quotas, svc.settings, conn)  # 429 over a limit
+    # The message's agent and size are checked, and its slot taken (429 over a limit), before
+    # it is stored; its run starts later, holding that slot (`routes_delivery.py`).
+    ticket = await admission(request).reserve(quota.caller(svc.settings, conn),
+                                              chorus_input.run_spec(delivery, "", None))
     try:
         thread_id = await channel_thread(request, conn, delivery.channel.id)
         row = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id, connection_id=conn.id,

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -147,6 +148,30 @@ class StartGate:
     async def turn(self) -> AsyncIterator[None]:
         """A start's turn: refused at once (`Overloaded`) while the process is saturated, else
         held from the start's arrival (waiting in order) to its end."""
+        held = await self._arrive()
+        current = _TURN.set(held)
+        try:
+            yield
+        finally:
+            _TURN.reset(current)
+            self._leave(held)
+
+    @contextlib.asynccontextmanager
+    async def outside(self) -> AsyncIterator[None]:
+        """Slow work of a start that must not hold the others up (reading the MCP resources a
+        message embeds): the start's turn ends for it, and the start takes a new one after it,
+        refused as a new start would be. Outside any turn (a start from a background task), it
+        only runs the work."""
+        held = _TURN.get(None)
+        if held is None or held.gate is not self or not held.inside:
+            yield
+            return
+        self._leave(held)
+        yield
+        again = await self._arrive()
+        held.token, held.inside = again.token, True
+
+    async def _arrive(self) -> _Held:
         saturation = self.saturation()
         if saturation is not None:
             raise self.refused(saturation)
@@ -161,12 +186,31 @@ class StartGate:
                     metrics.STARTS_WAITING.dec()
             else:
                 await self._slots.acquire()
-            self._inside += 1
-            try:
-                yield
-            finally:
-                self._inside -= 1
-                self._slots.release()
-                self.pace.ended(queued=len(self._arrivals) - 1 - self._inside)
-        finally:
+        except BaseException:
             del self._arrivals[token]
+            raise
+        self._inside += 1
+        return _Held(self, token)
+
+    def _leave(self, held: _Held) -> None:
+        if not held.inside:
+            return
+        held.inside = False
+        self._inside -= 1
+        self._slots.release()
+        self.pace.ended(queued=len(self._arrivals) - 1 - self._inside)
+        del self._arrivals[held.token]
+
+
+@dataclass
+class _Held:
+    """A turn taken by the current task (`_TURN`): its gate, and its place among the arrivals
+    while it is inside."""
+
+    gate: StartGate
+    token: object
+    inside: bool = True
+
+
+# The turn the current task holds: `outside` leaves it and takes it again.
+_TURN: contextvars.ContextVar[_Held] = contextvars.ContextVar("start_turn")

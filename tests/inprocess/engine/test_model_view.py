@@ -18,7 +18,6 @@ from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
     FAST,
-    PROJECT,
     UNLIMITED,
     ScriptedDeltas,
     events,
@@ -52,7 +51,7 @@ async def test_a_turn_read_back_from_history_is_what_the_live_loop_gave_the_mode
                    Finish("tool_calls")],
                   text_turn("Found it."))
     thread = await new_thread(store)
-    run = (await manager.start(PROJECT, thread, user("find x", availableComponents=[CARD]))).run
+    run = (await manager.start(thread, user("find x", availableComponents=[CARD]))).run
     await events(manager, run.id)
 
     live = model.requests[1].messages  # the live loop's view, sent to the second model call
