@@ -125,8 +125,6 @@ def _install() -> None:
     after(repository.Store, "start_run", "committed")
     after(repository.Store, "start_run_on_new_thread", "committed")
     after(manager.RunManager, "start", "admitted")
-    after(manager.RunManager, "start_on", "admitted")
-    after(manager.RunManager, "start_new_thread", "admitted")
 
     send = httpx.AsyncClient.send
 

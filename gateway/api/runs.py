@@ -134,8 +134,9 @@ def sse_response(request: Request, messages: AsyncIterator[dict[str, str] | byte
 
 def gated(handler: Callable[[Request], Awaitable[Response]]
           ) -> Callable[[Request], Awaitable[Response]]:
-    """A run-start endpoint, whole (its request parsed and checked, the run admitted and
-    launched), inside the process's start gate (`runs/admission/start_gate.py`). The response's stream
+    """A run-start endpoint, whole (its request parsed, the run admitted by the door and
+    launched), inside the process's start gate (`runs/admission/start_gate.py`); the door
+    leaves the turn only for slow work of its own (`StartGate.outside`). The response's stream
     is read after the turn ends. Marked as a run start: refused at the door while the process
     is saturated (`api/door.py`)."""
 
