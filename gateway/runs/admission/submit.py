@@ -84,12 +84,17 @@ class Admission:
         `client_run_id`: the client's own name for the run (AG-UI). `extra_tools`: server
         tools for this run only (a Chorus message's MCP servers). `reserved`: the quota slot
         the start took when it was accepted (`reserve`); it goes back if the start is refused."""
+        ticket = None  # a keyed new thread's is taken once its key is claimed (`_once`)
         try:
             spec, agent = await self._checked(caller, target, spec)
             if isinstance(target, NewThread):
                 rows = await self._new_thread_rows(caller, target, spec.seed_messages, agent)
-            else:
+            self.runs.refuse_if_closed()
+            if isinstance(target, OnThread):
                 ticket = reserved or await self._ticket(caller, target.thread, spec)
+            elif spec.idempotency is None:
+                ticket = reserved or await self.runs.quotas.acquire(
+                    caller.quota_subjects(target.user_key))
         except BaseException:
             if reserved is not None:
                 await reserved.release()
@@ -98,8 +103,11 @@ class Admission:
             return await self.runs.start(target.thread, spec, ticket,
                                          client_run_id=client_run_id, extra_tools=extra_tools)
         try:
-            return await self._on_new_thread(caller, target.user_key, rows, spec, client_run_id,
-                                             extra_tools, reserved)
+            if spec.idempotency is None:
+                return await self.runs.start(rows, spec, ticket, client_run_id=client_run_id,
+                                             extra_tools=extra_tools)
+            return await self._once(caller, target.user_key, rows, spec, client_run_id,
+                                    extra_tools, reserved)
         except IntegrityError:
             if target.chosen is None:
                 raise
@@ -130,7 +138,6 @@ class Admission:
     async def _ticket(self, caller: Caller, thread: ThreadRow, spec: RunSpec) -> Ticket:
         """The run's quota slots, for the caller and the thread's user scope. A retry of a
         request that started its run only attaches to it: no new slot, even at the limit."""
-        self.runs.refuse_if_closed()
         try:
             return await self.runs.quotas.acquire(caller.quota_subjects(thread.user_key))
         except QuotaExceeded:
@@ -139,23 +146,13 @@ class Admission:
                 raise
             return Ticket(self.runs.quotas, NO_QUOTA)
 
-    async def _on_new_thread(self, caller: Caller, user_key: str | None, rows: ThreadRows,
-                             spec: RunSpec, client_run_id: str | None,
-                             extra_tools: dict[str, ServerToolSpec] | None,
-                             reserved: Ticket | None) -> StartedRun:
-        """The thread and its run, in one transaction; with an idempotency key, a retry gets
-        the thread and run the first request created, not a second thread."""
-        try:
-            self.runs.refuse_if_closed()
-            ticket = None if spec.idempotency is not None else reserved or \
-                await self.runs.quotas.acquire(caller.quota_subjects(user_key))
-        except BaseException:
-            if reserved is not None:
-                await reserved.release()
-            raise
-        if ticket is not None:
-            return await self.runs.start(rows, spec, ticket, client_run_id=client_run_id,
-                                         extra_tools=extra_tools)
+    async def _once(self, caller: Caller, user_key: str | None, rows: ThreadRows,
+                    spec: RunSpec, client_run_id: str | None,
+                    extra_tools: dict[str, ServerToolSpec] | None,
+                    reserved: Ticket | None) -> StartedRun:
+        """A new thread's run with an idempotency key: a retry gets the thread and run the
+        first request created, not a second thread (`idempotency`). Only the request that
+        claims the key creates the thread and takes a quota slot."""
 
         async def create_thread() -> ThreadRow:
             await self.store.add(rows.row, *rows.messages)
