@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -98,7 +98,7 @@ def existing_sqlite_directory(url: str) -> str:
 _ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/?#@\s]+$", re.IGNORECASE)
 
 
-def parse_origins(raw: Any) -> Any:
+def parse_origins(raw: object) -> object:
     """`*` or browser origins (`scheme://host[:port]`, what a browser sends in `Origin`): an
     entry that is not one would never match any request, so it is refused at start-up."""
     origins = _comma_list(raw)
@@ -124,7 +124,7 @@ class FallbackModel(BaseModel):
     api_key: SecretStr | None = None
 
 
-def parse_fallbacks(raw: Any) -> Any:
+def parse_fallbacks(raw: object) -> object:
     """A JSON list of `{"model", "api_base"?, "api_key"?}` objects, or comma-separated model
     strings (each reached with its provider's defaults: its URL and its key variable)."""
     if not isinstance(raw, str):
@@ -135,13 +135,15 @@ def parse_fallbacks(raw: Any) -> Any:
         except ValueError:
             raise ValueError("not a JSON list of {\"model\", \"api_base\", \"api_key\"} "
                              "objects") from None
-    return [{"model": item} for item in _comma_list(raw)]
+    return [{"model": item} for item in _split(raw)]
 
 
-def _comma_list(raw: Any) -> Any:
-    if isinstance(raw, str):
-        return tuple(item.strip() for item in raw.split(",") if item.strip())
-    return raw
+def _comma_list(raw: object) -> object:
+    return _split(raw) if isinstance(raw, str) else raw
+
+
+def _split(raw: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
 class Settings(BaseSettings):

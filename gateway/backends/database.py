@@ -30,7 +30,7 @@ from ..runs.backend import (
     Probe,
     ThreadEvent,
 )
-from ..runs.log.live import Entry, LiveLog, read_persisted
+from ..runs.log.live import Entry, LiveLog, persisted, read_persisted
 from ..runs.timings import Timings
 from ..store.repository import ACTIVE_RUN_STATUSES, UNAVAILABLE, Store
 from .memory import MemoryCounters
@@ -96,8 +96,9 @@ class DatabaseFeed:
         frames it never persisted, and the reaper's `RUN_LOST` went after the last persisted
         one. The reader still gets that end, so it always learns how the run ended."""
         last = await self.store.last_frame(run_id)
-        if last is not None and last.seq <= seq and timbal.is_terminal(last.frame):
-            yield Entry(last.seq, last.ts_ms, last.frame)
+        end = persisted(last) if last is not None and last.seq <= seq else None
+        if end is not None and timbal.is_terminal(end.frame):
+            yield end
 
 
 class DatabaseSignals:

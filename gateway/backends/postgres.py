@@ -68,9 +68,9 @@ class PostgresSignals:
     async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
         payload = json.dumps({"threadId": thread_id, "event": event})
         if len(payload.encode()) > MAX_PAYLOAD_BYTES:
-            payload = json.dumps({"threadId": thread_id, "event": {
-                "kind": event.get("kind"), "componentId": event.get("componentId"),
-                "reload": True}})
+            reference: ThreadEvent = {"kind": event["kind"], "componentId": event["componentId"],
+                                      "reload": True}
+            payload = json.dumps({"threadId": thread_id, "event": reference})
         try:
             await self.store.notify(THREAD_EVENTS_CHANNEL, payload)
         except UNAVAILABLE as error:

@@ -18,7 +18,8 @@ import socket
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..auth.loopback import is_loopback
 from ..config import Settings, SettingsError, load_settings
@@ -257,15 +258,15 @@ def shared_metrics_directory() -> str:
     return directory
 
 
-def quiet_startup_failure(app: Any) -> Any:
+def quiet_startup_failure(app: ASGIApp) -> ASGIApp:
     """The app, minus the traceback uvicorn prints when its start-up fails: the lifespan has
     already logged one line saying why (Starlette hands uvicorn the formatted traceback)."""
 
-    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
             return await app(scope, receive, send)
 
-        async def send_quietly(message: Any) -> None:
+        async def send_quietly(message: Message) -> None:
             if message["type"] == "lifespan.startup.failed":
                 message = {**message, "message": ""}
             await send(message)

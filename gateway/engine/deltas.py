@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.run_errors import ErrorCategory
+
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
@@ -86,7 +88,7 @@ class ModelError(Exception):
 
     code: str
     message: str
-    category: str = "server_error"
+    category: ErrorCategory = "server_error"
     retryable: bool = False
     status: int | None = None
 

@@ -35,12 +35,15 @@ from ..protocol.frames_schema import (
     ComponentStartMeta,
     ComponentValue,
     ErrorValue,
-    MessageValue,
+    PendingToolCall,
     ServerToolResultValue,
+    StartMeta,
+    SubagentStartedFrame,
     TextStartMeta,
     ThinkingValue,
     ToolCallStartMeta,
     ToolCallValue,
+    TurnValue,
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
@@ -147,7 +150,7 @@ class Outcome:
     """How the loop ended: `pending` holds client tool calls awaiting results; `text` is the
     last turn's answer; `output_tokens` what the loop's calls (sub-agents' too) produced."""
 
-    pending: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[PendingToolCall] = field(default_factory=list)
     text: str = ""
     output_tokens: int = 0
 
@@ -186,7 +189,7 @@ class Turn:
         self._agent_texts = Fragments()
         self.calls: dict[int, _Call] = {}
         self._waiting: dict[int, ToolCallDelta] = {}  # fragments before their name arrived
-        self.values: list[MessageValue] = []  # every value the turn set, in order
+        self.values: list[TurnValue] = []  # every value the turn set, in order
 
     async def feed(self, delta: Delta) -> None:
         if isinstance(delta, ReasoningDelta):
@@ -285,7 +288,7 @@ class Turn:
                 value["cancelled"] = True
             await self.write_value(call.i, value)
 
-    async def write_value(self, i: str, value: MessageValue) -> None:
+    async def write_value(self, i: str, value: TurnValue) -> None:
         """Set a value of this turn (its own, or a server tool's result): written to the sink,
         and kept for the model's view of the turn (`model_view.turn_messages`)."""
         self.values.append(value)
@@ -300,9 +303,12 @@ class Turn:
         return [self.calls[index] for index in sorted(self.calls)]
 
 
-def _sign(value: Any, who: Authorship) -> None:
-    """Put who wrote a message on its start metadata or value (a TypedDict of either kind)."""
-    value.update(who)
+def _sign(value: StartMeta | TurnValue, who: Authorship) -> None:
+    """Put who wrote a message on its start metadata or value."""
+    if "sender" in who:
+        value["sender"] = who["sender"]
+    if "subagentRunId" in who:
+        value["subagentRunId"] = who["subagentRunId"]
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -387,7 +393,7 @@ def _function(name: str, description: str, schema: Any) -> dict[str, Any]:
                          "parameters": parameters}}
 
 
-def model_tool_choice(run: RunInput) -> Any:
+def model_tool_choice(run: RunInput) -> str | dict[str, Any] | None:
     if run.force_component:
         return {"type": "function",
                 "function": {"name": COMPONENT_TOOL_PREFIX + run.force_component}}
@@ -451,10 +457,10 @@ def _asks_first(run: RunInput, call: _Call) -> bool:
     return call.kind == "server" and spec is not None and spec.approval
 
 
-def _pending(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:
+def _pending(run: RunInput, call: _Call, message_id: str) -> PendingToolCall:
     """A call the run stops for: a client tool's, or one waiting for approval."""
     arguments = parse_arguments(call.arguments)
-    entry: dict[str, Any] = {"toolCallId": call.tool_call_id, "toolName": call.name,
+    entry: PendingToolCall = {"toolCallId": call.tool_call_id, "toolName": call.name,
                              "arguments": json.dumps(arguments), "input": arguments}
     if call.kind == "server":
         entry["approval"] = approvals.request(call.name, message_id, run.approval_ttl)
@@ -463,22 +469,24 @@ def _pending(run: RunInput, call: _Call, message_id: str) -> dict[str, Any]:
 
 def _question(run: RunInput, call_id: str, name: str, arguments: dict[str, Any],
               message_id: str, question: elicitation.InputRequired,
-              answers: list[dict[str, Any]]) -> dict[str, Any]:
+              answers: list[dict[str, Any]]) -> PendingToolCall:
     """A call paused by a question its tool asked (`answers`: those it was given so far)."""
     request = approvals.request(name, message_id, run.approval_ttl)
-    request.update(reason=elicitation.REASON, message=question.message[:2000],
-                   responseSchema=question.schema, answers=answers)
+    request["reason"] = elicitation.REASON
+    request["message"] = question.message[:2000]
+    request["responseSchema"] = question.schema
+    request["answers"] = answers
     return {"toolCallId": call_id, "toolName": name, "arguments": json.dumps(arguments),
             "input": arguments, "approval": request}
 
 
 async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
-                            sink: FrameSink) -> list[dict[str, Any]]:
+                            sink: FrameSink) -> list[PendingToolCall]:
     """Before a resumed run's first model call: run each approved call (once: its answer was
     taken by this run alone, under the thread's lock) and answer the others with an error;
     call again each tool whose question was answered. Returns the calls that asked another
     question (the run pauses again at once)."""
-    pending = []
+    pending: list[PendingToolCall] = []
     for answer in answers:
         output, error = None, approvals.denial(answer)  # type: tuple[Any, str | None]
         if answer.decision in ("approved", "answered"):
@@ -498,7 +506,7 @@ async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
 
 
 async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int,
-                     pending: list[dict[str, Any]]) -> int:
+                     pending: list[PendingToolCall]) -> int:
     """Run the turn's server tools and sub-agents, one after the other, each result written
     into the turn; the output tokens the sub-agents used. A tool that asks first is left for
     its approval; one that asked a question is added to `pending` (`engine/tools/elicitation.py`)."""
@@ -535,8 +543,9 @@ async def _run_subagent(run: RunInput, call: _Call, message_id: str, sink: Frame
         return _server_result(call, message_id, error=f"{tool.name} needs a `task` string",
                               sender=tool.name), 0
     invocation = new_id("sub_")
-    started = timbal.control(timbal.SUBAGENT_STARTED, subagentRunId=invocation,
-                             name=tool.name, toolCallId=call.tool_call_id, messageId=message_id)
+    started: SubagentStartedFrame = {"c": timbal.SUBAGENT_STARTED, "subagentRunId": invocation,
+                                     "name": tool.name, "toolCallId": call.tool_call_id,
+                                     "messageId": message_id}
     if tool.description:
         started["description"] = tool.description
     if run.subagent_run_id is not None:

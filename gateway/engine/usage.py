@@ -14,11 +14,13 @@ The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
+from ..protocol.frames_schema import UsageEntry
 from .deltas import Usage
 
-COUNTS = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
+COUNTS: Final = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
 # Models litellm's (offline) price map does not list: asking again costs 300 to 900 µs of CPU a
 # call, at every run's end, for the same answer. Bounded: model names come from the operator's
 # allow-list and fallbacks, but a bound costs nothing.
@@ -50,7 +52,7 @@ class RunUsage:
     """A run's usage so far, one entry per model, in the order the models were first used."""
 
     def __init__(self) -> None:
-        self._by_model: dict[str, dict[str, Any]] = {}
+        self._by_model: dict[str, UsageEntry] = {}
 
     def add(self, model: str, usage: Usage) -> None:
         entry = {"model": model, "calls": 1, "inputTokens": usage.input_tokens,
@@ -59,31 +61,32 @@ class RunUsage:
                  "costUsd": call_cost(model, usage)}
         merge(self._by_model.setdefault(model, new_entry(model)), entry)
 
-    def entries(self) -> list[dict[str, Any]]:
-        return [dict(entry) for entry in self._by_model.values()]
+    def entries(self) -> list[UsageEntry]:
+        return [entry.copy() for entry in self._by_model.values()]
 
     def __bool__(self) -> bool:
         return bool(self._by_model)
 
 
-def new_entry(model: str) -> dict[str, Any]:
+def new_entry(model: str) -> UsageEntry:
     return {"model": model, "calls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0,
             "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.0}
 
 
-def merge(into: dict[str, Any], entry: dict[str, Any]) -> None:
+def merge(into: UsageEntry, entry: Mapping[str, Any]) -> None:
     """Add `entry`'s calls, tokens and cost to `into` (same model)."""
-    for key in ("calls", *COUNTS):
+    into["calls"] += entry["calls"]
+    for key in COUNTS:
         into[key] += entry[key]
     into["totalTokens"] = into["inputTokens"] + into["outputTokens"]
     into["costUsd"] = (None if entry["costUsd"] is None or into["costUsd"] is None
                        else into["costUsd"] + entry["costUsd"])
 
 
-def summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
+def summed(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Totals over entries (a thread's runs, or a run's models) and the entries per model:
     `{inputTokens, ..., costUsd, models: [...]}`; the total cost is None if any part is."""
-    by_model: dict[str, dict[str, Any]] = {}
+    by_model: dict[str, UsageEntry] = {}
     for entry in entries:
         merge(by_model.setdefault(entry["model"], new_entry(entry["model"])), entry)
     models = list(by_model.values())

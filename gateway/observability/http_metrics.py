@@ -9,8 +9,6 @@ length is the run's, already measured by the run metrics.
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import Counter, Histogram
 from starlette.types import Scope
 
@@ -60,5 +58,5 @@ def answered(method: str, scope: Scope, status: int | None) -> None:
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 # Each label set's child, found once: `labels()` validates and locks on every call. Bounded as
 # the label sets are (methods, route templates, statuses).
-_started: dict[tuple[str, str], Any] = {}
-_answered: dict[tuple[str, str, str], Any] = {}
+_started: dict[tuple[str, str], Histogram] = {}
+_answered: dict[tuple[str, str, str], Counter] = {}

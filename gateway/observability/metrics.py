@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -89,14 +89,14 @@ def exposition() -> tuple[bytes, str]:
     if not os.environ.get(MULTIPROCESS_DIR):
         return generate_latest(), CONTENT_TYPE_LATEST
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # unannotated
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
 def process_exited() -> None:
     """A worker's gauges leave the sums when it stops."""
     if os.environ.get(MULTIPROCESS_DIR):
-        multiprocess.mark_process_dead(os.getpid())
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]  # unannotated
 
 
 class ModelCallMeter:
@@ -158,12 +158,12 @@ def model_call_failed(code: str) -> None:
 # The labelled children used so far, by their labels: `labels()` validates and locks on
 # every call, and a run's end would call it up to six times. The label sets are bounded
 # (statuses and error codes; the operator's agents and models), so these stay small.
-_children: dict[tuple[Any, ...], Any] = {}
+_children: dict[tuple[Counter | str, ...], Counter] = {}
 
 
-def child(metric: Any, *labels: str) -> Any:
+def child(metric: Counter, *labels: str) -> Counter:
     """`metric.labels(*labels)`, looked up once."""
-    key = (metric, *labels)
+    key: tuple[Counter | str, ...] = (metric, *labels)
     found = _children.get(key)
     if found is None:
         found = _children[key] = metric.labels(*labels)
@@ -175,7 +175,7 @@ def run_ended(status: str, code: str) -> None:
     child(RUNS_ENDED, status, code).inc()
 
 
-def record_usage(agent: str, entries: list[dict[str, Any]]) -> None:
+def record_usage(agent: str, entries: Sequence[Mapping[str, Any]]) -> None:
     """A run's usage (`engine.usage` entries), counted once when the run ends. Labels are the
     operator's agents and models, bounded sets; never a user or a key."""
     for entry in entries:
@@ -193,7 +193,7 @@ class StoreTimer:
     the store method's name."""
 
     def __init__(self) -> None:
-        self._histograms: dict[str, Any] = {}
+        self._histograms: dict[str, Histogram] = {}
 
     def operation_timed(self, name: str, seconds: float) -> None:
         histogram = self._histograms.get(name)

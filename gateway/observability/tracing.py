@@ -18,16 +18,19 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger(__name__)
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 SERVICE_NAME = "gateway"
 
-_provider: Any = None
+_provider: TracerProvider | None = None
 tracer: trace.Tracer | None = None
 
 
@@ -98,7 +101,7 @@ def run_ended(status: str, code: str | None) -> None:
         span.set_status(trace.StatusCode.ERROR, code or status)
 
 
-def model_span(model: str | None) -> Any:
+def model_span(model: str | None) -> trace.Span | None:
     """A model call's span, a child of the current run span (never made current: it lives in
     an async generator, which must not attach contexts across its yields). None when off."""
     if tracer is None:
@@ -108,7 +111,7 @@ def model_span(model: str | None) -> Any:
         "gen_ai.operation.name": "chat", "gen_ai.request.model": name})
 
 
-def model_ended(span: Any, served: str | None, usage: tuple[int, int] | None,
+def model_ended(span: trace.Span, served: str | None, usage: tuple[int, int] | None,
                 code: str | None) -> None:
     """Ends a model call's span; its served model and token usage go on the run span too
     (usage summed over the run's calls)."""

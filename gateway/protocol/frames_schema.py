@@ -4,10 +4,15 @@ The run log is a sequence of `Frame`s (`timbal.py` builds them, `engine/loop.py`
 frames, `runs/manager.py` the control frames); a stored Tambo message is a list of
 `MessageValue`s (the `v` of set frames, including the run's input, which `runs/manager.py`
 stores and then writes as the first set frames of the run; `api/threads.py` stores seeded
-messages directly). Like the Tambo dialect's events, these types describe the writers, they do not
-drive them: `timbal.start` and `timbal.set_value` take their metas and values, so mypy checks
-the message frames the engine builds (plain dicts, no cost per token); `schemas/timbal/` is
-generated from them and tests check real logs against it.
+messages directly). These types are the frames' static types everywhere (`timbal.Frame` is
+`Frame`): the writers build them (`timbal.start`, `timbal.set_value`, control frames as
+literals), so mypy checks every frame against the published shape, and the readers (the live
+log, the dialects' translators, salvage) narrow them, on `frame["c"]` for a control frame and on
+which key is present (`"a" in frame`) for a message frame, which is why every class is `@final`
+(a final TypedDict has no subtype with extra keys). They describe, they do not validate: a frame
+stays a plain dict at run time, at no cost per token. `schemas/timbal/` is generated from them
+and tests check real logs against it; `tests/unit/test_frame_types.py` checks that the union and
+the published kinds agree.
 
 Closed objects (`extra="forbid"`) because they describe exactly what we write. Timbal readers
 must ignore unknown fields (framing section 5), so a reader of our logs stays compatible with a
@@ -16,7 +21,7 @@ later gateway that adds one.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, final
 
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
@@ -47,6 +52,7 @@ SubagentRunId = Annotated[str, Field(
 # -- JSON Patch (RFC 6902), as props_delta and state_delta carry it -----------------------------
 
 
+@final
 @with_config(CLOSED)
 class PatchValueOp(TypedDict):
     """`add`, `replace` or `test`: an operation that carries a value."""
@@ -56,6 +62,7 @@ class PatchValueOp(TypedDict):
     value: Any
 
 
+@final
 @with_config(CLOSED)
 class PatchRemoveOp(TypedDict):
     op: Literal["remove"]
@@ -70,6 +77,7 @@ JsonPatchOp = Annotated[PatchValueOp | PatchRemoveOp | PatchMoveOp,
                         Field(description="One RFC 6902 JSON Patch operation")]
 
 
+@final
 @with_config(CLOSED)
 class ApprovalRequest(TypedDict):
     """A server tool call waiting for a human's approval, or for the answer to a question its
@@ -88,6 +96,7 @@ class ApprovalRequest(TypedDict):
     answers: NotRequired[list[dict[str, Any]]]
 
 
+@final
 @with_config(CLOSED)
 class PendingToolCall(TypedDict):
     """A tool call the run waits for; `arguments` is the complete JSON text of `input`. A
@@ -110,6 +119,7 @@ class Authorship(TypedDict, total=False):
 # -- message values ---------------------------------------------------------------------------
 
 
+@final
 @with_config(CLOSED)
 class AgentValue(TypedDict):
     """Assistant text. Seeded `initialMessages` have no `messageId`."""
@@ -124,6 +134,7 @@ class AgentValue(TypedDict):
     cancelled: NotRequired[Literal[True]]
 
 
+@final
 @with_config(CLOSED)
 class ThinkingValue(TypedDict):
     type: Literal["thinking"]
@@ -135,6 +146,7 @@ class ThinkingValue(TypedDict):
     content: str
 
 
+@final
 @with_config(CLOSED)
 class ToolCallValue(TypedDict):
     """A client or server tool call with its parsed arguments."""
@@ -151,6 +163,7 @@ class ToolCallValue(TypedDict):
     cancelled: NotRequired[Literal[True]]
 
 
+@final
 @with_config(CLOSED)
 class ComponentValue(TypedDict):
     """A component (`show_component_<Name>` call): final props, and state once it has some."""
@@ -169,6 +182,7 @@ class ComponentValue(TypedDict):
     cancelled: NotRequired[Literal[True]]
 
 
+@final
 @with_config(CLOSED)
 class ServerToolResultValue(TypedDict):
     """A server tool's result, written by the engine as a whole set frame."""
@@ -186,6 +200,7 @@ class ServerToolResultValue(TypedDict):
     error: NotRequired[str]
 
 
+@final
 @with_config(CLOSED)
 class ClientToolResultValue(TypedDict):
     """A client tool's result, stored from the run request that carried it, and written as a
@@ -203,6 +218,7 @@ class ClientToolResultValue(TypedDict):
     error: NotRequired[str]
 
 
+@final
 @with_config(CLOSED)
 class UserValue(TypedDict):
     """The user's input message: stored, and written as a set frame when the run starts."""
@@ -216,6 +232,7 @@ class UserValue(TypedDict):
     metadata: NotRequired[dict[str, Any]]
 
 
+@final
 @with_config(CLOSED)
 class ApprovalValue(TypedDict):
     """The decision on a call that waited for approval, stored from the run request that
@@ -235,6 +252,7 @@ class ApprovalValue(TypedDict):
     answers: NotRequired[list[dict[str, Any]]]  # a question's: every answer so far, in order
 
 
+@final
 @with_config(CLOSED)
 class SystemValue(TypedDict):
     """A system prompt seeded with the thread (stored, never a frame)."""
@@ -244,6 +262,7 @@ class SystemValue(TypedDict):
     content: str
 
 
+@final
 @with_config(CLOSED)
 class SummaryValue(TypedDict):
     """The summary that stands in for a thread's older turns when its agent summarises
@@ -256,6 +275,7 @@ class SummaryValue(TypedDict):
     covers: int
 
 
+@final
 @with_config(CLOSED)
 class AgentCompleteValue(TypedDict):
     """A sub-agent finished (Timbal's multi-agent `agent_complete`): `agentId` is its invocation
@@ -268,6 +288,7 @@ class AgentCompleteValue(TypedDict):
     sender: NotRequired[Sender]
 
 
+@final
 @with_config(CLOSED)
 class ErrorValue(TypedDict):
     """A sub-agent failed (Timbal's multi-agent `error`, recoverable: the calling agent gets the
@@ -281,6 +302,7 @@ class ErrorValue(TypedDict):
     sender: NotRequired[Sender]
 
 
+@final
 @with_config(CLOSED)
 class StatusValue(TypedDict):
     """What a server tool is doing (Timbal's multi-agent `status`; docs/tools.md): one message
@@ -322,10 +344,15 @@ MessageValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue
 SubagentValue = AgentCompleteValue | ErrorValue
 """The `v` of a set frame about a sub-agent: in the run's log, never stored in the thread."""
 
+TurnValue = AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
+"""What one model turn sets (`engine/loop.py`): its text, reasoning and calls, and the results
+of the server tools it called."""
+
 
 # -- message frames -----------------------------------------------------------------------------
 
 
+@final
 @with_config(CLOSED)
 class TextStartMeta(TypedDict):
     type: Literal["agent", "thinking"]
@@ -334,6 +361,7 @@ class TextStartMeta(TypedDict):
     subagentRunId: NotRequired[SubagentRunId]
 
 
+@final
 @with_config(CLOSED)
 class ToolCallStartMeta(TypedDict):
     type: Literal["tool_call"]
@@ -344,6 +372,7 @@ class ToolCallStartMeta(TypedDict):
     name: str
 
 
+@final
 @with_config(CLOSED)
 class ComponentStartMeta(TypedDict):
     type: Literal["x-component"]
@@ -355,31 +384,42 @@ class ComponentStartMeta(TypedDict):
     toolCallId: NonEmpty
 
 
+StartMeta = TextStartMeta | ToolCallStartMeta | ComponentStartMeta
+"""The `m` of a start frame: what the streamed message is and which turn it belongs to."""
+
+SetValue = (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
+            | ClientToolResultValue | UserValue | ApprovalValue | AgentCompleteValue | ErrorValue
+            | SummaryValue | StatusValue)
+"""The `v` of a set frame: a message's final value (a run's log holds no `x-system`)."""
+
+
+@final
 @with_config(CLOSED)
 class StartFrame(TypedDict):
     """A streamed message starts; its appends follow (text, or a tool call's JSON arguments)."""
 
     i: ItemId
-    m: TextStartMeta | ToolCallStartMeta | ComponentStartMeta
+    m: StartMeta
 
 
+@final
 @with_config(CLOSED)
 class AppendFrame(TypedDict):
     i: ItemId
     a: str
 
 
+@final
 @with_config(CLOSED)
 class SetFrame(TypedDict):
     """A message is complete: `v` is its final value (authoritative over the appends)."""
 
     i: ItemId
     t: IsoMs
-    v: (AgentValue | ThinkingValue | ToolCallValue | ComponentValue | ServerToolResultValue
-        | ClientToolResultValue | UserValue | ApprovalValue | AgentCompleteValue | ErrorValue
-        | SummaryValue | StatusValue)
+    v: SetValue
 
 
+@final
 @with_config(CLOSED)
 class DeleteFrame(TypedDict):
     """A message is deleted (Timbal framing 5.1.3): the gateway deletes a tool's `status` when
@@ -392,6 +432,7 @@ class DeleteFrame(TypedDict):
 # -- control frames (run lifecycle; Timbal Messages/1.0 has none) --------------------------------
 
 
+@final
 @with_config(CLOSED)
 class UsageEntry(TypedDict):
     """What a run's calls to one model consumed. `reasoningTokens` is part of `outputTokens`,
@@ -413,6 +454,7 @@ class UsageEntry(TypedDict):
 RunUsageEntries = Annotated[list[UsageEntry], Field(min_length=1)]
 
 
+@final
 @with_config(CLOSED)
 class RunStartedFrame(TypedDict):
     c: Literal["run.started"]
@@ -420,12 +462,14 @@ class RunStartedFrame(TypedDict):
     runId: NonEmpty
 
 
+@final
 @with_config(CLOSED)
 class RunFinishedFrame(TypedDict):
     c: Literal["run.finished"]
     usage: NotRequired[RunUsageEntries]
 
 
+@final
 @with_config(CLOSED)
 class RunAwaitingInputFrame(TypedDict):
     """Written after the paused state is committed, before `run.finished`."""
@@ -434,12 +478,14 @@ class RunAwaitingInputFrame(TypedDict):
     pendingToolCalls: Annotated[list[PendingToolCall], Field(min_length=1)]
 
 
+@final
 @with_config(CLOSED)
 class RunCancelledFrame(TypedDict):
     c: Literal["run.cancelled"]
     usage: NotRequired[RunUsageEntries]
 
 
+@final
 @with_config(CLOSED)
 class ErrorFrame(TypedDict):
     """The run failed; terminal. `status` is the HTTP status of the cause, when it had one."""
@@ -453,6 +499,7 @@ class ErrorFrame(TypedDict):
     usage: NotRequired[RunUsageEntries]
 
 
+@final
 @with_config(CLOSED)
 class SubagentStartedFrame(TypedDict):
     """A sub-agent starts the task its calling agent gave it (the tool call `toolCallId` of the
@@ -468,6 +515,7 @@ class SubagentStartedFrame(TypedDict):
     parentSubagentRunId: NotRequired[NonEmpty]
 
 
+@final
 @with_config(CLOSED)
 class ComponentStateFrame(TypedDict):
     c: Literal["component.state"]
@@ -489,14 +537,27 @@ CONTROL_FRAMES: dict[str, type] = {
 FRAMES: dict[str, type] = {"start": StartFrame, "append": AppendFrame, "set": SetFrame,
                            "delete": DeleteFrame}
 
-ControlFrame = Annotated[
-    RunStartedFrame | RunFinishedFrame | RunAwaitingInputFrame | RunCancelledFrame | ErrorFrame
-    | ComponentStateFrame | SubagentStartedFrame,
-    Field(discriminator="c"),
-]
+ControlFrame = (RunStartedFrame | RunFinishedFrame | RunAwaitingInputFrame | RunCancelledFrame
+                | ErrorFrame | ComponentStateFrame | SubagentStartedFrame)
+"""A frame about the run's lifecycle: `c` names it (and narrows it)."""
 
-Frame = StartFrame | AppendFrame | SetFrame | DeleteFrame | ControlFrame
+MessageFrame = StartFrame | AppendFrame | SetFrame | DeleteFrame
+"""A frame about one message (`i`): Timbal Messages/1.0's own."""
+
+# Spelled out, not `MessageFrame | ControlFrame`: mypy narrows a union of TypedDicts on a key
+# (`"c" in frame`, either way) only when no member is itself an alias of a union.
+Frame = (StartFrame | AppendFrame | SetFrame | DeleteFrame | RunStartedFrame | RunFinishedFrame
+         | RunAwaitingInputFrame | RunCancelledFrame | ErrorFrame | ComponentStateFrame
+         | SubagentStartedFrame)
 """One line of a run's Timbal log."""
 
-frame_adapter = TypeAdapter(Frame)
+PublishedFrame = (StartFrame | AppendFrame | SetFrame | DeleteFrame
+                  | Annotated[ControlFrame, Field(discriminator="c")])
+"""`Frame` as the published schema has it (`schemas/timbal/frame.json`): the control frames
+told apart by their `c`."""
+
+TerminalFrame = RunFinishedFrame | RunCancelledFrame | ErrorFrame
+"""The frame that ends a run's log (`timbal.is_terminal`); nothing follows it."""
+
+frame_adapter = TypeAdapter(PublishedFrame)
 value_adapter = TypeAdapter(MessageValue)

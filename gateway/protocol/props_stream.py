@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from partial_json_parser import loads as partial_loads
 
+from .frames_schema import JsonPatchOp
+
 # A member's streaming status as `tambo.component.props_delta` reports it (`protocol/events.py`).
 Status = Literal["started", "streaming", "done"]
 
@@ -28,9 +30,9 @@ def pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def diff_top_level(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+def diff_top_level(old: dict[str, Any], new: dict[str, Any]) -> list[JsonPatchOp]:
     """Operations that turn `old` into `new`, touching top-level keys only."""
-    ops: list[dict[str, Any]] = []
+    ops: list[JsonPatchOp] = []
     for key in old:
         if key not in new:
             ops.append({"op": "remove", "path": pointer(key)})
@@ -64,7 +66,7 @@ class PropsStream:
         """Everything fed so far."""
         return "".join(self._chunks)
 
-    def feed(self, fragment: str) -> list[dict[str, Any]]:
+    def feed(self, fragment: str) -> list[JsonPatchOp]:
         """Add a fragment; return the operations that bring the client up to date."""
         self._chunks.append(fragment)
         self._length += len(fragment)
@@ -73,7 +75,7 @@ class PropsStream:
             return []  # nothing the client has can have changed
         return self._publish(self._snapshot())
 
-    def finish(self, final_props: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def finish(self, final_props: dict[str, Any] | None = None) -> list[JsonPatchOp]:
         """The props are complete: publish them exactly (the final value is authoritative)."""
         if final_props is None:
             buffer = self.buffer
@@ -90,7 +92,7 @@ class PropsStream:
             status[self._partial_key] = "streaming"
         return status
 
-    def _publish(self, props: dict[str, Any]) -> list[dict[str, Any]]:
+    def _publish(self, props: dict[str, Any]) -> list[JsonPatchOp]:
         ops = diff_top_level(self.current, props)
         self.current = props
         return ops

@@ -11,21 +11,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeGuard, cast
+
+from typing_extensions import TypeIs
 
 from .clock import iso_ms
+from .frames_schema import (
+    AppendFrame,
+    DeleteFrame,
+    ErrorFrame,
+    Frame,
+    SetFrame,
+    SetValue,
+    StartFrame,
+    StartMeta,
+    TerminalFrame,
+)
 
-if TYPE_CHECKING:
-    from .frames_schema import (
-        ComponentStartMeta,
-        MessageValue,
-        StatusValue,
-        SubagentValue,
-        TextStartMeta,
-        ToolCallStartMeta,
-    )
+__all__ = ["Frame", "FrameKind", "FrameSink"]
 
-Frame = dict[str, Any]
 FrameKind = Literal["start", "append", "set", "delete", "control", "invalid"]
 
 
@@ -36,41 +40,37 @@ class FrameSink(Protocol):
     async def emit(self, frame: Frame) -> None: ...
 
 
-# Control frame names. `error` is the one the Timbal core defines; the rest are ours.
-RUN_STARTED = "run.started"
-RUN_FINISHED = "run.finished"
-RUN_AWAITING_INPUT = "run.awaiting_input"
-RUN_CANCELLED = "run.cancelled"
-ERROR = "error"
-COMPONENT_STATE = "component.state"
-SUBAGENT_STARTED = "subagent.started"
+# Control frame names (`Final`: each is its literal type, so `frame["c"] == RUN_STARTED` narrows
+# a frame to `RunStartedFrame`). `error` is the one the Timbal core defines; the rest are ours.
+RUN_STARTED: Final = "run.started"
+RUN_FINISHED: Final = "run.finished"
+RUN_AWAITING_INPUT: Final = "run.awaiting_input"
+RUN_CANCELLED: Final = "run.cancelled"
+ERROR: Final = "error"
+COMPONENT_STATE: Final = "component.state"
+SUBAGENT_STARTED: Final = "subagent.started"
 
 # The `error` code a reaper writes for a run whose process died (`is_lost`).
-RUN_LOST = "RUN_LOST"
-
+RUN_LOST: Final = "RUN_LOST"
 
 
 # The message frame builders take their meta and value typed as `frames_schema` describes them,
 # so mypy checks every message frame the engine writes against the published schema, at no cost
-# per token (they stay plain dicts).
-def start(i: str, meta: TextStartMeta | ToolCallStartMeta | ComponentStartMeta) -> Frame:
+# per token (they stay plain dicts). Control frames are written as literals, checked the same way.
+def start(i: str, meta: StartMeta) -> StartFrame:
     return {"i": i, "m": meta}
 
 
-def append(i: str, text: str) -> Frame:
+def append(i: str, text: str) -> AppendFrame:
     return {"i": i, "a": text}
 
 
-def set_value(i: str, value: MessageValue | SubagentValue | StatusValue, t_ms: int) -> Frame:
+def set_value(i: str, value: SetValue, t_ms: int) -> SetFrame:
     return {"i": i, "t": iso_ms(t_ms), "v": value}
 
 
-def delete(i: str) -> Frame:
+def delete(i: str) -> DeleteFrame:
     return {"i": i, "v": None}
-
-
-def control(name: str, /, **params: Any) -> Frame:
-    return {"c": name, **params}
 
 
 def kind(frame: Frame) -> FrameKind:
@@ -94,11 +94,11 @@ def kind(frame: Frame) -> FrameKind:
 TERMINAL_CONTROLS = frozenset({RUN_FINISHED, RUN_CANCELLED, ERROR})
 
 
-def is_terminal(frame: Frame) -> bool:
+def is_terminal(frame: Frame) -> TypeIs[TerminalFrame]:
     return frame.get("c") in TERMINAL_CONTROLS
 
 
-def is_lost(frame: Frame) -> bool:
+def is_lost(frame: Frame) -> TypeGuard[ErrorFrame]:
     """The frame a reaper writes for a run whose process died."""
     return frame.get("c") == ERROR and frame.get("code") == RUN_LOST
 
@@ -111,12 +111,13 @@ def tool_result_text(value: Mapping[str, Any]) -> str:
     return output if isinstance(output, str) else json.dumps(output)
 
 
-def part_frame(part: dict[str, Any], fallback_ms: int) -> Frame:
+def part_frame(part: Mapping[str, Any], fallback_ms: int) -> SetFrame:
     """A stored message part as the set frame that completed it.
 
     A part keeps its item id (`id`) and, when it came from a set frame, that frame's time (`t`);
     an input part (the user's message, a client tool result) was written at its message's
-    creation, `fallback_ms`. The value is the part without those two keys, as the frame had it.
+    creation, `fallback_ms`. The value is the part without those two keys, as the frame had it
+    (the store keeps parts as JSON: they are the values the runs wrote).
     """
-    value = {k: v for k, v in part.items() if k not in ("id", "t")}
+    value = cast(SetValue, {k: v for k, v in part.items() if k not in ("id", "t")})
     return {"i": part["id"], "t": part.get("t") or iso_ms(fallback_ms), "v": value}

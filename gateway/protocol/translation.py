@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from . import timbal
+from .frames_schema import ControlFrame, Frame, SetValue, StartMeta
+from .props_stream import PropsStream
 
 E = TypeVar("E")
 
@@ -30,19 +32,21 @@ class Item:
     """A streamed Timbal message between its start and its set frame."""
 
     i: str
-    type: str
+    type: str  # the meta's `type`, read once
     message_id: str
-    meta: dict[str, Any]
+    meta: StartMeta
     sent: list[str] = field(default_factory=list)  # appends so far (joined once, at the end)
-    state: Any = None  # what the dialect keeps per item (a props stream, ...)
+    # A component's props as they stream, for a dialect that sends them as patches (Tambo).
+    props: PropsStream | None = None
 
     def text(self) -> str:
         return "".join(self.sent)
 
-    def rest_of(self, final: str) -> str:
-        """What the final value adds to the streamed text ("" if it does not extend it)."""
-        sent = self.text()
-        return final[len(sent):] if final.startswith(sent) else ""
+    def rest_of(self, value: SetValue) -> str:
+        """What the final value's text (its `content`) adds to the streamed text ("" if it does
+        not extend it)."""
+        final, sent = value.get("content", ""), self.text()
+        return final[len(sent):] if isinstance(final, str) and final.startswith(sent) else ""
 
 
 class Dialect(Generic[E]):
@@ -54,41 +58,45 @@ class Dialect(Generic[E]):
         self.open: dict[str, Item] = {}
         self.finished = False
 
-    def feed(self, frame: timbal.Frame) -> list[E]:
-        """Translate one frame; returns zero or more events (without timestamps)."""
-        if self.finished:
+    def feed(self, frame: Frame) -> list[E]:
+        """Translate one frame; returns zero or more events (without timestamps). A frame
+        `timbal.kind` finds malformed gives none; of the others, the key a frame has says
+        which it is (and narrows its type): `c`, `a`, `v` (set, or delete when null), else a
+        start."""
+        if self.finished or timbal.kind(frame) == "invalid":
             return []
-        kind = timbal.kind(frame)
-        if kind == "control":
-            name = frame["c"]
-            if name == timbal.RUN_STARTED:
+        if "c" in frame:
+            if frame["c"] == timbal.RUN_STARTED:
                 self.thread_id, self.run_id = frame["threadId"], frame["runId"]
-            elif name in timbal.TERMINAL_CONTROLS:
+            elif frame["c"] in timbal.TERMINAL_CONTROLS:
                 self.finished = True
-            return self.on_control(name, frame)
-        if kind == "start":
-            i, meta = frame["i"], frame.get("m") or {}
-            if i in self.open:  # a reset of an open item: no dialect can restate it
-                return []
-            item = Item(i, str(meta.get("type") or ""), str(meta.get("messageId") or i), meta)
-            events = self.on_start(item)
-            if events is None:
-                return []
-            self.open[i] = item
-            return events
-        if kind == "append":
+            return self.on_control(frame)
+        if "a" in frame:
             streaming = self.open.get(frame["i"])
             text = frame["a"]
             if streaming is None or text == "":
                 return []
             streaming.sent.append(text)
             return self.on_append(streaming, text)
-        if kind == "set":
+        if "v" in frame:
+            value = frame["v"]
+            if value is None:  # a deletion: no dialect shows one
+                return []
             ending = self.open.pop(frame["i"], None)
             if ending is None:
-                return self.on_whole(frame["i"], frame["v"])
-            return self.on_end(ending, frame["v"])
-        return []
+                return self.on_whole(frame["i"], value)
+            return self.on_end(ending, value)
+        return self._started(frame["i"], frame.get("m"))
+
+    def _started(self, i: str, meta: StartMeta | None) -> list[E]:
+        if i in self.open or meta is None:  # a reset of an open item: no dialect can restate it
+            return []
+        item = Item(i, str(meta.get("type") or ""), str(meta.get("messageId") or i), meta)
+        events = self.on_start(item)
+        if events is None:
+            return []
+        self.open[i] = item
+        return events
 
     def close_open(self) -> list[E]:
         """Close every open item (a truncated or cancelled log), in the order they opened."""
@@ -107,11 +115,11 @@ class Dialect(Generic[E]):
     def on_append(self, item: Item, text: str) -> list[E]:
         return []
 
-    def on_end(self, item: Item, value: dict[str, Any]) -> list[E]:
+    def on_end(self, item: Item, value: SetValue) -> list[E]:
         """The item's set frame: its final value."""
         return []
 
-    def on_whole(self, i: str, value: dict[str, Any]) -> list[E]:
+    def on_whole(self, i: str, value: SetValue) -> list[E]:
         """A message that arrives complete (never streamed, or started before a late join)."""
         return []
 
@@ -119,7 +127,7 @@ class Dialect(Generic[E]):
         """Close an item whose set frame never came."""
         return []
 
-    def on_control(self, name: str, frame: timbal.Frame) -> list[E]:
+    def on_control(self, frame: ControlFrame) -> list[E]:
         return []
 
     def on_queued(self) -> list[E]:
@@ -137,7 +145,7 @@ class LogEntry(Protocol):
     def ts(self) -> int: ...
 
     @property
-    def frame(self) -> dict[str, Any]: ...
+    def frame(self) -> Frame: ...
 
 
 def queued_prelude(dialect: Dialect[E], thread_id: str, run_id: str, ts: int) -> list[E]:
@@ -146,7 +154,7 @@ def queued_prelude(dialect: Dialect[E], thread_id: str, run_id: str, ts: int) ->
     first), then the dialect's notice that it is queued. `dialect` is a reader of its own; the
     events have no position, and the log's own start is not sent again
     (`positioned(..., started_early=True)`)."""
-    events = dialect.feed(timbal.control(timbal.RUN_STARTED, threadId=thread_id, runId=run_id))
+    events = dialect.feed({"c": timbal.RUN_STARTED, "threadId": thread_id, "runId": run_id})
     return [dialect.stamp(event, ts) for event in events + dialect.on_queued()]
 
 

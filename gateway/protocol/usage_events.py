@@ -14,20 +14,39 @@ clients (conformance) showing they accept it. Counts the provider did not break 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired
 
 from ag_ui.core import TokenUsage
+from typing_extensions import TypedDict  # what pydantic reads on Python 3.11 (`dialects/tambo`)
+
+from .frames_schema import TerminalFrame, UsageEntry
 
 
-def token_usage(entries: Any) -> list[dict[str, Any]]:
+class TokenCounts(TypedDict):
+    """One model's tokens as AG-UI 1.0's `TokenUsage` is on the wire (camelCase)."""
+
+    provider: NotRequired[str]
+    model: str
+    inputTokens: int
+    outputTokens: int
+    totalTokens: int
+    reasoningTokens: NotRequired[int]
+    cachedInputTokens: NotRequired[int]
+
+
+class TamboUsage(TypedDict, total=False):
+    usage: list[TokenCounts]
+
+
+def token_usage(entries: list[UsageEntry] | None) -> list[TokenCounts]:
     """The frame's usage entries as AG-UI `TokenUsage` objects on the wire (camelCase)."""
     found = []
     for entry in entries if isinstance(entries, list) else ():
         model = str(entry["model"])
         provider, slash, _ = model.partition("/")
-        usage: dict[str, Any] = {"model": model, "inputTokens": entry["inputTokens"],
-                                 "outputTokens": entry["outputTokens"],
-                                 "totalTokens": entry["inputTokens"] + entry["outputTokens"]}
+        usage: TokenCounts = {"model": model, "inputTokens": entry["inputTokens"],
+                              "outputTokens": entry["outputTokens"],
+                              "totalTokens": entry["inputTokens"] + entry["outputTokens"]}
         if slash:
             usage = {"provider": provider, **usage}
         if entry.get("reasoningTokens"):
@@ -38,13 +57,13 @@ def token_usage(entries: Any) -> list[dict[str, Any]]:
     return found
 
 
-def agui_usage(frame: dict[str, Any]) -> list[TokenUsage] | None:
+def agui_usage(frame: TerminalFrame) -> list[TokenUsage] | None:
     """`usage` for the AG-UI terminal event of `frame`; None when the run used no model."""
     usage = token_usage(frame.get("usage"))
     return [TokenUsage.model_validate(u) for u in usage] or None
 
 
-def tambo_usage(frame: dict[str, Any]) -> dict[str, Any]:
+def tambo_usage(frame: TerminalFrame) -> TamboUsage:
     """The extra field of the Tambo `RUN_FINISHED` for `frame` (nothing when no model ran)."""
     usage = token_usage(frame.get("usage"))
     return {"usage": usage} if usage else {}

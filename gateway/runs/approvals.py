@@ -22,6 +22,7 @@ from typing import Any
 from ..engine.loop import RunInput, resolve_approvals
 from ..engine.tools import approvals, elicitation
 from ..protocol.clock import new_id, parse_iso_ms
+from ..protocol.frames_schema import PendingToolCall
 from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import ToolResult
 from ..store.tables import MessageRow
@@ -106,7 +107,7 @@ def answers_of(rows: Sequence[MessageRow], run_id: str) -> list[approvals.Answer
 
 
 async def settle(run: RunInput, answers: list[approvals.Answer], rows: Sequence[MessageRow],
-                 recorder: RunRecorder) -> list[dict[str, Any]]:
+                 recorder: RunRecorder) -> list[PendingToolCall]:
     """Resolve the approvals: each result is written into the (earlier) message holding its
     call, which the recorder therefore updates instead of creating."""
     holders = {a.message_id for a in answers}

@@ -18,8 +18,9 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict, final
 
+from ..protocol.frames_schema import JsonPatchOp
 from ..protocol.problems import Problem
 from .admission.quotas import Counters
 from .log.live import Entry, LiveLog
@@ -27,7 +28,33 @@ from .log.live import Entry, LiveLog
 log = logging.getLogger(__name__)
 
 OnCancel = Callable[[str], None]
-ThreadEvent = dict[str, Any]
+
+
+@final
+class ComponentStateChange(TypedDict):
+    """A component's state changed on a thread whose run streams in another process
+    (`ComponentStates.deliver` publishes it there): the change from revision `base`."""
+
+    kind: Literal["component_state"]
+    componentId: str
+    base: int
+    old: dict[str, Any]
+    new: dict[str, Any]
+    ops: list[JsonPatchOp]
+
+
+@final
+class ComponentStateReload(TypedDict):
+    """The same change as a reference only, when it is too large for the channel: the
+    receiver reads the state back from the database."""
+
+    kind: Literal["component_state"]
+    componentId: str
+    reload: Literal[True]
+
+
+ThreadEvent = ComponentStateChange | ComponentStateReload
+"""What one process tells the others about a thread (JSON on the backend's channel)."""
 OnThreadEvent = Callable[[str, ThreadEvent], Awaitable[None]]
 PING_SECONDS = 2.0  # what `/ready` waits for each part to answer
 

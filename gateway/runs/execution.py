@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ..engine.agents.agent import AgentRegistry, ResolvedAgent
 from ..engine.agents.subagents import Delegation
@@ -24,10 +24,11 @@ from ..engine.usage import RunUsage
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
-from ..protocol.run_errors import error_frame, run_error
+from ..protocol.frames_schema import RunAwaitingInputFrame, RunFinishedFrame
+from ..protocol.run_errors import ErrorFields, error_frame, run_error
 from ..protocol.run_spec import RunSpec
 from ..store.queries.usage import usage_rows
-from ..store.repository import UNAVAILABLE, Store
+from ..store.repository import UNAVAILABLE, FrameEntry, Store
 from ..store.tables import MessageRow, RunRow
 from . import approvals
 from .admission.multitask import model_history
@@ -47,13 +48,15 @@ from .usage import UsageMeter, api_key_id, with_usage
 
 log = logging.getLogger(__name__)
 
-CANCELLED_ERROR = run_error("CANCELLED", "Run cancelled", category=None, retryable=None)
+CANCELLED_ERROR: ErrorFields = {"code": "CANCELLED", "message": "Run cancelled"}
 SHUTDOWN_ERROR = run_error("SERVER_SHUTDOWN", "The gateway is restarting", retryable=True,
                            status=503)
 UNAVAILABLE_ERROR = run_error("DATABASE_UNAVAILABLE",
                               "The gateway lost its database during this run", retryable=True,
                               status=503)
 INTERNAL_ERROR = run_error("INTERNAL_ERROR", "An internal error occurred")
+# What the run's and the thread's rows keep of a pending call (its `input` is the live frame's).
+STORED_PENDING: Final = ("toolCallId", "toolName", "arguments", "approval")
 
 
 @dataclass(frozen=True)
@@ -155,8 +158,8 @@ class RunExecutor:
         if self.server_tools:
             await self._bind_tool_context(run)
         try:
-            await recorder.emit(timbal.control(timbal.RUN_STARTED, threadId=run.thread_id,
-                                               runId=run.id))
+            await recorder.emit({"c": timbal.RUN_STARTED, "threadId": run.thread_id,
+                                 "runId": run.id})
             if active.phase is RunPhase.STARTING:
                 active.phase = RunPhase.RUNNING
             await self._finish(active, recorder, await self._timed(
@@ -166,7 +169,7 @@ class RunExecutor:
                 recorder.show(lost_frame())
             elif active.cancel_requested:
                 await self._end(active, recorder, "cancelled",
-                                [timbal.control(timbal.RUN_CANCELLED)], error=CANCELLED_ERROR)
+                                [{"c": timbal.RUN_CANCELLED}], error=CANCELLED_ERROR)
             else:  # the process is shutting down: the client may simply retry
                 await self._end(active, recorder, "failed",
                                 [error_frame(SHUTDOWN_ERROR)],
@@ -324,12 +327,12 @@ class RunExecutor:
                       type(error).__name__)
 
     async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Outcome) -> None:
-        finished = timbal.control(timbal.RUN_FINISHED)
+        finished: RunFinishedFrame = {"c": timbal.RUN_FINISHED}
         if outcome.pending:
-            kept = ("toolCallId", "toolName", "arguments", "approval")
-            pending: list[dict[str, Any]] = [{k: p[k] for k in kept if k in p}
+            pending: list[dict[str, Any]] = [{k: p[k] for k in STORED_PENDING if k in p}
                                              for p in outcome.pending]
-            awaiting = timbal.control(timbal.RUN_AWAITING_INPUT, pendingToolCalls=outcome.pending)
+            awaiting: RunAwaitingInputFrame = {"c": timbal.RUN_AWAITING_INPUT,
+                                               "pendingToolCalls": outcome.pending}
             await self._end(active, recorder, "awaiting_input", [awaiting, finished],
                             pending=pending)
         else:
@@ -337,7 +340,7 @@ class RunExecutor:
 
     async def _end(self, active: ActiveRun, recorder: RunRecorder, status: str,
                    frames: list[timbal.Frame], *, pending: list[dict[str, Any]] | None = None,
-                   error: dict[str, Any] | None = None) -> None:
+                   error: ErrorFields | None = None) -> None:
         """Commit the terminal state together with the end of the log, then show the terminal
         events: the Tambo client closes the stream the moment it reads `awaiting_input` and
         posts the continuation within milliseconds, so the thread must already be idle."""
@@ -347,8 +350,7 @@ class RunExecutor:
         usage = active.usage.entries()
         frames = with_usage(frames, usage)
 
-        async def commit(entries: list[tuple[int, int, dict[str, Any]]],
-                         messages: list[MessageRow]) -> bool:
+        async def commit(entries: list[FrameEntry], messages: list[MessageRow]) -> bool:
             now = now_ms()
             queued: list[str] = []
             ended = await self.store.finish_run(
@@ -364,8 +366,9 @@ class RunExecutor:
             return ended
 
         committed = await self._committed(run, recorder, frames, commit)
-        metrics.run_ended(status if committed else "lost", (error or {}).get("code", ""))
-        tracing.run_ended(status if committed else "lost", (error or {}).get("code"))
+        code = error["code"] if error is not None else None
+        metrics.run_ended(status if committed else "lost", code or "")
+        tracing.run_ended(status if committed else "lost", code)
         metrics.record_usage(active.agent, usage)
         if not committed:
             log.warning("run %s was ended by another process (lease lost) before it could "
@@ -373,8 +376,8 @@ class RunExecutor:
             recorder.show(lost_frame())
 
     async def _committed(self, run: RunRow, recorder: RunRecorder, frames: list[timbal.Frame],
-                         commit: Callable[[list[tuple[int, int, dict[str, Any]]],
-                                           list[MessageRow]], Awaitable[bool]]) -> bool:
+                         commit: Callable[[list[FrameEntry], list[MessageRow]], Awaitable[bool]]
+                         ) -> bool:
         """`recorder.finish`, retried while the database is unreachable (a restart, a network
         blip) for up to the lease: the run then ends as decided, once. If the database stays
         away longer, the run is left to the reaper (RUN_LOST) and its subscribers here get a

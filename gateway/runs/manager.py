@@ -250,7 +250,7 @@ class RunManager:
         if row.lease_expires_ms is None or row.lease_expires_ms < now:
             # Its process died: end it here, keeping what it had said (as the reaper does).
             if await self.store.end_orphaned_run(row, now, "cancelled", CANCELLED_ERROR,
-                                                 timbal.control(timbal.RUN_CANCELLED)):
+                                                 {"c": timbal.RUN_CANCELLED}):
                 await save_partial_answer(self.store, row, CANCELLED_ERROR)
                 await self.promote_next(row.thread_id)
         else:

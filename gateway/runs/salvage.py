@@ -17,32 +17,38 @@ from typing import Any
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.frames_schema import StartMeta
+from ..protocol.run_errors import ErrorFields
 from ..store.repository import Store
 from ..store.tables import MessageRow, RunRow
+from .log.live import persisted
 
 SALVAGED_TYPES = ("agent", "thinking")
 
 
 def unfinished_values(frames: list[timbal.Frame]) -> dict[str, dict[str, Any]]:
     """The text and thinking values started in `frames` but never set, by Timbal id."""
-    started: dict[str, dict[str, Any]] = {}
+    started: dict[str, StartMeta] = {}
     texts: dict[str, list[str]] = {}
     for frame in frames:
-        kind = timbal.kind(frame)
-        if kind == "start" and (frame.get("m") or {}).get("type") in SALVAGED_TYPES:
-            started[frame["i"]] = dict(frame["m"])
-            texts[frame["i"]] = []
-        elif kind == "append" and frame["i"] in texts:
-            texts[frame["i"]].append(frame["a"])
-        elif kind in ("set", "delete"):
+        if timbal.kind(frame) == "invalid":
+            continue
+        if "m" in frame:
+            if (frame["m"] or {}).get("type") in SALVAGED_TYPES:
+                started[frame["i"]] = frame["m"].copy()
+                texts[frame["i"]] = []
+        elif "a" in frame:
+            if frame["i"] in texts:
+                texts[frame["i"]].append(frame["a"])
+        elif "v" in frame:  # set, or deleted
             started.pop(frame["i"], None)
     return {i: {"id": i, **meta, "content": "".join(texts[i]), "failed": True}
             for i, meta in started.items() if "".join(texts[i])}
 
 
-async def save_partial_answer(store: Store, run: RunRow, error: dict[str, Any]) -> int:
+async def save_partial_answer(store: Store, run: RunRow, error: ErrorFields) -> int:
     """Save a lost run's unfinished messages (marked failed); returns how many parts."""
-    frames = [row.frame for row in await store.read_frames(run.id)]
+    frames = [persisted(row).frame for row in await store.read_frames(run.id)]
     values = unfinished_values(frames)
     by_message: dict[str, list[dict[str, Any]]] = {}
     for value in values.values():
@@ -54,7 +60,7 @@ async def save_partial_answer(store: Store, run: RunRow, error: dict[str, Any]) 
 
 
 async def save_failed_message(store: Store, run: RunRow, message_id: str,
-                              parts: list[dict[str, Any]], error: dict[str, Any]) -> None:
+                              parts: list[dict[str, Any]], error: ErrorFields) -> None:
     """Write `parts` into the run's message `message_id` (created if missing), marked as the
     answer of a run that failed with `error`."""
     failure = {"runFailed": {"code": error.get("code"), "message": error.get("message")}}

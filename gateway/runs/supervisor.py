@@ -17,8 +17,8 @@ import logging
 from collections.abc import Collection
 from typing import Protocol
 
-from ..protocol import timbal
 from ..protocol.clock import now_ms
+from ..protocol.frames_schema import ErrorFrame
 from ..protocol.run_errors import error_frame, run_error
 from ..protocol.timbal import RUN_LOST
 from ..store.repository import Store
@@ -32,7 +32,7 @@ RUN_LOST_ERROR = run_error(RUN_LOST,
 log = logging.getLogger(__name__)
 
 
-def lost_frame() -> timbal.Frame:
+def lost_frame() -> ErrorFrame:
     return error_frame(RUN_LOST_ERROR)
 
 

@@ -12,11 +12,12 @@ writes the sums (`execution.RunExecutor._end`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from ..auth.subjects import Subject
 from ..engine.deltas import Usage
 from ..engine.usage import RunUsage
 from ..protocol import timbal
+from ..protocol.frames_schema import UsageEntry
 from .admission.quotas import Ticket
 
 
@@ -37,19 +38,21 @@ class UsageMeter:
             await self.ticket.add_tokens(usage.input_tokens + usage.output_tokens)
 
 
-def with_usage(frames: list[timbal.Frame], entries: list[dict[str, Any]]
-               ) -> list[timbal.Frame]:
+def with_usage(frames: list[timbal.Frame], entries: list[UsageEntry]) -> list[timbal.Frame]:
     """The run's terminal frames with its usage on the last one (`run.finished`,
     `run.cancelled` or `error`), when it used any model."""
-    if not entries or not frames:
+    end = frames[-1] if frames else None
+    if not entries or end is None or not timbal.is_terminal(end):
         return frames
-    return [*frames[:-1], {**frames[-1], "usage": entries}]
+    ended = end.copy()
+    ended["usage"] = entries
+    return [*frames[:-1], ended]
 
 
 def api_key_id(ticket: Ticket | None) -> str | None:
     """The id of the credential a run was admitted under: its API key's, or the Chorus
     connection string's (`chc_...`); none in development mode."""
-    subjects: Sequence[Any] = ticket.subjects if ticket is not None else ()
+    subjects: Sequence[Subject] = ticket.subjects if ticket is not None else ()
     for subject in subjects:
         if subject.kind in ("apiKey", "chorus"):
             return str(subject.name).split(":", 1)[1]

@@ -15,7 +15,6 @@ import asyncio
 import gc
 import logging
 import time
-from typing import Any
 
 TICK_SECONDS = 0.02
 
@@ -28,7 +27,7 @@ class CollectionTimer:
     def __init__(self) -> None:
         self.count, self.longest, self._started = 0, 0.0, 0.0
 
-    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -45,7 +45,7 @@ def is_refused_value(exc: BaseException) -> bool:
 
 
 # A frame of the run log as written: (seq, timestamp ms, Timbal frame).
-FrameEntry = tuple[int, int, dict[str, Any]]
+FrameEntry = tuple[int, int, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)

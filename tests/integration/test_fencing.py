@@ -50,7 +50,7 @@ async def stale_owner_writes(url: str) -> tuple[list[bool], list[bool]]:
 
     async def writes(n: int) -> list[bool]:
         return [
-            await store.append_frames(run.id, [(n, now, timbal.control(timbal.RUN_STARTED))],
+            await store.append_frames(run.id, [(n, now, {"c": timbal.RUN_STARTED})],
                                       OWNER),
             await store.add(message(n), fence=fence),
             await store.save_message_parts(f"msg_fence_{n}", [{"type": "text"}], fence=fence),
@@ -63,7 +63,7 @@ async def stale_owner_writes(url: str) -> tuple[list[bool], list[bool]]:
         await store.renew_leases([run.id], OWNER, now - 1)
         [expired] = await store.expired_runs(now_ms())
         assert await store.end_orphaned_run(expired, now_ms(), "failed", {"code": "RUN_LOST"},
-                                            timbal.control(timbal.ERROR, code="RUN_LOST"))
+                                            {"c": timbal.ERROR, "code": "RUN_LOST"})
         stale = await writes(2)
         stale.append(await store.finish_run(run.id, thread.id, "completed", now_ms(),
                                             owner=OWNER))

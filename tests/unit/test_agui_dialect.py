@@ -69,14 +69,14 @@ def test_client_tools_are_pending_in_the_outcome():
 
 def test_cancel_closes_open_items_then_finishes_cancelled():
     dialect = AguiDialect()
-    dialect.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
+    dialect.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
     dialect.feed(timbal.start("a", {"type": "agent", "messageId": "m"}))
     dialect.feed(timbal.start("b", {"type": "thinking", "messageId": "m"}))
-    tail = [json.loads(encode(e)) for e in dialect.feed(timbal.control(timbal.RUN_CANCELLED))]
+    tail = [json.loads(encode(e)) for e in dialect.feed({"c": timbal.RUN_CANCELLED})]
     assert [e["type"] for e in tail] == ["TEXT_MESSAGE_END", "REASONING_MESSAGE_END",
                                          "REASONING_END", "RUN_FINISHED"]
     assert tail[-1]["outcome"] == {"type": "cancelled"}
-    assert dialect.feed(timbal.control(timbal.RUN_FINISHED)) == []
+    assert dialect.feed({"c": timbal.RUN_FINISHED}) == []
 
 
 def test_a_client_from_before_1_0_gets_only_the_outcomes_it_knows():
@@ -89,25 +89,25 @@ def test_a_client_from_before_1_0_gets_only_the_outcomes_it_knows():
     assert events[:-1] == translate(log)[:-1]
 
     older = AguiDialect(client_version=None)
-    older.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
-    (finished,) = older.feed(timbal.control(timbal.RUN_CANCELLED))
+    older.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
+    (finished,) = older.feed({"c": timbal.RUN_CANCELLED})
     assert json.loads(encode(finished)) == {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
 
 
 def test_component_state_changes_are_state_deltas_under_its_path():
     dialect = AguiDialect()
-    dialect.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
+    dialect.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
     (start, snapshot) = dialect.feed(timbal.start("x", {
         "type": "x-component", "messageId": "m", "componentId": "c/1", "name": "Table",
         "toolCallId": "call_1"}))
     assert snapshot.snapshot["components"]["c/1"]["state"] == {}
     ops = [{"op": "add", "path": "/rows", "value": [1]}]
-    (delta,) = dialect.feed(timbal.control(timbal.COMPONENT_STATE, componentId="c/1",
-                                           operations=ops, revision=1))
+    (delta,) = dialect.feed({"c": timbal.COMPONENT_STATE, "componentId": "c/1",
+                             "operations": ops, "revision": 1})
     assert json.loads(encode(delta))["delta"] == [
         {"op": "add", "path": "/components/c~11/state/rows", "value": [1]}]
-    (other,) = dialect.feed(timbal.control(timbal.COMPONENT_STATE, componentId="old",
-                                           operations=ops, revision=3))
+    (other,) = dialect.feed({"c": timbal.COMPONENT_STATE, "componentId": "old",
+                             "operations": ops, "revision": 3})
     assert json.loads(encode(other))["name"] == "gateway.component.state"
 
 

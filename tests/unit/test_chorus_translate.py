@@ -30,7 +30,7 @@ def test_a_sub_agents_end_is_no_event_its_callers_result_is() -> None:
     done = {"type": "agent_complete", "agentId": "sub_1", "result": "ok", "sender": "helper"}
     assert translate.events(set_frame(failed)) == []
     assert translate.events(set_frame(done)) == []
-    run_failed = timbal.control(timbal.ERROR, code="LLM_SERVER_ERROR", message="overloaded")
+    run_failed = {"c": timbal.ERROR, "code": "LLM_SERVER_ERROR", "message": "overloaded"}
     assert translate.events(run_failed) == [{"type": "error", "message": "overloaded",
                                              "code": "LLM_SERVER_ERROR"}]
 

@@ -98,42 +98,41 @@ def test_text_and_arguments_equal_the_final_values(name: str):
 
 def test_cancel_and_awaiting_input_shapes():
     translator = TamboTranslator()
-    translator.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
+    translator.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
     pending = [{"toolCallId": "c1", "toolName": "x", "arguments": "{}", "input": {}}]
-    (awaiting,) = translator.feed(timbal.control(timbal.RUN_AWAITING_INPUT,
-                                                 pendingToolCalls=pending))
+    (awaiting,) = translator.feed({"c": timbal.RUN_AWAITING_INPUT, "pendingToolCalls": pending})
     assert awaiting == {"type": "CUSTOM", "name": "tambo.run.awaiting_input",
                         "value": {"threadId": "t", "runId": "r", "pendingToolCalls": pending}}
     cancelled = TamboTranslator()
-    cancelled.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
-    assert cancelled.feed(timbal.control(timbal.RUN_CANCELLED)) == [
+    cancelled.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
+    assert cancelled.feed({"c": timbal.RUN_CANCELLED}) == [
         {"type": "RUN_ERROR", "message": "Run cancelled", "code": "CANCELLED"}]
-    assert cancelled.feed(timbal.control(timbal.RUN_FINISHED)) == []
+    assert cancelled.feed({"c": timbal.RUN_FINISHED}) == []
 
 
 def test_truncated_log_closes_open_items_before_run_finished():
     translator = TamboTranslator()
-    translator.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
+    translator.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
     translator.feed(timbal.start("a", {"type": "agent", "messageId": "m"}))
     translator.feed(timbal.start("b", {"type": "tool_call", "messageId": "m",
                                        "toolCallId": "c", "name": "n"}))
-    tail = translator.feed(timbal.control(timbal.RUN_FINISHED))
+    tail = translator.feed({"c": timbal.RUN_FINISHED})
     assert [e["type"] for e in tail] == ["TEXT_MESSAGE_END", "TOOL_CALL_END", "RUN_FINISHED"]
 
 
 def test_state_delta_marks_a_finished_component_done_again():
     translator = TamboTranslator()
-    translator.feed(timbal.control(timbal.RUN_STARTED, threadId="t", runId="r"))
+    translator.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
     translator.feed(timbal.start("x", {"type": "x-component", "messageId": "m",
                                        "componentId": "c1", "name": "Table"}))
     ops = [{"op": "add", "path": "/rows", "value": []}]
-    while_streaming = translator.feed(timbal.control(timbal.COMPONENT_STATE, componentId="c1",
-                                                     operations=ops, revision=1))
+    while_streaming = translator.feed({"c": timbal.COMPONENT_STATE, "componentId": "c1",
+                                       "operations": ops, "revision": 1})
     assert [e["name"] for e in while_streaming] == ["tambo.component.state_delta"]
     translator.feed(timbal.set_value("x", {"type": "x-component", "messageId": "m",
                                            "componentId": "c1", "name": "Table", "props": {}}, 0))
-    after_end = translator.feed(timbal.control(timbal.COMPONENT_STATE, componentId="c1",
-                                               operations=ops, revision=2))
+    after_end = translator.feed({"c": timbal.COMPONENT_STATE, "componentId": "c1",
+                                 "operations": ops, "revision": 2})
     assert [e["name"] for e in after_end] == ["tambo.component.state_delta",
                                               "tambo.component.end"]
     assert after_end[1]["value"] == {"componentId": "c1"}

@@ -39,9 +39,10 @@ def strict_flags() -> set[str]:
 
 
 def test_the_strict_packages_are_checked_under_every_strict_flag() -> None:
-    """`gateway/protocol`, `runs`, `backends`, `engine` and `client` are under every flag
-    `mypy --strict` turns on, so the run above is `mypy --strict` for them (run
-    `mypy --strict gateway/protocol` to see the same); the flags are read from mypy itself."""
+    """`gateway/protocol`, `runs`, `backends`, `engine`, `client`, `server`, `cli`, `openapi`,
+    `observability` and the top-level modules are under every flag `mypy --strict` turns on,
+    so the run above is `mypy --strict` for them (run `mypy --strict gateway/protocol` to see
+    the same); the flags are read from mypy itself."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     flags = strict_flags()
     assert {"disallow_untyped_defs", "warn_return_any", "strict_equality"} <= flags
@@ -49,5 +50,7 @@ def test_the_strict_packages_are_checked_under_every_strict_flag() -> None:
                for flag in flags & (STRICT_GLOBAL - {"warn_unused_configs"}))
     [strict] = [o for o in config["overrides"] if "gateway.protocol.*" in o["module"]]
     assert {"gateway.protocol", "gateway.protocol.*", "gateway.runs.*", "gateway.backends.*",
-            "gateway.engine.*", "gateway.client.*"} <= set(strict["module"])
+            "gateway.engine.*", "gateway.client.*", "gateway.server.*", "gateway.cli.*",
+            "gateway.openapi.*", "gateway.observability.*", "gateway", "gateway.__main__",
+            "gateway.app", "gateway.config", "gateway.services"} <= set(strict["module"])
     assert {flag for flag in flags - STRICT_GLOBAL if strict.get(flag) is not True} == set()

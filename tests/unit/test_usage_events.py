@@ -21,7 +21,7 @@ def finished_frame() -> timbal.Frame:
     usage.add("openai/gpt-4o-mini", Usage(120, 30, reasoning_tokens=10, cached_input_tokens=100))
     usage.add("openai/gpt-4o-mini", Usage(10, 5))
     usage.add("hosted_vllm/llama", Usage(7, 3))
-    frame = {**timbal.control(timbal.RUN_FINISHED), "usage": usage.entries()}
+    frame = {"c": timbal.RUN_FINISHED, "usage": usage.entries()}
     frame_adapter.validate_python(frame)  # the published frame schema accepts it
     return frame
 
@@ -38,13 +38,13 @@ def test_agui_terminal_events_carry_token_usage_per_model() -> None:
          "outputTokens": 3, "totalTokens": 10}]
     error = RunErrorEvent(message="boom", code="LLM_ERROR", usage=agui_usage(frame))
     assert error.usage is not None and error.usage[0].input_tokens == 130
-    assert agui_usage(timbal.control(timbal.RUN_FINISHED)) is None
+    assert agui_usage({"c": timbal.RUN_FINISHED}) is None
 
 
 def test_the_tambo_run_finished_gets_the_same_list_and_nothing_without_usage() -> None:
     frame = finished_frame()
     assert tambo_usage(frame)["usage"][0]["inputTokens"] == 130
-    assert tambo_usage(timbal.control(timbal.RUN_FINISHED)) == {}
+    assert tambo_usage({"c": timbal.RUN_FINISHED}) == {}
 
 
 def test_a_sum_keeps_an_unknown_price_unknown() -> None:

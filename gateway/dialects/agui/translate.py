@@ -73,6 +73,16 @@ from ag_ui.core import (
 )
 
 from ...protocol import approvals, timbal
+from ...protocol.frames_schema import (
+    ComponentStartMeta,
+    ComponentValue,
+    ControlFrame,
+    Frame,
+    JsonPatchOp,
+    SetValue,
+    SubagentStartedFrame,
+    SubagentValue,
+)
 from ...protocol.props_stream import pointer
 from ...protocol.translation import Dialect, Item
 from ...protocol.usage_events import agui_usage
@@ -97,7 +107,7 @@ class AguiDialect(Dialect[BaseEvent]):
         self.components: set[str] = set()  # components in the state this run sent
         self.subagents: list[str] = []  # sub-agent invocations under way, innermost last
 
-    def feed(self, frame: timbal.Frame) -> list[BaseEvent]:
+    def feed(self, frame: Frame) -> list[BaseEvent]:
         owner = None if self.before_1_0 else _owner(frame, self.open)
         events = super().feed(frame)
         return _attributed(events, owner) if owner else events
@@ -121,16 +131,16 @@ class AguiDialect(Dialect[BaseEvent]):
 
     def on_start(self, item: Item) -> list[BaseEvent] | None:
         meta = item.meta
-        if item.type == "agent":
+        if meta["type"] == "agent":
             return [TextMessageStartEvent(message_id=item.message_id, role="assistant")]
-        if item.type == "thinking":
+        if meta["type"] == "thinking":
             return [ReasoningStartEvent(message_id=_span(item.i)),
                     ReasoningMessageStartEvent(message_id=item.i, role="reasoning")]
-        if item.type == "tool_call":
+        if meta["type"] == "tool_call":
             return [ToolCallStartEvent(tool_call_id=meta["toolCallId"],
                                        tool_call_name=meta["name"],
                                        parent_message_id=item.message_id)]
-        if item.type == "x-component":
+        if meta["type"] == "x-component":
             return [ToolCallStartEvent(tool_call_id=_component_call_id(meta),
                                        tool_call_name=meta["name"],
                                        parent_message_id=item.message_id),
@@ -142,21 +152,23 @@ class AguiDialect(Dialect[BaseEvent]):
             return [TextMessageContentEvent(message_id=item.message_id, delta=text)]
         if item.type == "thinking":
             return [ReasoningMessageContentEvent(message_id=item.i, delta=text)]
-        if item.type == "tool_call":
-            return [ToolCallArgsEvent(tool_call_id=item.meta["toolCallId"], delta=text)]
-        if item.type == "x-component":
-            return [ToolCallArgsEvent(tool_call_id=_component_call_id(item.meta), delta=text)]
+        meta = item.meta
+        if meta["type"] == "tool_call":
+            return [ToolCallArgsEvent(tool_call_id=meta["toolCallId"], delta=text)]
+        if meta["type"] == "x-component":
+            return [ToolCallArgsEvent(tool_call_id=_component_call_id(meta), delta=text)]
         return []
 
-    def on_end(self, item: Item, value: dict[str, Any]) -> list[BaseEvent]:
+    def on_end(self, item: Item, value: SetValue) -> list[BaseEvent]:
         if item.type in ("agent", "thinking"):
-            rest = item.rest_of(value.get("content", ""))
+            rest = item.rest_of(value)
             tail = self.on_append(item, rest) if rest else []
             return tail + self.on_close(item)
-        if item.type == "tool_call":
+        meta = item.meta
+        if meta["type"] == "tool_call":
             return self.on_close(item)
-        if item.type == "x-component" and value.get("type") == "x-component":
-            call_id = _component_call_id(item.meta)
+        if meta["type"] == "x-component" and value["type"] == "x-component":
+            call_id = _component_call_id(meta)
             events: list[BaseEvent] = []
             if not item.sent:  # props that never streamed still reach the call's arguments
                 events.append(ToolCallArgsEvent(tool_call_id=call_id,
@@ -165,16 +177,15 @@ class AguiDialect(Dialect[BaseEvent]):
             return events + self._component_done(item.i, value)
         return []
 
-    def on_whole(self, i: str, value: dict[str, Any]) -> list[BaseEvent]:
-        vtype, message_id = value.get("type"), value.get("messageId", "")
-        if vtype == "agent":
-            content = value.get("content", "")
+    def on_whole(self, i: str, value: SetValue) -> list[BaseEvent]:
+        if value["type"] == "agent":
+            message_id, content = value.get("messageId", ""), value.get("content", "")
             text: list[BaseEvent] = [TextMessageStartEvent(message_id=message_id,
                                                            role="assistant")]
             if content:
                 text.append(TextMessageContentEvent(message_id=message_id, delta=content))
             return text + [TextMessageEndEvent(message_id=message_id)]
-        if vtype == "thinking":
+        if value["type"] == "thinking":
             content = value.get("content", "")
             events: list[BaseEvent] = [ReasoningStartEvent(message_id=_span(i)),
                       ReasoningMessageStartEvent(message_id=i, role="reasoning")]
@@ -182,23 +193,23 @@ class AguiDialect(Dialect[BaseEvent]):
                 events.append(ReasoningMessageContentEvent(message_id=i, delta=content))
             return events + [ReasoningMessageEndEvent(message_id=i),
                              ReasoningEndEvent(message_id=_span(i))]
-        if vtype == "tool_call":
+        if value["type"] == "tool_call":
             call_id = value["toolCallId"]
             return [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=value["name"],
-                                       parent_message_id=message_id),
+                                       parent_message_id=value.get("messageId", "")),
                     ToolCallArgsEvent(tool_call_id=call_id,
                                       delta=json.dumps(value.get("arguments") or {})),
                     ToolCallEndEvent(tool_call_id=call_id)]
-        if vtype in ("agent_complete", "error"):
+        if value["type"] == "agent_complete" or value["type"] == "error":
             return self._subagent_ended(value)
-        if vtype == "tool_result" and value.get("origin") != "client":
+        if value["type"] == "tool_result" and "origin" not in value:  # not a client's
             return [ToolCallResultEvent(message_id=i, tool_call_id=value["toolCallId"],
                                         content=timbal.tool_result_text(value), role="tool")]
-        if vtype == "x-component":
+        if value["type"] == "x-component":
             call_id = _component_call_id(value)
             props = value.get("props") or {}
             return [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=value["name"],
-                                       parent_message_id=message_id),
+                                       parent_message_id=value.get("messageId", "")),
                     ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(props)),
                     ToolCallEndEvent(tool_call_id=call_id),
                     self._put_component(value, props, value.get("state") or {}),
@@ -211,41 +222,43 @@ class AguiDialect(Dialect[BaseEvent]):
         if item.type == "thinking":
             return [ReasoningMessageEndEvent(message_id=item.i),
                     ReasoningEndEvent(message_id=_span(item.i))]
-        if item.type == "tool_call":
-            return [ToolCallEndEvent(tool_call_id=item.meta["toolCallId"])]
-        if item.type == "x-component":
-            return [ToolCallEndEvent(tool_call_id=_component_call_id(item.meta))]
+        meta = item.meta
+        if meta["type"] == "tool_call":
+            return [ToolCallEndEvent(tool_call_id=meta["toolCallId"])]
+        if meta["type"] == "x-component":
+            return [ToolCallEndEvent(tool_call_id=_component_call_id(meta))]
         return []
 
-    def on_control(self, name: str, frame: timbal.Frame) -> list[BaseEvent]:
-        if name == timbal.RUN_STARTED:
+    def on_control(self, frame: ControlFrame) -> list[BaseEvent]:
+        if frame["c"] == timbal.RUN_STARTED:
             if self.client_ids is not None:
                 self.thread_id, self.run_id = self.client_ids
             return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                     protocol_version=PROTOCOL_VERSION)]
-        if name == timbal.RUN_AWAITING_INPUT:
+        if frame["c"] == timbal.RUN_AWAITING_INPUT:
             calls = frame["pendingToolCalls"]
             self.pending = [p["toolCallId"] for p in calls if not asks_a_human(p)]
             self.interrupts = [interrupt(p) for p in calls if asks_a_human(p)]
             return []
-        if name == timbal.COMPONENT_STATE:
+        if frame["c"] == timbal.COMPONENT_STATE:
             return [self._state_change(frame["componentId"], frame["operations"],
                                        frame["revision"])]
-        if name == timbal.SUBAGENT_STARTED:
+        if frame["c"] == timbal.SUBAGENT_STARTED:
             return [] if self.before_1_0 else [self._subagent_started(frame)]
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
-        if name == timbal.RUN_FINISHED:
+        if frame["c"] == timbal.RUN_FINISHED:
             return self.close_open() + [RunFinishedEvent(
                 thread_id=self.thread_id, run_id=self.run_id, outcome=self._outcome(),
                 usage=usage)]
-        if name == timbal.RUN_CANCELLED:
+        if frame["c"] == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
                 thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage)]
-        if name == timbal.ERROR:
-            return self._end_subagents() + [RunErrorEvent(message=frame.get("message") or "An internal error occurred",
-                                  code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
+        if frame["c"] == timbal.ERROR:
+            return self._end_subagents() + [RunErrorEvent(
+                message=frame.get("message") or "An internal error occurred",
+                code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
         return []
 
     def on_queued(self) -> list[BaseEvent]:
@@ -270,7 +283,7 @@ class AguiDialect(Dialect[BaseEvent]):
 
     # -- sub-agents ----------------------------------------------------------------------------
 
-    def _subagent_started(self, frame: timbal.Frame) -> BaseEvent:
+    def _subagent_started(self, frame: SubagentStartedFrame) -> BaseEvent:
         self.subagents.append(frame["subagentRunId"])
         return SubagentStartedEvent(
             subagent_run_id=frame["subagentRunId"], name=frame["name"],
@@ -278,7 +291,7 @@ class AguiDialect(Dialect[BaseEvent]):
             parent_subagent_run_id=frame.get("parentSubagentRunId"),
             parent_tool_call_id=frame["toolCallId"], parent_message_id=frame["messageId"])
 
-    def _subagent_ended(self, value: dict[str, Any]) -> list[BaseEvent]:
+    def _subagent_ended(self, value: SubagentValue) -> list[BaseEvent]:
         invocation = value.get("agentId")
         if self.before_1_0 or invocation not in self.subagents:
             return []
@@ -290,7 +303,7 @@ class AguiDialect(Dialect[BaseEvent]):
 
     # -- components as agent state -----------------------------------------------------------
 
-    def _put_component(self, meta: dict[str, Any], props: dict[str, Any],
+    def _put_component(self, meta: ComponentStartMeta | ComponentValue, props: dict[str, Any],
                        state: dict[str, Any]) -> BaseEvent:
         component_id = meta["componentId"]
         entry = {"componentId": component_id, "name": meta["name"],
@@ -303,14 +316,14 @@ class AguiDialect(Dialect[BaseEvent]):
         return StateDeltaEvent(delta=[{"op": "add", "path": _path(component_id),
                                        "value": entry}])
 
-    def _component_done(self, i: str, value: dict[str, Any]) -> list[BaseEvent]:
+    def _component_done(self, i: str, value: ComponentValue) -> list[BaseEvent]:
         base = _path(value["componentId"])
         ops = [{"op": "replace", "path": f"{base}/props", "value": value.get("props") or {}}]
         if value.get("state") is not None:
             ops.append({"op": "replace", "path": f"{base}/state", "value": value["state"]})
         return [StateDeltaEvent(delta=ops), _rendered(i, value)]
 
-    def _state_change(self, component_id: str, operations: list[dict[str, Any]],
+    def _state_change(self, component_id: str, operations: list[JsonPatchOp],
                       revision: int) -> BaseEvent:
         if component_id in self.components:
             base = _path(component_id) + "/state"
@@ -320,8 +333,10 @@ class AguiDialect(Dialect[BaseEvent]):
                                                      "revision": revision})
 
 
-def _owner(frame: timbal.Frame, open_items: dict[str, Item]) -> str | None:
+def _owner(frame: Frame, open_items: dict[str, Item]) -> str | None:
     """The sub-agent invocation a message frame belongs to (None: the run's own agent)."""
+    if "c" in frame:
+        return None
     item = open_items.get(frame.get("i") or "")
     meta = item.meta if item is not None else frame.get("m") or frame.get("v") or {}
     owner = meta.get("subagentRunId") if isinstance(meta, dict) else None
@@ -350,7 +365,7 @@ def asks_a_human(call: Mapping[str, Any]) -> bool:
     return isinstance(call.get("approval"), dict)
 
 
-def interrupt(call: dict[str, Any]) -> Interrupt:
+def interrupt(call: Mapping[str, Any]) -> Interrupt:
     """A call waiting for a human (an approval, or a tool's question) as AG-UI 1.0's
     interrupt: a `resume` entry answers it by `id`; for an approval,
     `{"status": "resolved", "payload": {"approved": true}}` runs the tool."""
@@ -362,7 +377,7 @@ def interrupt(call: dict[str, Any]) -> Interrupt:
                      metadata={"toolName": call["toolName"], "arguments": _input(call)})
 
 
-def _input(call: dict[str, Any]) -> Any:
+def _input(call: Mapping[str, Any]) -> Any:
     """A pending call's arguments as an object: the live frame's `input`, else (as the thread
     stores the call) its `arguments` JSON."""
     if "input" in call:
@@ -377,23 +392,22 @@ def _span(i: str) -> str:
     return f"{i}:span"
 
 
-def _component_call_id(meta: dict[str, Any]) -> str:
-    found: str = meta.get("toolCallId") or meta["componentId"]
-    return found
+def _component_call_id(meta: ComponentStartMeta | ComponentValue) -> str:
+    return meta.get("toolCallId") or meta["componentId"]
 
 
 def _path(component_id: str) -> str:
     return f"/{COMPONENTS}{pointer(component_id)}"
 
 
-def _prefixed(op: dict[str, Any], base: str) -> dict[str, Any]:
+def _prefixed(op: JsonPatchOp, base: str) -> dict[str, Any]:
     moved = {**op, "path": base + op["path"]}
     if "from" in op:
         moved["from"] = base + op["from"]
     return moved
 
 
-def _rendered(i: str, value: dict[str, Any]) -> ToolCallResultEvent:
+def _rendered(i: str, value: ComponentValue) -> ToolCallResultEvent:
     """The gateway's own answer to a component call: the client must not answer it."""
     return ToolCallResultEvent(
         message_id=f"{i}:result", tool_call_id=_component_call_id(value), role="tool",

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
 
 import httpx
 from starlette.requests import Request
@@ -61,7 +60,7 @@ class Callback:
         self.client, self.url, self.allowed = client, url, allowed
         self.failed = False
 
-    async def send(self, event: dict[str, Any]) -> None:
+    async def send(self, event: translate.Event) -> None:
         if self.failed:
             return
         delay = BACKOFF_SECONDS
@@ -239,7 +238,7 @@ class Deliveries:
         hold = asyncio.create_task(self._hold(row), name=f"chorus claim {row.id}")
         try:
             await callback.send(translate.PROCESSING)
-            ending: list[dict[str, Any]] = []
+            ending: list[translate.Event] = []
             async with contextlib.aclosing(self.svc.runs.entries(run.id)) as entries:
                 async for entry in entries:
                     if timbal.is_terminal(entry.frame):

@@ -10,43 +10,84 @@ was cancelled. `lifecycle processing` is sent before the first frame.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
 
 from ...protocol import timbal
-
-PROCESSING: dict[str, Any] = {"type": "lifecycle", "status": "processing"}
-IDLE: dict[str, Any] = {"type": "lifecycle", "status": "idle"}
+from ...protocol.frames_schema import SetValue
 
 
-def _from_value(value: dict[str, Any]) -> list[dict[str, Any]]:
-    kind = value.get("type")
-    if kind == "agent" and value.get("content"):
-        return [{"type": "message", "content": value["content"]}]
-    if kind == "tool_call":
+class Lifecycle(TypedDict):
+    type: Literal["lifecycle"]
+    status: Literal["processing", "idle"]
+
+
+class MessageEvent(TypedDict):
+    type: Literal["message"]
+    content: str
+
+
+class ToolCallEvent(TypedDict):
+    type: Literal["tool_call"]
+    name: str
+    args: dict[str, Any]
+    id: str
+
+
+class ToolResultEvent(TypedDict):
+    type: Literal["tool_result"]
+    id: str
+    content: str
+
+
+class StatusEvent(TypedDict):
+    type: Literal["status"]
+    status: str
+
+
+class ErrorEvent(TypedDict):
+    """The run failed or was cancelled (as its `error` frame, or its row, says)."""
+
+    type: Literal["error"]
+    message: str | None
+    code: str | None
+
+
+Event = Lifecycle | MessageEvent | ToolCallEvent | ToolResultEvent | StatusEvent | ErrorEvent
+"""One callback event, POSTed as JSON."""
+
+PROCESSING: Lifecycle = {"type": "lifecycle", "status": "processing"}
+IDLE: Lifecycle = {"type": "lifecycle", "status": "idle"}
+
+
+def _from_value(value: SetValue) -> list[Event]:
+    if value["type"] == "agent":
+        return [{"type": "message", "content": value["content"]}] if value["content"] else []
+    if value["type"] == "tool_call":
         return [{"type": "tool_call", "name": value.get("name"),
                  "args": value.get("arguments", {}), "id": value.get("toolCallId")}]
-    if kind == "tool_result":
+    if value["type"] == "tool_result":
         return [{"type": "tool_result", "id": value.get("toolCallId"),
                  "content": timbal.tool_result_text(value)}]
-    if kind == "status":
+    if value["type"] == "status":
         return [{"type": "status", "status": value.get("detail") or value.get("state")}]
-    if kind == "error" and not value.get("recoverable"):
+    if value["type"] == "error" and not value.get("recoverable"):
         return [{"type": "error", "message": value.get("content"), "code": value.get("code")}]
     return []
 
 
-def ended(status: str, error: dict[str, Any] | None) -> list[dict[str, Any]]:
+def ended(status: str, error: Mapping[str, Any] | None) -> list[Event]:
     """The events of a run's end as its row has it (its terminal frame's, without reading
     the log): what is reported for a run whose process died."""
     if status == "cancelled":
-        return events(timbal.control(timbal.RUN_CANCELLED))
+        return events({"c": timbal.RUN_CANCELLED})
     if status == "failed":
         error = error or {}
         return [{"type": "error", "message": error.get("message"), "code": error.get("code")}]
     return []
 
 
-def events(frame: timbal.Frame) -> list[dict[str, Any]]:
+def events(frame: timbal.Frame) -> list[Event]:
     """The callback events of one frame of the log (most frames have none)."""
     if "c" in frame:
         if frame["c"] == timbal.ERROR:
@@ -54,7 +95,6 @@ def events(frame: timbal.Frame) -> list[dict[str, Any]]:
         if frame["c"] == timbal.RUN_CANCELLED:
             return [{"type": "error", "message": "The run was cancelled", "code": "CANCELLED"}]
         return []
-    value = frame.get("v")
-    if timbal.kind(frame) != "set" or not isinstance(value, dict):
+    if timbal.kind(frame) != "set" or "t" not in frame:
         return []
-    return _from_value(value)
+    return _from_value(frame["v"])

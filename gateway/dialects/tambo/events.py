@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 from ...protocol.frames_schema import JsonPatchOp, PendingToolCall
+from ...protocol.usage_events import TokenCounts
 
 CLOSED = ConfigDict(extra="forbid")
 
@@ -48,16 +49,8 @@ class RunStarted(RunStartedBody):
 
 
 @with_config(CLOSED)
-class TokenUsage(TypedDict):
+class TokenUsage(TokenCounts):
     """One model's tokens in a run, as AG-UI 1.0's `TokenUsage` (docs/agents.md)."""
-
-    provider: NotRequired[str]
-    model: str
-    inputTokens: int
-    outputTokens: int
-    totalTokens: int
-    reasoningTokens: NotRequired[int]
-    cachedInputTokens: NotRequired[int]
 
 
 class RunFinishedBody(TypedDict):

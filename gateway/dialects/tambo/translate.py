@@ -13,11 +13,11 @@ shape.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import orjson
 
 from ...protocol import timbal
+from ...protocol.frames_schema import ComponentValue, ControlFrame, JsonPatchOp, SetValue
 from ...protocol.props_stream import PropsStream
 from ...protocol.translation import Dialect, Item
 from ...protocol.usage_events import tambo_usage
@@ -41,15 +41,15 @@ class TamboDialect(Dialect[Event]):
         meta = item.meta
         if meta.get("subagentRunId"):
             return None
-        if item.type == "agent":
+        if meta["type"] == "agent":
             return [{"type": "TEXT_MESSAGE_START", "messageId": item.message_id,
                      "role": "assistant"}]
-        if item.type == "thinking":
+        if meta["type"] == "thinking":
             return [{"type": "THINKING_TEXT_MESSAGE_START"}]
-        if item.type == "tool_call":
+        if meta["type"] == "tool_call":
             return [_tool_call_start(meta["toolCallId"], meta["name"], item.message_id)]
-        if item.type == "x-component":
-            item.state = PropsStream()
+        if meta["type"] == "x-component":
+            item.props = PropsStream()
             return [_component_start(item.message_id, meta["componentId"], meta["name"])]
         return None
 
@@ -58,42 +58,42 @@ class TamboDialect(Dialect[Event]):
             return [{"type": "TEXT_MESSAGE_CONTENT", "messageId": item.message_id, "delta": text}]
         if item.type == "thinking":
             return [{"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": text}]
-        if item.type == "tool_call":
-            return [{"type": "TOOL_CALL_ARGS", "toolCallId": item.meta["toolCallId"],
-                     "delta": text}]
-        if item.type == "x-component":
-            ops = item.state.feed(text)
-            return [_props_delta(item.meta["componentId"], item.state, ops, text)] if ops else []
+        meta, props = item.meta, item.props
+        if meta["type"] == "tool_call":
+            return [{"type": "TOOL_CALL_ARGS", "toolCallId": meta["toolCallId"], "delta": text}]
+        if meta["type"] == "x-component" and props is not None:
+            ops = props.feed(text)
+            return [_props_delta(meta["componentId"], props, ops, text)] if ops else []
         return []
 
-    def on_end(self, item: Item, value: dict[str, Any]) -> list[Event]:
+    def on_end(self, item: Item, value: SetValue) -> list[Event]:
         if item.type == "agent":
-            rest = item.rest_of(value.get("content", ""))
+            rest = item.rest_of(value)
             events: list[Event] = [
                 {"type": "TEXT_MESSAGE_CONTENT", "messageId": item.message_id, "delta": rest}]
             return (events if rest else []) + [
                 {"type": "TEXT_MESSAGE_END", "messageId": item.message_id}]
         if item.type == "thinking":
-            rest = item.rest_of(value.get("content", ""))
+            rest = item.rest_of(value)
             thinking: list[Event] = (
                 [{"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": rest}] if rest else [])
             return thinking + [{"type": "THINKING_TEXT_MESSAGE_END"}]
-        if item.type == "tool_call":
-            return [{"type": "TOOL_CALL_END", "toolCallId": item.meta["toolCallId"]}]
-        if item.type == "x-component" and value.get("type") == "x-component":
+        meta, props = item.meta, item.props
+        if meta["type"] == "tool_call":
+            return [{"type": "TOOL_CALL_END", "toolCallId": meta["toolCallId"]}]
+        if meta["type"] == "x-component" and value["type"] == "x-component" and props:
             component: list[Event] = []
-            ops = item.state.finish(value.get("props") or {})
+            ops = props.finish(value.get("props") or {})
             if ops:
-                component.append(_props_delta(item.meta["componentId"], item.state, ops, ""))
+                component.append(_props_delta(meta["componentId"], props, ops, ""))
             return component + [_component_end(value)]
         return []
 
-    def on_whole(self, i: str, value: dict[str, Any]) -> list[Event]:
-        vtype, message_id = value.get("type"), value.get("messageId", "")
+    def on_whole(self, i: str, value: SetValue) -> list[Event]:
         if value.get("subagentRunId"):
             return []
-        if vtype == "agent":
-            content = value.get("content", "")
+        if value["type"] == "agent":
+            message_id, content = value.get("messageId", ""), value.get("content", "")
             events: list[Event] = [
                 {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}
             ]
@@ -102,18 +102,18 @@ class TamboDialect(Dialect[Event]):
                     {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": content}
                 )
             return events + [{"type": "TEXT_MESSAGE_END", "messageId": message_id}]
-        if vtype == "tool_call":
+        if value["type"] == "tool_call":
             call_id = value["toolCallId"]
             return [
-                _tool_call_start(call_id, value["name"], message_id),
+                _tool_call_start(call_id, value["name"], value.get("messageId", "")),
                 {"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
                  "delta": json.dumps(value.get("arguments") or {})},
                 {"type": "TOOL_CALL_END", "toolCallId": call_id},
             ]
-        if vtype == "tool_result" and value.get("origin") != "client":
+        if value["type"] == "tool_result" and "origin" not in value:  # not a client's
             result: ToolCallResultBody = {
                 "type": "TOOL_CALL_RESULT",
-                "messageId": message_id,
+                "messageId": value.get("messageId", ""),
                 "toolCallId": value["toolCallId"],
                 "content": timbal.tool_result_text(value),
                 "role": "tool",
@@ -121,10 +121,11 @@ class TamboDialect(Dialect[Event]):
             if value.get("status") == "error":
                 result["isError"] = True
             return [result]
-        if vtype == "x-component":
+        if value["type"] == "x-component":
             props = PropsStream()
             ops = props.finish(value.get("props") or {})
-            events = [_component_start(message_id, value["componentId"], value["name"])]
+            events = [_component_start(value.get("messageId", ""), value["componentId"],
+                                       value["name"])]
             if ops:
                 events.append(_props_delta(value["componentId"], props, ops,
                                            json.dumps(value.get("props") or {})))
@@ -132,18 +133,19 @@ class TamboDialect(Dialect[Event]):
         return []
 
     def on_close(self, item: Item) -> list[Event]:
-        if item.type == "agent":
+        meta = item.meta
+        if meta["type"] == "agent":
             return [{"type": "TEXT_MESSAGE_END", "messageId": item.message_id}]
-        if item.type == "thinking":
+        if meta["type"] == "thinking":
             return [{"type": "THINKING_TEXT_MESSAGE_END"}]
-        if item.type == "tool_call":
-            return [{"type": "TOOL_CALL_END", "toolCallId": item.meta["toolCallId"]}]
+        if meta["type"] == "tool_call":
+            return [{"type": "TOOL_CALL_END", "toolCallId": meta["toolCallId"]}]
         return []
 
-    def on_control(self, name: str, frame: timbal.Frame) -> list[Event]:
-        if name == timbal.RUN_STARTED:
+    def on_control(self, frame: ControlFrame) -> list[Event]:
+        if frame["c"] == timbal.RUN_STARTED:
             return [{"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}]
-        if name == timbal.RUN_AWAITING_INPUT:
+        if frame["c"] == timbal.RUN_AWAITING_INPUT:
             return [{
                 "type": "CUSTOM",
                 "name": "tambo.run.awaiting_input",
@@ -153,7 +155,7 @@ class TamboDialect(Dialect[Event]):
                     "pendingToolCalls": frame["pendingToolCalls"],
                 },
             }]
-        if name == timbal.COMPONENT_STATE:
+        if frame["c"] == timbal.COMPONENT_STATE:
             component_id = frame["componentId"]
             events: list[Event] = [{
                 "type": "CUSTOM",
@@ -172,7 +174,7 @@ class TamboDialect(Dialect[Event]):
                 events.append({"type": "CUSTOM", "name": "tambo.component.end",
                                "value": {"componentId": component_id}})
             return events
-        if name == timbal.RUN_FINISHED:
+        if frame["c"] == timbal.RUN_FINISHED:
             # A truncated log may have left items open: RUN_FINISHED never leaves them open.
             finished: RunFinishedBody = {"type": "RUN_FINISHED", "threadId": self.thread_id,
                                          "runId": self.run_id}
@@ -180,9 +182,9 @@ class TamboDialect(Dialect[Event]):
             if usage:
                 finished["usage"] = usage["usage"]
             return [*self.close_open(), finished]
-        if name == timbal.RUN_CANCELLED:
+        if frame["c"] == timbal.RUN_CANCELLED:
             return [{"type": "RUN_ERROR", "message": "Run cancelled", "code": "CANCELLED"}]
-        if name == timbal.ERROR:
+        if frame["c"] == timbal.ERROR:
             event: RunErrorBody = {
                 "type": "RUN_ERROR",
                 "message": frame.get("message") or "An internal error occurred",
@@ -190,8 +192,9 @@ class TamboDialect(Dialect[Event]):
                 "category": frame.get("category") or "server_error",
                 "isRetryable": bool(frame.get("isRetryable", False)),
             }
-            if frame.get("status") is not None:
-                event["status"] = frame["status"]
+            status = frame.get("status")
+            if status is not None:
+                event["status"] = status
             return [event]
         return []
 
@@ -200,8 +203,9 @@ class TamboDialect(Dialect[Event]):
                  "value": {"threadId": self.thread_id, "runId": self.run_id}}]
 
     def stamp(self, event: Event, ts: int) -> Event:
-        # The stamped event is the matching `events.TamboEvent`; the dialect's one type
-        # parameter stands for both (no `cast()`: not even a call more per event).
+        # The stamped event is the matching `events.TamboEvent`, a structural subtype of its
+        # body, which mypy cannot infer from the spread of a union (and no `cast()`: not even
+        # a call more per event).
         stamped: Event = {**event, "timestamp": ts}  # type: ignore[assignment]
         return stamped
 
@@ -228,14 +232,14 @@ def _component_start(message_id: str, component_id: str, name: str) -> Event:
                       "componentName": name}}
 
 
-def _props_delta(component_id: str, props: PropsStream, ops: list[Any],
+def _props_delta(component_id: str, props: PropsStream, ops: list[JsonPatchOp],
                  delta: str) -> Event:
     return {"type": "CUSTOM", "name": "tambo.component.props_delta",
             "value": {"componentId": component_id, "operations": ops, "delta": delta,
                       "streamingStatus": props.streaming_status()}}
 
 
-def _component_end(value: dict[str, Any]) -> Event:
+def _component_end(value: ComponentValue) -> Event:
     props, state = value.get("props") or {}, value.get("state")
     end: ComponentEndValue = {"componentId": value["componentId"], "props": props,
                               "finalProps": props}

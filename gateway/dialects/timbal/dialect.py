@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol import frames_schema
-from ...protocol.frames_schema import Frame as TimbalFrame
+from ...protocol.frames_schema import PublishedFrame as TimbalFrame
 from ...protocol.operations import EVENT_CURSOR, KEYS, RUN_ERRORS, Operation, Param
 from ...protocol.schema_files import Schemas, Type, Union
 from ..base import WireDialect
@@ -85,7 +85,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 }
 
 SCHEMAS = Schemas(
-    unions=(Union("timbal.frame", frames_schema.Frame, "timbal/frame.json",
+    unions=(Union("timbal.frame", frames_schema.PublishedFrame, "timbal/frame.json",
                   "One line of a run's Timbal log (message frames and the gateway's control "
                   "frames)."),
             Union("timbal.value", frames_schema.MessageValue, "timbal/value.json",

@@ -36,7 +36,6 @@ from ...api.runs import event_cursor, run_in_thread
 from ...config import Settings
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
-from ...protocol.run_errors import error_frame, run_error
 from ...protocol.translation import positioned
 from ...server.sse import BoundedStreamingResponse, SlowReader, disconnected, within
 from ...services import Services
@@ -127,7 +126,7 @@ class ThreadSocket:
         self._send_lock = asyncio.Lock()
         self._next_sync = 0.0  # loop time before which another sync is refused
 
-    async def send(self, frame: timbal.Frame) -> None:
+    async def send(self, frame: view.Line) -> None:
         """Send one frame; `SlowReader` if the client has not taken it within the bound."""
         async with self._send_lock:
             await within(self.svc.runs.timings.slow_reader_seconds,
@@ -235,8 +234,8 @@ class ThreadSocket:
                 await self.ws.close(CLOSE_ERROR, "internal error")
 
 
-def _error(code: str, message: str) -> timbal.Frame:
-    return error_frame(run_error(code, message, category=None, retryable=None))
+def _error(code: str, message: str) -> view.RequestErrorFrame:
+    return {"c": timbal.ERROR, "code": code, "message": message}
 
 
 async def thread_socket(ws: WebSocket) -> None:

@@ -16,13 +16,34 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Literal, NotRequired, Protocol, TypedDict
 
 from ...protocol import timbal
 from ...protocol.clock import iso_ms
+from ...protocol.frames_schema import SetFrame
 from ...protocol.translation import Dialect
 
-SYNCED = "synced"  # our control frame closing a sync answer (the extension names no marker)
+SYNCED: Final = "synced"  # our control frame closing a sync answer (the extension names no marker)
+
+
+class SyncedFrame(TypedDict):
+    """Closes a sync answer on the socket: how many set frames it held, since when."""
+
+    c: Literal["synced"]
+    count: int
+    since: NotRequired[str]
+
+
+class RequestErrorFrame(TypedDict):
+    """Timbal's `error` frame answering a malformed request on the socket (no run failed)."""
+
+    c: Literal["error"]
+    code: str
+    message: str
+
+
+Line = timbal.Frame | SyncedFrame | RequestErrorFrame
+"""What a Timbal view sends: the log's frames, and the socket's own answers."""
 
 
 class TimbalDialect(Dialect[timbal.Frame]):
@@ -39,7 +60,7 @@ class TimbalDialect(Dialect[timbal.Frame]):
         return event
 
 
-def encode(frame: timbal.Frame) -> str:
+def encode(frame: Line) -> str:
     """A frame as one compact JSON line (without its newline)."""
     return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
 
@@ -58,7 +79,7 @@ def since_ms(value: str | None) -> int | None:
     return int(parsed.timestamp() * 1000)
 
 
-def frame_ms(frame: timbal.Frame) -> int:
+def frame_ms(frame: SetFrame) -> int:
     return since_ms(frame["t"]) or 0  # the gateway writes every `t` in this format
 
 
@@ -69,7 +90,7 @@ class StoredMessage(Protocol):
 
 
 def history(rows: Iterable[StoredMessage], since: int | None = None,
-            skip_run: str | None = None) -> Iterator[timbal.Frame]:
+            skip_run: str | None = None) -> Iterator[SetFrame]:
     """Set frames of the stored messages' parts (completed at or after `since`), in order;
     the parts of `skip_run` are left out (its log is read instead)."""
     for row in rows:
@@ -89,13 +110,13 @@ def live_since(frame: timbal.Frame, ts: int, since: int | None) -> bool:
     (an append whose start came earlier is an orphan, which readers ignore)."""
     if since is None:
         return True
-    if timbal.kind(frame) == "set":
+    if timbal.kind(frame) == "set" and "t" in frame:
         return frame_ms(frame) >= since
     return ts >= since
 
 
-def synced(count: int, since: int | None) -> timbal.Frame:
-    frame: timbal.Frame = {"c": SYNCED, "count": count}
+def synced(count: int, since: int | None) -> SyncedFrame:
+    frame: SyncedFrame = {"c": SYNCED, "count": count}
     if since is not None:
         frame["since"] = iso_ms(since)
     return frame

@@ -19,13 +19,14 @@ from typing import Any, Literal
 
 from ...protocol.approvals import REASON
 from ...protocol.clock import iso_ms, new_id, now_ms
+from ...protocol.frames_schema import ApprovalRequest
 
 # "answered": a question a tool asked (`engine/tools/elicitation.py`) got its answer.
 Decision = Literal["approved", "denied", "expired", "answered"]
 
 
 def request(name: str, message_id: str, ttl_seconds: float, now: int | None = None
-            ) -> dict[str, Any]:
+            ) -> ApprovalRequest:
     """The `approval` member of a pending call: what the client answers and by when."""
     moment = now_ms() if now is None else now
     return {"interruptId": new_id("int_"), "reason": REASON,

@@ -66,7 +66,7 @@ def compiled(pattern: str) -> Any:
             "engine (no backreferences or lookaround)") from None
 
 
-def check_client_schema(schema: Any) -> None:
+def check_client_schema(schema: object) -> None:
     """Refuse what a client schema may not hold: patterns RE2 cannot run, non-local `$ref`s,
     and `unevaluatedProperties` next to `patternProperties` (jsonschema would match those with
     Python's `re`)."""
@@ -77,7 +77,7 @@ def check_client_schema(schema: Any) -> None:
                             "unevaluatedProperties cannot be combined with patternProperties")
 
 
-def _walk(node: Any, found: dict[str, bool]) -> None:
+def _walk(node: object, found: dict[str, bool]) -> None:
     if isinstance(node, list):
         for item in node:
             _walk(item, found)
@@ -194,7 +194,7 @@ def _unique_items(checker: Any, unique: Any, instance: Any, schema: Any
                   ) -> Iterator[ValidationError]:
     if not unique or not checker.is_type(instance, "array"):
         return
-    seen: set[Any] = set()
+    seen: set[tuple[str, object]] = set()
     for item in instance:
         key = _canonical(item)
         if key in seen:
@@ -203,7 +203,7 @@ def _unique_items(checker: Any, unique: Any, instance: Any, schema: Any
         seen.add(key)
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: object) -> tuple[str, object]:
     """A hashable form equal exactly when JSON Schema calls two values equal (1 == 1.0, but
     true != 1)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -217,7 +217,7 @@ def _canonical(value: Any) -> Any:
     return ("other", repr(value))
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 200 else text[:200] + "..."
 

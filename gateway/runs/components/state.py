@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Collection
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import jsonpatch
 import jsonpointer
@@ -35,9 +35,11 @@ from jsonschema.protocols import Validator
 from ...engine.loop import ToolError
 from ...protocol import timbal
 from ...protocol.clock import now_ms
+from ...protocol.frames_schema import JsonPatchOp
 from ...protocol.problems import Problem, echo
 from ...store.repository import Store
 from ...store.tables import ComponentRow
+from ..backend import ThreadEvent
 from ..log.live import LiveLog
 from . import schema as state_schema
 
@@ -92,7 +94,7 @@ class ComponentStates:
     """Reads and updates component state; publishes each update to the thread's live run."""
 
     def __init__(self, store: Store, runs: RunLookup,
-                 relay: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None) -> None:
+                 relay: Callable[[str, ThreadEvent], Awaitable[None]] | None = None) -> None:
         self.store, self.runs = store, runs
         self.max_state_bytes = DEFAULT_MAX_STATE_BYTES  # `GATEWAY_MAX_COMPONENT_STATE_BYTES`
         # Hands an update to the other processes when the thread's run is not here.
@@ -100,7 +102,7 @@ class ComponentStates:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary())
         # Per live run (its frame sink): the last revision of each component it published.
-        self._published: weakref.WeakKeyDictionary[Any, dict[str, int]] = (
+        self._published: weakref.WeakKeyDictionary[timbal.FrameSink, dict[str, int]] = (
             weakref.WeakKeyDictionary())
 
     async def get(self, thread_id: str, component_id: str) -> ComponentState:
@@ -142,8 +144,10 @@ class ComponentStates:
                 # the write in half. If it lands unpublished, the next delta resends the state.
                 written = asyncio.shield(self.store.set_component_state(row, new, now_ms()))
                 if await written:
-                    ops = copy.deepcopy(jsonpatch.make_patch(old, new).patch if patch is None
-                                        else [op for op in patch if op["op"] != "test"])
+                    # RFC 6902 operations: jsonpatch's diff, or the patch `check_patch` passed.
+                    ops = cast(list[JsonPatchOp], copy.deepcopy(
+                        jsonpatch.make_patch(old, new).patch if patch is None
+                        else [op for op in patch if op["op"] != "test"]))
                     await self._publish(thread_id, component_id, row.revision, old, new, ops)
                     return new, row.revision + 1
                 await asyncio.sleep(random.uniform(0, 0.005))  # another process wrote first
@@ -164,7 +168,7 @@ class ComponentStates:
 
     async def _publish(self, thread_id: str, component_id: str, base: int,
                        old: dict[str, Any], new: dict[str, Any],
-                       ops: list[dict[str, Any]]) -> None:
+                       ops: list[JsonPatchOp]) -> None:
         """Send the change to the run streaming on this thread: here if it runs here, else
         through `relay` to the process that runs it (if any does)."""
         if not await self._publish_here(thread_id, component_id, base, old, new, ops) and \
@@ -172,13 +176,13 @@ class ComponentStates:
             await self.relay(thread_id, {"kind": "component_state", "componentId": component_id,
                                          "base": base, "old": old, "new": new, "ops": ops})
 
-    async def deliver(self, thread_id: str, event: dict[str, Any]) -> None:
+    async def deliver(self, thread_id: str, event: ThreadEvent) -> None:
         """A thread event another process published: publish it to our run on the thread.
         One sent as a reference only (`reload`: it was too large for the channel) is read
         back from the database and sent whole."""
         if event.get("kind") != "component_state":
             return
-        if event.get("reload"):
+        if "reload" in event:
             if self.runs.active_run_for_thread(thread_id) is None:
                 return
             row = await self._row(thread_id, event["componentId"])
@@ -191,7 +195,7 @@ class ComponentStates:
 
     async def _publish_here(self, thread_id: str, component_id: str, base: int,
                             old: dict[str, Any], new: dict[str, Any],
-                            ops: list[dict[str, Any]]) -> bool:
+                            ops: list[JsonPatchOp]) -> bool:
         """Send the change to the run streaming on this thread in this process, if any.
 
         Its subscribers apply the ops to their copy, which is only known to be at `base` if
@@ -210,8 +214,8 @@ class ComponentStates:
         if known != base:
             ops = [{"op": "replace", "path": "", "value": new}]
         published[component_id] = base + 1
-        await sink.emit(timbal.control(timbal.COMPONENT_STATE, componentId=component_id,
-                                       operations=ops, revision=base + 1))
+        await sink.emit({"c": timbal.COMPONENT_STATE, "componentId": component_id,
+                         "operations": ops, "revision": base + 1})
         return True
 
 

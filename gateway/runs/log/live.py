@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from ...protocol.clock import now_ms
+from ...protocol.timbal import Frame
 from ...store.repository import Store
+from ...store.tables import RunFrameRow
 
 PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
 
@@ -31,7 +33,7 @@ PAGE_FRAMES = 1000  # replay from the database in pages, never one giant read
 class Entry:
     seq: int
     ts: int
-    frame: dict[str, Any]
+    frame: Frame
 
 
 class LiveLog:
@@ -50,7 +52,7 @@ class LiveLog:
         self.ending = False
         self._waiters: list[asyncio.Future[None]] = []  # woken at the next change
 
-    def append(self, frame: dict[str, Any]) -> Entry:
+    def append(self, frame: Frame) -> Entry:
         entry = self.next_entry(frame)
         self.entries.append(entry)
         self.last = entry.seq
@@ -81,7 +83,7 @@ class LiveLog:
         if self.holds.pop(holder, None) is not None:
             self.forget(self.on_disk)
 
-    def next_entry(self, frame: dict[str, Any], offset: int = 0) -> Entry:
+    def next_entry(self, frame: Frame, offset: int = 0) -> Entry:
         """The entry `frame` would get `offset` positions after the next append."""
         return Entry(self.last + 1 + offset, now_ms(), frame)
 
@@ -121,6 +123,12 @@ async def read_persisted(store: Store, run_id: str, after: int) -> AsyncGenerato
         rows = await store.read_frames(run_id, after, PAGE_FRAMES)
         for row in rows:
             after = row.seq
-            yield Entry(row.seq, row.ts_ms, row.frame)
+            yield persisted(row)
         if len(rows) < PAGE_FRAMES:
             return
+
+
+def persisted(row: RunFrameRow) -> Entry:
+    """A log entry as the database keeps it: its frame is the JSON of one the recorder wrote
+    (typed, `RunRecorder.emit`), so it is that frame again."""
+    return Entry(row.seq, row.ts_ms, cast(Frame, row.frame))

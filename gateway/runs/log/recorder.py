@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from ...protocol import timbal
 from ...protocol.clock import now_ms
+from ...protocol.frames_schema import ComponentStartMeta, ComponentValue, SetValue
 from ...store.queries.frames import LogBatch
 from ...store.repository import FrameEntry, Store
 from ...store.rows import made
@@ -90,11 +91,12 @@ class RunRecorder:
         self.writer.register(self)
 
     async def emit(self, frame: timbal.Frame) -> None:
+        """Log `frame`, one the gateway built (typed as `frames_schema` has it): the key it
+        has says what it is (`timbal.kind`, which also finds malformed ones, is for readers)."""
         if self._sealed:
             log.debug("run %s has ended; frame dropped: %s", self.run_id, frame)
             return
-        kind = timbal.kind(frame)
-        if kind == "append" and self.first_token_ms is None:
+        if "a" in frame and self.first_token_ms is None:
             self.first_token_ms = now_ms()
         if self.fenced:
             self.live.append(frame)
@@ -104,13 +106,13 @@ class RunRecorder:
             if self.fenced:
                 self.live.append(frame)
                 return
-        if kind == "start" and (frame.get("m") or {}).get("type") == "x-component":
+        if "m" in frame and frame["m"]["type"] == "x-component":
             # Before the start is visible: a client that reacts to `tambo.component.start` by
             # posting a state update must find the component.
             await durably(self._put_component(frame["m"], {}, None))
         self.live.append(frame)
-        if kind == "set":
-            write = self._save_value(frame["i"], frame["v"], frame.get("t"))
+        if "t" in frame:  # a set frame: a message's value is complete
+            write = self._save_value(frame["i"], frame["v"], frame["t"])
             if write is not None:  # none for a run's answer (written with its next write)
                 await durably(write)
         if self.live.last - self._flushed >= FLUSH_FRAMES:
@@ -198,16 +200,15 @@ class RunRecorder:
                 await self.writer.close()
             self.live.close()
 
-    def _save_value(self, i: str, value: dict[str, Any], t: str | None
-                    ) -> Awaitable[None] | None:
+    def _save_value(self, i: str, value: SetValue, t: str) -> Awaitable[None] | None:
         """Keep a message's value; the write it needs now, if any (None: nothing to write, or
         the message's first value, written with the run's next write). Decided before any
         await, so that the usual case costs no task (`durably`)."""
         message_id = value.get("messageId")
-        if not message_id or value.get("subagentRunId"):
+        if not isinstance(message_id, str) or not message_id or value.get("subagentRunId"):
             return None  # a sub-agent's work is in the run's log; the thread keeps its answer
         # The frame's time too: a Timbal `sync` answers with the parts completed since then.
-        part = {"id": i, **({"t": t} if t else {}), **value}
+        part: dict[str, Any] = {"id": i, "t": t, **value}
         parts = self._messages.get(message_id)
         cancelled = bool(value.get("cancelled"))
         self.unsaved.add(message_id)  # until the write below succeeds
@@ -227,15 +228,14 @@ class RunRecorder:
         return self._saved(message_id, value, self.store.save_message_parts(
             message_id, list(parts), cancelled, fence=self.fence))
 
-    async def _saved(self, message_id: str, value: dict[str, Any],
-                     write: Awaitable[bool]) -> None:
+    async def _saved(self, message_id: str, value: SetValue, write: Awaitable[bool]) -> None:
         """`write` of a message's value (`_save_value`), then its component's props."""
         written = await write
         self.unsaved.discard(message_id)
         if not written:
             self._fenced_out()
             return
-        if value.get("type") == "x-component":
+        if value["type"] == "x-component":
             await self._put_component(value, value.get("props") or {}, value.get("state"))
 
     async def _write_unwritten(self) -> None:
@@ -248,8 +248,8 @@ class RunRecorder:
         if not written:
             self._fenced_out()
 
-    async def _put_component(self, value: dict[str, Any], props: dict[str, Any],
-                             state: dict[str, Any] | None) -> None:
+    async def _put_component(self, value: ComponentStartMeta | ComponentValue,
+                             props: dict[str, Any], state: dict[str, Any] | None) -> None:
         """Create the component row at its start; at its set, refresh only its props (its state
         may have been updated meanwhile, through `ComponentStates`)."""
         if not await self.store.put_component(ComponentRow(

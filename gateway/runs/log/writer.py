@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from ...store.queries.frames import LogBatch
 from ...store.repository import FrameEntry, Store
@@ -139,7 +139,8 @@ class LogWriter:
                 claims = [(s, b) for s in list(wanted) if (b := s.claim()) is not None]
                 await self._commit(claims, requests, appends)
         finally:  # closed: nobody may wait for a commit that will never come
-            waiting: list[asyncio.Future[Any]] = [f for _, f in [*requests, *self._requests]]
+            waiting: list[asyncio.Future[None] | asyncio.Future[bool]] = [
+                f for _, f in [*requests, *self._requests]]
             waiting += [f for _, f in [*appends, *self._appends]]
             for future in waiting:
                 if not future.done():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import and_, bindparam, func, insert, literal, or_, update
@@ -209,7 +209,7 @@ class RunQueries(Queries):
         now: int,
         *,
         pending: list[dict[str, Any]] | None = None,
-        error: dict[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
         owner: str | None = None,
         frames: Sequence[FrameEntry] = (),
         usage: Sequence[dict[str, Any]] = (),
@@ -262,7 +262,7 @@ class RunQueries(Queries):
             return False
 
     @operation
-    async def end_pause(self, run_id: str, thread_id: str, now: int, error: dict[str, Any],
+    async def end_pause(self, run_id: str, thread_id: str, now: int, error: Mapping[str, Any],
                         results: MessageRow) -> bool:
         """End a paused run (`awaiting_input`) as cancelled and write `results` (its pending
         calls answered with errors) to the thread, in one transaction; the thread stays idle,
@@ -292,7 +292,7 @@ class RunQueries(Queries):
 
     @operation
     async def end_orphaned_run(self, run: RunRow, now: int, status: str,
-                               error: dict[str, Any], frame: dict[str, Any]) -> bool:
+                               error: Mapping[str, Any], frame: Mapping[str, Any]) -> bool:
         """End a run whose owner process is gone (its lease expired), from any process.
 
         Fenced on the lease as it was read: if the owner renewed it meanwhile (it was only
@@ -321,7 +321,7 @@ class RunQueries(Queries):
     @staticmethod
     async def _release_thread(session: AsyncSession, run_id: str, thread_id: str, status: str,
                               now: int, pending: list[dict[str, Any]] | None,
-                              error: dict[str, Any] | None) -> None:
+                              error: Mapping[str, Any] | None) -> None:
         await session.execute(_RELEASE, _release_values(run_id, thread_id, status, now, pending,
                                                         error))
 
@@ -457,12 +457,12 @@ def _queued_after(connection: Transaction, thread_id: str, queued: list[str] | N
 
 def _release_values(run_id: str, thread_id: str, status: str, now: int,
                     pending: list[dict[str, Any]] | None,
-                    error: dict[str, Any] | None) -> dict[str, Any]:
+                    error: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"thread_id": thread_id, "run_id": run_id, "cancelled": status == "cancelled",
             "thread_error": _thread_error(error), "pending": pending, "now": now}
 
 
-def _thread_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
+def _thread_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not error or error.get("code") == "CANCELLED":
         return None
     return {"message": error.get("message", ""), "code": error.get("code")}

@@ -7,7 +7,7 @@ itself, with no read before it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from sqlalchemy import bindparam, case, func, insert, select
@@ -30,7 +30,7 @@ Grouping = Literal["agent", "key", "user", "model", "project"]
 
 
 def usage_rows(run: RunRow, agent: str, api_key_id: str | None,
-               entries: Sequence[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+               entries: Sequence[Mapping[str, Any]], now: int) -> list[dict[str, Any]]:
     """A run's usage entries as `run_usage` column values (the user scope is added on insert)."""
     return [{"run_id": run.id, "model": entry["model"][:255], "thread_id": run.thread_id,
              "project_id": run.project_id, "agent": agent, "api_key_id": api_key_id,

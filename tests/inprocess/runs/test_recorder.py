@@ -42,7 +42,7 @@ async def test_frames_are_batched_and_values_saved_when_complete(store: Store) -
         await asyncio.sleep(FLUSH_SECONDS)
     assert [r.seq for r in await store.read_frames(run.id)] == [1, 2, 3, 4, 5]
 
-    ended = await recorder.finish([timbal.control(timbal.RUN_FINISHED)], lambda rows, messages:
+    ended = await recorder.finish([{"c": timbal.RUN_FINISHED}], lambda rows, messages:
                                   store.finish_run(run.id, run.thread_id, "completed",
                                                    now_ms(), owner="me", frames=rows,
                                                    messages=messages))
@@ -62,7 +62,7 @@ async def test_a_fenced_recorder_shows_but_never_writes(store: Store) -> None:
     await recorder.emit(timbal.set_value("a1", {"type": "agent", "messageId": "m1",
                                                 "content": "x"}, now_ms()))
     await recorder.flush()
-    ended = await recorder.finish([timbal.control(timbal.RUN_FINISHED)], lambda rows, messages:
+    ended = await recorder.finish([{"c": timbal.RUN_FINISHED}], lambda rows, messages:
                                   store.finish_run(run.id, run.thread_id, "completed",
                                                    now_ms(), owner="me", frames=rows,
                                                    messages=messages))
@@ -97,6 +97,6 @@ async def test_the_live_log_says_its_end_is_under_way_while_it_is_committed(
         return await store.finish_run(run.id, run.thread_id, "completed", now_ms(), owner="me",
                                       frames=rows, messages=messages)
 
-    assert await recorder.finish([timbal.control(timbal.RUN_FINISHED)], commit)
+    assert await recorder.finish([{"c": timbal.RUN_FINISHED}], commit)
     await recorder.close()
     assert seen == [True]
