@@ -1,5 +1,8 @@
 """The Tambo dialect's run endpoints: start (streaming), reconnect, status, list, cancel.
 
+A start parses its request into a `RunSpec`, submits it through the door every run start goes
+through (`runs/admission/submit.py`: who may start what), and streams the run.
+
 A run response is only a subscriber of the run's log: it flushes SSE headers at once (the SDK's
 timeout covers only the wait for headers), then replays the log from the cursor and follows it
 live (`api/runs.py`, shared by every dialect). Closing it never loses anything:
