@@ -6,7 +6,7 @@ For two bodies of the given size (one attachment's base64 blob: one long string;
 small objects: a long `initialMessages`-like list), prints the scan's own time and the event
 loop's longest stall while one request's body is checked as `json_body` checks it
 (`checked_json_body`), measured by a task that ticks every millisecond beside it, as a stream's
-writes would. The process runs with the server's switch interval (`app.SWITCH_INTERVAL_SECONDS`).
+writes would. The process runs with the server's switch interval (`gateway.server.interpreter.SWITCH_INTERVAL_SECONDS`).
 `--inline` checks on the loop whatever the size (as before `SCAN_OFF_LOOP_BYTES`), for the
 comparison. Not part of the suite.
 """
@@ -23,7 +23,7 @@ import sys
 import time
 
 from gateway.api import json_body as request_limits
-from gateway.app import SWITCH_INTERVAL_SECONDS
+from gateway.server.interpreter import SWITCH_INTERVAL_SECONDS
 
 
 def bodies(megabytes: float) -> dict[str, bytes]:

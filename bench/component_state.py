@@ -54,7 +54,8 @@ def render(http: httpx.Client, model: ScriptedModel) -> str:
 
 
 def state_url(thread_id: str, component_id: str) -> str:
-    return f"/v1/threads/{thread_id}/components/{component_id}/state"
+    # The thread's user scope, as its run gave it (`body`): state belongs to that user.
+    return f"/v1/threads/{thread_id}/components/{component_id}/state?userKey=bench"
 
 
 def sequential(http: httpx.Client, url: str, count: int) -> list[float]:
@@ -108,7 +109,7 @@ def live_deltas(http: httpx.Client, model: ScriptedModel, count: int) -> list[fl
                     thread_id, run_id = data["threadId"], data["runId"]
                 if data.get("name") == "tambo.component.start":
                     urls.append(state_url(thread_id, data["value"]["componentId"]))
-                    urls.append(f"/v1/threads/{thread_id}/runs/{run_id}")
+                    urls.append(f"/v1/threads/{thread_id}/runs/{run_id}?userKey=bench")
                     ready.set()
                 if data.get("name") == "tambo.component.state_delta":
                     arrived[data["value"]["revision"]] = time.perf_counter()

@@ -29,7 +29,8 @@ the gateway's), and the machine's load average when the scenario ended (other jo
 wall-clock figure: read them beside it), with the CPU every process on the machine used, by role
 (`bench/machine_watch.py`). Then the gateway's CPU per run start and per token beside the bare
 limit's (`cost_beside_bare`: each on a fresh process, their samples alternating).
-Written as JSON and a Markdown table under `--out`. Not part of the pass/fail suite.
+Written as JSON under `--out` (bench/results), the tables printed. Not part of the pass/fail
+suite.
 """
 
 from __future__ import annotations
@@ -574,7 +575,6 @@ def main() -> None:
             table += (f"The bare limit measured alike (`bench/relay.py`): "
                       f"{cost['bare']['cpu_ms_per_start']} ms per start, "
                       f"{cost['bare']['cpu_us_per_token']} µs per token.\n")
-    (args.out / "concurrency.md").write_text(f"Machine: {machine}\n\n{table}")
     print(f"\nMachine: {machine}\n\n{table}")
 
 

@@ -7,8 +7,8 @@ loop-lag monitor off, as `concurrency.beside_relay` runs it) and `bench/relay.py
 each warmed with 20 runs, then measured twice, alternating: N
 batches of 100 one-token runs arriving over a second (`concurrency.measure`), and the user and
 system CPU of each of the process's threads from /proc over them, per run. On SQLite the
-gateway's second `python` thread is aiosqlite's connection thread (bench/README.md, "SQLite's
-thread per start, ninth round").
+gateway's second `python` thread is aiosqlite's connection thread
+(docs/decisions/0016-sqlite-statement-in-one-call.md).
 """
 
 from __future__ import annotations

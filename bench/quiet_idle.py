@@ -5,7 +5,8 @@ left alone after `/ready` answered; its CPU (every thread, user and system) and 
 switches (voluntary: the threads' own sleeps and wake-ups) are read from /proc before and
 after `--seconds`. Every wake-up of an idle process is charged to the next starts by a
 measurement over seconds (`concurrency.cpu_cost`), and leaves them cold caches
-(bench/README.md, "Wake-ups and idle work, ninth round").
+(docs/decisions/0028-no-idle-timers.md; `GATEWAY_STOCK_RUNTIME=server` in the environment runs
+uvicorn's own main loop, docs/decisions/0003-quiet-main-loop.md).
 
     .venv/bin/python -m bench.quiet_idle --seconds 10 --repeat 2
 """

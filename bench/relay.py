@@ -1,7 +1,8 @@
 """The bare limit from outside: `bench/start_cost.py`'s bare app (the same request, the upstream
 read through aiohttp as the gateway reads it, and five events through sse-starlette, nothing
 stored, no middleware, no auth) served by uvicorn in its own process with the same options as
-`gateway serve` (its event loop, listening socket and HTTP protocol, `gateway.cli.main`).
+`gateway serve` (its event loop, listening socket and HTTP protocol: `gateway.server.serve`,
+`gateway.cli.main.listen`; uvicorn's own main loop).
 `bench/concurrency.py` measures its CPU per start from outside exactly as the gateway's
 (`cpu_cost`), so the gateway's figure has the least any server built on the same stack pays
 beside it.
@@ -21,7 +22,8 @@ def main() -> None:
     import uvicorn
 
     from bench.start_cost import bare_app
-    from gateway.cli.main import event_loop, http_protocol, listen
+    from gateway.cli.main import listen
+    from gateway.server.serve import event_loop, http_protocol
 
     upstream_url, port = sys.argv[1], int(sys.argv[2])
     app = bare_app(upstream_url)

@@ -8,8 +8,9 @@ answer: nothing stored, no model) and `GET /v1/nowhere` (the 404 problem+json ma
 exception handlers), each with and without an `Origin` header (CORS at work or not). Per request:
 Python calls under cProfile (the loop thread; a count the machine's load does not change) and
 the loop thread's CPU (`time.thread_time`). The request id, metrics, development guard, CORS,
-door, body limit and key lookup are most of what `/health` costs (bench/README.md, "Cheaper
-starts, fourth round"). Not part of the suite.
+door, body limit and key lookup are most of what `/health` costs
+(docs/decisions/0004-one-layer-front.md); `--env GATEWAY_STOCK_RUNTIME=front` measures them as
+starlette's middleware, a layer each. Not part of the suite.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ async def one(app: Any, path: str, origin: bool) -> None:
     await app(scope, receive, send)
 
 
-async def measure(requests: int = 2000) -> dict[str, dict[str, float]]:
+async def measure(requests: int = 2000, env: dict[str, str] | None = None
+                  ) -> dict[str, dict[str, float]]:
     from gateway.app import create_app
     from tests.support.inprocess_app import settings_from
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-request-"))
     app = create_app(settings_from({
-        "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"}))
+        "GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}", **(env or {})}))
     out: dict[str, dict[str, float]] = {}
     async with app.router.lifespan_context(app):
         for path in ("/health", "/v1/nowhere"):
@@ -70,9 +72,15 @@ async def measure(requests: int = 2000) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
+    import argparse
+
     import uvloop
 
-    result = uvloop.run(measure())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--env", action="append", default=[], help="NAME=value setting")
+    args = parser.parse_args()
+    result = uvloop.run(measure(args.requests, dict(item.split("=", 1) for item in args.env)))
     load = Path("/proc/loadavg").read_text().split()[:3]
     print(json.dumps({"per_request": result, "load_average": load}))
 

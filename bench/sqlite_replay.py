@@ -5,9 +5,9 @@ setting variants.
     .venv/bin/python -m bench.sqlite_replay --variants base,pages-2k --rounds 7
 
 First the app runs in-process as in `bench.walpages` (`POST /v1/threads/runs`, one-token runs
-one at a time) and every statement of every commit on SQLite's thread is recorded as the
-driver got it: `Prepared`'s SQL and its positional parameters (`gateway/store/engines/prepared.py`),
-grouped by the commit they went into. Then, in this thread, each variant gets a fresh database
+one at a time) and every statement of every commit that wrote on SQLite's thread is recorded as
+SQLite ran it (`bench/sqlite_watch.py`: sqlite3's trace, its parameters written into its text;
+transaction control left out), grouped by the commit it went into. Then, in this thread, each variant gets a fresh database
 with the migrated schema (copied from the app's, `sqlite_master`), the gateway's pragmas
 (WAL, `synchronous=NORMAL`) and the variant's change, and the recorded transactions are
 replayed on one sqlite3 connection: the same statements, parameters and commits, with nothing
@@ -47,6 +47,7 @@ from typing import Any
 from bench.start_cost import inprocess_app, one_start, with_upstream
 
 Statement = tuple[str, Any, bool]  # SQL, parameters (a list of them for executemany), many
+RUNS = [0]  # the runs recorded: what the figures are per
 PRAGMAS = {"checkpoint-off": "PRAGMA wal_autocheckpoint=0",
            "checkpoint-4000": "PRAGMA wal_autocheckpoint=4000",
            "mmap": "PRAGMA mmap_size=268435456", "exclusive": "PRAGMA locking_mode=EXCLUSIVE",
@@ -63,33 +64,15 @@ VARIANTS = ["base", "no-ix-threads-updated", "partial-uniques", "logs-without-ro
 
 
 def install_recorder(commits: list[list[Statement]]) -> None:
-    """Record each `Prepared` statement with its parameters as the driver gets them, and
-    close a transaction's list at each group commit's commit."""
-    from gateway.store.engines import group_commit, prepared
+    """Record each commit that wrote, its statements as SQLite ran them (the replay runs them
+    as they are: each is parsed again, where the app's prepared statements are not)."""
+    from bench.sqlite_watch import Commit, SqliteWatch
 
-    pending: list[Statement] = []
-    execute, rows, commit = prepared.Prepared.execute, prepared.Prepared.rows, group_commit._commit
+    def committed(commit: Commit) -> None:
+        if commit.writes:
+            commits.append([(sql, (), False) for sql in commit.statements])
 
-    def recorded_execute(self: Any, connection: Any, params: Any) -> int:
-        batch = params if isinstance(params, list) else None
-        form = self._form(connection.dialect, tuple(batch[0] if batch is not None else params))
-        pending.append((form.sql, [form.positional(p) for p in batch] if batch is not None
-                        else form.positional(params), batch is not None))
-        return execute(self, connection, params)
-
-    def recorded_rows(self: Any, connection: Any, params: Any) -> list[Any]:
-        form = self._form(connection.dialect, tuple(params))
-        pending.append((form.sql, form.positional(params), False))
-        return rows(self, connection, params)
-
-    def recorded_commit(raw: sqlite3.Connection, members: list[Any]) -> None:
-        commits.append(list(pending))
-        pending.clear()
-        commit(raw, members)
-
-    prepared.Prepared.execute = recorded_execute  # type: ignore[method-assign]
-    prepared.Prepared.rows = recorded_rows  # type: ignore[method-assign]
-    group_commit._commit = recorded_commit  # type: ignore[assignment]
+    SqliteWatch(committed).install()
 
 
 async def record(runs: int, upstream_url: str, workdir: Path) -> tuple[Path, list[Any]]:
@@ -105,6 +88,7 @@ async def record(runs: int, upstream_url: str, workdir: Path) -> tuple[Path, lis
         for _ in range(runs):
             await one_start(app)
         await asyncio.sleep(0.3)  # the last end's commit
+    RUNS[0] = runs
     return path, [commit for commit in commits if commit]
 
 
@@ -165,10 +149,11 @@ def replay(source: Path, commits: list[list[Statement]], variant: str, workdir: 
             stop.set()
             if count_frames:
                 with open(f"{path}-shm", "rb") as shm:  # the WAL index's mxFrame
-                    return int.from_bytes(shm.read(20)[16:20], "little") / (len(commits) / 2), 0
+                    frames = int.from_bytes(shm.read(20)[16:20], "little")
+                    return frames / (RUNS[0] or len(commits) / 2), 0
         finally:
             connection.close()
-    runs = len(commits) / 2  # a start's commit and an end's
+    runs = RUNS[0] or len(commits) / 2  # each run: a start's commit and an end's, mostly
     return used * 1000 / runs, committing * 1000 / runs
 
 
@@ -207,7 +192,7 @@ def by_statement(source: Path, commits: list[list[Statement]], workdir: Path) ->
                 spent["COMMIT"] = spent.get("COMMIT", 0.0) + time.thread_time() - before
         finally:
             connection.close()
-    runs = len(commits) / 2
+    runs = RUNS[0] or len(commits) / 2
     for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
         print(f"  {name:40s} {seconds * 1e6 / runs:7.1f} us per run")
 

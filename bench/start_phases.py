@@ -5,9 +5,9 @@
 
 Per scenario, a fresh `gateway serve` measured as `bench/concurrency.py` measures it (paced
 upstream and readers in their own processes), with `bench/phases/sitecustomize.py` loaded into
-it: for each run start, milliseconds from the request reaching the outermost middleware to each
-phase (the start gate asked, its turn, the admission transaction committed, the manager done,
-the model request sent, its first chunk, the response's first bytes and its first token frame).
+it: for each run start, milliseconds from the server handing the request to the app to each
+phase (the start gate asked, its turn, the admission transaction committed, the model request
+sent, its first chunk, the response's first bytes and its first token frame).
 Prints p50 / p90 / p99 / max per phase over the admitted starts (the warm-up's excluded), and
 the gaps between consecutive phases, which say where the time goes; and the start gate's
 expected wait for each start's turn against the wait it had. `A+B` runs A then B on the same
@@ -27,7 +27,7 @@ from typing import Any
 from bench import concurrency
 from bench.concurrency import Scenario
 
-PHASES = ("gate", "turn", "committed", "admitted", "upstream_sent", "upstream_headers",
+PHASES = ("gate", "turn", "committed", "upstream_sent", "upstream_headers",
           "first_chunk", "first_frame", "first_token_frame")
 WARM_UP = 20  # the runs `concurrency.run_all` starts before measuring
 
@@ -100,12 +100,12 @@ def expected(records: list[dict[str, Any]]) -> None:
     def row(label: str, values: list[float]) -> str:
         return "| " + " | ".join([label, *(f"{pct(values, q):.1f}" for q in (0.5, 0.9, 0.99))]) + " |"
 
-    had = [r for r in records if "expected_turn" in r and "turn" in r and "admitted" in r]
+    had = [r for r in records if "expected_turn" in r and "turn" in r and "committed" in r]
     if had:
         print(f"\n{len(had)} admitted starts, ms from the gate | p50 | p90 | p99 |\n|---|---:|---:|---:|")
         print(row("the gate's estimate on arrival", [r["expected_turn"] - r["gate"] for r in had]))
         print(row("waited for the turn", [r["turn"] - r["gate"] for r in had]))
-        print(row("admitted (the turn's end)", [r["admitted"] - r["gate"] for r in had]))
+        print(row("admission committed", [r["committed"] - r["gate"] for r in had]))
 
 
 def outside(results: list[dict[str, Any]], records: list[dict[str, Any]]) -> None:

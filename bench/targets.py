@@ -30,7 +30,8 @@ run writes `targets-scale-<s>.*` so that it is never taken for them.
 
 Each scenario's run lasts `--seconds` (5). The machine's load average is recorded with every row:
 on a shared machine the wall-clock figures measure the machine as much as the gateway. Writes
-`targets.json` and `targets.md` under `--out` (bench/results). Not part of the pass/fail suite.
+`targets.json` under `--out` (bench/results) and prints its tables. Not part of the pass/fail
+suite.
 """
 
 from __future__ import annotations
@@ -183,9 +184,7 @@ def main() -> None:
     (args.out / f"{name}.json").write_text(json.dumps(
         {"machine": machine, "scale": args.scale, "gateway_env": args.gateway_env,
          "results": results}, indent=1))
-    table = markdown(results, machine)
-    (args.out / f"{name}.md").write_text(table)
-    print("\n" + table)
+    print("\n" + markdown(results, machine))
 
 
 if __name__ == "__main__":

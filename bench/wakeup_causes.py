@@ -18,8 +18,7 @@ coroutine's name:
 - **tasks created** (each one is scheduled at least twice: its first step and its end).
 
 The counts are the loop's own and do not depend on the machine's load; what each costs from
-outside is `bench/wakeups_outside.py`'s. bench/README.md, "Wake-ups per run from outside
-(issue 28, tenth round)".
+outside is `bench/wakeups_outside.py`'s (docs/decisions/0028-no-idle-timers.md).
 """
 
 from __future__ import annotations

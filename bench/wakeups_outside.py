@@ -17,8 +17,7 @@ by cause, per run: the event loop's blocking waits that ended on a timer (`epoll
 0: a timer due, nothing to read) against those that ended on a file descriptor (a socket, or
 the loop's wake-up pipe when another thread posted to it: `write`s to an eventfd or pipe), and
 the `futex` waits (a thread parked on a lock or condition: SQLite's thread waiting for work,
-the GIL's hand-overs). bench/README.md, "Wake-ups per run from outside (issue 28, tenth
-round)".
+the GIL's hand-overs). docs/decisions/0028-no-idle-timers.md.
 """
 
 from __future__ import annotations

@@ -6,12 +6,13 @@
 
 The app runs in-process as in `bench.dbthread` (SQLite in a temporary directory, the paced
 upstream in its own process, `POST /v1/threads/runs` one at a time, each read to its end).
-The group commit's commit (`group_commit._commit`, on SQLite's thread) is wrapped: before and
-after it, the WAL index (`<db>-shm`) gives the WAL's frame count (`mxFrame`) and how many
-frames a checkpoint has copied back (`nBackfill`), and the new frames' page numbers are read
-from their headers in the `-wal` file. At the end the page numbers are named by SQLite's
-`dbstat` table (the table or index each page belongs to). Each commit is told apart by the
-transactions in it (their `work`'s function: the start's, the end's, the log writer's...).
+Every commit on SQLite's thread is seen through the standard library (`bench/sqlite_watch.py`:
+sqlite3's own `commit`, and its trace of the statements): before and after it, the WAL index
+(`<db>-shm`) gives the WAL's frame count (`mxFrame`) and how many frames a checkpoint has copied
+back (`nBackfill`), and the new frames' page numbers are read from their headers in the `-wal`
+file. At the end the page numbers are named by SQLite's `dbstat` table (the table or index each
+page belongs to). Each commit is told apart by what it wrote (`INSERT runs+INSERT threads+...`:
+a start; `UPDATE runs+...`: an end; the log writer's frames).
 
 Printed: frames per commit of each kind, the pages of each kind by table/index (per commit),
 how many commits ran an autocheckpoint and what those cost (the commit's wall time and the
@@ -28,36 +29,24 @@ import json
 import sqlite3
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from bench.sqlite_watch import Commit, SqliteWatch, frame_pages
 from bench.start_cost import inprocess_app, one_start, with_upstream
 
-HEADER, FRAME_HEADER = 32, 24
 
-
-def wal_index(path: str) -> tuple[int, int]:
-    """(mxFrame, nBackfill) of the WAL index: frames in the WAL, frames checkpointed."""
-    with open(f"{path}-shm", "rb") as shm:
-        header = shm.read(100)
-    return int.from_bytes(header[16:20], "little"), int.from_bytes(header[96:100], "little")
-
-
-def frame_pages(path: str, first: int, last: int, page_size: int) -> list[int]:
-    """The page number of each WAL frame `first`..`last` (1-based), from the frame headers."""
-    pages = []
-    with open(f"{path}-wal", "rb") as wal:
-        for frame in range(first, last + 1):
-            wal.seek(HEADER + (frame - 1) * (FRAME_HEADER + page_size))
-            pages.append(int.from_bytes(wal.read(4), "big"))
-    return pages
-
-
-def kind_of(members: list[Any]) -> str:
-    names = sorted({getattr(m.work, "__qualname__", "?").split(".<locals>")[0].split(".")[-1]
-                    for m in members})
-    return "+".join(names)
+def kind_of(statements: list[str]) -> str:
+    """What a commit wrote, as `VERB table` of each write, sorted: a start, an end, a log batch."""
+    wrote = set()
+    for sql in statements:
+        words = sql.replace("(", " ").split()
+        verb = words[0].upper() if words else ""
+        if verb in ("INSERT", "REPLACE", "DELETE") and len(words) > 2:
+            wrote.add(f"{verb} {words[2]}")
+        elif verb == "UPDATE" and len(words) > 1:
+            wrote.add(f"{verb} {words[1]}")
+    return "+".join(sorted(wrote)) or "no writes"
 
 
 class Recorder:
@@ -67,26 +56,19 @@ class Recorder:
         self.page_size = 4096
 
     def install(self) -> None:
-        from gateway.store.engines import group_commit
+        SqliteWatch(self.committed).install()
 
-        original = group_commit._commit
-
-        def commit(raw: sqlite3.Connection, members: list[Any]) -> None:
-            before = wal_index(self.path)
-            began, cpu = time.perf_counter(), time.thread_time()
-            original(raw, members)
-            spent, cpu = time.perf_counter() - began, time.thread_time() - cpu
-            after = wal_index(self.path)
-            restarted = after[0] < before[0]
-            first = 1 if restarted else before[0] + 1
-            self.commits.append({
-                "kind": kind_of(members), "members": len(members),
-                "frames": after[0] - first + 1,
-                "pages": frame_pages(self.path, first, after[0], self.page_size),
-                "checkpointed": after[1] > before[1] or (restarted and after[1] > 0),
-                "ms": spent * 1000, "cpu_ms": cpu * 1000})
-
-        group_commit._commit = commit  # type: ignore[assignment]
+    def committed(self, commit: Commit) -> None:
+        if Path(commit.path).resolve() != Path(self.path).resolve():
+            return
+        restarted = commit.wal_after[0] < commit.wal_before[0]
+        first = 1 if restarted else commit.wal_before[0] + 1
+        self.commits.append({
+            "kind": kind_of(commit.statements), "members": max(1, commit.savepoints),
+            "frames": commit.frames,
+            "pages": frame_pages(self.path, first, commit.wal_after[0], self.page_size),
+            "checkpointed": commit.checkpointed,
+            "ms": commit.commit_s * 1000, "cpu_ms": commit.commit_cpu * 1000})
 
 
 def names(path: str) -> dict[int, str]:

@@ -36,7 +36,7 @@ __all__ = ["Agent", "AgentError", "ComponentStateError", "Settings", "ToolContex
            "create_app", "run_components", "server_tool", "tool_context"]
 
 # Imported on first use, so `gateway config` or a failing start-up does not first load the
-# whole server (about a second and a half).
+# whole server.
 _HOMES = {"create_app": ".app", "Agent": ".engine.agents.agent",
           "AgentError": ".engine.agents.agent", "Settings": ".config",
           "server_tool": ".engine.tools.python_tools",

@@ -4,16 +4,11 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from starlette.applications import Starlette
-from starlette.middleware.cors import CORSMiddleware
-from starlette.types import ASGIApp
 
 from .api import admin as admin_api
 from .api import agents as agents_api
@@ -27,33 +22,13 @@ from .engine.agents.file import registry_for
 from .observability import metrics
 from .observability.logs import configure_levels
 from .openapi import docs
-from .server.front import Checks, Front
+from .server.front import Checks
+from .server.interpreter import tune_for_serving
 from .server.shutdown import DrainOnSignals
+from .server.stack import FrontedApp
 from .services import open_services
 
 log = logging.getLogger("gateway")
-SWITCH_INTERVAL_SECONDS = 0.0005
-# Garbage collection thresholds of a serving process (young, middle, old generations).
-GC_THRESHOLDS = (20_000, 50, 100)
-
-
-class Gateway(Starlette):
-    """Starlette whose whole middleware stack is the front (`server/front.py`): one pure-ASGI
-    layer that does what starlette's server-error and exception middlewares and the gateway's
-    own (request id, metrics, development guard, CORS, door, body limit, key lookup) did, in
-    the same order, with one `send` wrapper instead of one each."""
-
-    def __init__(self, settings: Settings, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings
-
-    def build_middleware_stack(self) -> ASGIApp:
-        cors = CORSMiddleware(self.router, allow_origins=list(self.settings.cors_origins),
-                              allow_methods=["*"], allow_headers=["*"],
-                              expose_headers=["X-Run-Id", "X-Thread-Id", "X-Run-Queued", "ETag",
-                                              "X-Request-Id", "Retry-After"], max_age=600)
-        checks = Checks(development.refused, door.Door(), keyring.find_credentials)
-        return Front(self.router, self.settings, cors, self.exception_handlers, checks)
 
 
 # How `serve --workers` hands its `--log-level` to its workers (fresh interpreters).
@@ -66,26 +41,6 @@ def app_from_environment() -> Starlette:
     settings = load_settings()
     configure_levels(os.environ.get(WORKER_LOG_LEVEL, "info"), settings.log_format)
     return create_app(settings, drain_on_signals=True)
-
-
-def tune_for_serving() -> None:
-    """The interpreter's settings for a process that serves many streams at once."""
-    # litellm's import leaves hundreds of thousands of long-lived objects; a full garbage
-    # collection that walks them stalls the event loop (every stream, cancel and heartbeat)
-    # for hundreds of ms. Freezing them keeps collections to what requests allocate.
-    gc.collect()
-    gc.freeze()
-    # With hundreds of runs streaming, the default thresholds (700, 10, 10) ran about a
-    # hundred collections a second and a full one every few seconds, each over every live
-    # run's objects: single pauses of up to 130 ms at 300 runs. Most of what a token
-    # allocates dies young without a cycle (reference counting frees it), so collecting
-    # far less often costs little memory (bench/README.md, "Concurrency").
-    gc.set_threshold(*GC_THRESHOLDS)
-    # Every SQLite call is a hop to aiosqlite's thread and back; while the event loop is
-    # busy, that thread waits for the GIL until the loop thread's switch interval runs out
-    # (5 ms by default), several times per query. At 200 runs started at once, 0.5 ms
-    # brought the last first token from about 4.0 s to 2.6 s (bench/README.md).
-    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 
 def create_app(settings: Settings, *, drain_on_signals: bool = False,
@@ -104,7 +59,12 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
         async with open_services(settings, agents=agent_registry) as services:
             app.state.services = services
             signals = DrainOnSignals.install(services.runs) if drain_on_signals else None
-            tune_for_serving()
+            if settings.stock_runtime:  # a measurement setting: say so where it is seen
+                log.warning("stock runtime: %s (GATEWAY_STOCK_RUNTIME; the libraries' own path "
+                            "instead of the gateway's, for measuring)",
+                            ", ".join(settings.stock_runtime))
+            if "gc" not in settings.stock_runtime:
+                tune_for_serving()
             try:
                 async with contextlib.AsyncExitStack() as dialects:
                     for dialect in registry.DIALECTS:
@@ -116,8 +76,8 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                     signals.uninstall()
                 metrics.process_exited()
 
-    app = Gateway(
-        settings,
+    app = FrontedApp(
+        settings, Checks(development.refused, door.Door(), keyring.find_credentials),
         routes=[*operations.routes,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,

@@ -146,6 +146,29 @@ def _split(raw: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in raw.split(",") if item.strip())
 
 
+# The process runtime's own mechanisms that `GATEWAY_STOCK_RUNTIME` can swap for the libraries'
+# stock path, each by name (`gateway/server/`; why each exists: docs/decisions/).
+STOCK_RUNTIME_PARTS = ("loop", "http", "server", "front", "sse", "gc")
+
+
+def parse_stock_runtime(raw: object) -> object:
+    """`true`/`all` for every part, `false`/`none` for none, else a comma-separated list."""
+    if isinstance(raw, bool):
+        return STOCK_RUNTIME_PARTS if raw else ()
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "all", "1", "yes", "on"):
+        return STOCK_RUNTIME_PARTS
+    if isinstance(raw, str) and raw.strip().lower() in ("false", "none", "0", "no", "off"):
+        return ()
+    if not isinstance(raw, str | tuple | list):
+        return raw  # not a list at all: the field's own validation says so
+    parts = _split(raw) if isinstance(raw, str) else tuple(raw)
+    unknown = [part for part in parts if part not in STOCK_RUNTIME_PARTS]
+    if unknown:
+        raise ValueError(f"unknown part(s) {', '.join(map(str, unknown))}: use true, or some of "
+                         f"{', '.join(STOCK_RUNTIME_PARTS)}")
+    return tuple(part for part in STOCK_RUNTIME_PARTS if part in parts)
+
+
 class Settings(BaseSettings):
     """The gateway's settings; each field `name` is read from `GATEWAY_NAME`."""
 
@@ -203,6 +226,18 @@ class Settings(BaseSettings):
     loop_lag_log_seconds: float = Field(
         0.0, ge=0, description="Benchmarks: every this many seconds, log the event loop's "
                                "largest and 99th-percentile lag (0: off).")
+    stock_runtime: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Measurements: run uvicorn's, Starlette's and sse-starlette's stock path "
+                        "instead of the gateway's own mechanisms, to measure what each is worth "
+                        "(docs/decisions/ says why each exists). `true` (or `all`) for every "
+                        "part, or a comma-separated list: `loop` (uvloop's own accept, one "
+                        "connection per turn of the loop), `http` (uvicorn's HTTP protocol: a "
+                        "request's task starts at the next turn), `server` (uvicorn's main loop, "
+                        "ten wake-ups a second), `front` (Starlette's middleware, one layer per "
+                        "check, instead of the one-layer front), `sse` (sse-starlette's own "
+                        "response: its task group, anyio's lock and send timeout), `gc` (the "
+                        "interpreter's collection thresholds and thread switch interval). What "
+                        "clients see is the same; only the cost differs. Off by default.")
     api_keys: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict, repr=False,
         description="`key1,key2` or `key1:projectA,key2:projectB`; each key sees only its "
@@ -493,6 +528,7 @@ class Settings(BaseSettings):
         lambda raw: parse_api_keys(raw) if isinstance(raw, str) else raw)
     _parse_origins = field_validator("cors_origins", mode="before")(parse_origins)
     _parse_models = field_validator("models", mode="before")(_comma_list)
+    _parse_stock_runtime = field_validator("stock_runtime", mode="before")(parse_stock_runtime)
     _parse_chorus_hosts = field_validator("chorus_allowed_hosts", mode="before")(_comma_list)
     _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)

@@ -1,26 +1,29 @@
 """Where a run start waits: stamps of each phase of every run start, for `bench/start_phases.py`.
 
 Loaded into a `gateway serve` process by `PYTHONPATH` (Python imports `sitecustomize` at start-up)
-with `GATEWAY_START_PHASES_LOG` naming a file; not part of the gateway. It wraps the points a start
-passes, records `time.perf_counter()` at each in a dict that the request's context carries (the
-run's task is created in that context, so it sees the same dict), and appends the dict as one JSON
-line when the response's first token frame leaves (or the response ends):
+with `GATEWAY_START_PHASES_LOG` naming a file; not part of the gateway. It records
+`time.perf_counter()` at each point a start passes in a dict that the request's context carries
+(the run's task is created in that context, so it sees the same dict), and appends the dict as
+one JSON line when the response's first token frame leaves (or the response ends):
 
-arrival (the outermost middleware) -> gate (the start gate asked) -> turn (its slot) -> committed
-(the admission transaction) -> admitted (the manager returned) -> upstream_sent (the model
-request handed to httpx) -> upstream_headers -> first_chunk (the first content from the model)
--> first_frame (the response's first bytes) -> first_token_frame.
+arrival (the server hands the request to the app) -> gate (the start gate asked) -> turn (its
+slot) -> committed (the admission transaction) -> upstream_sent (the model request handed to
+httpx, litellm's path) -> upstream_headers -> first_chunk (the first content from the model) ->
+first_frame (the response's first bytes) -> first_token_frame.
 
-`GATEWAY_START_PHASES_LOOP=uvloop` (or `asyncio`) runs the gateway on that loop instead of its own
-(`gateway/server/serve_loop.py`), to compare.
-`GATEWAY_START_PHASES_TURNS=before` takes back the eighth round's two turns (uvicorn's own
-protocol, `gateway/server/serve_http.py`; the accepted connection handed over in a task), to compare;
+It sees the gateway through public points only: an ASGI wrapper around the app
+(`gateway.server.serve.APP_PROBES`), the store's hooks (`StoreHooks`, set once the app has
+started), and the public `StartGate.turn`, `ModelCallMeter.received` and
+`services.monitor_loop_lag` wrapped; nothing private of the gateway is touched. To compare the
+runtime's mechanisms, run the gateway with `GATEWAY_STOCK_RUNTIME` (`--gateway-env`):
+`loop` for uvloop's own accept, `http,loop` for uvicorn's own protocol as well.
 `GATEWAY_START_PHASES_SAMPLE=1` samples what the loop runs while it is late (`<log>.samples`).
 
 And every hold of a pooled database connection (checkout to checkin), with what held it (the
-task's name: the log writer, a run's task, a request, the store's group commit), one JSON line
-each in `<log>.holds`: on SQLite the process has one connection, and whatever holds it makes
-every start wait; and how many transactions each group commit's trip carried (SQLite).
+task's name: the log writer, a run's task, a request), one JSON line each in `<log>.holds`: on
+SQLite the process has one connection, and whatever holds it makes every start wait; and each
+commit on SQLite's thread (`bench/sqlite_watch.py`: its statements' and its own time, the WAL
+frames it wrote, whether it checkpointed, the transactions it carried).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ import contextlib
 import contextvars
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 LOG = os.environ.get("GATEWAY_START_PHASES_LOG")
@@ -49,55 +54,11 @@ def _install() -> None:
     import httpx
 
     from gateway.observability import metrics
-    from gateway.runs import manager
     from gateway.runs.admission import start_gate
-    from gateway.server import front
-    from gateway.store import repository
+    from gateway.server import serve
 
     out = open(LOG, "a", buffering=1)  # noqa: SIM115 - for the process's life
-    outer = front.Front._http
-    connected = _watch_connections()
-
-    async def arrival(self: Any, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or "/run" not in scope["path"]:
-            return await outer(self, scope, receive, send)
-        stamps = {"arrival": time.perf_counter()}
-        ARRIVALS[0] += 1
-        client = scope.get("client")
-        port = client[1] if client else 0
-        if client and (made := connected.pop(port, None)) is not None:
-            stamps["connected"] = made  # written as a negative offset: before arrival
-        STAMPS.set(stamps)
-        written = False
-
-        def write() -> None:
-            nonlocal written
-            if not written:
-                written = True
-                start = stamps["arrival"]
-                # `at` and `port` join the line to the reader's own stamps of the same request
-                # (perf_counter is CLOCK_MONOTONIC on Linux: the readers' time.monotonic()).
-                out.write(json.dumps({**{k: round((v - start) * 1000, 2)
-                                         for k, v in stamps.items()},
-                                      "at": start, "port": port}) + "\n")
-
-        async def sending(message: Any) -> None:
-            if message["type"] == "http.response.body":
-                stamp("first_frame")
-                if b"TEXT_MESSAGE_CONTENT" in message.get("body", b""):
-                    stamp("first_token_frame")
-                    write()
-                elif not message.get("more_body"):
-                    write()
-            await send(message)
-
-        try:
-            await outer(self, scope, receive, sending)
-        finally:
-            write()
-
-    front.Front._http = arrival  # type: ignore[method-assign]
-
+    serve.APP_PROBES.append(lambda app: _Arrivals(app, out, _watch_connections()))
     turn = start_gate.StartGate.turn
 
     @contextlib.asynccontextmanager
@@ -111,21 +72,6 @@ def _install() -> None:
             yield
 
     start_gate.StartGate.turn = stamped_turn  # type: ignore[method-assign]
-
-    def after(owner: Any, name: str, label: str) -> None:
-        original = getattr(owner, name)
-
-        async def stamped(*args: Any, **kwargs: Any) -> Any:
-            result = await original(*args, **kwargs)
-            stamp(label)
-            return result
-
-        setattr(owner, name, stamped)
-
-    after(repository.Store, "start_run", "committed")
-    after(repository.Store, "start_run_on_new_thread", "committed")
-    after(manager.RunManager, "start", "admitted")
-
     send = httpx.AsyncClient.send
 
     async def sent(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -136,7 +82,6 @@ def _install() -> None:
 
     httpx.AsyncClient.send = sent  # type: ignore[method-assign]
     _watch_holds(open(f"{LOG}.holds", "a", buffering=1))  # noqa: SIM115
-
     received = metrics.ModelCallMeter.received
 
     def first(self: Any, content: bool) -> None:
@@ -145,6 +90,79 @@ def _install() -> None:
         received(self, content)
 
     metrics.ModelCallMeter.received = first  # type: ignore[method-assign]
+
+
+class _Committed:
+    """The store's hooks with the admission transaction's end stamped (`StoreHooks`: the
+    operation's time is told in the caller's task, as it returns)."""
+
+    STARTS = ("start_run", "start_run_on_new_thread")
+
+    def __init__(self, hooks: Any) -> None:
+        self.hooks = hooks
+
+    def operation_timed(self, name: str, seconds: float) -> None:
+        if name in self.STARTS:
+            stamp("committed")
+        self.hooks.operation_timed(name, seconds)
+
+
+class _Arrivals:
+    """An ASGI wrapper around the app: a run start's arrival and its first frames stamped, the
+    line written; and, once the app has started, the store's hooks wrapped (`_Committed`)."""
+
+    def __init__(self, app: Any, out: Any, connected: dict[int, float]) -> None:
+        self.app, self.out, self.connected = app, out, connected
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            return await self.app(scope, receive, self._started(scope, send))
+        if scope["type"] != "http" or scope["method"] != "POST" or "/run" not in scope["path"]:
+            return await self.app(scope, receive, send)
+        stamps = {"arrival": time.perf_counter()}
+        ARRIVALS[0] += 1
+        client = scope.get("client")
+        port = client[1] if client else 0
+        if client and (made := self.connected.pop(port, None)) is not None:
+            stamps["connected"] = made  # written as a negative offset: before arrival
+        STAMPS.set(stamps)
+        written = False
+
+        def write() -> None:
+            nonlocal written
+            if not written:
+                written = True
+                start = stamps["arrival"]
+                # `at` and `port` join the line to the reader's own stamps of the same request
+                # (perf_counter is CLOCK_MONOTONIC on Linux: the readers' time.monotonic()).
+                self.out.write(json.dumps({**{k: round((v - start) * 1000, 2)
+                                              for k, v in stamps.items()},
+                                           "at": start, "port": port}) + "\n")
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                stamp("first_frame")
+                if b"TEXT_MESSAGE_CONTENT" in message.get("body", b""):
+                    stamp("first_token_frame")
+                    write()
+                elif not message.get("more_body"):
+                    write()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            write()
+
+    @staticmethod
+    def _started(scope: Any, send: Any) -> Any:
+        async def sending(message: Any) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                store = scope["app"].state.services.store  # the app is starlette's: it set it
+                store.hooks = _Committed(store.hooks)
+            await send(message)
+
+        return sending
 
 
 def _watch_connections() -> dict[int, float]:
@@ -234,12 +252,7 @@ def _watch_holds(out: Any) -> None:
         def statement(conn: Any, cursor: Any, sql: str, *args: Any) -> None:
             out.write(json.dumps({"by": holder(), "sql": " ".join(sql.split())[:90]}) + "\n")
 
-    try:  # the store's group commits (SQLite): how many transactions each trip carried
-        from gateway.store.engines import group_commit
-    except ImportError:
-        pass
-    else:
-        _watch_trips(out, group_commit)
+    _watch_commits(out)
     _watch_collections(out)
     if pragmas := os.environ.get("GATEWAY_START_PHASES_PRAGMAS"):  # e.g. "wal_autocheckpoint=0"
         @event.listens_for(Pool, "connect")
@@ -258,51 +271,25 @@ def _watch_holds(out: Any) -> None:
                                   "trips": trips.get(start[2], 0) - start[3]}) + "\n")
 
 
-def _wal_index(raw: Any, files: dict[int, Any]) -> tuple[int, int]:
-    """(mxFrame, nBackfill) from the WAL index (`<db>-shm`): the frames in the WAL, and how
-    many of them a checkpoint has copied into the database. A commit after which nBackfill
-    grew ran a checkpoint (SQLite's autocheckpoint runs inside the commit that crosses it)."""
-    fd = files.get(id(raw))
-    if fd is None:
-        path = raw.execute("PRAGMA database_list").fetchone()[2]
-        fd = files[id(raw)] = os.open(f"{path}-shm", os.O_RDONLY)
-    header = os.pread(fd, 100, 0)
-    return int.from_bytes(header[16:20], "little"), int.from_bytes(header[96:100], "little")
+def _watch_commits(out: Any) -> None:
+    """Per commit on SQLite's connection thread (`bench/sqlite_watch.py`), one line: when its
+    transaction's first statement ran (`trip_at`), the time from there to the commit's end and
+    the thread's CPU over it, the commit's own time, the WAL frames it wrote, and the pages a
+    checkpoint copied in it; `group` the transactions it carried (savepoints, at least one)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's `bench`
+    from bench.sqlite_watch import Commit, SqliteWatch
 
+    def committed(commit: Commit) -> None:
+        ended = commit.commit_at + commit.commit_s
+        out.write(json.dumps({
+            "group": max(1, commit.savepoints), "trip_at": commit.began,
+            "trip_ms": round((ended - commit.began) * 1000, 2),
+            "cpu_ms": round(commit.cpu * 1000, 2),
+            "commit_ms": round(commit.commit_s * 1000, 2), "frames": commit.frames,
+            "wal": commit.wal_before[0],
+            "backfilled": max(0, commit.wal_after[1] - commit.wal_before[1])}) + "\n")
 
-def _watch_trips(out: Any, group_commit: Any) -> None:
-    """Per group commit's trip, on the database's thread: when it began, the statements'
-    time, the commit's time, and whether the commit checkpointed (the WAL index before and
-    after it): what a long hold of the connection is made of."""
-    run_group, commit = group_commit._run_group, group_commit._commit
-    files: dict[int, Any] = {}
-    trip: dict[str, Any] = {}
-
-    def timed_commit(raw: Any, members: list[Any]) -> None:
-        before = _wal_index(raw, files)
-        began = time.perf_counter()
-        commit(raw, members)
-        trip["commit"] = time.perf_counter() - began
-        after = _wal_index(raw, files)
-        trip["frames"] = after[0] - before[0] if after[0] >= before[0] else after[0]
-        trip["backfilled"] = after[1] - before[1] if after[1] > before[1] else 0
-        trip["wal"] = before[0]
-
-    def sized(engine: Any, raw: Any, members: list[Any]) -> int:
-        trip.clear()
-        began, cpu = time.perf_counter(), time.thread_time()
-        ran = run_group(engine, raw, members)
-        total = time.perf_counter() - began
-        spent = trip.get("commit", 0.0)
-        out.write(json.dumps({"group": ran, "trip_at": began, "trip_ms": round(total * 1000, 2),
-                              "cpu_ms": round((time.thread_time() - cpu) * 1000, 2),
-                              "commit_ms": round(spent * 1000, 2),
-                              "frames": trip.get("frames", 0), "wal": trip.get("wal", 0),
-                              "backfilled": trip.get("backfilled", 0)}) + "\n")
-        return ran
-
-    group_commit._run_group = sized
-    group_commit._commit = timed_commit
+    SqliteWatch(committed).install()
 
 
 def _watch_collections(out: Any) -> None:
@@ -389,32 +376,6 @@ def _sample_late_turns(path: str) -> None:
 
     gateway.services.monitor_loop_lag = monitored
 
-
-if LOOP := os.environ.get("GATEWAY_START_PHASES_LOOP"):  # for comparison: uvicorn's `loop`
-    import gateway.cli.main  # "uvloop" (libuv: one accept per turn of the loop), "asyncio"
-
-    gateway.cli.main.event_loop = lambda: LOOP
-
-if os.environ.get("GATEWAY_START_PHASES_TURNS") == "before":  # the eighth round's "before":
-    import gateway.cli.main  # uvicorn's own protocol (the app's task steps at the next turn), and
-    import gateway.server.serve_loop  # each accepted connection handed to uvloop in a task of its own
-
-    def handed_in_a_task(self: Any, making: Any, conn: Any, _: Any = None) -> None:
-        async def hand_over() -> None:
-            try:
-                await making
-            except Exception:
-                conn.close()
-
-        self.loop.create_task(hand_over())
-
-    gateway.cli.main.http_protocol = lambda: "httptools"
-    gateway.server.serve_loop.BatchAcceptServer.hand_over = handed_in_a_task
-
-if SWITCH := os.environ.get("GATEWAY_START_PHASES_SWITCH"):  # the GIL's switch interval, s
-    import sys
-
-    sys.setswitchinterval(float(SWITCH))
 
 if LOG:
     _install()

@@ -172,8 +172,8 @@ class KeyRing:
         Only the first answer is waited for. A later check (every `cache_seconds`) runs while
         requests go on with the answer so far: every request of a process without keys (in
         development mode) waited for it, and on SQLite it queues on the process's one
-        connection behind the run starts and log commits, seconds under load (bench/README.md,
-        "Where a start waits"). A key made meanwhile ends development mode when it returns."""
+        connection behind the run starts and log commits (docs/decisions/0031). A key made
+        meanwhile ends development mode when it returns."""
         if self._ever_made:
             return True
         if self._checked is None or time.monotonic() - self._checked > self.cache_seconds:

@@ -17,7 +17,7 @@ LOCALHOST = "localhost"
 
 
 # Asked of every request in development mode, with the same few values: remembered (a pure
-# function; parsing an address is about 20 Python calls).
+# function; docs/decisions/0032-small-cuts-per-start.md).
 @lru_cache(maxsize=1024)
 def is_loopback(host: str) -> bool:
     """Whether `host` (a name or address) names only this machine; a name we cannot judge

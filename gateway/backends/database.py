@@ -118,7 +118,7 @@ class DatabaseSignals:
             # once: a run shorter than that is never looked at, as before at a random phase).
             # If every run ends before the poll is due, its timer is dropped unfired: runs
             # arriving one at a time, each shorter than the wait, left a wake-up behind each
-            # (bench/README.md, "Wake-ups per run from outside (issue 28, tenth round)").
+            # (docs/decisions/0028-no-idle-timers.md).
             await owned.running()
             try:
                 async with asyncio.timeout(self.poll_seconds):

@@ -14,21 +14,20 @@ there (an empty stream after a restart: from the first entry), so subscribers th
 read it whole again.
 
 Appends: the new entries of every run of the process share one pipeline (`StreamAppends`).
-Sent one run at a time, each batch was a pipeline of its own: at 50 tokens a second, one round
-trip per token per run, 90 to 140 µs of this process's CPU each, most of it redis-py's fixed
-cost of a pipeline (a connection from the pool, packing, reading the replies) rather than the
-entries. Here the batches of all runs that arrive while a pipeline is on the wire go together in
-the next one: no timer, so an idle process sends at once, and a busy one sends fewer, larger
-pipelines (50 runs publishing token by token: 26 µs an entry instead of 88,
-`bench/redis_appends.py`). Each batch still gets its own outcome: a command that Redis refuses
-fails only the batch it belongs to, and a lost connection fails every batch of that pipeline.
-Each frame's JSON is orjson's (`store.db.json_text`).
+Sent one run at a time, each batch was a pipeline of its own: one round trip per token per run,
+most of its cost redis-py's fixed cost of a pipeline (a connection from the pool, packing,
+reading the replies) rather than the entries. Here the batches of all runs that arrive while a
+pipeline is on the wire go together in the next one: no timer, so an idle process sends at
+once, and a busy one sends fewer, larger pipelines (docs/decisions/0025). Each batch still gets
+its own outcome: a command that Redis refuses fails only the batch it belongs to, and a lost
+connection fails every batch of that pipeline. Each frame's JSON is orjson's
+(`store.db.json_text`).
 
-A run alone pays a pipeline per wake-up of its log (each 100 µs or more of redis-py's fixed
-cost), so its own sends are few: the stream's expiry goes with an append (the active one with
-the first, the ended one with the end's entry), and while the run's end is being committed its
-last entries wait for the end (`_with_the_end`, bounded) and leave with it. A one-token run
-costs 2 pipelines (its start's entries; its token's with its end), where it cost 4.
+A run alone pays a pipeline per wake-up of its log (redis-py's fixed cost each), so its own
+sends are few: the stream's expiry goes with an append (the active one with the first, the
+ended one with the end's entry), and while the run's end is being committed its last entries
+wait for the end (`_with_the_end`, bounded) and leave with it. A one-token run costs 2
+pipelines (its start's entries; its token's with its end).
 
 Signals: a cancel is published on `CANCEL_CHANNEL` and written to the database flag (durable:
 the owner's poll finds it even if Redis is down); every process listens, and the one that runs
@@ -237,7 +236,7 @@ async def _with_the_end(live: LiveLog, published: int, batch: list[Entry]) -> li
     (a burst of 100 starts: most ends took longer than the bound, each wait a timer and a
     cancellation for nothing). Subscribers in other processes get
     these last entries that much later; the end waits for the commit anyway, and reaches them
-    a little later for the entries now read just before it (bench/README.md)."""
+    a little later for the entries now read just before it (docs/decisions/0025)."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(END_GATHER_SECONDS):
             await live.wait_beyond(batch[-1].seq)

@@ -11,9 +11,10 @@ import argparse
 import sys
 
 from ..config import Settings
+from .commands import Commands
 
 
-def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(commands: Commands) -> None:
     agents = commands.add_parser("agents", help="check an agents file (GATEWAY_AGENTS_FILE)")
     actions = agents.add_subparsers(dest="agents_command", required=True)
     check = actions.add_parser("check", help="validate FILE without starting; exit 2 if it "

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..protocol.clock import new_id, now_ms
+from .commands import Commands
 from .keys import add_limit_flags, agent_name, project_name, unknown_agent
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 SECRET_PREFIX = "chs_"  # as `gateway/dialects/chorus/routes.py` expects
 
 
-def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(commands: Commands) -> None:
     chorus = commands.add_parser("chorus", help="connect an agent to chat channels (Chorus)")
     actions = chorus.add_subparsers(dest="chorus_command", required=True)
     connect = actions.add_parser("connect", help="make a connection string and print it (once)")

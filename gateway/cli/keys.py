@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..config import Settings
 from ..protocol.clock import now_ms
+from .commands import Commands
 
 if TYPE_CHECKING:
     from ..store.repository import Store
@@ -28,7 +29,7 @@ _DURATION = re.compile(r"^([0-9]+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
-def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(commands: Commands) -> None:
     keys = commands.add_parser("keys", help="create, list or revoke managed API keys")
     actions = keys.add_subparsers(dest="keys_command", required=True)
     create = actions.add_parser("create", help="make a key and print it (once)")

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
-import importlib.util
-import logging
 import os
 import socket
 import sys
-from collections.abc import Callable
-from types import FrameType
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,7 +25,6 @@ from . import keys as keys_cli
 from . import prune as prune_cli
 from . import usage as usage_cli
 
-DATE_HEADER_SECONDS = 1.0  # how often `serve` refreshes the responses' `Date` header
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 # Exit statuses: 2 is a bad setting or usage (argparse's own), 1 anything else at start-up.
 EXIT_USAGE = 2
@@ -197,9 +191,8 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
                   workers: int) -> int:
     """`--workers N`: uvicorn's supervisor and N worker processes sharing one socket, each with
     its own app (and run manager). The schema is migrated once, here, before they start."""
-    import uvicorn
-
     from ..app import WORKER_LOG_LEVEL
+    from ..server import serve as server
 
     if settings.database_url.startswith("sqlite"):
         # SQLite takes one writer at a time: more workers would queue on its lock instead of
@@ -213,25 +206,11 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
     os.environ["GATEWAY_DATABASE_URL"] = settings.database_url
     os.environ["GATEWAY_MODEL"] = settings.model
     os.environ[WORKER_LOG_LEVEL] = log_level
-    # log_config=None: uvicorn leaves logging alone, and each worker configures it as `serve`
-    # does (`app_from_environment`), so every process logs in the one format.
-    uvicorn.run("gateway.app:app_from_environment", factory=True, workers=workers,
-                fd=sock.fileno(), log_level=log_level, log_config=None,
-                timeout_graceful_shutdown=5, loop=event_loop(), http=http_protocol())
+    # Each worker configures its logging as `serve` does (`app_from_environment`), so every
+    # process logs in the one format.
+    server.serve_workers("gateway.app:app_from_environment", sock, workers=workers,
+                         log_level=log_level, stock=settings.stock_runtime)
     return 0
-
-
-def event_loop() -> str:
-    """uvicorn's event loop: uvloop taking every waiting connection at once (libuv's own takes
-    one per turn of the loop, which a busy process makes seconds of queue: server/serve_loop.py), or
-    asyncio's, which takes them in batches too, where uvloop is not installed."""
-    return "gateway.server.serve_loop:new_event_loop" if importlib.util.find_spec("uvloop") else "asyncio"
-
-
-def http_protocol() -> str:
-    """uvicorn's HTTP protocol: httptools' with each request's task started at once (a busy
-    loop's turn less per request: server/serve_http.py), or uvicorn's choice without httptools."""
-    return "gateway.server.serve_http:HttpProtocol" if importlib.util.find_spec("httptools") else "auto"
 
 
 def shared_metrics_directory() -> str:
@@ -277,51 +256,16 @@ def quiet_startup_failure(app: ASGIApp) -> ASGIApp:
 
 
 def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
-    import uvicorn
-
     from ..app import create_app
-
-    class Server(uvicorn.Server):
-        """Says where it listens once started (uvicorn is silent about a socket it is given).
-        The drain on SIGTERM is the app's own (`gateway.server.shutdown.DrainOnSignals`).
-
-        uvicorn's main loop wakes every 0.1 s to see whether it should exit, and refreshes the
-        `Date` header at every tenth: ten wake-ups a second of an idle process. Here it wakes
-        once a second for the header, and at once when told to exit (`handle_exit`)."""
-
-        exit_now: Callable[[], object] = staticmethod(lambda: None)
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            if self.started:
-                url = f"http://{host}:{port}"
-                logging.getLogger("gateway").info(
-                    "listening on %s (playground: %s/, API reference: %s/docs)", url, url, url)
-
-        async def main_loop(self) -> None:
-            loop, told = asyncio.get_running_loop(), asyncio.Event()
-            self.exit_now = functools.partial(loop.call_soon_threadsafe, told.set)
-            while not await self.on_tick(0):  # 0: uvicorn's tick that refreshes the header
-                timer = loop.call_later(DATE_HEADER_SECONDS, told.set)
-                await told.wait()
-                timer.cancel()
-                told.clear()
-
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            super().handle_exit(sig, frame)  # from a signal handler, or the drain's task
-            self.exit_now()
+    from ..server import serve as server
 
     sock = listen(host, port)
     asyncio.run(prepare_database(settings.database_url))
     app = quiet_startup_failure(create_app(settings, drain_on_signals=True))
-    # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
-                            timeout_graceful_shutdown=5, loop=event_loop(),
-                            http=http_protocol())
-    server = Server(config)
-    server.run(sockets=[sock])
+    started = server.serve(app, sock, host=host, port=port, log_level=log_level,
+                           stock=settings.stock_runtime)
     # uvicorn returns (rather than exiting) when the app's start-up failed.
-    return 0 if server.started else EXIT_STARTUP
+    return 0 if started else EXIT_STARTUP
 
 
 def main(argv: list[str] | None = None) -> int:

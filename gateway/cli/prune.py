@@ -9,10 +9,11 @@ import argparse
 import asyncio
 
 from ..config import Settings
+from .commands import Commands
 from .usage import since
 
 
-def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(commands: Commands) -> None:
     prune = commands.add_parser("prune", help="delete threads not updated for a while")
     prune.add_argument("--older-than", type=since, required=True, metavar="DURATION",
                        help="not updated for: 90m, 24h, 30d")

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..config import Settings
+from .commands import Commands
 
 _SINCE = re.compile(r"^([0-9]{1,6})([mhd])$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}
@@ -22,7 +23,7 @@ COLUMNS = ("runs", "calls", "inputTokens", "outputTokens", "reasoningTokens",
 HEADER = ("runs", "calls", "input", "output", "reasoning", "cached", "cost_usd", "unpriced")
 
 
-def add_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def add_parser(commands: Commands) -> None:
     usage = commands.add_parser("usage", help="tokens and cost of recent runs, from the "
                                               "database")
     usage.add_argument("--since", type=since, default="7d", metavar="DURATION",

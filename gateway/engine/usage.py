@@ -21,8 +21,8 @@ from ..protocol.frames_schema import UsageEntry
 from .deltas import Usage
 
 COUNTS: Final = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputTokens")
-# Models litellm's (offline) price map does not list: asking again costs 300 to 900 µs of CPU a
-# call, at every run's end, for the same answer. Bounded: model names come from the operator's
+# Models litellm's (offline) price map does not list: asking again is costly, at every run's
+# end, for the same answer (docs/decisions/0030). Bounded: model names come from the operator's
 # allow-list and fallbacks, but a bound costs nothing.
 _unpriced: set[str] = set()
 UNPRICED_MAX = 1024

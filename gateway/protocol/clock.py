@@ -46,8 +46,8 @@ def new_id(prefix: str = "") -> str:
     client-reserved prefixes (`ephemeral_`, `msg_tool_`, `user_msg_`) or the value
     `placeholder`.
 
-    Encoded here in a few calls rather than by `python-ulid` (about 28 Python calls an id, and
-    a run's start makes half a dozen); the text is the same 26 characters."""
+    Encoded here in a few calls rather than by `python-ulid` (a run's start makes half a dozen;
+    docs/decisions/0032); the text is the same 26 characters."""
     value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
     return prefix + "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 

@@ -18,10 +18,12 @@ In the order the separate middlewares it replaced ran, each check able to refuse
 
 Why one layer: each of those middlewares wrapped `send` in a coroutine of its own, and a run's
 stream calls `send` once per event, so every token crossed six nested coroutines before the
-server's `send` (and a run start about 300 Python calls of middleware). Here one plain function
-(`Exchange.send`) hands a body message straight to the server's `send`; only the response's
-start takes the slow way (its headers, the metrics). WebSocket handshakes get the guard and the
-key lookup; their errors go through starlette's `ExceptionMiddleware` as before.
+server's `send`. Here one plain function (`Exchange.send`) hands a body message straight to the
+server's `send`; only the response's start takes the slow way (its headers, the metrics).
+WebSocket handshakes get the guard and the key lookup; their errors go through starlette's
+`ExceptionMiddleware` as before. The measurement, and when to drop it:
+docs/decisions/0004-one-layer-front.md; `GATEWAY_STOCK_RUNTIME=front` runs the same checks as
+starlette's middleware instead (`server/stock_front.py`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ..observability import http_metrics
 from ..observability.logs import RUN_ID_HEADER, request_id, run_id, valid_request_id
 from ..protocol.clock import REQUEST_ARRIVED_MS, now_ms
 from . import body_limit
+from .sse import STOCK_KEY
 
 HANDLERS_KEY = "starlette.exception_handlers"  # where starlette's routes find the handlers
 
@@ -108,12 +111,30 @@ class Checks(NamedTuple):
     credentials: Callable[[Scope], Awaitable[None]]
 
 
+def arrived(scope: Scope, server_send: Send) -> tuple[Exchange, bytes | None, bytes | None]:
+    """A request as it arrives: its exchange (the request id taken or made, the arrival and the
+    request id set for the request's task), its `Origin` and its declared `Content-Length`."""
+    given = origin = declared = None
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            given = value
+        elif name == b"origin":
+            origin = value
+        elif name == b"content-length":
+            declared = value
+    exchange = Exchange(scope, server_send, valid_request_id(given))
+    REQUEST_ARRIVED_MS.set(now_ms())
+    request_id.set(exchange.rid)  # each request runs in its own task: its own context
+    return exchange, origin, declared
+
+
 class Front:
     """The gateway's one middleware (see the module's docstring), around its router."""
 
     def __init__(self, router: ASGIApp, settings: Settings, cors: CORSMiddleware,
                  handlers: Mapping[Any, Any], checks: Checks) -> None:
         self.router, self.settings, self.cors = router, settings, cors
+        self.stock_sse = "sse" in settings.stock_runtime
         self.guard, self.door, self.credentials = checks
         # Exception (or 500) is the unexpected error's handler; the rest answer what they name.
         self.unexpected = handlers.get(Exception) or handlers.get(500)
@@ -132,17 +153,9 @@ class Front:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The checks in their order, then the router; the first refusal answers."""
-        given = origin = declared = None
-        for name, value in scope["headers"]:
-            if name == b"x-request-id":
-                given = value
-            elif name == b"origin":
-                origin = value
-            elif name == b"content-length":
-                declared = value
-        exchange = Exchange(scope, send, valid_request_id(given))
-        REQUEST_ARRIVED_MS.set(now_ms())
-        request_id.set(exchange.rid)  # each request runs in its own task: its own context
+        exchange, origin, declared = arrived(scope, send)
+        if self.stock_sse:
+            scope[STOCK_KEY] = True
         try:
             if await self.guard(self.settings, scope, receive, exchange.send):
                 return

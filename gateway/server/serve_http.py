@@ -1,12 +1,12 @@
 """`gateway serve`'s HTTP protocol: uvicorn's, each request's task taking its first step at once.
 
 uvicorn parses a request in the protocol's `data_received` and creates an asyncio task for the
-app, whose first step runs at the next turn of the event loop. On an idle process a turn is
-microseconds; on a busy one (hundreds of streams, PostgreSQL's and Redis's replies) it is tens
-of milliseconds, and a request pays it on top of the turns it already waits (the connection
-accepted, its transport made, its bytes read). A refusal at the door (`api/door.py`) is done in
-that first step, without a single wait: started at once, it leaves in the callback that read the
-request, one turn sooner (bench/README.md, "Refusals on PostgreSQL + Redis, eighth round").
+app, whose first step runs at the next turn of the event loop. On a busy process (hundreds of
+streams, PostgreSQL's and Redis's replies) a turn is long, and a request pays it on top of the
+turns it already waits (the connection accepted, its transport made, its bytes read). A refusal
+at the door (`api/door.py`) is done in that first step, without a single wait: started at once,
+it leaves in the callback that read the request, one turn sooner
+(docs/decisions/0002-eager-request-task.md; `GATEWAY_STOCK_RUNTIME=http` runs uvicorn's own).
 
 So the task is created as usual (uvicorn keeps it, cancels it at shutdown) and its first step
 is taken here, as Python 3.12's eager tasks do (`eager_start`; this runs on 3.11 too): in the

@@ -2,19 +2,20 @@
 
 libuv (under uvloop) accepts one connection per turn of the event loop (libuv 1.45, "don't
 accept() connections in a loop"), and relies on the listening socket staying readable for the
-next. On an idle process a turn is microseconds; on a busy one (hundreds of streams, starts
-being written) a turn takes 50 to 200 ms, so the process takes 5 to 20 connections a second
-whatever arrives: at 100 arrivals a second the rest wait in the kernel's accept queue, seconds
-before the gateway even knows about them, and a refusal that the app gives in a millisecond
-reaches its client 10 to 17 s late (bench/README.md, "PostgreSQL under load"). The load balancer
-sees a connection that was accepted by the kernel, so it does not try another process either.
+next. On a busy process (hundreds of streams, starts being written) a turn is long, so the
+process takes connections more slowly than they arrive: the rest wait in the kernel's accept
+queue, where no limit of the gateway can see or refuse them, and a refusal the app gives at once
+reaches its client only once its connection is accepted. The load balancer sees a connection
+that was accepted by the kernel, so it does not try another process either
+(docs/decisions/0001-batch-accept.md).
 
 So the listening socket is served here instead: when it is readable, up to `ACCEPT_BATCH`
 connections are accepted in one callback (what asyncio's own loop does) and each is handed to
 uvloop as an accepted socket; everything else (the connections' I/O, timers) is uvloop's.
 A server with TLS, or created from a host and port rather than a socket, is uvloop's own.
 Where uvloop is not installed (it is optional), uvicorn runs asyncio's own loop, which accepts
-in batches already (`gateway.cli.main.event_loop`).
+in batches already; `GATEWAY_STOCK_RUNTIME=loop` runs uvloop's own server
+(`gateway.server.serve.event_loop`).
 """
 
 from __future__ import annotations
@@ -117,5 +118,5 @@ class Loop(uvloop.Loop):
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvicorn's loop factory (`gateway.cli.main.event_loop`)."""
+    """uvicorn's loop factory (`gateway.server.serve.event_loop`)."""
     return Loop()

@@ -6,8 +6,11 @@ send waiting, the stream is given up and the reader disconnected (it can come ba
 cursor). SSE responses get this from sse-starlette's `send_timeout`; NDJSON responses and the
 Timbal WebSocket from here. The disconnection is one log line, never a traceback. A send is
 timed only once it waits (`bounded`): most go out at once.
-"""
 
+The SSE response runs on sse-starlette's private methods (listed with why in
+tests/unit/test_private_apis.py; docs/decisions/0005 to 0007); with `GATEWAY_STOCK_RUNTIME`
+naming `sse`, the front marks the request (`STOCK_KEY`) and sse-starlette's own path runs.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -22,16 +25,23 @@ from starlette.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
+# Set in a request's scope (by the front) when `GATEWAY_STOCK_RUNTIME` names `sse`.
+STOCK_KEY = "gateway.stock_sse"
 
 
 class SlowReader(Exception):
     """The reader read nothing for the bound: its stream is given up."""
 
 
-async def within(seconds: float, sending: Awaitable[None]) -> None:
-    """Await one send, or raise `SlowReader` if it has not gone out after `seconds`."""
+async def within(seconds: float, sending: Awaitable[None], *, stock: bool = False) -> None:
+    """Await one send, or raise `SlowReader` if it has not gone out after `seconds` (`stock`:
+    every send inside its own `asyncio.timeout`, as a plain bound would be)."""
     try:
-        await bounded(seconds, sending)
+        if stock:
+            async with asyncio.timeout(seconds):
+                await sending
+        else:
+            await bounded(seconds, sending)
     except TimeoutError:
         raise SlowReader from None
 
@@ -42,9 +52,8 @@ async def bounded(seconds: float, sending: Awaitable[None]) -> None:
     Most sends never wait: the server writes the bytes to its transport and returns, and only
     a full socket buffer (a reader that stopped reading) makes it wait for the drain. So the
     send is started here, and timed only if it has to wait: a send that goes out at once costs
-    no timer (an `asyncio.timeout` per send was a scope and a timer handle, made and cancelled,
-    for every token and every start's event; bench/README.md, "The loop's work per start, ninth
-    round"). What it waits for, and the rest of it, is awaited within the bound as before."""
+    no timer (docs/decisions/0006-send-timed-only-if-it-waits.md). What it waits for, and the
+    rest of it, is awaited within the bound as before."""
     if not isinstance(sending, types.CoroutineType):  # an awaitable of another kind
         async with asyncio.timeout(seconds):
             await sending
@@ -92,8 +101,10 @@ class BoundedStreamingResponse(StreamingResponse):
         self.slow_reader_seconds = slow_reader_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        stock = bool(scope.get(STOCK_KEY))
+
         async def bounded(message: Message) -> None:
-            await within(self.slow_reader_seconds, send(message))
+            await within(self.slow_reader_seconds, send(message), stock=stock)
 
         try:
             await super().__call__(scope, receive, bounded)
@@ -108,18 +119,16 @@ class BoundedEventSource(EventSourceResponse):
     """sse-starlette's response (`send_timeout` is its slow-reader bound), with the
     disconnection logged as one line instead of the timeout's traceback."""
 
-    def __init__(self, *args: Any, **options: Any) -> None:
-        super().__init__(*args, **options)
-        # The lock that keeps a ping from going after the stream's last message. anyio's
-        # takes a cancel-shielded checkpoint (a scope and one more turn of the loop) on every
-        # uncontended acquire, which each stream's end is; asyncio's takes it at once.
-        self._send_lock = asyncio.Lock()  # type: ignore[assignment]
+    stock = False  # sse-starlette's own path for this response (`STOCK_KEY`)
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         """One event (or heartbeat) sent within `send_timeout`, as sse-starlette does, but
         timed only if it waits (`bounded`) and with asyncio's timeout instead of anyio's cancel
-        scope: the same bound for far fewer calls, and this runs once per token
-        (bench/README.md, "Cheaper starts, fourth round")."""
+        scope: the same bound, and this runs once per token
+        (docs/decisions/0006-send-timed-only-if-it-waits.md)."""
+        if self.stock:
+            await super()._send_with_timeout(send, message)
+            return
         if self.send_timeout is None:
             await send(message)
             return
@@ -129,9 +138,14 @@ class BoundedEventSource(EventSourceResponse):
             raise SendTimeoutError() from None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.stock = bool(scope.get(STOCK_KEY))
         try:
-            if scope["type"] == "http" and scope["method"] != "HEAD" and \
+            if not self.stock and scope["type"] == "http" and scope["method"] != "HEAD" and \
                     self.data_sender_callable is None:
+                # The lock that keeps a ping from going after the stream's last message:
+                # asyncio's takes an uncontended acquire at once, anyio's takes a
+                # cancel-shielded checkpoint (docs/decisions/0007-asyncio-send-lock.md).
+                self._send_lock = asyncio.Lock()  # type: ignore[assignment]
                 await self._streamed(receive, send)
             else:
                 await super().__call__(scope, receive, send)
@@ -142,11 +156,11 @@ class BoundedEventSource(EventSourceResponse):
         """What sse-starlette's `__call__` does for a GET or POST stream (its body, its pings,
         the server's shutdown and the reader's disconnect, each a task; the first to end ends
         the others; an error in one is the response's), with asyncio's tasks instead of an
-        anyio task group: the same work without the group's cancel scopes, about a tenth of a
-        run start's CPU (bench/README.md, "Cheaper starts, fifth round")."""
+        anyio task group: the same work without the group's cancel scopes
+        (docs/decisions/0005-sse-response-tasks.md)."""
         parts = [self._stream_response(send), self._listen_for_exit_signal_with_grace(),
                  self._listen_for_disconnect(receive)]
-        if self._ping_interval > 0:
+        if self.ping_interval > 0:
             parts.append(self._ping(send))
         tasks = [asyncio.create_task(part) for part in parts]
         try:

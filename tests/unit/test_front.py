@@ -3,7 +3,8 @@ error handlers make (a 404, a 413 before the body is read, development mode's 40
 an unexpected error) carries the request id and `nosniff`, CORS headers where CORS applies (not
 on the guard's refusal, which comes before CORS), is counted once in the HTTP metrics, and an
 unexpected error still reaches the server to be logged; a handler that fails itself still gets
-the 500. test_cors.py has the CORS answers."""
+the 500. test_cors.py has the CORS answers. Every test runs on the front and on the same checks
+as starlette's middleware (`GATEWAY_STOCK_RUNTIME=front`, `server/stock_front.py`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ from gateway.app import create_app
 from gateway.config import Settings
 
 ORIGIN = "http://localhost:5173"
+STOCK: tuple[str, ...] = ()
+
+
+@pytest.fixture(autouse=True, params=[(), ("front",)], ids=["front", "stock-front"])
+def _front(request: pytest.FixtureRequest) -> None:
+    global STOCK
+    STOCK = request.param
 
 
 async def _boom(_: Request) -> None:
@@ -26,7 +34,8 @@ async def _boom(_: Request) -> None:
 
 def _client(raise_app_exceptions: bool = False, **settings: object) -> httpx.AsyncClient:
     app = create_app(Settings(database_url="sqlite+aiosqlite:///:memory:", max_body_bytes=100,
-                              **{"api_keys": {"k1": "default"}, **settings}))
+                              **{"api_keys": {"k1": "default"}, "stock_runtime": STOCK,
+                                 **settings}))
     app.router.routes.append(Route("/boom", _boom, methods=["POST"]))
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
     return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000")

@@ -1,8 +1,8 @@
 """`gateway serve` answers a request that needs no wait in as few turns of the event loop as it can.
 
 On a busy process every turn of the loop is tens of milliseconds, and a refusal at the door waits
-for each turn between its bytes' arrival and its answer (bench/README.md, "Refusals on PostgreSQL
-+ Redis, eighth round"). Counted here in turns, not time: a client's request is written before
+for each turn between its bytes' arrival and its answer (docs/decisions/0002-eager-request-task.md).
+Counted here in turns, not time: a client's request is written before
 the server sees it, and the answer must be on the client's socket within two turns (the
 connection accepted and its transport made; its bytes read and answered), where uvicorn's own
 protocol over libuv's accept took four.
@@ -22,7 +22,7 @@ pytest.importorskip("httptools")
 
 import uvicorn  # noqa: E402
 
-from gateway.cli.main import http_protocol  # noqa: E402
+from gateway.server.serve import http_protocol  # noqa: E402
 from gateway.server.serve_http import eager_task  # noqa: E402
 from gateway.server.serve_loop import Loop  # noqa: E402
 

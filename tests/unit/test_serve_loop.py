@@ -2,7 +2,7 @@
 
 On uvloop's own loop a listening socket gives up one connection per turn of the loop, so a
 busy process (turns of 50 to 200 ms) left new connections, refusals included, seconds in the
-kernel's queue (bench/README.md, "PostgreSQL under load"). Counted here in turns of the loop,
+kernel's queue (docs/decisions/0001-batch-accept.md). Counted here in turns of the loop,
 not in time: connections made before the server starts all wait in the kernel's queue, and
 every one must reach its protocol within a few turns.
 """
@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("uvloop")
 
-from gateway.cli.main import event_loop  # noqa: E402
+from gateway.server.serve import event_loop  # noqa: E402
 from gateway.server.serve_loop import Loop  # noqa: E402
 
 WAITING = 64

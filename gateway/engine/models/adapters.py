@@ -36,7 +36,7 @@ def load_litellm() -> None:
     """Import litellm once, offline: no cost-map download, no `.env` loading."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
-    import litellm  # noqa: F401  (about 5 s; done at start-up, never per request)
+    import litellm  # noqa: F401  (slow: done at start-up, never per request)
 
     from . import demo as demo_model
 

@@ -1,8 +1,8 @@
 """The direct adapter: an OpenAI-compatible chat-completions stream read straight off the socket.
 
-litellm's streaming wrapper costs about 390 µs of CPU per chunk (the openai SDK builds pydantic
-objects per chunk, then litellm rebuilds its own and keeps every one for the stream's life); a
-chat-completions SSE stream is simple enough to read for a few µs per chunk. So for upstreams
+litellm's streaming wrapper is costly per chunk (the openai SDK builds pydantic objects per
+chunk, then litellm rebuilds its own and keeps every one for the stream's life); a
+chat-completions SSE stream is simple enough to read cheaply (docs/decisions/0012). So for upstreams
 that speak that protocol (OpenAI, vLLM, llama.cpp, Ollama, LM Studio, Groq, ...) the gateway
 streams them itself, and litellm stays the path for every other provider and for non-streamed
 calls (`complete`).
@@ -12,8 +12,7 @@ To a client the two paths are indistinguishable: the same deltas (`_deltas` mirr
 `LiteLLMModel.failed` (classified, and logged once), so codes, messages and key scrubbing are
 those of the litellm path.
 
-The connections are aiohttp's (`upstream_pool`: for a token that arrives alone its read costs a
-fifth of httpx's). Cancelling or closing the stream closes the upstream connection at once;
+The connections are aiohttp's (`upstream_pool`, docs/decisions/0013). Cancelling or closing the stream closes the upstream connection at once;
 an abandoned connection is never returned to the pool.
 """
 
@@ -82,8 +81,8 @@ class DirectModel:
         return self._pool
 
     def open(self) -> None:
-        """Make the upstream's pool now: its TLS context costs about 70 ms of CPU, better
-        paid at start-up than in the first run's model call."""
+        """Make the upstream's pool now: its TLS context is costly to load, better paid at
+        start-up than in the first run's model call."""
         self.client  # noqa: B018 (made on first access)
 
     async def aclose(self) -> None:

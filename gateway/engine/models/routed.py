@@ -74,10 +74,10 @@ class RoutedModel(LiteLLMModel):
 
     def _served_by(self, stream: Any) -> str | None:
         """The model string of the deployment that produced `stream` (litellm's
-        `_hidden_params["model_id"]`: the deployment's id, `gateway-<index>`), read after the
+        `hidden_params["model_id"]`: the deployment's id, `gateway-<index>`), read after the
         first chunk: a fallback taken inside the stream (an error before any content)
         re-points the wrapper only once it yields."""
-        model_id = str((getattr(stream, "_hidden_params", None) or {}).get("model_id") or "")
+        model_id = str((getattr(stream, "hidden_params", None) or {}).get("model_id") or "")
         index = model_id.removeprefix("gateway-")
         if index.isdigit() and int(index) < len(self.deployments):
             return self.deployments[int(index)].model

@@ -2,10 +2,9 @@
 
 aiohttp rather than httpx, for the cost of a token that arrives alone. At 20 tokens a second
 per run every chunk of the upstream's stream is one read: httpx reads it through httpcore,
-h11's pure-Python parser and an anyio cancel scope per read (its read timeout), about 120 to
-160 µs of CPU a chunk on this machine; aiohttp's parser is C (llhttp) and its read timeout one
-timer per connection, about 27 µs (bench/README.md, "CPU per paced token"). aiohttp is
-litellm's own default transport, so it is installed with it anyway.
+h11's pure-Python parser and an anyio cancel scope per read (its read timeout); aiohttp's
+parser is C (llhttp) and its read timeout one timer per connection (docs/decisions/0013).
+aiohttp is litellm's own default transport, so it is installed with it anyway.
 
 Its connector takes an idle connection from the host's queue without walking the others (the
 reason the httpx pool was split over 8 clients), and has no connection limit here: every active
@@ -16,8 +15,8 @@ closes its connection instead of returning it to the pool.
 The proxy environment (HTTP(S)_PROXY, NO_PROXY) applies as it did with httpx, and is read as
 httpx read it: once, when the pool is made, for the one host it calls. aiohttp's own
 `trust_env` reads it again for every request, on a worker thread, and looks the upstream's
-credentials up in `~/.netrc` on another (two thread hops and file lookups per model call;
-bench/README.md, "Start CPU, eighth round"); httpx never took them from `.netrc`, so neither
+credentials up in `~/.netrc` on another (two thread hops and file lookups per model call);
+httpx never took them from `.netrc`, so neither
 does this (a proxy's own credentials still come from its URL or `.netrc`, as aiohttp reads them).
 """
 
@@ -45,7 +44,7 @@ class UpstreamPool:
         # Between reads, and to connect; no overall deadline (the run's own is the caller's).
         self._timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout,
                                               sock_connect=connect_timeout)
-        # The same CA bundle httpx (and so litellm) trusts; loading it costs about 40 ms of CPU,
+        # The same CA bundle httpx (and so litellm) trusts; loading it is costly, so it is
         # paid at start-up (`DirectModel.open`) rather than in a run's model call.
         self._tls: ssl.SSLContext = httpx.create_ssl_context()
         self._proxy, self._proxy_auth = env_proxy(self.base_url)

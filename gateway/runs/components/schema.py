@@ -26,7 +26,6 @@ from typing import Any
 import re2
 import referencing
 from jsonschema import SchemaError, ValidationError
-from jsonschema._utils import extras_msg
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
@@ -187,7 +186,12 @@ def _additional_properties(checker: Any, allowed: Any, instance: Any, schema: An
             yield from checker.descend(instance[extra], allowed, path=extra)
     elif not allowed and extras:
         yield ValidationError("Additional properties are not allowed (%s %s unexpected)"
-                              % extras_msg(sorted(extras, key=str)))
+                              % _extras(sorted(extras, key=str)))
+
+
+def _extras(extras: list[Any]) -> tuple[str, str]:
+    """The unexpected properties and their verb, worded as jsonschema words them."""
+    return ", ".join(repr(extra) for extra in extras), "was" if len(extras) == 1 else "were"
 
 
 def _unique_items(checker: Any, unique: Any, instance: Any, schema: Any

@@ -6,7 +6,7 @@ just ended here) is read from memory (`log.LiveLog`); the log of a run of anothe
 through the backend's run feed (`backend.RunFeed`).
 
 A reader in memory holds its position, so memory keeps what it has not read: a reader a little
-behind a fast run must not be sent to the database (several times the CPU per entry). A reader
+behind a fast run must not be sent to the database (far more CPU per entry). A reader
 stuck on its socket is disconnected after `Timings.slow_reader_seconds`, which bounds what it
 can hold. What memory already forgot (a reconnect with an older cursor) is read from the
 database first.
@@ -80,7 +80,7 @@ class Subscriptions:
         log has beyond the reader at each wake-up (a run response encodes and sends them as
         one chunk); from the backend's feed, one at a time. The memory's reader is this
         generator itself, not one more layer under it: each wake-up of a run response resumes
-        one frame less (bench/README.md, "The loop's work per start, ninth round")."""
+        one frame less (docs/decisions/0035)."""
         live = self.registry.live_log(run_id)
         metrics.ACTIVE_SUBSCRIBERS.inc()
         self._counts[run_id] = self.count(run_id) + 1

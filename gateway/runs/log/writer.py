@@ -1,10 +1,9 @@
 """One writer for the logs of every run in the process: one timer, one commit for all runs.
 
 Each run's log is persisted in batches, every `FLUSH_SECONDS`. With a transaction (and a timer)
-per run, 100 runs made 1,000 transactions a second: on SQLite a queue behind one write lock,
-where every waiting writer slept in SQLite's busy handler (1, 2, 5, ... 100 ms steps) while the
-reads and run starts of other requests queued behind it (measured at 100 runs x 50 tokens/s: log
-appends took 190 ms at the median and 3.5 s at p99, bench/README.md). Here one timer for the
+per run, the transactions grew with the runs: on SQLite a queue behind one write lock, where
+every waiting writer slept in SQLite's busy handler while the reads and run starts of other
+requests queued behind it (docs/decisions/0014-one-log-writer.md). Here one timer for the
 whole process collects what every registered run has not written yet, and one commit writes it
 (one lease check and one INSERT for all of them, `Store.append_frames_batch`); a run that needs
 its frames on disk sooner (`flush`) and batches handed in directly (`append`) join the next
@@ -12,9 +11,8 @@ commit, gathered for `GATHER_SECONDS`.
 
 The timer runs only while a run is registered: the last one to leave stops it, and the next
 to come starts it again. A one-token run is over long before its first tick (its end writes
-its frames itself), so runs arriving one at a time used to leave a tick behind every 100 ms
-that woke the loop to find nothing (bench/README.md, "Wake-ups per run from outside (issue
-28, tenth round)").
+its frames itself), so runs arriving one at a time used to leave a tick behind them that woke
+the loop to find nothing (docs/decisions/0028).
 """
 
 from __future__ import annotations

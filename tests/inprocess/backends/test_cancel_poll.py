@@ -1,6 +1,6 @@
 """The database's cancel-flag poll (`DatabaseSignals.listen`): it still finds a flag set on a
 run that goes past a poll's wait, and it waits for nothing while no run goes
-(bench/README.md, "Wake-ups per run from outside (issue 28, tenth round)")."""
+(docs/decisions/0028-no-idle-timers.md)."""
 
 from __future__ import annotations
 
