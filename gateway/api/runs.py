@@ -74,8 +74,8 @@ async def run_events(request: Request, run_id: str, after: int,
 
     The events of each wake-up of the reader (everything the log has beyond it by then) go
     out as one chunk, encoded here (`sse_event`, the bytes sse-starlette would write for each):
-    one send per wake-up instead of one per event (bench/README.md, "Cheaper starts, fifth
-    round")."""
+    one send per wake-up instead of one per event
+    (docs/decisions/0008-sse-events-encoded-per-wake-up.md)."""
     reader = dialect()
     if prelude:
         yield "".join(sse_event(encode(event)) for event in prelude).encode()
@@ -112,10 +112,9 @@ def sse_event(data: str, position: int | None = None) -> str:
     run streams' separator (LF): the `id:` line (none without a position), a `data:` line per
     line of `data`, a blank line.
 
-    Not the library's `ServerSentEvent(...).encode()` because this is once per streamed token:
-    that builds an object and checks every field for about 20 µs an event, this about 3 µs
-    (at 3,000 tokens a second, 6 % of a core). tests/unit/test_sse_event.py holds the two to the
-    same bytes."""
+    Not the library's `ServerSentEvent(...).encode()` because this is once per streamed token,
+    and that builds an object and checks every field (decision record 0008, as above).
+    tests/unit/test_sse_event.py holds the two to the same bytes."""
     head = f"id: {position}\n" if position is not None else ""
     if "\n" not in data and "\r" not in data:  # JSON as the dialects encode it
         return f"{head}data: {data}\n\n"

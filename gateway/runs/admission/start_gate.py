@@ -4,19 +4,18 @@ Starting a run is a burst of work on the event loop that every stream of the pro
 parsing and checking the request, the thread's lock and the run's rows in one transaction, the
 run's task. When hundreds of starts arrive together (a deploy's reconnect storm, a launch, a
 benchmark) and all are let in, every turn of the loop is full of start work and every token of
-every run already streaming waits behind it: 300 starts at once on 2 cores delayed tokens by up
-to 260 ms at p99 (bench/README.md). Through the gate they go a few at a time, in the order they
-came: a start waits for its turn instead of everyone waiting for all of them.
+every run already streaming waits behind it. Through the gate they go a few at a time, in the
+order they came: a start waits for its turn instead of everyone waiting for all of them
+(docs/decisions/0026-start-gate.md).
 
-Past what the process can carry, waiting in turn only makes everyone wait: 1,000 runs arriving
-over 10 s at one process were all admitted and got their first token after up to 40 s. So the
-gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
+Past what the process can carry, waiting in turn only makes everyone wait: every start is
+admitted, and the last get their first token long after. So the gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
 balancer sends the user elsewhere; not 429, which is the user's own quota), while
 
-- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`:
-  180 on SQLite, 170 on PostgreSQL, whose runs cost the loop more), or
+- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`,
+  lower on PostgreSQL, whose runs cost the loop more), or
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
-  (`GATEWAY_MAX_START_WAIT_SECONDS`, 0.75: a quarter of a 1 s first-token bound left for the
+  (`GATEWAY_MAX_START_WAIT_SECONDS`: a part of the first-token bound, the rest left for the
   model's answer): the process starts runs more slowly than they come (its loop is full, or
   the queue is long), and a newcomer would only wait longer for its first token. The starts
   already under way go on; so no admitted start takes much longer than that. Also while a
