@@ -490,19 +490,32 @@ def machine_line() -> str:
             f"load average {' '.join(load)}")
 
 
-def gateway_env(upstream_url: str, adapter: str = "auto", extra: list[str] | None = None
-                ) -> dict[str, str]:
-    """The benchmarks' gateway settings: the paced upstream behind `adapter`, the loop-lag
-    monitor on, and `extra` (NAME=value) last."""
+WIRES = ("openai", "anthropic", "gemini")
+
+
+def model_env(upstream_url: str, wire: str = "openai") -> dict[str, str]:
+    """The paced upstream as the model, in `wire`'s format (`bench/paced.py` speaks the three:
+    OpenAI's chat completions, Anthropic's Messages, Gemini's streamGenerateContent)."""
+    model, base = {"openai": ("openai/paced", f"{upstream_url}/v1"),
+                   "anthropic": ("anthropic/paced", upstream_url),
+                   "gemini": ("gemini/paced", f"{upstream_url}/v1beta")}[wire]
+    return {"GATEWAY_MODEL": model, "GATEWAY_MODEL_API_BASE": base,
+            "GATEWAY_MODEL_API_KEY": "sk-bench"}
+
+
+def gateway_env(upstream_url: str, adapter: str = "auto", extra: list[str] | None = None,
+                wire: str = "openai") -> dict[str, str]:
+    """The benchmarks' gateway settings: the paced upstream in `wire`'s format behind
+    `adapter`, the loop-lag monitor on, and `extra` (NAME=value) last."""
     return {
-        "GATEWAY_MODEL": "openai/paced", "GATEWAY_MODEL_API_BASE": f"{upstream_url}/v1",
-        "GATEWAY_MODEL_API_KEY": "sk-bench", "GATEWAY_MODEL_ADAPTER": adapter,
+        **model_env(upstream_url, wire), "GATEWAY_MODEL_ADAPTER": adapter,
         "GATEWAY_LOOP_LAG_LOG_SECONDS": "1",
-        # The server's own default (the test harness turns it off), and the loop lateness
+        # The server's own defaults (the test harness turns them off), and the loop lateness
         # limit recommended behind a balancer (docs/operations.md, Scaling): a refusal waits
         # for the loop as long as it is late, and the issue wants refusals within 100 ms.
         "GATEWAY_MAX_START_WAIT_SECONDS": str(
             Settings.model_fields["max_start_wait_seconds"].default),
+        "GATEWAY_MAX_LOOP_CPU": str(Settings.model_fields["max_loop_cpu"].default),
         "GATEWAY_MAX_LOOP_LAG_SECONDS": "0.1",
         **dict(e.split("=", 1) for e in extra or [])}
 
@@ -511,7 +524,8 @@ def run_all(args: argparse.Namespace, scenarios: list[Scenario], paths: list[str
             keep: list[dict[str, Any]] | None = None
             ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     upstream, bare = Source("upstream"), Source("bare")
-    env = gateway_env(upstream.url, args.adapter, args.gateway_env)
+    env = gateway_env(upstream.url, args.adapter, args.gateway_env,
+                      getattr(args, "wire", "openai"))
     gateway = GatewayServer(Path(tempfile.mkdtemp(prefix="bench-concurrency-")), env)
     rows: list[dict[str, Any]] = []
     cost = None

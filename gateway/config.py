@@ -352,14 +352,13 @@ class Settings(BaseSettings):
         description="Run starts one process works on at once; more wait for their turn, in "
                     "order, so that a burst of new runs does not stall the streams already "
                     "running (`gateway_starts_waiting` counts the waiting).")
-    max_active_runs: int | None = Field(
-        None, ge=0, le=1_000_000,
-        description="Runs one process may have going or starting at once (0: no limit); one "
-                    "more is refused at once with 503 `OVERLOADED` and `Retry-After`, and "
-                    "`/ready` answers 503 meanwhile, so a load balancer sends the work "
-                    "elsewhere. Unset: 180 on SQLite, 170 on PostgreSQL, whose runs cost the "
-                    "process more CPU per token (see docs/operations.md, Scaling, for sizing "
-                    "it).")
+    max_active_runs: int = Field(
+        0, ge=0, le=1_000_000,
+        description="An operator's cap on the runs one process may have going or starting at "
+                    "once (0: none, the default: the process admits runs until it is busy, "
+                    "which the other admission limits measure); one more is refused at once "
+                    "with 503 `OVERLOADED` and `Retry-After`, and `/ready` answers 503 "
+                    "meanwhile, so a load balancer sends the work elsewhere (docs/scaling.md).")
     max_start_wait_seconds: float = Field(
         0.75, ge=0, le=3600,
         description="A new run is refused with 503 `OVERLOADED` while a run start under way "
@@ -380,6 +379,13 @@ class Settings(BaseSettings):
                     "meanwhile. One pause of the loop (a collection, a blocking call) is not "
                     "a reason. 0.1 behind a balancer that should get its refusals within "
                     "100 ms.")
+    max_loop_cpu: float = Field(
+        0.9, ge=0, le=1,
+        description="A new run is refused with 503 `OVERLOADED` while the event loop's thread "
+                    "has used this share of one core over the last second (0: never): the "
+                    "process is busy with its own streams and starts, and another run's tokens "
+                    "would soon make every stream wait; `/ready` answers 503 meanwhile. Other "
+                    "jobs on the machine do not count (they show as the loop's lateness).")
     key_concurrent_runs: int = Field(
         100, ge=0, description="Runs an API key may have going at once (0: no limit); one "
                                "more gets 429 `TOO_MANY_CONCURRENT_RUNS`. A managed key may "
@@ -569,15 +575,6 @@ class Settings(BaseSettings):
                              "GATEWAY_OIDC_AUDIENCE: tokens must name who issued them (`iss`) "
                              "and for whom (`aud`)")
         return issuer
-
-    @property
-    def active_runs_cap(self) -> int:
-        """`max_active_runs`, or the default for the database: the runs at 20 tokens/s that
-        one core carries while refusing the next within about 100 ms, and at least the 160
-        that 30 runs arriving a second keep going at once (docs/operations.md, Scaling)."""
-        if self.max_active_runs is not None:
-            return self.max_active_runs
-        return 180 if self.database_url.startswith("sqlite") else 170
 
     @property
     def development_possible(self) -> bool:

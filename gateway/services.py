@@ -31,6 +31,7 @@ from .engine.assist import CompletionModel
 from .engine.loop import Model, ServerToolSpec
 from .engine.models.adapters import AdapterError, adapter_for, load_litellm, model_adapter
 from .engine.models.direct import DirectModel
+from .engine.models.native import NativeModel
 from .engine.tools.python_tools import load_python_tools
 from .observability import tracing
 from .observability.metrics import StoreTimer
@@ -118,7 +119,7 @@ async def _open_model(settings: Settings, stack: contextlib.AsyncExitStack) -> S
     except AdapterError as error:  # an embedding app's start-up: say why, in one line
         log.error("cannot start: %s", error)
         raise
-    if isinstance(adapter, DirectModel):
+    if isinstance(adapter, (DirectModel, NativeModel)):
         adapter.open()
         stack.push_async_callback(adapter.aclose)
     return adapter
@@ -215,7 +216,7 @@ def agent_models(settings: Settings, agents: AgentRegistry,
             continue
         adapter = model_adapter(agent.model, settings.model_api_base, key,
                                 settings.model_adapter, agent.fallbacks, settings.model_retries)
-        if isinstance(adapter, DirectModel):
+        if isinstance(adapter, (DirectModel, NativeModel)):
             adapter.open()
             stack.push_async_callback(adapter.aclose)
         models[agent.name] = adapter

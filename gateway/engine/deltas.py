@@ -19,6 +19,22 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningSignature:
+    """The provider's signature of the reasoning just streamed (Anthropic's thinking block):
+    it ends that block, and goes back to the provider with it on the next call."""
+
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedReasoning:
+    """A block of reasoning the provider encrypted (Anthropic's `redacted_thinking`): nothing
+    to show, but it goes back to the provider on the next call."""
+
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallDelta:
     """One fragment of a tool call; `id` and `name` come on the first fragment of an index."""
 
@@ -76,7 +92,8 @@ class Served:
     model: str
 
 
-Delta = TextDelta | ReasoningDelta | ToolCallDelta | Finish | Usage | Served
+Delta = (TextDelta | ReasoningDelta | ReasoningSignature | RedactedReasoning | ToolCallDelta
+         | Finish | Usage | Served)
 
 
 @dataclass(eq=False)

@@ -48,11 +48,22 @@ from ..protocol.frames_schema import (
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
 from .context_window import ContextBudget
-from .deltas import Delta, ModelError, ReasoningDelta, Served, TextDelta, ToolCallDelta, Usage
+from .deltas import (
+    Delta,
+    ModelError,
+    ReasoningDelta,
+    ReasoningSignature,
+    RedactedReasoning,
+    Served,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from .fragments import Fragments
 from .hooks import NO_HOOKS, LoopHooks
 from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
 from .models.litellm_model import ModelRequest
+from .models.reasoning import Reasoning
 from .tools import approvals, elicitation
 from .tools import status as tool_status
 from .tools.context import bind_tool_call
@@ -110,6 +121,7 @@ class RunInput:
     max_tokens: int | None = None
     temperature: float | None = None
     model: str | None = None  # a model the request picked (checked against the allow-list)
+    reasoning: Reasoning | None = None  # what the agent asks of the model's thinking
     max_steps: int = 10
     # Output tokens the whole run may use (None: no limit), counted from reported usage.
     max_output_tokens: int | None = None
@@ -194,11 +206,8 @@ class Turn:
     async def feed(self, delta: Delta) -> None:
         if isinstance(delta, ReasoningDelta):
             if self._thinking is None:
-                i = new_id()
-                self._thinking = (i, Fragments())
-                meta: TextStartMeta = {"type": "thinking", "messageId": self.message_id}
-                _sign(meta, self.who)
-                await self.sink.emit(timbal.start(i, meta))
+                await self._open_thinking()
+            assert self._thinking is not None
             i, content = self._thinking
             content.append(delta.text)
             await self.sink.emit(timbal.append(i, delta.text))
@@ -206,7 +215,7 @@ class Turn:
             await self._close_thinking()
             if self._agent is None:
                 self._agent = new_id()
-                meta = {"type": "agent", "messageId": self.message_id}
+                meta: TextStartMeta = {"type": "agent", "messageId": self.message_id}
                 _sign(meta, self.who)
                 await self.sink.emit(timbal.start(self._agent, meta))
             self._agent_texts.append(delta.text)
@@ -216,8 +225,23 @@ class Turn:
             await self._close_thinking()
             await self._close_agent()
             await self._tool_call(delta)
+        elif isinstance(delta, ReasoningSignature):
+            await self._open_thinking()
+            await self._close_thinking(signature=delta.signature)
+        elif isinstance(delta, RedactedReasoning):
+            await self._close_thinking()
+            await self._open_thinking()
+            await self._close_thinking(redacted=delta.data)
         elif isinstance(delta, Served) and self.on_model is not None:
             await self.on_model(delta.model)
+
+    async def _open_thinking(self) -> None:
+        if self._thinking is None:
+            i = new_id()
+            self._thinking = (i, Fragments())
+            meta: TextStartMeta = {"type": "thinking", "messageId": self.message_id}
+            _sign(meta, self.who)
+            await self.sink.emit(timbal.start(i, meta))
 
     async def _tool_call(self, delta: ToolCallDelta) -> None:
         call = self.calls.get(delta.index)
@@ -259,12 +283,19 @@ class Turn:
                 else "server" if name in self.server_tools else "unknown")
         return _Call(delta.index, new_id(), call_id, name, kind, Fragments(arguments))
 
-    async def _close_thinking(self) -> None:
+    async def _close_thinking(self, signature: str | None = None,
+                              redacted: str | None = None) -> None:
+        """End the open thinking message; `signature` (the provider's, which ends a block) or
+        `redacted` (an encrypted block) go on its value, for the next call to send back."""
         if self._thinking is not None:
             i, content = self._thinking
             self._thinking = None
             value: ThinkingValue = {"type": "thinking", "messageId": self.message_id,
                                     "content": str(content)}
+            if signature:
+                value["signature"] = signature
+            if redacted:
+                value["redacted"] = redacted
             _sign(value, self.who)
             await self.write_value(i, value)
 
@@ -419,7 +450,8 @@ async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
         sent = run.context.fitted(messages, tools).messages if run.context else messages
         request = ModelRequest(messages=sent, tools=tools, tool_choice=tool_choice,
                                max_tokens=call_max_tokens(run, output_tokens),
-                               temperature=run.temperature, model=run.model)
+                               temperature=run.temperature, model=run.model,
+                               reasoning=run.reasoning)
         try:
             output_tokens += await stream_turn(model, request, turn, run.hooks)
         except (asyncio.CancelledError, ModelError):

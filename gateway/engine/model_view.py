@@ -9,6 +9,13 @@ A turn is one assistant message (its text, and its tool calls, components being 
 too, named `show_component_<Name>`) followed by one result per call, in the calls' order: a
 server tool's result, or a note that a component was rendered (with its state, when it has
 one). A client tool's result arrives with the next run's input, as a user message.
+
+Reasoning the provider signed (Anthropic's thinking, with its signature, and its redacted
+blocks) goes back as the message's `thinking_blocks`, litellm's name for them: Anthropic
+requires them before the tool calls of a turn that thought, and litellm's translation puts
+them there. Unsigned reasoning (an OpenAI-compatible server's) is the model's own scratch and
+is not sent back. An OpenAI-compatible upstream is never sent `thinking_blocks`
+(`reasoning.replayable`).
 """
 
 from __future__ import annotations
@@ -32,11 +39,14 @@ def turn_messages(values: Sequence[Mapping[str, Any]],
     states = component_states or {}
     text: list[str] = []
     calls: list[ChatMessage] = []
+    thinking: list[ChatMessage] = []
     results: dict[str, ChatMessage] = {}  # by tool call id
     for value in values:
         kind = value.get("type")
         if kind == "agent":
             text.append(value.get("content", ""))
+        elif kind == "thinking" and (value.get("signature") or value.get("redacted")):
+            thinking.append(_thinking_block(value))
         elif kind == "tool_call":
             calls.append(_call(value["toolCallId"], value["name"], value.get("arguments") or {}))
         elif kind == "x-component":
@@ -54,7 +64,16 @@ def turn_messages(values: Sequence[Mapping[str, Any]],
         message["tool_calls"] = calls
     elif message["content"] is None:
         return rest
+    if thinking:
+        message["thinking_blocks"] = thinking
     return [message, *ordered, *rest]
+
+
+def _thinking_block(value: Mapping[str, Any]) -> ChatMessage:
+    if value.get("redacted"):
+        return {"type": "redacted_thinking", "data": value["redacted"]}
+    return {"type": "thinking", "thinking": value.get("content", ""),
+            "signature": value["signature"]}
 
 
 def _component_note(value: Mapping[str, Any], states: Mapping[str, Any]) -> str:

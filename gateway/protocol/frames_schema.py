@@ -137,6 +137,10 @@ class AgentValue(TypedDict):
 @final
 @with_config(CLOSED)
 class ThinkingValue(TypedDict):
+    """The model's reasoning. `signature`: the provider's signature of it (Anthropic's), which
+    goes back to the provider with it; `redacted`: reasoning the provider encrypted (then
+    `content` is empty)."""
+
     type: Literal["thinking"]
     sender: NotRequired[Sender]
     subagentRunId: NotRequired[SubagentRunId]
@@ -144,6 +148,8 @@ class ThinkingValue(TypedDict):
     t: NotRequired[PartTime]
     messageId: MessageId
     content: str
+    signature: NotRequired[str]
+    redacted: NotRequired[str]
 
 
 @final

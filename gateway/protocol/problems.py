@@ -183,11 +183,12 @@ class Problem(enum.Enum):
                                  "resource, or took too long (`uri`).")
     SHUTTING_DOWN = (503, "The gateway is shutting down and starts no new run; retry after "
                           "`Retry-After` seconds (another process may take it).")
-    OVERLOADED = (503, "This gateway process is at capacity (`GATEWAY_MAX_ACTIVE_RUNS`, a run "
-                       "start taking `GATEWAY_MAX_START_WAIT_SECONDS`, or its event loop "
-                       "`GATEWAY_MAX_LOOP_LAG_SECONDS` late) and starts no new run now; retry "
-                       "after `Retry-After` seconds (another process may take it; `reason` says "
-                       "which limit).")
+    OVERLOADED = (503, "This gateway process is busy (a run start taking "
+                       "`GATEWAY_MAX_START_WAIT_SECONDS`, its event loop "
+                       "`GATEWAY_MAX_LOOP_LAG_SECONDS` late or using `GATEWAY_MAX_LOOP_CPU` of "
+                       "its core, or the operator's cap `GATEWAY_MAX_ACTIVE_RUNS` reached) and "
+                       "starts no new run now; retry after `Retry-After` seconds (another "
+                       "process may take it; `reason` says which limit).")
 
 
 # The catalogue by code, for what reads codes as strings (the OpenAPI generator, the docs test).

@@ -400,7 +400,7 @@ def as_agent(run_input: RunInput, agent: ResolvedAgent,
              agent_tools: dict[str, dict[str, ServerToolSpec]]) -> RunInput:
     """The run as `agent` runs it: its instructions first of all the model receives (a client's
     system prompt, where the agent allows one, comes after them), its tools and step limit, its
-    temperature unless the request set one, and its `max_tokens` as a ceiling."""
+    temperature unless the request set one, its `max_tokens` as a ceiling, and its reasoning."""
     history = run_input.history
     if agent.instructions:
         history = [{"role": "system", "content": agent.instructions}, *history]
@@ -411,7 +411,8 @@ def as_agent(run_input: RunInput, agent: ResolvedAgent,
         sender=agent.name,
         server_tools=agent_tools.get(agent.name, run_input.server_tools),
         temperature=(run_input.temperature if run_input.temperature is not None
-                     else agent.temperature))
+                     else agent.temperature),
+        reasoning=agent.reasoning or None)
 
 
 def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:

@@ -43,6 +43,8 @@ class RunLimits:
     """A new run is refused while a start under way has taken this long (0: never)."""
     max_loop_lag_seconds: float = 0.0
     """A new run is refused while the event loop runs this late at every tick (0: never)."""
+    max_loop_cpu: float = 0.0
+    """A new run is refused while the loop's thread used this share of a core (0: never)."""
     tool_status_max_per_run: int = 100
     """Statuses a run's tools may report (`engine/tools/status.py`); later ones are dropped."""
 
@@ -58,9 +60,10 @@ class RunLimits:
                    pending_tool_ttl_seconds=settings.pending_tool_ttl_seconds or None,
                    max_input_tokens=settings.max_input_tokens,
                    output_reserve_tokens=settings.output_reserve_tokens,
-                   max_active_runs=settings.active_runs_cap,
+                   max_active_runs=settings.max_active_runs,
                    max_start_wait_seconds=settings.max_start_wait_seconds,
                    max_loop_lag_seconds=settings.max_loop_lag_seconds,
+                   max_loop_cpu=settings.max_loop_cpu,
                    tool_status_max_per_run=settings.tool_status_max_per_run)
 
     def quota_slot_ms(self, lease_seconds: float) -> int:

@@ -65,7 +65,9 @@ class RunManager:
                                     limits.max_start_wait_seconds,
                                     lambda: len(self.registry.active),
                                     max_lag=limits.max_loop_lag_seconds,
-                                    lag=self.lateness.sustained)
+                                    lag=self.lateness.sustained,
+                                    max_share=limits.max_loop_cpu,
+                                    share=self.lateness.cpu_share)
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
         self.quotas = Quotas(backend.counters)
         self.idempotency_ttl_seconds = limits.idempotency_ttl_seconds

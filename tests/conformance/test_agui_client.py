@@ -18,7 +18,7 @@ import pytest
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
-from tests.conftest import scripted_env
+from tests.conformance.conftest import wire_env
 from tests.support.agents import ANSWER, DELEGATE, RESEARCH
 from tests.support.gateway_server import GatewayServer
 from tests.support.node import have_node, run_agui_agent
@@ -36,11 +36,13 @@ WEATHER_CARD = {"name": "WeatherCard", "description": "A card showing the weathe
                     "city": {"type": "string"}, "tempC": {"type": "number"}}}}
 
 
-@pytest.fixture(scope="module")
-def tools_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[GatewayServer]:
-    server = GatewayServer(tmp_path_factory.mktemp("agui-gateway"),
-                           scripted_env(scripted_model, GATEWAY_TOOLS=str(SERVER_TOOLS)))
+@pytest.fixture(scope="module", params=["openai", "anthropic", "gemini"])
+def tools_gateway(request: pytest.FixtureRequest, scripted_model: ScriptedModel,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
+    """A gateway with server tools, its model in each wire format it streams directly."""
+    server = GatewayServer(tmp_path_factory.mktemp(f"agui-gateway-{request.param}"),
+                           wire_env(scripted_model, request.param,
+                                    GATEWAY_TOOLS=str(SERVER_TOOLS)))
     server.start()
     yield server
     server.stop()

@@ -143,12 +143,13 @@ def test_a_direct_adapter_that_cannot_serve_the_model_says_why_in_one_line(
     port = free_port()
     started = time.monotonic()
     result = gateway("serve", "--port", str(port), cwd=tmp_path, timeout=120,
-                     GATEWAY_MODEL_ADAPTER="direct", GATEWAY_MODEL="anthropic/claude-sonnet-4-5")
+                     GATEWAY_MODEL_ADAPTER="direct", GATEWAY_MODEL="cohere/command-r")
     print(f"direct adapter refused in {time.monotonic() - started:.1f} s")
     assert result.returncode == 2
     assert one_line(result) == (
-        "gateway: GATEWAY_MODEL_ADAPTER=direct cannot serve 'anthropic/claude-sonnet-4-5': "
-        "provider 'anthropic' is not an OpenAI-compatible chat-completions API")
+        "gateway: GATEWAY_MODEL_ADAPTER=direct cannot serve 'cohere/command-r': "
+        "provider 'cohere' is neither an OpenAI-compatible chat-completions API nor "
+        "Anthropic's or Gemini's")
     assert not (tmp_path / "data").exists()  # nothing was started
 
 

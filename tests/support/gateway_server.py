@@ -51,10 +51,11 @@ class GatewayServer:
                    {"GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"})
         # `stop()` is a SIGTERM: runs left going by a test get a short drain, not 20 s.
         self.env = {**storage, "GATEWAY_DRAIN_SECONDS": "3",
-                    # Refusing a start for its wall time or the loop's is timing: a loaded CI
-                    # machine would refuse the suite's own starts
+                    # Refusing a start for its wall time, the loop's or its CPU is timing: a
+                    # loaded CI machine would refuse the suite's own starts
                     # (tests/inprocess/runs/test_start_gate.py tests them on clocks of its own).
                     "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
+                    "GATEWAY_MAX_LOOP_CPU": "0",
                     **(env or {})}
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | ForkedProcess | None = None

@@ -99,10 +99,11 @@ class InProcessGateway:
         storage = (engines.ENGINES.env_for(workdir) if engines.ENGINES is not None else
                    {"GATEWAY_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'gateway.db'}"})
         self.env = {**storage, "GATEWAY_DRAIN_SECONDS": "3",
-                    # Refusing a start for its wall time or the loop's is timing: a loaded CI
-                    # machine would refuse the suite's own starts
+                    # Refusing a start for its wall time, the loop's or its CPU is timing: a
+                    # loaded CI machine would refuse the suite's own starts
                     # (tests/inprocess/runs/test_start_gate.py tests them on clocks of its own).
                     "GATEWAY_MAX_START_WAIT_SECONDS": "0", "GATEWAY_MAX_LOOP_LAG_SECONDS": "0",
+                    "GATEWAY_MAX_LOOP_CPU": "0",
                     **(env or {})}
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,

@@ -40,6 +40,22 @@ A turn is a list of steps, consumed FIFO, one per ``POST /v1/chat/completions``:
 - ``{"usage": {"prompt_tokens": n, "completion_tokens": m}}``: override usage.
 - ``{"raw": {"body": str, "piece": n}}``: a recorded SSE body sent verbatim, in writes of n
   bytes (default: whole), ending the stream; for replaying what a real provider sent.
+- ``{"signature": str}``: the signature of the reasoning just streamed (Anthropic's
+  ``signature_delta``, Gemini's ``thoughtSignature``; the OpenAI format has none). Anthropic and
+  Gemini streams sign their reasoning anyway (``sig-<n>``) when a turn does not.
+- ``{"redacted": str}``: an Anthropic ``redacted_thinking`` block (ignored by the others).
+- ``{"stream_error": {"type"?, "message", "code"?}}``: the provider's error event inside the
+  stream (HTTP 200), which ends it.
+- ``{"cut": true}``: the body ends there, cleanly, without the provider's end of stream
+  (``[DONE]``, ``message_stop``, a ``finishReason``).
+
+The same script speaks three wire formats, by the path it is called on: OpenAI's chat
+completions (``base_url``), Anthropic's Messages (``anthropic_base``, for
+``anthropic/<name>``; ``tests/support/scripted_anthropic.py``) and Gemini's
+``streamGenerateContent`` (``gemini_base``, for ``gemini/<name>``;
+``tests/support/scripted_gemini.py``). ``requests`` holds every request in the OpenAI shape
+(a native request translated back: system, user, assistant text and tool calls, tool
+results, tools), with the body as sent under ``"native"``.
 
 A turn may also be ``{"steps": [...], "stream": bool}``: it is then only used
 by a request with that ``stream`` flag, so a background non-streaming call
@@ -68,7 +84,8 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any, Self
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Self
 
 import uvicorn
 from starlette.applications import Starlette
@@ -77,7 +94,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 _STEP_KEYS = {"content", "reasoning", "tool_call", "delay", "slow", "error", "finish", "usage",
-              "raw"}
+              "raw", "signature", "redacted", "stream_error", "cut"}
 
 
 class _AbortStream(Exception):
@@ -179,6 +196,7 @@ class ScriptedModel:
         self._requests: list[dict] = []
         self._disconnects: list[tuple[float, int]] = []
         self._peers: list[int] = []  # the client port of each chat request
+        self._headers: list[dict[str, str]] = []  # each model request's headers
         self._transcripts: deque[str] = deque()
         self._transcriptions: list[dict] = []
         self.context_window: int | None = None
@@ -190,6 +208,8 @@ class ScriptedModel:
             routes=[
                 Route("/v1/chat/completions", self._chat_endpoint, methods=["POST"]),
                 Route("/chat/completions", self._chat_endpoint, methods=["POST"]),
+                Route("/anthropic/v1/messages", self._anthropic_endpoint, methods=["POST"]),
+                Route("/gemini/models/{target:path}", self._gemini_endpoint, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/v1/audio/transcriptions", self._transcription, methods=["POST"]),
                 Route("/_transcriptions", self._http_transcriptions, methods=["GET"]),
@@ -210,6 +230,21 @@ class ScriptedModel:
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property
+    def anthropic_base(self) -> str:
+        """The api_base for `anthropic/<name>` (litellm appends `/v1/messages`)."""
+        return self.base_url.removesuffix("/v1") + "/anthropic"
+
+    @property
+    def gemini_base(self) -> str:
+        """The api_base for `gemini/<name>` (litellm appends `/models/<name>:<method>`)."""
+        return self.base_url.removesuffix("/v1") + "/gemini"
+
+    def base_for(self, wire: str) -> str:
+        """The api_base of `wire` ("openai", "anthropic" or "gemini")."""
+        return {"openai": self.base_url, "anthropic": self.anthropic_base,
+                "gemini": self.gemini_base}[wire]
+
+    @property
     def requests(self) -> list[dict]:
         """Snapshot of every received chat-completions JSON body, in order."""
         with self._lock:
@@ -221,6 +256,12 @@ class ScriptedModel:
         same port came over the same (kept-alive) connection."""
         with self._lock:
             return list(self._peers)
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        """The headers of each model request (any format), in order, names in lower case."""
+        with self._lock:
+            return list(self._headers)
 
     @property
     def disconnects(self) -> list[tuple[float, int]]:
@@ -264,6 +305,7 @@ class ScriptedModel:
             self._requests.clear()
             self._disconnects.clear()
             self._peers.clear()
+            self._headers.clear()
             self._transcripts.clear()
             self._transcriptions.clear()
             self.context_window, self.overflows = None, 0
@@ -338,75 +380,45 @@ class ScriptedModel:
             self._disconnects.append((time.monotonic(), index))
 
     async def _chat_endpoint(self, request: Request):
-        """Starlette entry; the real work is a raw ASGI app so disconnects are seen at once."""
-        body = await request.json()
-        if request.client is not None:
-            with self._lock:
+        return await self._serve(request, OPENAI, await request.json())
+
+    async def _anthropic_endpoint(self, request: Request):
+        from tests.support.scripted_anthropic import ANTHROPIC
+
+        return await self._serve(request, ANTHROPIC, await request.json())
+
+    async def _gemini_endpoint(self, request: Request):
+        from tests.support.scripted_gemini import GEMINI
+
+        model, _, method = request.path_params["target"].rpartition(":")
+        return await self._serve(request, GEMINI, await request.json(), {
+            "model": model, "stream": method == "streamGenerateContent"})
+
+    async def _serve(self, request: Request, wire: Wire, native: dict,
+                     extra: dict | None = None):
+        """One model call in `wire`'s format (`extra`: what its URL says); the real work is a
+        raw ASGI app so that disconnects are seen at once."""
+        body = {**wire.normalized(native), **(extra or {})}
+        with self._lock:
+            self._headers.append({k.lower(): v for k, v in request.headers.items()})
+            if request.client is not None:
                 self._peers.append(request.client.port)
         window, tokens = self.context_window, _prompt_tokens(body)
         if window is not None and tokens > window:
             with self._lock:
                 self._requests.append(body)
                 self.overflows += 1
-            return JSONResponse(_too_long(window, tokens), status_code=400)
+            return JSONResponse(wire.too_long(window, tokens), status_code=400)
         index, turn = self._take_turn(body)
         steps = turn["steps"]
         if steps and "error" in steps[0]:
-            return JSONResponse(_error_body(steps[0]), status_code=int(steps[0]["error"]))
+            return JSONResponse(wire.error_body(steps[0]), status_code=int(steps[0]["error"]))
         if not body.get("stream"):
-            return JSONResponse(await self._completion(body, index, steps))
-        return _SseApp(self, body, index, steps)
-
-    async def _completion(self, body: dict, index: int, steps: list[dict]) -> dict:
-        """Non-streaming reply built from the same turn (used for names/suggestions)."""
-        content, reasoning, calls = "", "", {}
-        finish, usage = None, None
-        for step in steps:
-            if "delay" in step:
-                await asyncio.sleep(step["delay"])
-            elif "error" in step:
-                return _error_body(step)
-            elif "content" in step:
-                content += step["content"]
-            elif "reasoning" in step:
-                reasoning += step["reasoning"]
-            elif "slow" in step:
-                content += "".join(_slow_tokens(step["slow"]))
-            elif "tool_call" in step:
-                tc = step["tool_call"]
-                call = calls.setdefault(
-                    tc.get("index", 0),
-                    {
-                        "id": tc.get("id"),
-                        "type": "function",
-                        "function": {"name": tc.get("name"), "arguments": ""},
-                    },
-                )
-                call["function"]["arguments"] += tc.get("arguments", "")
-            elif "finish" in step:
-                finish = step["finish"]
-            elif "usage" in step:
-                usage = step["usage"]
-        message: dict[str, Any] = {"role": "assistant", "content": content or None}
-        if reasoning:
-            message["reasoning_content"] = reasoning
-        if calls:
-            message["tool_calls"] = [calls[i] for i in sorted(calls)]
-        return {
-            "id": f"chatcmpl-scripted-{index}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "scripted"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": finish or ("tool_calls" if calls else "stop"),
-                }
-            ],
-            "usage": _usage(body, len(content) + len(reasoning), usage),
-        }
+            summary = await summarize(steps)
+            if summary.error is not None:
+                return JSONResponse(wire.error_body(summary.error))
+            return JSONResponse(wire.completion(body, index, summary))
+        return _SseApp(self, body, index, steps, wire.renderer(body, index))
 
     async def _models(self, request: Request) -> JSONResponse:
         return JSONResponse(
@@ -455,26 +467,178 @@ class ScriptedModel:
         return JSONResponse({"ok": True})
 
 
-class _SseApp:
-    """One OpenAI SSE stream. Watches ``receive()`` for ``http.disconnect`` while
-    writing, so an abandoned stream is recorded the moment the client leaves,
-    not at the next write (which may be seconds away in a slow stream)."""
+@dataclass
+class Summary:
+    """A whole turn, for a non-streamed answer: what its steps add up to."""
 
-    def __init__(self, model: ScriptedModel, body: dict, index: int, steps: list[dict]) -> None:
-        self.model, self.body, self.index, self.steps = model, body, index, steps
+    content: str = ""
+    reasoning: str = ""
+    signature: str | None = None
+    calls: dict[int, dict] = field(default_factory=dict)  # index -> {id, name, arguments}
+    finish: str | None = None
+    usage: dict | None = None
+    error: dict | None = None
+
+
+async def summarize(steps: list[dict]) -> Summary:
+    """A turn's steps taken whole (delays slept), for a non-streamed answer."""
+    summary = Summary()
+    for step in steps:
+        if "delay" in step:
+            await asyncio.sleep(step["delay"])
+        elif "error" in step:
+            summary.error = step
+            return summary
+        elif "content" in step:
+            summary.content += step["content"]
+        elif "reasoning" in step:
+            summary.reasoning += step["reasoning"]
+        elif "signature" in step:
+            summary.signature = step["signature"]
+        elif "slow" in step:
+            summary.content += "".join(_slow_tokens(step["slow"]))
+        elif "tool_call" in step:
+            tc = step["tool_call"]
+            call = summary.calls.setdefault(tc.get("index", 0), {
+                "id": tc.get("id"), "name": tc.get("name"), "arguments": ""})
+            call["arguments"] += tc.get("arguments", "")
+        elif "finish" in step:
+            summary.finish = step["finish"]
+        elif "usage" in step:
+            summary.usage = step["usage"]
+    return summary
+
+
+class Renderer(Protocol):
+    """One stream's events in a wire format, step by step (each returns the bytes to send)."""
+
+    def content(self, text: str) -> bytes: ...
+    def reasoning(self, text: str) -> bytes: ...
+    def signature(self, signature: str) -> bytes: ...
+    def redacted(self, data: str) -> bytes: ...
+    def tool_call(self, fragment: dict) -> bytes: ...
+    def stream_error(self, error: dict) -> bytes: ...
+    def end(self, finish: str | None, usage: dict) -> bytes: ...
+
+
+class Wire(Protocol):
+    """A wire format the scripted model speaks: its requests read back in the OpenAI shape, its
+    error answers, its streams and its non-streamed answers."""
+
+    def normalized(self, native: dict) -> dict: ...
+    def error_body(self, step: dict) -> dict: ...
+    def too_long(self, window: int, tokens: int) -> dict: ...
+    def renderer(self, body: dict, index: int) -> Renderer: ...
+    def completion(self, body: dict, index: int, summary: Summary) -> dict: ...
+
+
+class _OpenAIRenderer:
+    """OpenAI's chat-completions chunks; the usage only when `stream_options` asks for it."""
+
+    def __init__(self, body: dict, index: int) -> None:
+        self.body = body
         self.base = {
             "id": f"chatcmpl-scripted-{index}",
             "object": "chat.completion.chunk",
             "created": int(time.time()),
             "model": body.get("model", "scripted"),
         }
+        self.role_sent = False
 
     def _chunk(self, delta: dict, finish: str | None = None) -> bytes:
+        if not self.role_sent:
+            delta = {"role": "assistant", **delta}
+            self.role_sent = True
         obj = {
             **self.base,
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         }
         return f"data: {json.dumps(obj)}\n\n".encode()
+
+    def content(self, text: str) -> bytes:
+        return self._chunk({"content": text})
+
+    def reasoning(self, text: str) -> bytes:
+        return self._chunk({"reasoning_content": text})
+
+    def signature(self, signature: str) -> bytes:
+        return b""
+
+    def redacted(self, data: str) -> bytes:
+        return b""
+
+    def tool_call(self, tc: dict) -> bytes:
+        fragment: dict[str, Any] = {"index": tc.get("index", 0)}
+        function: dict[str, Any] = {}
+        if "id" in tc:
+            fragment["id"] = tc["id"]
+            fragment["type"] = "function"
+        if "name" in tc:
+            function["name"] = tc["name"]
+        function["arguments"] = tc.get("arguments", "")
+        fragment["function"] = function
+        return self._chunk({"tool_calls": [fragment]})
+
+    def stream_error(self, error: dict) -> bytes:
+        body = {"error": {"message": error.get("message", "scripted stream error"),
+                          "type": error.get("type", "server_error"), "param": None,
+                          "code": error.get("code")}}
+        return f"data: {json.dumps(body)}\n\n".encode()
+
+    def end(self, finish: str | None, usage: dict) -> bytes:
+        body = self._chunk({}, finish)
+        if (self.body.get("stream_options") or {}).get("include_usage"):
+            chunk = {**self.base, "choices": [], "usage": usage}
+            body += f"data: {json.dumps(chunk)}\n\n".encode()
+        return body + b"data: [DONE]\n\n"
+
+
+class _OpenAIWire:
+    def normalized(self, native: dict) -> dict:
+        return native
+
+    def error_body(self, step: dict) -> dict:
+        return _error_body(step)
+
+    def too_long(self, window: int, tokens: int) -> dict:
+        return _too_long(window, tokens)
+
+    def renderer(self, body: dict, index: int) -> Renderer:
+        return _OpenAIRenderer(body, index)
+
+    def completion(self, body: dict, index: int, summary: Summary) -> dict:
+        message: dict[str, Any] = {"role": "assistant", "content": summary.content or None}
+        if summary.reasoning:
+            message["reasoning_content"] = summary.reasoning
+        if summary.calls:
+            message["tool_calls"] = [
+                {"id": c["id"], "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for _, c in sorted(summary.calls.items())]
+        return {
+            "id": f"chatcmpl-scripted-{index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": summary.finish or (
+                             "tool_calls" if summary.calls else "stop")}],
+            "usage": _usage(body, len(summary.content) + len(summary.reasoning), summary.usage),
+        }
+
+
+OPENAI: Wire = _OpenAIWire()
+
+
+class _SseApp:
+    """One SSE stream of a turn's steps, in the renderer's wire format. Watches ``receive()``
+    for ``http.disconnect`` while writing, so an abandoned stream is recorded the moment the
+    client leaves, not at the next write (which may be seconds away in a slow stream)."""
+
+    def __init__(self, model: ScriptedModel, body: dict, index: int, steps: list[dict],
+                 renderer: Renderer) -> None:
+        self.model, self.body, self.index, self.steps = model, body, index, steps
+        self.renderer = renderer
 
     async def __call__(self, scope, receive, send) -> None:
         await send(
@@ -510,71 +674,62 @@ class _SseApp:
             pass
 
     async def _produce(self, send) -> None:
-        role_sent = False
+        render = self.renderer
         had_tools = False
         finish, usage_override, completion_chars = None, None, 0
 
-        async def emit(delta: dict) -> None:
-            nonlocal role_sent
-            if not role_sent:
-                delta = {"role": "assistant", **delta}
-                role_sent = True
-            await send(
-                {"type": "http.response.body", "body": self._chunk(delta), "more_body": True}
-            )
+        async def emit(data: bytes) -> None:
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
 
         for step in self.steps:
             if "raw" in step:
                 body = step["raw"]["body"].encode()
                 piece = int(step["raw"].get("piece") or len(body))
                 for start in range(0, len(body), piece):
-                    await send({"type": "http.response.body", "body": body[start:start + piece],
-                                "more_body": True})
+                    await emit(body[start:start + piece])
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
             if "delay" in step:
                 await asyncio.sleep(step["delay"])
             elif "content" in step:
                 completion_chars += len(step["content"])
-                await emit({"content": step["content"]})
+                await emit(render.content(step["content"]))
             elif "reasoning" in step:
                 completion_chars += len(step["reasoning"])
-                await emit({"reasoning_content": step["reasoning"]})
+                await emit(render.reasoning(step["reasoning"]))
+            elif "signature" in step:
+                await emit(render.signature(step["signature"]))
+            elif "redacted" in step:
+                await emit(render.redacted(step["redacted"]))
             elif "slow" in step:
                 interval = float(step["slow"].get("interval", 0.05))
                 for token in _slow_tokens(step["slow"]):
                     completion_chars += len(token)
-                    await emit({"content": token})
+                    await emit(render.content(token))
                     await asyncio.sleep(interval)
             elif "tool_call" in step:
                 had_tools = True
-                tc = step["tool_call"]
-                fragment: dict[str, Any] = {"index": tc.get("index", 0)}
-                function: dict[str, Any] = {}
-                if "id" in tc:
-                    fragment["id"] = tc["id"]
-                    fragment["type"] = "function"
-                if "name" in tc:
-                    function["name"] = tc["name"]
-                function["arguments"] = tc.get("arguments", "")
-                fragment["function"] = function
-                completion_chars += len(function["arguments"])
-                await emit({"tool_calls": [fragment]})
+                completion_chars += len(step["tool_call"].get("arguments", ""))
+                await emit(render.tool_call(step["tool_call"]))
             elif "error" in step:
                 raise _AbortStream(step.get("message", "scripted abort"))
+            elif "stream_error" in step:
+                await send({"type": "http.response.body", "more_body": False,
+                            "body": render.stream_error(step["stream_error"])})
+                return
+            elif "cut" in step:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
             elif "finish" in step:
                 finish = step["finish"]
             elif "usage" in step:
                 usage_override = step["usage"]
 
         finish = finish or ("tool_calls" if had_tools else "stop")
-        final = {} if role_sent else {"role": "assistant"}
-        body = self._chunk(final, finish)
-        if (self.body.get("stream_options") or {}).get("include_usage"):
-            usage = _usage(self.body, completion_chars, usage_override)
-            body += f"data: {json.dumps({**self.base, 'choices': [], 'usage': usage})}\n\n".encode()
-        body += b"data: [DONE]\n\n"
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        usage = _usage(self.body, completion_chars, usage_override)
+        await send({"type": "http.response.body", "body": render.end(finish, usage),
+                    "more_body": False})
 
 
 if __name__ == "__main__":  # pragma: no cover - manual / cross-process use

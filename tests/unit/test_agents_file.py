@@ -11,6 +11,7 @@ from gateway import Agent, AgentError, Settings, create_app
 from gateway.cli.main import main
 from gateway.engine.agents.agent import AgentDefaults
 from gateway.engine.agents.file import load_agents_file, registry_for
+from gateway.engine.models.reasoning import Reasoning
 
 TOOLS = Path(__file__).resolve().parents[1] / "support" / "server_tools.py"
 DEFAULTS = AgentDefaults(model="openai/main", allowed_models=("openai/small",),
@@ -65,9 +66,11 @@ max_steps = 4
 max_input_tokens = 10000
 subagents = ["billing"]
 allow_client_system_prompt = true
+reasoning_effort = "high"
 
 [agents.billing]
 tools = []
+thinking_budget = 4000
 """), DEFAULTS)
     triage, billing = registry.get("triage"), registry.get("billing")
     assert triage is not None and billing is not None
@@ -78,6 +81,8 @@ tools = []
     assert (triage.max_tokens, triage.max_steps, triage.max_input_tokens) == (500, 4, 10000)
     assert triage.subagents == ("billing",) and triage.allow_client_system_prompt
     assert billing.tools == {} and billing.model == "openai/main"
+    assert (triage.reasoning, billing.reasoning) == (Reasoning(effort="high"),
+                                                     Reasoning(budget=4000))
     assert registry.default_name == "triage"  # the first, with none named `default`
 
 
@@ -113,6 +118,10 @@ tools = ["{TOOLS}:add"]
     (f"[agents.a]\ntools = ['{TOOLS}:add', '{TOOLS}']\n",
      "[agents.a] tools: two tools are named 'add'"),
     ("[agents.a]\nmcp_servers = 'missing.json'\n", "[agents.a] mcp_servers: cannot read"),
+    ("[agents.a]\nreasoning_effort = 'max'\n",
+     "[agents.a] reasoning_effort: must be \"minimal\", \"low\", \"medium\" or \"high\""),
+    ("[agents.a]\nthinking_budget = 0\n", "[agents.a] thinking_budget: must be a whole number"),
+    ("[agents.a]\nthinking_budget = 1.5\n", "[agents.a] thinking_budget: must be a whole number"),
     ("[agents.a]\n[other]\n", "unknown top-level key 'other'"),
     ("agents = 1\n", "declares no agents"),
     ("[agents]\n", "declares no agents"),
@@ -167,6 +176,11 @@ def test_agents_declared_in_python_are_checked_and_kept_on_the_app() -> None:
     assert list(registry.get("support").tools) == ["lookup"]
     with pytest.raises(AgentError, match=r"\[agents.support\] subagents: 'ghost'"):
         create_app(Settings(), agents=[Agent(name="support", subagents=["ghost"])])
+    thinking = create_app(Settings(model="openai/x"), agents=[
+        Agent(name="deep", reasoning_effort="low", thinking_budget=2048)])
+    assert thinking.state.agents.default.reasoning == Reasoning("low", 2048)
+    with pytest.raises(AgentError, match=r"\[agents.deep\] reasoning_effort: must be one of"):
+        create_app(Settings(), agents=[Agent(name="deep", reasoning_effort="extreme")])
 
 
 def test_agents_check_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import SettingsError, load_settings
+from gateway.runs.limits import RunLimits
 
 
 def _load(monkeypatch: pytest.MonkeyPatch, **env: str):
@@ -24,14 +25,19 @@ def test_defaults_are_the_embedded_ones(monkeypatch: pytest.MonkeyPatch) -> None
     assert settings.development_mode == "auto" and settings.development_possible
 
 
-def test_the_cap_on_active_runs_defaults_by_database_and_a_set_one_wins(
+def test_admission_is_by_what_the_process_carries_and_a_count_is_an_operators_cap(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # PostgreSQL's runs cost the process more CPU per token: fewer fit its loop.
-    assert _load(monkeypatch).active_runs_cap == 180
+    # No count by default, on either database: the loop's lateness, its CPU and the start
+    # wait say when the process is busy.
     postgres = "postgresql://gateway@localhost/gateway"
-    assert _load(monkeypatch, GATEWAY_DATABASE_URL=postgres).active_runs_cap == 170
-    assert _load(monkeypatch, GATEWAY_DATABASE_URL=postgres,
-                 GATEWAY_MAX_ACTIVE_RUNS="0").active_runs_cap == 0
+    for settings in (_load(monkeypatch), _load(monkeypatch, GATEWAY_DATABASE_URL=postgres)):
+        limits = RunLimits.from_settings(settings)
+        assert limits.max_active_runs == 0
+        assert (limits.max_loop_cpu, limits.max_loop_lag_seconds,
+                limits.max_start_wait_seconds) == (0.9, 0.25, 0.75)
+    capped = RunLimits.from_settings(_load(monkeypatch, GATEWAY_MAX_ACTIVE_RUNS="120",
+                                           GATEWAY_MAX_LOOP_CPU="0"))
+    assert (capped.max_active_runs, capped.max_loop_cpu) == (120, 0.0)
 
 
 def test_api_keys_with_and_without_projects(monkeypatch: pytest.MonkeyPatch) -> None:

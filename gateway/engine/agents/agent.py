@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..loop import ServerToolSpec
+from ..models.reasoning import EFFORTS, Reasoning
 from ..models.routed import Deployment
 
 if TYPE_CHECKING:
@@ -75,6 +76,12 @@ class Agent:
     # summary the model writes of them ("summarize"; docs/context.md).
     context: str = "trim"
     approval: Sequence[str] = ()  # its server tools that ask a human before they run
+    # What it asks of the model's thinking (docs/models.md, Reasoning): an effort
+    # ("minimal", "low", "medium", "high"; OpenAI's `reasoning_effort`, which litellm maps
+    # for Anthropic and Gemini), and a budget of thinking tokens (Anthropic's `thinking`,
+    # Gemini's thinking budget; an OpenAI-compatible server has none).
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,7 @@ class ResolvedAgent:
     allow_client_system_prompt: bool
     context: str = "trim"
     approval: tuple[str, ...] = ()
+    reasoning: Reasoning = Reasoning()
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,12 @@ def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent
         fallbacks = defaults.fallbacks if agent.model is None else ()
     if agent.context not in CONTEXT_MODES:
         raise error("context", f"must be one of {', '.join(CONTEXT_MODES)}")
+    if agent.reasoning_effort is not None and agent.reasoning_effort not in EFFORTS:
+        raise error("reasoning_effort", f"must be one of {', '.join(EFFORTS)}")
+    budget = agent.thinking_budget
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool)
+                               or budget < 1):
+        raise error("thinking_budget", "must be a whole number of tokens, 1 or more")
     tools = None if agent.tools is None else load_tools(agent.tools, error)
     mcp = agent.mcp_servers if agent.mcp_servers is not None else defaults.mcp_servers
     return ResolvedAgent(
@@ -210,7 +224,8 @@ def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent
         max_steps=agent.max_steps if agent.max_steps is not None else defaults.max_steps,
         max_input_tokens=agent.max_input_tokens, subagents=tuple(agent.subagents),
         allow_client_system_prompt=agent.allow_client_system_prompt, context=agent.context,
-        approval=tuple(agent.approval))
+        approval=tuple(agent.approval),
+        reasoning=Reasoning(agent.reasoning_effort, agent.thinking_budget))
 
 
 def load_tools(sources: Sequence[ToolSource],

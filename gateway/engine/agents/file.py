@@ -7,6 +7,7 @@
     tools = ["shop.tools"]                # Python server tools, by import path
     approval = ["refund_order"]           # server tools that ask a human first
     subagents = ["billing"]
+    reasoning_effort = "medium"           # or thinking_budget = 4000 (Anthropic, Gemini)
 
 Every field is optional (docs/agents.md lists them); what a table leaves out is the
 environment's setting. The file is read with the standard library (`tomllib`) and checked
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..models.reasoning import EFFORTS
 from ..models.routed import Deployment
 from .agent import (
     Agent,
@@ -58,6 +60,8 @@ _FIELDS: dict[str, tuple[str, Any]] = {
     "context": ('"trim" or "summarize"', lambda v: v in ("trim", "summarize")),
     "approval": ("a list of server tool names (strings)",
                  lambda v: isinstance(v, list) and all(isinstance(t, str) and t for t in v)),
+    "reasoning_effort": ('"minimal", "low", "medium" or "high"', lambda v: v in EFFORTS),
+    "thinking_budget": ("a whole number of tokens, 1 or more", lambda v: _whole(v) and v >= 1),
 }
 
 

@@ -58,6 +58,7 @@ class Delegation:
         hooks, on_model = self.hooks(agent.model)
         return RunInput(history=history, server_tools=self.tools(agent),
                         max_tokens=agent.max_tokens, temperature=agent.temperature,
+                        reasoning=agent.reasoning or None,
                         model=agent.model, max_steps=agent.max_steps, hooks=hooks,
                         on_model=on_model, sender=agent.name, subagent_run_id=invocation,
                         subagents=self.tools_of(agent, depth + 1))

@@ -1,9 +1,10 @@
-"""Which model adapter a model string gets: `DirectModel` or `LiteLLMModel`.
+"""Which model adapter a model string gets: `DirectModel`, `NativeModel` or `LiteLLMModel`.
 
 litellm decides what a model string means (`get_llm_provider`: provider, upstream name, base
 URL, key from the provider's environment variable), so the gateway never keeps its own list of
 providers: `auto` streams directly from every provider litellm itself treats as an
-OpenAI-compatible chat-completions server, and leaves the rest to litellm.
+OpenAI-compatible chat-completions server (`DirectModel`), and from Anthropic and Gemini in
+their own formats (`NativeModel`), and leaves the rest to litellm.
 """
 
 from __future__ import annotations
@@ -13,19 +14,25 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
+from . import anthropic_wire, gemini_wire
 from .direct import DirectModel
 from .litellm_model import LiteLLMModel
+from .native import NativeModel
 from .routed import Deployment, RoutedModel
 
 if TYPE_CHECKING:
     from ...config import Settings
 
 Adapter = Literal["auto", "litellm", "direct"]
+Streaming = LiteLLMModel | DirectModel | NativeModel
 OPENAI_BASE = "https://api.openai.com/v1"
 # OpenAI-compatible in their chat format but not in their authentication (OAuth device flows).
 _NOT_BEARER_KEY = {"github_copilot", "chatgpt"}
 
 log = logging.getLogger(__name__)
+# Providers streamed in their own format, with how each finds its key when none is given.
+NATIVE_KEYS = {anthropic_wire.PROVIDER: anthropic_wire.api_key,
+               gemini_wire.PROVIDER: gemini_wire.api_key}
 
 
 class AdapterError(ValueError):
@@ -48,7 +55,7 @@ def load_litellm() -> None:
 
 def model_adapter(model: str, api_base: str | None, api_key: str | None,
                   adapter: Adapter = "auto", fallbacks: Sequence[Deployment] = (),
-                  retries: int = 0) -> LiteLLMModel | DirectModel:
+                  retries: int = 0) -> Streaming:
     """The adapter for `model`; litellm must already be imported (`load_litellm`).
 
     With fallbacks or retries, litellm's Router makes the streamed calls (`RoutedModel`):
@@ -74,7 +81,7 @@ def model_adapter(model: str, api_base: str | None, api_key: str | None,
     return fallback
 
 
-def adapter_for(settings: Settings) -> LiteLLMModel | DirectModel:
+def adapter_for(settings: Settings) -> Streaming:
     """The adapter the settings ask for, or `AdapterError` (one line). Holds nothing open
     until its first call, so `gateway serve` can check it before starting anything."""
     return model_adapter(
@@ -86,7 +93,7 @@ def adapter_for(settings: Settings) -> LiteLLMModel | DirectModel:
 
 
 def _direct(model: str, api_base: str | None, api_key: str | None, fallback: LiteLLMModel
-            ) -> tuple[str, DirectModel | None]:
+            ) -> tuple[str, DirectModel | NativeModel | None]:
     import litellm
     from litellm.constants import openai_compatible_providers
 
@@ -95,9 +102,14 @@ def _direct(model: str, api_base: str | None, api_key: str | None, fallback: Lit
             model, api_base=api_base, api_key=api_key)
     except Exception:
         return "litellm does not know its provider", None
+    if provider in NATIVE_KEYS:
+        return "", NativeModel(model=name, provider=provider, api_base=api_base,
+                               api_key=NATIVE_KEYS[provider](api_key), litellm_model=model,
+                               fallback=fallback)
     compatible = provider == "openai" or provider in openai_compatible_providers
     if not compatible or provider in _NOT_BEARER_KEY:
-        return f"provider {provider!r} is not an OpenAI-compatible chat-completions API", None
+        return (f"provider {provider!r} is neither an OpenAI-compatible chat-completions API "
+                "nor Anthropic's or Gemini's"), None
     if provider == "openai":
         # What the openai SDK under litellm would use.
         base = (base or litellm.api_base or os.environ.get("OPENAI_BASE_URL")

@@ -38,6 +38,7 @@ from ..deltas import (
     usage_of,
 )
 from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
+from .reasoning import replayable
 from .upstream_pool import UpstreamPool
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
@@ -103,7 +104,7 @@ class DirectModel:
             name = found
         body: dict[str, Any] = {
             "model": name,
-            "messages": request.messages,
+            "messages": replayable(request.messages, False),
             "stream": True,
             "stream_options": {"include_usage": True},
             **request.options(),

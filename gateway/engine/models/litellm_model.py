@@ -18,11 +18,15 @@ from ..deltas import (
     Finish,
     ModelError,
     ReasoningDelta,
+    ReasoningSignature,
+    RedactedReasoning,
     Served,
     TextDelta,
     ToolCallDelta,
     usage_of,
 )
+from .provider_words import words
+from .reasoning import Reasoning, replayable, traits, with_thinking
 
 log = logging.getLogger(__name__)
 UsageSink = Callable[[int], None]
@@ -43,10 +47,12 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     model: str | None = None  # None: the gateway's configured model
+    reasoning: Reasoning | None = None  # what the agent asks of the model's thinking
 
     def options(self) -> dict[str, Any]:
-        """The chat-completions parameters this request sets, in the OpenAI names both
-        adapters send (a tool choice only means something with tools)."""
+        """The chat-completions parameters this request sets, in the OpenAI names every
+        adapter sends (a tool choice only means something with tools; a reasoning budget goes
+        as `thinking` where the provider understands one: `reasoning.with_thinking`)."""
         options: dict[str, Any] = {}
         if self.tools:
             options["tools"] = self.tools
@@ -56,6 +62,8 @@ class ModelRequest:
             options["max_tokens"] = self.max_tokens
         if self.temperature is not None:
             options["temperature"] = self.temperature
+        if self.reasoning is not None and self.reasoning.effort is not None:
+            options["reasoning_effort"] = self.reasoning.effort
         return options
 
 
@@ -88,9 +96,11 @@ class LiteLLMModel:
         """The call's stream (litellm's wrapper), or the call's failure as a `ModelError`."""
         import litellm
 
+        model = request.model or self.model
+        kind = traits(model, self.api_base)
         params: dict[str, Any] = {
-            "model": request.model or self.model,
-            "messages": request.messages,
+            "model": model,
+            "messages": replayable(request.messages, kind.replay),
             "stream": True,
             "stream_options": {"include_usage": True},
             # Retrying is the client's call (RUN_ERROR.isRetryable); a silent retry only delays it.
@@ -100,7 +110,7 @@ class LiteLLMModel:
             params["api_base"] = self.api_base
         if self.api_key:
             params["api_key"] = self.api_key
-        params.update(request.options())
+        params.update(with_thinking(request.options(), request.reasoning, kind.budget))
         try:
             return await litellm.acompletion(**params)
         except Exception as exc:
@@ -177,19 +187,33 @@ def _deltas(chunk: Any) -> list[Delta]:
         reasoning = getattr(delta, "reasoning_content", None)
         if reasoning:
             out.append(ReasoningDelta(reasoning))
+        for block in getattr(delta, "thinking_blocks", None) or ():
+            out.extend(_signed(block))
         if delta.content:
             out.append(TextDelta(delta.content))
         for call in getattr(delta, "tool_calls", None) or []:
             function = call.function
-            out.append(ToolCallDelta(
+            fragment = ToolCallDelta(
                 index=call.index or 0,
                 id=call.id or None,
                 name=(function.name if function else None) or None,
                 arguments=(function.arguments if function else None) or "",
-            ))
+            )
+            if fragment.id or fragment.name or fragment.arguments:  # an empty one says nothing
+                out.append(fragment)
         if choice.finish_reason:
             out.append(Finish(choice.finish_reason))
     return out
+
+
+def _signed(block: Any) -> list[Delta]:
+    """The signature, or the redacted reasoning, that litellm passes in a thinking block (its
+    text comes as `reasoning_content`)."""
+    fields: dict[str, Any] = block if isinstance(block, dict) else getattr(block, "__dict__", {})
+    if fields.get("type") == "redacted_thinking" and fields.get("data"):
+        return [RedactedReasoning(str(fields["data"]))]
+    signature = fields.get("signature")
+    return [ReasoningSignature(str(signature))] if signature else []
 
 
 _SECRETISH = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\*\.]{4,}", re.IGNORECASE)
@@ -197,10 +221,11 @@ _LITELLM_PREFIX = re.compile(r"^(litellm\.)?\w+(Error|Exception):\s*(\w+Exceptio
 
 
 def scrub(message: str, api_key: str | None) -> str:
-    """Provider messages go to end users: remove key material and litellm's class prefixes."""
+    """Provider messages go to end users: the provider's own words (`provider_words`), without
+    key material or litellm's class prefixes."""
     if api_key:
         message = message.replace(api_key, "***")
-    message = _SECRETISH.sub("***", message)
+    message = _SECRETISH.sub("***", words(message))
     message = _LITELLM_PREFIX.sub("", message.strip())
     return message[:500] or "The AI provider returned an error"
 

@@ -51,14 +51,16 @@ class UpstreamPool:
         self._session: aiohttp.ClientSession | None = None
 
     @contextlib.asynccontextmanager
-    async def post(self, path: str, body: bytes) -> AsyncIterator[aiohttp.ClientResponse]:
-        """`POST base_url + path` with `body` as JSON: the response, its body not read yet."""
+    async def post(self, path: str, body: bytes, headers: dict[str, str] | None = None
+                   ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """`POST base_url + path` with `body` as JSON: the response, its body not read yet.
+        `headers`: this request's own (their Content-Type included), besides the pool's."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers, timeout=self._timeout,
                 connector=aiohttp.TCPConnector(limit=0, ssl=self._tls,
                                                keepalive_timeout=KEEPALIVE_SECONDS))
-        async with self._session.post(self.base_url + path, data=body, headers={
+        async with self._session.post(self.base_url + path, data=body, headers=headers or {
                 "Content-Type": "application/json"}, proxy=self._proxy,
                 proxy_auth=self._proxy_auth) as response:
             yield response

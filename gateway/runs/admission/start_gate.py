@@ -9,11 +9,12 @@ order they came: a start waits for its turn instead of everyone waiting for all 
 (docs/decisions/0026-start-gate.md).
 
 Past what the process can carry, waiting in turn only makes everyone wait: every start is
-admitted, and the last get their first token long after. So the gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
-balancer sends the user elsewhere; not 429, which is the user's own quota), while
+admitted, and the last get their first token long after. So the gate also refuses, at once and
+before any work, with 503 `OVERLOADED` and `Retry-After` (a balancer sends the user elsewhere;
+not 429, which is the user's own quota), while
 
-- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`,
-  lower on PostgreSQL, whose runs cost the loop more), or
+- the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`, an
+  operator's cap: none by default), or
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
   (`GATEWAY_MAX_START_WAIT_SECONDS`: a part of the first-token bound, the rest left for the
   model's answer): the process starts runs more slowly than they come (its loop is full, or
@@ -27,7 +28,15 @@ balancer sends the user elsewhere; not 429, which is the user's own quota), whil
 - the event loop has run `max_lag` seconds late at each of its last few ticks
   (`GATEWAY_MAX_LOOP_LAG_SECONDS`, `lateness.py`): the process's core is full (its streams, or
   other jobs on the machine), every token already waits, and a new run would add to it (one
-  pause of the loop is not a reason).
+  pause of the loop is not a reason);
+- the event loop's thread has used `max_cpu` of one core over the last second
+  (`GATEWAY_MAX_LOOP_CPU`, `lateness.py`): the process is busy with its own work and a new run's
+  tokens would soon make every stream wait (the lateness would say so only once they do).
+
+What the process can carry is what these measure, not a count: the runs one core carries
+differ tenfold between runs that stream 50 tokens a second and runs that wait on a tool, and
+between one provider's stream and another's. A count (`max_active`,
+`GATEWAY_MAX_ACTIVE_RUNS`) is the operator's cap when wanted (off by default).
 
 Runs already admitted keep their pace. Each refusal is counted by the limit that refused it and
 logged, at most once a second, with the figures (`refused`). `saturation()` says why the
@@ -83,14 +92,16 @@ class Overloaded(ApiError):
 class StartGate:
     """At most `width` run starts at once; the rest wait in arrival order (asyncio's
     semaphore wakes waiters first come, first served). `active` counts the runs going, `lag`
-    is the loop's recent lateness; `max_active`, `max_wait` and `max_lag` (0: no limit) are
-    when a new start is refused instead."""
+    is the loop's recent lateness, `share` the share of a core its thread used; `max_active`,
+    `max_wait`, `max_lag` and `max_share` (0: no limit) are when a new start is refused
+    instead."""
 
     def __init__(self, width: int, max_active: int = 0, max_wait: float = 0.0,
                  active: Callable[[], int] = lambda: 0,
                  clock: Callable[[], float] = time.monotonic, max_lag: float = 0.0,
                  lag: Callable[[], float] = lambda: 0.0,
-                 cpu: Callable[[], float] = time.thread_time) -> None:
+                 cpu: Callable[[], float] = time.thread_time, max_share: float = 0.0,
+                 share: Callable[[], float] = lambda: 0.0) -> None:
         self._slots, self.width = asyncio.Semaphore(width), width
         self.max_active, self.max_wait, self._active = max_active, max_wait, active
         self.pace = StartPace(cpu)  # the loop's CPU per start while starts queue
@@ -99,6 +110,7 @@ class StartGate:
         self._inside = 0
         self._clock = clock
         self.max_lag, self._lag = max_lag, lag
+        self.max_share, self._share = max_share, share
         self._logged_at, self._unlogged = -LOG_EVERY, 0  # refusals' log line (`refused`)
 
     def saturation(self) -> Saturation | None:
@@ -120,6 +132,9 @@ class StartGate:
         if self.max_lag and (lag := self._lag()) >= self.max_lag:
             return Saturation("GATEWAY_MAX_LOOP_LAG_SECONDS",
                               f"the event loop runs {lag * 1000:.0f} ms late")
+        if self.max_share and (share := self._share()) >= self.max_share:
+            return Saturation("GATEWAY_MAX_LOOP_CPU",
+                              f"the event loop used {share:.0%} of a core over the last second")
         return None
 
     def refused(self, saturation: Saturation) -> Overloaded:

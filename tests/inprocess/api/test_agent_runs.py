@@ -30,6 +30,7 @@ description = "Answers questions about orders"
 instructions = "You are the support agent of Example Shop."
 temperature = 0.25
 max_tokens = 300
+reasoning_effort = "low"
 
 [agents.open]
 description = "Takes the page's own system prompt too"
@@ -84,6 +85,7 @@ def test_tambo_runs_the_default_agent_with_its_instructions_first(
                                       "content": "You are the support agent of Example Shop."}
     assert content(request["messages"][-1]) == "where is my order?"
     assert (request["temperature"], request["max_tokens"]) == (0.25, 300)
+    assert request["reasoning_effort"] == "low"  # the agent asks its model to reason
     finished = events[-1].data
     assert finished["type"] == "RUN_FINISHED"
     status = client.get(f"/v1/threads/{finished['threadId']}/runs/{finished['runId']}",

@@ -1,5 +1,6 @@
-"""Which adapter a model string gets: direct for OpenAI-compatible providers, litellm for the
-rest, litellm's Router whenever fallbacks or retries are set."""
+"""Which adapter a model string gets: direct for OpenAI-compatible providers, Anthropic and
+Gemini in their own formats, litellm for the rest, litellm's Router whenever fallbacks or
+retries are set."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from gateway.engine.models.adapters import OPENAI_BASE, Adapter, AdapterError, model_adapter
 from gateway.engine.models.direct import DirectModel
 from gateway.engine.models.litellm_model import LiteLLMModel
+from gateway.engine.models.native import NativeModel
 from gateway.engine.models.routed import Deployment, RoutedModel
 from gateway.services import load_litellm
 
@@ -41,8 +43,35 @@ def test_a_provider_litellm_knows_as_openai_compatible_is_direct_with_its_base_u
     assert model.api_base.startswith("https://")
 
 
-@pytest.mark.parametrize("name", ["anthropic/claude-3-5-sonnet-20241022", "gateway/demo",
-                                  "no-such-provider/model"])
+@pytest.mark.parametrize(("name", "provider", "upstream"), [
+    ("anthropic/claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"),
+    ("claude-sonnet-4-5-20250929", "anthropic", "claude-sonnet-4-5-20250929"),
+    ("gemini/gemini-2.5-flash", "gemini", "gemini-2.5-flash")])
+def test_anthropic_and_gemini_stream_directly_in_their_own_formats(
+        name: str, provider: str, upstream: str) -> None:
+    model = model_adapter(name, None, "key")
+    assert isinstance(model, NativeModel)
+    assert (model.provider, model.model, model.litellm_model) == (provider, upstream, name)
+    assert type(model.fallback) is LiteLLMModel and model.fallback.model == name
+    assert isinstance(model_adapter(name, None, "key", adapter="direct"), NativeModel)
+    assert type(model_adapter(name, None, "key", adapter="litellm")) is LiteLLMModel
+
+
+def test_anthropic_default_url_and_gemini_url_are_litellm_s() -> None:
+    claude = model_adapter("anthropic/claude-sonnet-4-5", None, "key")
+    gemini = model_adapter("gemini/gemini-2.5-flash", None, "key")
+    custom = model_adapter("anthropic/claude-sonnet-4-5", "http://127.0.0.1:9/proxy", "key")
+    assert isinstance(claude, NativeModel) and isinstance(gemini, NativeModel)
+    assert isinstance(custom, NativeModel)
+    assert claude.endpoint("claude-sonnet-4-5")[0] == "https://api.anthropic.com/v1/messages"
+    assert custom.endpoint("claude-sonnet-4-5")[0] == "http://127.0.0.1:9/proxy/v1/messages"
+    url, auth = gemini.endpoint("gemini-2.5-flash")
+    assert url == ("https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:"
+                   "streamGenerateContent?alt=sse")
+    assert auth == {"x-goog-api-key": "key"}
+
+
+@pytest.mark.parametrize("name", ["cohere/command-r", "gateway/demo", "no-such-provider/model"])
 def test_other_providers_stream_through_litellm(name: str) -> None:
     model = model_adapter(name, None, "key")
     assert type(model) is LiteLLMModel and model.model == name

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from gateway.backends.database import database_backend
-from gateway.engine.deltas import Finish, TextDelta, ToolCallDelta
+from gateway.engine.deltas import (
+    Finish,
+    ReasoningDelta,
+    ReasoningSignature,
+    RedactedReasoning,
+    TextDelta,
+    ToolCallDelta,
+)
 from gateway.engine.history import to_model_messages
 from gateway.engine.loop import ServerToolSpec
 from gateway.engine.model_view import turn_messages
@@ -78,3 +85,25 @@ def test_the_results_follow_the_calls_in_their_order_whatever_the_values_order()
     messages = turn_messages(values)
     assert [m.get("tool_call_id") for m in messages] == [None, "a", "b"]
     assert messages[0]["content"] is None
+
+
+async def test_signed_reasoning_goes_back_before_the_calls_live_and_from_history(
+        manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
+    """Anthropic requires a turn's thinking blocks, with their signatures, back before its
+    tool calls when thinking is on: the live loop and the history both give them."""
+    model.enqueue([ReasoningDelta("I should look. "), ReasoningSignature("sig-1"),
+                   RedactedReasoning("opaque=="), ToolCallDelta(0, "call_s", "lookup", "{}"),
+                   Finish("tool_calls")],
+                  [ReasoningDelta("Unsigned, "), ReasoningDelta("not sent back."),
+                   TextDelta("Found it."), Finish("stop")])
+    thread = await new_thread(store)
+    run = (await manager.start(thread, user("find x"))).run
+    await events(manager, run.id)
+
+    live = model.requests[1].messages
+    stored = to_model_messages(await store.history(thread.id))
+    assert live[1]["thinking_blocks"] == [
+        {"type": "thinking", "thinking": "I should look. ", "signature": "sig-1"},
+        {"type": "redacted_thinking", "data": "opaque=="}]
+    assert stored[:len(live)] == live
+    assert stored[len(live):] == [{"role": "assistant", "content": "Found it."}]

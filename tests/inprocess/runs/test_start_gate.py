@@ -295,6 +295,71 @@ async def test_the_lateness_watch_sleeps_while_idle_and_sees_load_the_moment_it_
     await asyncio.gather(watch, return_exceptions=True)
 
 
+async def test_a_start_is_refused_while_the_loop_uses_most_of_its_core() -> None:
+    share = [0.5]
+    gate = StartGate(4, max_share=0.9, share=lambda: share[0])
+    async with gate.turn():
+        pass
+    share[0] = 0.95  # the loop's own work fills its core: another run would make it late
+    assert getattr(gate.saturation(), "setting", None) == "GATEWAY_MAX_LOOP_CPU"
+    assert "95% of a core" in getattr(gate.saturation(), "detail", "")
+    with pytest.raises(Overloaded):
+        async with gate.turn():
+            pass
+    share[0] = 0.5
+    async with gate.turn():
+        pass
+
+
+async def test_the_loops_cpu_share_is_its_threads_cpu_over_the_last_second() -> None:
+    """Measured at each tick of the lateness watch, from the loop thread's CPU clock: here a
+    clock that runs at 95% of the loop's time, then stops (an idle loop)."""
+    loop = asyncio.get_running_loop()
+    rate = [0.95]
+    used = [0.0]
+    last = [loop.time()]
+
+    def cpu() -> float:
+        now = loop.time()
+        used[0] += (now - last[0]) * rate[0]
+        last[0] = now
+        return used[0]
+
+    lateness = LoopLateness(cpu=cpu)
+    assert lateness.cpu_share() == 0.0  # not watched: not measured, never a reason
+    watch = asyncio.create_task(lateness.watch())
+    await asyncio.sleep(0.2)
+    assert lateness.cpu_share() == 0.0  # less than half a window measured
+    await asyncio.sleep(0.5)
+    assert 0.9 <= lateness.cpu_share() <= 1.0
+    rate[0] = 0.0
+    await asyncio.sleep(1.1)
+    assert lateness.cpu_share() < 0.05
+    watch.cancel()
+    await asyncio.gather(watch, return_exceptions=True)
+
+
+async def test_a_loop_that_computes_uses_more_of_its_core_than_one_that_waits() -> None:
+    """The real clock: a loop that spins between its turns against one that sleeps."""
+    async def share_while(spin: bool) -> float:
+        lateness = LoopLateness()
+        watch = asyncio.create_task(lateness.watch())
+        end = time.monotonic() + 0.8
+        while time.monotonic() < end:
+            if spin:
+                stop = time.perf_counter() + 0.02
+                while time.perf_counter() < stop:
+                    pass
+            await asyncio.sleep(0 if spin else 0.02)
+        found = lateness.cpu_share()
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+        return found
+
+    assert await share_while(spin=False) < 0.1
+    assert await share_while(spin=True) > 0.2
+
+
 async def test_slow_work_of_a_start_leaves_its_turn_to_the_others_and_takes_a_new_one() -> None:
     """A start that reads its message's MCP resources (seconds, maybe) does it outside its turn:
     meanwhile another start goes in; after it, the start waits for a turn again, in order."""

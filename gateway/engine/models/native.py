@@ -1,0 +1,217 @@
+"""The direct adapter for providers with a streaming format of their own: Anthropic's Messages
+and Google's Gemini, read straight off the socket as `direct.py` reads an OpenAI-compatible
+stream.
+
+litellm's stream wrapper costs several times the CPU per chunk of reading the chunk itself
+(it builds objects per chunk and keeps them for the stream's life; for Anthropic it also runs
+its OpenAI-shaped post-processing on each), and most agents run on Claude. So the gateway
+streams these providers itself, and keeps of litellm what is not per token: the request
+(litellm's parameter mapping, message and tool translation and headers for the provider, in
+`anthropic_wire` and `gemini_wire`), the error mapping (litellm's exception mapping for the
+provider, then `LiteLLMModel.failed`), and every call that is not streamed (`complete`).
+
+To a client the two paths are indistinguishable: the same deltas (each wire module mirrors
+litellm's reading of the provider's events) and the same error codes and messages; except that
+an answer that stops before the provider said it was over is an error here
+(`LLM_STREAM_INCOMPLETE`, after what did stream), where litellm's wrapper ends it as if complete.
+The connections are one aiohttp pool per provider host (`upstream_pool`); cancelling or closing
+the stream closes its connection at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import aiohttp
+import httpx
+import orjson
+from yarl import URL
+
+from ..deltas import Delta, ModelError
+from . import anthropic_wire, gemini_wire
+from .direct import (
+    CONNECT_TIMEOUT_SECONDS,
+    MAX_ERROR_BYTES,
+    READ_TIMEOUT_SECONDS,
+    _drain,
+    _read_at_most,
+    _sse_data,
+    _timeout,
+)
+from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
+from .reasoning import replayable
+from .upstream_pool import UpstreamPool
+from .wire import INCOMPLETE, Incomplete, ProviderError, StreamReader, WireRequest
+
+log = logging.getLogger(__name__)
+PROVIDERS = (anthropic_wire.PROVIDER, gemini_wire.PROVIDER)
+
+
+@dataclass
+class NativeModel:
+    """Streams `provider`'s own format from its API (`api_base`: the configured base URL, None
+    for the provider's own), its connections in one aiohttp session.
+
+    `model` is the name the provider knows (litellm's prefix removed), `litellm_model` the full
+    litellm string, used for the non-streamed calls and the error mapping.
+    """
+
+    model: str
+    provider: str
+    api_base: str | None
+    api_key: str | None
+    litellm_model: str
+    fallback: LiteLLMModel
+    _pool: UpstreamPool | None = field(default=None, repr=False)
+    _names: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _endpoints: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict, repr=False)
+
+    def endpoint(self, name: str) -> tuple[str, dict[str, str]]:
+        """The streaming URL for model `name`, and the headers its key goes in (Gemini's; an
+        Anthropic key goes in litellm's request headers)."""
+        if name not in self._endpoints:
+            if self.provider == anthropic_wire.PROVIDER:
+                self._endpoints[name] = (anthropic_wire.endpoint(self.api_base), {})
+            else:
+                self._endpoints[name] = gemini_wire.endpoint(name, self.api_base, self.api_key)
+        return self._endpoints[name]
+
+    @property
+    def client(self) -> UpstreamPool:
+        if self._pool is None:
+            origin = str(URL(self.endpoint(self.model)[0]).origin())
+            self._pool = UpstreamPool(origin, {}, READ_TIMEOUT_SECONDS, CONNECT_TIMEOUT_SECONDS)
+        return self._pool
+
+    def open(self) -> None:
+        """Make the provider's pool now: its TLS context is better paid at start-up."""
+        self.client  # noqa: B018 (made on first access)
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
+        name = self.model
+        if request.model and request.model != self.litellm_model:
+            found = self._upstream_name(request.model)
+            if found is None:  # another provider, or another API: litellm's path
+                async for delta in self.fallback.stream(request):
+                    yield delta
+                return
+            name = found
+        call = await self._request(name, request)
+        url = URL(call.url)
+        try:
+            async with self.client.post(url.raw_path_qs, call.body, call.headers) as response:
+                if response.status >= 400:
+                    text = (await _read_at_most(response, MAX_ERROR_BYTES)).decode(
+                        errors="replace")
+                    raise self._mapped(self._provider_error(
+                        response.status, text, httpx.Headers(list(response.headers.items()))))
+                try:
+                    async for delta in deltas_of(_sse_data(response), call.reader):
+                        yield delta
+                except BaseException:
+                    response.close()  # left before its end: the connection is not reused
+                    raise
+        except ModelError:
+            raise
+        except ProviderError as error:
+            raise self._mapped(self._provider_error(error.status, error.body)) from None
+        except Incomplete as cut:
+            raise self.incomplete(str(cut)) from None
+        except TimeoutError as exc:  # aiohttp's read and connect timeouts are TimeoutErrors
+            raise self._mapped(_timeout(exc, self.litellm_model, self.provider), exc) from None
+        except (aiohttp.ClientError, orjson.JSONDecodeError) as exc:
+            # A refused or cut connection, or a garbled stream: litellm reports these as a 500.
+            raise self._mapped(self._provider_error(500, str(exc) or type(exc).__name__),
+                               exc) from None
+
+    async def _request(self, name: str, request: ModelRequest) -> WireRequest:
+        """The call litellm would make for `request`, or why litellm would not make it."""
+        url, auth = self.endpoint(name)
+        messages = replayable(request.messages, True)
+        if messages is not request.messages:
+            request = replace(request, messages=messages)
+        try:
+            if self.provider == anthropic_wire.PROVIDER:
+                return await anthropic_wire.build_request(name, request, url, self.api_key)
+            return await gemini_wire.build_request(name, request, url, auth, self.api_key)
+        except Exception as exc:
+            raise self.fallback.failed(exc) from None
+
+    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
+                       task: str | None = None, usage: UsageSink | None = None) -> str:
+        """Non-streamed calls are rare and not on the token path: litellm's, unchanged."""
+        return await self.fallback.complete(messages, max_tokens, task, usage)
+
+    def _upstream_name(self, model: str) -> str | None:
+        """The provider's name for `model` if litellm resolves it to this same provider (and
+        the same configured base URL)."""
+        if model not in self._names:
+            import litellm
+
+            try:
+                name, provider, _, _ = litellm.get_llm_provider(model)
+            except Exception:
+                name, provider = "", ""
+            self._names[model] = name if provider == self.provider else None
+        return self._names[model]
+
+    def _provider_error(self, status: int, text: str,
+                        headers: httpx.Headers | None = None) -> Exception:
+        """The provider's error as litellm's provider adapter raises it (the body as sent)."""
+        if self.provider == anthropic_wire.PROVIDER:
+            from litellm.llms.anthropic.common_utils import AnthropicError
+
+            error: Exception = AnthropicError(status_code=status, message=text, headers=headers)
+            return error
+        from litellm.llms.vertex_ai.common_utils import VertexAIError
+
+        error = VertexAIError(status_code=status, message=text, headers=headers)
+        return error
+
+    def _mapped(self, error: Exception, transport: Exception | None = None) -> ModelError:
+        """Through litellm's exception mapping for the provider, then the gateway's
+        classification (which also logs the failure once, with its cause)."""
+        from litellm.litellm_core_utils.exception_mapping_utils import exception_type
+
+        try:
+            mapped = exception_type(model=self.litellm_model, original_exception=error,
+                                    custom_llm_provider=self.provider)
+        except Exception as exc:  # exception_type raises the mapped exception
+            mapped = exc
+        return self.fallback.failed(mapped, transport)
+
+    def incomplete(self, why: str) -> ModelError:
+        log.warning("model call failed: %s (model %s): %s", INCOMPLETE, self.litellm_model, why)
+        return ModelError(INCOMPLETE, "The AI provider's answer ended before it was complete",
+                          "server_error", True, 502)
+
+
+async def deltas_of(payloads: AsyncIterator[bytes], reader: StreamReader
+                    ) -> AsyncGenerator[Delta, None]:
+    """The deltas of a stream's `data:` payloads as `reader` reads them, then its last ones;
+    once the provider said its answer is over, the body's rest is read so that its connection
+    goes back to the pool. A stream that fails after the provider counted its usage yields
+    that usage before its failure: the call is metered for what it consumed."""
+    try:
+        async for payload in payloads:
+            for delta in reader.feed(orjson.loads(payload)):
+                yield delta
+            if reader.done:
+                await _drain(payloads)
+                break
+        last = reader.end()
+    except (Incomplete, ProviderError, TimeoutError, aiohttp.ClientError,
+            orjson.JSONDecodeError):
+        for delta in reader.usage():
+            yield delta
+        raise
+    for delta in last:
+        yield delta
