@@ -138,6 +138,27 @@ def parse_fallbacks(raw: object) -> object:
     return [{"model": item} for item in _split(raw)]
 
 
+class ModelPrice(BaseModel):
+    """One model's price in `GATEWAY_MODEL_PRICES`: US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0, le=1_000_000)
+    output: float = Field(ge=0, le=1_000_000)
+    cachedInput: float | None = Field(None, ge=0, le=1_000_000)
+
+
+def parse_prices(raw: object) -> object:
+    """A JSON object `{"model": {"input": 0.2, "output": 0.6, "cachedInput"?: 0.05}}`."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError('not a JSON object of {"model": {"input": USD, "output": USD}} '
+                         "(per million tokens)") from None
+
+
 def _comma_list(raw: object) -> object:
     return _split(raw) if isinstance(raw, str) else raw
 
@@ -218,6 +239,21 @@ class Settings(BaseSettings):
                     "own URL and key variable), or a JSON list of `{\"model\", \"api_base\", "
                     "\"api_key\"}`. The run's status shows the model that answered. Set, "
                     "streamed calls go through litellm (not the direct adapter).")
+    model_prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(
+        default_factory=dict,
+        description="Prices of models, in US dollars per million tokens, for usage and cost "
+                    "(the run status, `gateway usage`, the console, Prometheus): a JSON object "
+                    "`{\"openai/llama\": {\"input\": 0.2, \"output\": 0.6, "
+                    "\"cachedInput\": 0.05}}` (`cachedInput` optional). For models without a "
+                    "public price in litellm's map (self-hosted ones, whose cost is otherwise "
+                    "unknown), or to use a negotiated price: a model listed here is priced "
+                    "from here. Runs that ended before keep the cost they were given.")
+    demo_tokens_per_second: float = Field(
+        83.0, ge=0, le=100_000,
+        description="How fast the built-in demo model (`gateway/demo`) streams its answer, in "
+                    "tokens a second (0: as fast as the gateway takes them). Raise it to try "
+                    "cancel and reconnect on a fast stream (real models send 50 to 650); ask "
+                    "it to \"count to 2000\" for a long one.")
     model_retries: int = Field(
         0, ge=0, le=10,
         description="Retries of each model (`GATEWAY_MODEL` and each fallback) on a retryable "
@@ -537,6 +573,7 @@ class Settings(BaseSettings):
     _parse_stock_runtime = field_validator("stock_runtime", mode="before")(parse_stock_runtime)
     _parse_chorus_hosts = field_validator("chorus_allowed_hosts", mode="before")(_comma_list)
     _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
+    _parse_prices = field_validator("model_prices", mode="before")(parse_prices)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)
 
     @field_validator("oidc_audience")

@@ -71,6 +71,12 @@ class Services:
     sockets: Counter[str] = field(default_factory=Counter)
 
 
+def prices_of(settings: Settings) -> dict[str, tuple[float, float, float | None]]:
+    """`GATEWAY_MODEL_PRICES` as each run's usage reads it (`engine.usage.Prices`)."""
+    return {model: (price.input, price.output, price.cachedInput)
+            for model, price in settings.model_prices.items()}
+
+
 @contextlib.asynccontextmanager
 async def open_services(settings: Settings, *, model: ServedModel | None = None,
                         timings: Timings | None = None, agents: AgentRegistry | None = None
@@ -80,6 +86,9 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
     agents `create_app` already checked (else those of the settings)."""
     agents = agents if agents is not None else registry_for(settings)
     load_litellm()
+    from .engine.models import demo  # imports litellm: only after `load_litellm`
+
+    demo.set_speed(settings.demo_tokens_per_second)
     async with contextlib.AsyncExitStack() as stack:
         store = await _open_store(settings, stack)
         served = model if model is not None else await _open_model(settings, stack)
@@ -91,7 +100,8 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         stack.push_async_callback(backend.close)
         setup = LoopSetup(served, settings.model, server_tools, agents,
                           await agent_tools(settings, agents, stack, server_tools),
-                          agent_models(settings, agents, stack) if model is None else {})
+                          agent_models(settings, agents, stack) if model is None else {},
+                          prices=prices_of(settings))
         check_subagent_names(setup)
         manager = RunManager(store, setup, backend, RunLimits.from_settings(settings), timings)
         manager.components.max_state_bytes = settings.max_component_state_bytes

@@ -13,6 +13,7 @@ scope, and a signed-in user's scope is never reachable with the API key alone.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
@@ -185,13 +186,23 @@ def resolve_admin(settings: Settings, creds: Credentials | None,
     """The caller of the operator API (`/v1/admin/...`): an admin key, and nothing else.
 
     An admin key (`gateway keys create --admin`) sees every thread, run and usage row of its
-    own project, across user scopes. No key or an unknown one is 401 `UNAUTHORIZED`; a client
-    key (managed, or from `GATEWAY_API_KEYS`) or a signed-in user's bearer token 403
-    `ADMIN_KEY_REQUIRED`. Development mode (no key ever made, loopback only) has no keys to
-    tell apart: its operator API answers without one, for project `default`."""
+    own project, across user scopes; what it starts (an answer to a waiting thread) counts
+    against its own quotas, as a client key's runs do. No key or an unknown one is 401
+    `UNAUTHORIZED`; a client key (managed, or from `GATEWAY_API_KEYS`) or a signed-in user's
+    bearer token 403 `ADMIN_KEY_REQUIRED`. Development mode (no key ever made, loopback only)
+    has no keys to tell apart: its operator API answers without one, for project `default`."""
     refuse_unresolved(creds)
     if creds is not None and creds.development:
         return Caller(DEVELOPMENT_PROJECT, development=True, admin=True)
+    managed = admin_key(settings, creds, headers)
+    # The operator answers any agent's thread: no agent binding, whatever the key was made with.
+    return dataclasses.replace(key_caller(settings, managed.project, managed.id, managed),
+                               agent=None, admin=True)
+
+
+def admin_key(settings: Settings, creds: Credentials | None,
+              headers: list[tuple[bytes, bytes]]) -> ManagedKey:
+    """The admin key a request presents, or the refusal (`resolve_admin` says which)."""
     given, bearer = presented(headers)
     if bearer is not None and looks_like_jwt(bearer):
         raise ApiError(Problem.ADMIN_KEY_REQUIRED, "A user's bearer token does not open the "
@@ -203,7 +214,7 @@ def resolve_admin(settings: Settings, creds: Credentials | None,
     key = keys[0]
     managed = creds.managed.get(key) if creds is not None else None
     if managed is not None and managed.admin:
-        return Caller(managed.project, key_id=managed.id, managed=managed, admin=True)
+        return managed
     if managed is not None or key in settings.api_keys:
         raise ApiError(Problem.ADMIN_KEY_REQUIRED, "This key is not an admin key; the "
                        "operator API answers keys made with `gateway keys create --admin`")

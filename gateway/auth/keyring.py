@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 import secrets
 import time
@@ -35,6 +36,11 @@ CACHE_ENTRIES = 10_000
 WINDOW_SECONDS = 60.0
 # Ids of `GATEWAY_API_KEYS` keys (`context.env_key_id`): never in the database.
 ENV_KEY_PREFIX = "env-"
+# How often a process writes down that a key was used (`api_keys.last_used_ms`): "last used"
+# is to the minute, and a key in steady use costs one write a minute per process.
+LAST_USED_EVERY_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -134,6 +140,8 @@ class KeyRing:
         # Keys once found usable: looking them up again (to see a revocation) is never limited,
         # so a flood of made-up keys from a shared address (a proxy) does not lock them out.
         self._known: set[str] = set()
+        self._used_at: dict[str, float] = {}  # key id -> when this process last wrote it down
+        self._writes: set[asyncio.Task[None]] = set()
 
     async def resolve(self, key: str, client: str | None = None) -> ManagedKey | None:
         """The usable managed key `key` is, or None. Looking up a key never found usable for
@@ -152,6 +160,7 @@ class KeyRing:
             if len(self._known) >= CACHE_ENTRIES:
                 self._known.clear()
             self._known.add(digest)
+            self.used(found.id)
         elif client is not None:
             self.failed.record(client)
         return found
@@ -163,36 +172,78 @@ class KeyRing:
         if cached is None:
             cached = await self._shared(name, lambda: self._look_up(
                 name, lambda: self.store.get_api_key(key_id)))
-        return usable(cached[1], now_ms())
+        found = usable(cached[1], now_ms())
+        if found is not None:
+            self.used(found.id)
+        return found
+
+    def used(self, key_id: str) -> None:
+        """A request came with this key: written down (`last_used_ms`) at most every
+        `LAST_USED_EVERY_SECONDS` per process, behind the request, which never waits for it
+        (a failed write is retried a minute later, by the next use)."""
+        now = time.monotonic()
+        if now - self._used_at.get(key_id, -LAST_USED_EVERY_SECONDS) < LAST_USED_EVERY_SECONDS:
+            return
+        if len(self._used_at) >= CACHE_ENTRIES:
+            self._used_at.clear()
+        self._used_at[key_id] = now
+        write = asyncio.ensure_future(self._write_used(key_id, now_ms()))
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+
+    async def _write_used(self, key_id: str, at: int) -> None:
+        try:
+            await self.store.touch_api_key(key_id, at)
+        except Exception as error:  # noqa: BLE001  (a bookkeeping write never fails a request)
+            log.debug("could not note the use of key %s: %s", key_id, error)
+
+    def forget(self, row: ApiKeyRow) -> None:
+        """This process made a change to the key (revoked it): the next request looks it up
+        again instead of trusting the cache."""
+        self._keys.pop(row.key_hash, None)
+        self._keys.pop("id:" + row.id, None)
 
     async def keys_ever_made(self) -> bool:
         """Whether any managed key was ever made (revoked and expired ones count). Once true
         it stays true: no key is ever deleted, and authentication never switches itself off.
 
-        Only the first answer is waited for. A later check (every `cache_seconds`) runs while
-        requests go on with the answer so far: every request of a process without keys (in
-        development mode) waited for it, and on SQLite it queues on the process's one
-        connection behind the run starts and log commits (docs/decisions/0031). A key made
-        meanwhile ends development mode when it returns."""
-        if self._ever_made:
-            return True
-        if self._checked is None or time.monotonic() - self._checked > self.cache_seconds:
+        The bound is exact: an answer serves for `cache_seconds` from the moment its query
+        started, so every request that comes `cache_seconds` after a key was made (in any
+        process: `gateway keys create` is another one) sees it. Under steady traffic nobody
+        waits: from half that age a new check runs in the background while requests go on
+        with the answer so far (the check queues, on SQLite, behind the run starts and log
+        commits: docs/decisions/0031). Only a request that finds the answer older than the
+        bound (an idle process, or a check slower than half the bound) waits for a fresh one."""
+        arrived = time.monotonic()
+        while not self._ever_made:
+            age = None if self._checked is None else arrived - self._checked
+            if age is not None and age <= self.cache_seconds / 2:
+                break
             check = self._check_ever_made()
-            if self._checked is None:
-                await asyncio.shield(check)
+            if age is not None and age <= self.cache_seconds:
+                break
+            await asyncio.shield(check)  # a check that started too long ago: once more
         return self._ever_made
 
+    def key_made(self) -> None:
+        """A key was just made by this process (the operator API): development mode ends
+        here at once, and in the other processes within `cache_seconds`."""
+        self._ever_made = True
+
     async def settled(self) -> None:
-        """Returns once the lookups under way have (what a test waits for to see them)."""
-        await asyncio.gather(*self._looking.values(), return_exceptions=True)
+        """Returns once the lookups and writes under way have (what a test waits for)."""
+        await asyncio.gather(*self._looking.values(), *self._writes, return_exceptions=True)
 
     def _check_ever_made(self) -> asyncio.Future[None]:
-        """The check under way, or a new one; it keeps its answer when it returns."""
+        """The check under way, or a new one; its answer is dated from when its query
+        started (what it saw is at least that fresh)."""
         pending = self._looking.get("")
         if pending is None:
             async def check() -> None:
+                started = time.monotonic()
                 made = await self._count()
-                self._ever_made, self._checked = made, time.monotonic()
+                self._ever_made = self._ever_made or made
+                self._checked = max(started, self._checked or started)
 
             pending = self._looking[""] = asyncio.ensure_future(check())
             pending.add_done_callback(self._checked_ever_made)

@@ -1,8 +1,12 @@
-"""`gateway keys create | list | revoke --project NAME`: managed API keys in the database.
+"""`gateway keys create | list | revoke [--project NAME]`: managed API keys in the database.
+
+A key belongs to one project (`--project`, default `default`: the project development mode
+serves, so the first key made on a laptop sees the threads made before it).
 
 `create` prints the new key once (only its hash is stored, so it cannot be shown again);
 `create --admin` makes an operator's key, for the console (`/admin`) and `/v1/admin/...` only;
-`list` shows ids, prefixes, expiry, state and limits, never a key; `revoke` stops a key in
+`list` shows ids, prefixes, expiry, state, limits, agent and last use (to the minute), never a
+key; `revoke` stops a key in
 every process within `GATEWAY_KEY_CACHE_SECONDS`.
 """
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 _PROJECT = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _DURATION = re.compile(r"^([0-9]+)([smhd])$")
+DEFAULT_PROJECT = "default"  # development mode's project (`auth.caller`)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
@@ -33,7 +38,9 @@ def add_parser(commands: Commands) -> None:
     keys = commands.add_parser("keys", help="create, list or revoke managed API keys")
     actions = keys.add_subparsers(dest="keys_command", required=True)
     create = actions.add_parser("create", help="make a key and print it (once)")
-    create.add_argument("--project", required=True, type=project_name)
+    create.add_argument("--project", default=DEFAULT_PROJECT, type=project_name,
+                        help="the project whose threads the key reaches (default: default, "
+                             "development mode's)")
     create.add_argument("--agent", type=agent_name, metavar="NAME",
                         help="the agent this key's Tambo runs use (default: "
                              "GATEWAY_DEFAULT_AGENT); checked against the configured agents")
@@ -47,8 +54,11 @@ def add_parser(commands: Commands) -> None:
     listing = actions.add_parser("list", help="show keys (never the keys themselves)")
     listing.add_argument("--project", type=project_name)
     revoke = actions.add_parser("revoke", help="stop a key, in every process")
-    revoke.add_argument("--project", required=True, type=project_name)
-    revoke.add_argument("key_id", help="the key's id (`key_...`, from `gateway keys list`)")
+    revoke.add_argument("--project", default=DEFAULT_PROJECT, type=project_name,
+                        help="the key's project (default: default)")
+    revoke.add_argument("key_id", metavar="KEY_ID_OR_KEY",
+                        help="the key's id (`key_...`, from `gateway keys list`), or the key "
+                             "itself (`gwk_...`)")
     for action in (create, listing, revoke):
         action.add_argument("--database-url", help="overrides GATEWAY_DATABASE_URL")
 
@@ -190,18 +200,27 @@ async def _list(store: Store, project: str | None) -> int:
     rows = await store.list_api_keys(project)
     now = now_ms()
     print("id\tproject\tprefix\tcreated\texpires\tstate\tconcurrent\tper-minute\tdaily-tokens"
-          "\tkind")
+          "\tkind\tagent\tlast-used")
     for r in rows:
         state = ("revoked" if r.revoked_ms is not None else
                  "expired" if r.expires_ms is not None and r.expires_ms <= now else "active")
         print("\t".join([r.id, r.project_id, r.prefix + "...", _when(r.created_ms),
                          _when(r.expires_ms), state, _limit(r.max_concurrent_runs),
                          _limit(r.runs_per_minute), _limit(r.daily_tokens),
-                         "admin" if r.admin else "client"]))
+                         "admin" if r.admin else "client", r.agent or "-",
+                         _when(r.last_used_ms)]))
     return 0
 
 
 async def _revoke(store: Store, project: str, key_id: str) -> int:
+    from ..auth.keyring import KEY_PREFIX, hash_key
+
+    if key_id.startswith(KEY_PREFIX):  # the key itself: its id, found by its hash
+        found = await store.find_api_key(hash_key(key_id))
+        if found is None:
+            print("gateway: no such key")
+            return 1
+        key_id = found.id
     if not await store.revoke_api_key(key_id, project, now_ms()):
         print(f"gateway: no active key {key_id} in project {project}")
         return 1

@@ -1,4 +1,5 @@
-"""`gateway serve | migrate | config | openapi | keys | agents | usage | prune`, and `--version`.
+"""`gateway serve | migrate | config | openapi | keys | agents | usage | prune | chorus`, and
+`--version`.
 
 Every way start-up can fail for a reason the operator must fix (a bad setting, a port in use,
 a database that cannot be reached or migrated) ends the process at once with one line on stderr
@@ -40,7 +41,8 @@ class UsageError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="gateway",
+                                     description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--version", action="version", version=f"gateway {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the HTTP server")

@@ -59,6 +59,9 @@ class Usage:
     output_tokens: int
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
+    # Counted by the gateway, not reported: a call cut off before the provider's usage came
+    # (a cancel, a dropped stream, an error mid-answer; `usage.estimate`).
+    estimated: bool = False
 
 
 def usage_of(reported: Any) -> Usage | None:

@@ -68,6 +68,7 @@ from .tools import approvals, elicitation
 from .tools import status as tool_status
 from .tools.context import bind_tool_call
 from .tools.resources import ResourceServer
+from .usage import estimate
 
 log = logging.getLogger(__name__)
 
@@ -610,7 +611,8 @@ async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: Lo
     call = hooks.model_call(request.model)
     output_tokens = 0
     error_code: str | None = None
-    completed = False
+    completed = reported = False
+    streamed = 0  # characters of content, for a cut-off call's estimate
     try:
         # aclosing: a cancel that lands outside the stream (while a frame is saved) closes the
         # upstream now, before the partial answer is written, not when the generator is
@@ -618,9 +620,14 @@ async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: Lo
         async with contextlib.aclosing(model.stream(request)) as deltas:
             async for delta in deltas:
                 call.received(isinstance(delta, _CONTENT))
-                if isinstance(delta, Usage):
+                if isinstance(delta, TextDelta | ReasoningDelta):
+                    streamed += len(delta.text)
+                elif isinstance(delta, ToolCallDelta):
+                    streamed += len(delta.arguments)
+                elif isinstance(delta, Usage):
                     output_tokens += delta.output_tokens
                     call.usage(delta.input_tokens, delta.output_tokens)
+                    reported = True
                     await hooks.tokens_used(delta)
                 elif isinstance(delta, Served):
                     call.served(delta.model)
@@ -632,7 +639,19 @@ async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: Lo
         raise
     finally:
         call.ended(error_code, completed)
+        if streamed and not reported and not completed:  # cut off: the gateway estimates it
+            await hooks.tokens_used(estimate(request_size(request), streamed))
     return output_tokens
+
+
+def request_size(request: ModelRequest) -> int:
+    """Characters a model call sends (its messages' text and its tools), for an estimate."""
+    size = 0
+    for message in request.messages:
+        content = message.get("content")
+        size += len(content) if isinstance(content, str) else len(str(content or ""))
+        size += len(str(message.get("tool_calls") or ""))
+    return size + len(str(request.tools or ""))
 
 
 _CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)

@@ -6,6 +6,14 @@ Each call's usage comes from the provider (the adapters ask for it with
 self-hosted one: a guessed price would be worse than none. A model's cost is None as soon as
 one of its calls could not be priced, so a sum never silently leaves calls out.
 
+A call cut off before the provider reported its usage (a cancel, a dropped connection, an error
+mid-answer) still cost tokens: `estimate` counts them from what was sent and what streamed
+(about four characters a token), and the entry says how many of its calls were estimated
+(`estimatedCalls`), so nobody takes the estimate for the provider's figure.
+
+An operator's own prices (`GATEWAY_MODEL_PRICES`, given to each run's `RunUsage`) come before
+litellm's map: a self-hosted model has none there, and a negotiated price is not the list one.
+
 The entries are plain JSON objects in the wire's camelCase (`UsageEntry` in
 `protocol/frames_schema.py`): the same object goes on the run's terminal frame, into the
 `run_usage` table and out in the REST answers.
@@ -26,13 +34,53 @@ COUNTS: Final = ("inputTokens", "outputTokens", "reasoningTokens", "cachedInputT
 # allow-list and fallbacks, but a bound costs nothing.
 _unpriced: set[str] = set()
 UNPRICED_MAX = 1024
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text and JSON, for estimates only
+MILLION = 1_000_000
+# model -> (input, output, cached input) in USD per million tokens (`GATEWAY_MODEL_PRICES`).
+Prices = Mapping[str, tuple[float, float, float | None]]
+NO_PRICES: Prices = {}
 
 
-def call_cost(model: str, usage: Usage) -> float | None:
+def price_of(model: str, prices: Prices = NO_PRICES
+             ) -> tuple[str, float | None, float | None, float | None]:
+    """Where a model's price comes from (`setting`, `litellm` or `none`) and the price: input,
+    output and cached input, in US dollars per million tokens (None: unknown)."""
+    own = prices.get(model)
+    if own is not None:
+        return ("setting", *own)
+    litellm = sys.modules.get("litellm")
+    if litellm is None or model in _unpriced:
+        return ("none", None, None, None)
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # litellm raises for a model its map does not list
+        return ("none", None, None, None)
+
+    def per_million(value: Any) -> float | None:
+        return None if value is None else float(value) * MILLION
+
+    return ("litellm", per_million(info.get("input_cost_per_token")),
+            per_million(info.get("output_cost_per_token")),
+            per_million(info.get("cache_read_input_token_cost")))
+
+
+def estimate(request_chars: int, streamed_chars: int) -> Usage:
+    """A cut-off call's usage from what it was sent and what streamed before it stopped."""
+    return Usage(input_tokens=-(-request_chars // CHARS_PER_TOKEN),
+                 output_tokens=-(-streamed_chars // CHARS_PER_TOKEN), estimated=True)
+
+
+def call_cost(model: str, usage: Usage, prices: Prices = NO_PRICES) -> float | None:
     """The price of one call in US dollars, from litellm's price map; None when unknown.
 
     Only with litellm already loaded (`app.load_litellm`, offline): importing it here could
     fetch its price map from the network, on the event loop."""
+    own = prices.get(model)
+    if own is not None:
+        input_price, output_price, cached_price = own
+        cached = usage.cached_input_tokens if cached_price is not None else 0
+        return ((usage.input_tokens - cached) * input_price + cached * (cached_price or 0)
+                + usage.output_tokens * output_price) / MILLION
     litellm = sys.modules.get("litellm")
     if litellm is None or model in _unpriced:
         return None
@@ -51,14 +99,17 @@ def call_cost(model: str, usage: Usage) -> float | None:
 class RunUsage:
     """A run's usage so far, one entry per model, in the order the models were first used."""
 
-    def __init__(self) -> None:
+    def __init__(self, prices: Prices = NO_PRICES) -> None:
+        self.prices = prices  # the operator's, before litellm's map
         self._by_model: dict[str, UsageEntry] = {}
 
     def add(self, model: str, usage: Usage) -> None:
         entry = {"model": model, "calls": 1, "inputTokens": usage.input_tokens,
                  "outputTokens": usage.output_tokens, "reasoningTokens": usage.reasoning_tokens,
                  "cachedInputTokens": usage.cached_input_tokens,
-                 "costUsd": call_cost(model, usage)}
+                 "costUsd": call_cost(model, usage, self.prices)}
+        if usage.estimated:
+            entry["estimatedCalls"] = 1
         merge(self._by_model.setdefault(model, new_entry(model)), entry)
 
     def entries(self) -> list[UsageEntry]:
@@ -81,6 +132,8 @@ def merge(into: UsageEntry, entry: Mapping[str, Any]) -> None:
     into["totalTokens"] = into["inputTokens"] + into["outputTokens"]
     into["costUsd"] = (None if entry["costUsd"] is None or into["costUsd"] is None
                        else into["costUsd"] + entry["costUsd"])
+    if entry.get("estimatedCalls"):  # present only when some are: most runs have none
+        into["estimatedCalls"] = into.get("estimatedCalls", 0) + entry["estimatedCalls"]
 
 
 def summed(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

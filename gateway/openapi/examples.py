@@ -21,7 +21,7 @@ from ..protocol.operations import (
 )
 
 PATH_PARAMS = {"threadId": THREAD, "runId": RUN, "messageId": MESSAGE,
-               "componentId": COMPONENT, "agent": "default",
+               "componentId": COMPONENT, "agent": "default", "keyId": "key_01JH8Z1A2B3C4D5E",
                "secret": "chs_q3Jv8c1mZ0xT5nW2bK7yR4pL9dF6hA1s"}
 QUERY_PARAMS = {"userKey": EXAMPLE_USER_KEY, "contextKey": EXAMPLE_USER_KEY}
 
@@ -45,7 +45,12 @@ _SUGGESTIONS = {"suggestions": [{
 HTML = "<!doctype html><html lang=\"en\">...</html>"
 _ADMIN_USAGE = {"calls": 1, "inputTokens": 120, "outputTokens": 30, "totalTokens": 150,
                 "reasoningTokens": 0, "cachedInputTokens": 0, "costUsd": 0.000036,
-                "unpriced": 0}
+                "unpriced": 0, "estimatedCalls": 0}
+_ADMIN_KEY = {"id": "key_01JH8Z1A2B3C4D5E", "prefix": "gwk_q3Jv...", "kind": "client",
+              "agent": "support", "state": "active", "createdAt": CREATED,
+              "expiresAt": "2026-04-05T10:00:00.000Z", "revokedAt": None,
+              "lastUsedAt": UPDATED, "maxConcurrentRuns": 2, "runsPerMinute": None,
+              "dailyTokens": 200000}
 _ADMIN_RUN = {"id": RUN, "threadId": THREAD, "userKey": EXAMPLE_USER_KEY, "agent": "default",
               "model": "gpt-4o-mini", "status": "completed", "apiKeyId": "key_01JH8Z1A2B3C4D5E",
               "createdAt": CREATED, "startedAt": CREATED, "finishedAt": UPDATED,
@@ -65,7 +70,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "adminConsole": {"response": HTML},
     "adminListThreads": {"response": {"threads": [{
         "id": THREAD, "name": "Weather in Paris", "userKey": EXAMPLE_USER_KEY, "agent": "default",
-        "status": "idle", "currentRunId": None, "lastRunError": None, "createdAt": CREATED,
+        "status": "idle", "currentRunId": None, "waiting": False, "lastRunError": None,
+        "createdAt": CREATED,
         "updatedAt": UPDATED}], "hasMore": False}},
     "adminListRuns": {"response": {"runs": [_ADMIN_RUN], "hasMore": False}},
     "adminGetRun": {"response": {**_ADMIN_RUN, "firstTokenMs": 420, "frames": 14}},
@@ -76,9 +82,43 @@ EXAMPLES: dict[str, dict[str, Any]] = {
             "i": "01JH8Z3R1C2D3E4F5G6H7J8K9N", "a": "Here is"}}],
         "hasMore": True, "nextAfter": 2}},
     "adminUsage": {"response": {
-        "by": "user", "since": "2025-12-06T10:00:00.000Z", "until": UPDATED,
+        "project": "default", "by": "user", "since": "2025-12-06T10:00:00.000Z", "until": UPDATED,
         "groups": [{"name": EXAMPLE_USER_KEY, "runs": 1, **_ADMIN_USAGE}],
         "total": _ADMIN_USAGE}},
+    "adminThreadMessages": {"response": {
+        "id": THREAD, "name": "Weather in Paris", "userKey": EXAMPLE_USER_KEY,
+        "agent": "default", "messages": [_USER, _ASSISTANT], "hasMore": False}},
+    "adminWaiting": {"response": {"threads": [{
+        "id": THREAD, "name": "Invoice for Ada", "userKey": EXAMPLE_USER_KEY,
+        "agent": "default", "runId": RUN, "updatedAt": UPDATED,
+        "calls": [{"toolCallId": "call_1", "toolName": "send_invoice",
+                   "arguments": "{\"customer\": \"Ada\", \"amount_eur\": 120}",
+                   "kind": "approval", "message": "Allow the tool send_invoice to run?",
+                   "responseSchema": {"type": "object",
+                                      "properties": {"approved": {"type": "boolean"},
+                                                     "reason": {"type": "string"}},
+                                      "required": ["approved"]},
+                   "expiresAt": "2026-01-06T10:00:03.250Z", "expired": False}]}],
+        "hasMore": False}},
+    "adminAnswer": {"request": {"answers": [{"toolCallId": "call_1",
+                                             "result": {"approved": True}}]},
+                    "response": {"threadId": THREAD, "runId": "run_01JH8Z5A6B7C8D9E0F1G2H3J4K",
+                                 "status": "running"}},
+    "adminListKeys": {"response": {"keys": [_ADMIN_KEY], "defaults": {
+        "maxConcurrentRuns": 100, "runsPerMinute": 600, "dailyTokens": 0},
+        "agents": ["support", "billing"]}},
+    "adminCreateKey": {"request": {"agent": "support", "maxConcurrentRuns": 2,
+                                   "dailyTokens": 200000,
+                                   "expiresAt": "2026-04-05T10:00:00Z"},
+                       "response": {**_ADMIN_KEY, "lastUsedAt": None,
+                                    "key": "gwk_q3Jv8c1mZr0XyKpLw9TfB2nHs5dA7eUo4iGvC6tQ1Yx"}},
+    "adminRevokeKey": {"response": {**_ADMIN_KEY, "state": "revoked",
+                                    "revokedAt": UPDATED}},
+    "adminModels": {"response": {"models": [
+        {"model": "openai/gpt-4o-mini", "source": "litellm", "inputPerMillion": 0.15,
+         "outputPerMillion": 0.6, "cachedInputPerMillion": 0.075, "configured": True},
+        {"model": "openai/llama", "source": "setting", "inputPerMillion": 0.2,
+         "outputPerMillion": 0.6, "cachedInputPerMillion": None, "configured": True}]}},
     "docs": {"response": HTML},
     "listAgents": {"response": {
         "version": "0.1.0", "defaultAgent": "support", "audioFileTranscriptionEnabled": False,

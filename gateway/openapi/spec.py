@@ -11,11 +11,20 @@ from typing import Any
 from ..dialects import registry
 from ..protocol import tambo
 from ..protocol.admin import (
+    AdminAnswered,
+    AdminAnswers,
+    AdminConversation,
     AdminFrameList,
+    AdminKey,
+    AdminKeyCreate,
+    AdminKeyCreated,
+    AdminKeyList,
+    AdminModelList,
     AdminRunDetail,
     AdminRunList,
     AdminThreadList,
     AdminUsageReport,
+    AdminWaitingList,
 )
 from ..protocol.agents import AgentList
 from ..protocol.operations import (
@@ -24,6 +33,7 @@ from ..protocol.operations import (
     CURSOR,
     KEYS,
     METERED_ERRORS,
+    RUN_ERRORS,
     STORED_CAPS,
     Operation,
     Param,
@@ -190,12 +200,58 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("GET", "/v1/admin/usage", "adminUsage", "Usage summed by key, user, agent, model "
               "or day", "admin",
               description="Admin keys only: tokens, calls, runs and cost of the key's project in "
-                          "the window, grouped.",
+                          "the window, grouped; `format=csv` gives the CSV `gateway usage "
+                          "--format csv` prints for the same window and grouping.",
               params=(Param("by", "query", {"type": "string", "enum": ["key", "user", "agent",
                                                                       "model", "day"],
                                             "default": "day"}, "The grouping."),
+                      Param("format", "query", {"type": "string", "enum": ["json", "csv"],
+                                                "default": "json"},
+                            "`csv`: the groups as CSV (`text/csv`), a header first."),
                       *admin_window("since", "until", "usage")),
               result=AdminUsageReport, errors=ADMIN_ERRORS),
+    Operation("GET", "/v1/admin/threads/{thread_id}/messages", "adminThreadMessages",
+              "A thread's newest messages, rendered", "admin",
+              description="Admin keys only: the thread's newest 200 messages as the client API "
+                          "renders them, whatever its user scope.",
+              result=AdminConversation, errors=ADMIN_ERRORS),
+    Operation("GET", "/v1/admin/waiting", "adminWaiting", "Threads waiting for a human",
+              "admin",
+              description="Admin keys only: the project's paused threads (a server tool "
+                          "waiting for approval, a tool's question, a client tool call "
+                          "unanswered), most recently paused first, each with its calls.",
+              params=(*admin_window("updatedSince", "updatedUntil", "threads paused"),
+                      limit(50, 200), CURSOR),
+              result=AdminWaitingList, errors=(*ADMIN_ERRORS, "INVALID_CURSOR")),
+    Operation("POST", "/v1/admin/threads/{thread_id}/answers", "adminAnswer",
+              "Answer a paused thread (approve, deny, answer)", "admin",
+              description="Admin keys only: one tool result per pending call, as a client "
+                          "would send them; the thread's next run starts with them and goes "
+                          "on by itself (metered against the admin key).",
+              body=AdminAnswers, status=202, result=AdminAnswered,
+              errors=(*ADMIN_ERRORS, "THREAD_NOT_WAITING", *RUN_ERRORS, "OVERLOADED",
+                      "TOO_MANY_CONCURRENT_RUNS", "RATE_LIMITED", "TOKEN_BUDGET_EXCEEDED")),
+    Operation("GET", "/v1/admin/keys", "adminListKeys", "The project's managed keys", "admin",
+              description="An admin key only (also in development mode): each key's kind, "
+                          "agent, state, limits and last use; never a key itself.",
+              result=AdminKeyList, errors=ADMIN_ERRORS),
+    Operation("POST", "/v1/admin/keys", "adminCreateKey", "Make a key of the project", "admin",
+              description="An admin key only: a client key (with its limits and agent) or "
+                          "another admin key, of the admin key's project. The key is in the "
+                          "answer, once; only its SHA-256 is stored.",
+              body=AdminKeyCreate, status=201, result=AdminKeyCreated,
+              errors=(*ADMIN_ERRORS, "AGENT_NOT_FOUND")),
+    Operation("POST", "/v1/admin/keys/{key_id}/revoke", "adminRevokeKey", "Revoke a key",
+              "admin",
+              description="An admin key only: refused at once by this process, within "
+                          "`GATEWAY_KEY_CACHE_SECONDS` by the others. A key of another project "
+                          "is not found.",
+              result=AdminKey, errors=(*ADMIN_ERRORS, "KEY_NOT_FOUND")),
+    Operation("GET", "/v1/admin/models", "adminModels", "The models and their prices", "admin",
+              description="Admin keys only: each configured model and each one the project's "
+                          "runs used, with its price per million tokens and where it comes "
+                          "from (`GATEWAY_MODEL_PRICES`, litellm's map, or nowhere).",
+              result=AdminModelList, errors=ADMIN_ERRORS),
     # voice input
     Operation("POST", "/audio/transcribe", "transcribeAudio", "Transcribe a recording (voice "
               "input)", "audio",

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .tambo import StrictModel, omitted
+from .tambo import Message, StrictModel, omitted
 
 
 class AdminUsage(StrictModel):
@@ -24,6 +24,10 @@ class AdminUsage(StrictModel):
     cachedInputTokens: int = Field(ge=0)
     costUsd: float | None
     unpriced: int = Field(ge=0)
+    estimatedCalls: int = Field(0, ge=0, description="Of `calls`, those cut off before the "
+                                                     "provider reported their usage: their "
+                                                     "tokens and cost are the gateway's "
+                                                     "estimate.")
 
 
 class AdminThread(StrictModel):
@@ -35,6 +39,9 @@ class AdminThread(StrictModel):
     status: Literal["idle", "running"] = Field(description="`running`: a run is active or "
                                                            "queued on it.")
     currentRunId: str | None
+    waiting: bool = Field(False, description="Its last run paused for an answer (an "
+                                              "approval, a question, a client tool): listed "
+                                              "in `GET /v1/admin/waiting`.")
     lastRunError: dict[str, Any] | None = Field(description="`{code, message}` of its last "
                                                             "run, when that run failed.")
     createdAt: str
@@ -105,8 +112,187 @@ class AdminUsageGroup(AdminUsage):
 
 
 class AdminUsageReport(StrictModel):
+    project: str = Field(description="The admin key's project, whose usage this is "
+                                     "(`gateway usage --project`).")
     by: Literal["key", "user", "agent", "model", "day"]
     since: str
     until: str
     groups: list[AdminUsageGroup]
     total: AdminUsage
+
+
+# -- keys -----------------------------------------------------------------------------------------
+
+KeyLimit = int | None
+
+
+class AdminKey(StrictModel):
+    """A managed key of the project, as `gateway keys list` shows it: never the key itself."""
+
+    id: str
+    prefix: str = Field(description="The key's first characters, to tell keys apart.")
+    kind: Literal["client", "admin"]
+    agent: str | None = Field(description="The agent its Tambo runs use (null: the default).")
+    state: Literal["active", "expired", "revoked"]
+    createdAt: str
+    expiresAt: str | None
+    revokedAt: str | None
+    lastUsedAt: str | None = Field(description="When a request last came with it (to the "
+                                               "minute; null: never).")
+    maxConcurrentRuns: KeyLimit = Field(description="Its own limit (null: the setting's; 0: "
+                                                    "none).")
+    runsPerMinute: KeyLimit
+    dailyTokens: KeyLimit
+
+
+class AdminKeyDefaults(StrictModel):
+    """The limits a key without its own gets (`GATEWAY_KEY_*`; 0: none)."""
+
+    maxConcurrentRuns: int
+    runsPerMinute: int
+    dailyTokens: int
+
+
+class AdminKeyList(StrictModel):
+    keys: list[AdminKey]
+    defaults: AdminKeyDefaults
+    agents: list[str] = Field(description="The agents a new client key may be bound to.")
+
+
+class AdminKeyCreate(StrictModel):
+    """A new key of the admin's project."""
+
+    admin: bool = Field(False, description="An operator's key (the console only) instead of a "
+                                           "client key.")
+    agent: str | None = Field(None, max_length=64, description="The agent its runs use, and "
+                                                               "the only one (a client key).")
+    expiresAt: str | None = Field(None, max_length=40, description="ISO-8601; null: never.")
+    maxConcurrentRuns: int | None = Field(None, ge=0, le=1_000_000)
+    runsPerMinute: int | None = Field(None, ge=0, le=1_000_000)
+    dailyTokens: int | None = Field(None, ge=0, le=10**15)
+
+
+class AdminKeyCreated(AdminKey):
+    key: str = Field(description="The key itself: shown this once, never stored (only its "
+                                 "SHA-256 is).")
+
+
+# -- threads waiting for a human ------------------------------------------------------------------
+
+class AdminPendingCall(StrictModel):
+    """A call a paused run waits on: a server tool waiting for approval, a tool's question, or
+    a client tool the app has not answered."""
+
+    toolCallId: str
+    toolName: str
+    arguments: str = Field(description="The call's arguments (JSON text).")
+    kind: Literal["approval", "question", "clientTool"]
+    message: str | None = Field(description="What an approval or a question asks.")
+    responseSchema: dict[str, Any] | None = Field(description="The answer's JSON Schema.")
+    expiresAt: str | None = Field(description="An approval given later is refused.")
+    expired: bool
+
+
+class AdminWaitingThread(StrictModel):
+    id: str
+    name: str | None
+    userKey: str | None
+    agent: str
+    runId: str | None = Field(description="The paused run.")
+    updatedAt: str
+    calls: list[AdminPendingCall]
+
+
+class AdminWaitingList(StrictModel):
+    threads: list[AdminWaitingThread]
+    hasMore: bool
+    nextCursor: str | None = omitted()
+
+
+class AdminAnswer(StrictModel):
+    """The answer to one pending call, as a client's tool result: an approval's
+    `{"approved": true}` or `{"approved": false, "reason": "..."}`, a question's answer (an
+    object, or `{"action": "decline"}`), or a client tool's result."""
+
+    toolCallId: str = Field(max_length=128)
+    result: Any = Field(description="JSON; a string is sent as the result's text.")
+    isError: bool = False
+
+
+class AdminAnswers(StrictModel):
+    answers: list[AdminAnswer] = Field(min_length=1, max_length=128,
+                                       description="One per pending call of the pause.")
+
+
+class AdminAnswered(StrictModel):
+    threadId: str
+    runId: str = Field(description="The run the answers started (it runs on its own; follow "
+                                   "it in Runs or with the client API).")
+    status: str
+
+
+# -- a thread's conversation ----------------------------------------------------------------------
+
+class AdminConversation(StrictModel):
+    """A thread's messages as the client API renders them (`GET /v1/threads/{id}`), for the
+    console's rendered conversation beside a run's log."""
+
+    id: str
+    name: str | None
+    userKey: str | None
+    agent: str
+    messages: list[Message]
+    hasMore: bool = Field(description="Older messages were left out (the newest are shown).")
+
+
+# -- models and prices ----------------------------------------------------------------------------
+
+class AdminModelPrice(StrictModel):
+    """A model of this gateway (configured, or seen in the project's usage) and its price."""
+
+    model: str
+    source: Literal["litellm", "setting", "none"] = Field(
+        description="Where its price comes from: litellm's price map, `GATEWAY_MODEL_PRICES`, "
+                    "or nowhere (its cost is unknown).")
+    inputPerMillion: float | None = Field(description="USD per million input tokens.")
+    outputPerMillion: float | None
+    cachedInputPerMillion: float | None
+    configured: bool = Field(description="It is GATEWAY_MODEL, in GATEWAY_MODELS, or an "
+                                         "agent's or a fallback's.")
+
+
+class AdminModelList(StrictModel):
+    models: list[AdminModelPrice]
+
+
+# -- usage as text: the console's CSV and `gateway usage` -----------------------------------------
+
+USAGE_COLUMNS = (("runs", "runs"), ("calls", "calls"), ("input", "inputTokens"),
+                 ("output", "outputTokens"), ("reasoning", "reasoningTokens"),
+                 ("cached", "cachedInputTokens"))
+
+
+def usage_cells(by: str, groups: list[dict[str, Any]]) -> list[list[str]]:
+    """The usage report as rows of text cells, a header first: `by`, runs, calls, input,
+    output, reasoning, cached, cost_usd, unpriced, estimated (calls whose usage is the
+    gateway's estimate). The console's CSV and `gateway usage`'s
+    table are made of these, so the two always say the same (a group without a value, such
+    as development mode's key, is `-`; a cost nobody knows is `-`)."""
+    rows = [[by, *(name for name, _ in USAGE_COLUMNS), "cost_usd", "unpriced", "estimated"]]
+    for group in groups:
+        cost = group.get("costUsd")
+        rows.append([str(group.get("name") or "-"),
+                     *(str(group.get(key, "")) for _, key in USAGE_COLUMNS),
+                     "-" if cost is None else f"{cost:.6f}", str(group.get("unpriced", 0)),
+                     str(group.get("estimatedCalls", 0))])
+    return rows
+
+
+def usage_csv(by: str, groups: list[dict[str, Any]]) -> str:
+    """`usage_cells` as CSV (RFC 4180: a cell with a comma, quote or line break quoted)."""
+    def cell(text: str) -> str:
+        if any(c in text for c in ',"\r\n'):
+            return '"' + text.replace('"', '""') + '"'
+        return text
+
+    return "".join(",".join(cell(c) for c in row) + "\r\n" for row in usage_cells(by, groups))

@@ -453,6 +453,9 @@ class UsageEntry(TypedDict):
     reasoningTokens: Annotated[int, Field(ge=0)]
     cachedInputTokens: Annotated[int, Field(ge=0)]
     costUsd: Annotated[float, Field(ge=0)] | None
+    # Calls cut off before the provider reported their usage (a cancel, a dropped stream):
+    # their tokens (and cost) are the gateway's estimate. Absent: none.
+    estimatedCalls: NotRequired[Annotated[int, Field(ge=1)]]
 
 
 # The usage of a run that consumed anything rides on its terminal frame (`run.finished`,

@@ -83,6 +83,11 @@ class Problem(enum.Enum):
     COMPONENT_NOT_FOUND = (404, "No such component in the thread.")
     CHORUS_CONNECTION_NOT_FOUND = (404, "No such Chorus connection string, or it was revoked "
                                         "(`gateway chorus revoke`).")
+    KEY_NOT_FOUND = (404, "No such managed key in the admin key's project (`GET "
+                          "/v1/admin/keys` lists them).")
+    THREAD_NOT_WAITING = (409, "The thread is not paused for an answer (no pending approval, "
+                               "question or client tool call): it was answered, ended or never "
+                               "paused.")
     METHOD_NOT_ALLOWED = (405, "The path exists but not with this method; see the `Allow` header.")
     NO_NEW_INPUT = (400, "An AG-UI input with nothing new for the thread: no closing user message"
                          " and no answer to its pending tool calls.")

@@ -20,7 +20,7 @@ from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..engine.tools.context import ToolContext, bind_tool_context
 from ..engine.tools.status import StatusBudget
-from ..engine.usage import RunUsage
+from ..engine.usage import Prices, RunUsage
 from ..observability import logs, metrics, tracing
 from ..protocol import timbal
 from ..protocol.clock import now_ms
@@ -72,6 +72,7 @@ class LoopSetup:
     agent_tools: dict[str, dict[str, ServerToolSpec]] = field(default_factory=dict)
     # The model object of each agent that streams through its own fallbacks (else `model`).
     agent_models: dict[str, Model] = field(default_factory=dict)
+    prices: Prices = field(default_factory=dict)  # GATEWAY_MODEL_PRICES, for each run's usage
 
     def agent(self, name: str | None) -> ResolvedAgent | None:
         """The run's agent (None: no agents given, as in tests of the loop alone)."""

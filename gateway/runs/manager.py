@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from ..engine.loop import ServerToolSpec
+from ..engine.usage import RunUsage
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
@@ -207,7 +208,8 @@ class RunManager:
         # The spec it was admitted with; a queued run's, from its row.
         spec = started.spec or RunSpec.from_row(run.request)
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
-                           history=started.history, extra_tools=extra_tools or {}, spec=spec)
+                           history=started.history, extra_tools=extra_tools or {}, spec=spec,
+                           usage=RunUsage(self.setup.prices))
         if self.setup.agents is not None:  # for its usage and metrics
             active.agent = spec.agent or self.setup.agents.default_name
         self.registry.add(active)

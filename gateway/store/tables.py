@@ -212,6 +212,9 @@ class RunUsageRow(SQLModel, table=True):
     cached_input_tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
     cost_usd: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
     created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    # Of `calls`, those cut off before the provider reported usage: their tokens and cost are
+    # the gateway's estimate (`engine.usage.estimate`).
+    estimated_calls: int = 0
 
 
 class ApiKeyRow(SQLModel, table=True):
@@ -235,6 +238,8 @@ class ApiKeyRow(SQLModel, table=True):
     agent: str | None = Field(default=None, max_length=64)  # its runs' agent (None: default)
     # An operator's key (`--admin`): the console and `/v1/admin/...` only, never a client's call.
     admin: bool = False
+    # When a request last came with it, to the minute (`KeyRing.used`); None: never.
+    last_used_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
 
 
 class ChorusConnectionRow(SQLModel, table=True):

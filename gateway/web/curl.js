@@ -30,9 +30,11 @@ export async function copyCurl({ path, body }) {
   } catch {
     copied = false;
   }
+  const keyed = !!$("api-key").value.trim();
   $("curl").textContent = command;
-  $("curl-note").textContent = copied
-    ? "Copied to the clipboard. Set GATEWAY_API_KEY in your shell first."
-    : "The browser refused the clipboard: select the command and copy it.";
+  $("curl-note").textContent = (copied ? "Copied to the clipboard." :
+    "The browser refused the clipboard: select the command and copy it.")
+    + (keyed ? " Set GATEWAY_API_KEY in your shell first (the key you typed here)."
+             : " No key in it: development mode takes none.");
   $("curl-box").hidden = false;
 }

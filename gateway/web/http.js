@@ -19,7 +19,9 @@ export function withUser(path) {
 
 /** A JSON call; resolves to {status, data, response}, throws the problem on a refusal. */
 export async function api(method, path, body) {
-  const init = { method, headers: headers(body ? { "content-type": "application/json" } : {}) };
+  const init = { method, headers: headers(body ? { "content-type": "application/json",
+                                                   accept: "application/json" }
+                                              : { accept: "application/json" }) };
   if (body) init.body = JSON.stringify(body);
   const response = await fetch(withUser(path), init);
   const text = await response.text();

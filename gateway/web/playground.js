@@ -13,6 +13,8 @@
 import { agentQuery, initAgentPicker, modelChoice } from "/web/agent_picker.js";
 import { copyCurl } from "/web/curl.js";
 import { api, headers, problem, withUser } from "/web/http.js";
+import { el, fromRest, pretty, renderBasicPart, renderMessage } from "/web/messages.js";
+import { kindOf, renderPendingCalls } from "/web/pending.js";
 import { loadRuns } from "/web/run_list.js";
 import { initRename, nameAfterFirstAnswer, threadLabel } from "/web/thread_names.js";
 
@@ -192,7 +194,7 @@ async function afterRun() {
     await nameThread();
   }
   await loadThreads();
-  if (state.pending.length) setStatus("awaiting client tool results");
+  if (state.pending.length) setStatus("waiting for you");
 }
 
 async function cancel() {
@@ -365,18 +367,6 @@ function applyPatch(document, operations) {
 
 // -- rendering --------------------------------------------------------------------------------
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === "class") node.className = value;
-    else node.setAttribute(key, value);
-  }
-  for (const child of children) node.append(child);
-  return node;
-}
-
-const pretty = (value) => JSON.stringify(value, null, 2);
-
 let conversationQueued = false;
 
 /** Redraws the conversation on the next animation frame, once however many events came. */
@@ -392,33 +382,12 @@ function scheduleConversation() {
 function renderConversation() {
   const box = $("conversation");
   const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
-  box.replaceChildren(...state.messages.map(renderMessage));
+  box.replaceChildren(...state.messages.map((msg) => renderMessage(msg, renderPart)));
   if (atBottom) box.scrollTop = box.scrollHeight;
 }
 
-function renderMessage(msg) {
-  const node = el("div", { class: `message ${msg.role}${msg.cancelled ? " cancelled" : ""}`,
-                           "data-message-id": msg.id },
-                  el("div", { class: "role" }, msg.role + (msg.cancelled ? " (cancelled)" : "")));
-  for (const part of msg.parts) node.append(renderPart(part));
-  return node;
-}
-
 function renderPart(part) {
-  if (part.kind === "text") return el("div", { class: "part text" }, part.text);
-  if (part.kind === "reasoning") return el("div", { class: "part reasoning" }, part.text);
-  if (part.kind === "tool") {
-    const node = el("div", { class: "part tool", "data-tool-call-id": part.id },
-                    el("h4", {}, `tool call: ${part.name}`), el("pre", {}, part.args));
-    if (part.result !== undefined) node.append(el("pre", { class: "result" }, `→ ${part.result}`));
-    return node;
-  }
-  if (part.kind === "tool_result") {
-    return el("div", { class: "part tool" }, el("h4", {}, `tool result for ${part.id}`),
-              el("pre", {}, part.text));
-  }
-  if (part.kind === "component") return renderComponent(part);
-  return el("div", { class: "part" }, pretty(part));
+  return part.kind === "component" ? renderComponent(part) : renderBasicPart(part);
 }
 
 function renderComponent(part) {
@@ -513,24 +482,40 @@ function flushRaw() {
   if (atBottom) list.scrollTop = list.scrollHeight;
 }
 
+let collectAnswers = () => [];
+
 function renderPending() {
-  const box = $("pending-calls");
-  box.replaceChildren(...state.pending.map((call) => el("label", {},
-    el("div", {}, `${call.toolName}(${call.arguments}) · ${call.toolCallId}`),
-    Object.assign(el("textarea", { rows: "2", "data-tool-call-id": call.toolCallId }),
-                  { value: JSON.stringify({ ok: true }) }))));
+  collectAnswers = renderPendingCalls($("pending-calls"), state.pending,
+                                      (content) => answerPending(content), guard);
+  const kinds = new Set(state.pending.map(kindOf));
+  $("pending-title").textContent = kinds.has("approval") ? "The run waits for your approval"
+    : kinds.has("question") ? "A tool asks a question" : "The run is waiting for client tool results";
+  $("pending-send").hidden = state.pending.length === 1 && !kinds.has("clientTool");
   $("pending").hidden = state.pending.length === 0;
+}
+
+async function answerPending(content) {
+  state.pending = [];
+  renderPending();
+  await startRun({ role: "user", content });
 }
 
 async function sendToolResults(event) {
   event.preventDefault();
-  const content = [...$("pending-calls").querySelectorAll("textarea")].map((area) => ({
-    type: "tool_result", toolUseId: area.dataset.toolCallId,
-    content: [{ type: "text", text: area.value }],
-  }));
-  state.pending = [];
+  await answerPending(collectAnswers());
+}
+
+/** A paused thread picked from the list: what its run waits for, from the run's status (not
+ * again when the form shows those calls already: what was typed into it stays). */
+async function loadPending(thread) {
+  if (!thread.pendingToolCallIds?.length || !thread.lastCompletedRunId || state.stream) return;
+  const shown = state.pending.map((call) => call.toolCallId).join(" ");
+  if (shown === thread.pendingToolCallIds.join(" ")) return;
+  const { data } = await api("GET", `/v1/threads/${thread.id}/runs/${thread.lastCompletedRunId}`);
+  if (state.thread?.id !== thread.id) return;
+  state.pending = data.pendingToolCalls || [];
   renderPending();
-  await startRun({ role: "user", content });
+  setStatus("waiting for you");
 }
 
 function setStatus(text) {
@@ -543,10 +528,12 @@ function setStatus(text) {
 async function loadThreads() {
   const { data } = await api("GET", "/v1/threads?limit=50");
   $("threads").replaceChildren(...data.threads.map((thread) => {
+    const waiting = thread.runStatus === "idle" && thread.pendingToolCallIds?.length > 0;
+    const classes = [thread.id === state.thread?.id ? "selected" : "", waiting ? "waiting" : ""];
     const item = el("li", { "data-thread-id": thread.id, title: thread.id,
-                            class: thread.id === state.thread?.id ? "selected" : "" },
+                            class: classes.filter(Boolean).join(" ") },
                     el("span", { class: "name" }, threadLabel(thread)),
-                    el("small", {}, thread.runStatus));
+                    el("small", {}, waiting ? "waiting for you" : thread.runStatus));
     item.addEventListener("click", () => guard(() => selectThread(thread.id)));
     return item;
   }));
@@ -576,6 +563,7 @@ async function loadThread(threadId) {
   if (!state.stream) setStatus(data.runStatus);
   renderConversation();
   refreshRuns();
+  await loadPending(data);
 }
 
 function showTitle(thread) {
@@ -603,26 +591,6 @@ function refreshRuns() {
   loadRuns(threadId, (runId) => setRun(runId)).catch((error) => {
     if (state.thread?.id === threadId) showError(error);
   });
-}
-
-function fromRest(msg) {
-  const parts = (msg.reasoning || []).map((text) => ({ kind: "reasoning", text, closed: true }));
-  for (const block of msg.content) {
-    if (block.type === "text") parts.push({ kind: "text", text: block.text, closed: true });
-    else if (block.type === "tool_use") {
-      parts.push({ kind: "tool", id: block.id, name: block.name, args: JSON.stringify(block.input) });
-    } else if (block.type === "tool_result") {
-      const text = typeof block.content === "string" ? block.content
-        : block.content.map((c) => c.text ?? JSON.stringify(c)).join("");
-      const call = parts.find((p) => p.kind === "tool" && p.id === block.toolUseId);
-      if (call) call.result = text;
-      else parts.push({ kind: "tool_result", id: block.toolUseId, text });
-    } else if (block.type === "component") {
-      parts.push({ kind: "component", id: block.id, name: block.name, props: block.props,
-                   state: block.state });
-    } else parts.push({ kind: "other", ...block });
-  }
-  return { id: msg.id, role: msg.role, parts, cancelled: msg.isCancelled, done: true };
 }
 
 function newThread() {

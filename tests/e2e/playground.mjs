@@ -2,18 +2,25 @@
 //
 // Same protocol as browser.mjs: one JSON command per line on stdin, one JSON reply per line on
 // stdout. Commands are plain page actions, so the Python test owns the scenario:
-//   {"action": "open", "url"?: str, "ready"?: css}      a fresh context on the playground
-//                                                       (or on `url`, once `ready` shows)
+//   {"action": "open", "url"?: str, "ready"?: css,      a fresh context on the playground
+//    "width"?: px, "height"?: px}                       (or on `url`, once `ready` shows), in a
+//                                                       window that wide (default 1400 x 860)
 //   {"action": "fill", "selector": css, "value": str}   type into a field (then "change" fires)
 //   {"action": "click", "selector": css}
 //   {"action": "select", "selector": css, "value": str}  pick an option of a <select>
+//   {"action": "reload"}                                 reload the page (its localStorage kept)
 //   {"action": "wait"}
 // each optionally with "until" ({selector, text?: expected in its innerText, count?: at least
 // this many matches, absent?: text that must not be in it}) and "screenshot" (a PNG path).
 // Replies: {"ok": true, "page": snapshot, "requests": [...], "errors": [...]}; "requests" holds
-// every request the page made (to check that nothing leaves the gateway's origin).
+// every request the page made (to check that nothing leaves the gateway's origin). Every
+// snapshot has `layout`: the window's width, whether the page is wider than it, and which
+// visible controls lie outside it (beyond a box that scrolls sideways, which is fine); and
+// `downloads`: the text of each file the page saved (a CSV export) since the page opened.
 //
 // Usage: node playground.mjs <gateway-url>/ <gateway-url>
+
+import { readFile } from "node:fs/promises";
 
 import { WAIT_MS, launch, recordPageErrors, seen, serve, waitFor } from "./driver.mjs";
 
@@ -23,13 +30,19 @@ const browser = await launch();
 
 let context = null;
 let page = null;
+let downloads = [];
 
 async function openPage(cmd) {
   if (context) await context.close();
   // The clipboard permissions let the page copy ("Copy as curl") and the snapshot read it back.
-  context = await browser.newContext({ viewport: { width: 1400, height: 860 }, locale: "en-GB",
-                                       permissions: ["clipboard-read", "clipboard-write"] });
+  context = await browser.newContext({
+    viewport: { width: cmd.width || 1400, height: cmd.height || 860 }, locale: "en-GB",
+    permissions: ["clipboard-read", "clipboard-write"], acceptDownloads: true });
   page = await context.newPage();
+  downloads = [];
+  page.on("download", (download) => {
+    downloads.push(download.path().then((path) => readFile(path, "utf8")));
+  });
   recordPageErrors(page);
   page.on("request", (req) => seen.requests.push({ method: req.method(), url: req.url() }));
   page.on("requestfailed", (req) => {
@@ -61,6 +74,18 @@ async function snapshot() {
   if (shown.curl !== undefined) {
     shown.clipboard = await page.evaluate(() => navigator.clipboard.readText()).catch(() => null);
   }
+  shown.layout = await page.evaluate(() => {
+    const width = window.innerWidth;
+    const offscreen = [...document.querySelectorAll("button, input, select, textarea, a")]
+      .filter((el) => el.offsetParent !== null && !el.closest(".scroll, #runs-box"))
+      .filter((el) => {
+        const box = el.getBoundingClientRect();
+        return box.width > 0 && (box.right > width + 1 || box.left < -1);
+      })
+      .map((el) => el.id || el.name || el.textContent.trim().slice(0, 30));
+    return { width, overflowX: document.documentElement.scrollWidth > width + 1, offscreen };
+  });
+  shown.downloads = await Promise.all(downloads);
   return shown;
 }
 
@@ -108,6 +133,13 @@ function pageSnapshot() {
       })),
       pending: document.getElementById("pending").hidden ? [] :
         [...document.querySelectorAll("#pending-calls textarea")].map((t) => t.dataset.toolCallId),
+      pendingCalls: document.getElementById("pending").hidden ? [] :
+        [...document.querySelectorAll("#pending-calls .pending-call")].map((el) => ({
+          id: el.dataset.toolCallId, kind: el.className.split(" ")[1], text: text(el),
+          schema: json(el.querySelector(".schema")) })),
+      pendingTitle: text(document.getElementById("pending-title")),
+      waitingThreads: [...document.querySelectorAll("#threads li.waiting")].map(
+        (li) => li.dataset.threadId),
       events: [...document.querySelectorAll("#events li")].map((li) => ({
         kind: li.className, id: li.dataset.id ?? null, lastId: li.dataset.lastId ?? null,
         text: text(li).replace(/\s+/g, " ").slice(0, 300),
@@ -130,6 +162,9 @@ async function perform(cmd) {
       break;
     case "select":
       await page.locator(cmd.selector).selectOption(cmd.value);
+      break;
+    case "reload":
+      await page.reload();
       break;
     case "wait":
       break;

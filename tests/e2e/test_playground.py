@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.conftest import artifacts_dir, scripted_env
+from tests.support.approval_tools import times_sent
 from tests.support.gateway_server import GatewayServer
 from tests.support.run_stream import slow_turn
 from tests.support.scripted_model import ScriptedModel
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.timeout(300)
 API_KEY = "playground-key"
 USER_KEY = "playground"  # the page's default userKey
 OTHER_MODEL = "openai/scripted-large"  # GATEWAY_MODELS: the model picker offers it
+TOOLS = Path(__file__).resolve().parents[1] / "support" / "approval_tools.py"
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def keyed_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPa
     require_tools()
     server = GatewayServer(tmp_path_factory.mktemp("playground-gateway"),
                            scripted_env(scripted_model, GATEWAY_API_KEYS=f"{API_KEY}:pg",
-                                        GATEWAY_MODELS=OTHER_MODEL))
+                                        GATEWAY_MODELS=OTHER_MODEL, GATEWAY_TOOLS=str(TOOLS)))
     server.start()
     yield server
     server.stop()
@@ -343,3 +345,96 @@ def test_api_reference_renders_offline_with_examples_and_tries_a_call(
                  until={"selector": "#operations-meta-health .live-responses-table",
                         "text": '"status": "ok"'})
     assert "200" in tried["text"]
+
+
+def fits(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot, once we know the page is no wider than its window and every control
+    (Send, Cancel, Approve...) lies inside it."""
+    layout = snapshot["layout"]
+    assert not layout["overflowX"], f"the page is wider than {layout['width']} px"
+    assert not layout["offscreen"], f"controls outside the window: {layout['offscreen']}"
+    return snapshot
+
+
+def last_model_request(scripted_model: ScriptedModel) -> str:
+    return json.dumps([r for r in scripted_model.requests if r.get("stream")][-1]["messages"])
+
+
+@pytest.mark.parametrize("width", [1024, 390])
+def test_approvals_and_questions_answered_in_the_playground_at_two_widths(
+        keyed_gateway: GatewayServer, scripted_model: ScriptedModel, shots: Path,
+        width: int) -> None:
+    origin, user = keyed_gateway.url, f"approver-{width}"
+    to = f"ada-{width}-{time.monotonic_ns()}@example.com"
+    page = Browser(f"{origin}/", origin, shots / f"browser-{width}.log", script="playground.mjs")
+    plain = stepper(page, origin, shots)
+
+    def step(action: str, name: str | None = None, **args: Any) -> dict[str, Any]:
+        return fits(plain(action, f"{width}-{name}" if name else None, **args))
+
+    def mail(call_id: str) -> dict[str, Any]:
+        return stream_turn({"tool_call": {"index": 0, "id": call_id, "name": "send_email",
+                                          "arguments": json.dumps({"to": to,
+                                                                   "subject": "Invoice"})}})
+    try:
+        plain("open", expected_error="status of 401", width=width,
+              height=844 if width < 500 else 768,
+              until={"selector": "#error", "text": "UNAUTHORIZED"})
+        step("fill", selector="#api-key", value=API_KEY)
+        step("fill", selector="#user-key", value=user)
+
+        # A call that needs approval pauses the run: Approve / Deny, and the thread waits.
+        scripted_model.enqueue(mail("call_deny"))
+        step("fill", selector="#message", value="email Ada the invoice")
+        paused = step("click", "20-approval", selector="#send",
+                      until={"selector": "#pending-calls .approve"})
+        [call] = paused["pendingCalls"]
+        assert (call["id"], call["kind"]) == ("call_deny", "approval")
+        assert "send_email" in call["text"] and to in call["text"]
+        assert paused["pendingTitle"] == "The run waits for your approval"
+        thread_id = paused["selectedThread"]
+        listed = step("click", selector="#refresh-threads",
+                      until={"selector": "#threads li.waiting", "text": "waiting for you"})
+        assert listed["waitingThreads"] == [thread_id]
+
+        # A reload: the waiting thread, picked from the list, shows its approval again.
+        step("reload", until={"selector": "#threads li.waiting"})
+        again = step("click", "21-reloaded", selector=f'#threads li[data-thread-id="{thread_id}"]',
+                     until={"selector": "#pending-calls .approve"})
+        assert [c["id"] for c in again["pendingCalls"]] == ["call_deny"]
+
+        # Deny, with a reason the model reads; the tool never runs.
+        scripted_model.enqueue(stream_turn({"content": "I did not send it."}))
+        step("fill", selector="#pending-calls .reason", value="wrong amount")
+        denied = step("click", "22-denied", selector="#pending-calls .deny",
+                      until={"selector": "#conversation", "text": "I did not send it."})
+        assert denied["pending"] == [] and denied["pendingCalls"] == []
+        assert times_sent(to) == 0
+        assert "wrong amount" in last_model_request(scripted_model)
+
+        # Approve: the tool runs, once, and the model reads its result.
+        scripted_model.enqueue(mail("call_ok"), stream_turn({"content": "Sent it."}))
+        step("fill", selector="#message", value="send it now")
+        step("click", selector="#send", until={"selector": "#pending-calls .approve"})
+        step("click", "23-approved", selector="#pending-calls .approve",
+             until={"selector": "#conversation", "text": "Sent it."})
+        assert times_sent(to) == 1
+        assert '\\"sent\\": true' in last_model_request(scripted_model).replace(" ", " ")
+
+        # A tool's question: its schema shown, the answer sent as JSON.
+        scripted_model.enqueue(
+            stream_turn({"tool_call": {"index": 0, "id": "call_book", "name": "book_table",
+                                       "arguments": json.dumps({"city": "Paris"})}}),
+            stream_turn({"content": "Your table is booked."}))
+        step("fill", selector="#message", value="book a table in Paris")
+        asked = step("click", "24-question", selector="#send",
+                     until={"selector": "#pending-calls .schema", "text": "guests"})
+        [question] = asked["pendingCalls"]
+        assert question["kind"] == "question" and "How many guests in Paris?" in question["text"]
+        assert question["schema"]["properties"]["guests"] == {"type": "integer"}
+        step("fill", selector="#pending-calls textarea", value=json.dumps({"guests": 4}))
+        booked = step("click", "25-answered", selector="#pending-calls .answer-send",
+                      until={"selector": "#conversation", "text": "Your table is booked."})
+        assert "booked for 4 in Paris" in json.dumps(booked["tools"])
+    finally:
+        page.close()

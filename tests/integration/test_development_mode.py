@@ -7,6 +7,7 @@ PostgreSQL and Redis, so every process must have left development mode.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -21,12 +22,13 @@ from tests.support.run_stream import wait_for
 
 FOREIGN = "https://evil.example"
 LOOPBACK_ORIGIN = "http://localhost:5173"
+CACHE_SECONDS = 1  # GATEWAY_KEY_CACHE_SECONDS: the documented bound on the end of development mode
 
 
 @pytest.fixture
 def fresh_gateway(tmp_path) -> Iterator[GatewayServer | GatewayCluster]:
     """A gateway with no key of any kind: development mode, as `./scripts/serve` starts."""
-    env = {"GATEWAY_KEY_CACHE_SECONDS": "1"}
+    env = {"GATEWAY_KEY_CACHE_SECONDS": str(CACHE_SECONDS)}
     server = (GatewayCluster(tmp_path, env, size=3) if engines.ENGINES is not None
               else GatewayServer(tmp_path, env))
     server.start()
@@ -52,6 +54,21 @@ def status(url: str, key: str | None) -> int:
     headers = {"x-api-key": key} if key is not None else {}
     return httpx.get(f"{url}/v1/threads", params={"userKey": "u"}, headers=headers,
                      timeout=30).status_code
+
+
+def test_the_first_keyless_request_after_the_bound_is_refused_by_every_process(
+        fresh_gateway: GatewayServer | GatewayCluster) -> None:
+    """docs/security.md: the first key ends development mode in every process within
+    GATEWAY_KEY_CACHE_SECONDS. Each process answered keyless requests just before (its
+    answer is fresh); the key is made by another process (`gateway keys create`); once the
+    bound has passed, exactly one keyless request to each process is refused: no retry."""
+    urls = [server.url for server in processes(fresh_gateway)]
+    for url in urls:
+        assert status(url, None) == 200
+    create_key(fresh_gateway)
+    time.sleep(CACHE_SECONDS)
+    assert [status(url, None) for url in urls] == [401] * len(urls)
+    assert [status(url, "dev") for url in urls] == [401] * len(urls)
 
 
 def test_revoking_the_last_managed_key_leaves_every_request_401(

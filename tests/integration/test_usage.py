@@ -125,7 +125,7 @@ def test_usage_and_cost_reach_the_run_the_thread_the_log_metrics_and_the_cli(
     rows = {line.split()[0]: line.split() for line in report.stdout.splitlines()[1:]}
     assert rows[PRICED][1:5] == ["1", "1", "120", "30"]
     assert rows[UNPRICED][1:5] == ["1", "2", "110", "6"]
-    assert rows[UNPRICED][-2:] == ["-", "1"]  # not priced
+    assert rows[UNPRICED][-3:] == ["-", "1", "0"]  # not priced, not estimated
 
 
 def test_a_failed_run_reports_what_it_consumed_before_it_failed(

@@ -93,3 +93,17 @@ def test_the_image_builds_where_a_container_engine_runs() -> None:
     version = subprocess.run([engine, "run", "--rm", "gateway:test", "gateway", "--version"],
                              capture_output=True, text=True, timeout=120, check=True)
     assert version.stdout.startswith("gateway ")
+
+
+def test_operators_settings_files_stay_out_of_git_and_images() -> None:
+    """The README tells operators to put their model key in `.env.gateway`: git ignores it
+    (and any `.env*`), and so does a Docker build's context, wherever it lies."""
+    for name in (".env", ".env.gateway", ".env.local"):
+        ignored = subprocess.run(["git", "check-ignore", "-q", name], cwd=ROOT, check=False)
+        assert ignored.returncode == 0, f"git does not ignore {name}"
+    patterns = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert {".env", ".env.*", "**/.env", "**/.env.*"} <= patterns
+    assert (ROOT / "deploy" / "gateway.env").exists()  # the template stays committed
+    listed = subprocess.run(["git", "check-ignore", "-q", "deploy/gateway.env"], cwd=ROOT,
+                            check=False)
+    assert listed.returncode == 1, "the committed template must not be ignored"

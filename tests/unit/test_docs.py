@@ -94,3 +94,20 @@ def test_a_decision_record_says_what_how_much_and_when_to_remove_it(record: Path
         assert part in text, f"{record.name} has no {part}"
     index = (ROOT / "docs" / "decisions" / "README.md").read_text("utf-8")
     assert f"]({record.name})" in index, f"docs/decisions/README.md does not list {record.name}"
+
+
+def test_shell_examples_call_the_gateway_as_a_fresh_clone_can() -> None:
+    """`gateway` is not on a fresh clone's PATH: the documents' shell examples call
+    `./scripts/gateway` (inside a container, `docker compose exec ... gateway` is the image's).
+    Every example's marker parses (tests/support/doc_examples.py)."""
+    from tests.support.doc_examples import all_examples
+
+    bare = re.compile(r"(?:^|[;&|(]\s*|\$\()(?:[A-Z_]+=\S+\s+)*gateway\s")
+    found = []
+    for example in all_examples():
+        if example.language != "sh" or example.skip:
+            continue
+        for line in example.code.splitlines():
+            if bare.search(line.split("#")[0]) and "exec" not in line:
+                found.append(f"{example.name}: {line.strip()}")
+    assert not found, "use ./scripts/gateway: " + "; ".join(found)

@@ -24,7 +24,21 @@ from litellm.types.utils import Delta, GenericStreamingChunk, ModelResponseStrea
 from ..tools.demo import example_value, pick_tool
 
 PROVIDER = "gateway"
-TOKEN_DELAY_SECONDS = 0.012
+TOKEN_DELAY_SECONDS = 0.012  # about 83 tokens a second, as a fast hosted model streams
+COUNT_TO = re.compile(r"\bcount to ([0-9]{1,5})\b", re.IGNORECASE)
+MAX_COUNT = 20_000
+_delay = [TOKEN_DELAY_SECONDS]
+
+
+def set_speed(tokens_per_second: float) -> None:
+    """`GATEWAY_DEMO_TOKENS_PER_SECOND`: how fast the demo model streams (0: as fast as the
+    gateway takes it), to try cancel and reconnect on a fast stream."""
+    _delay[0] = 1 / tokens_per_second if tokens_per_second > 0 else 0.0
+
+
+async def _pace() -> None:
+    delay = _delay[0]
+    await asyncio.sleep(delay)  # 0: still a turn of the loop, as a real stream gives
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
@@ -79,6 +93,10 @@ def reply_for(messages: list[dict[str, Any]]) -> tuple[str, str]:
     if attached:
         answer = (f"I received {', '.join(attached)} with your message; as the demo model I "
                   "cannot look at it, but a real model would see it. ") + answer
+    counting = COUNT_TO.search(said)
+    if counting:  # a long answer on request: cancel and reconnect can be tried on it
+        count = min(int(counting.group(1)), MAX_COUNT)
+        answer = " ".join(str(n) for n in range(1, count + 1)) + ". " + answer
     return reasoning, answer
 
 
@@ -133,18 +151,18 @@ class DemoModel(CustomLLM):  # type: ignore[misc]  # litellm is not read by mypy
         else:
             reasoning, answer = reply_for(messages)
         for token in _tokens(reasoning):
-            await asyncio.sleep(TOKEN_DELAY_SECONDS)
+            await _pace()
             yield ModelResponseStream(
                 choices=[StreamingChoices(index=0, delta=Delta(reasoning_content=token))]
             )
         for token in _tokens(answer):
-            await asyncio.sleep(TOKEN_DELAY_SECONDS)
+            await _pace()
             yield _chunk(token)
         if tool is not None:
             arguments = json.dumps(example_value(tool.get("parameters") or {}))
             third = max(1, len(arguments) // 3)
             for index, start in enumerate(range(0, len(arguments), third)):
-                await asyncio.sleep(TOKEN_DELAY_SECONDS)
+                await _pace()
                 call = {"id": "call_demo_" + uuid.uuid4().hex[:12] if index == 0 else None,
                         "type": "function", "index": 0,
                         "function": {"name": tool["name"] if index == 0 else None,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import String, and_, cast, func, or_, select
 
 from .. import cursors
 from ..base import Page, Queries, _page, operation, table
@@ -22,14 +22,17 @@ from .usage import _UNPRICED, COLUMNS, GROUPS
 
 _threads, _runs, _usage = table(ThreadRow), table(RunRow), table(RunUsageRow)
 DAY_MS = 86_400_000
-AdminGrouping = Literal["agent", "key", "user", "model", "day"]
+# What usage is summed by: the console and `gateway usage` alike (the console within its
+# project, so never by project).
+AdminGrouping = Literal["agent", "key", "user", "model", "day", "project"]
 
 
 @dataclass(frozen=True)
 class Window:
-    """Rows of a project between two epoch-ms instants (`since` inclusive, `until` exclusive)."""
+    """Rows of a project between two epoch-ms instants (`since` inclusive, `until` exclusive);
+    `project` None: of every project (`gateway usage` on the operator's own machine)."""
 
-    project: str
+    project: str | None
     since: int
     until: int
 
@@ -61,18 +64,32 @@ def _where(query: Any, *clauses: Any) -> Any:
     return query.where(*(c for c in clauses if c is not None))
 
 
+def _of_project(column: Any, window: Window) -> Any:
+    return None if window.project is None else column == window.project
+
+
+def _paused(t: Any) -> Any:
+    """Threads whose run waits for an answer: idle, with pending calls (a JSON list; the
+    column holds SQL NULL or JSON `null` when there are none)."""
+    pending = cast(t.c.pending_tool_calls, String)
+    return and_(t.c.run_status == "idle", pending.is_not(None), pending != "null",
+                pending != "[]")
+
+
 class AdminQueries(Queries):
 
     @operation
     async def admin_threads(self, window: Window, limit: int, cursor: str | None, *,
                             user_key: str | None = None, agent: AgentFilter | None = None,
-                            busy: bool | None = None) -> Page:
+                            busy: bool | None = None, waiting: bool = False) -> Page:
         """Threads updated in the window, most recently updated first; `busy`: only those
-        with a run going (True) or only idle ones (False)."""
+        with a run going (True) or only idle ones (False); `waiting`: only those paused for
+        an answer (approvals, questions, client tools)."""
         t = _threads
         status = None if busy is None else (t.c.run_status != "idle" if busy
                                             else t.c.run_status == "idle")
-        query = _where(select(t), t.c.project_id == window.project,
+        query = _where(select(t), _of_project(t.c.project_id, window),
+                       _paused(t) if waiting else None,
                        t.c.updated_ms >= window.since, t.c.updated_ms < window.until,
                        None if user_key is None else t.c.user_key == user_key,
                        _agent_clause(t.c.agent, agent), status,
@@ -92,7 +109,7 @@ class AdminQueries(Queries):
         query = _where(
             select(r, t.c.user_key, t.c.agent.label("thread_agent"))
             .join(t, t.c.id == r.c.thread_id),
-            r.c.project_id == window.project, r.c.created_ms >= window.since,
+            _of_project(r.c.project_id, window), r.c.created_ms >= window.since,
             r.c.created_ms < window.until,
             r.c.status.in_(statuses) if statuses else None,
             None if user_key is None else t.c.user_key == user_key,
@@ -121,6 +138,7 @@ class AdminQueries(Queries):
         u = _usage
         query = (select(u.c.run_id, func.max(u.c.api_key_id).label("api_key_id"),
                         func.sum(u.c.cost_usd).label("cost_usd"), _UNPRICED.label("unpriced"),
+                        func.sum(u.c.estimated_calls).label("estimated_calls"),
                         *(func.sum(u.c[c]).label(c) for c in COLUMNS.values()))
                  .where(u.c.run_id.in_(list(run_ids))).group_by(u.c.run_id))
         async with self.engine.connect() as connection:
@@ -130,26 +148,39 @@ class AdminQueries(Queries):
     @operation
     async def admin_usage(self, window: Window, by: AdminGrouping,
                           limit: int) -> list[dict[str, Any]]:
-        """Usage in the window grouped `by` key, user, agent, model or UTC day (`name`: the
-        group; a day is its first epoch ms), largest input first (days: newest first)."""
+        """Usage in the window grouped `by` key, user, agent, model, UTC day or project
+        (`name`: the group; a day is its first epoch ms), largest input first (days: newest
+        first). What the console shows and `gateway usage` prints: one query for both."""
         u = _usage
         group = (u.c.created_ms // DAY_MS) if by == "day" else GROUPS[by]
         order = group.desc() if by == "day" else func.sum(u.c.input_tokens).desc()
         query = (select(group.label("name"),
                         func.count(func.distinct(u.c.run_id)).label("runs"),
                         func.sum(u.c.cost_usd).label("cost_usd"), _UNPRICED.label("unpriced"),
+                        func.sum(u.c.estimated_calls).label("estimated_calls"),
                         *(func.sum(u.c[c]).label(c) for c in COLUMNS.values()))
-                 .where(u.c.project_id == window.project, u.c.created_ms >= window.since,
-                        u.c.created_ms < window.until)
+                 .where(*(c for c in (_of_project(u.c.project_id, window),
+                                      u.c.created_ms >= window.since,
+                                      u.c.created_ms < window.until) if c is not None))
                  .group_by(group).order_by(order).limit(limit))
         async with self.engine.connect() as connection:
             rows = (await connection.execute(query)).all()
         return [{"name": int(row.name) * DAY_MS if by == "day" else row.name,
                  "runs": int(row.runs), **_sums(row)} for row in rows]
 
+    @operation
+    async def admin_models(self, project: str, since: int, limit: int) -> list[str]:
+        """The models the project's runs used since `since` (the console's prices)."""
+        u = _usage
+        query = (select(u.c.model).where(u.c.project_id == project, u.c.created_ms >= since)
+                 .group_by(u.c.model).order_by(u.c.model).limit(limit))
+        async with self.engine.connect() as connection:
+            return [row.model for row in (await connection.execute(query)).all()]
+
 
 def _sums(row: Any) -> dict[str, Any]:
     sums = {key: int(getattr(row, column) or 0) for key, column in COLUMNS.items()}
+    sums["estimatedCalls"] = int(row.estimated_calls or 0)
     sums["totalTokens"] = sums["inputTokens"] + sums["outputTokens"]
     # The priced rows' cost, and how many run-model rows litellm could not price.
     sums["costUsd"], sums["unpriced"] = row.cost_usd, int(row.unpriced or 0)

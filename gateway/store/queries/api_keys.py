@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, update
+from sqlalchemy import func, or_, update
 from sqlmodel import select
 
-from ..base import Queries, operation
+from ..base import Queries, operation, table
 from ..tables import ApiKeyRow
+
+_keys = table(ApiKeyRow)
 
 
 class ApiKeyQueries(Queries):
@@ -58,3 +60,12 @@ class ApiKeyQueries(Queries):
         async with self.session() as session:
             result = await session.execute(select(func.count()).select_from(ApiKeyRow))
             return int(result.scalar_one())
+
+    @operation
+    async def touch_api_key(self, key_id: str, now: int) -> None:
+        """Note that the key was used at `now` (a later use already noted is kept)."""
+        k = _keys
+        statement = update(k).where(k.c.id == key_id, or_(k.c.last_used_ms.is_(None),
+                                                          k.c.last_used_ms < now))
+        async with self.engine.begin() as connection:
+            await connection.execute(statement.values(last_used_ms=now))

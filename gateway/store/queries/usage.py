@@ -35,6 +35,7 @@ def usage_rows(run: RunRow, agent: str, api_key_id: str | None,
     return [{"run_id": run.id, "model": entry["model"][:255], "thread_id": run.thread_id,
              "project_id": run.project_id, "agent": agent, "api_key_id": api_key_id,
              "cost_usd": entry["costUsd"], "created_ms": now,
+             "estimated_calls": entry.get("estimatedCalls", 0),
              **{column: entry[key] for key, column in COLUMNS.items()}}
             for entry in entries]
 
@@ -55,6 +56,9 @@ def entry_of(row: Any) -> dict[str, Any]:
     entry = {"model": row.model, "costUsd": row.cost_usd,
              **{key: int(getattr(row, column) or 0) for key, column in COLUMNS.items()}}
     entry["totalTokens"] = entry["inputTokens"] + entry["outputTokens"]
+    estimated = int(getattr(row, "estimated_calls", 0) or 0)
+    if estimated:  # present only when some calls were cut off (`engine.usage.estimate`)
+        entry["estimatedCalls"] = estimated
     return entry
 
 
@@ -82,6 +86,7 @@ class UsageQueries(Queries):
         its runs' cost was unknown."""
         query = (select(_usage.c.model, func.sum(_usage.c.cost_usd).label("cost_usd"),
                         _UNPRICED.label("unpriced"),
+                        func.sum(_usage.c.estimated_calls).label("estimated_calls"),
                         *(func.sum(_usage.c[c]).label(c) for c in COLUMNS.values()))
                  .where(_usage.c.thread_id == thread_id).group_by(_usage.c.model)
                  .order_by(_usage.c.model))

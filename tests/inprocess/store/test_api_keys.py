@@ -75,15 +75,47 @@ async def test_development_mode_ends_for_good_with_the_first_key(store: Store) -
     assert await ring.development(settings)
     row = key_row("gw_only-key", PROJECT, expires_ms=now_ms() + 60_000)
     await store.add_api_key(row)
-    # A request does not wait for the check: it goes on with the answer so far, once.
-    assert await ring.development(settings)
-    await ring.settled()
+    # The bound is 0 s here: the very next request sees the key (it waits for the check).
     assert not await ring.development(settings)
     await store.revoke_api_key(row.id, PROJECT, now_ms())
     assert not await KeyRing(store, cache_seconds=0).development(settings)  # a fresh process
     assert not await ring.development(settings)
     assert await ring.development(Settings(api_keys={}, development_mode="on"))
     assert not await KeyRing(store, 0).development(Settings(development_mode="off"))
+
+
+async def test_the_first_request_after_the_bound_sees_the_key_and_steady_traffic_never_waits(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer serves for `cache_seconds` from its query's start: past half of it, a check
+    runs behind the requests, which go on with the answer so far; past all of it, the first
+    request waits for a fresh one, so a key made before then is never missed."""
+    clock = [1000.0]
+    monkeypatch.setattr("gateway.auth.keyring.time.monotonic", lambda: clock[0])
+    settings = Settings(api_keys={})
+    ring = KeyRing(store, cache_seconds=2)
+    counted: list[int] = []
+    count = store.count_api_keys
+
+    async def counted_count() -> int:
+        counted.append(1)
+        return await count()
+
+    store.count_api_keys = counted_count  # type: ignore[method-assign]
+    assert await ring.development(settings) and len(counted) == 1
+    clock[0] += 0.9  # fresh: no query
+    assert await ring.development(settings) and len(counted) == 1
+    await store.add_api_key(key_row("gw_first-key", PROJECT))
+    clock[0] += 0.2  # past half the bound: a check starts, this request does not wait for it
+    assert await ring.development(settings)
+    await ring.settled()
+    assert len(counted) == 2 and not await ring.development(settings)
+
+    idle = KeyRing(store, cache_seconds=2)  # another process, idle since its last check
+    store.count_api_keys = count  # type: ignore[method-assign]
+    assert not await idle.development(settings)
+    idle._ever_made = False  # as it stood before the key: its last answer, 2.5 s old
+    idle._checked = clock[0] - 2.5
+    assert not await idle.development(settings)  # the first request waits, and sees the key
 
 
 async def test_a_revoked_key_is_not_resolved_by_id_once_the_cache_expires(store: Store) -> None:
