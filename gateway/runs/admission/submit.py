@@ -1,7 +1,7 @@
 """The one door every run start goes through, and every thread a client creates.
 
-Each entry (a dialect's route, Chorus's deliveries, forks; schedules and webhooks' retries
-later) resolves who is calling once (`auth.caller.Caller`), says where the run goes (`OnThread`
+Each entry (a dialect's route, Chorus's deliveries, the console's answers, forks; schedules
+and webhooks' retries later) resolves who is calling once (`auth.caller.Caller`), says where the run goes (`OnThread`
 or `NewThread`) and what it is (the neutral `RunSpec`), and calls `Admission.submit`, which
 decides in one order who may start what:
 
