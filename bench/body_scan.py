@@ -1,4 +1,4 @@
-"""What a big JSON body's scan costs the event loop (`api/request_limits.py: check_json_body`).
+"""What a big JSON body's scan costs the event loop (`api/json_body.py: check_json_body`).
 
     .venv/bin/python -m bench.body_scan [--megabytes 10] [--rounds 5]
 
@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from gateway.api import request_limits
+from gateway.api import json_body as request_limits
 from gateway.server.interpreter import SWITCH_INTERVAL_SECONDS
 
 

@@ -382,8 +382,9 @@ class Settings(BaseSettings):
                                          "parsed.")
     # Caps on what is stored (docs/security.md, "Bounds and caps").
     max_metadata_bytes: int = Field(
-        16 * 1024, ge=1, description="Size (as JSON) of a thread's or a run's metadata; "
-                                     "larger is refused with 413 `METADATA_TOO_LARGE`.")
+        16 * 1024, ge=1, description="Size (as JSON) of a thread's, a run's or a message's "
+                                     "metadata; larger is refused with 413 "
+                                     "`METADATA_TOO_LARGE`.")
     max_initial_messages: int = Field(
         100, ge=0, description="Messages a new thread may be seeded with (`initialMessages`, "
                                "an AG-UI history); more is refused with 400 "

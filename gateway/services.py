@@ -35,6 +35,7 @@ from .engine.models.native import NativeModel
 from .engine.tools.python_tools import load_python_tools
 from .observability import tracing
 from .observability.metrics import StoreTimer
+from .runs.admission.submit import Admission
 from .runs.backend import Backend
 from .runs.execution import LoopSetup
 from .runs.limits import RunLimits
@@ -65,6 +66,7 @@ class Services:
     identity: IdentityProviders
     keyring: KeyRing
     agents: AgentRegistry  # the operator's agents (`engine/agents/agent.py`)
+    admission: Admission  # the one door of every run start (`runs/admission/submit.py`)
     # Timbal WebSockets open on this process, per API key (GATEWAY_KEY_WEBSOCKETS).
     sockets: Counter[str] = field(default_factory=Counter)
 
@@ -107,7 +109,8 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
         _start_background(manager, settings, stack)
         services = Services(settings, store, served, backend, manager, _identity(settings),
                             KeyRing(store, settings.key_cache_seconds,
-                                    settings.failed_key_lookups_per_minute), agents)
+                                    settings.failed_key_lookups_per_minute), agents,
+                            Admission(settings, agents, manager))
         await _warn_about_defaults(services)
         yield services
 

@@ -25,13 +25,12 @@ def gateway_version() -> str:
 
 async def list_agents(request: Request) -> Response:
     """A key bound to an agent (`gateway keys create --agent`) sees that agent only, as its
-    default: the others are refused to it (`api/agent_choice.py`), so offering them would only
-    lead a picker into 403s."""
+    default: the others are refused to it (`runs/admission/agents.py`), so offering them would
+    only lead a picker into 403s."""
     project_of(request)  # an API key, as for every /v1 call
     registry: AgentRegistry = request.app.state.agents
     settings = services(request).settings
-    managed = caller(request).managed
-    bound = managed.agent if managed is not None and managed.agent else None
+    bound = caller(request).agent
     body = AgentList(
         version=gateway_version(),
         agents={agent.name: AgentDescription(name=agent.name, description=agent.description,

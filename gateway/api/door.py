@@ -4,12 +4,11 @@ A saturated process (`runs/admission/start_gate.py`: its runs at `GATEWAY_MAX_AC
 waiting too long, its event loop late) must say no at once, so that a balancer sends the user
 elsewhere. Said in the route, the no came late: the request had already queued behind the busy
 loop, been authenticated (maybe a database read), had its body read, scanned and parsed, each
-step another wait on the loop that is already too full; 1,000 runs arriving over 10 s at one
-process got their 503 after 1.2 s at p99 (8.6 s on PostgreSQL). Here the question is asked first,
-as the request arrives, from its method and path alone: the check costs microseconds, the whole
-refusal with its answer about 90 µs of the loop's CPU (`bench/refusal_cost.py`; 135 µs in the
-route), and it touches neither the body nor the store. It still waits for the loop like every
-request, which is why the loop's lateness is one of the limits (`runs/admission/lateness.py`).
+step another wait on the loop that is already too full. Here the question is asked first, as
+the request arrives, from its method and path alone: a few comparisons, and it touches neither
+the body nor the store (docs/decisions/0027-refusal-at-the-door.md). It still waits for the
+loop like every request, which is why the loop's lateness is one of the limits
+(`runs/admission/lateness.py`).
 
 What is a run start is marked where the endpoint is declared (`mark_run_start`, which
 `api.runs.gated` applies); everything else (reads, reconnects to a run's stream, cancels,

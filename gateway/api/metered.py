@@ -16,7 +16,8 @@ from starlette.requests import Request
 
 from ..engine.history import to_model_messages
 from ..store.repository import Store
-from .context import quota_subjects, services
+from ..store.tables import MessageRow
+from .context import caller, services
 
 # Pages of the newest messages read for a transcript's tail, at most (TRANSCRIPT_CHARS first).
 TAIL_PAGES, TAIL_PAGE_SIZE = 5, 10
@@ -27,7 +28,8 @@ async def metered(request: Request, user_key: str | None
                   ) -> AsyncIterator[Callable[[int], None]]:
     """Admit one model call under the caller's quotas (429 past one); yields the sink the call
     reports its tokens to, which are added to the budget when the call ends."""
-    ticket = await services(request).runs.quotas.acquire(quota_subjects(request, user_key))
+    ticket = await services(request).runs.quotas.acquire(
+        caller(request).quota_subjects(user_key))
     spent = 0
 
     def count(tokens: int) -> None:
@@ -47,7 +49,7 @@ async def recent_history(store: Store, thread_id: str, chars: int) -> list[dict[
     """The thread's newest messages in model form, enough to hold `chars` characters of
     conversation text (at most `TAIL_PAGES` pages): a name or suggestions need the
     conversation's end, not the whole thread read into memory."""
-    rows: list = []
+    rows: list[MessageRow] = []
     cursor = None
     for _ in range(TAIL_PAGES):
         page = await store.list_messages(thread_id, TAIL_PAGE_SIZE, cursor, descending=True)
@@ -58,6 +60,6 @@ async def recent_history(store: Store, thread_id: str, chars: int) -> list[dict[
     return to_model_messages(rows)
 
 
-def _text_chars(rows: list) -> int:
+def _text_chars(rows: list[MessageRow]) -> int:
     return sum(len(str(part.get("content") or "")) for row in rows for part in row.parts
                if part.get("type") in ("user", "agent"))

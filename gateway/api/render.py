@@ -119,6 +119,6 @@ def run_model(run: RunRow, usage: list[dict[str, Any]] | None = None) -> Run:
 def run_metadata(run: RunRow) -> dict[str, Any] | None:
     """The client's metadata of the run (an AG-UI run keeps its input's own under `agui`,
     which is the gateway's record of the request, not metadata the client gave)."""
-    metadata = dict(RunSpec.from_snapshot(run.request).metadata or {})
+    metadata = dict(RunSpec.from_row(run.request).metadata or {})
     metadata.pop("agui", None)
     return metadata or None

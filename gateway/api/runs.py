@@ -1,6 +1,7 @@
-"""What the run endpoints of every dialect share: a run's events as SSE, the start gate, the
-checks on a `RunSpec`, a run found in its thread, and cancelling it. The endpoints themselves are
-each dialect's (`gateway/dialects/<name>/routes.py`).
+"""What the run endpoints of every dialect share: a run's events as SSE, the start gate, a run
+found in its thread, and cancelling it. The endpoints themselves are each dialect's
+(`gateway/dialects/<name>/routes.py`); what a start may do is decided below HTTP
+(`runs/admission/submit.py`).
 
 A run response is only a subscriber of the run's log: it flushes SSE headers at once (the SDK's
 timeout covers only the wait for headers), then replays the log from the cursor and follows it
@@ -27,14 +28,9 @@ from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..engine import attachments
-from ..engine.agents.agent import ResolvedAgent
-from ..engine.context_window import TokenCounter, available_tokens, input_limit
-from ..engine.history import user_messages
 from ..protocol.clock import now_ms
 from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.run_errors import error_frame, run_error
-from ..protocol.run_spec import RunSpec
 from ..protocol.tambo import CancelResponse, wire
 from ..protocol.translation import Dialect, Positions, queued_prelude
 from ..server.sse import BoundedEventSource
@@ -42,7 +38,6 @@ from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
 from .context import services, thread_for
 from .door import mark_run_start
-from .request_limits import check_run_request
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +74,8 @@ async def run_events(request: Request, run_id: str, after: int,
 
     The events of each wake-up of the reader (everything the log has beyond it by then) go
     out as one chunk, encoded here (`sse_event`, the bytes sse-starlette would write for each):
-    one send per wake-up instead of one per event (bench/README.md, "Cheaper starts, fifth
-    round")."""
+    one send per wake-up instead of one per event
+    (docs/decisions/0008-sse-events-encoded-per-wake-up.md)."""
     reader = dialect()
     if prelude:
         yield "".join(sse_event(encode(event)) for event in prelude).encode()
@@ -117,10 +112,9 @@ def sse_event(data: str, position: int | None = None) -> str:
     run streams' separator (LF): the `id:` line (none without a position), a `data:` line per
     line of `data`, a blank line.
 
-    Not the library's `ServerSentEvent(...).encode()` because this is once per streamed token:
-    that builds an object and checks every field for about 20 µs an event, this about 3 µs
-    (at 3,000 tokens a second, 6 % of a core). tests/unit/test_sse_event.py holds the two to the
-    same bytes."""
+    Not the library's `ServerSentEvent(...).encode()` because this is once per streamed token,
+    and that builds an object and checks every field (decision record 0008, as above).
+    tests/unit/test_sse_event.py holds the two to the same bytes."""
     head = f"id: {position}\n" if position is not None else ""
     if "\n" not in data and "\r" not in data:  # JSON as the dialects encode it
         return f"{head}data: {data}\n\n"
@@ -137,71 +131,11 @@ def sse_response(request: Request, messages: AsyncIterator[dict[str, str] | byte
                               send_timeout=timings.slow_reader_seconds)
 
 
-def check_model(request: Request, spec: RunSpec) -> None:
-    """A run may pick its model only from the allow-list (`GATEWAY_MODELS`): a browser must
-    never choose an arbitrary, possibly expensive, model on the operator's key."""
-    if spec.model is None:
-        return
-    settings = services(request).settings
-    allowed = (settings.model, *settings.models)
-    if spec.model not in allowed:
-        raise ApiError(Problem.MODEL_NOT_ALLOWED,
-                       f"Model {spec.model[:200]!r} is not allowed on this gateway; allowed: "
-                       f"{', '.join(allowed)} (set GATEWAY_MODELS to allow more)",
-                       allowedModels=list(allowed))
-
-
-def check_attachments(request: Request, spec: RunSpec) -> None:
-    """Attachments the model cannot take are refused before anything starts (400/413)."""
-    blocks = [b for b in spec.user.blocks if b.get("type") == "resource"] if spec.user else []
-    if not blocks:
-        return
-    settings = services(request).settings
-    try:
-        attachments.check(blocks, settings.max_attachment_bytes,
-                          attachments.capabilities(spec.model or settings.model))
-    except attachments.AttachmentError as exc:
-        raise ApiError(Problem[exc.code], str(exc)) from None
-
-
-def check_run(request: Request, spec: RunSpec) -> None:
-    """Everything about a run request that can be refused before its thread is looked at."""
-    check_model(request, spec)
-    check_attachments(request, spec)
-    check_run_request(services(request).settings, spec)
-
-
-def check_fits(request: Request, spec: RunSpec, agent: ResolvedAgent) -> None:
-    """A new message that could never reach the model, whatever history is left out (with the
-    agent's instructions it is over the model's input budget), is refused before the run
-    starts (400 `MESSAGE_TOO_LARGE_FOR_MODEL`), not failed by the provider after it."""
-    if spec.user is None:
-        return
-    settings = services(request).settings
-    model = spec.model or agent.model
-    limit = input_limit(model, agent.max_input_tokens, settings.max_input_tokens)
-    if limit is None:
-        return
-    max_tokens = min((n for n in (spec.max_tokens, agent.max_tokens) if n is not None),
-                     default=None)
-    budget = available_tokens(limit, max_tokens, settings.output_reserve_tokens)
-    counter = TokenCounter(model)
-    part = {"type": "user", "content": spec.user.text, "blocks": spec.user.blocks,
-            "context": spec.user.context}
-    tokens = sum(counter.message(m) for m in user_messages([part]))
-    if agent.instructions:
-        tokens += counter.message({"role": "system", "content": agent.instructions})
-    if tokens > budget:
-        raise ApiError(Problem.MESSAGE_TOO_LARGE_FOR_MODEL,
-                       f"The message has {tokens} tokens; the model's input budget is "
-                       f"{budget} (its limit {limit}, less room for the answer)",
-                       tokens=tokens, budgetTokens=budget)
-
-
 def gated(handler: Callable[[Request], Awaitable[Response]]
           ) -> Callable[[Request], Awaitable[Response]]:
-    """A run-start endpoint, whole (its request parsed and checked, the run admitted and
-    launched), inside the process's start gate (`runs/admission/start_gate.py`). The response's stream
+    """A run-start endpoint, whole (its request parsed, the run admitted by the door and
+    launched), inside the process's start gate (`runs/admission/start_gate.py`); the door
+    leaves the turn only for slow work of its own (`StartGate.outside`). The response's stream
     is read after the turn ends. Marked as a run start: refused at the door while the process
     is saturated (`api/door.py`)."""
 

@@ -1,4 +1,6 @@
-"""Threads and their messages: `/v1/threads[/{id}]`, `/v1/threads/{id}/messages[/{messageId}]`."""
+"""Threads and their messages: `/v1/threads[/{id}]`, `/v1/threads/{id}/messages[/{messageId}]`,
+and forks (`/v1/threads/{id}/fork`). A thread is created, and forked, through the door every run
+start goes through (`runs/admission/submit.py`), under the same rules."""
 
 from __future__ import annotations
 
@@ -9,10 +11,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..protocol.clock import new_id, now_ms
+from ..protocol.clock import now_ms
 from ..protocol.problems import ApiError, Problem, echo
-from ..protocol.run_spec import SeedMessage
 from ..protocol.tambo import (
+    ForkRequest,
     MessageList,
     ThreadCreateRequest,
     ThreadList,
@@ -20,11 +22,10 @@ from ..protocol.tambo import (
     ThreadWithMessages,
     wire,
 )
-from ..runs.admission.admit import NewThread
-from ..store.rows import made
-from ..store.tables import MessageRow, ThreadRow
-from .agent_choice import agent_for, check_client_prompt
+from ..runs.admission.threads import NewThread, check_metadata
 from .context import (
+    admission,
+    caller,
     int_param,
     json_body,
     names_scope,
@@ -32,56 +33,32 @@ from .context import (
     required_user_scope,
     services,
     thread_for,
+    user_scope,
 )
 from .render import message_model, thread_model, usage_model
-from .stored_caps import check_initial_messages, check_metadata, check_thread_room
-
-
-def new_thread(project: str, user_key: str | None, metadata: dict[str, Any] | None,
-               initial: list[SeedMessage], agent: str | None = None) -> NewThread:
-    """A thread and its initial messages, not written yet; shared by `POST /v1/threads` and
-    new-thread runs (which write it in the transaction that starts the run)."""
-    now = now_ms()
-    thread = made(ThreadRow, id=new_id("thr_"), project_id=project, user_key=user_key, meta=metadata,
-                       created_ms=now, updated_ms=now, agent=agent)
-    return NewThread(thread, [initial_message_row(thread.id, message, now, user_key, agent)
-                              for message in initial])
-
-
-def initial_message_row(thread_id: str, message: SeedMessage, now: int,
-                        user_key: str | None = None, agent: str | None = None) -> MessageRow:
-    """A seeded message as stored; `sender` (Timbal's) is the user scope on the user's, the
-    thread's agent on the assistant's, when known."""
-    part: dict[str, Any]
-    if message.role == "assistant":
-        part = {"id": new_id(), "type": "agent", "content": message.text}
-        sender = agent
-    elif message.role == "system":
-        part = {"id": new_id(), "type": "x-system", "content": message.text}
-        sender = None
-    else:
-        part = {"id": new_id(), "type": "user", "content": message.text}
-        sender = user_key
-    if sender:
-        part["sender"] = sender
-    return made(MessageRow, id=new_id(), thread_id=thread_id, role=message.role, parts=[part],
-                      created_ms=now)
 
 
 async def create_thread(request: Request) -> Response:
     body: ThreadCreateRequest = await json_body(request, ThreadCreateRequest)
-    project = project_of(request)
+    who = caller(request)
     user_key = required_user_scope(request, body.userKey, body.contextKey)
     seeds = [m.seed() for m in body.initialMessages or []]
-    agent = agent_for(request, None)
-    check_client_prompt(agent, seeds)
-    settings = services(request).settings
-    check_metadata(settings, body.metadata)
-    check_initial_messages(settings, [m.text for m in seeds])
-    await check_thread_room(settings, services(request).store, project, user_key)
-    thread = new_thread(project, user_key, body.metadata, seeds, agent.name)
-    await services(request).store.add(thread.row, *thread.messages)
-    return JSONResponse(wire(thread_model(thread.row)), status_code=201)
+    thread = await admission(request).create_thread(who, NewThread(user_key, body.metadata),
+                                                    seeds)
+    return JSONResponse(wire(thread_model(thread)), status_code=201)
+
+
+async def fork_thread(request: Request) -> Response:
+    """A new thread from the thread's history up to and including `messageId`
+    (`runs/admission/forks.py`)."""
+    body: ForkRequest = await json_body(request, ForkRequest)
+    original = await thread_for(request, body.userKey, body.contextKey)
+    fork = await admission(request).fork(caller(request), original, body.messageId)
+    copied = {row.id: row for row in fork.components}
+    messages = [message_model(row, copied) for row in fork.messages]
+    owner = user_scope(request, body.userKey, body.contextKey) is not None
+    return JSONResponse(wire(thread_model(fork.thread, ThreadWithMessages, messages=messages,
+                                          owner=owner)), status_code=201)
 
 
 async def list_threads(request: Request) -> Response:
@@ -163,4 +140,5 @@ routes = [
     Route("/v1/threads/{thread_id}", delete_thread, methods=["DELETE"]),
     Route("/v1/threads/{thread_id}/messages", list_messages, methods=["GET"]),
     Route("/v1/threads/{thread_id}/messages/{message_id}", get_message, methods=["GET"]),
+    Route("/v1/threads/{thread_id}/fork", fork_thread, methods=["POST"]),
 ]

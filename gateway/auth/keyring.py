@@ -290,7 +290,7 @@ class KeyRing:
 
 @dataclass(frozen=True)
 class Credentials:
-    """What the key lookup before the route found for a request (see `context.caller`)."""
+    """What the key lookup before the route found for a request (see `caller.resolve_caller`)."""
 
     managed: dict[str, ManagedKey]  # the presented keys that are usable managed keys
     development: bool  # development mode is on for this request

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..runs.admission.quotas import DAY_MS, MINUTE_MS, Exceeded, Subject
+from ..auth.subjects import Subject
+from ..runs.admission.quotas import DAY_MS, MINUTE_MS, Exceeded
 
 
 @dataclass

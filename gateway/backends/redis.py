@@ -50,6 +50,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from ..auth.subjects import Subject
 from ..observability import metrics
 from ..protocol import timbal
 from ..protocol.clock import now_ms
@@ -60,7 +61,6 @@ from ..runs.admission.quotas import (
     PROBLEMS,
     CountersUnavailable,
     Exceeded,
-    Subject,
 )
 from ..runs.backend import (
     Backend,

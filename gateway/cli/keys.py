@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 _PROJECT = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _DURATION = re.compile(r"^([0-9]+)([smhd])$")
-DEFAULT_PROJECT = "default"  # development mode's project (`api.admin_access`, `auth`)
+DEFAULT_PROJECT = "default"  # development mode's project (`auth.caller`)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 

@@ -15,7 +15,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from swagger_ui_bundle import swagger_ui_path
 
-from ..api.static_files import PAGE_HEADERS, AssetFiles
+from ..api.playground import PAGE_HEADERS, AssetFiles
 from .document import openapi_text
 
 PAGE = Path(__file__).resolve().parent.parent / "web" / "docs.html"

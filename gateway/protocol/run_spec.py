@@ -2,10 +2,12 @@
 
 A dialect (`gateway/dialects/<name>/input.py`) parses its own request and converts it into a
 `RunSpec`; `runs/` and `engine/` read only this, never a dialect's types. Field names are the
-gateway's own (snake_case), and so is the snapshot a run keeps on its row (`snapshot()`), which
-the run's task reads back (`from_snapshot`). Rows written before this shape existed hold the
-Tambo request's camelCase keys; `from_snapshot` reads those too, so a run paused before an
-upgrade continues after it.
+gateway's own (snake_case), and so is the run row's copy of the spec (`to_row()`), which holds
+every field and reads back equal (`from_row`): a run started here runs on the spec it was
+admitted with, and one read from its row (a queued run that another process promotes, a
+reconnect that needs the run's metadata) on the same spec. Older rows read too: the first
+snake_case shape (which kept only what the run's task read) and, before it, the Tambo
+request's camelCase keys, so a run paused before an upgrade continues after it.
 
 Content blocks (`UserInput.blocks`, `ToolResult.blocks`) are kept as the JSON objects the stored
 Timbal values carry (`{"type": "text", "text": ...}`, `{"type": "resource", "resource": ...}`).
@@ -13,8 +15,9 @@ Timbal values carry (`{"type": "text", "text": ...}`, `{"type": "resource", "res
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 DisconnectPolicy = Literal["cancel", "continue", "grace"]
 # What a run request does on a busy thread (`runs/admission/multitask.py`).
@@ -23,7 +26,9 @@ MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 ToolChoice = str | dict[str, str]
 Block = dict[str, Any]
 
-SNAPSHOT_VERSION = 1  # the key `run_spec` of a snapshot in this shape
+# The key `run_spec` of a row in this shape (1: the first snake_case one, which kept only what
+# the run's task read; 2: every field).
+ROW_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -49,15 +54,15 @@ class Component:
     # Client tools offered only while the component is shown in the thread (`contextTools`).
     context_tools: tuple[ClientTool, ...] = ()
 
-    def snapshot(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, Any]:
         data = _compact({k: v for k, v in vars(self).items() if k != "context_tools"})
         if self.context_tools:
             data["context_tools"] = [_compact(vars(t)) for t in self.context_tools]
         return data
 
     @classmethod
-    def of(cls, data: dict[str, Any]) -> Component:
-        tools = tuple(ClientTool(**t) for t in data.get("context_tools", []))
+    def from_row(cls, data: Mapping[str, Any]) -> Component:
+        tools = tuple(ClientTool(**t) for t in data.get("context_tools", ()))
         return cls(**{**data, "context_tools": tools})
 
 
@@ -68,6 +73,14 @@ class ToolResult:
     tool_call_id: str
     blocks: list[Block]
     is_error: bool = False
+
+    def to_row(self) -> dict[str, Any]:
+        row = {"tool_call_id": self.tool_call_id, "blocks": self.blocks}
+        return {**row, "is_error": True} if self.is_error else row
+
+    @classmethod
+    def from_row(cls, data: Mapping[str, Any]) -> ToolResult:
+        return cls(data["tool_call_id"], data["blocks"], bool(data.get("is_error")))
 
     @property
     def text(self) -> str:
@@ -84,6 +97,13 @@ class UserInput:
     # The user message's id (its Timbal `i`) when the dialect promised one to its client (the
     # Timbal write path answers with it); None: the run makes one.
     id: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return _compact(vars(self))
+
+    @classmethod
+    def from_row(cls, data: Mapping[str, Any]) -> UserInput:
+        return cls(data["blocks"], data.get("context"), data.get("metadata"), data.get("id"))
 
     @property
     def text(self) -> str:
@@ -133,39 +153,93 @@ class RunSpec:
     # On a busy thread: `reject`, `interrupt`, `rollback` or `enqueue` (`runs/admission/multitask.py`;
     # None: reject).
     multitask_strategy: MultitaskStrategy | None = None
+    # Read the MCP resources the message references and embed them before the run starts
+    # (`runs/admission/embedding.py`; Tambo's `embedResources`).
+    embed_resources: bool = False
 
-    def snapshot(self) -> dict[str, Any]:
-        """What the run's task needs, as kept on the run row (JSON, snake_case)."""
-        data: dict[str, Any] = {
-            "run_spec": SNAPSHOT_VERSION,
-            "client_tools": [_compact(vars(t)) for t in self.client_tools],
-            "components": [c.snapshot() for c in self.components],
-        }
-        for name in ("tool_choice", "force_component", "max_tokens", "temperature", "model",
-                     "agent", "metadata"):
+    def to_row(self) -> SpecRow:
+        """The spec as its run row keeps it (JSON, snake_case): every field, the unset ones
+        left out. `from_row` reads it back equal (tests/unit/test_run_spec.py holds every
+        field of the spec, and of the types inside it, to that)."""
+        row: SpecRow = {"run_spec": ROW_VERSION}
+        if self.user is not None:
+            row["user"] = self.user.to_row()
+        if self.tool_results:
+            row["tool_results"] = [r.to_row() for r in self.tool_results]
+        if self.client_tools:
+            row["client_tools"] = [_compact(vars(t)) for t in self.client_tools]
+        if self.components:
+            row["components"] = [c.to_row() for c in self.components]
+        if self.seed_messages:
+            row["seed_messages"] = [{"role": m.role, "text": m.text} for m in self.seed_messages]
+        if self.idempotency is not None:
+            row["idempotency"] = {"key": self.idempotency.key,
+                                  "request": self.idempotency.request}
+        if self.abandon_pending_tools:
+            row["abandon_pending_tools"] = True
+        if self.embed_resources:
+            row["embed_resources"] = True
+        for name in _PLAIN:
             value = getattr(self, name)
             if value is not None:
-                data[name] = value
-        return data
+                row[name] = value  # type: ignore[literal-required]
+        return row
 
     @classmethod
-    def from_snapshot(cls, data: dict[str, Any] | None) -> RunSpec:
-        """The run's spec as `snapshot()` kept it (or as the Tambo request's camelCase keys
-        were kept before this shape existed)."""
+    def from_row(cls, data: Mapping[str, Any] | None) -> RunSpec:
+        """The spec as `to_row` kept it, or as a row of an older version kept it: the first
+        snake_case snapshot (what the run's task needed), or, before `RunSpec`, the Tambo
+        request's own camelCase keys."""
         data = data or {}
         if "run_spec" not in data:
             data = _from_tambo_snapshot(data)
+        user, key = data.get("user"), data.get("idempotency")
         return cls(
-            client_tools=[ClientTool(**t) for t in data.get("client_tools", [])],
-            components=[Component.of(c) for c in data.get("components", [])],
-            tool_choice=data.get("tool_choice"),
-            force_component=data.get("force_component"),
-            max_tokens=data.get("max_tokens"),
-            temperature=data.get("temperature"),
-            model=data.get("model"),
-            agent=data.get("agent"),
-            metadata=data.get("metadata"),
+            user=UserInput.from_row(user) if user is not None else None,
+            tool_results=[ToolResult.from_row(r) for r in data.get("tool_results", ())],
+            client_tools=[ClientTool(**t) for t in data.get("client_tools", ())],
+            components=[Component.from_row(c) for c in data.get("components", ())],
+            seed_messages=[SeedMessage(m["role"], m["text"])
+                           for m in data.get("seed_messages", ())],
+            idempotency=Idempotency(key["key"], key["request"]) if key is not None else None,
+            abandon_pending_tools=bool(data.get("abandon_pending_tools")),
+            embed_resources=bool(data.get("embed_resources")),
+            **{name: data.get(name) for name in _PLAIN},
         )
+
+
+# The fields kept on the row as they are (JSON values, or None).
+_PLAIN = ("context", "tool_choice", "force_component", "max_tokens", "temperature", "model",
+          "agent", "previous_run_id", "on_disconnect", "metadata", "multitask_strategy")
+
+
+class SpecRow(TypedDict, total=False):
+    """`RunSpec.to_row()`: the `request` column of the run's row. The run's start adds what
+    only the row needs: `fingerprint` (what a retry with the spec's idempotency key must
+    match) and, for a queued run, `queued_input` (`runs/admission/multitask.py`)."""
+
+    run_spec: int
+    user: dict[str, Any]
+    tool_results: list[dict[str, Any]]
+    context: dict[str, Any]
+    client_tools: list[dict[str, Any]]
+    components: list[dict[str, Any]]
+    tool_choice: ToolChoice
+    force_component: str
+    max_tokens: int
+    temperature: float
+    model: str
+    agent: str
+    previous_run_id: str
+    on_disconnect: DisconnectPolicy
+    metadata: dict[str, Any]
+    seed_messages: list[dict[str, Any]]
+    idempotency: dict[str, Any]
+    abandon_pending_tools: bool
+    multitask_strategy: MultitaskStrategy
+    embed_resources: bool
+    fingerprint: str | None
+    queued_input: list[dict[str, Any]]
 
 
 def _compact(values: dict[str, Any]) -> dict[str, Any]:
@@ -183,11 +257,11 @@ _OLD_COMPONENT = {"name": "name", "description": "description", "propsSchema": "
                   "stateSchema": "state_schema"}
 
 
-def _renamed(values: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+def _renamed(values: Mapping[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return {names[k]: v for k, v in values.items() if k in names}
 
 
-def _from_tambo_snapshot(data: dict[str, Any]) -> dict[str, Any]:
+def _from_tambo_snapshot(data: Mapping[str, Any]) -> dict[str, Any]:
     new = _renamed(data, _OLD_KEYS)
     new["client_tools"] = [_renamed(t, _OLD_TOOL) for t in new.get("client_tools", [])]
     new["components"] = [_renamed(c, _OLD_COMPONENT) for c in new.get("components", [])]

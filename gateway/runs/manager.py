@@ -1,4 +1,4 @@
-"""The run manager: the one object the API talks to about runs.
+"""The run manager: the runs of this process, from their start to their end.
 
 A run outlives its HTTP request: its task belongs to this process, writes to the run's log, and
 every SSE response is only a subscriber of that log. Each phase of a run's life has its module:
@@ -13,11 +13,10 @@ together.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from ..engine.loop import ServerToolSpec
@@ -29,12 +28,12 @@ from ..protocol.problems import ApiError, Problem
 from ..protocol.run_spec import RunSpec
 from ..store.repository import ACTIVE_RUN_STATUSES, Store
 from ..store.tables import RunRow, ThreadRow
-from .admission.admit import NewThread, StartedRun, admit, admit_new_thread
-from .admission.idempotency import start_new_thread_once
+from .admission.admit import StartedRun, admit, admit_new_thread
 from .admission.lateness import LoopLateness
 from .admission.multitask import follow_ended, make_room, queued_input, queued_run, run_in_the_way
-from .admission.quotas import NO_QUOTA, QuotaExceeded, Quotas, Subject, Ticket
+from .admission.quotas import NO_QUOTA, Quotas, Ticket
 from .admission.start_gate import StartGate
+from .admission.threads import ThreadRows
 from .backend import Backend, RunFeed, Signals
 from .components.state import ComponentStates
 from .execution import CANCELLED_ERROR, LoopSetup, RunExecutor
@@ -98,33 +97,33 @@ class RunManager:
 
     # -- starting -------------------------------------------------------------------------------
 
-    async def start(self, project_id: str, thread: ThreadRow, spec: RunSpec,
-                    client_run_id: str | None = None,
-                    subjects: Sequence[Subject] = NO_QUOTA,
-                    extra_tools: dict[str, ServerToolSpec] | None = None,
-                    ticket: Ticket | None = None) -> StartedRun:
-        """Start a run on the thread, or attach to the run the spec's idempotency key already
-        started.
+    async def start(self, thread: ThreadRow | ThreadRows, spec: RunSpec,
+                    ticket: Ticket | None = None, *, client_run_id: str | None = None,
+                    extra_tools: dict[str, ServerToolSpec] | None = None) -> StartedRun:
+        """Start a run on `thread` (a thread's rows: created in the run's own transaction), or
+        attach to the run the spec's idempotency key already started. The one way a run is
+        started: `admission.submit` decides who may start what, and calls this last.
 
-        `client_run_id` is the client's own name for the run (AG-UI clients choose one), kept
-        beside the gateway's id. `subjects` are the API key and user scope whose quotas the run
-        counts against (a 429 when one is over); the run holds their slots until it ends.
-        A new user message on a paused thread may first end the pause (`pauses`).
-        `extra_tools`: server tools for this run only, besides its agent's. `ticket`: quota
-        slots taken already (a Chorus message takes its own when it is accepted); the run
-        holds them instead of `subjects`', and releases them when it ends or is refused."""
-        self._refuse_if_closed()
+        On a thread, a new user message may first end the thread's pause (`pauses`), and a
+        busy thread is made room on (or the run queued) as the spec's multitask strategy says
+        (`multitask`). `ticket` holds the run's quota slots (taken by `submit`): the run holds
+        them until it ends, and they go back at once if nothing is started (refused, attached
+        or queued). `client_run_id` is the client's own name for the run (AG-UI clients choose
+        one), kept beside the gateway's id. `extra_tools`: server tools for this run only,
+        besides its agent's."""
+        ticket = ticket or Ticket(self.quotas, NO_QUOTA)
         try:
-            if ticket is None:
-                ticket = await self.quotas.acquire(subjects)
-        except QuotaExceeded:
-            # A retry of a request that started its run only attaches to it: no new slot.
-            if spec.idempotency is None or await self.store.find_run_by_idempotency_key(
-                    thread.id, spec.idempotency.key) is None:
-                raise
-            ticket = Ticket(self.quotas, NO_QUOTA)
-        return await self._launched(ticket, self._admit(project_id, thread, spec, client_run_id),
-                                    extra_tools)
+            self.refuse_if_closed()
+        except BaseException:
+            await ticket.release()
+            raise
+        if isinstance(thread, ThreadRows):
+            admission: Awaitable[StartedRun] = admit_new_thread(
+                self.store, self.owner, self.timings.lease_ms, thread, spec,
+                self.setup.model_of(spec), client_run_id)
+        else:
+            admission = self._admit(thread.project_id, thread, spec, client_run_id)
+        return await self._launched(ticket, admission, extra_tools)
 
     async def _admit(self, project_id: str, thread: ThreadRow, spec: RunSpec,
                      client_run_id: str | None) -> StartedRun:
@@ -155,40 +154,7 @@ class RunManager:
             spec = room
             thread = await self.store.get_thread(project_id, thread.id) or thread
 
-    async def start_new_thread(self, project_id: str, thread: NewThread, spec: RunSpec,
-                               user_key: str | None,
-                               subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
-        """Create a thread and start a run on it (one transaction); with an idempotency key, a
-        retry gets the thread and run the first request created, not a second thread."""
-        self._refuse_if_closed()
-        if spec.idempotency is None:  # nothing is written if the run is refused
-            ticket = await self.quotas.acquire(subjects)
-            return await self._launched(ticket, admit_new_thread(
-                self.store, self.owner, self.timings.lease_ms, thread, spec,
-                self.setup.model_of(spec)))
-        start_on = functools.partial(self.start_on, subjects=subjects)
-
-        async def create_thread() -> ThreadRow:
-            await self.store.add(thread.row, *thread.messages)
-            return thread.row
-
-        return await start_new_thread_once(self.store, start_on,
-                                           self.idempotency_ttl_seconds, self.timings,
-                                           project_id, create_thread, spec, user_key)
-
-    async def start_on(self, project_id: str, thread: ThreadRow, spec: RunSpec,
-                       client_run_id: str | None = None,
-                       subjects: Sequence[Subject] = NO_QUOTA) -> StartedRun:
-        """Start the first run on a thread just created for it; if the run is refused (its
-        continuation is invalid, a quota is spent), the thread goes too: a refused request
-        leaves nothing."""
-        try:
-            return await self.start(project_id, thread, spec, client_run_id, subjects)
-        except ApiError:
-            await self.store.delete_thread(thread.id)
-            raise
-
-    def _refuse_if_closed(self) -> None:
+    def refuse_if_closed(self) -> None:
         """While the process drains for shutdown, no new run starts here (see `shutdown`)."""
         if self.refusal is not None:
             error = self.refusal()
@@ -239,7 +205,8 @@ class RunManager:
     def _launch(self, started: StartedRun, ticket: Ticket,
                 extra_tools: dict[str, ServerToolSpec] | None = None) -> None:
         run = started.run
-        spec = RunSpec.from_snapshot(run.request)  # the row is the run's input; read once
+        # The spec it was admitted with; a queued run's, from its row.
+        spec = started.spec or RunSpec.from_row(run.request)
         active = ActiveRun(row=run, live=LiveLog(run.id), ticket=ticket,
                            history=started.history, extra_tools=extra_tools or {}, spec=spec,
                            usage=RunUsage(self.setup.prices))

@@ -44,7 +44,7 @@ class ActiveRun:
     # The thread's queued runs as its end's transaction found them (`finish_run`): empty,
     # nothing to promote after it; None, not looked up (it ended another way).
     queued_after: list[str] | None = None
-    # Its spec as its row keeps it (`RunSpec.from_snapshot`), read once when it is launched.
+    # The spec it was admitted with (a queued run: its row's, `RunSpec.from_row`).
     spec: RunSpec = field(default_factory=RunSpec)
 
     @property

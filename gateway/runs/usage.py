@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..auth.subjects import Subject
 from ..engine.deltas import Usage
 from ..engine.usage import RunUsage
 from ..protocol import timbal
 from ..protocol.frames_schema import UsageEntry
-from .admission.quotas import Subject, Ticket
+from .admission.quotas import Ticket
 
 
 class UsageMeter:

@@ -170,7 +170,7 @@ class ComponentRow(SQLModel, table=True):
 
 class ComponentStateHistoryRow(SQLModel, table=True):
     """A component's state as it was when a later message arrived: kept so a fork at an
-    earlier message copies the state as of that message (`api/forks.py`).
+    earlier message copies the state as of that message (`runs/admission/forks.py`).
 
     Written only when a state update is the first since a new message on the thread (the state
     it replaces was the thread's state as of that message), so a component has at most one row

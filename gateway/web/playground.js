@@ -48,6 +48,7 @@ const state = {
   lastId: 0,           // the last event id read from it
   stream: null,        // AbortController of the open stream
   pending: [],         // client tool calls awaiting results
+  settling: false,     // a run's stream is open, or its thread is being read again after it
 };
 
 function showError(error) {
@@ -136,7 +137,19 @@ async function reconnect() {
   await stream("GET", path, null, `reconnected after id ${after || 0}`);
 }
 
+/** A run's events, then the thread as the run left it. Sending stays off until then: the next
+ * run must name the run that just ended as its `previousRunId`, which the thread tells. */
 async function stream(method, path, body, note) {
+  state.settling = true;
+  try {
+    await streamOnce(method, path, body, note);
+  } finally {
+    state.settling = false;
+    setStatus($("run-status").textContent);
+  }
+}
+
+async function streamOnce(method, path, body, note) {
   closeStream();
   const controller = new AbortController();
   state.stream = controller;
@@ -520,7 +533,7 @@ async function loadPending(thread) {
 
 function setStatus(text) {
   $("run-status").textContent = text;
-  $("send").disabled = text === "streaming" || text === "connecting";
+  $("send").disabled = state.settling || text === "streaming" || text === "connecting";
 }
 
 // -- threads ----------------------------------------------------------------------------------

@@ -20,9 +20,12 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from gateway.auth.caller import Caller
+from gateway.auth.subjects import Subject
 from gateway.backends.database import database_backend
 from gateway.dialects.tambo.input import keyed, run_spec
 from gateway.dialects.tambo.translate import TamboDialect
+from gateway.engine.agents.file import registry_for
 from gateway.engine.deltas import (
     Delta,
     Finish,
@@ -36,6 +39,8 @@ from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
 from gateway.protocol.translation import positioned
+from gateway.runs.admission.submit import Admission
+from gateway.runs.admission.threads import ThreadRows
 from gateway.runs.backend import Counters
 from gateway.runs.execution import LoopSetup
 from gateway.runs.limits import RunLimits
@@ -45,6 +50,7 @@ from gateway.store.db import create_engine, migrate
 from gateway.store.repository import Store
 from gateway.store.tables import ThreadRow
 from tests.support.engines import RedisServer
+from tests.support.inprocess_app import settings_from
 
 PROJECT = "project-1"
 Step = Delta | float | ModelError | asyncio.Event
@@ -209,6 +215,25 @@ async def managers(store: Store, model: ScriptedDeltas) -> AsyncIterator[Manager
 @pytest.fixture
 async def manager(managers: ManagerFactory) -> RunManager:
     return managers()
+
+
+def door(manager: RunManager, **settings: str) -> Admission:
+    """The door in front of `manager` (`runs/admission/submit.py`), with the default settings
+    (`GATEWAY_*` names to values override them) and the environment's one agent."""
+    configured = settings_from({f"GATEWAY_{k.upper()}": v for k, v in settings.items()})
+    return Admission(configured, registry_for(configured), manager)
+
+
+def client(quota: Subject | None = None) -> Caller:
+    """A caller of `PROJECT` whose credential's quota is `quota` (None: none counted)."""
+    return Caller(PROJECT, key_id="key-1" if quota else None, quota=quota)
+
+
+def new_thread_rows(user_key: str | None = None) -> ThreadRows:
+    """A new thread of `PROJECT`, not written yet (a start creates it with its run)."""
+    now = now_ms()
+    return ThreadRows(ThreadRow(id=new_id("thr_"), project_id=PROJECT, user_key=user_key,
+                                created_ms=now, updated_ms=now), [])
 
 
 async def new_thread(store: Store, user_key: str | None = None) -> ThreadRow:

@@ -17,7 +17,6 @@ from gateway.runs.backend import Unreachable
 from gateway.services import open_services
 from tests.inprocess.conftest import (
     FAST,
-    PROJECT,
     ScriptedDeltas,
     events,
     new_thread,
@@ -49,7 +48,7 @@ async def test_the_services_run_a_run_and_close_their_background_tasks(
         assert background() == BACKGROUND
         model.enqueue(text_turn("Hello"))
         thread = await new_thread(services.store)
-        run = (await services.runs.start(PROJECT, thread, user("hi"))).run
+        run = (await services.runs.start(thread, user("hi"))).run
         assert types(await events(services.runs, run.id))[-1] == "RUN_FINISHED"
     assert background() == set()
 

@@ -38,6 +38,9 @@ def test_metadata_over_the_cap_is_refused_wherever_it_is_stored(client: httpx.Cl
         413, "METADATA_TOO_LARGE")
     refused(client.post(f"/v1/threads/{thread_id}/runs", json={
         "message": message, **user, "runMetadata": BIG_METADATA}), 413, "METADATA_TOO_LARGE")
+    # A message's metadata is stored with it, as the Timbal write path's always was.
+    refused(client.post(f"/v1/threads/{thread_id}/runs", json={
+        "message": {**message, "metadata": BIG_METADATA}, **user}), 413, "METADATA_TOO_LARGE")
     threads = client.get("/v1/threads", params=user).json()["threads"]
     assert [(t["id"], t["metadata"]) for t in threads] == [(thread_id, {"a": 1})]
 

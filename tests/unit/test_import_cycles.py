@@ -175,9 +175,8 @@ def test_the_pair_checker_sees_a_two_way_import() -> None:
 # A room holds about 15 modules at most (its `__init__.py` not counted); a folder that grows past
 # it is split by what its modules do (as `engine/models/`, `runs/admission/`).
 MAX_MODULES = 16
-# Rooms still being emptied this round: `api/` loses its run-start checks (agent choice, stored
-# caps, embedding, request limits) to the one run start below HTTP.
-SPLITTING = {"gateway/api"}
+# Rooms still being emptied this round (none left).
+SPLITTING: set[str] = set()
 
 
 def test_no_folder_is_too_large() -> None:

@@ -9,12 +9,11 @@ import threading
 
 import pytest
 
-from gateway.api import request_limits
-from gateway.api.request_limits import (
+from gateway.api import json_body as request_limits
+from gateway.api.json_body import (
     SCAN_OFF_LOOP_BYTES,
     SEARCH_WINDOW,
     check_json_body,
-    check_run_request,
     checked_json_body,
     scan_json,
 )
@@ -23,6 +22,7 @@ from gateway.dialects.tambo.input import run_spec
 from gateway.protocol.problems import ApiError, Problem
 from gateway.protocol.run_spec import RunSpec
 from gateway.protocol.tambo import RunRequest
+from gateway.runs.admission.checks import check_limits as check_run_request
 
 
 @pytest.mark.parametrize(("text", "depth"), [

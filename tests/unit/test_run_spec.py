@@ -1,13 +1,23 @@
-"""The neutral run input: what a dialect's request becomes, and the snapshot a run keeps of it,
-including the snapshots the gateway wrote before `RunSpec` (the Tambo request's camelCase
-keys), which must read the same so that runs begun before an upgrade go on after it."""
+"""The neutral run input: what a dialect's request becomes, and the row a run keeps of it
+(`to_row` / `from_row`): every field reads back equal, and the rows older versions wrote (the
+first snake_case snapshot, and before `RunSpec` the Tambo request's camelCase keys) read the
+same, so that runs begun before an upgrade go on after it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from gateway.dialects.tambo.input import keyed, run_spec
-from gateway.protocol.run_spec import ClientTool, Component, RunSpec
+from gateway.protocol.run_spec import (
+    ClientTool,
+    Component,
+    Idempotency,
+    RunSpec,
+    SeedMessage,
+    ToolResult,
+    UserInput,
+)
 from gateway.protocol.tambo import RunRequest
 
 BODY = {
@@ -46,24 +56,104 @@ def test_a_tambo_request_becomes_a_run_spec() -> None:
     assert spec.idempotency is None
 
 
-def test_the_snapshot_is_neutral_json_and_reads_back() -> None:
+# What the gateway kept on a run row for BODY in its first snake_case shape (only what the
+# run's task read).
+FIRST_SNAPSHOT = {
+    "run_spec": 1,
+    "client_tools": [{"name": "get_time", "description": "The time.",
+                      "input_schema": {"type": "object"}, "max_calls": 2}],
+    "components": [{"name": "Card", "description": "", "props_schema": {"type": "object"},
+                    "state_schema": {"type": "object"}}],
+    "tool_choice": {"name": "get_time"}, "max_tokens": 100, "temperature": 0.5,
+    "model": "openai/gpt-4o-mini", "metadata": {"source": "test"},
+    "fingerprint": "0" * 64,
+}
+
+
+def test_the_row_is_neutral_json_and_reads_back() -> None:
     spec = run_spec(RunRequest.model_validate(BODY))
-    snapshot = json.loads(json.dumps(spec.snapshot()))
-    assert "client_tools" in snapshot and "tools" not in snapshot
-    assert snapshot["client_tools"][0]["input_schema"] == {"type": "object"}
-    assert not any(key[0].isupper() or any(c.isupper() for c in key) for key in snapshot)
-    again = RunSpec.from_snapshot(snapshot)
-    assert again.client_tools == spec.client_tools and again.components == spec.components
-    assert (again.tool_choice, again.max_tokens, again.temperature, again.model,
-            again.metadata) == (spec.tool_choice, 100, 0.5, spec.model, {"source": "test"})
+    row = json.loads(json.dumps(spec.to_row()))
+    assert "client_tools" in row and "tools" not in row
+    assert row["client_tools"][0]["input_schema"] == {"type": "object"}
+    assert not any(key[0].isupper() or any(c.isupper() for c in key) for key in row)
+    assert RunSpec.from_row(row) == spec
 
 
-def test_a_snapshot_written_before_run_spec_reads_the_same() -> None:
-    new = RunSpec.from_snapshot(run_spec(RunRequest.model_validate(BODY)).snapshot())
-    assert RunSpec.from_snapshot(OLD_SNAPSHOT) == new
-    assert RunSpec.from_snapshot(None) == RunSpec.from_snapshot({}) == RunSpec()
-    agui = RunSpec.from_snapshot({"runMetadata": {"agui": {"protocolVersion": "0.0.40"}}})
+def test_rows_written_by_older_versions_read_the_same() -> None:
+    """What the run's task reads (its tools, components, limits, model, metadata) is the same
+    from a row of the first snake_case shape and from one written before `RunSpec`."""
+    spec = run_spec(RunRequest.model_validate(BODY))
+    task_reads = dataclasses.replace(RunSpec(), **{
+        name: getattr(spec, name) for name in TASK_READS})
+    assert RunSpec.from_row(FIRST_SNAPSHOT) == task_reads
+    assert RunSpec.from_row(OLD_SNAPSHOT) == task_reads
+    assert RunSpec.from_row(None) == RunSpec.from_row({}) == RunSpec()
+    agui = RunSpec.from_row({"runMetadata": {"agui": {"protocolVersion": "0.0.40"}}})
     assert agui.metadata == {"agui": {"protocolVersion": "0.0.40"}}
+
+
+TASK_READS = ("client_tools", "components", "tool_choice", "force_component", "max_tokens",
+              "temperature", "model", "agent", "metadata")
+
+
+# A value unlike the default for every field of the spec and of the types it holds: a field
+# added to one of them fails `test_every_field_of_the_spec_survives_its_row` until it is
+# given a value here, and then until `to_row` and `from_row` keep it.
+TOOL = ClientTool("get_time", "The time.", {"type": "object"}, {"type": "string"}, True, 2)
+NESTED: dict[type, dict[str, object]] = {
+    ClientTool: {"name": "t", "description": "d", "input_schema": {"type": "object"},
+                 "output_schema": {"type": "string"}, "strict": True, "max_calls": 2},
+    Component: {"name": "Card", "description": "A card.", "props_schema": {"type": "object"},
+                "state_schema": {"type": "object"}, "context_tools": (TOOL,)},
+    UserInput: {"blocks": [{"type": "text", "text": "hi"},
+                           {"type": "resource", "resource": {"uri": "file:///a"}}],
+                "context": {"page": "checkout"}, "metadata": {"sender": "ann"}, "id": "msg_1"},
+    ToolResult: {"tool_call_id": "call_1", "blocks": [{"type": "text", "text": "12:00"}],
+                 "is_error": True},
+    SeedMessage: {"role": "system", "text": "Be brief."},
+    Idempotency: {"key": "key-1", "request": {"message": {"role": "user"}}},
+}
+EVERY_FIELD: dict[str, object] = {
+    "user": UserInput(**NESTED[UserInput]),  # type: ignore[arg-type]
+    "tool_results": [ToolResult(**NESTED[ToolResult])],  # type: ignore[arg-type]
+    "context": {"page": "checkout"},
+    "client_tools": [ClientTool(**NESTED[ClientTool])],  # type: ignore[arg-type]
+    "components": [Component(**NESTED[Component])],  # type: ignore[arg-type]
+    "tool_choice": {"name": "get_time"},
+    "force_component": "Card",
+    "max_tokens": 100,
+    "temperature": 0.5,
+    "model": "openai/gpt-4o-mini",
+    "agent": "support",
+    "previous_run_id": "run_1",
+    "on_disconnect": "cancel",
+    "metadata": {"source": "test"},
+    "seed_messages": [SeedMessage(**NESTED[SeedMessage])],  # type: ignore[arg-type]
+    "idempotency": Idempotency(**NESTED[Idempotency]),  # type: ignore[arg-type]
+    "abandon_pending_tools": True,
+    "multitask_strategy": "enqueue",
+    "embed_resources": True,
+}
+
+
+def test_every_field_of_the_spec_survives_its_row() -> None:
+    """`to_row` keeps, and `from_row` reads back, every field of `RunSpec` and of every type
+    inside it: a field a new feature adds cannot go missing between a run's request and its
+    task (a queued run, started later from its row, runs on what its row keeps)."""
+    for kind, values in [(RunSpec, EVERY_FIELD), *NESTED.items()]:
+        names = {f.name for f in dataclasses.fields(kind)}
+        assert set(values) == names, f"give every field of {kind.__name__} a value here"
+        for name, value in values.items():
+            default = next(f for f in dataclasses.fields(kind) if f.name == name)
+            assert value != (default.default if default.default is not dataclasses.MISSING
+                             else default.default_factory()  # type: ignore[misc]
+                             if default.default_factory is not dataclasses.MISSING else None)
+    spec = RunSpec(**EVERY_FIELD)  # type: ignore[arg-type]
+    row = json.loads(json.dumps(spec.to_row()))  # stored as JSON on the run row
+    again = RunSpec.from_row(row)
+    for name in EVERY_FIELD:
+        assert getattr(again, name) == getattr(spec, name), f"RunSpec.{name} is not kept"
+    assert again == spec
 
 
 def test_an_idempotency_key_keeps_the_request_as_sent() -> None:
@@ -71,7 +161,6 @@ def test_an_idempotency_key_keeps_the_request_as_sent() -> None:
     spec = keyed(run_spec(request), request, "key-1")
     assert spec.idempotency is not None and spec.idempotency.key == "key-1"
     assert spec.idempotency.request == request.model_dump(mode="json", exclude_none=True)
-    assert "idempotency" not in spec.snapshot()
 
 
 def test_an_agui_reconnect_reads_the_version_from_a_row_written_before_run_spec() -> None:
@@ -90,7 +179,7 @@ def test_an_agui_reconnect_reads_the_version_from_a_row_written_before_run_spec(
     body = GatewayRunInput.model_validate({
         "threadId": "thr_1", "runId": "run_1", "state": {}, "context": [], "tools": [],
         "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "hi"}]})
-    assert protocol_version(row(agui_spec(body, set(), None).snapshot())) is None
+    assert protocol_version(row(dict(agui_spec(body, {}, None).to_row()))) is None
     assert protocol_version(row({})) == "1.0"  # a run a Tambo client began
 
 
@@ -99,5 +188,5 @@ def test_a_components_context_tools_survive_the_runs_snapshot() -> None:
 
     spec = RunSpec(components=[Component("Card", context_tools=(ClientTool("refresh",
                                                                              max_calls=2),))])
-    snapshot = json.loads(json.dumps(spec.snapshot()))  # stored as JSON on the run row
-    assert RunSpec.from_snapshot(snapshot).components == spec.components
+    row = json.loads(json.dumps(spec.to_row()))  # stored as JSON on the run row
+    assert RunSpec.from_row(row).components == spec.components

@@ -5,7 +5,7 @@ of its project, on the console's Keys page); it sees every thread, run, key and 
 its own project, across user scopes, and nothing of any other project. Every other credential
 is refused with a stable code: no key or an unknown one 401 `UNAUTHORIZED`; a client key
 (managed, or from `GATEWAY_API_KEYS`) or a signed-in user's bearer token 403
-`ADMIN_KEY_REQUIRED`. The reverse holds too (`context.caller`): an admin key cannot run agents
+`ADMIN_KEY_REQUIRED`. The reverse holds too (`auth.caller.resolve_caller`): an admin key cannot run agents
 or read threads as a client.
 
 Development mode (no key ever made, loopback only: `auth/development.py`) has no keys to tell
@@ -17,34 +17,23 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from ...auth.identity import looks_like_jwt
+from ...auth import caller as callers
 from ...auth.keyring import Credentials, ManagedKey, presented
 from ...protocol.problems import ApiError, Problem
-from ..context import refuse_unresolved, services
-
-DEVELOPMENT_PROJECT = "default"
+from ..context import admin_caller, services
 
 
 def admin_project(request: Request) -> str:
-    """The project whose threads, runs and usage this request may see, or a refusal."""
-    known = getattr(request.state, "admin_project", None)
-    if known is not None:
-        return str(known)
-    creds: Credentials | None = getattr(request.state, "credentials", None)  # `keyring.find_credentials`
-    refuse_unresolved(creds)
-    if creds is not None and creds.development:
-        project = DEVELOPMENT_PROJECT
-    else:
-        project = _admin_key(request, creds).project
-    request.state.admin_project = project
-    return project
+    """The project whose threads, runs and usage this request may see, or a refusal
+    (`auth.caller.resolve_admin`)."""
+    return admin_caller(request).project
 
 
 def admin_key(request: Request) -> ManagedKey:
     """The admin key of this request, even in development mode: what only a key may do (make
     and revoke keys) is never done by a request without one."""
     creds: Credentials | None = getattr(request.state, "credentials", None)
-    refuse_unresolved(creds)
+    callers.refuse_unresolved(creds)
     given, _ = presented(request.scope["headers"])
     if creds is not None and creds.development and not any(
             creds.managed.get(key) for key in given):
@@ -52,7 +41,7 @@ def admin_key(request: Request) -> ManagedKey:
                        "the first ones with `./scripts/gateway keys create` (a client key) and "
                        "`./scripts/gateway keys create --admin`, then sign in with the admin "
                        "key")
-    return _admin_key(request, creds)
+    return callers.admin_key(services(request).settings, creds, request.scope["headers"])
 
 
 def admin_key_id(request: Request) -> str | None:
@@ -64,22 +53,3 @@ def admin_key_id(request: Request) -> str | None:
         if found is not None and found.admin:
             return found.id
     return None
-
-
-def _admin_key(request: Request, creds: Credentials | None) -> ManagedKey:
-    given, bearer = presented(request.scope["headers"])
-    if bearer is not None and looks_like_jwt(bearer):
-        raise ApiError(Problem.ADMIN_KEY_REQUIRED, "A user's bearer token does not open the "
-                       "operator API: send an admin key in x-api-key")
-    keys = [*given, *([bearer] if bearer is not None else [])]
-    if not keys:
-        raise ApiError(Problem.UNAUTHORIZED, "Missing API key: send an admin key "
-                       "(`gateway keys create --admin`) in the x-api-key header")
-    key = keys[0]
-    managed = creds.managed.get(key) if creds is not None else None
-    if managed is not None and managed.admin:
-        return managed
-    if managed is not None or key in services(request).settings.api_keys:
-        raise ApiError(Problem.ADMIN_KEY_REQUIRED, "This key is not an admin key; the "
-                       "operator API answers keys made with `gateway keys create --admin`")
-    raise ApiError(Problem.UNAUTHORIZED, "Invalid API key")

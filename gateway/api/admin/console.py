@@ -9,8 +9,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
-from ..playground import FILES, POLICY
-from ..static_files import PAGE_HEADERS
+from ..playground import FILES, PAGE_HEADERS, POLICY
 
 
 async def console(_: Request) -> Response:

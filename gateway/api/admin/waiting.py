@@ -19,7 +19,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...auth.keyring import ManagedKey
 from ...engine.tools import elicitation
 from ...protocol.admin import (
     AdminAnswered,
@@ -33,12 +32,11 @@ from ...protocol.clock import iso_ms, now_ms, parse_iso_ms
 from ...protocol.problems import ApiError, Problem, echo
 from ...protocol.run_spec import RunSpec, ToolResult
 from ...protocol.tambo import wire
-from ...runs.admission.quotas import Limits, Subject, key_subject, user_subject
+from ...runs.admission.threads import OnThread
 from ...store.cursors import InvalidCursor
 from ...store.tables import ThreadRow
-from ..context import int_param, json_body, services
+from ..context import admin_caller, admission, int_param, json_body, services
 from ..door import mark_run_start
-from .access import admin_key, admin_project
 from .params import agent_of, window
 
 
@@ -81,30 +79,9 @@ def tool_result(answer: Any, is_error: bool, tool_call_id: str) -> ToolResult:
     return ToolResult(tool_call_id, [{"type": "text", "text": text}], is_error=is_error)
 
 
-def _subjects(request: Request, key: ManagedKey | None, thread: ThreadRow) -> list[Subject]:
-    """Whose quotas the answer's run counts against: the admin key (with its own limits, else
-    the key defaults) and the thread's user scope, as a client's run would; none in
-    development mode."""
-    if key is None:
-        return []
-    settings = services(request).settings
-
-    def own(value: int | None, default: int) -> int:
-        return default if value is None else value
-
-    subjects = [key_subject(key.id, Limits(
-        own(key.max_concurrent_runs, settings.key_concurrent_runs),
-        own(key.runs_per_minute, settings.key_runs_per_minute),
-        own(key.daily_tokens, settings.key_daily_tokens)))]
-    if thread.user_key is not None:
-        subjects.append(user_subject(thread.project_id, thread.user_key, Limits(
-            settings.user_concurrent_runs, settings.user_runs_per_minute)))
-    return subjects
-
-
 async def answer(request: Request) -> Response:
-    project = admin_project(request)
-    key = None if _development(request) else admin_key(request)
+    who = admin_caller(request)  # its runs count against the admin key's quotas
+    project = who.project
     svc = services(request)
     async with svc.runs.start_gate.turn():
         body: AdminAnswers = await json_body(request, AdminAnswers)
@@ -117,8 +94,7 @@ async def answer(request: Request) -> Response:
             raise ApiError(Problem.THREAD_NOT_WAITING, f"Thread {thread.id} is not waiting for "
                            "an answer", threadId=thread.id)
         spec = await _continuation(request, thread, body)
-        started = await svc.runs.start(project, thread, spec,
-                                       subjects=_subjects(request, key, thread))
+        started = await admission(request).submit(who, OnThread(thread), spec)
     return JSONResponse(wire(AdminAnswered(threadId=thread.id, runId=started.run.id,
                                            status=started.run.status)), status_code=202)
 
@@ -128,17 +104,12 @@ async def _continuation(request: Request, thread: ThreadRow, body: AdminAnswers)
     (as the app would send them with its results), the thread's agent."""
     paused = (await services(request).store.get_run(thread.last_completed_run_id)
               if thread.last_completed_run_id else None)
-    before = RunSpec.from_snapshot(paused.request if paused is not None else None)
+    before = RunSpec.from_row(paused.request if paused is not None else None)
     return RunSpec(tool_results=[tool_result(a.result, a.isError, a.toolCallId)
                                  for a in body.answers],
                    client_tools=before.client_tools, components=before.components,
                    previous_run_id=thread.last_completed_run_id,
                    agent=agent_of(request, thread.agent))
-
-
-def _development(request: Request) -> bool:
-    creds = getattr(request.state, "credentials", None)
-    return bool(creds is not None and creds.development)
 
 
 routes = [

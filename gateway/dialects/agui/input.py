@@ -103,9 +103,10 @@ def opts_into_interrupts(forwarded_props: Any) -> bool:
 
 
 def run_spec(body: RunAgentInput, pending: Mapping[str, str],
-             previous_run_id: str | None) -> RunSpec:
+             previous_run_id: str | None, agent: str | None = None) -> RunSpec:
     """The run this input asks for, on a thread waiting for the `pending` tool calls (`answers`
-    maps the ids a `tool` message or a `resume` entry may name to the call's id)."""
+    maps the ids a `tool` message or a `resume` entry may name to the call's id), of `agent`
+    (the one the path names)."""
     results = _tool_results(body, pending)
     user = _new_user_message(body)
     if user is None and not results:
@@ -132,6 +133,7 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
                               tuple(t.client_tool() for t in c.contextTools or []))
                     for c in declared.availableComponents],
         previous_run_id=previous_run_id,
+        agent=agent,
         on_disconnect=on_disconnect,
         metadata={"agui": {"forwardedProps": body.forwarded_props,
                            "parentRunId": body.parent_run_id,
@@ -161,7 +163,10 @@ def _declared(body: RunAgentInput) -> Declared:
 
 
 def seed_messages(body: RunAgentInput) -> list[SeedMessage]:
-    """The conversation before the new user message, for a thread the gateway does not have."""
+    """The conversation before the new user message, for a thread the gateway does not have.
+    Every `system` and `developer` message of the input is among them (only a closing `user`
+    message is left out), so the operator's agent refuses them on any thread unless it takes
+    client prompts (`runs/admission/agents.py`)."""
     new = _new_user_message(body)
     history = body.messages[:-1] if new is not None else body.messages
     out: list[SeedMessage] = []
@@ -173,13 +178,6 @@ def seed_messages(body: RunAgentInput) -> list[SeedMessage]:
         elif isinstance(message, AssistantMessage) and message.content:
             out.append(SeedMessage("assistant", message.content))
     return out
-
-
-def client_prompts(body: RunAgentInput) -> list[SeedMessage]:
-    """The input's own `system` and `developer` messages, anywhere in it: the operator's agent
-    refuses them unless it takes client prompts (`api/agent_choice.py`)."""
-    return [SeedMessage("system", m.content) for m in body.messages
-            if isinstance(m, (SystemMessage, DeveloperMessage))]
 
 
 def _new_user_message(body: RunAgentInput) -> UserMessage | None:

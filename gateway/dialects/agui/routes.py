@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 from ag_ui.core import (
@@ -44,31 +43,25 @@ from ag_ui.core import (
     RunStartedEvent,
     StateSnapshotEvent,
 )
-from sqlalchemy.exc import IntegrityError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...api.agent_choice import agent_for, check_client_prompt
-from ...api.context import json_body, may_see, project_of, quota_subjects, services, user_scope
-from ...api.request_limits import check_run_request
-from ...api.runs import (
-    cancelled,
-    check_attachments,
-    check_fits,
-    event_cursor,
-    event_stream,
-    gated,
-    run_events,
-    sse_response,
+from ...api.context import (
+    admission,
+    caller,
+    json_body,
+    may_see,
+    project_of,
+    services,
+    user_scope,
 )
-from ...api.stored_caps import check_thread_room
-from ...api.threads import initial_message_row
-from ...protocol.clock import new_id, now_ms
+from ...api.runs import cancelled, event_cursor, event_stream, gated, run_events, sse_response
+from ...protocol.clock import now_ms
 from ...protocol.problems import ApiError, Problem, echo
 from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import wire
-from ...store.rows import made
+from ...runs.admission.threads import NewThread, OnThread, Target
 from ...store.tables import RunRow, ThreadRow
 from . import input as agui_input
 from . import snapshot
@@ -77,7 +70,7 @@ from . import translate as agui
 
 def _started_by(run: RunRow) -> dict[str, Any] | None:
     """What the AG-UI client that started the run declared (None: a Tambo client began it)."""
-    started_by = (RunSpec.from_snapshot(run.request).metadata or {}).get("agui")
+    started_by = (RunSpec.from_row(run.request).metadata or {}).get("agui")
     return started_by if isinstance(started_by, dict) else None
 
 
@@ -88,12 +81,13 @@ def protocol_version(run: RunRow) -> str | None:
     return PROTOCOL_VERSION if started_by is None else started_by.get("protocolVersion")
 
 
-def run_dialect(thread: ThreadRow, run: RunRow) -> functools.partial[agui.AguiDialect]:
+def run_dialect(thread_name: str, run: RunRow) -> functools.partial[agui.AguiDialect]:
     """The translator of the run for the client that started it: its version, its opt-in to
-    interrupts (`input.opts_into_interrupts`) and its ids."""
+    interrupts (`input.opts_into_interrupts`) and its ids (`thread_name`: the thread's, as the
+    client calls it)."""
     started_by = _started_by(run) or {}
     return functools.partial(
-        agui.AguiDialect, protocol_version(run), client_ids(thread, run),
+        agui.AguiDialect, protocol_version(run), (thread_name, run.client_id or run.id),
         agui_input.opts_into_interrupts(started_by.get("forwardedProps")))
 
 
@@ -103,52 +97,43 @@ def client_ids(thread: ThreadRow, run: RunRow) -> tuple[str, str]:
     return thread.client_id or thread.id, run.client_id or run.id
 
 
-def agui_stream(request: Request, thread: ThreadRow, run: RunRow, after: int = 0,
+def agui_stream(request: Request, thread_name: str, run: RunRow, after: int = 0,
                 extra_headers: dict[str, str] | None = None) -> Response:
     """The run's events in AG-UI, shaped for its client's version, naming the client's ids."""
-    return event_stream(request, run, after, extra_headers, dialect=run_dialect(thread, run),
-                        encode=agui.encode)
+    return event_stream(request, run, after, extra_headers,
+                        dialect=run_dialect(thread_name, run), encode=agui.encode)
 
 
 @gated
 async def run_agent(request: Request) -> Response:
     asked = request.path_params["agent"]
-    agent_for(request, None, asked)  # an unknown agent is a 404 before the body is read
+    door, who = admission(request), caller(request)
+    door.agent(who, None, asked)  # an unknown agent is a 404 before the body is read
     body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
-    project = project_of(request)
+    project = who.project
     user_key = user_scope(request, agui_input.forwarded(body, "userKey"))
-    svc = services(request)
     thread = await _scoped_thread(request, project, body.thread_id, user_key)
-    agent = agent_for(request, thread, asked)
-    if not agent.allow_client_system_prompt:
-        check_client_prompt(agent, agui_input.client_prompts(body))
-    existing = await svc.store.get_run_by_client_id(project, body.run_id)
+    existing = await services(request).store.get_run_by_client_id(project, body.run_id)
     continues = existing is not None and _continuation(body, thread, existing)
     if existing is not None and not continues:
         if thread is None or existing.thread_id != thread.id:
             raise ApiError(Problem.RUN_ID_IN_USE, f"Run id {body.run_id} is already used",
                            runId=body.run_id)
-        return agui_stream(request, thread, existing,
+        door.agent(who, thread, asked)  # another agent's thread: 409, as for a run
+        return agui_stream(request, client_ids(thread, existing)[0], existing,
                            extra_headers={"Idempotent-Replayed": "true"})
+    target: Target
     if thread is None:
-        spec = replace(agui_input.run_spec(body, {}, None), agent=agent.name)
-        check_run_request(svc.settings, spec)
-        check_attachments(request, spec)
-        check_fits(request, spec, agent)
-        thread = await _create_thread(request, project, body, spec, user_key)
-        started = await svc.runs.start_on(project, thread, spec, client_run_id=body.run_id,
-                                          subjects=quota_subjects(request, thread.user_key))
+        target = NewThread(user_key, client_id=body.thread_id)
+        spec = agui_input.run_spec(body, {}, None, asked)
     else:
-        pending = agui_input.answers(thread.pending_tool_calls or [])
-        spec = replace(agui_input.run_spec(body, pending, thread.last_completed_run_id),
-                       agent=agent.name)
-        check_run_request(svc.settings, spec)
-        check_attachments(request, spec)
-        check_fits(request, spec, agent)
-        started = await svc.runs.start(project, thread, spec,
-                                       client_run_id=None if continues else body.run_id,
-                                       subjects=quota_subjects(request, thread.user_key))
-    return agui_stream(request, thread, started.run)
+        target = OnThread(thread)
+        spec = agui_input.run_spec(body, agui_input.answers(thread.pending_tool_calls or []),
+                                   thread.last_completed_run_id, asked)
+    started = await door.submit(who, target, spec,
+                                client_run_id=None if continues else body.run_id)
+    # The thread is the client's `threadId`, whether it was there, made, or made meanwhile.
+    return agui_stream(request, body.thread_id, started.run)
 
 
 def _continuation(body: RunAgentInput, thread: ThreadRow | None, existing: RunRow) -> bool:
@@ -168,26 +153,6 @@ async def _scoped_thread(request: Request, project: str, thread_id: str,
     thread = await services(request).store.get_thread_by_client_id(project, thread_id)
     if thread is not None and not may_see(request, thread, user_key):
         raise _not_found(thread_id)
-    return thread
-
-
-async def _create_thread(request: Request, project: str, body: RunAgentInput, spec: RunSpec,
-                         user_key: str | None) -> ThreadRow:
-    """The client's thread, with the history it sent, under an id of the gateway's; a thread
-    id taken meanwhile outside the caller's scope is answered as absent."""
-    now = now_ms()
-    thread = made(ThreadRow, id=new_id("thr_"), client_id=body.thread_id, project_id=project,
-                       user_key=user_key, created_ms=now, updated_ms=now, agent=spec.agent)
-    await check_thread_room(services(request).settings, services(request).store, project,
-                            user_key)
-    rows = [initial_message_row(thread.id, m, now) for m in spec.seed_messages]
-    try:
-        await services(request).store.add(thread, *rows)
-    except IntegrityError:  # created meanwhile by a racing request, or someone else's id
-        raced = await _scoped_thread(request, project, body.thread_id, user_key)
-        if raced is None:
-            raise _not_found(body.thread_id) from None
-        return raced
     return thread
 
 
@@ -217,7 +182,7 @@ async def agui_run(request: Request) -> tuple[ThreadRow, RunRow]:
 async def get_run(request: Request) -> Response:
     """Reconnect: the run's AG-UI events after the cursor, live until the run ends."""
     thread, run = await agui_run(request)
-    return agui_stream(request, thread, run, event_cursor(request))
+    return agui_stream(request, client_ids(thread, run)[0], run, event_cursor(request))
 
 
 async def thread_status(request: Request) -> Response:
@@ -266,15 +231,16 @@ async def cancel_run(request: Request) -> Response:
 
 async def connect(request: Request) -> Response:
     asked = request.path_params["agent"]
-    agent_for(request, None, asked)  # an unknown agent is a 404 before the body is read
+    door, who = admission(request), caller(request)
+    door.agent(who, None, asked)  # an unknown agent is a 404 before the body is read
     body: RunAgentInput = await json_body(request, agui_input.GatewayRunInput)
     store = services(request).store
     scope = user_scope(request, agui_input.forwarded(body, "userKey"))
-    thread = await store.get_thread_by_client_id(project_of(request), body.thread_id)
+    thread = await store.get_thread_by_client_id(who.project, body.thread_id)
     if thread is not None and not may_see(request, thread, scope):
         thread = None
     if thread is not None:
-        agent_for(request, thread, asked)  # another agent's thread: 409, as for a run
+        door.agent(who, thread, asked)  # another agent's thread: 409, as for a run
     cursor = event_cursor(request)
     if cursor:
         return sse_response(request, _latest_run(request, thread, cursor), _headers(thread))
@@ -339,7 +305,7 @@ def _outcome(body: RunAgentInput, waiting: list[dict[str, Any]]) -> RunFinishedO
         return RunFinishedInterruptOutcome(interrupts=asked)
     if body.protocol_version is None:
         return None
-    calls = [p["toolCallId"] for p in waiting if not snapshot.asks_a_human(p)]
+    calls = [p["toolCallId"] for p in waiting if not agui.asks_a_human(p)]
     return RunFinishedSuccessOutcome(pending_tool_call_ids=calls or None)
 
 
@@ -356,7 +322,8 @@ async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: in
     run = await services(request).store.get_run(run_id)
     if run is None:
         return
-    async for message in run_events(request, run.id, after, run_dialect(thread, run),
+    async for message in run_events(request, run.id, after,
+                                    run_dialect(client_ids(thread, run)[0], run),
                                     agui.encode):
         yield message
 

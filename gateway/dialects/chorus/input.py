@@ -71,17 +71,16 @@ def _context(delivery: Delivery) -> dict[str, Any]:
                     "there."}
 
 
-def run_spec(delivery: Delivery, message_id: str, previous_run_id: str | None,
-             agent: str) -> RunSpec:
-    """The run of one message: its text, with the channel and sender as context; it runs to
-    its end (nobody watches a stream: the output goes to the callback)."""
+def run_spec(delivery: Delivery, message_id: str, previous_run_id: str | None) -> RunSpec:
+    """The run of one message: its text, with the channel and sender as context, on the
+    channel thread's agent; it runs to its end (nobody watches a stream: the output goes to
+    the callback)."""
     user = UserInput(blocks=[{"type": "text", "text": delivery.message.content}],
                      context=_context(delivery),
                      metadata={"sender": delivery.message.sender,
                                "chorusMessageId": delivery.message.id},
                      id=message_id)
-    return RunSpec(user=user, previous_run_id=previous_run_id, agent=agent,
-                   on_disconnect="continue")
+    return RunSpec(user=user, previous_run_id=previous_run_id, on_disconnect="continue")
 
 
 class Accepted(BaseModel):

@@ -18,11 +18,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...api.context import json_body, services
-from ...api.request_limits import check_run_request
+from ...api.context import admission, json_body, services
+from ...auth.caller import Caller
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
-from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow, ThreadRow
+from ...runs.admission.threads import NewThread
+from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow
 from . import input as chorus_input
 from . import outbound
 from . import routes_quota as quota
@@ -58,15 +59,15 @@ async def check_urls(request: Request, delivery: chorus_input.Delivery) -> None:
                            errors={field: str(exc)}) from None
 
 
-async def channel_thread(request: Request, conn: ChorusConnectionRow, channel_id: str) -> str:
-    """The channel's thread for the connection's agent, created on its first message."""
+async def channel_thread(request: Request, who: Caller, conn: ChorusConnectionRow,
+                         channel_id: str) -> str:
+    """The channel's thread for the connection's agent, created on its first message (through
+    the door, under the rules of every new thread)."""
     store = services(request).store
     thread_id = chorus_input.thread_id(conn.project_id, conn.agent, channel_id)
     if await store.get_thread(conn.project_id, thread_id) is None:
-        now = now_ms()
         try:
-            await store.add(ThreadRow(id=thread_id, project_id=conn.project_id,
-                                      created_ms=now, updated_ms=now, agent=conn.agent))
+            await admission(request).create_thread(who, NewThread(None, thread_id=thread_id))
         except IntegrityError:
             pass  # the channel's first two messages raced: the other created it
     return thread_id
@@ -75,16 +76,14 @@ async def channel_thread(request: Request, conn: ChorusConnectionRow, channel_id
 async def receive(request: Request) -> Response:
     conn = await connection(request)
     delivery: chorus_input.Delivery = await json_body(request, chorus_input.Delivery)
-    if services(request).agents.get(conn.agent) is None:
-        raise ApiError(Problem.AGENT_NOT_FOUND, f"No agent {conn.agent!r} on this gateway",
-                       agent=conn.agent)
     await check_urls(request, delivery)
-    check_run_request(services(request).settings,  # the message's size, before it is stored
-                      chorus_input.run_spec(delivery, "", None, conn.agent))
     svc = services(request)
-    ticket = await quota.admit(svc.runs.quotas, svc.settings, conn)  # 429 over a limit
+    who = quota.caller(svc.settings, conn)
+    # The message's agent and size are checked, and its slot taken (429 over a limit), before
+    # it is stored; its run starts later, holding that slot (`routes_delivery.py`).
+    ticket = await admission(request).reserve(who, chorus_input.run_spec(delivery, "", None))
     try:
-        thread_id = await channel_thread(request, conn, delivery.channel.id)
+        thread_id = await channel_thread(request, who, conn, delivery.channel.id)
         row = ChorusDeliveryRow(id=new_id("chd_"), thread_id=thread_id, connection_id=conn.id,
                                 payload=delivery.model_dump(exclude_none=True),
                                 created_ms=now_ms(), ticket=ticket.id)

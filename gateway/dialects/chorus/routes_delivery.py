@@ -39,6 +39,7 @@ from ...engine.tools.mcp_pinned import Pin
 from ...protocol import timbal
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
+from ...runs.admission.threads import OnThread
 from ...services import Services
 from ...store.tables import ChorusDeliveryRow, RunRow
 from . import input as chorus_input
@@ -170,14 +171,14 @@ class Deliveries:
         if thread.run_status != "idle":
             return None, False
         delivery = chorus_input.Delivery.model_validate(row.payload)
-        spec = chorus_input.run_spec(delivery, new_id(), thread.last_completed_run_id,
-                                     thread.agent or self.svc.agents.default_name)
+        spec = chorus_input.run_spec(delivery, new_id(), thread.last_completed_run_id)
         tools = await self._mcp_tools(delivery)
         try:
             # A refusal releases the slot, even when the message goes on waiting (the thread
             # was taken between the look and the start, rarely): it waits uncounted then.
-            started = await self.svc.runs.start(project, thread, spec, client_run_id=run_id,
-                                                extra_tools=tools.tools, ticket=ticket)
+            started = await self.svc.admission.submit(
+                quota.delivery_caller(project, row, thread.agent), OnThread(thread), spec,
+                client_run_id=run_id, extra_tools=tools.tools, reserved=ticket)
         except ApiError as exc:
             await tools.close()
             if exc.problem is Problem.CONCURRENT_RUN:

@@ -13,8 +13,10 @@ database.
 
 from __future__ import annotations
 
+from ...auth.caller import Caller
+from ...auth.subjects import Limits, Subject, chorus_subject
 from ...config import Settings
-from ...runs.admission.quotas import Limits, Quotas, Subject, Ticket, chorus_subject
+from ...runs.admission.quotas import Quotas, Ticket
 from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow
 
 
@@ -33,9 +35,18 @@ def subject(settings: Settings, conn: ChorusConnectionRow) -> Subject:
     return chorus_subject(conn.id, limits(settings, conn))
 
 
-async def admit(quotas: Quotas, settings: Settings, conn: ChorusConnectionRow) -> Ticket:
-    """A slot for a new message of the connection, or the 429 (`QuotaExceeded`)."""
-    return await quotas.acquire([subject(settings, conn)])
+def caller(settings: Settings, conn: ChorusConnectionRow) -> Caller:
+    """The connection string as a caller: its project, bound to its agent, counted as itself
+    (its id is where its runs' usage is attributed)."""
+    return Caller(conn.project_id, key_id=conn.id, agent=conn.agent,
+                  quota=subject(settings, conn))
+
+
+def delivery_caller(project: str, row: ChorusDeliveryRow, agent: str | None) -> Caller:
+    """The connection that sent a stored message, as the caller of its run: the run holds the
+    slot the message took when it was accepted (`run_ticket`), so no limits are read."""
+    return Caller(project, key_id=row.connection_id, agent=agent,
+                  quota=chorus_subject(row.connection_id, Limits()))
 
 
 def run_ticket(quotas: Quotas, row: ChorusDeliveryRow) -> Ticket:

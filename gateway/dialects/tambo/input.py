@@ -24,8 +24,8 @@ from ...protocol.tambo import (
 )
 
 
-def run_spec(request: RunRequest) -> RunSpec:
-    """The run `request` asks for."""
+def run_spec(request: RunRequest, agent: str | None = None) -> RunSpec:
+    """The run `request` asks for; `agent`: the agent it names (a new thread's `?agent=`)."""
     message = request.message
     blocks = [b.model_dump(exclude_none=True) for b in message.content
               if isinstance(b, (TextBlock, ResourceBlock))]
@@ -45,12 +45,14 @@ def run_spec(request: RunRequest) -> RunSpec:
         max_tokens=request.maxTokens,
         temperature=request.temperature,
         model=request.model,
+        agent=agent,
         previous_run_id=request.previousRunId,
         on_disconnect=request.onDisconnect,
         metadata=request.runMetadata if request.runMetadata is not None else request.metadata,
         seed_messages=[m.seed() for m in init.initialMessages or []] if init else [],
         abandon_pending_tools=bool(request.abandonPendingTools),
         multitask_strategy=request.multitaskStrategy,
+        embed_resources=bool(request.embedResources),
     )
 
 

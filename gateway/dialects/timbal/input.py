@@ -70,16 +70,14 @@ def fingerprint(body: bytes, user_key: str | None) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def run_spec(body: MessageSend, message_id: str, previous_run_id: str | None,
-             agent: str) -> RunSpec:
-    """The run a message starts: the user's text, continuing the thread's last run, on the
-    thread's agent. It runs to its end whoever watches (`continue`): the client is answered
+def run_spec(body: MessageSend, message_id: str, previous_run_id: str | None) -> RunSpec:
+    """The run a message starts: the user's text, continuing the thread's last run (on the
+    thread's agent). It runs to its end whoever watches (`continue`): the client is answered
     202 and follows it on the WebSocket, which may come and go."""
     metadata = body.metadata.model_dump(exclude={"role"}) if body.metadata else None
     user = UserInput(blocks=[{"type": "text", "text": body.content}], metadata=metadata or None,
                      id=message_id)
-    return RunSpec(user=user, previous_run_id=previous_run_id, agent=agent,
-                   on_disconnect="continue")
+    return RunSpec(user=user, previous_run_id=previous_run_id, on_disconnect="continue")
 
 
 # -- the answers (documented in the OpenAPI document; the routes write these fields) ------------

@@ -30,14 +30,15 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ...api.context import Services, caller, may_see, services, thread_for, user_scope
-from ...api.request_limits import scan_json
+from ...api.context import caller, may_see, services, thread_for, user_scope
+from ...api.json_body import scan_json
 from ...api.runs import event_cursor, run_in_thread
 from ...config import Settings
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
 from ...protocol.translation import positioned
 from ...server.sse import BoundedStreamingResponse, SlowReader, disconnected, within
+from ...services import Services
 from ...store.tables import ThreadRow
 from . import routes_write as writes
 from . import translate as view
@@ -238,10 +239,10 @@ def _error(code: str, message: str) -> view.RequestErrorFrame:
 
 
 async def thread_socket(ws: WebSocket) -> None:
-    svc = services(ws)  # type: ignore[arg-type]
+    svc = services(ws)
     try:
-        who = caller(ws)  # type: ignore[arg-type]
-        user_key = user_scope(ws)  # type: ignore[arg-type]
+        who = caller(ws)
+        user_key = user_scope(ws)
     except ApiError:
         await ws.close(CLOSE_POLICY)  # before accepting: the handshake is refused (403)
         return
@@ -286,7 +287,7 @@ async def _wait_for_thread(ws: WebSocket, svc: Services, project: str, thread_id
     while True:
         thread = await svc.store.get_thread(project, thread_id)
         if thread is not None:
-            visible = may_see(ws, thread, user_key, scope_optional=True)  # type: ignore[arg-type]
+            visible = may_see(ws, thread, user_key, scope_optional=True)
             return (thread if visible else None), waited
         if loop.time() >= deadline:
             return None, waited

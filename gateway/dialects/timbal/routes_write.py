@@ -24,21 +24,20 @@ from sqlalchemy.exc import IntegrityError
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
-from ...api.agent_choice import agent_for
 from ...api.context import (
+    admission,
+    caller,
     json_body,
-    project_of,
-    quota_subjects,
     required_user_scope,
     services,
     thread_for,
 )
 from ...api.door import MARK, mark_run_start
 from ...api.errors import HANDLERS
-from ...api.runs import check_run, gated
-from ...api.stored_caps import check_metadata, check_thread_room
+from ...api.runs import gated
 from ...protocol.clock import iso_ms, new_id, now_ms
 from ...protocol.problems import ApiError, Problem, echo
+from ...runs.admission.threads import NewThread, OnThread
 from ...store.tables import ThreadRow
 from . import input as timbal_input
 from .errors import error_body
@@ -116,24 +115,19 @@ async def create_thread(request: Request) -> Response:
                        errors={"threadId": "must be a valid UUID"})
     request.path_params["thread_id"] = thread_id
     body, raw = await _create_body(request)
-    project = project_of(request)
+    who = caller(request)
     user_key = required_user_scope(request, body.userKey)
     digest = timbal_input.fingerprint(raw, user_key)
-    svc = services(request)
-    existing = await svc.store.get_thread(project, thread_id)
+    store = services(request).store
+    existing = await store.get_thread(who.project, thread_id)
     if existing is not None:
         return _repeat(request, existing, digest)
-    agent = agent_for(request, None, body.agent)
-    check_metadata(svc.settings, body.metadata)
-    await check_thread_room(svc.settings, svc.store, project, user_key)
-    now = now_ms()
-    thread = ThreadRow(id=thread_id, project_id=project, user_key=user_key, meta=body.metadata,
-                       created_ms=now, updated_ms=now, agent=agent.name,
-                       create_fingerprint=digest)
     try:
-        await svc.store.add(thread)
+        thread = await admission(request).create_thread(
+            who, NewThread(user_key, body.metadata, thread_id=thread_id), asked=body.agent,
+            create_fingerprint=digest)
     except IntegrityError:  # created meanwhile by a racing request, or someone else's id
-        return _repeat(request, await svc.store.get_thread(project, thread_id), digest)
+        return _repeat(request, await store.get_thread(who.project, thread_id), digest)
     return _thread_answer(request, thread, "created")
 
 
@@ -145,13 +139,8 @@ async def send_message(request: Request) -> Response:
     thread = await thread_for(request)
     received = now_ms()
     message_id = new_id()
-    spec = timbal_input.run_spec(body, message_id, thread.last_completed_run_id,
-                                 agent_for(request, thread).name)
-    check_run(request, spec)
-    svc = services(request)
-    check_metadata(svc.settings, spec.user.metadata if spec.user else None)
-    await svc.runs.start(thread.project_id, thread, spec,
-                         subjects=quota_subjects(request, thread.user_key))
+    spec = timbal_input.run_spec(body, message_id, thread.last_completed_run_id)
+    await admission(request).submit(caller(request), OnThread(thread), spec)
     return JSONResponse({"messageId": message_id, "threadId": thread.id,
                          "status": "processing", "receivedAt": iso_ms(received)},
                         status_code=202)

@@ -20,11 +20,12 @@ from typing import Any
 
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
-from ...protocol.run_spec import RunSpec
+from ...protocol.run_spec import RunSpec, SpecRow
 from ...store.repository import Store
 from ...store.rows import made
 from ...store.tables import MessageRow, RunRow, ThreadRow
 from .. import approvals
+from .threads import ThreadRows
 
 # Retries of the optimistic start when the thread changed between validation and locking.
 START_ATTEMPTS = 3
@@ -60,14 +61,9 @@ class StartedRun:
     # The thread's whole history, when the start knows it (a new thread): not read again.
     history: list[MessageRow] | None = None
     queued: bool = False  # waits for its thread (`multitask.enqueue`): nothing to launch
-
-
-@dataclass(frozen=True)
-class NewThread:
-    """A thread to create together with the run that starts on it, and its initial messages."""
-
-    row: ThreadRow
-    messages: list[MessageRow]
+    # The spec a run admitted here was written with (its task runs on it); None: the run was
+    # not admitted by this start (attached, queued), its row holds its spec.
+    spec: RunSpec | None = None
 
 
 async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread: ThreadRow,
@@ -118,22 +114,23 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
         outcome = await store.start_run(run, inputs, now, current.last_completed_run_id,
                                         paused=bool(current.pending_tool_calls))
         if outcome == "started":
-            return StartedRun(run, attached=False)
+            return StartedRun(run, attached=False, spec=spec)
         current = None  # `conflict` or `duplicate`: the thread moved on meanwhile; look again.
     raise ApiError(Problem.CONCURRENT_RUN,
                    f"Thread {thread.id} changed while the run was starting; please retry",
                    threadId=thread.id)
 
 
-async def admit_new_thread(store: Store, owner: str, lease_ms: int, thread: NewThread,
-                           spec: RunSpec, default_model: str | None = None) -> StartedRun:
+async def admit_new_thread(store: Store, owner: str, lease_ms: int, thread: ThreadRows,
+                           spec: RunSpec, default_model: str | None = None,
+                           client_run_id: str | None = None) -> StartedRun:
     """Create `thread` with a run on it under `owner`'s lease, in one transaction; nothing is
     written if the request is refused."""
     run_id, now = new_id("run_"), now_ms()
     inputs = await validated_inputs(thread.row, spec, run_id, now)
-    run = new_run(run_id, thread.row, spec, owner, now, lease_ms, default_model)
+    run = new_run(run_id, thread.row, spec, owner, now, lease_ms, default_model, client_run_id)
     await store.start_run_on_new_thread(thread.row, thread.messages, run, inputs)
-    return StartedRun(run, attached=False, history=[*thread.messages, *inputs])
+    return StartedRun(run, attached=False, history=[*thread.messages, *inputs], spec=spec)
 
 
 def new_run(run_id: str, thread: ThreadRow, spec: RunSpec, owner: str, now: int,
@@ -145,7 +142,7 @@ def new_run(run_id: str, thread: ThreadRow, spec: RunSpec, owner: str, now: int,
         id=run_id, client_id=client_id, thread_id=thread.id, project_id=thread.project_id,
         status="running",
         previous_run_id=spec.previous_run_id, created_ms=now, started_ms=now,
-        request=request_snapshot(spec, thread.user_key),
+        request=request_row(spec, thread.user_key),
         idempotency_key=spec.idempotency.key if spec.idempotency else None,
         on_disconnect=spec.on_disconnect or "grace",
         lease_owner=owner, lease_expires_ms=now + lease_ms,
@@ -238,11 +235,10 @@ def spec_fingerprint(spec: RunSpec, user_key: str | None) -> str | None:
     return fingerprint(spec.idempotency.request, user_key)
 
 
-def request_snapshot(spec: RunSpec, user_key: str | None = None) -> dict[str, Any]:
-    """What the run needs from its spec, kept on the run row (the task reads it from there,
-    `RunSpec.from_snapshot`), and, for a run started with an idempotency key, the fingerprint
-    a retry must match."""
-    data = spec.snapshot()
+def request_row(spec: RunSpec, user_key: str | None = None) -> SpecRow:
+    """The run row's `request`: the spec (`RunSpec.to_row`) and, for a run started with an
+    idempotency key, the fingerprint a retry must match."""
+    data = spec.to_row()
     if spec.idempotency is not None:
         data["fingerprint"] = spec_fingerprint(spec, user_key)
     return data

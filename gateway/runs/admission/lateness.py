@@ -3,15 +3,14 @@
 Every stream, start and refusal of the process shares one event loop; when it is full (too
 many tokens a second, too many starts, or a machine whose other jobs take the core), every
 callback waits for its turn, and a new run's first token waits longest. So does a refusal: a
-request waits for the loop before anything can answer it, so a process whose loop runs 800 ms
-late refuses in 800 ms, however cheap the refusal (bench/README.md, "Where a start waits").
+request waits for the loop before anything can answer it, so a process whose loop runs late
+refuses late, however cheap the refusal.
 
 A timer every `TICK` records how late it wakes. `sustained()` is how late the loop has been
 over its last `SUSTAIN` ticks, all of them (the least late of them): a loop that is full is late
 at every tick, while one pause (a garbage collection, one long step) makes one tick late and
 is gone. The largest lateness of the last second, which the start gate read before, refused
-runs for a second after any such pause: at 300 runs arriving over 10 s at 20 tokens/s on a
-quiet machine, 22 were refused by a 0.25 s limit while the loop's lag p99 was 39 ms. A loop
+runs for a second after any such pause (docs/decisions/0029-sustained-loop-lag-limit.md). A loop
 held now for longer than `WINDOW` (no tick at all) is late by that much. The start gate
 refuses new runs while it is past `GATEWAY_MAX_LOOP_LAG_SECONDS` (`start_gate.py`). One timer
 per tick: nothing per token.
@@ -25,10 +24,10 @@ one per question at the door.
 
 The timer runs only while there is work: runs going (`busy`), or requests asking (each POST
 reads `sustained()` at the door, which wakes it). An idle loop is not late, and a timer that
-woke it 20 times a second cost an idle process its CPU and every next request cold caches
-(bench/README.md, "Wake-ups and idle work, ninth round"). Not watched, `sustained()` is 0: the
-first starts after a quiet spell are judged by the other limits until `SUSTAIN` ticks have
-measured the loop again (150 ms).
+woke it at every tick cost an idle process its CPU and every next request cold caches
+(docs/decisions/0028-no-idle-timers.md). Not watched, `sustained()` is 0: the first starts
+after a quiet spell are judged by the other limits until `SUSTAIN` ticks have measured the
+loop again.
 """
 
 from __future__ import annotations

@@ -17,13 +17,13 @@ Windows: runs per minute use a fixed window (the wall-clock minute); tokens a UT
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ...auth.subjects import Subject
 from ...observability import metrics
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
@@ -34,46 +34,9 @@ MINUTE_MS = 60_000
 DAY_MS = 86_400_000
 # A client refused for concurrency cannot know when a run ends; it may look again this soon.
 CONCURRENCY_RETRY_SECONDS = 1
-Kind = Literal["apiKey", "user", "chorus"]
 # Subjects whose runs' tokens count against a daily budget (a user scope has none).
 TOKEN_KINDS = ("apiKey", "chorus")
 Exceeded = Literal["tokens", "rate", "concurrent"]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """0 means no limit."""
-
-    concurrent_runs: int = 0
-    runs_per_minute: int = 0
-    daily_tokens: int = 0
-
-    @property
-    def any(self) -> bool:
-        return bool(self.concurrent_runs or self.runs_per_minute or self.daily_tokens)
-
-
-@dataclass(frozen=True)
-class Subject:
-    """Who a limit is counted for: an API key, a user scope of a project, or a Chorus
-    connection string."""
-
-    kind: Kind
-    name: str  # stable and free of secrets: a key id, or a hash of project and scope
-    limits: Limits
-
-
-def key_subject(key_id: str, limits: Limits) -> Subject:
-    return Subject("apiKey", f"key:{key_id}", limits)
-
-
-def user_subject(project: str, scope: str, limits: Limits) -> Subject:
-    digest = hashlib.sha256(f"{project}\0{scope}".encode()).hexdigest()[:24]
-    return Subject("user", f"user:{digest}", limits)
-
-
-def chorus_subject(connection_id: str, limits: Limits) -> Subject:
-    return Subject("chorus", f"chorus:{connection_id}", limits)
 
 
 WHO = {"apiKey": "this API key", "user": "this user", "chorus": "this connection string"}

@@ -4,19 +4,19 @@ Starting a run is a burst of work on the event loop that every stream of the pro
 parsing and checking the request, the thread's lock and the run's rows in one transaction, the
 run's task. When hundreds of starts arrive together (a deploy's reconnect storm, a launch, a
 benchmark) and all are let in, every turn of the loop is full of start work and every token of
-every run already streaming waits behind it: 300 starts at once on 2 cores delayed tokens by up
-to 260 ms at p99 (bench/README.md). Through the gate they go a few at a time, in the order they
-came: a start waits for its turn instead of everyone waiting for all of them.
+every run already streaming waits behind it. Through the gate they go a few at a time, in the
+order they came: a start waits for its turn instead of everyone waiting for all of them
+(docs/decisions/0026-start-gate.md).
 
-Past what the process can carry, waiting in turn only makes everyone wait: 1,000 runs arriving
-over 10 s at one process were all admitted and got their first token after up to 40 s. So the
-gate also refuses, at once and before any work, with 503 `OVERLOADED` and `Retry-After` (a
-balancer sends the user elsewhere; not 429, which is the user's own quota), while
+Past what the process can carry, waiting in turn only makes everyone wait: every start is
+admitted, and the last get their first token long after. So the gate also refuses, at once and
+before any work, with 503 `OVERLOADED` and `Retry-After` (a balancer sends the user elsewhere;
+not 429, which is the user's own quota), while
 
 - the process already has `max_active` runs going or starting (`GATEWAY_MAX_ACTIVE_RUNS`, an
   operator's cap: none by default), or
 - a start under way (waiting for its turn, or being started) has taken `max_wait` seconds
-  (`GATEWAY_MAX_START_WAIT_SECONDS`, 0.75: a quarter of a 1 s first-token bound left for the
+  (`GATEWAY_MAX_START_WAIT_SECONDS`: a part of the first-token bound, the rest left for the
   model's answer): the process starts runs more slowly than they come (its loop is full, or
   the queue is long), and a newcomer would only wait longer for its first token. The starts
   already under way go on; so no admitted start takes much longer than that. Also while a
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -161,6 +162,30 @@ class StartGate:
     async def turn(self) -> AsyncIterator[None]:
         """A start's turn: refused at once (`Overloaded`) while the process is saturated, else
         held from the start's arrival (waiting in order) to its end."""
+        held = await self._arrive()
+        current = _TURN.set(held)
+        try:
+            yield
+        finally:
+            _TURN.reset(current)
+            self._leave(held)
+
+    @contextlib.asynccontextmanager
+    async def outside(self) -> AsyncIterator[None]:
+        """Slow work of a start that must not hold the others up (reading the MCP resources a
+        message embeds): the start's turn ends for it, and the start takes a new one after it,
+        refused as a new start would be. Outside any turn (a start from a background task), it
+        only runs the work."""
+        held = _TURN.get(None)
+        if held is None or held.gate is not self or not held.inside:
+            yield
+            return
+        self._leave(held)
+        yield
+        again = await self._arrive()
+        held.token, held.inside = again.token, True
+
+    async def _arrive(self) -> _Held:
         saturation = self.saturation()
         if saturation is not None:
             raise self.refused(saturation)
@@ -175,12 +200,31 @@ class StartGate:
                     metrics.STARTS_WAITING.dec()
             else:
                 await self._slots.acquire()
-            self._inside += 1
-            try:
-                yield
-            finally:
-                self._inside -= 1
-                self._slots.release()
-                self.pace.ended(queued=len(self._arrivals) - 1 - self._inside)
-        finally:
+        except BaseException:
             del self._arrivals[token]
+            raise
+        self._inside += 1
+        return _Held(self, token)
+
+    def _leave(self, held: _Held) -> None:
+        if not held.inside:
+            return
+        held.inside = False
+        self._inside -= 1
+        self._slots.release()
+        self.pace.ended(queued=len(self._arrivals) - 1 - self._inside)
+        del self._arrivals[held.token]
+
+
+@dataclass
+class _Held:
+    """A turn taken by the current task (`_TURN`): its gate, and its place among the arrivals
+    while it is inside."""
+
+    gate: StartGate
+    token: object
+    inside: bool = True
+
+
+# The turn the current task holds: `outside` leaves it and takes it again.
+_TURN: contextvars.ContextVar[_Held] = contextvars.ContextVar("start_turn")

@@ -4,14 +4,11 @@ The start gate (`start_gate.py`) refuses a newcomer that would take longer than
 `GATEWAY_MAX_START_WAIT_SECONDS` to be started. All the starts of a burst arrive before any of
 them ends, so the gate can only predict that from what it saw before. It used to predict from
 how long recent starts held their turn, divided by the gate's width: a wall-clock figure of
-another moment, which misjudged bursts both ways. At 30 starts a second, two or three at a
-time, a turn lasted about 100 ms at the median on SQLite and seconds in a stall, mostly
-waiting for the database's one connection;
-in a burst those waits overlap (one group commit carries up to 50 starts) and the pace is set
-by the loop's CPU, about 6 ms a start on a quiet machine. On a quiet machine the gate refused
-50 of 100 runs started at once that an earlier round had admitted all of, with their first
-token within 0.76 s; on a loaded one it expected 190 ms of waiting at p99 where the starts
-waited 690 ms (bench/README.md, "Bursts and the start gate's estimate").
+another moment, which misjudged bursts both ways. A turn is mostly a wait for the database's
+one connection (on SQLite), and in a burst those waits overlap (one group commit carries many
+starts): the pace is set by the loop's CPU. Judged by turns, the gate refused half of a burst
+it could carry on a quiet machine, and expected far less waiting than the starts met on a
+loaded one (docs/decisions/0026-start-gate.md).
 
 So the pace is measured in the loop thread's CPU, and only while starts queue (the gate full,
 the pace set by the process rather than by arrivals): the CPU the loop spent from one turn's
@@ -22,9 +19,8 @@ last `1 / (1 - DECAY)` turns), as turns end in lumps (a group commit ends 16 at 
 
 And it is a pace of this queue only: when the queue empties the pace is forgotten, and a new
 queue's pace is known once `MIN_TURNS` of its turns have ended. A pace carried from another
-moment measured other work: kept across the queues of 300 runs arriving over 10 s, it counted
-the CPU of their 150 streams, 14.6 ms a start on a loaded machine, and refused 49 of the 100
-runs started at once after them (the 51 let in had their first token within 0.49 s). So a
+moment measured other work: kept across queues, it counted the CPU of the streams running
+meanwhile, and refused half of a burst that came after them. So a
 burst that arrives in one instant is let in whole (up to `GATEWAY_MAX_ACTIVE_RUNS`); what
 arrives once its first starts have ended is judged by their pace, and a start under way for
 `GATEWAY_MAX_START_WAIT_SECONDS` refuses newcomers whatever the pace.

@@ -10,8 +10,9 @@ import socket
 import pytest
 from redis.asyncio import Redis
 
+from gateway.auth.subjects import Limits, key_subject
 from gateway.backends.redis import RedisCounters
-from gateway.runs.admission.quotas import Limits, QuotaExceeded, Quotas, key_subject
+from gateway.runs.admission.quotas import QuotaExceeded, Quotas
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server not installed")

@@ -10,7 +10,6 @@ from gateway.engine.history import to_model_messages
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
-    PROJECT,
     ScriptedDeltas,
     events,
     new_thread,
@@ -29,14 +28,14 @@ async def test_history_answers_every_call_and_shows_component_state(
     thread = await new_thread(store)
     # 1: a client tool call, answered by the next run.
     model.enqueue(tool_turn("call_t", "get_time", "{}"), text_turn("Noon."))
-    first = (await manager.start(PROJECT, thread, user("time?", tools=[TOOL]))).run
+    first = (await manager.start(thread, user("time?", tools=[TOOL]))).run
     await events(manager, first.id)
-    second = (await manager.start(PROJECT, thread, tool_results(
+    second = (await manager.start(thread, tool_results(
         {"call_t": "12:00"}, previousRunId=first.id, tools=[TOOL]))).run
     await events(manager, second.id)
     # 2: a component, whose state a client then changes.
     model.enqueue(tool_turn("call_c", "show_component_Card", '{"title": "A"}'))
-    third = (await manager.start(PROJECT, thread, user("card", previousRunId=second.id,
+    third = (await manager.start(thread, user("card", previousRunId=second.id,
                                                        availableComponents=[CARD]))).run
     await events(manager, third.id)
     [card] = await store.components_of(thread.id)
@@ -44,7 +43,7 @@ async def test_history_answers_every_call_and_shows_component_state(
     # 3: a tool call cut short by a cancel.
     hold = asyncio.Event()
     model.enqueue([*tool_turn("call_x", "get_time", "{}")[:-1], hold])
-    fourth = (await manager.start(PROJECT, thread, user("again", previousRunId=third.id,
+    fourth = (await manager.start(thread, user("again", previousRunId=third.id,
                                                         tools=[TOOL]))).run
     while not manager.live_log(fourth.id) or manager.live_log(fourth.id).last < 4:
         await asyncio.sleep(0.005)

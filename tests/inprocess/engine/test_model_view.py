@@ -25,7 +25,6 @@ from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
     FAST,
-    PROJECT,
     UNLIMITED,
     ScriptedDeltas,
     events,
@@ -59,7 +58,7 @@ async def test_a_turn_read_back_from_history_is_what_the_live_loop_gave_the_mode
                    Finish("tool_calls")],
                   text_turn("Found it."))
     thread = await new_thread(store)
-    run = (await manager.start(PROJECT, thread, user("find x", availableComponents=[CARD]))).run
+    run = (await manager.start(thread, user("find x", availableComponents=[CARD]))).run
     await events(manager, run.id)
 
     live = model.requests[1].messages  # the live loop's view, sent to the second model call
@@ -98,7 +97,7 @@ async def test_signed_reasoning_goes_back_before_the_calls_live_and_from_history
                   [ReasoningDelta("Unsigned, "), ReasoningDelta("not sent back."),
                    TextDelta("Found it."), Finish("stop")])
     thread = await new_thread(store)
-    run = (await manager.start(PROJECT, thread, user("find x"))).run
+    run = (await manager.start(thread, user("find x"))).run
     await events(manager, run.id)
 
     live = model.requests[1].messages

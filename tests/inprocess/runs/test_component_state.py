@@ -12,7 +12,6 @@ from gateway.runs.components.state import ComponentStateError
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
-    PROJECT,
     ScriptedDeltas,
     events,
     new_thread,
@@ -33,7 +32,7 @@ async def rendered_card(manager: RunManager, store: Store, model: ScriptedDeltas
     thread = await new_thread(store)
     model.enqueue(tool_turn("call_card", "show_component_Card", '{"title": "News"}')
                   + (then or []))
-    run = (await manager.start(PROJECT, thread, user("show a card",
+    run = (await manager.start(thread, user("show a card",
                                                      availableComponents=[CARD]))).run
     while not await store.components_of(thread.id):
         await asyncio.sleep(0.005)

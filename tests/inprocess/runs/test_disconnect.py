@@ -42,7 +42,7 @@ async def test_an_unwatched_run_is_cancelled_after_the_grace_window(
     manager = managers(disconnect_grace_seconds=GRACE)
     thread = await new_thread(store)
     model.enqueue(text_turn("working ") + [asyncio.Event()])
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     await read_and_leave(manager, run.id, 2)
     assert await status_after(store, run.id, GRACE / 5) == "running"  # leaving is not cancelling
     assert await status_after(store, run.id, GRACE * 2) == "cancelled"
@@ -54,7 +54,7 @@ async def test_a_subscriber_coming_back_within_the_window_keeps_the_run(
     thread = await new_thread(store)
     release = asyncio.Event()
     model.enqueue(text_turn("working ") + [release] + text_turn("done"))
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     await read_and_leave(manager, run.id, 2)
     back = asyncio.create_task(events(manager, run.id))  # a reload reconnects
     assert await status_after(store, run.id, GRACE * 2) == "running"
@@ -68,7 +68,7 @@ async def test_continue_runs_to_the_end_unwatched(
     thread = await new_thread(store)
     release = asyncio.Event()
     model.enqueue(text_turn("working ") + [release] + text_turn("done"))
-    run = (await manager.start(PROJECT, thread, user("go", onDisconnect="continue"))).run
+    run = (await manager.start(thread, user("go", onDisconnect="continue"))).run
     await read_and_leave(manager, run.id, 2)
     assert await status_after(store, run.id, 0.1) == "running"
     release.set()
@@ -82,7 +82,7 @@ async def test_a_paused_run_is_not_cancelled_when_its_client_leaves(
     thread = await new_thread(store)
     model.enqueue(tool_turn("call_1", "get_time", "{}"))
     tool = {"name": "get_time", "description": "", "inputSchema": {"type": "object"}}
-    run = (await manager.start(PROJECT, thread, user("time?", tools=[tool],
+    run = (await manager.start(thread, user("time?", tools=[tool],
                                                      onDisconnect="cancel"))).run
     seen = await events(manager, run.id)
     assert any(e.get("name") == "tambo.run.awaiting_input" for _, e in seen)
@@ -93,7 +93,7 @@ async def test_cancel_policy_cancels_as_soon_as_the_only_subscriber_leaves(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     thread = await new_thread(store)
     model.enqueue(text_turn("working ") + [asyncio.Event()])
-    run = (await manager.start(PROJECT, thread, user("go", onDisconnect="cancel"))).run
+    run = (await manager.start(thread, user("go", onDisconnect="cancel"))).run
     await read_and_leave(manager, run.id, 2)
     await finished(manager, run.id)
     assert (await store.get_run(run.id)).status == "cancelled"
@@ -108,7 +108,7 @@ async def test_by_default_a_run_its_subscriber_left_runs_to_its_end(
     """The default grace (30 s) is longer than the run: leaving changes nothing."""
     thread = await new_thread(store)
     model.enqueue(text_turn("working ") + [0.1] + text_turn("done"))
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     await read_and_leave(manager, run.id, 2)
     await finished(manager, run.id)
     assert (await store.get_run(run.id)).status == "completed"
@@ -123,7 +123,7 @@ async def test_a_follower_in_another_process_keeps_an_unwatched_run_going(
     owner = managers(disconnect_grace_seconds=0.05)
     thread = await new_thread(store)
     model.enqueue(text_turn("working ") + [0.6] + text_turn("done"))
-    run = (await owner.start(PROJECT, thread, user("go"))).run
+    run = (await owner.start(thread, user("go"))).run
     while len(await store.read_frames(run.id)) < 2:  # flushed: the follower has a log to read
         await asyncio.sleep(0.01)
     follower = asyncio.create_task(events(managers(), run.id))
@@ -144,7 +144,7 @@ async def test_a_follower_in_another_process_that_left_gets_the_whole_grace(
                        watch_recheck_seconds=0.05)
     thread = await new_thread(store)
     model.enqueue(text_turn("working ") + [asyncio.Event()])
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     await read_and_leave(manager, run.id, 2)
     for _ in range(int(grace / 0.05) + 4):  # the remote follower, past the owner's own grace
         await store.touch_watched(run.id, now_ms())

@@ -13,7 +13,6 @@ from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from gateway.store.tables import RunRow
 from tests.inprocess.conftest import (
-    PROJECT,
     ScriptedDeltas,
     Step,
     events,
@@ -46,7 +45,7 @@ async def read(manager: RunManager, run_id: str, after: int = 0, pause_after: in
 async def start_paced(manager: RunManager, store: Store, model: ScriptedDeltas,
                       hold: asyncio.Event) -> tuple[RunRow, LiveLog]:
     model.enqueue(paced_tokens(hold))
-    run = (await manager.start(PROJECT, await new_thread(store), user("go"))).run
+    run = (await manager.start(await new_thread(store), user("go"))).run
     live = manager.live_log(run.id)
     assert live is not None
     return run, live

@@ -30,7 +30,7 @@ async def test_a_run_streams_persists_and_feeds_the_next_runs_history(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     thread = await new_thread(store)
     model.enqueue(text_turn("Hel", "lo!", reasoning="Greet back."), text_turn("Again."))
-    first = (await manager.start(PROJECT, thread, user("hi"))).run
+    first = (await manager.start(thread, user("hi"))).run
     seen = await events(manager, first.id)
     assert types(seen) == [
         "RUN_STARTED", "THINKING_TEXT_MESSAGE_START", "THINKING_TEXT_MESSAGE_CONTENT",
@@ -41,7 +41,7 @@ async def test_a_run_streams_persists_and_feeds_the_next_runs_history(
     after = await store.get_thread(PROJECT, thread.id)
     assert (after.run_status, after.last_completed_run_id) == ("idle", first.id)
 
-    second = (await manager.start(PROJECT, after, user("and again",
+    second = (await manager.start(after, user("and again",
                                                        previousRunId=first.id))).run
     await events(manager, second.id)
     history = model.requests[-1].messages
@@ -52,13 +52,13 @@ async def test_a_run_streams_persists_and_feeds_the_next_runs_history(
 async def test_a_thread_with_runs_needs_the_previous_run_id(
         manager: RunManager, store: Store) -> None:
     thread = await new_thread(store)
-    first = (await manager.start(PROJECT, thread, user("one"))).run
+    first = (await manager.start(thread, user("one"))).run
     await events(manager, first.id)
     with pytest.raises(ApiError) as refused:
-        await manager.start(PROJECT, thread, user("two"))
+        await manager.start(thread, user("two"))
     assert refused.value.code == "INVALID_PREVIOUS_RUN"
     with pytest.raises(ApiError) as stale:
-        await manager.start(PROJECT, thread, user("two", previousRunId="run_other"))
+        await manager.start(thread, user("two", previousRunId="run_other"))
     assert stale.value.code == "INVALID_PREVIOUS_RUN"
 
 
@@ -67,9 +67,9 @@ async def test_a_second_run_while_one_is_active_is_refused(
     thread = await new_thread(store)
     release = asyncio.Event()
     model.enqueue([release])
-    running = (await manager.start(PROJECT, thread, user("hold"))).run
+    running = (await manager.start(thread, user("hold"))).run
     with pytest.raises(ApiError) as busy:
-        await manager.start(PROJECT, thread, user("again", previousRunId=running.id))
+        await manager.start(thread, user("again", previousRunId=running.id))
     assert (busy.value.code, busy.value.extra["currentRunId"]) == ("CONCURRENT_RUN", running.id)
     release.set()
     assert types(await events(manager, running.id))[-1] == "RUN_FINISHED"
@@ -79,7 +79,7 @@ async def test_a_client_tool_pauses_the_run_and_its_result_continues_it(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     thread = await new_thread(store)
     model.enqueue(tool_turn("call_1", "get_time", "{}"), text_turn("It is noon."))
-    paused = (await manager.start(PROJECT, thread, user("time?", tools=[TIME_TOOL]))).run
+    paused = (await manager.start(thread, user("time?", tools=[TIME_TOOL]))).run
     seen = await events(manager, paused.id)
     awaiting = [e for _, e in seen if e.get("name") == "tambo.run.awaiting_input"]
     assert awaiting[0]["value"]["pendingToolCalls"][0]["toolCallId"] == "call_1"
@@ -88,14 +88,14 @@ async def test_a_client_tool_pauses_the_run_and_its_result_continues_it(
     assert [p["toolCallId"] for p in waiting.pending_tool_calls] == ["call_1"]
 
     with pytest.raises(ApiError) as missing:
-        await manager.start(PROJECT, waiting, user("no result", previousRunId=paused.id))
+        await manager.start(waiting, user("no result", previousRunId=paused.id))
     assert missing.value.code == "INVALID_TOOL_RESULT"
     with pytest.raises(ApiError) as extra:
-        await manager.start(PROJECT, waiting, tool_results(
+        await manager.start(waiting, tool_results(
             {"call_1": "noon", "call_9": "?"}, previousRunId=paused.id))
     assert extra.value.code == "INVALID_TOOL_RESULT"
 
-    resumed = (await manager.start(PROJECT, waiting, tool_results(
+    resumed = (await manager.start(waiting, tool_results(
         {"call_1": "12:00"}, previousRunId=paused.id, tools=[TIME_TOOL]))).run
     assert types(await events(manager, resumed.id))[-1] == "RUN_FINISHED"
     sent = model.requests[-1].messages
@@ -108,7 +108,7 @@ async def test_cancel_ends_the_run_cancelled_and_keeps_the_partial_message(
     thread = await new_thread(store)
     hold = asyncio.Event()
     model.enqueue(text_turn("partial ") + [hold])
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     reader = asyncio.create_task(events(manager, run.id))
     while not manager.live_log(run.id) or manager.live_log(run.id).last < 3:
         await asyncio.sleep(0.005)
@@ -126,7 +126,7 @@ async def test_cancel_ends_the_run_cancelled_and_keeps_the_partial_message(
 async def test_cancelling_an_ended_run_reports_how_it_ended(
         manager: RunManager, store: Store) -> None:
     thread = await new_thread(store)
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     await events(manager, run.id)
     for _ in range(2):
         assert (await manager.cancel(run.id)).status == "completed"
@@ -138,12 +138,12 @@ async def test_the_thread_of_a_cancelled_run_takes_a_new_run_at_once(
     """The cancel returns only once the thread is free: no window where a retry is refused."""
     thread = await new_thread(store)
     model.enqueue(text_turn("long ") + [asyncio.Event()], text_turn("Fresh answer."))
-    run = (await manager.start(PROJECT, thread, user("long"))).run
+    run = (await manager.start(thread, user("long"))).run
     while not manager.live_log(run.id) or manager.live_log(run.id).last < 3:
         await asyncio.sleep(0.005)
     await manager.cancel(run.id)
     freed = await store.get_thread(PROJECT, thread.id)
-    again = (await manager.start(PROJECT, freed, user("next", previousRunId=run.id))).run
+    again = (await manager.start(freed, user("next", previousRunId=run.id))).run
     assert types(await events(manager, again.id))[-1] == "RUN_FINISHED"
     answer = [m for m in await store.history(thread.id) if m.role == "assistant"][-1]
     assert [p.get("content") for p in answer.parts] == ["Fresh answer."]
@@ -153,7 +153,7 @@ async def test_two_subscribers_of_a_live_run_get_identical_events(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     thread = await new_thread(store)
     model.enqueue(text_turn("a ") + [0.05] + text_turn("b ") + [0.05] + text_turn("c"))
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     mine, theirs = await asyncio.gather(events(manager, run.id), events(manager, run.id))
     assert mine == theirs and types(mine)[-1] == "RUN_FINISHED"
 
@@ -176,7 +176,7 @@ async def test_a_database_outage_at_the_end_keeps_the_answer_in_the_thread(
         return await finish(*args, **kwargs)
 
     monkeypatch.setattr(store, "finish_run", finish_while_away)
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     seen = await events(manager, run.id)
     assert next(failures, None) is None  # the outage happened
     assert seen[-1][1]["type"] == "RUN_FINISHED"
@@ -210,7 +210,7 @@ async def test_a_database_outage_mid_run_keeps_what_it_had_said_in_the_thread(
         return await add_message(*args, **kwargs)
 
     monkeypatch.setattr(store, "add_message", add_while_away)
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     seen = await events(manager, run.id)
     assert next(failures, None) is None  # the outage happened
     assert (seen[-1][1]["type"], seen[-1][1]["code"]) == ("RUN_ERROR", "DATABASE_UNAVAILABLE")
@@ -229,8 +229,8 @@ async def test_a_run_is_written_with_the_model_it_calls(
     # from then on (the configured one, or the one the request asks for).
     manager = managers(model_name="openai/configured")
     model.enqueue([asyncio.Event()], [asyncio.Event()])
-    configured = (await manager.start(PROJECT, await new_thread(store), user("hi"))).run
-    asked = (await manager.start(PROJECT, await new_thread(store),
+    configured = (await manager.start(await new_thread(store), user("hi"))).run
+    asked = (await manager.start(await new_thread(store),
                                  user("hi", model="openai/asked"))).run
     assert (await store.get_run(configured.id)).model == "openai/configured"
     assert (await store.get_run(asked.id)).model == "openai/asked"
@@ -239,27 +239,46 @@ async def test_a_run_is_written_with_the_model_it_calls(
         await manager.cancel(run.id)
 
 
-async def test_a_run_row_with_a_snapshot_from_before_run_spec_runs_as_it_would_have(
-        manager: RunManager, store: Store, model: ScriptedDeltas,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The run reads its input from the row (once, when it is launched); a row written by the
-    gateway before the neutral snapshot (the Tambo request's camelCase keys) gives the model
-    the same tools."""
-    from gateway.runs.admission import admit as admission
+async def test_a_queued_run_runs_on_the_spec_its_row_keeps(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    """A run started here runs on the spec it was admitted with; a queued run is started later,
+    maybe by another process, from its row (`RunSpec.from_row`): it gets the same spec."""
+    from tests.inprocess.runs.test_multitask import streaming
 
-    thread = await new_thread(store)
-    model.enqueue(text_turn("ok"), text_turn("ok"))
-    started = await manager.start(PROJECT, thread, user("hi", tools=[TIME_TOOL],
-                                                        maxTokens=50))
-    await events(manager, started.run.id)
-    thread = await store.get_thread(PROJECT, thread.id)
-    # The second row holds what the old gateway would have written.
-    monkeypatch.setattr(admission, "request_snapshot",
+    owner, other = managers(), managers()
+    hold = asyncio.Event()
+    thread, running = await streaming(owner, store, model, hold)
+    model.enqueue(text_turn("ok"))
+    queued = (await other.start(thread, user(
+        "later", tools=[TIME_TOOL], maxTokens=50, temperature=0.25,
+        previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
+    hold.set()
+    await events(owner, running.id)
+    await events(other, queued.id)
+    sent = model.requests[-1]
+    assert [t["function"]["name"] for t in sent.tools] == ["get_time"]
+    assert (sent.max_tokens, sent.temperature) == (50, 0.25)
+
+
+async def test_a_queued_run_whose_row_was_written_before_run_spec_runs_as_it_would_have(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row written by the gateway before the neutral spec (the Tambo request's camelCase
+    keys) gives the model the same tools when its run is started from it."""
+    from gateway.runs.admission import admit as admission
+    from tests.inprocess.runs.test_multitask import streaming
+
+    manager = managers()
+    hold = asyncio.Event()
+    thread, running = await streaming(manager, store, model, hold)
+    model.enqueue(text_turn("ok"))
+    monkeypatch.setattr(admission, "request_row",
                         lambda *_: {"tools": [TIME_TOOL], "maxTokens": 50})
-    second = await manager.start(PROJECT, thread, user("again", previousRunId=started.run.id))
-    assert (await store.get_run(second.run.id)).request == {"tools": [TIME_TOOL],
-                                                             "maxTokens": 50}
-    await events(manager, second.run.id)
-    new, old = model.requests[-2:]
-    assert old.tools == new.tools and [t["function"]["name"] for t in old.tools] == ["get_time"]
-    assert old.max_tokens == new.max_tokens == 50
+    queued = (await manager.start(thread, user(
+        "later", previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
+    assert (await store.get_run(queued.id)).request["tools"] == [TIME_TOOL]
+    hold.set()
+    await events(manager, queued.id)
+    sent = model.requests[-1]
+    assert [t["function"]["name"] for t in sent.tools] == ["get_time"]
+    assert sent.max_tokens == 50

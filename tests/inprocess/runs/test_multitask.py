@@ -32,10 +32,10 @@ async def streaming(manager: RunManager, store: Store, model: ScriptedDeltas,
     """A thread with one finished run and a second one streaming "partial " until `hold`."""
     thread = await new_thread(store)
     model.enqueue(text_turn("Done."))
-    first = (await manager.start(PROJECT, thread, user("one"))).run
+    first = (await manager.start(thread, user("one"))).run
     await events(manager, first.id)
     model.enqueue(text_turn("partial ") + [hold])
-    second = (await manager.start(PROJECT, thread, user("two", previousRunId=first.id))).run
+    second = (await manager.start(thread, user("two", previousRunId=first.id))).run
     await until_streaming(manager, store, second)
     return thread, second
 
@@ -74,7 +74,7 @@ async def test_reject_is_the_default(manager: RunManager, store: Store,
     thread, running = await streaming(manager, store, model, hold)
     for strategy in ({}, {"multitaskStrategy": "reject"}):
         with pytest.raises(ApiError) as busy:
-            await manager.start(PROJECT, thread, user("three", previousRunId=running.previous_run_id,
+            await manager.start(thread, user("three", previousRunId=running.previous_run_id,
                                                       **strategy))
         assert busy.value.code == "CONCURRENT_RUN"
     hold.set()
@@ -89,7 +89,7 @@ async def test_interrupt_and_rollback_cancel_the_run_and_start_the_new_one(
     model.enqueue(text_turn("Three."))
 
     # The client still names the run before the one streaming: it has not ended for it yet.
-    new = (await manager.start(PROJECT, thread, user(
+    new = (await manager.start(thread, user(
         "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))).run
 
     assert types(await events(manager, new.id))[-1] == "RUN_FINISHED"
@@ -114,7 +114,7 @@ async def test_racing_interrupts_never_run_two_at_once(
     model.enqueue(*[text_turn("late ") + [hold] for _ in range(3)])
     arrived = await store.get_thread(PROJECT, thread.id)  # as each request's API reads it
 
-    outcomes = await asyncio.gather(*[manager.start(PROJECT, arrived, user(
+    outcomes = await asyncio.gather(*[manager.start(arrived, user(
         f"again {n}", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))
         for n in range(3)], return_exceptions=True)
 
@@ -145,7 +145,7 @@ async def test_a_request_whose_run_in_the_way_ended_before_it_started(
         assert (await manager.cancel(running.id)).status == "cancelled"  # the other request
         model.enqueue(text_turn("Three."))
 
-        started = await manager.start(PROJECT, arrived, user(
+        started = await manager.start(arrived, user(
             "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
 
     assert not started.queued
@@ -165,11 +165,11 @@ async def test_a_racing_interrupt_that_arrives_after_the_other_started_interrupt
     with arriving():
         arrived = await store.get_thread(PROJECT, thread.id)
         model.enqueue(text_turn("other ") + [other_hold], text_turn("Mine."))
-        other = (await manager.start(PROJECT, arrived, user(
+        other = (await manager.start(arrived, user(
             "other", previousRunId=running.id, multitaskStrategy="interrupt"))).run
         await until_streaming(manager, store, other)
 
-        mine = (await manager.start(PROJECT, arrived, user(
+        mine = (await manager.start(arrived, user(
             "mine", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
 
     assert types(await events(manager, mine.id))[-1] == "RUN_FINISHED"
@@ -194,7 +194,7 @@ async def test_a_request_whose_run_in_the_way_ended_before_it_read_the_thread(
         idle = await store.get_thread(PROJECT, thread.id)
         assert (idle.run_status, idle.last_completed_run_id) == ("idle", running.id)
 
-        started = await manager.start(PROJECT, idle, user(
+        started = await manager.start(idle, user(
             "three", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
 
     assert types(await events(manager, started.run.id))[-1] == "RUN_FINISHED"
@@ -217,7 +217,7 @@ async def test_a_request_follows_a_chain_of_runs_that_ended_after_it_arrived(
     model.enqueue(text_turn("other ") + ([other_hold] if still_running else []),
                   text_turn("Mine."))
     with arriving():
-        other = (await manager.start(PROJECT, thread, user(
+        other = (await manager.start(thread, user(
             "other", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
         if still_running:
             await until_streaming(manager, store, other)
@@ -225,7 +225,7 @@ async def test_a_request_follows_a_chain_of_runs_that_ended_after_it_arrived(
             assert types(await events(manager, other.id))[-1] == "RUN_FINISHED"
         now = await store.get_thread(PROJECT, thread.id)
 
-        mine = (await manager.start(PROJECT, now, user(
+        mine = (await manager.start(now, user(
             "mine", previousRunId=running.previous_run_id, multitaskStrategy=strategy))).run
 
     assert types(await events(manager, mine.id))[-1] == "RUN_FINISHED"
@@ -250,7 +250,7 @@ async def test_a_view_already_stale_on_arrival_is_still_refused(
     ended = (await store.get_run(running.id)).finished_ms
     arrived = await store.get_thread(PROJECT, thread.id)
     with arriving(ended + 1), pytest.raises(ApiError) as stale:
-        await manager.start(PROJECT, arrived, user(
+        await manager.start(arrived, user(
             "late", previousRunId=running.previous_run_id, multitaskStrategy=strategy))
     assert stale.value.code == "INVALID_PREVIOUS_RUN"
 
@@ -266,12 +266,12 @@ async def test_a_view_stale_on_arrival_is_refused_whatever_ended_after(
     ended = (await store.get_run(running.id)).finished_ms
     with arriving(ended + 1):
         await until_after(ended + 1)
-        other = (await manager.start(PROJECT, thread, user(
+        other = (await manager.start(thread, user(
             "other", previousRunId=running.id))).run
         await events(manager, other.id)
         now = await store.get_thread(PROJECT, thread.id)
         with pytest.raises(ApiError) as stale:
-            await manager.start(PROJECT, now, user(
+            await manager.start(now, user(
                 "late", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))
     assert stale.value.code == "INVALID_PREVIOUS_RUN"
     assert (await store.get_run(other.id)).finished_ms > ended + 1  # it did end after
@@ -285,7 +285,7 @@ async def test_interrupting_a_run_of_another_process(
     model.enqueue(text_turn("From the other process."))
 
     async with in_background(owner.listen_for_signals()):  # how the cancel reaches it
-        new = (await other.start(PROJECT, thread, user(
+        new = (await other.start(thread, user(
             "three", previousRunId=running.previous_run_id, multitaskStrategy="interrupt"))).run
 
     assert types(await events(other, new.id))[-1] == "RUN_FINISHED"
@@ -298,13 +298,13 @@ async def test_enqueued_runs_wait_then_run_in_order(
     hold = asyncio.Event()
     thread, running = await streaming(manager, store, model, hold)
     model.enqueue(text_turn("Answer A."), text_turn("Answer B."))
-    queued = [(await manager.start(PROJECT, thread, user(
+    queued = [(await manager.start(thread, user(
         text, previousRunId=running.previous_run_id, multitaskStrategy="enqueue")))
         for text in ("A", "B")]
     assert [q.queued for q in queued] == [True, True]
     assert [(await store.get_run(q.run.id)).status for q in queued] == ["queued", "queued"]
     streams = [asyncio.create_task(events(manager, q.run.id)) for q in queued]
-    gone = (await manager.start(PROJECT, thread, user(
+    gone = (await manager.start(thread, user(
         "C", previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
     assert (await manager.cancel(gone.id)).status == "cancelled"  # leaves the queue
 
@@ -325,7 +325,7 @@ async def test_a_run_queued_in_another_process_starts_where_the_run_ends(
     hold = asyncio.Event()
     thread, running = await streaming(owner, store, model, hold)
     model.enqueue(text_turn("Queued answer."))
-    queued = (await other.start(PROJECT, thread, user(
+    queued = (await other.start(thread, user(
         "later", previousRunId=running.previous_run_id, multitaskStrategy="enqueue"))).run
     following = asyncio.create_task(events(other, queued.id))  # through the run feed
 

@@ -34,7 +34,7 @@ async def paused_thread(manager: RunManager, store: Store, model: ScriptedDeltas
                         ) -> tuple[ThreadRow, RunRow]:
     thread = await new_thread(store)
     model.enqueue(tool_turn("call_1", "get_time", "{}"))
-    paused = (await manager.start(PROJECT, thread, user("time?", tools=[TIME_TOOL]))).run
+    paused = (await manager.start(thread, user("time?", tools=[TIME_TOOL]))).run
     assert types(await events(manager, paused.id))[-2] == "tambo.run.awaiting_input"
     waiting = await store.get_thread(PROJECT, thread.id)
     assert waiting is not None and waiting.pending_tool_calls
@@ -64,7 +64,7 @@ async def test_cancelling_a_paused_run_answers_its_calls_and_frees_the_thread(
     assert len(cancelled_answers(await store.history(thread.id))) == 1
 
     model.enqueue(text_turn("Sorry, no time then."))
-    nxt = (await manager.start(PROJECT, after, user("never mind", previousRunId=paused.id))).run
+    nxt = (await manager.start(after, user("never mind", previousRunId=paused.id))).run
     assert types(await events(manager, nxt.id))[-1] == "RUN_FINISHED"
     sent = model.requests[-1].messages
     answer = next(m for m in sent if m.get("tool_call_id") == "call_1")
@@ -76,10 +76,10 @@ async def test_a_new_message_abandons_the_pause_only_when_asked_or_stale(
         manager: RunManager, store: Store, model: ScriptedDeltas) -> None:
     thread, paused = await paused_thread(manager, store, model)
     with pytest.raises(ApiError) as refused:
-        await manager.start(PROJECT, thread, user("hello?", previousRunId=paused.id))
+        await manager.start(thread, user("hello?", previousRunId=paused.id))
     assert refused.value.extra["reason"] == "MISSING_RESULTS"
 
-    run = (await manager.start(PROJECT, thread, user(
+    run = (await manager.start(thread, user(
         "hello?", previousRunId=paused.id, abandonPendingTools=True))).run
     assert types(await events(manager, run.id))[-1] == "RUN_FINISHED"
     assert (await store.get_run(paused.id)).status == "cancelled"
@@ -92,13 +92,13 @@ async def test_a_pause_older_than_the_ttl_is_abandoned_by_a_new_message(
     manager = managers(pending_tool_ttl_seconds=3600.0)
     thread, paused = await paused_thread(manager, store, model)
     with pytest.raises(ApiError):  # paused just now: still waiting for its results
-        await manager.start(PROJECT, thread, user("hello?", previousRunId=paused.id))
+        await manager.start(thread, user("hello?", previousRunId=paused.id))
 
     async with store.session() as session:  # paused two hours ago
         await session.execute(update(RunRow).where(RunRow.id == paused.id)
                               .values(finished_ms=paused.created_ms - 7_200_000))
         await session.commit()
-    run = (await manager.start(PROJECT, thread, user("hello?", previousRunId=paused.id))).run
+    run = (await manager.start(thread, user("hello?", previousRunId=paused.id))).run
     assert types(await events(manager, run.id))[-1] == "RUN_FINISHED"
     assert (await store.get_run(paused.id)).status == "cancelled"
 
@@ -109,7 +109,7 @@ async def test_results_racing_a_cancel_leave_exactly_one_answer_per_call(
         thread, paused = await paused_thread(manager, store, model)
         outcomes = await asyncio.gather(
             manager.cancel(paused.id),
-            manager.start(PROJECT, thread, tool_results({"call_1": "12:00"},
+            manager.start(thread, tool_results({"call_1": "12:00"},
                                                         previousRunId=paused.id)),
             return_exceptions=True)
         started = outcomes[1]

@@ -1,5 +1,6 @@
-"""Quotas in the run manager: a 429 with `Retry-After` past a limit, and a concurrency slot that
-comes back on every way a run ends (a leaked slot would lock its key or user out)."""
+"""Quotas of a run start (`runs/admission/submit.py` takes the slot, the run manager holds it): a
+429 with `Retry-After` past a limit, and a concurrency slot that comes back on every way a run
+ends (a leaked slot would lock its key or user out)."""
 
 from __future__ import annotations
 
@@ -8,25 +9,22 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from gateway.auth.subjects import Limits, Subject, key_subject, user_subject
 from gateway.backends.memory import MemoryCounters
 from gateway.engine.deltas import ModelError, TextDelta, Usage
-from gateway.protocol.clock import new_id, now_ms
 from gateway.protocol.problems import ApiError
-from gateway.runs.admission.admit import NewThread
-from gateway.runs.admission.quotas import (
-    Limits,
-    QuotaExceeded,
-    Quotas,
-    key_subject,
-    user_subject,
-)
+from gateway.protocol.run_spec import RunSpec
+from gateway.runs.admission.admit import StartedRun
+from gateway.runs.admission.quotas import QuotaExceeded, Quotas
+from gateway.runs.admission.threads import NewThread, OnThread, Target
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
-from gateway.store.tables import ThreadRow
 from tests.inprocess.conftest import (
     PROJECT,
     ManagerFactory,
     ScriptedDeltas,
+    client,
+    door,
     events,
     finished,
     new_thread,
@@ -35,15 +33,20 @@ from tests.inprocess.conftest import (
     user,
 )
 
-ONE_AT_A_TIME = [key_subject("k1", Limits(concurrent_runs=1))]
+ONE_AT_A_TIME = key_subject("k1", Limits(concurrent_runs=1))
 CLIENT_TOOL = {"name": "pick", "description": "Ask the user.",
                "inputSchema": {"type": "object", "properties": {}}}
 
 
+async def submitted(manager: RunManager, target: Target, spec: RunSpec,
+                    quota: Subject = ONE_AT_A_TIME) -> StartedRun:
+    """`spec` started on `target` through the door, for a caller whose key has `quota`."""
+    return await door(manager).submit(client(quota), target, spec)
+
+
 async def start(manager: RunManager, store: Store, **extra: object):
     thread = await new_thread(store, "u1")
-    return (await manager.start(PROJECT, thread, user("go", **extra),
-                                subjects=ONE_AT_A_TIME)).run
+    return (await submitted(manager, OnThread(thread), user("go", **extra))).run
 
 
 async def refused(manager: RunManager, store: Store) -> QuotaExceeded:
@@ -57,18 +60,18 @@ async def test_a_third_concurrent_run_gets_429_with_retry_after(
     manager = managers()
     hold = asyncio.Event()
     model.enqueue([hold], [hold])
-    two = [key_subject("k2", Limits(concurrent_runs=2))]
-    runs = [(await manager.start(PROJECT, await new_thread(store), user("go"),
-                                 subjects=two)).run for _ in range(2)]
+    two = key_subject("k2", Limits(concurrent_runs=2))
+    runs = [(await submitted(manager, OnThread(await new_thread(store)), user("go"),
+                             two)).run for _ in range(2)]
     with pytest.raises(QuotaExceeded) as third:
-        await manager.start(PROJECT, await new_thread(store), user("go"), subjects=two)
+        await submitted(manager, OnThread(await new_thread(store)), user("go"), two)
     assert (third.value.status, third.value.code) == (429, "TOO_MANY_CONCURRENT_RUNS")
     assert int(third.value.headers["Retry-After"]) >= 1
     assert third.value.extra["limitScope"] == "apiKey"
     hold.set()
     for run in runs:
         await finished(manager, run.id)
-    again = await manager.start(PROJECT, await new_thread(store), user("go"), subjects=two)
+    again = await submitted(manager, OnThread(await new_thread(store)), user("go"), two)
     await events(manager, again.run.id)
 
 
@@ -94,13 +97,13 @@ async def test_runs_per_minute_and_the_user_scope_are_counted_separately() -> No
 async def test_the_daily_token_budget_counts_what_the_model_reports(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
     manager = managers()
-    budget = [key_subject("k3", Limits(daily_tokens=100))]
+    budget = key_subject("k3", Limits(daily_tokens=100))
     model.enqueue([TextDelta("hi"), Usage(60, 50)])
-    run = (await manager.start(PROJECT, await new_thread(store), user("go"),
-                               subjects=budget)).run
+    run = (await submitted(manager, OnThread(await new_thread(store)), user("go"),
+                           budget)).run
     await events(manager, run.id)
     with pytest.raises(QuotaExceeded) as spent:
-        await manager.start(PROJECT, await new_thread(store), user("go"), subjects=budget)
+        await submitted(manager, OnThread(await new_thread(store)), user("go"), budget)
     assert spent.value.code == "TOKEN_BUDGET_EXCEEDED"
     assert int(spent.value.headers["Retry-After"]) <= 86400
 
@@ -181,8 +184,7 @@ async def test_a_refused_run_leaves_no_slot_and_no_thread_lock(
     manager = managers()
     thread = await new_thread(store)
     with pytest.raises(ApiError):  # refused at admission: a continuation without previousRunId
-        await manager.start(PROJECT, thread, user("x", previousRunId="run_nope"),
-                            subjects=ONE_AT_A_TIME)
+        await submitted(manager, OnThread(thread), user("x", previousRunId="run_nope"))
     await _completed(manager, store, ScriptedDeltas())
 
 
@@ -190,22 +192,13 @@ async def test_a_new_thread_run_holds_its_slot_and_a_refused_one_leaves_nothing(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
     # A run on a new thread is started in one transaction with its thread (no thread first).
     manager = managers()
-
-    def thread() -> NewThread:
-        now = now_ms()
-        return NewThread(ThreadRow(id=new_id("thr_"), project_id=PROJECT, user_key="u1",
-                                   created_ms=now, updated_ms=now), [])
-
     with pytest.raises(ApiError):  # refused at admission: a continuation on a new thread
-        await manager.start_new_thread(PROJECT, thread(), user("x", previousRunId="run_nope"),
-                                       "u1", subjects=ONE_AT_A_TIME)
+        await submitted(manager, NewThread("u1"), user("x", previousRunId="run_nope"))
     assert (await store.list_threads(PROJECT, None, 10, None)).rows == []
     model.enqueue([TextDelta("..."), asyncio.Event()])
-    held = await manager.start_new_thread(PROJECT, thread(), user("go"), "u1",
-                                          subjects=ONE_AT_A_TIME)
+    held = await submitted(manager, NewThread("u1"), user("go"))
     with pytest.raises(QuotaExceeded):  # it holds the one slot while it runs
-        await manager.start_new_thread(PROJECT, thread(), user("go"), "u1",
-                                       subjects=ONE_AT_A_TIME)
+        await submitted(manager, NewThread("u1"), user("go"))
     assert [t.id for t in (await store.list_threads(PROJECT, None, 10, None)).rows] == [
         held.run.thread_id]
     assert (await manager.cancel(held.run.id)).status == "cancelled"
@@ -217,8 +210,8 @@ async def test_a_retry_with_its_idempotency_key_attaches_even_at_the_limit(
     manager = managers()
     model.enqueue([TextDelta("..."), asyncio.Event()])
     thread = await new_thread(store, "u1")
-    first = await manager.start(PROJECT, thread, user("go", key="key-1"), subjects=ONE_AT_A_TIME)
-    retry = await manager.start(PROJECT, thread, user("go", key="key-1"), subjects=ONE_AT_A_TIME)
+    first = await submitted(manager, OnThread(thread), user("go", key="key-1"))
+    retry = await submitted(manager, OnThread(thread), user("go", key="key-1"))
     assert retry.attached and retry.run.id == first.run.id
     await refused(manager, store)  # a new request still is refused
 

@@ -17,7 +17,6 @@ from gateway.engine.models.litellm_model import ModelRequest
 from gateway.runs.manager import RunManager
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
-    PROJECT,
     ManagerFactory,
     ScriptedDeltas,
     events,
@@ -62,7 +61,7 @@ async def test_a_chunk_crosses_one_generator_and_is_still_counted(
     manager: RunManager = managers(model)
     before = sample("gateway_tokens_streamed_total")
     thread = await new_thread(store)
-    run = (await manager.start(PROJECT, thread, user("hi"))).run
+    run = (await manager.start(thread, user("hi"))).run
     await events(manager, run.id)
     assert model.depths and set(model.depths) == {1}
     assert sample("gateway_tokens_streamed_total") - before == 2
@@ -80,7 +79,7 @@ async def test_store_operations_are_timed_through_its_hook(
     store.hooks = Hook()
     manager = managers()
     thread = await new_thread(store)
-    run = (await manager.start(PROJECT, thread, user("hi"))).run
+    run = (await manager.start(thread, user("hi"))).run
     await events(manager, run.id)
     assert {"add", "start_run", "finish_run"} <= set(timed)
 
@@ -110,7 +109,7 @@ async def test_a_run_answering_in_one_message_writes_its_start_and_its_end(
     manager = managers()
     thread = await new_thread(store)
     store.hooks = Hook()
-    run = (await manager.start(PROJECT, thread, user("hi"))).run
+    run = (await manager.start(thread, user("hi"))).run
     await events(manager, run.id)
     promoting = [t for t in asyncio.all_tasks() if t.get_name().startswith("promote after")]
     await asyncio.gather(*promoting)  # what its retirement started in the background, if any

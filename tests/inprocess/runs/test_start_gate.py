@@ -358,3 +358,42 @@ async def test_a_loop_that_computes_uses_more_of_its_core_than_one_that_waits() 
 
     assert await share_while(spin=False) < 0.1
     assert await share_while(spin=True) > 0.2
+
+
+async def test_slow_work_of_a_start_leaves_its_turn_to_the_others_and_takes_a_new_one() -> None:
+    """A start that reads its message's MCP resources (seconds, maybe) does it outside its turn:
+    meanwhile another start goes in; after it, the start waits for a turn again, in order."""
+    gate = StartGate(1)
+    reading, read = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
+
+    async def embedding() -> None:
+        async with gate.turn():
+            order.append("checks")
+            async with gate.outside():
+                reading.set()
+                await read.wait()
+            order.append("start")
+
+    async def other() -> None:
+        async with gate.turn():
+            order.append("other")
+            read.set()
+            await asyncio.sleep(0.01)  # still inside when the reader comes back
+            order.append("other done")
+
+    first = asyncio.create_task(embedding())
+    await reading.wait()
+    await asyncio.wait_for(other(), 1)  # not held up by the start reading outside
+    await first
+    assert order == ["checks", "other", "other done", "start"]
+    assert gate._inside == 0 and not gate._arrivals and not gate._slots.locked()
+
+
+async def test_outside_a_turn_the_slow_work_just_runs() -> None:
+    gate = StartGate(1)
+    async with gate.outside():  # a start from a background task holds no turn
+        pass
+    async with gate.turn(), gate.outside():
+        assert not gate._slots.locked()  # its slot is free meanwhile
+    assert gate._inside == 0 and not gate._arrivals

@@ -58,7 +58,7 @@ async def long_thread(store: Store, model: ScriptedDeltas, context: str, runs: i
     try:
         for n in range(runs):
             extra = {"previousRunId": previous} if previous else {}
-            run = (await manager.start(PROJECT, thread, user(words(n), **extra))).run
+            run = (await manager.start(thread, user(words(n), **extra))).run
             assert types(await events(manager, run.id))[-1] == "RUN_FINISHED"
             previous = run.id
             thread = await store.get_thread(PROJECT, thread.id)

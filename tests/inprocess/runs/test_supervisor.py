@@ -13,7 +13,6 @@ from gateway.runs.supervisor import RunSupervisor
 from gateway.store.repository import Store
 from gateway.store.tables import RunRow, ThreadRow
 from tests.inprocess.conftest import (
-    PROJECT,
     ManagerFactory,
     ScriptedDeltas,
     events,
@@ -40,7 +39,7 @@ async def stalled_owner(managers: ManagerFactory, store: Store, model: ScriptedD
     thread = await new_thread(store)
     wake = asyncio.Event()
     model.enqueue(text_turn(*said) + [wake] + text_turn(unsaid))
-    run = (await owner.start(PROJECT, thread, user("go"))).run
+    run = (await owner.start(thread, user("go"))).run
     while len(await store.read_frames(run.id)) < 2 + len(said):  # run and message starts
         await asyncio.sleep(0.01)
     await asyncio.sleep(LEASE * 1.5)
@@ -83,7 +82,7 @@ async def test_a_live_owner_that_renews_in_time_is_not_reaped(
     thread = await new_thread(store)
     hold = asyncio.Event()
     model.enqueue([hold])
-    run = (await owner.start(PROJECT, thread, user("go"))).run
+    run = (await owner.start(thread, user("go"))).run
     async with in_background(RunSupervisor(owner).run()):
         await asyncio.sleep(1.3)  # past the first lease
         assert await RunSupervisor(managers(lease_seconds=1.0)).reap() == 0
@@ -96,7 +95,7 @@ async def test_a_cancel_reaching_another_process_is_carried_out_by_the_owner(
     owner, other = managers(), managers()
     thread = await new_thread(store)
     model.enqueue([asyncio.Event()])
-    run = (await owner.start(PROJECT, thread, user("go"))).run
+    run = (await owner.start(thread, user("go"))).run
     while (await store.get_run(run.id)).status != "running":
         await asyncio.sleep(0.01)
     # The owner's signal listener (database flags without Redis) carries the cancel out.

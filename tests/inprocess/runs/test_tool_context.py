@@ -53,7 +53,7 @@ async def test_a_tool_is_given_the_runs_project_user_scope_and_thread(
     manager = managers(server_tools=TOOLS)
     thread = await new_thread(store, user_key="oauth:issuer:alice")
     model.enqueue(tool_turn("call_1", "whoami", '{"note": "hi"}'), text_turn("Done."))
-    run = (await manager.start(PROJECT, thread, user("who am I?"))).run
+    run = (await manager.start(thread, user("who am I?"))).run
     await events(manager, run.id)
     (given, ambient), = SEEN
     assert given is ambient
@@ -78,7 +78,7 @@ async def test_only_a_tool_error_shows_its_message(
     thread = await new_thread(store)
     model.enqueue(tool_turn("call_1", tool, "{}"), text_turn("Sorry."))
     with caplog.at_level(logging.ERROR):
-        run = (await manager.start(PROJECT, thread, user("go"))).run
+        run = (await manager.start(thread, user("go"))).run
         seen = await events(manager, run.id)
     results = [e for _, e in seen if e.get("type") == "TOOL_CALL_RESULT"]
     assert len(results) == 1 and shown in results[0]["content"]

@@ -10,7 +10,6 @@ from gateway.engine.deltas import TextDelta, Usage
 from gateway.protocol import timbal
 from gateway.store.repository import Store
 from tests.inprocess.conftest import (
-    PROJECT,
     ManagerFactory,
     ScriptedDeltas,
     new_thread,
@@ -27,7 +26,7 @@ async def test_a_cancelled_run_records_the_calls_it_completed(
     model.enqueue(tool_turn("call_1", "add", '{"a": 1, "b": 2}') + [Usage(40, 4, 1, 30)],
                   [TextDelta("partial "), hold])  # cut off: its usage never arrives
     thread = await new_thread(store, user_key="alice")
-    run = (await manager.start(PROJECT, thread, user("add"))).run
+    run = (await manager.start(thread, user("add"))).run
     while len(model.requests) < 2:
         await asyncio.sleep(0.005)
     assert (await manager.cancel(run.id)).status == "cancelled"

@@ -26,7 +26,7 @@ async def test_a_resume_after_n_gets_exactly_the_rest_live_and_from_the_database
         model: ScriptedDeltas) -> None:
     thread = await new_thread(store)
     model.enqueue(text_turn("one ", "two ", "three ", "four", reasoning="Count."))
-    run = (await manager.start(PROJECT, thread, user("count"))).run
+    run = (await manager.start(thread, user("count"))).run
     everything = await events(manager, run.id)
     assert len(everything) > 8
     other_process = managers()  # no live log there: it reads the database
@@ -40,7 +40,7 @@ async def test_a_follower_in_another_process_sees_a_live_run_to_its_end(
         model: ScriptedDeltas) -> None:
     thread = await new_thread(store)
     model.enqueue(text_turn("a ") + [0.15] + text_turn("b ") + [0.15] + text_turn("c"))
-    run = (await manager.start(PROJECT, thread, user("go"))).run
+    run = (await manager.start(thread, user("go"))).run
     remote = await events(managers(), run.id)
     assert remote == await events(manager, run.id)
     assert remote[-1][1]["type"] == "RUN_FINISHED"
@@ -51,7 +51,7 @@ async def test_a_cursor_past_what_a_dead_process_saved_still_gets_run_lost(
     dead = managers(lease_seconds=0.2)
     thread = await new_thread(store)
     model.enqueue(text_turn("seen ", "by ", "a ", "reader ") + [asyncio.Event()])
-    run = (await dead.start(PROJECT, thread, user("go"))).run
+    run = (await dead.start(thread, user("go"))).run
     while dead.live_log(run.id).last < 6:
         await asyncio.sleep(0.005)
     cursor = len(await _events_so_far(dead, store, run.id))

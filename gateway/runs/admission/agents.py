@@ -2,40 +2,36 @@
 
 A thread keeps the agent its first run used (`threads.agent`); every later run on it uses that
 agent. A new thread's agent is the one its request names (the AG-UI path
-`/v1/agui/agents/{agent}/run`, `?agent=`, a Timbal create body), else its API key's
-(`gateway keys create --agent`), else the default (`GATEWAY_DEFAULT_AGENT`). A key bound to an
-agent runs that agent only: another name, or another agent's thread, is 403
-`AGENT_NOT_ALLOWED`. The agent's instructions are the operator's: a client's own
-`system`/`developer` message is refused (400 `SYSTEM_PROMPT_NOT_ALLOWED`) unless the agent
-allows client prompts, and then it comes after them (`runs/execution.py` puts the instructions
-first).
+`/v1/agui/agents/{agent}/run`, `?agent=`, a Timbal create body: the spec's `agent`), else its
+credential's (`gateway keys create --agent`, a Chorus connection's), else the default
+(`GATEWAY_DEFAULT_AGENT`). A credential bound to an agent runs that agent only: another name,
+or another agent's thread, is 403 `AGENT_NOT_ALLOWED`. The agent's instructions are the
+operator's: a client's own `system`/`developer` message is refused (400
+`SYSTEM_PROMPT_NOT_ALLOWED`) unless the agent allows client prompts, and then it comes after
+them (`runs/execution.py` puts the instructions first).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from starlette.requests import Request
-
-from ..engine.agents.agent import DEFAULT_AGENT, ResolvedAgent
-from ..protocol.problems import ApiError, Problem, echo
-from ..protocol.run_spec import SeedMessage
-from ..store.tables import ThreadRow
-from .context import caller, services
+from ...auth.caller import Caller
+from ...engine.agents.agent import DEFAULT_AGENT, AgentRegistry, ResolvedAgent
+from ...protocol.problems import ApiError, Problem, echo
+from ...protocol.run_spec import SeedMessage
+from ...store.tables import ThreadRow
 
 
-def agent_for(request: Request, thread: ThreadRow | None, asked: str | None = None
-              ) -> ResolvedAgent:
+def choose_agent(agents: AgentRegistry, caller: Caller, thread: ThreadRow | None,
+                 asked: str | None = None) -> ResolvedAgent:
     """The agent of a run on `thread` (None: a thread this run creates). `asked`: the agent the
-    request names; `default` names the default agent, or a bound key's own agent.
+    request names; `default` names the default agent, or a bound credential's own agent.
 
-    A key bound to an agent (`gateway keys create --agent`) is held to it whatever the request
-    names (the AG-UI path, `?agent=`, a Timbal body): the operator bound it so that the browser
-    holding it cannot reach other agents' instructions and tools. Failing closed matters more
-    here than the convenience of one key for several agents."""
-    agents = services(request).agents
-    managed = caller(request).managed
-    bound = managed.agent if managed is not None and managed.agent else None
+    A credential bound to an agent is held to it whatever the request names (the AG-UI path,
+    `?agent=`, a Timbal body): the operator bound it so that the browser holding it cannot
+    reach other agents' instructions and tools. Failing closed matters more here than the
+    convenience of one key for several agents."""
+    bound = caller.agent
     if asked == DEFAULT_AGENT and (bound is not None or agents.get(DEFAULT_AGENT) is None):
         asked = bound or agents.default_name
     if bound is not None:
@@ -56,7 +52,7 @@ def agent_for(request: Request, thread: ThreadRow | None, asked: str | None = No
 
 
 def _hold_to(bound: str, asked: str | None, thread: ThreadRow | None) -> None:
-    """Refuse a bound key another agent, by name or through another agent's thread."""
+    """Refuse a bound credential another agent, by name or through another agent's thread."""
     other = asked if asked is not None and asked != bound else None
     if other is None and thread is not None and thread.agent not in (None, bound):
         other = thread.agent

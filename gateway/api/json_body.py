@@ -1,35 +1,29 @@
-"""Limits on what one request may ask of the gateway, checked before anything starts.
+"""A JSON body checked before it is parsed: its nesting depth, numbers no JSON peer can
+carry, NUL characters.
 
-Each refusal is a problem+json with its own code, so a client can tell which limit it met and
-an operator which setting to raise (`GATEWAY_MAX_*`). A big JSON body is scanned on a worker
-thread (`checked_json_body`), so one 10 MB body does not hold every stream of the process up
-for the scan's length (bench/body_scan.py).
+Each refusal is a problem+json with its own code (`JSON_TOO_DEEP`, `INTEGER_OUT_OF_RANGE`,
+`NUMBER_OUT_OF_RANGE`, `INVALID_JSON`, `NUL_CHARACTER`). A big body is scanned on a worker
+thread (`checked_json_body`), so one large body does not hold every stream of the process up
+for the scan's length.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from ..config import Settings
-from ..engine.attachments import is_image_url
-from ..engine.tools.client_schema import SchemaRefused, check_client_schema
 from ..protocol.problems import ApiError, Problem
-from ..protocol.run_spec import Block, RunSpec
-from .stored_caps import check_initial_messages, check_metadata
 
-# A JSON string (skipped whole, escapes included; the unrolled form is about twice as fast as
-# an alternation per character) or one bracket: what nesting depth is made of.
+# A JSON string (skipped whole, escapes included; unrolled rather than an alternation per
+# character) or one bracket: what nesting depth is made of.
 _STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
 _STRUCTURE = re.compile(_STRING + rb'|[\[\]{}]', re.DOTALL)
 # What any number no JSON peer can carry contains: 19 digits in a row, a three-digit exponent,
 # `NaN` or `Infinity` (which the parsers accept and JSON has not). Most bodies have none, and
 # are read once; the others are read again, number by number (`_TOKENS`).
-# (Searched for one by one: an alternation of them costs twice as much.)
+# (Searched for one by one rather than as one alternation.)
 _LONG_DIGITS, _LONG_EXPONENT = re.compile(rb'\d{19}'), re.compile(rb'[eE][+-]?\d{3}')
 _TOKENS = re.compile(_STRING + rb'|NaN|-?Infinity|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL)
 # `\u0000` as an escape (after an even run of backslashes: `\\u0000` is a backslash and text).
@@ -37,8 +31,8 @@ _NUL_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\u0000')
 _QUOTE = ord('"')
 _OPENERS = frozenset(b"[{")
 _INT64 = range(-(2 ** 63), 2 ** 63)
-# From this size a body is scanned off the event loop (`checked_json_body`); below it the scan
-# takes under about 3 ms, less than a thread hop's worth of risk.
+# From this size a body is scanned off the event loop (`checked_json_body`); a smaller one's
+# scan is shorter than the risk a thread hop brings.
 SCAN_OFF_LOOP_BYTES = 64 * 1024
 SEARCH_WINDOW = 256 * 1024  # bytes per search of the whole body (`_found`)
 
@@ -122,10 +116,10 @@ def number_problem(token: bytes) -> Problem | None:
 
 
 async def checked_json_body(raw: bytes, depth_limit: int) -> None:
-    """`check_json_body`, on a worker thread for a body of `SCAN_OFF_LOOP_BYTES` or more: the
-    scan takes about 50 ms a megabyte, and on the event loop a 10 MB body would stall every
-    stream of the process for half a second. (The regular expressions hold the GIL, but the
-    loop gets it back every switch interval, so the streams go on meanwhile.)"""
+    """`check_json_body`, on a worker thread for a body of `SCAN_OFF_LOOP_BYTES` or more: on
+    the event loop a large body's scan would stall every stream of the process. (The regular
+    expressions hold the GIL, but the loop gets it back every switch interval, so the streams
+    go on meanwhile.)"""
     if len(raw) < SCAN_OFF_LOOP_BYTES:
         check_json_body(raw, depth_limit)
     else:
@@ -155,70 +149,3 @@ _NUMBER_REFUSALS = {
     Problem.NUMBER_OUT_OF_RANGE: "The request body holds a number beyond the range of a "
                                  "double: {}",
 }
-
-
-def _text_chars(blocks: list[Block]) -> int:
-    return sum(len(b["text"]) for b in blocks if b.get("type") == "text")
-
-
-def message_chars(spec: RunSpec) -> int:
-    """Characters of text the input carries (the user's text blocks and tool results)."""
-    total = _text_chars(spec.user.blocks) if spec.user is not None else 0
-    return total + sum(_text_chars(r.blocks) for r in spec.tool_results)
-
-
-def _schema_bytes(*schemas: Any) -> int:
-    return sum(len(json.dumps(s, separators=(",", ":"))) for s in schemas if s is not None)
-
-
-def check_run_request(settings: Settings, spec: RunSpec) -> None:
-    """The run's input, tools and components within the configured limits."""
-    chars = message_chars(spec)
-    if chars > settings.max_message_chars:
-        raise ApiError(Problem.MESSAGE_TOO_LARGE,
-                       f"The message carries {chars} characters of text; the limit is "
-                       f"{settings.max_message_chars}", limit=settings.max_message_chars)
-    tools = [*spec.client_tools, *(t for c in spec.components for t in c.context_tools)]
-    for kind, items, limit, refused in (
-            ("tools", tools, settings.max_tools, Problem.TOO_MANY_TOOLS),
-            ("components", spec.components, settings.max_components,
-             Problem.TOO_MANY_COMPONENTS)):
-        if len(items) > limit:
-            raise ApiError(refused,
-                           f"The request declares {len(items)} {kind}; the limit is {limit}",
-                           limit=limit)
-    named = [(t.name, t.input_schema, t.output_schema) for t in tools] + [
-        (c.name, c.props_schema, c.state_schema) for c in spec.components]
-    for name, *schemas in named:
-        size = _schema_bytes(*schemas)
-        if size > settings.max_schema_bytes:
-            raise ApiError(Problem.SCHEMA_TOO_LARGE,
-                           f"The schemas of {name[:200]!r} take {size} bytes; the limit is "
-                           f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)
-    for component in spec.components:
-        check_state_schema(component.name, component.state_schema)
-    check_image_urls(settings, spec)
-    check_metadata(settings, spec.metadata)
-    check_initial_messages(settings, [m.text for m in spec.seed_messages])
-
-
-def check_image_urls(settings: Settings, spec: RunSpec) -> None:
-    """400 for an image attached by URL unless `GATEWAY_IMAGE_URLS=pass`: the model provider
-    would fetch it, and a self-hosted one does so from inside the operator's network."""
-    if settings.image_urls == "pass" or spec.user is None:
-        return
-    for block in spec.user.blocks:
-        if block.get("type") == "resource" and is_image_url(block.get("resource") or {}):
-            raise ApiError(Problem.IMAGE_URL_NOT_ALLOWED,
-                           "Images must be attached as data (a base64 `blob`), not as a URL: "
-                           "this gateway does not pass image URLs to its model "
-                           "(GATEWAY_IMAGE_URLS)")
-
-
-def check_state_schema(name: str, schema: Any) -> None:
-    """400 for a `stateSchema` the gateway will not run (it is checked on the event loop at
-    every state update, so only what runs in bounded time is accepted)."""
-    try:
-        check_client_schema(schema)
-    except SchemaRefused as exc:
-        raise ApiError(Problem[exc.code], f"Component {name[:200]!r}: {exc.message}") from None

@@ -1,4 +1,4 @@
-"""Forks: `POST /v1/threads/{id}/fork` makes a new thread from a thread's history.
+"""Forks: a new thread made from a thread's history (`POST /v1/threads/{id}/fork`).
 
 The new thread has the original's user scope, agent and metadata, and a copy of its messages up
 to and including `messageId`; its components (those of the copied messages) are copied with
@@ -20,17 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-
-from ..protocol.clock import new_id, now_ms
-from ..protocol.problems import ApiError, Problem, echo
-from ..protocol.tambo import ForkRequest, ThreadWithMessages, wire
-from ..store.tables import ComponentRow, ComponentStateHistoryRow, MessageRow, ThreadRow
-from .context import json_body, services, thread_for, user_scope
-from .render import message_model, thread_model
-from .stored_caps import check_thread_room
+from ...protocol.clock import new_id, now_ms
+from ...protocol.problems import ApiError, Problem, echo
+from ...store.repository import Store
+from ...store.tables import ComponentRow, ComponentStateHistoryRow, MessageRow, ThreadRow
 
 
 @dataclass(frozen=True)
@@ -112,32 +105,22 @@ def _renamed(part: dict[str, Any], message_ids: dict[str, str],
     return copy
 
 
-async def fork_thread(request: Request) -> Response:
-    body: ForkRequest = await json_body(request, ForkRequest)
-    original = await thread_for(request, body.userKey, body.contextKey)
-    svc = services(request)
-    rows, components = await svc.store.thread_context(original.id)
-    kept = history_until(rows, body.messageId)
+async def fork_of(store: Store, original: ThreadRow, message_id: str) -> Fork:
+    """The fork of `original` at `message_id`, read from the store (not written yet): 404 for
+    a message not in the thread, 400 `INVALID_FORK_POINT` for one that leaves tool calls
+    without results."""
+    rows, components = await store.thread_context(original.id)
+    kept = history_until(rows, message_id)
     unanswered = unanswered_calls(kept)
     if unanswered:
         raise ApiError(Problem.INVALID_FORK_POINT,
-                       f"Message {body.messageId} leaves tool calls without results: "
+                       f"Message {message_id} leaves tool calls without results: "
                        f"{', '.join(unanswered)}; fork at the message with their results or "
-                       "before the calls", threadId=original.id, messageId=body.messageId,
+                       "before the calls", threadId=original.id, messageId=message_id,
                        unansweredToolCallIds=unanswered)
-    await check_thread_room(svc.settings, svc.store, original.project_id, original.user_key)
     fork_seq = kept[-1].seq or 0
     copied_ids = {row.id for row in kept}
     ours = {cid: c for cid, c in components.items() if c.message_id in copied_ids}
-    earlier = await svc.store.component_states_as_of(
+    earlier = await store.component_states_as_of(
         [cid for cid, c in ours.items() if (c.message_seq or 0) > fork_seq], fork_seq)
-    fork = forked(original, kept, ours, body.messageId, states_as_of(ours, earlier, fork_seq))
-    await svc.store.add(fork.thread, *fork.messages, *fork.components)
-    copied = {row.id: row for row in fork.components}
-    messages = [message_model(row, copied) for row in fork.messages]
-    owner = user_scope(request, body.userKey, body.contextKey) is not None
-    return JSONResponse(wire(thread_model(fork.thread, ThreadWithMessages, messages=messages,
-                                          owner=owner)), status_code=201)
-
-
-routes = [Route("/v1/threads/{thread_id}/fork", fork_thread, methods=["POST"])]
+    return forked(original, kept, ours, message_id, states_as_of(ours, earlier, fork_seq))

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gateway.api import stored_caps
 from gateway.config import Settings
 from gateway.protocol.problems import ApiError
+from gateway.runs.admission import threads as thread_rules
 from gateway.store.repository import Store
 from gateway.store.tables import ThreadRow
 
@@ -31,7 +31,7 @@ async def test_a_burst_of_new_threads_shares_one_count_and_is_held_to_the_cap(
     monkeypatch.setattr(store, "count_threads", counted)
     settings = Settings(max_threads_per_user=10, max_threads_per_project=0)
     outcomes = await asyncio.gather(
-        *(stored_caps.check_thread_room(settings, store, "burst", "u") for _ in range(10)),
+        *(thread_rules.check_thread_room(settings, store, "burst", "u") for _ in range(10)),
         return_exceptions=True)
     assert counts == ["u"]  # one count for the ten, while it was under way
     refused = [o for o in outcomes if isinstance(o, ApiError)]
