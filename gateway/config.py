@@ -342,6 +342,22 @@ class Settings(BaseSettings):
     output_reserve_tokens: int = Field(
         1024, ge=0, description="Tokens of the input budget kept for the model's answer when "
                                 "a call names no `max_tokens` (at most half the budget).")
+    context_margin: float = Field(
+        0.1, ge=0, le=0.5, description="The fraction of a model's context window left out of "
+                                       "the input budget: the gateway counts tokens with "
+                                       "litellm's tokenizer, which can be 10 % below the "
+                                       "server's own (docs/context.md).")
+    max_tokens: int = Field(
+        4096, ge=0, description="The output cap (`max_tokens`) of every model call whose agent "
+                                "sets none (an agent's `max_tokens` replaces it); a request's "
+                                "`maxTokens` may ask for less, never more. 0: no cap, and a "
+                                "model that does not stop fills its whole window.")
+    on_truncation: Literal["stop", "continue"] = Field(
+        "stop", description="A model call cut by its output cap (`finish_reason: length`): "
+                            "`stop` ends the run with the answer so far, marked truncated (its "
+                            "message `status`, `RUN_FINISHED.metadata.truncated`); `continue` "
+                            "asks the model to go on, within the run's steps and output "
+                            "tokens (docs/models.md).")
     retention_days: float | None = Field(
         None, gt=0, description="Delete threads not updated for this many days (with their "
                                 "runs, logs and component state), checked hourly by every "

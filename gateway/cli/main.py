@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..auth.loopback import is_loopback
 from ..config import Settings, SettingsError, load_settings
 from ..observability.logs import configure_levels
+from ..observability.redact import mask_secret
 from . import agents as agents_cli
 from . import chorus as chorus_cli
 from . import keys as keys_cli
@@ -91,8 +92,7 @@ def _one_line(exc: BaseException, secret: str | None) -> str:
     inner = getattr(exc, "orig", None) or exc.__cause__ or exc
     text = str(inner).strip() or type(inner).__name__
     line = text.splitlines()[0]
-    if secret:
-        line = line.replace(secret, "****")
+    line = mask_secret(line, secret, "****")
     return line
 
 

@@ -8,9 +8,13 @@ tools said after it, so a tool call is never separated from its result. (A user 
 comes right after tool results, the page's context sent with a client tool's results, belongs
 to the turn of those results.)
 
-The budget is the model's input limit (the agent's `max_input_tokens`, else litellm's model
-information, else `GATEWAY_MAX_INPUT_TOKENS`; none of them: no limit) less a reserve for the
-answer (the call's `max_tokens`, else `GATEWAY_OUTPUT_RESERVE_TOKENS`, never more than half).
+The budget is the model's input limit (the agent's `max_input_tokens`, else the window the
+model's server said, else litellm's model information, else `GATEWAY_MAX_INPUT_TOKENS`; none of
+them: no limit) less a reserve for the answer (the call's `max_tokens`, else
+`GATEWAY_OUTPUT_RESERVE_TOKENS`, never more than half) and a margin (`GATEWAY_CONTEXT_MARGIN`,
+a fraction of the window: the gateway's count is not the server's tokenizer's). A server that
+refuses a call as too long anyway, before it answered anything, gets it once more with a
+shorter history (`shrunk`), and the window it named is remembered for later runs.
 
 Tokens are counted with litellm's `token_counter`, one message at a time, and each count is
 remembered (keyed by the model's tokenizer and the message itself): a long thread's turns are
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +40,30 @@ ChatMessage = dict[str, Any]
 COUNT_CACHE_SIZE = 20_000
 # How a summary of the turns left out is put to the model (`runs/summaries.py`).
 SUMMARY_PREFIX = "Summary of the earlier part of this conversation (older turns are not shown):"
+
+
+# How servers word a request longer than their window (OpenAI and vLLM, llama-cpp-python,
+# llama.cpp, Anthropic), and where they say the window's size.
+_CONTEXT_WORDS = re.compile(r"context.length|context window|context size|prompt is too long|"
+                            r"exceed_context_size", re.IGNORECASE)
+_WINDOW_SIZES = (re.compile(r"maximum context length is (\d+)"),
+                 re.compile(r"context window of (\d+)"),
+                 re.compile(r"(\d+) maximum"),
+                 re.compile(r"\bn_ctx\W{1,3}(\d+)"))
+
+
+def context_error(message: str) -> bool:
+    """Whether a provider's error message says the request is longer than its window."""
+    return bool(_CONTEXT_WORDS.search(message))
+
+
+def window_in(message: str) -> int | None:
+    """The window size a context-length error names, if it names one."""
+    for pattern in _WINDOW_SIZES:
+        found = pattern.search(message)
+        if found:
+            return int(found.group(1))
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -51,19 +80,26 @@ def model_input_limit(model: str) -> int | None:
     return int(limit) if limit else None
 
 
-def input_limit(model: str | None, agent_limit: int | None, default: int | None) -> int | None:
-    """The input tokens a call may carry: the agent's, else litellm's for the model, else the
+def input_limit(model: str | None, agent_limit: int | None, default: int | None,
+                server: int | None = None) -> int | None:
+    """The input tokens a call may carry: the agent's, else what the model's server said (its
+    `server` answer, or a context-length error's words), else litellm's for the model, else the
     gateway's setting (None: no limit)."""
     if agent_limit is not None:
         return agent_limit
-    known = model_input_limit(model) if model else None
-    return known if known is not None else default
+    for known in (learned_window(model), server, model_input_limit(model) if model else None):
+        if known is not None:
+            return known
+    return default
 
 
-def available_tokens(limit: int, max_tokens: int | None, reserve: int) -> int:
-    """What is left of `limit` for the messages once the answer's reserve is kept."""
+def available_tokens(limit: int, max_tokens: int | None, reserve: int, margin: float = 0.0
+                     ) -> int:
+    """What is left of `limit` for the messages once the answer's reserve is kept, and the
+    `margin` (a fraction of the window) for the difference between the gateway's count and
+    the server's tokenizer."""
     kept = max_tokens if max_tokens is not None else reserve
-    return limit - min(kept, limit // 2)
+    return limit - min(kept, limit // 2) - int(limit * margin)
 
 
 class TokenCounter:
@@ -175,3 +211,43 @@ class ContextBudget:
         if self._tools[0] != len(tools):
             self._tools = (len(tools), self.counter.text(json.dumps(tools)) if tools else 0)
         return fit(messages, self.available - self._tools[1], self.counter.message)
+
+
+# What a budget keeps of itself when the provider refused a fitted history anyway and said no
+# window size: the gateway's count was too low by more than its margin.
+SHRINK = 0.75
+# The fraction of a window kept free by default: the gateway's count (litellm's tokenizer, or
+# characters) and the server's differ, by 11 % on code for a llama.cpp server.
+MARGIN = 0.1
+# Windows servers have told this process (a context-length error's words, or their own
+# `/props` and `/v1/models`), by model string: every later run's budget uses them.
+_learned: dict[str, int] = {}
+LEARNED_MAX = 1024
+
+
+def learn_window(model: str | None, window: int) -> None:
+    """Remember the window a server said `model` has."""
+    if model and window > 0 and (model in _learned or len(_learned) < LEARNED_MAX):
+        _learned[model] = window
+
+
+def learned_window(model: str | None) -> int | None:
+    return _learned.get(model) if model else None
+
+
+def shrunk(budget: ContextBudget | None, model: str | None, request: Any,
+           window: int | None) -> ContextBudget:
+    """The budget for one more try of a call the provider refused as too long: the window it
+    named (learned for later runs too), less the answer's reserve and the margin; without one,
+    three quarters of what was sent. Never more than the budget it replaces."""
+    counter = budget.counter if budget is not None else TokenCounter(model)
+    sent = sum(counter.message(m) for m in request.messages)
+    if request.tools:
+        sent += counter.text(json.dumps(request.tools))
+    available = int(sent * SHRINK)
+    if window:
+        learn_window(model, window)
+        available = min(available, available_tokens(window, request.max_tokens, 0, MARGIN))
+    if budget is not None:
+        available = min(available, int(budget.available * SHRINK))
+    return ContextBudget(max(1, available), counter)

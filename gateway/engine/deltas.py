@@ -59,8 +59,9 @@ class Usage:
     output_tokens: int
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
-    # Counted by the gateway, not reported: a call cut off before the provider's usage came
-    # (a cancel, a dropped stream, an error mid-answer; `usage.estimate`).
+    # Counted by the gateway, not reported: the provider gave none (a server that reports no
+    # usage: `stream_contract.estimated_usage`), or the call was cut off before it came (a
+    # cancel, a dropped stream, an error mid-answer; `usage.estimate`).
     estimated: bool = False
 
 
@@ -111,6 +112,7 @@ class ModelError(Exception):
     category: ErrorCategory = "server_error"
     retryable: bool = False
     status: int | None = None
+    window: int | None = None  # a context-length error's window size, when the provider said
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

@@ -5,6 +5,11 @@ values; a model turn becomes what the live loop gave the model for it (`model_vi
 assistant message, text plus tool calls, followed by the results the gateway knows of). A tool
 call left without a result (a cancelled or failed run) gets a synthetic one, because providers
 reject a history in which an assistant tool call is not answered.
+
+The roles alternate (`alternating`): a run that failed or was cancelled before its model said
+anything leaves its user message without an answer, and the next run's user message would follow
+it; strict chat templates (Gemma's) refuse such a thread for good. Two user messages in a row are
+sent as one, as are two answers in a row (a continued answer, `GATEWAY_ON_TRUNCATION=continue`).
 """
 
 from __future__ import annotations
@@ -35,7 +40,40 @@ def to_model_messages(
             messages.extend({"role": "system", "content": p.get("content", "")} for p in row.parts)
         else:
             messages.extend(turn_messages(row.parts, states))
-    return _answer_dangling_calls(messages)
+    return alternating(_answer_dangling_calls(messages))
+
+
+def alternating(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with each run of user messages, and of assistant messages without tool
+    calls before another assistant message, merged into one (their content joined)."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        last = merged[-1] if merged else None
+        role = message["role"]
+        if last is not None and role == last["role"] and role in ("user", "assistant") \
+                and not last.get("tool_calls"):
+            merged[-1] = _joined(last, message)
+        else:
+            merged.append(message)
+    return merged
+
+
+def _joined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One message of two of the same role: texts joined (a blank line between a user's),
+    content parts concatenated, the second's tool calls kept."""
+    a, b = first.get("content") or "", second.get("content") or ""
+    if isinstance(a, str) and isinstance(b, str):
+        content: Any = a + ("\n\n" if first["role"] == "user" and a and b else "") + b
+    else:
+        content = _parts(a) + _parts(b)
+    joined = {**first, **second, "content": content}
+    return joined
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": content}] if content else []
 
 
 def user_messages(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:

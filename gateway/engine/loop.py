@@ -24,8 +24,6 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from partial_json_parser import loads as partial_loads
-
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.frames_schema import (
@@ -43,13 +41,15 @@ from ..protocol.frames_schema import (
     ThinkingValue,
     ToolCallStartMeta,
     ToolCallValue,
+    TruncatedAnswer,
     TurnValue,
 )
 from ..protocol.run_spec import ClientTool, Component, ToolChoice
 from ..protocol.timbal import FrameSink
-from .context_window import ContextBudget
+from .context_window import ContextBudget, shrunk
 from .deltas import (
     Delta,
+    Finish,
     ModelError,
     ReasoningDelta,
     ReasoningSignature,
@@ -64,6 +64,8 @@ from .hooks import NO_HOOKS, LoopHooks
 from .model_view import COMPONENT_TOOL_PREFIX, turn_messages
 from .models.litellm_model import ModelRequest
 from .models.reasoning import Reasoning
+from .stream_contract import estimated_usage, require_finish, truncation
+from .tool_arguments import arguments_error, parsed_arguments
 from .tools import approvals, elicitation
 from .tools import status as tool_status
 from .tools.context import bind_tool_call
@@ -147,6 +149,9 @@ class RunInput:
     subagent_run_id: str | None = None
     # The statuses the run's tools may still report (shared with its sub-agents; None: none).
     status_budget: tool_status.StatusBudget | None = None
+    # What a call cut by its `max_tokens` leads to: the run ends with the answer so far,
+    # marked ("stop"), or the model is asked to go on ("continue"; `GATEWAY_ON_TRUNCATION`).
+    on_truncation: str = "stop"
 
     def authorship(self) -> Authorship:
         """What every message of this loop carries: who wrote it, for which invocation."""
@@ -161,11 +166,13 @@ class RunInput:
 @dataclass
 class Outcome:
     """How the loop ended: `pending` holds client tool calls awaiting results; `text` is the
-    last turn's answer; `output_tokens` what the loop's calls (sub-agents' too) produced."""
+    last turn's answer; `output_tokens` what the loop's calls (sub-agents' too) produced;
+    `truncated` (`{reason, messageId}`) when the last answer was cut by the provider."""
 
     pending: list[PendingToolCall] = field(default_factory=list)
     text: str = ""
     output_tokens: int = 0
+    truncated: TruncatedAnswer | None = None
 
 
 @dataclass
@@ -203,6 +210,7 @@ class Turn:
         self.calls: dict[int, _Call] = {}
         self._waiting: dict[int, ToolCallDelta] = {}  # fragments before their name arrived
         self.values: list[TurnValue] = []  # every value the turn set, in order
+        self.finish: str | None = None  # the provider's finish reason, once it said one
 
     async def feed(self, delta: Delta) -> None:
         if isinstance(delta, ReasoningDelta):
@@ -233,6 +241,8 @@ class Turn:
             await self._close_thinking()
             await self._open_thinking()
             await self._close_thinking(redacted=delta.data)
+        elif isinstance(delta, Finish):
+            self.finish = delta.reason
         elif isinstance(delta, Served) and self.on_model is not None:
             await self.on_model(delta.model)
 
@@ -307,6 +317,9 @@ class Turn:
             _sign(value, self.who)
             if cancelled:
                 value["cancelled"] = True
+            elif (cut := truncation(self.finish)) is not None:
+                value["status"] = "truncated"  # Timbal's message status: cut by the provider
+                value["finishReason"] = cut
             i, self._agent, self._agent_texts = self._agent, None, Fragments()
             await self.write_value(i, value)
 
@@ -331,6 +344,20 @@ class Turn:
         """All the turn's text so far."""
         return str(self._texts)
 
+    @property
+    def started(self) -> bool:
+        """Whether the turn wrote anything yet (a message started or set)."""
+        return bool(self._agent is not None or self._thinking is not None or self.calls
+                    or self._waiting or self.values)
+
+    def output_text(self) -> str:
+        """Everything the model wrote in this turn (text, reasoning, tool arguments), for a
+        count of its tokens when the provider reported none."""
+        thinking = [v["content"] for v in self.values if v["type"] == "thinking"]
+        if self._thinking is not None:
+            thinking.append(str(self._thinking[1]))
+        return "".join([*thinking, self.text, *(c.arguments for c in self.ordered_calls())])
+
     def ordered_calls(self) -> list[_Call]:
         return [self.calls[index] for index in sorted(self.calls)]
 
@@ -343,23 +370,11 @@ def _sign(value: StartMeta | TurnValue, who: Authorship) -> None:
         value["subagentRunId"] = who["subagentRunId"]
 
 
-def parse_arguments(text: str) -> dict[str, Any]:
-    """Tool arguments as an object; a model that produced broken JSON gets its best reading."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        try:
-            value = partial_loads(text)
-        except Exception:
-            value = {}
-    return value if isinstance(value, dict) else {"value": value}
-
-
 def call_value(call: _Call, message_id: str, who: Authorship | None = None
                ) -> ToolCallValue | ComponentValue:
-    arguments = parse_arguments(call.arguments)
+    """A call's stored value: its arguments as the model wrote them (`{}` when they were not
+    a JSON object: such a call is answered with an error, never run)."""
+    arguments = parsed_arguments(call.arguments)
     value: ToolCallValue | ComponentValue
     if call.kind == "component":
         assert call.component_id is not None
@@ -435,54 +450,139 @@ def model_tool_choice(run: RunInput) -> str | dict[str, Any] | None:
     return choice
 
 
+@dataclass
+class _Progress:
+    """What one run of the loop has used and been through so far."""
+
+    tool_choice: Any
+    shown: set[str]
+    output_tokens: int = 0
+    invalid_reported: bool = False  # the model was told once of arguments it cut or broke
+    context_retried: bool = False  # a context-length error was retried with a shorter history
+
+
+# What the model is told when its answer was cut by its `max_tokens` and the operator asked
+# for it to go on (`on_truncation="continue"`); sent, not stored in the thread.
+CONTINUE = {"role": "user", "content": "Your answer was cut off by its length limit. Continue "
+                                       "exactly where it stopped, without repeating anything."}
+
+
 async def run_agent(model: Model, run: RunInput, sink: FrameSink) -> Outcome:
     """Drive the model until it answers, needs the client, or runs out of steps."""
     messages = list(run.history)
     components = {c.name for c in run.components}
-    tool_choice = model_tool_choice(run)
-    output_tokens = 0
-    requested, shown = list(run.client_tools), set(run.shown_components)
+    progress = _Progress(model_tool_choice(run), set(run.shown_components))
+    requested = list(run.client_tools)
     for _ in range(run.max_steps):
-        run.client_tools = requested + context_tools(run.components, shown, requested)
+        run.client_tools = requested + context_tools(run.components, progress.shown, requested)
         client_tools = {t.name for t in run.client_tools} - exhausted_tools(run)
         tools = model_tools(run)
         turn = Turn(sink, components, set(run.server_tools), client_tools, run.on_model,
                     set(run.subagents), run.authorship())
         sent = run.context.fitted(messages, tools).messages if run.context else messages
-        request = ModelRequest(messages=sent, tools=tools, tool_choice=tool_choice,
-                               max_tokens=call_max_tokens(run, output_tokens),
+        request = ModelRequest(messages=sent, tools=tools, tool_choice=progress.tool_choice,
+                               max_tokens=call_max_tokens(run, progress.output_tokens),
                                temperature=run.temperature, model=run.model,
                                reasoning=run.reasoning)
-        try:
-            output_tokens += await stream_turn(model, request, turn, run.hooks)
-        except (asyncio.CancelledError, ModelError):
-            await turn.close(cancelled=True)
-            raise
-        await turn.close()
+        if not await _streamed(model, run, request, turn, progress):
+            continue  # refused as too long: once more, with a shorter history
         calls = turn.ordered_calls()
         for call in calls:
             run.call_counts[call.name] = run.call_counts.get(call.name, 0) + 1
-        shown |= {c.name for c in calls if c.kind == "component"}
+        progress.shown |= {c.name for c in calls if c.kind == "component"}
+        rejected = await _rejected_calls(run, turn, progress)
         pending = [_pending(run, c, turn.message_id) for c in calls
-                   if c.kind == "client" or _asks_first(run, c)]
-        ran_tools = any(c.kind in ("server", "subagent", "unknown") and not _asks_first(run, c)
-                        for c in calls)
-        output_tokens += await _run_tools(run, turn, sink, output_tokens, pending)
+                   if c.tool_call_id not in rejected and (c.kind == "client"
+                                                          or _asks_first(run, c))]
+        ran_tools = bool(rejected) or any(
+            c.kind in ("server", "subagent", "unknown") and not _asks_first(run, c)
+            for c in calls)
+        progress.output_tokens += await _run_tools(run, turn, sink, progress.output_tokens,
+                                                   pending, rejected)
         # What the model sees of this turn from now on, as the thread's history shows it.
         messages.extend(turn_messages(turn.values))
         if pending:
-            return Outcome(pending, turn.text, output_tokens)
-        if not ran_tools:
-            return Outcome(text=turn.text, output_tokens=output_tokens)
-        if run.max_output_tokens is not None and output_tokens >= run.max_output_tokens:
+            return Outcome(pending, turn.text, progress.output_tokens)
+        cut = truncation(turn.finish)
+        if cut == "length" and not calls and run.on_truncation == "continue":
+            messages.append(dict(CONTINUE))
+        elif not ran_tools:
+            return Outcome(text=turn.text, output_tokens=progress.output_tokens,
+                           truncated={"reason": cut, "messageId": turn.message_id}
+                           if cut else None)
+        if run.max_output_tokens is not None and progress.output_tokens >= run.max_output_tokens:
             raise ModelError("OUTPUT_TOKEN_LIMIT",
                              f"The run used its {run.max_output_tokens} output tokens before "
                              "the model answered", "server_error", False)
-        if tool_choice == "required" or isinstance(tool_choice, dict):
-            tool_choice = "auto"  # a forced call is satisfied; forcing again would loop forever
+        if progress.tool_choice == "required" or isinstance(progress.tool_choice, dict):
+            progress.tool_choice = "auto"  # a forced call is satisfied; forcing again loops
     raise ModelError("MAX_STEPS_EXCEEDED",
                      f"The run stopped after {run.max_steps} model calls without an answer",
                      "server_error", False)
+
+
+async def _streamed(model: Model, run: RunInput, request: ModelRequest, turn: Turn,
+                    progress: _Progress) -> bool:
+    """Stream one call into `turn` and close its messages; False when the provider refused it
+    as longer than its window before it said anything, and the run's budget was shrunk for
+    one more try (`context_window.shrunk`)."""
+    try:
+        progress.output_tokens += await stream_turn(model, request, turn, run.hooks)
+    except ModelError as error:
+        said_nothing = not turn.started
+        await turn.close(cancelled=True)
+        if (error.code == "LLM_CONTEXT_WINDOW_EXCEEDED" and said_nothing
+                and not progress.context_retried):
+            progress.context_retried = True
+            run.context = shrunk(run.context, run.model, request, error.window)
+            log.warning("model %s refused %d messages as longer than its window%s; trying "
+                        "once more with %d input tokens at most", run.model or "?",
+                        len(request.messages),
+                        f" ({error.window} tokens)" if error.window else "",
+                        run.context.available)
+            return False
+        raise
+    except asyncio.CancelledError:
+        await turn.close(cancelled=True)
+        raise
+    await turn.close()
+    return True
+
+
+async def _rejected_calls(run: RunInput, turn: Turn, progress: _Progress) -> set[str]:
+    """The turn's calls whose arguments cannot run (`tool_arguments`), each answered with an
+    error result the model and the client see; the model is told once per run, a second
+    time ends the run (`TOOL_ARGUMENTS_INVALID`). The ids of the calls rejected."""
+    rejected: set[str] = set()
+    for call in turn.ordered_calls():
+        error = arguments_error(call.arguments, _schema_of(run, call), truncation(turn.finish))
+        if error is None:
+            continue
+        log.warning("model %s called %s with arguments it cannot run: %s", run.model or "?",
+                    call.name, error)
+        if progress.invalid_reported:
+            raise ModelError("TOOL_ARGUMENTS_INVALID",
+                             f"The model called {call.name} with arguments that cannot run, "
+                             f"again: {error}", "server_error", True)
+        rejected.add(call.tool_call_id)
+        told = f"{error}. Call {call.name} again with complete, valid arguments."
+        await turn.write_value(new_id(), result_value(turn.message_id, call.tool_call_id,
+                                                      call.name, error=told,
+                                                      who=run.authorship()))
+    progress.invalid_reported |= bool(rejected)
+    return rejected
+
+
+def _schema_of(run: RunInput, call: _Call) -> Any:
+    """The JSON Schema `call`'s arguments must match (None: only JSON is checked)."""
+    if call.kind == "component":
+        return next((c.props_schema for c in run.components if c.name == call.name), None)
+    if call.kind == "client":
+        return next((t.input_schema for t in run.client_tools if t.name == call.name), None)
+    if call.kind == "subagent":
+        return TASK_SCHEMA
+    spec = run.server_tools.get(call.name)
+    return spec.parameters if spec is not None else None
 
 
 def _asks_first(run: RunInput, call: _Call) -> bool:
@@ -492,7 +592,7 @@ def _asks_first(run: RunInput, call: _Call) -> bool:
 
 def _pending(run: RunInput, call: _Call, message_id: str) -> PendingToolCall:
     """A call the run stops for: a client tool's, or one waiting for approval."""
-    arguments = parse_arguments(call.arguments)
+    arguments = parsed_arguments(call.arguments)
     entry: PendingToolCall = {"toolCallId": call.tool_call_id, "toolName": call.name,
                              "arguments": json.dumps(arguments), "input": arguments}
     if call.kind == "server":
@@ -539,12 +639,15 @@ async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
 
 
 async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int,
-                     pending: list[PendingToolCall]) -> int:
+                     pending: list[PendingToolCall], rejected: set[str]) -> int:
     """Run the turn's server tools and sub-agents, one after the other, each result written
     into the turn; the output tokens the sub-agents used. A tool that asks first is left for
-    its approval; one that asked a question is added to `pending` (`engine/tools/elicitation.py`)."""
+    its approval; one that asked a question is added to `pending` (`engine/tools/elicitation.py`);
+    a call `rejected` for its arguments is not run."""
     tokens = 0
     for call in turn.ordered_calls():
+        if call.tool_call_id in rejected:
+            continue
         if call.kind == "subagent":
             result, spent = await _run_subagent(run, call, turn.message_id, sink, used + tokens)
             tokens += spent
@@ -553,7 +656,7 @@ async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int,
                 result = await _run_server_tool(run, call, turn.message_id, sink)
             except elicitation.InputRequired as question:  # the user must answer first
                 pending.append(_question(run, call.tool_call_id, call.name,
-                                         parse_arguments(call.arguments), turn.message_id,
+                                         parsed_arguments(call.arguments), turn.message_id,
                                          question, []))
                 continue
         else:
@@ -571,7 +674,7 @@ async def _run_subagent(run: RunInput, call: _Call, message_id: str, sink: Frame
     """The sub-agent's loop on the call's task, into the same sink; its answer as the call's
     result, and the output tokens it used (counted against the run's limit)."""
     tool = run.subagents[call.name]
-    task = parse_arguments(call.arguments).get("task")
+    task = parsed_arguments(call.arguments).get("task")
     if not isinstance(task, str) or not task.strip():
         return _server_result(call, message_id, error=f"{tool.name} needs a `task` string",
                               sender=tool.name), 0
@@ -607,12 +710,18 @@ async def _run_subagent(run: RunInput, call: _Call, message_id: str, sink: Frame
 async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: LoopHooks
                       ) -> int:
     """One model call streamed into `turn`, told to `hooks` as it goes; the output tokens it
-    used. The deltas cross one generator, the adapter's: this loop is their only consumer."""
+    used. The deltas cross one generator, the adapter's: this loop is their only consumer.
+
+    The call's outcome is the provider's (`stream_contract`): a stream that ended without a
+    finish reason raises `LLM_STREAM_INCOMPLETE`; a complete call whose provider reported no
+    usage is counted by the gateway (`estimated_usage`, with the server's tokenizer where it
+    has one), and one cut off before its usage came (a cancel, a dropped stream, an error
+    mid-answer) is estimated from what was sent and what streamed (`usage.estimate`). Both are
+    marked estimated; nothing of it costs per chunk (the turn holds what streamed)."""
     call = hooks.model_call(request.model)
     output_tokens = 0
     error_code: str | None = None
     completed = reported = False
-    streamed = 0  # characters of content, for a cut-off call's estimate
     try:
         # aclosing: a cancel that lands outside the stream (while a frame is saved) closes the
         # upstream now, before the partial answer is written, not when the generator is
@@ -620,28 +729,39 @@ async def stream_turn(model: Model, request: ModelRequest, turn: Turn, hooks: Lo
         async with contextlib.aclosing(model.stream(request)) as deltas:
             async for delta in deltas:
                 call.received(isinstance(delta, _CONTENT))
-                if isinstance(delta, TextDelta | ReasoningDelta):
-                    streamed += len(delta.text)
-                elif isinstance(delta, ToolCallDelta):
-                    streamed += len(delta.arguments)
-                elif isinstance(delta, Usage):
-                    output_tokens += delta.output_tokens
-                    call.usage(delta.input_tokens, delta.output_tokens)
+                if isinstance(delta, Usage):
                     reported = True
-                    await hooks.tokens_used(delta)
+                    output_tokens += await _counted(call, hooks, delta)
                 elif isinstance(delta, Served):
                     call.served(delta.model)
                 await turn.feed(delta)
                 call.handled()
+        require_finish(turn.finish, request.model)
+        if not reported:
+            output_tokens += await _counted(call, hooks, await _estimated(model, request, turn))
+            reported = True
         completed = True
     except ModelError as error:
         error_code = error.code
         raise
     finally:
         call.ended(error_code, completed)
-        if streamed and not reported and not completed:  # cut off: the gateway estimates it
+        if not reported and turn.started:  # cut off: the gateway estimates it
+            streamed = len(turn.output_text())
             await hooks.tokens_used(estimate(request_size(request), streamed))
     return output_tokens
+
+
+async def _counted(call: Any, hooks: LoopHooks, usage: Usage) -> int:
+    """Tell the hooks a call's usage (metrics, the run's record, its quota); its output."""
+    call.usage(usage.input_tokens, usage.output_tokens)
+    await hooks.tokens_used(usage)
+    return usage.output_tokens
+
+
+async def _estimated(model: Model, request: ModelRequest, turn: Turn) -> Usage:
+    return await estimated_usage(model, request.model, request.messages, turn.output_text(),
+                                 request.tools)
 
 
 def request_size(request: ModelRequest) -> int:
@@ -658,9 +778,10 @@ _CONTENT = (TextDelta, ReasoningDelta, ToolCallDelta)
 
 
 def call_max_tokens(run: RunInput, used: int) -> int | None:
-    """A model call's `max_tokens`: the request's, never more than the run has left. Without
-    one in the request none is sent (reasoning models refuse `max_tokens`), and the run's
-    limit is enforced between calls from the usage the model reports."""
+    """A model call's `max_tokens`: the run's (the request's, capped by the agent's or
+    `GATEWAY_MAX_TOKENS`: every run has one unless the operator turned the default off),
+    never more than the run has left; the run's limit is enforced between calls from the
+    usage the model reports, or the gateway counted."""
     if run.max_tokens is None or run.max_output_tokens is None:
         return run.max_tokens
     return max(1, min(run.max_tokens, run.max_output_tokens - used))
@@ -693,7 +814,7 @@ def result_value(message_id: str, tool_call_id: str, name: str, output: Any = No
 
 async def _run_server_tool(run: RunInput, call: _Call, message_id: str, sink: FrameSink
                            ) -> ServerToolResultValue:
-    output, error = await call_server_tool(run, call.name, parse_arguments(call.arguments),
+    output, error = await call_server_tool(run, call.name, parsed_arguments(call.arguments),
                                            tool_call_id=call.tool_call_id, sink=sink)
     # The gateway runs it on the calling agent's behalf.
     return _server_result(call, message_id, output, error, who=run.authorship())

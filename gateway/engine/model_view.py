@@ -59,10 +59,12 @@ def turn_messages(values: Sequence[Mapping[str, Any]],
                                                          tool_result_text(value))
     ordered = [results.pop(call["id"]) for call in calls if call["id"] in results]
     rest = list(results.values())  # results of calls not in this turn (dropped later)
-    message: ChatMessage = {"role": "assistant", "content": "".join(text) or None}
+    # `content` is a string even beside tool calls: OpenAI takes null there, but llama.cpp's
+    # server refuses it (500) and strict chat templates fail on it.
+    message: ChatMessage = {"role": "assistant", "content": "".join(text)}
     if calls:
         message["tool_calls"] = calls
-    elif message["content"] is None:
+    elif not message["content"]:
         return rest
     if thinking:
         message["thinking_blocks"] = thinking

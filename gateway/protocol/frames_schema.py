@@ -118,6 +118,10 @@ class Authorship(TypedDict, total=False):
 
 # -- message values ---------------------------------------------------------------------------
 
+Truncation = Annotated[Literal["length", "content_filter"], Field(
+    description="Why the provider cut the answer: its output cap (`length`) or its content "
+                "filter")]
+
 
 @final
 @with_config(CLOSED)
@@ -132,6 +136,10 @@ class AgentValue(TypedDict):
     messageId: NotRequired[MessageId]
     content: str
     cancelled: NotRequired[Literal[True]]
+    # The provider cut the answer (its finish reason: `length`, `content_filter`): the text is
+    # what it sent, the answer is not complete (docs/models.md, "Truncation").
+    status: NotRequired[Literal["truncated"]]
+    finishReason: NotRequired[Truncation]
 
 
 @final
@@ -453,8 +461,8 @@ class UsageEntry(TypedDict):
     reasoningTokens: Annotated[int, Field(ge=0)]
     cachedInputTokens: Annotated[int, Field(ge=0)]
     costUsd: Annotated[float, Field(ge=0)] | None
-    # Calls cut off before the provider reported their usage (a cancel, a dropped stream):
-    # their tokens (and cost) are the gateway's estimate. Absent: none.
+    # Calls whose usage the provider did not report (cut off before it came, or a server that
+    # reports none): their tokens (and cost) are the gateway's count. Absent: none.
     estimatedCalls: NotRequired[Annotated[int, Field(ge=1)]]
 
 
@@ -473,9 +481,19 @@ class RunStartedFrame(TypedDict):
 
 @final
 @with_config(CLOSED)
+class TruncatedAnswer(TypedDict):
+    """The run's last answer was cut by the provider (`GATEWAY_ON_TRUNCATION=stop`)."""
+
+    reason: Truncation
+    messageId: MessageId
+
+
+@final
+@with_config(CLOSED)
 class RunFinishedFrame(TypedDict):
     c: Literal["run.finished"]
     usage: NotRequired[RunUsageEntries]
+    truncated: NotRequired[TruncatedAnswer]
 
 
 @final

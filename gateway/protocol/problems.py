@@ -178,6 +178,14 @@ class Problem(enum.Enum):
     LLM_AUTHENTICATION_ERROR = (502, "The model provider rejected the gateway's credentials.")
     LLM_TIMEOUT = (502, "The model provider did not answer in time.")
     LLM_CONTEXT_WINDOW_EXCEEDED = (502, "The thread is too long for the model.")
+    LLM_STREAM_INCOMPLETE = (502, "The model's answer ended before the provider said it was "
+                                  "complete (no finish reason, or no end of stream: an error "
+                                  "after `200 OK`, or a server that cut the answer to serve "
+                                  "another request); retryable. The provider's words, if any, "
+                                  "are in the gateway's log.")
+    TOOL_ARGUMENTS_INVALID = (502, "The model called a tool with arguments that are cut off or do "
+                                   "not match the tool's schema, again after it was told so "
+                                   "once in the same run; retryable.")
     DATABASE_UNAVAILABLE = (503, "The gateway cannot reach its database for a moment (a restart, "
                                  "a network blip); retry shortly.")
     REDIS_UNAVAILABLE = (503, "Redis (`GATEWAY_REDIS_URL`) does not answer; the process should "

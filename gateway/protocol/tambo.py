@@ -496,10 +496,11 @@ class ModelUsage(StrictModel):
     cachedInputTokens: int = Field(ge=0)
     costUsd: float | None = Field(description="US dollars, from litellm's price map; null "
                                               "when the model is not in it")
-    estimatedCalls: int | None = Field(None, ge=1, description="Of `calls`, those cut off "
-                                       "before the provider reported their usage (a cancel, "
-                                       "a dropped stream): their tokens and cost are the "
-                                       "gateway's estimate. Absent: none.")
+    estimatedCalls: int | None = Field(None, ge=1, description="Of `calls`, those whose usage "
+                                       "the provider did not report (cut off before it came, "
+                                       "or a server that reports none): their tokens and cost "
+                                       "are the gateway's count (docs/models.md). Absent: "
+                                       "none.")
 
 
 class Usage(StrictModel):

@@ -7,14 +7,18 @@ model, counts only (no cost: `ag_ui.core` keeps content and prices out of it); t
 dialect sets it (`dialects/agui/translate.py`). `tambo_usage` is the same list as an extra
 field of the Tambo `RUN_FINISHED`, not plugged in yet: it waits for a run of the real Tambo
 clients (conformance) showing they accept it. Counts the provider did not break down
-(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks.
+(reasoning, cache) are left out rather than sent as a measured zero, as `TokenUsage` asks. Counts
+the gateway made itself (the provider reported none) are said in the terminal event's AG-UI
+`metadata` (`usageEstimated: true`, `run_metadata`): `@ag-ui/client` strips a field it does not
+know from a `TokenUsage` (and warns), but reads `metadata`.
 
     Tambo:  {"type": "RUN_FINISHED", ..., **tambo_usage(frame)}   (dialects/tambo/translate.py)
 """
 
 from __future__ import annotations
 
-from typing import NotRequired
+from collections.abc import Mapping
+from typing import Any, NotRequired
 
 from ag_ui.core import TokenUsage
 from typing_extensions import TypedDict  # what pydantic reads on Python 3.11 (`dialects/tambo`)
@@ -55,6 +59,21 @@ def token_usage(entries: list[UsageEntry] | None) -> list[TokenCounts]:
             usage["cachedInputTokens"] = entry["cachedInputTokens"]
         found.append(usage)
     return found
+
+
+def run_metadata(frame: Mapping[str, object]) -> dict[str, Any] | None:
+    """AG-UI `metadata` of the terminal event of `frame` (None: nothing to say): the answer the
+    provider cut (`truncated`: `{reason, messageId}`), and `usageEstimated` when some of the
+    usage was counted by the gateway (the provider reported none)."""
+    metadata: dict[str, Any] = {}
+    truncated = frame.get("truncated")
+    if truncated:
+        metadata["truncated"] = truncated
+    entries = frame.get("usage")
+    if isinstance(entries, list) and any(isinstance(e, dict) and e.get("estimatedCalls")
+                                         for e in entries):
+        metadata["usageEstimated"] = True
+    return metadata or None
 
 
 def agui_usage(frame: TerminalFrame) -> list[TokenUsage] | None:

@@ -1,8 +1,9 @@
 """A run's input budget: made once as the run starts, recorded on its thread.
 
 The engine fits every model call to the budget (`engine/context_window.py`); this is where a
-run gets one: from its agent's `max_input_tokens`, litellm's model information or
-`GATEWAY_MAX_INPUT_TOKENS` (none: the run sends the whole thread, as before). The first fit is
+run gets one: from its agent's `max_input_tokens`, the window the model's server says it has
+(`engine/models/server_window.py`, or a context-length error's words), litellm's model
+information or `GATEWAY_MAX_INPUT_TOKENS` (none: the run sends the whole thread). The first fit is
 recorded on the thread (`contextTokens`, `historyTrimmed` in its JSON, so a UI can warn), and,
 for an agent with `context = "summarize"`, turns left out are replaced by a summary
 (`runs/summaries.py`).
@@ -13,7 +14,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..engine.agents.agent import ResolvedAgent
-from ..engine.context_window import ContextBudget, TokenCounter, available_tokens, input_limit
+from ..engine.context_window import (
+    ContextBudget,
+    TokenCounter,
+    available_tokens,
+    input_limit,
+    learned_window,
+    model_input_limit,
+)
 from ..engine.loop import Model, RunInput, model_tools
 from ..protocol.timbal import FrameSink
 from ..store.repository import Store
@@ -22,16 +30,29 @@ from .limits import RunLimits
 from .summaries import Summary, summarised
 
 
-def run_budget(run_input: RunInput, agent: ResolvedAgent | None, limits: RunLimits
-               ) -> ContextBudget | None:
-    """The budget a run's model calls are fitted to, or None when no limit is known."""
+def run_budget(run_input: RunInput, agent: ResolvedAgent | None, limits: RunLimits,
+               server: int | None = None) -> ContextBudget | None:
+    """The budget a run's model calls are fitted to, or None when no limit is known
+    (`server`: the window the model's server says it has)."""
     limit = input_limit(run_input.model, agent.max_input_tokens if agent else None,
-                        limits.max_input_tokens)
+                        limits.max_input_tokens, server)
     if limit is None:
         return None
     return ContextBudget(available_tokens(limit, run_input.max_tokens,
-                                          limits.output_reserve_tokens),
+                                          limits.output_reserve_tokens, limits.context_margin),
                          TokenCounter(run_input.model))
+
+
+async def server_says(run_input: RunInput, agent: ResolvedAgent | None, model: Model
+                      ) -> int | None:
+    """The window the model's own server says it has, asked only when nothing closer says
+    (the agent, a window learned before, litellm's map of hosted models)."""
+    name = run_input.model
+    if (agent is not None and agent.max_input_tokens is not None) or learned_window(name) \
+            or (name and model_input_limit(name)):
+        return None
+    ask = getattr(model, "context_window", None)
+    return await ask() if ask is not None else None
 
 
 async def budgeted(store: Store, run: RunRow, run_input: RunInput,
@@ -39,7 +60,7 @@ async def budgeted(store: Store, run: RunRow, run_input: RunInput,
                    sink: FrameSink) -> RunInput:
     """`run_input` with its budget (and its summary), the thread told what its first model
     call will carry."""
-    budget = run_budget(run_input, agent, limits)
+    budget = run_budget(run_input, agent, limits, await server_says(run_input, agent, model))
     if budget is None:
         return run_input
     tools = model_tools(run_input)

@@ -261,7 +261,11 @@ class RunExecutor:
                    states: dict[str, Any], model: str | None, meter: UsageMeter,
                    statuses: StatusBudget | None = None) -> RunInput:
         """What the agent loop is given: the thread so far, the request's tools and limits,
-        as the run's agent runs it."""
+        as the run's agent runs it. Every call has an output cap: the agent's `max_tokens`,
+        else `GATEWAY_MAX_TOKENS`; the request may ask for less."""
+        agent = self.setup.agent(spec.agent)
+        cap = agent.max_tokens if agent is not None and agent.max_tokens else \
+            self.limits.default_max_tokens
         run_input = RunInput(
             history=to_model_messages(rows, states),
             client_tools=spec.client_tools,
@@ -269,7 +273,7 @@ class RunExecutor:
             server_tools=self.server_tools,
             tool_choice=spec.tool_choice,
             force_component=spec.force_component,
-            max_tokens=spec.max_tokens,
+            max_tokens=output_cap(spec.max_tokens, cap),
             temperature=spec.temperature,
             model=model,
             max_steps=self.max_steps,
@@ -282,8 +286,8 @@ class RunExecutor:
             on_model=self._model_recorder(active.row.id, model, meter),
             hooks=RunHooks(model, meter),
             status_budget=statuses,
+            on_truncation=self.limits.on_truncation,
         )
-        agent = self.setup.agent(spec.agent)
         if agent is not None:
             run_input = as_agent(run_input, agent, self.setup.agent_tools)
         if active.extra_tools:  # this run's own (a Chorus message's MCP servers)
@@ -329,6 +333,8 @@ class RunExecutor:
 
     async def _finish(self, active: ActiveRun, recorder: RunRecorder, outcome: Outcome) -> None:
         finished: RunFinishedFrame = {"c": timbal.RUN_FINISHED}
+        if outcome.truncated is not None:  # the answer the run ends with was cut
+            finished["truncated"] = outcome.truncated
         if outcome.pending:
             pending: list[dict[str, Any]] = [{k: p[k] for k in STORED_PENDING if k in p}
                                              for p in outcome.pending]
@@ -414,6 +420,13 @@ def as_agent(run_input: RunInput, agent: ResolvedAgent,
         temperature=(run_input.temperature if run_input.temperature is not None
                      else agent.temperature),
         reasoning=agent.reasoning or None)
+
+
+def output_cap(asked: int | None, cap: int | None) -> int | None:
+    """A call's `max_tokens`: what the request asked, never more than `cap`."""
+    if cap is None:
+        return asked
+    return cap if asked is None else min(asked, cap)
 
 
 def tool_call_counts(rows: list[MessageRow]) -> dict[str, int]:

@@ -37,6 +37,13 @@ class RunLimits:
     """Input tokens of a call to a model litellm does not know (None: no limit)."""
     output_reserve_tokens: int = 1024
     """Tokens of the input budget kept for the answer of a call without `max_tokens`."""
+    context_margin: float = 0.1
+    """The fraction of a model's window left out of its input budget (`GATEWAY_CONTEXT_MARGIN`)."""
+    default_max_tokens: int | None = 4096
+    """A model call's output cap when neither the request nor the agent sets a lower one
+    (`GATEWAY_MAX_TOKENS`; None: none)."""
+    on_truncation: str = "stop"
+    """What a call cut by its output cap leads to (`GATEWAY_ON_TRUNCATION`)."""
     max_active_runs: int = 0
     """Runs going or starting in one process past which a new one is refused (0: no limit)."""
     max_start_wait_seconds: float = 0.0
@@ -60,6 +67,9 @@ class RunLimits:
                    pending_tool_ttl_seconds=settings.pending_tool_ttl_seconds or None,
                    max_input_tokens=settings.max_input_tokens,
                    output_reserve_tokens=settings.output_reserve_tokens,
+                   context_margin=settings.context_margin,
+                   default_max_tokens=settings.max_tokens or None,
+                   on_truncation=settings.on_truncation,
                    max_active_runs=settings.max_active_runs,
                    max_start_wait_seconds=settings.max_start_wait_seconds,
                    max_loop_lag_seconds=settings.max_loop_lag_seconds,

@@ -85,6 +85,27 @@ def test_text_and_reasoning(tools_gateway: GatewayServer, scripted_model: Script
     assert scripted_model.requests[0]["messages"][-1] == {"role": "user", "content": "hi"}
 
 
+def test_a_cut_answer_and_an_estimated_usage_pass_the_verifier(
+        tools_gateway: GatewayServer, scripted_model: ScriptedModel,
+        request: pytest.FixtureRequest):
+    """Issue 42: `RUN_FINISHED.metadata` (`truncated`, `usageEstimated`), through HttpAgent's
+    verifier and the strict Python models. Each format's cap reached (`length`, Anthropic's
+    `max_tokens`, Gemini's `MAX_TOKENS`) is a truncation; an OpenAI-compatible server may also
+    report no usage (Anthropic's and Gemini's always do)."""
+    openai = request.node.callspec.params["tools_gateway"] == "openai"
+    scripted_model.behave(usage=not openai)
+    scripted_model.enqueue([{"content": "Hello "}, {"content": "the"}, {"finish": "length"}])
+    result = run_plan(tools_gateway, {"user": "hi"})
+
+    (run,) = result["runs"]
+    finished = run["events"][-1]
+    assert finished["type"] == "RUN_FINISHED" and run["outcome"] == "success"
+    assert finished["metadata"]["truncated"]["reason"] == "length"
+    assert finished["metadata"].get("usageEstimated") is (True if openai else None)
+    [usage] = finished["usage"]
+    assert usage["outputTokens"] > 0
+
+
 def test_server_tool_result_reaches_the_client(tools_gateway: GatewayServer,
                                                scripted_model: ScriptedModel):
     scripted_model.enqueue([{"content": "Adding. "}, call(0, "call_add", "add", '{"a": 2, "b": 40}')],

@@ -72,6 +72,21 @@ def test_basic_run_and_follow_up(gateway: GatewayServer, scripted_model: Scripte
     assert history[1]["content"] == "Hello from the model."
 
 
+def test_a_cut_answer_and_an_estimated_usage_are_read_by_the_client(
+        gateway: GatewayServer, scripted_model: ScriptedModel):
+    """Issue 42: an answer the provider cut (`RUN_FINISHED.metadata.truncated`) and usage the
+    server did not report (`metadata.usageEstimated`) are fields the real client accepts."""
+    scripted_model.behave(usage=False)
+    scripted_model.enqueue([{"content": "Hello "}, {"content": "from the mo"},
+                            {"finish": "length"}], [{"content": "Still here."}])
+    result = run_scenario("basic", gateway.url)
+
+    assert "crash" not in result, result
+    assert_clean(result["firstRun"])
+    assert_clean(result["secondRun"])
+    assert texts(result["firstRun"]["messages"][-1]) == "Hello from the mo"
+
+
 def test_a_delegating_agent_reads_as_a_server_tool(agents_gateway: GatewayServer,
                                                   scripted_model: ScriptedModel):
     """The shop agent hands a task to its sub-agent: the Tambo client sees the call and its
@@ -196,6 +211,9 @@ def test_reload_restores_history_and_continues(gateway: GatewayServer,
     [WEATHER_CALL],
     [CARD_CALL],
     [[{"content": "partial"}, {"error": 500}]],
+    [[{"content": "cut sh"}, {"finish": "length"}]],  # RUN_FINISHED.metadata.truncated
+    [[{"content": "partial"}, {"cut": True}]],  # LLM_STREAM_INCOMPLETE
+    [WEATHER_CALL[:2] + [{"finish": "length"}]],  # arguments cut off: an error result
 ])
 def test_streams_pass_the_ag_ui_verifier(gateway: GatewayServer, scripted_model: ScriptedModel,
                                          turns):
@@ -325,9 +343,13 @@ def test_a_message_sent_while_an_answer_streams(
         assert len(second["runIds"]) == 1
     assert shown[2:] == ["Actually, a short one", "The end."]
     sent = scripted_model.requests[-1]["messages"]
-    assert [m["content"] for m in sent if m["role"] == "user"][-2:] == [
-        "Tell me a long story", "Actually, a short one"]
-    # rollback: the cut answer stays in the thread but the model no longer reads it
+    users = [m["content"] for m in sent if m["role"] == "user"]
+    if strategy == "rollback":
+        # The cut answer stays in the thread but the model no longer reads it: the two user
+        # messages are sent as one, so the roles still alternate.
+        assert users[-1] == "Tell me a long story\n\nActually, a short one"
+    else:
+        assert users[-2:] == ["Tell me a long story", "Actually, a short one"]
     assert ("Once t1" in json.dumps(sent)) is (strategy != "rollback")
 
 

@@ -211,4 +211,6 @@ def test_a_new_threads_seeded_messages_keep_their_order(
     texts = [m["content"][0]["text"] for m in messages]
     assert texts == [f"seed {i}" for i in range(7)] + ["last", "Answer."]
     sent = scripted_model.requests[-1]["messages"]
-    assert [m.get("content") for m in sent] == [f"seed {i}" for i in range(7)] + ["last"]
+    # The seed ends with a user message: the run's follows it as one (the roles alternate).
+    assert [m.get("content") for m in sent] == [f"seed {i}" for i in range(6)] + [
+        "seed 6\n\nlast"]

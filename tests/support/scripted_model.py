@@ -47,7 +47,10 @@ A turn is a list of steps, consumed FIFO, one per ``POST /v1/chat/completions``:
 - ``{"stream_error": {"type"?, "message", "code"?}}``: the provider's error event inside the
   stream (HTTP 200), which ends it.
 - ``{"cut": true}``: the body ends there, cleanly, without the provider's end of stream
-  (``[DONE]``, ``message_stop``, a ``finishReason``).
+  (``[DONE]``, ``message_stop``, a ``finishReason``): an error after ``200 OK`` as llama.cpp's
+  server shows it (as the first step: an empty body).
+- ``{"finish": ""}``: no finish reason at all: the stream ends with ``[DONE]`` only (what
+  llama.cpp's server sends when it cuts an answer to serve another request).
 
 The same script speaks three wire formats, by the path it is called on: OpenAI's chat
 completions (``base_url``), Anthropic's Messages (``anthropic_base``, for
@@ -68,6 +71,26 @@ With no matching turn queued, the reply echoes ``You said: <last user text>``.
 ``context_window`` (tokens, counted as the usage is: characters / 4) makes it a model with a
 small window: a request whose messages are longer is answered 400 ``context_length_exceeded``,
 as OpenAI answers, and counted in ``overflows``; no turn is taken for it.
+
+Real servers differ from this one's defaults; ``behave(...)`` (or ``"behaviour"`` in a
+``/_script`` body) makes its OpenAI format act like one (reset by ``reset()``):
+
+- ``usage=False``: ignore ``stream_options.include_usage`` (no usage in streams);
+- ``strict_roles=True``: a chat template that refuses messages whose roles do not alternate
+  (user, assistant, user, ...; system first; an assistant's tool results belong to it): a
+  streamed request is answered ``200`` and an empty body (a template error after 200), a
+  non-streamed one 500; counted in ``refusals``;
+- ``refuse_null_content=True``: an assistant message with ``content: null`` is answered 500
+  (llama.cpp's server), counted in ``refusals``;
+- ``serial=True``: one request at a time, as llama.cpp's server with ``interrupt_requests``: a
+  new request ends the stream in progress with ``[DONE]`` and no finish reason;
+- ``overflow="after_200"``: with ``context_window`` set, a streamed request too long is answered
+  200 and an error event (``context_length_exceeded``) instead of a 400; ``"silent"``: 200 and
+  an empty body (llama-cpp-python);
+- ``window_on="props"`` / ``"models"``: the window (``context_window``) is told at ``GET
+  /props`` (llama.cpp) or in ``GET /v1/models`` (``max_model_len``, as vLLM);
+- ``tokenize=True``: ``POST /tokenize`` (``{"content": text}`` -> ``{"tokens": [...]}``, as
+  llama.cpp's server) counts as this model does, each call recorded in ``tokenized``.
 
 The same controls exist over HTTP for other processes: ``POST /_script``
 (``{"turns": [...]}``, with ``"for": prompt`` to reserve them), ``GET /_requests``, ``GET /_disconnects``,
@@ -95,6 +118,8 @@ from starlette.routing import Route
 
 _STEP_KEYS = {"content", "reasoning", "tool_call", "delay", "slow", "error", "finish", "usage",
               "raw", "signature", "redacted", "stream_error", "cut"}
+BEHAVIOURS = {"usage": True, "strict_roles": False, "refuse_null_content": False,
+              "serial": False, "overflow": "400", "window_on": None, "tokenize": False}
 
 
 class _AbortStream(Exception):
@@ -172,6 +197,34 @@ def _prompt_tokens(body: dict) -> int:
     return sum(len(_message_text(m)) for m in body.get("messages", [])) // 4 + 1
 
 
+def _text_tokens(text: str) -> int:
+    """A text's tokens as this model counts them (characters / 4)."""
+    return len(text) // 4 + 1 if text else 0
+
+
+def _alternates(messages: list) -> bool:
+    """Whether the roles alternate as a strict chat template (Gemma 3's) wants: system
+    messages first, then user, assistant, user, ...; an assistant's tool results belong to
+    its turn."""
+    roles = [m.get("role") for m in messages if isinstance(m, dict)]
+    while roles and roles[0] == "system":
+        roles.pop(0)
+    expected, previous = "user", None
+    for role in roles:
+        if role == "tool" and previous in ("assistant", "tool"):
+            previous = role
+            continue
+        if role != expected:
+            return False
+        previous, expected = role, "assistant" if role == "user" else "user"
+    return True
+
+
+def _null_content(messages: list) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None
+               for m in messages)
+
+
 def _too_long(window: int, tokens: int) -> dict:
     return _error_body({"error": 400, "code": "context_length_exceeded",
                         "message": f"This model's maximum context length is {window} tokens. "
@@ -201,6 +254,10 @@ class ScriptedModel:
         self._transcriptions: list[dict] = []
         self.context_window: int | None = None
         self.overflows = 0  # requests refused as longer than `context_window`
+        self.behaviour: dict[str, Any] = dict(BEHAVIOURS)
+        self.refusals = 0  # requests refused by `strict_roles` or `refuse_null_content`
+        self.tokenized: list[str] = []  # texts counted at /tokenize
+        self._streaming: _SseApp | None = None  # the stream in progress (`serial`)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -211,6 +268,8 @@ class ScriptedModel:
                 Route("/anthropic/v1/messages", self._anthropic_endpoint, methods=["POST"]),
                 Route("/gemini/models/{target:path}", self._gemini_endpoint, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/props", self._props, methods=["GET"]),
+                Route("/tokenize", self._tokenize, methods=["POST"]),
                 Route("/v1/audio/transcriptions", self._transcription, methods=["POST"]),
                 Route("/_transcriptions", self._http_transcriptions, methods=["GET"]),
                 Route("/_script", self._http_script, methods=["POST"]),
@@ -269,6 +328,14 @@ class ScriptedModel:
         with self._lock:
             return list(self._disconnects)
 
+    def behave(self, **behaviour: Any) -> Self:
+        """Act like a real server in the ways named (see the module docstring)."""
+        unknown = set(behaviour) - set(BEHAVIOURS)
+        if unknown:
+            raise ValueError(f"unknown behaviour {sorted(unknown)}; known: {sorted(BEHAVIOURS)}")
+        self.behaviour.update(behaviour)
+        return self
+
     def enqueue(self, *turns: Any) -> None:
         """Queue replies, one turn per chat-completions request, FIFO."""
         checked = [_validate_turn(t) for t in turns]
@@ -309,6 +376,8 @@ class ScriptedModel:
             self._transcripts.clear()
             self._transcriptions.clear()
             self.context_window, self.overflows = None, 0
+            self.behaviour, self.refusals = dict(BEHAVIOURS), 0
+            self.tokenized.clear()
 
     def start(self) -> Self:
         """Serve on a free port in a daemon thread; return once it accepts connections."""
@@ -403,12 +472,9 @@ class ScriptedModel:
             self._headers.append({k.lower(): v for k, v in request.headers.items()})
             if request.client is not None:
                 self._peers.append(request.client.port)
-        window, tokens = self.context_window, _prompt_tokens(body)
-        if window is not None and tokens > window:
-            with self._lock:
-                self._requests.append(body)
-                self.overflows += 1
-            return JSONResponse(wire.too_long(window, tokens), status_code=400)
+        refused = self._refused(body, wire)
+        if refused is not None:
+            return refused
         index, turn = self._take_turn(body)
         steps = turn["steps"]
         if steps and "error" in steps[0]:
@@ -420,10 +486,53 @@ class ScriptedModel:
             return JSONResponse(wire.completion(body, index, summary))
         return _SseApp(self, body, index, steps, wire.renderer(body, index))
 
+    def _refused(self, body: dict, wire: Wire) -> Any:
+        """The answer to a request this server refuses (too long, or, in the OpenAI format, a
+        message shape it does not take), as a real server gives it; None to answer it."""
+        window, tokens = self.context_window, _prompt_tokens(body)
+        stream, overflow = bool(body.get("stream")), self.behaviour["overflow"]
+        if window is not None and tokens > window:
+            with self._lock:
+                self._requests.append(body)
+                self.overflows += 1
+            if stream and overflow in ("after_200", "silent") and wire is OPENAI:
+                return _EndedApp(_too_long(window, tokens) if overflow == "after_200" else None)
+            return JSONResponse(wire.too_long(window, tokens), status_code=400)
+        messages = body.get("messages", [])
+        null = self.behaviour["refuse_null_content"] and _null_content(messages)
+        if wire is not OPENAI or not (null or self.behaviour["strict_roles"]
+                                      and not _alternates(messages)):
+            return None
+        with self._lock:
+            self._requests.append(body)
+            self.refusals += 1
+        if null:
+            return JSONResponse({"error": {"message": "Internal Server Error"}}, status_code=500)
+        if stream:
+            return _EndedApp(None)
+        return JSONResponse({"error": {"message": "Conversation roles must alternate "
+                                       "user/assistant/user/assistant/..."}}, status_code=500)
+
     async def _models(self, request: Request) -> JSONResponse:
-        return JSONResponse(
-            {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}]}
-        )
+        model: dict[str, Any] = {"id": "scripted", "object": "model", "owned_by": "tests"}
+        if self.behaviour["window_on"] == "models" and self.context_window is not None:
+            model["max_model_len"] = self.context_window
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def _props(self, request: Request) -> JSONResponse:
+        """llama.cpp's server properties: its window, when `window_on="props"`."""
+        if self.behaviour["window_on"] != "props" or self.context_window is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return JSONResponse({"default_generation_settings": {"n_ctx": self.context_window}})
+
+    async def _tokenize(self, request: Request) -> JSONResponse:
+        """llama.cpp's `POST /tokenize` (`{"content": text}` -> `{"tokens": [...]}`)."""
+        if not self.behaviour["tokenize"]:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        text = str((await request.json()).get("content", ""))
+        with self._lock:
+            self.tokenized.append(text)
+        return JSONResponse({"tokens": list(range(_text_tokens(text)))})
 
     async def _transcription(self, request: Request) -> JSONResponse:
         """OpenAI's `POST /audio/transcriptions` (multipart `file` and `model`): the next
@@ -448,6 +557,7 @@ class ScriptedModel:
         if "contextWindow" in payload:
             self.context_window = payload["contextWindow"]
         try:
+            self.behave(**payload.get("behaviour", {}))
             if payload.get("for") is not None:
                 self.enqueue_for(str(payload["for"]), *payload.get("turns", []))
             else:
@@ -587,7 +697,7 @@ class _OpenAIRenderer:
 
     def end(self, finish: str | None, usage: dict) -> bytes:
         body = self._chunk({}, finish)
-        if (self.body.get("stream_options") or {}).get("include_usage"):
+        if usage and (self.body.get("stream_options") or {}).get("include_usage"):
             chunk = {**self.base, "choices": [], "usage": usage}
             body += f"data: {json.dumps(chunk)}\n\n".encode()
         return body + b"data: [DONE]\n\n"
@@ -639,6 +749,7 @@ class _SseApp:
                  renderer: Renderer) -> None:
         self.model, self.body, self.index, self.steps = model, body, index, steps
         self.renderer = renderer
+        self.interrupted = False  # another request came (`serial`): end with [DONE] only
 
     async def __call__(self, scope, receive, send) -> None:
         await send(
@@ -651,6 +762,10 @@ class _SseApp:
                 ],
             }
         )
+        if self.model.behaviour["serial"]:
+            if self.model._streaming is not None:
+                self.model._streaming.interrupted = True
+            self.model._streaming = self
         produce = asyncio.ensure_future(self._produce(send))
         watch = asyncio.ensure_future(self._wait_disconnect(receive))
         try:
@@ -667,6 +782,8 @@ class _SseApp:
         finally:
             for task in (produce, watch):
                 task.cancel()
+            if self.model._streaming is self:
+                self.model._streaming = None
 
     @staticmethod
     async def _wait_disconnect(receive) -> None:
@@ -683,6 +800,8 @@ class _SseApp:
                 await send({"type": "http.response.body", "body": data, "more_body": True})
 
         for step in self.steps:
+            if self.interrupted:
+                break
             if "raw" in step:
                 body = step["raw"]["body"].encode()
                 piece = int(step["raw"].get("piece") or len(body))
@@ -705,6 +824,8 @@ class _SseApp:
             elif "slow" in step:
                 interval = float(step["slow"].get("interval", 0.05))
                 for token in _slow_tokens(step["slow"]):
+                    if self.interrupted:
+                        break
                     completion_chars += len(token)
                     await emit(render.content(token))
                     await asyncio.sleep(interval)
@@ -726,10 +847,30 @@ class _SseApp:
             elif "usage" in step:
                 usage_override = step["usage"]
 
-        finish = finish or ("tool_calls" if had_tools else "stop")
+        if self.interrupted:  # `serial`: cut to serve another request
+            await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
+                        "more_body": False})
+            return
+        if finish is None:
+            finish = "tool_calls" if had_tools else "stop"
         usage = _usage(self.body, completion_chars, usage_override)
-        await send({"type": "http.response.body", "body": render.end(finish, usage),
+        if not self.model.behaviour["usage"] and isinstance(render, _OpenAIRenderer):
+            usage = {}  # a server that ignores `include_usage`
+        await send({"type": "http.response.body", "body": render.end(finish or None, usage),
                     "more_body": False})
+
+
+class _EndedApp:
+    """A `200 OK` stream that ends at once: empty, or with one error event (`error`)."""
+
+    def __init__(self, error: dict | None) -> None:
+        self.error = error
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        body = f"data: {json.dumps(self.error)}\n\n".encode() if self.error else b""
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 if __name__ == "__main__":  # pragma: no cover - manual / cross-process use

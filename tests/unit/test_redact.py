@@ -28,3 +28,19 @@ def test_user_keys_in_access_log_paths_are_redacted() -> None:
     line = stream.getvalue()
     assert "alice" not in line and "bob" not in line
     assert "limit=5&userKey=[redacted]&contextKey=[redacted]" in line
+
+
+def test_a_secret_is_masked_where_it_stands_not_inside_words() -> None:
+    """A dummy key such as `x` used to turn every `x` of a message into `***`
+    (`OpenAIE***ception`), which also told which letters the key had."""
+    from gateway.engine.models.litellm_model import scrub
+    from gateway.observability.redact import mask_secret
+
+    said = "OpenAIException - Incorrect API key provided: x. Bearer x; api_key=x&expires=1"
+    assert mask_secret(said, "x") == ("OpenAIException - Incorrect API key provided: ***. "
+                                      "Bearer ***; api_key=***&expires=1")
+    assert scrub("litellm.AuthenticationError: OpenAIException - bad key x", "x") == \
+        "bad key ***"
+    long = "sk-test-secret-key-1234"
+    assert mask_secret(f"key {long}, again:{long}", long) == "key ***, again:***"
+    assert mask_secret("nothing to hide", None) == "nothing to hide"

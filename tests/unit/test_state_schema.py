@@ -1,5 +1,5 @@
 """Client state schemas run in bounded time: patterns on RE2, no remote `$ref`, a linear
-`uniqueItems` and a step budget (gateway/runs/components/schema.py)."""
+`uniqueItems` and a step budget (gateway/engine/tools/client_schema.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.runs.components import schema as state_schema
+from gateway.engine.tools import client_schema as state_schema
 from gateway.runs.components.state import ComponentStateError, check_state
 
 CATASTROPHIC = {"type": "object", "properties": {"name": {"type": "string",

@@ -85,7 +85,7 @@ from ...protocol.frames_schema import (
 )
 from ...protocol.props_stream import pointer
 from ...protocol.translation import Dialect, Item
-from ...protocol.usage_events import agui_usage
+from ...protocol.usage_events import agui_usage, run_metadata
 
 COMPONENTS = "components"  # the member of the agent state that holds the run's components
 CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed
@@ -247,18 +247,21 @@ class AguiDialect(Dialect[BaseEvent]):
             return [] if self.before_1_0 else [self._subagent_started(frame)]
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
+        # A cut answer, an estimated usage (1.0's `metadata`).
+        metadata = None if self.before_1_0 else run_metadata(frame)
         if frame["c"] == timbal.RUN_FINISHED:
             return self.close_open() + [RunFinishedEvent(
                 thread_id=self.thread_id, run_id=self.run_id, outcome=self._outcome(),
-                usage=usage)]
+                usage=usage, metadata=metadata)]
         if frame["c"] == timbal.RUN_CANCELLED:
             cancelled = None if self.before_1_0 else RunFinishedCancelledOutcome()
             return self.close_open() + [RunFinishedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage)]
+                thread_id=self.thread_id, run_id=self.run_id, outcome=cancelled, usage=usage,
+                metadata=metadata)]
         if frame["c"] == timbal.ERROR:
             return self._end_subagents() + [RunErrorEvent(
                 message=frame.get("message") or "An internal error occurred",
-                code=frame.get("code") or "INTERNAL_ERROR", usage=usage)]
+                code=frame.get("code") or "INTERNAL_ERROR", usage=usage, metadata=metadata)]
         return []
 
     def on_queued(self) -> list[BaseEvent]:

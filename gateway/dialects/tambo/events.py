@@ -53,14 +53,33 @@ class TokenUsage(TokenCounts):
     """One model's tokens in a run, as AG-UI 1.0's `TokenUsage` (docs/agents.md)."""
 
 
+@with_config(CLOSED)
+class TruncatedAnswer(TypedDict):
+    """The run's last answer was cut by the provider: why, and which message."""
+
+    reason: Literal["length", "content_filter"]
+    messageId: NonEmpty
+
+
+@with_config(CLOSED)
+class RunMetadata(TypedDict):
+    """AG-UI's `metadata` of the run's end, as the gateway fills it: the answer the provider
+    cut, and whether some of `usage` was counted by the gateway (the provider reported none)."""
+
+    truncated: NotRequired[TruncatedAnswer]
+    usageEstimated: NotRequired[Literal[True]]
+
+
 class RunFinishedBody(TypedDict):
     """`RunFinished` as the dialect builds it, before the SSE view stamps it. `usage` is the
-    gateway's own addition (the Tambo clients ignore fields they do not know)."""
+    gateway's own addition (the Tambo clients ignore fields they do not know); `metadata` is
+    AG-UI's, set when the answer was cut (`truncated`)."""
 
     type: Literal["RUN_FINISHED"]
     threadId: NonEmpty
     runId: NonEmpty
     usage: NotRequired[list[TokenUsage]]
+    metadata: NotRequired[RunMetadata]
 
 
 @with_config(CLOSED)

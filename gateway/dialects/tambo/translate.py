@@ -20,7 +20,7 @@ from ...protocol import timbal
 from ...protocol.frames_schema import ComponentValue, ControlFrame, JsonPatchOp, SetValue
 from ...protocol.props_stream import PropsStream
 from ...protocol.translation import Dialect, Item
-from ...protocol.usage_events import tambo_usage
+from ...protocol.usage_events import run_metadata, tambo_usage
 from .events import (
     ComponentEndValue,
     RunErrorBody,
@@ -181,6 +181,9 @@ class TamboDialect(Dialect[Event]):
             usage = tambo_usage(frame)
             if usage:
                 finished["usage"] = usage["usage"]
+            metadata = run_metadata(frame)  # a cut answer, an estimated usage
+            if metadata:
+                finished["metadata"] = metadata  # type: ignore[typeddict-item]
             return [*self.close_open(), finished]
         if frame["c"] == timbal.RUN_CANCELLED:
             return [{"type": "RUN_ERROR", "message": "Run cancelled", "code": "CANCELLED"}]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from . import anthropic_wire, gemini_wire
-from .direct import DirectModel
+from .direct import OPENAI_BASE, DirectModel
 from .litellm_model import LiteLLMModel
 from .native import NativeModel
 from .routed import Deployment, RoutedModel
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 Adapter = Literal["auto", "litellm", "direct"]
 Streaming = LiteLLMModel | DirectModel | NativeModel
-OPENAI_BASE = "https://api.openai.com/v1"
 # OpenAI-compatible in their chat format but not in their authentication (OAuth device flows).
 _NOT_BEARER_KEY = {"github_copilot", "chatgpt"}
 

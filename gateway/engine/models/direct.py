@@ -19,7 +19,7 @@ an abandoned connection is never returned to the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ import aiohttp
 import httpx
 import orjson
 
+from ..context_window import context_error
 from ..deltas import (
     Delta,
     Finish,
@@ -37,8 +38,10 @@ from ..deltas import (
     Usage,
     usage_of,
 )
+from ..stream_contract import diagnosed, incomplete
 from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
 from .reasoning import replayable
+from .server_info import server_count, server_window
 from .upstream_pool import UpstreamPool
 
 # litellm's defaults for an OpenAI request: 600 s between bytes, no overall deadline (the run's
@@ -51,6 +54,7 @@ DRAIN_SECONDS = 1.0  # reading what follows `[DONE]`, at most (`_drain`)
 # is read from.
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 MAX_ERROR_BYTES = 64 * 1024
+OPENAI_BASE = "https://api.openai.com/v1"
 
 
 @dataclass
@@ -109,6 +113,10 @@ class DirectModel:
             "stream_options": {"include_usage": True},
             **request.options(),
         }
+        if self.api_base == OPENAI_BASE and "max_tokens" in body:
+            # OpenAI's own API takes the output cap under its newer name (its reasoning models
+            # refuse the old one); other servers know `max_tokens`.
+            body["max_completion_tokens"] = body.pop("max_tokens")
         try:
             async with self.client.post("/chat/completions", orjson.dumps(body)) as response:
                 if response.status >= 400:
@@ -119,6 +127,9 @@ class DirectModel:
                 try:
                     async for delta in self._deltas_of(_sse_data(response)):
                         yield delta
+                except _Silent:
+                    response.close()
+                    raise await self._diagnosed(body) from None
                 except BaseException:
                     response.close()  # left before its end: the connection is not reused
                     raise
@@ -132,13 +143,18 @@ class DirectModel:
 
     async def _deltas_of(self, payloads: AsyncIterator[bytes]) -> AsyncGenerator[Delta, None]:
         """The deltas of a stream's `data:` payloads, up to `[DONE]` (then the body's rest is
-        read, so that its connection goes back to the pool)."""
+        read, so that its connection goes back to the pool). A body that ends before `[DONE]`
+        is incomplete (`stream_contract`), whatever it held."""
         reasoning: list[str] = []  # for a usage that does not break it down
+        chunk: Any = None
         async for payload in payloads:
             if payload == b"[DONE]":
                 await _drain(payloads)
                 return
             chunk = orjson.loads(payload)
+            if type(chunk) is not dict:
+                raise incomplete("the stream held a payload that is not a chunk",
+                                 payload.decode(errors="replace"), self.litellm_model)
             if "error" in chunk and not chunk.get("choices"):
                 raise self._stream_error(chunk["error"])
             for delta in _deltas(chunk):
@@ -147,6 +163,36 @@ class DirectModel:
                 elif type(delta) is Usage and reasoning:
                     delta = with_reasoning_tokens(delta, reasoning)
                 yield delta
+        if chunk is None:
+            raise _Silent
+        raise incomplete("the upstream ended the stream without [DONE]", None,
+                         self.litellm_model)
+
+    async def _diagnosed(self, body: dict[str, Any]) -> ModelError:
+        """The error of a stream that ended before it said a word (`200 OK`, then nothing):
+        the same request once more, not streamed and capped at one token, to hear what the
+        server says (`stream_contract.diagnosed`)."""
+        asked = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        asked.pop("max_completion_tokens", None)
+        asked.update(stream=False, max_tokens=1)
+        try:
+            async with self.client.post("/chat/completions", orjson.dumps(asked)) as response:
+                text = (await _read_at_most(response, MAX_ERROR_BYTES)).decode(errors="replace")
+                if response.status >= 400:
+                    return self._status_error(response.status, text,
+                                              httpx.Headers(list(response.headers.items())))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            text = f"asking again failed: {exc!r}"
+        return diagnosed(text, self.litellm_model)
+
+    async def context_window(self) -> int | None:
+        """The window the upstream says its model has (`server_window`), if it says."""
+        return await server_window(self.api_base, self.api_key, self.model)
+
+    async def count_tokens(self, texts: Sequence[str]) -> list[int] | None:
+        """Tokens as the upstream's tokenizer counts them (`server_count`), for a call whose
+        upstream reported no usage; None when it has no way to say."""
+        return await server_count(self.api_base, self.api_key, self.model, texts)
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
                        task: str | None = None, usage: UsageSink | None = None) -> str:
@@ -181,9 +227,14 @@ class DirectModel:
         return self._mapped(error)
 
     def _stream_error(self, error: Any) -> ModelError:
+        """An error event in the stream (after `200 OK`): a context-length error is told
+        as a 400 would be (so the run can trim and retry), anything else as a 500."""
         message = error.get("message") if isinstance(error, dict) else str(error)
-        status = error.get("code") if isinstance(error, dict) else None
-        return self._mapped(_openai_error(status if isinstance(status, int) else 500,
+        code = error.get("code") if isinstance(error, dict) else None
+        status = code if isinstance(code, int) else 500
+        if code == "context_length_exceeded" or context_error(str(message or "")):
+            status = 400
+        return self._mapped(_openai_error(status,
                                           str(message or "An error occurred during streaming")))
 
     def _mapped(self, error: Exception, transport: Exception | None = None) -> ModelError:
@@ -261,6 +312,10 @@ async def _sse_data(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         data.append(value[1:] if value.startswith(b" ") else value)
     if data:
         yield b"\n".join(data)
+
+
+class _Silent(Exception):
+    """A stream that ended before its first payload (`DirectModel._diagnosed`)."""
 
 
 def _check_event_size(size: int) -> None:

@@ -13,6 +13,8 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...observability.redact import mask_secret
+from ..context_window import context_error, window_in
 from ..deltas import (
     Delta,
     Finish,
@@ -23,8 +25,10 @@ from ..deltas import (
     Served,
     TextDelta,
     ToolCallDelta,
+    Usage,
     usage_of,
 )
+from ..stream_contract import diagnosed, finish_reason, incomplete
 from .provider_words import words
 from .reasoning import Reasoning, replayable, traits, with_thinking
 
@@ -74,8 +78,12 @@ class LiteLLMModel:
     api_key: str | None = None
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
+        """The call's deltas. litellm ends every stream with a finish reason, `stop` when the
+        provider sent none (an error after `200 OK`, a server that cut the answer): its wrapper
+        remembers whether the provider said one, and a stream it did not is incomplete
+        (`stream_contract`) however it ended."""
         stream = await self._open(request)
-        first = True
+        first, usage, said = True, None, False
         try:
             async for chunk in stream:
                 if first:
@@ -83,7 +91,12 @@ class LiteLLMModel:
                     served = self._served_by(stream)
                     if served is not None:
                         yield Served(served)
-                for delta in _deltas(chunk):
+                deltas = _deltas(chunk)
+                if deltas and type(deltas[0]) is Usage:  # held until the stream's end
+                    usage = deltas.pop(0)
+                if not said and deltas and type(deltas[0]) is not Finish:
+                    said = True
+                for delta in deltas:
                     yield delta
         except ModelError:
             raise
@@ -91,10 +104,16 @@ class LiteLLMModel:
             raise self.failed(exc) from None
         finally:
             await stream.aclose()
+        if not provider_finished(stream):
+            if not said:  # not a word: ask again to hear why (`stream_contract.diagnosed`)
+                raise await self._diagnosed(request)
+            raise incomplete("the stream ended without a finish reason from the provider",
+                             model=request.model or self.model)
+        if usage is not None and provider_counted(stream):
+            yield usage
 
     async def _open(self, request: ModelRequest) -> Any:
         """The call's stream (litellm's wrapper), or the call's failure as a `ModelError`."""
-        import litellm
 
         model = request.model or self.model
         kind = traits(model, self.api_base)
@@ -112,13 +131,51 @@ class LiteLLMModel:
             params["api_key"] = self.api_key
         params.update(with_thinking(request.options(), request.reasoning, kind.budget))
         try:
-            return await litellm.acompletion(**params)
+            return await acompletion(params)
         except Exception as exc:
             raise self.failed(exc) from None
 
     def _served_by(self, stream: Any) -> str | None:
         """Which model answered, when it may not be the one asked (the Router's fallbacks)."""
         return None
+
+    async def _diagnosed(self, request: ModelRequest) -> ModelError:
+        """The error of a stream that ended before its first chunk: the same request once
+        more, not streamed and capped at one token, to hear what the provider says."""
+
+        params: dict[str, Any] = {"model": request.model or self.model,
+                                  "messages": request.messages, "max_retries": 0,
+                                  **request.options(), "max_tokens": 1}
+        if self.api_base:
+            params["api_base"] = self.api_base
+        if self.api_key:
+            params["api_key"] = self.api_key
+        try:
+            await acompletion(params)
+        except Exception as exc:
+            return self.failed(exc)
+        return diagnosed("a second request, not streamed, was answered",
+                         request.model or self.model)
+
+
+    async def context_window(self) -> int | None:
+        """The window the upstream says its model has, for a model served at `api_base` (an
+        OpenAI-compatible server: `server_window`); None otherwise."""
+        if not self.api_base:
+            return None
+        from .server_info import server_window
+
+        return await server_window(self.api_base, self.api_key, self.model.split("/", 1)[-1])
+
+    async def count_tokens(self, texts: list[str]) -> list[int] | None:
+        """Tokens as the model's server counts them (`server_count`), for a model served at
+        `api_base`; None otherwise (then litellm's counter is used)."""
+        if not self.api_base:
+            return None
+        from .server_info import server_count
+
+        return await server_count(self.api_base, self.api_key, self.model.split("/", 1)[-1],
+                                  texts)
 
     async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
                        task: str | None = None, usage: UsageSink | None = None) -> str:
@@ -128,7 +185,6 @@ class LiteLLMModel:
         provider its `metadata`); no real provider is sent it. `usage` is told the tokens the
         call used, for the caller's quotas.
         """
-        import litellm
 
         from .demo import PROVIDER
 
@@ -141,18 +197,7 @@ class LiteLLMModel:
         if self.api_key:
             params["api_key"] = self.api_key
         try:
-            try:
-                response = await litellm.acompletion(**params)
-            except Exception as exc:
-                if not _connection_lost(exc):
-                    raise
-                # Once more, on a fresh connection: litellm's aiohttp transport can pick a
-                # pooled keep-alive connection the upstream is closing that very moment (its
-                # idle timeout; uvicorn's is 5 s), and fails with "Can not write request body"
-                # before the upstream saw anything. These calls are side-effect free.
-                log.info("model call lost its connection (%s); trying once more",
-                         type(exc).__name__)
-                response = await litellm.acompletion(**params)
+            response = await acompletion(params)
         except Exception as exc:
             raise self.failed(exc) from None
         report_usage(response, usage)
@@ -173,8 +218,51 @@ class LiteLLMModel:
         return error
 
 
+async def acompletion(params: dict[str, Any]) -> Any:
+    """`litellm.acompletion(**params)`, once more on a fresh connection when the first lost
+    its connection before an answer: litellm's aiohttp transport can pick a pooled keep-alive
+    connection the upstream is closing that very moment (its idle timeout, uvicorn's is 5 s;
+    llama.cpp's server after a failed request), and fails with "Can not write request body" or
+    a reset before the upstream saw anything. A connection that cannot be made is not tried
+    again."""
+    import litellm
+
+    try:
+        return await litellm.acompletion(**params)
+    except Exception as exc:
+        if not _connection_lost(exc) or _refused(exc):
+            raise
+        log.info("model call lost its connection (%s); trying once more", type(exc).__name__)
+        return await litellm.acompletion(**params)
+
+
 # Codes only the operator can fix (a wrong URL or key); the others come and go.
 _OPERATOR_CODES = {"LLM_UNREACHABLE", "LLM_AUTHENTICATION_ERROR"}
+
+
+def provider_finished(stream: Any) -> bool:
+    """Whether the provider itself sent a finish reason in litellm's `stream`: its wrapper's
+    `received_finish_reason` (or the reason it saw mid-stream), else one of the chunks it kept
+    (`chunks`, which the Router's wrapper shares with the deployment's own: its
+    `received_finish_reason` stays unset). litellm's made-up final chunk is not among them. A
+    stream that keeps neither is trusted."""
+    if getattr(stream, "received_finish_reason", None) or getattr(
+            stream, "intermittent_finish_reason", None):
+        return True
+    chunks = getattr(stream, "chunks", None)
+    if not isinstance(chunks, list):
+        return True
+    return any(chunk.choices and chunk.choices[0].finish_reason for chunk in reversed(chunks))
+
+
+def provider_counted(stream: Any) -> bool:
+    """Whether the provider reported the stream's usage: litellm makes up a count of its own
+    (with another tokenizer) when it did not, which is left for the loop to count as
+    estimated (`stream_contract`). A wrapper that keeps no chunks is trusted."""
+    chunks = getattr(stream, "chunks", None)
+    if not isinstance(chunks, list):
+        return True
+    return any(getattr(chunk, "usage", None) is not None for chunk in reversed(chunks))
 
 
 def _deltas(chunk: Any) -> list[Delta]:
@@ -202,7 +290,7 @@ def _deltas(chunk: Any) -> list[Delta]:
             if fragment.id or fragment.name or fragment.arguments:  # an empty one says nothing
                 out.append(fragment)
         if choice.finish_reason:
-            out.append(Finish(choice.finish_reason))
+            out.append(Finish(finish_reason(choice.finish_reason)))
     return out
 
 
@@ -222,9 +310,8 @@ _LITELLM_PREFIX = re.compile(r"^(litellm\.)?\w+(Error|Exception):\s*(\w+Exceptio
 
 def scrub(message: str, api_key: str | None) -> str:
     """Provider messages go to end users: the provider's own words (`provider_words`), without
-    key material or litellm's class prefixes."""
-    if api_key:
-        message = message.replace(api_key, "***")
+    key material (the key's value, not its letters inside words) or litellm's class prefixes."""
+    message = mask_secret(message, api_key)
     message = _SECRETISH.sub("***", words(message))
     message = _LITELLM_PREFIX.sub("", message.strip())
     return message[:500] or "The AI provider returned an error"
@@ -254,6 +341,14 @@ def _unreachable(exc: BaseException) -> BaseException | None:
     chain = _chain(exc)
     hits = [e for e in chain if isinstance(e, kinds)]
     return hits[-1] if hits else None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether no connection could be made at all (refused, or a name that does not resolve),
+    as opposed to one that was lost."""
+    return any(isinstance(e, (ConnectionRefusedError, socket.gaierror))
+               or "refused" in str(e).lower() or "Name or service" in str(e)
+               for e in _chain(exc))
 
 
 def _connection_lost(exc: BaseException) -> bool:
@@ -309,10 +404,11 @@ def classify(exc: BaseException, api_key: str | None = None,
                           "server_error", True, 502)
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
-    if isinstance(exc, exceptions.ContextWindowExceededError):
+    if isinstance(exc, exceptions.ContextWindowExceededError) or (
+            status == 400 and context_error(str(exc))):
         return ModelError("LLM_CONTEXT_WINDOW_EXCEEDED",
                           "The conversation is too long for the model's context window",
-                          "client_error", False, 400)
+                          "client_error", False, 400, window=window_in(str(exc)))
     if isinstance(exc, exceptions.RateLimitError) or status == 429:
         return ModelError("LLM_RATE_LIMITED", scrub(str(exc), api_key), "client_error", True, 429)
     denied = (exceptions.AuthenticationError, exceptions.PermissionDeniedError)

@@ -31,6 +31,7 @@ import orjson
 from yarl import URL
 
 from ..deltas import Delta, ModelError
+from ..stream_contract import incomplete
 from . import anthropic_wire, gemini_wire
 from .direct import (
     CONNECT_TIMEOUT_SECONDS,
@@ -44,7 +45,7 @@ from .direct import (
 from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
 from .reasoning import replayable
 from .upstream_pool import UpstreamPool
-from .wire import INCOMPLETE, Incomplete, ProviderError, StreamReader, WireRequest
+from .wire import Incomplete, ProviderError, StreamReader, WireRequest
 
 log = logging.getLogger(__name__)
 PROVIDERS = (anthropic_wire.PROVIDER, gemini_wire.PROVIDER)
@@ -189,9 +190,7 @@ class NativeModel:
         return self.fallback.failed(mapped, transport)
 
     def incomplete(self, why: str) -> ModelError:
-        log.warning("model call failed: %s (model %s): %s", INCOMPLETE, self.litellm_model, why)
-        return ModelError(INCOMPLETE, "The AI provider's answer ended before it was complete",
-                          "server_error", True, 502)
+        return incomplete(why, model=self.litellm_model)
 
 
 async def deltas_of(payloads: AsyncIterator[bytes], reader: StreamReader

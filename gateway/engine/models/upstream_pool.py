@@ -54,16 +54,38 @@ class UpstreamPool:
     async def post(self, path: str, body: bytes, headers: dict[str, str] | None = None
                    ) -> AsyncIterator[aiohttp.ClientResponse]:
         """`POST base_url + path` with `body` as JSON: the response, its body not read yet.
-        `headers`: this request's own (their Content-Type included), besides the pool's."""
+        `headers`: this request's own (their Content-Type included), besides the pool's.
+
+        Sent once more, on a connection of its own, when the kept-alive one it went out on
+        turns out closed before any answer (the upstream closed it as it was picked: its idle
+        timeout, or llama.cpp's server after a failed request); a connection that cannot be
+        made is not tried again."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers, timeout=self._timeout,
                 connector=aiohttp.TCPConnector(limit=0, ssl=self._tls,
                                                keepalive_timeout=KEEPALIVE_SECONDS))
-        async with self._session.post(self.base_url + path, data=body, headers=headers or {
-                "Content-Type": "application/json"}, proxy=self._proxy,
-                proxy_auth=self._proxy_auth) as response:
+        try:
+            response: aiohttp.ClientResponse | None = await self._send(
+                self._session, path, body, headers)
+        except aiohttp.ClientConnectorError:
+            raise
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            response = None  # the pool may hold more such connections: not from it
+        if response is None:
+            async with aiohttp.ClientSession(
+                    headers=self._headers, timeout=self._timeout,
+                    connector=aiohttp.TCPConnector(force_close=True, ssl=self._tls)) as fresh:
+                async with await self._send(fresh, path, body, headers) as response:
+                    yield response
+            return
+        async with response:
             yield response
+
+    async def _send(self, session: aiohttp.ClientSession, path: str, body: bytes,
+                    headers: dict[str, str] | None) -> aiohttp.ClientResponse:
+        return await session.post(self.base_url + path, data=body, headers=headers or {
+            "Content-Type": "application/json"}, proxy=self._proxy, proxy_auth=self._proxy_auth)
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

@@ -6,7 +6,8 @@ A wire module (`anthropic_wire`, `gemini_wire`) builds the request through litel
 mapping for that provider (`litellm_optional_params`, then the provider's transformation) and
 reads its stream: `feed` takes one SSE event's JSON and returns the deltas it holds, `end` the
 last deltas (finish reason, usage) once the body ended (or the provider said it was over:
-`done`), or `Incomplete` when the provider never said so; `usage` what the provider counted so
+`done`), or `Incomplete` when the provider never said so (`engine/stream_contract.py`: it is
+raised as `LLM_STREAM_INCOMPLETE`); `usage` what the provider counted so
 far, for a call that failed after it started (every model call is metered).
 """
 
@@ -18,10 +19,6 @@ from typing import Any, Protocol
 from ..deltas import Delta
 from .litellm_model import ModelRequest
 from .reasoning import with_thinking
-
-# The code of an answer that stopped before the provider said it was over (a cut connection
-# that closed cleanly, a proxy that ended the body): what streamed is kept, the run fails.
-INCOMPLETE = "LLM_STREAM_INCOMPLETE"
 
 
 class StreamReader(Protocol):

@@ -43,6 +43,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from ...observability.redact import mask_secret
 from ..loop import ServerToolSpec, ToolError
 from . import elicitation
 from . import status as tool_status
@@ -161,8 +162,7 @@ def _reason(exc: BaseException, secrets: tuple[str, ...]) -> str:
     exc = _innermost(exc)
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= 4:
-            text = text.replace(secret, "***")
+        text = mask_secret(text, secret)
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 

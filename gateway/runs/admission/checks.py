@@ -18,9 +18,9 @@ from ...engine.agents.agent import ResolvedAgent
 from ...engine.attachments import is_image_url
 from ...engine.context_window import TokenCounter, available_tokens, input_limit
 from ...engine.history import user_messages
+from ...engine.tools.client_schema import SchemaRefused, check_client_schema
 from ...protocol.problems import ApiError, Problem
 from ...protocol.run_spec import Block, RunSpec
-from ..components.schema import SchemaRefused, check_client_schema
 from .threads import check_initial_messages, check_metadata
 
 

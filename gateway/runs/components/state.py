@@ -33,6 +33,7 @@ from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 
 from ...engine.loop import ToolError
+from ...engine.tools import client_schema as state_schema
 from ...protocol import timbal
 from ...protocol.clock import now_ms
 from ...protocol.frames_schema import JsonPatchOp
@@ -41,7 +42,6 @@ from ...store.repository import Store
 from ...store.tables import ComponentRow
 from ..backend import ThreadEvent
 from ..log.live import LiveLog
-from . import schema as state_schema
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ async def test_history_answers_every_call_and_shows_component_state(
     messages = to_model_messages(await store.history(thread.id),
                                  {cid: c.state for cid, c in components.items()})
     roles = [(m["role"], m.get("tool_call_id") or m.get("content")) for m in messages]
-    assert roles[:4] == [("user", "time?"), ("assistant", None), ("tool", "call_t"),
+    assert roles[:4] == [("user", "time?"), ("assistant", ""), ("tool", "call_t"),
                          ("assistant", "Noon.")]
     assert messages[2]["content"] == "12:00"
     shown = next(m for m in messages if m.get("tool_call_id") == "call_c")

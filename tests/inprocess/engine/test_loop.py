@@ -74,7 +74,7 @@ async def test_a_server_tool_runs_inline_and_the_model_sees_its_result() -> None
 
 
 @pytest.mark.parametrize("turn, error", [
-    (tool_turn("call_1", "add", '{"a": "two"}'), "invalid arguments"),
+    (tool_turn("call_1", "add", '{"a": "two"}'), "Invalid arguments"),
     (tool_turn("call_1", "nope", "{}"), "not available"),
     (tool_turn("call_1", "slow", "{}"), "timed out"),
 ])

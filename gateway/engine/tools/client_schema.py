@@ -1,8 +1,9 @@
-"""Client JSON Schemas (a component's `stateSchema`), checked without letting a request hold the
-event loop.
+"""Client JSON Schemas (a component's `stateSchema`, a client tool's `inputSchema`), checked
+without letting a request hold the event loop.
 
-A `stateSchema` comes from the client and is run on the event loop at every state update, so
-nothing in it may cost more than a bounded amount of work:
+A `stateSchema` comes from the client and is run on the event loop at every state update, and a
+tool's schema at every call the model makes (`engine/tool_arguments.py`), so nothing in it may
+cost more than a bounded amount of work:
 
 - `pattern` and `patternProperties` run on RE2, a linear-time engine (Python's `re` backtracks:
   `^(a+)+$` against 29 characters took 15 s). A pattern RE2 cannot compile (backreferences,
