@@ -414,6 +414,10 @@ class ThreadList(StrictModel):
     threads: list[Thread]
     hasMore: bool
     nextCursor: str | None = omitted()
+    # With `count=true`: how many threads match the filters, counted up to a bound
+    # (`countCapped`: there are more than `count`).
+    count: int | None = omitted()
+    countCapped: bool | None = omitted()
 
 
 class MessageList(StrictModel):

@@ -1,7 +1,7 @@
 """The store: one object with the queries of every aggregate, so call sites stay simple.
 
 Each aggregate's queries live in their own module (`threads`, `runs`, `frames`, `components`,
-`idempotency`, `api_keys`, `usage`, `chorus`, `admin`); this facade only puts them together on one engine.
+`thread_search`, `idempotency`, `api_keys`, `usage`, `chorus`, `admin`); this facade only puts them together on one engine.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from .queries.frames import FrameLog
 from .queries.idempotency import IdempotencyKeys
 from .queries.retention import RetentionQueries
 from .queries.runs import RunQueries
+from .queries.thread_search import ThreadSearchQueries
 from .queries.threads import ThreadQueries
 from .queries.usage import UsageQueries
 
 __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 
 
-class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
+class Store(ThreadQueries, ThreadSearchQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
             ApiKeyQueries, UsageQueries, RetentionQueries, ChorusQueries, AdminQueries):
-    """Threads, runs and leases, the frame log, components, idempotency keys, API keys,
+    """Threads and their search, runs and leases, the frame log, components, idempotency keys, API keys,
     usage, retention, Chorus deliveries, and the operator console's listings."""
