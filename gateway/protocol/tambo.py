@@ -549,6 +549,22 @@ class Run(StrictModel):
         "proposal names it), stored with the run; absent when it had none."))
 
 
+class RunWaitResult(StrictModel):
+    """`POST /v1/threads[/{id}]/runs/wait`: the run, ended (200), or still going when the wait
+    ran out (202: only the ids and status, to join it by its stream or status)."""
+
+    status: RunStatus
+    threadId: str
+    runId: str
+    messages: list[Message] | None = Field(None, exclude_if=_is_none, description=(
+        "The messages the run added to the thread, in order: its input, then its answer "
+        "(tool calls and results included). Absent on a 202."))
+    usage: Usage | None = Field(None, exclude_if=_is_none, description=(
+        "What the run's model calls consumed; absent on a 202 and for a run that called no "
+        "model."))
+    error: RunErrorInfo | None = omitted()
+
+
 class RunList(StrictModel):
     """A thread's runs, newest first (`GET /v1/threads/{id}/runs`), each with its usage."""
 

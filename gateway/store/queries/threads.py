@@ -156,6 +156,15 @@ class ThreadQueries(Queries):
         return _page(rows, limit, lambda row: [row.seq])
 
     @operation
+    async def run_messages(self, thread_id: str, run_id: str) -> list[MessageRow]:
+        """The messages a run added to its thread (its input, its answer, its tool results),
+        in order."""
+        query = select(MessageRow).where(MessageRow.thread_id == thread_id,
+                                         MessageRow.run_id == run_id).order_by(MessageRow.seq)
+        async with self.session() as session:
+            return list((await session.exec(query)).all())
+
+    @operation
     async def get_message(self, thread_id: str, message_id: str) -> MessageRow | None:
         query = select(MessageRow).where(MessageRow.thread_id == thread_id,
                                          MessageRow.id == message_id)
