@@ -61,19 +61,24 @@ def input_part(entry: Mapping[str, Any], result: ToolResult | None, now: int) ->
         part.update(decision="answered",
                     answers=[*request.get("answers", []), elicited(result)])
         return part
-    approved, reason = decision(result)
+    approved, reason, edited = decision(result)
     part["decision"] = "approved" if approved else "denied"
     if reason:
         part["reason"] = reason[:MAX_REASON]
+    if approved and edited is not None:
+        part["editedArguments"] = edited
     return part
 
 
-def decision(result: ToolResult) -> tuple[bool, str | None]:
-    """An answer as (approved, reason): an error result (the Tambo client's answer when no
-    tool of that name is registered, a cancelled AG-UI interrupt) denies; otherwise the text
-    must be the JSON object `{"approved": true|false, "reason"?: "..."}`."""
+def decision(result: ToolResult) -> tuple[bool, str | None, dict[str, Any] | None]:
+    """An answer as (approved, reason, edited arguments): an error result (the Tambo client's
+    answer when no tool of that name is registered, a cancelled AG-UI interrupt) denies;
+    otherwise the text must be the JSON object `{"approved": true|false, "reason"?: "...",
+    "editedArgs"?: {...}}` (AG-UI's payload; a Tambo client's tool result text). Edited
+    arguments are checked against the tool's schema when the call runs
+    (`engine.loop.resolve_approvals`)."""
     if result.is_error:
-        return False, result.text or None
+        return False, result.text or None, None
     try:
         answer = json.loads(result.text)
     except ValueError:
@@ -84,7 +89,14 @@ def decision(result: ToolResult) -> tuple[bool, str | None]:
                        '{"approved": true} or {"approved": false, "reason": "..."}',
                        reason="INVALID_APPROVAL", toolCallId=result.tool_call_id)
     reason = answer.get("reason")
-    return answer["approved"], reason if isinstance(reason, str) and reason else None
+    edited = answer.get("editedArgs")
+    if edited is not None and not isinstance(edited, dict):
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
+                       f"The editedArgs of the answer to tool call {result.tool_call_id} must "
+                       "be a JSON object: the tool's arguments",
+                       reason="INVALID_APPROVAL", toolCallId=result.tool_call_id)
+    return (answer["approved"], reason if isinstance(reason, str) and reason else None,
+            edited)
 
 
 def elicited(result: ToolResult) -> dict[str, Any]:
@@ -111,7 +123,10 @@ async def settle(run: RunInput, answers: list[approvals.Answer], rows: Sequence[
     """Resolve the approvals: each result is written into the (earlier) message holding its
     call, which the recorder therefore updates instead of creating."""
     holders = {a.message_id for a in answers}
+    calls: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row.id in holders:
             recorder.adopt(row.id, row.parts)
-    return await resolve_approvals(run, answers, recorder)
+            calls.update((part["toolCallId"], part) for part in row.parts
+                         if part.get("type") == "tool_call")
+    return await resolve_approvals(run, answers, recorder, calls)

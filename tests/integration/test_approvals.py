@@ -448,3 +448,73 @@ def test_an_mcp_servers_elicitation_pauses_the_run_and_the_answer_goes_back(
             assert result["content"] == "Hello, Ada!"
     finally:
         server.stop()
+
+
+# -- approving with edited arguments (AG-UI's `editedArgs`; a Tambo tool result's text) ----
+
+def _stored_call(http: httpx.Client, thread_id: str, call_id: str) -> dict:
+    messages = http.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
+    return next(block for m in messages for block in m["content"]
+                if block["type"] == "tool_use" and block["id"] == call_id)
+
+
+def test_tambo_approval_with_edited_arguments_runs_the_tool_with_them(
+        http: httpx.Client, scripted_model: ScriptedModel):
+    asked, edited_to = recipient(), recipient()
+    events = paused(http, scripted_model, asked, "call_edit")
+    thread_id = events[0].data["threadId"]
+    edited = {"to": edited_to, "subject": "Edited"}
+    scripted_model.enqueue([{"content": "Sent to the edited address."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": answer("call_edit", json.dumps({"approved": True, "editedArgs": edited})),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert json.loads(result["content"]) == {"sent": True, "to": edited_to}
+    assert times_sent(edited_to) == 1 and times_sent(asked) == 0
+
+    assert _stored_call(http, thread_id, "call_edit")["input"] == edited
+    # The model's next call reads the call as it ran.
+    [sent] = [c for m in scripted_model.requests[-1]["messages"] if m["role"] == "assistant"
+              for c in m.get("tool_calls") or [] if c["id"] == "call_edit"]
+    assert json.loads(sent["function"]["arguments"]) == edited
+
+
+def test_agui_resume_with_edited_args(http: httpx.Client, scripted_model: ScriptedModel):
+    asked, edited_to, thread_id = recipient(), recipient(), uuid.uuid4().hex
+    events = agui_paused(http, scripted_model, "call_ag_edit", asked, thread_id)
+    [interrupt] = RunFinishedEvent.model_validate(events[-1].data).outcome.interrupts
+    assert "editedArgs" in interrupt.response_schema["properties"]
+    scripted_model.enqueue([{"content": "Done."}])
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=agui_input(
+        thread_id, resume=[{"interruptId": interrupt.id, "status": "resolved",
+                            "payload": {"approved": True,
+                                        "editedArgs": {"to": edited_to, "subject": "AG"}}}]))
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert json.loads(result["content"])["to"] == edited_to
+    assert times_sent(edited_to) == 1 and times_sent(asked) == 0
+
+
+def test_edited_arguments_the_schema_refuses_never_run(http: httpx.Client,
+                                                       scripted_model: ScriptedModel):
+    asked = recipient()
+    events = paused(http, scripted_model, asked, "call_bad_edit")
+    thread_id = events[0].data["threadId"]
+    scripted_model.enqueue([{"content": "Could not send."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": answer("call_bad_edit", json.dumps({"approved": True,
+                                                       "editedArgs": {"to": 5}})),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert "did not run" in result["content"]
+    assert times_sent(asked) == 0
+    # The stored call is the model's: nothing ran with other arguments.
+    assert _stored_call(http, thread_id, "call_bad_edit")["input"]["to"] == asked
+
+
+def test_edited_args_that_are_not_an_object_are_refused(http: httpx.Client,
+                                                        scripted_model: ScriptedModel):
+    events = paused(http, scripted_model, recipient(), "call_list_edit")
+    refused = continue_run(http, events, answer(
+        "call_list_edit", json.dumps({"approved": True, "editedArgs": ["x"]})))
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "INVALID_TOOL_RESULT"
