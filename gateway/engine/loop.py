@@ -68,6 +68,7 @@ from .stream_contract import estimated_usage, require_finish, truncation
 from .tool_arguments import arguments_error, parsed_arguments
 from .tools import approvals, elicitation
 from .tools import status as tool_status
+from .tools.approval_rules import ApprovalRule
 from .tools.context import bind_tool_call
 from .tools.resources import ResourceServer
 from .usage import estimate
@@ -96,6 +97,8 @@ class ServerToolSpec:
     call: ServerTool
     # Ask a human first: a call pauses the run until it is approved (`engine/tools/approvals.py`).
     approval: bool = False
+    # With `approval`: ask only for the calls this rule holds for (`tools/approval_rules.py`).
+    approval_rule: ApprovalRule | None = None
     # The MCP server the tool is from, which can also read its resources (`embedResources`,
     # `engine/tools/resources.py`); None: a Python tool.
     resources: ResourceServer | None = None
@@ -587,7 +590,10 @@ def _schema_of(run: RunInput, call: _Call) -> Any:
 
 def _asks_first(run: RunInput, call: _Call) -> bool:
     spec = run.server_tools.get(call.name)
-    return call.kind == "server" and spec is not None and spec.approval
+    if call.kind != "server" or spec is None or not spec.approval:
+        return False
+    rule = spec.approval_rule
+    return rule is None or rule.asks(parsed_arguments(call.arguments))
 
 
 def _pending(run: RunInput, call: _Call, message_id: str) -> PendingToolCall:
@@ -597,6 +603,9 @@ def _pending(run: RunInput, call: _Call, message_id: str) -> PendingToolCall:
                              "arguments": json.dumps(arguments), "input": arguments}
     if call.kind == "server":
         entry["approval"] = approvals.request(call.name, message_id, run.approval_ttl)
+        spec = run.server_tools.get(call.name)
+        if spec is not None and spec.approval_rule is not None:
+            entry["approval"]["rule"] = spec.approval_rule.text  # why this call asked
     return entry
 
 

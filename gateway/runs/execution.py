@@ -136,6 +136,9 @@ class RunExecutor:
         self.max_steps, self.tool_timeout = limits.max_steps, limits.tool_timeout_seconds
         self.approval_ttl = limits.approval_ttl_seconds
         self.server_tools = setup.server_tools
+        # Whether any run may call a server tool (the project's, or an agent's own): only
+        # then is each run's tool context bound (one read of its thread).
+        self.has_tools = bool(setup.server_tools) or any(setup.agent_tools.values())
         self._lose, self._retire = host.lose, host.retire
         self.writer = host.log_writer
         self.limits = limits
@@ -156,7 +159,7 @@ class RunExecutor:
                                writer=self.writer)
         active.recorder = recorder
         bind_run(self.components, run.thread_id)
-        if self.server_tools:
+        if self.has_tools:
             await self._bind_tool_context(run)
         try:
             await recorder.emit({"c": timbal.RUN_STARTED, "threadId": run.thread_id,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ import pytest
 from ag_ui.core import RunFinishedEvent
 
 from tests.conftest import scripted_env
+from tests.integration.test_admin_console_api import create_key
 from tests.support import engines
 from tests.support.approval_tools import keys_sent, times_sent
 from tests.support.gateway_server import ROOT, USER
@@ -518,3 +521,82 @@ def test_edited_args_that_are_not_an_object_are_refused(http: httpx.Client,
         "call_list_edit", json.dumps({"approved": True, "editedArgs": ["x"]})))
     assert refused.status_code == 400
     assert refused.json()["code"] == "INVALID_TOOL_RESULT"
+
+
+# -- approval rules: the agents file's `approval_rules` ---------------------------------------
+
+RULED_AGENTS = """
+[agents.default]
+tools = ["{tools}"]
+approval_rules = {{send_email = 'to not in ["team@example.com"] and subject != "ping"'}}
+"""
+
+
+@pytest.fixture(scope="module")
+def ruled_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[InProcess, dict[str, str]]]:
+    """A gateway whose agent has an approval rule, with a client key and an admin key."""
+    workdir = tmp_path_factory.mktemp("approval-rules")
+    (workdir / "agents.toml").write_text(RULED_AGENTS.format(tools=TOOLS))
+    env = scripted_env(scripted_model, GATEWAY_AGENTS_FILE=str(workdir / "agents.toml"))
+    server = (InProcessCluster(workdir, env) if engines.ENGINES is not None
+              else InProcessGateway(workdir, env))
+    keys = {"client": create_key(server, "rules")}  # before the start: no development mode
+    server.start()
+    keys["admin"] = create_key(server, "rules", "--admin")
+    yield server, keys
+    server.stop()
+
+
+@pytest.fixture
+def ruled_http(ruled_gateway: tuple[InProcess, dict[str, str]]) -> Iterator[httpx.Client]:
+    server, keys = ruled_gateway
+    with server.client(event_hooks=USER, timeout=30,
+                       headers={"x-api-key": keys["client"]}) as client:
+        yield client
+
+
+def test_an_approval_rule_asks_only_for_the_calls_it_holds_for(
+        ruled_http: httpx.Client, ruled_gateway: tuple[InProcess, dict[str, str]],
+        scripted_model: ScriptedModel):
+    # The rule does not hold: the call runs without asking.
+    scripted_model.enqueue([call(0, "call_team", "send_email",
+                                 json.dumps({"to": "team@example.com", "subject": "Hi"}))],
+                           [{"content": "Sent to the team."}])
+    before = times_sent("team@example.com")
+    ran = run_events(ruled_http, "POST", "/v1/threads/runs", json={"message": user("team")},
+                     headers={"x-api-key": ruled_http.headers["x-api-key"]})
+    assert ran[-1].type == "RUN_FINISHED"
+    assert [e.data["toolCallId"] for e in ran if e.type == "TOOL_CALL_RESULT"] == ["call_team"]
+    assert times_sent("team@example.com") == before + 1
+
+    # It holds: the run pauses, and the pending approval names the rule that asked.
+    outsider = recipient()
+    scripted_model.enqueue([call(0, "call_out", "send_email",
+                                 json.dumps({"to": outsider, "subject": "Hi"}))])
+    asked = run_events(ruled_http, "POST", "/v1/threads/runs", json={"message": user("out")},
+                       headers={"x-api-key": ruled_http.headers["x-api-key"]})
+    [pending] = asked[-2].data["value"]["pendingToolCalls"]
+    rule = 'to not in ["team@example.com"] and subject != "ping"'
+    assert pending["approval"]["rule"] == rule
+    assert times_sent(outsider) == 0
+
+    # The console lists the pending approval with its arguments and the rule that asked.
+    server, keys = ruled_gateway
+    with server.client(timeout=30, headers={"x-api-key": keys["admin"]}) as admin:
+        waiting = admin.get("/v1/admin/waiting").json()["threads"]
+    [listed] = [c for t in waiting for c in t["calls"] if c["toolCallId"] == "call_out"]
+    assert listed["kind"] == "approval" and listed["rule"] == rule
+    assert json.loads(listed["arguments"]) == {"to": outsider, "subject": "Hi"}
+
+
+def test_an_approval_rule_outside_the_language_stops_start_up(tmp_path: Path,
+                                                             scripted_model: ScriptedModel):
+    (tmp_path / "agents.toml").write_text(
+        RULED_AGENTS.format(tools=TOOLS).replace("subject != \"ping\"", "__import__(\"os\")"))
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "agents", "check", str(tmp_path / "agents.toml")],
+        env={**os.environ, **scripted_env(scripted_model)},
+        capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode != 0
+    assert "approval_rules" in result.stderr + result.stdout
