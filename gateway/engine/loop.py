@@ -134,6 +134,8 @@ class RunInput:
     tool_timeout: float = 30.0
     # How long an approval-gated call may wait for its answer before it counts as denied.
     approval_ttl: float = 86400.0
+    # Tools a human allowed on this thread for good: their calls no longer ask.
+    allowed_tools: frozenset[str] = frozenset()
     # Components shown in the thread so far: their `context_tools` are offered.
     shown_components: set[str] = field(default_factory=set)
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
@@ -591,6 +593,8 @@ def _schema_of(run: RunInput, call: _Call) -> Any:
 def _asks_first(run: RunInput, call: _Call) -> bool:
     spec = run.server_tools.get(call.name)
     if call.kind != "server" or spec is None or not spec.approval:
+        return False
+    if call.name in run.allowed_tools:
         return False
     rule = spec.approval_rule
     return rule is None or rule.asks(parsed_arguments(call.arguments))

@@ -18,6 +18,8 @@ RESPONSE_SCHEMA: dict[str, Any] = {
                    "reason": {"type": "string", "maxLength": 2000},
                    # Approve the call with these arguments instead of the model's (checked
                    # against the tool's schema; the stored call shows them).
-                   "editedArgs": {"type": "object"}},
+                   "editedArgs": {"type": "object"},
+                   # And let this tool run without asking for the rest of the thread.
+                   "alwaysAllow": {"type": "boolean"}},
     "required": ["approved"],
 }

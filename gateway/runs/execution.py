@@ -283,6 +283,7 @@ class RunExecutor:
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             approval_ttl=self.approval_ttl,
+            allowed_tools=approvals.allowed_tools(rows),
             call_counts=tool_call_counts(rows),
             shown_components={p["name"] for row in rows for p in row.parts
                               if p.get("type") == "x-component"},

@@ -40,7 +40,11 @@ function approvalControls(call, choose) {
   edited.value = argumentsOf(call);
   const approveEdited = el("button", { type: "button", class: "approve-edited" },
                            "Approve with these arguments");
+  const always = el("button", { type: "button", class: "approve-always",
+                               title: "Approve, and let this tool run without asking on this thread" },
+                    "Always allow here");
   approve.addEventListener("click", () => choose(() => ({ approved: true })));
+  always.addEventListener("click", () => choose(() => ({ approved: true, alwaysAllow: true })));
   approveEdited.addEventListener("click", () => choose(() => {
     let editedArgs;
     try {
@@ -55,7 +59,7 @@ function approvalControls(call, choose) {
   }));
   deny.addEventListener("click", () => choose(() => (reason.value.trim()
     ? { approved: false, reason: reason.value.trim() } : { approved: false })));
-  return [el("div", { class: "choices" }, approve, deny, reason),
+  return [el("div", { class: "choices" }, approve, always, deny, reason),
           el("details", { class: "edit-args" }, el("summary", {}, "Edit the arguments"),
              edited, el("div", { class: "choices" }, approveEdited))];
 }

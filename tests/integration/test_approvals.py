@@ -600,3 +600,30 @@ def test_an_approval_rule_outside_the_language_stops_start_up(tmp_path: Path,
         capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode != 0
     assert "approval_rules" in result.stderr + result.stdout
+
+
+def test_always_allow_lets_the_tool_run_unasked_on_that_thread_only(
+        http: httpx.Client, scripted_model: ScriptedModel):
+    first, second, elsewhere = recipient(), recipient(), recipient()
+    events = paused(http, scripted_model, first, "call_always")
+    thread_id = events[0].data["threadId"]
+    scripted_model.enqueue([{"content": "Sent."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": answer("call_always", json.dumps({"approved": True, "alwaysAllow": True})),
+        "previousRunId": events[0].data["runId"]})
+    assert times_sent(first) == 1
+
+    # The next call on the thread runs without asking.
+    scripted_model.enqueue([call(0, "call_again", "send_email",
+                                 json.dumps({"to": second, "subject": "Again"}))],
+                           [{"content": "Sent again."}])
+    again = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": user("once more"), "previousRunId": resumed[0].data["runId"]})
+    assert again[-1].type == "RUN_FINISHED"
+    assert [e.data["toolCallId"] for e in again if e.type == "TOOL_CALL_RESULT"] == ["call_again"]
+    assert times_sent(second) == 1
+
+    # Another thread still asks.
+    other = paused(http, scripted_model, elsewhere, "call_elsewhere")
+    assert other[-2].data["name"] == "tambo.run.awaiting_input"
+    assert times_sent(elsewhere) == 0
