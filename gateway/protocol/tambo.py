@@ -549,6 +549,63 @@ class Run(StrictModel):
         "proposal names it), stored with the run; absent when it had none."))
 
 
+class BatchRun(RunRequest):
+    """One run of a batch: a run request, on the thread `threadId` names, else on a new one."""
+
+    threadId: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+MAX_BATCH_RUNS = 20
+
+
+class BatchRunRequest(WireModel):
+    """`POST /v1/threads/runs/batch`: several runs started at once, each on its own."""
+
+    runs: list[BatchRun] = Field(min_length=1, max_length=MAX_BATCH_RUNS)
+
+
+class BatchStarted(StrictModel):
+    """One run of a batch: started (its ids and status), or refused (`error`, the problem the
+    same request alone would have been answered with)."""
+
+    index: int
+    threadId: str | None = omitted()
+    runId: str | None = omitted()
+    status: RunStatus | None = omitted()
+    error: dict[str, Any] | None = omitted()
+
+
+class BatchStartedList(StrictModel):
+    runs: list[BatchStarted]
+
+
+class BulkCancelRequest(WireModel):
+    """`POST /v1/threads/runs/cancel`: cancel the active runs of the caller's threads that
+    `threadIds` names, or whose metadata has every value `metadata` gives (at least one of
+    the two)."""
+
+    threadIds: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None, max_length=100)
+    metadata: dict[Annotated[str, Field(pattern="^[A-Za-z0-9_-]{1,64}$")],
+                   Annotated[str, Field(max_length=256)]] | None = Field(
+        default=None, max_length=8)
+    userKey: UserKey | None = None
+    contextKey: UserKey | None = None
+
+
+class BulkCancelledRun(CancelResponse):
+    threadId: str
+
+
+class BulkCancelled(StrictModel):
+    """The runs a bulk cancel reached, each as a single cancel answers it (`cancelRequested`:
+    running in another process, its cancellation under way); `more`: more threads matched than
+    one call cancels (call again)."""
+
+    runs: list[BulkCancelledRun]
+    more: bool
+
+
 class RunWaitResult(StrictModel):
     """`POST /v1/threads[/{id}]/runs/wait`: the run, ended (200), or still going when the wait
     ran out (202: only the ids and status, to join it by its stream or status)."""

@@ -29,7 +29,7 @@ from ...protocol.operations import (
 )
 from ...protocol.schema_files import Schemas, Type, Union
 from ..base import EventSchema, WireDialect
-from . import events, routes, routes_wait
+from . import events, routes, routes_batch, routes_wait
 
 EVENTS = EventSchema("TamboEvent", events.TamboEvent)
 RUN_STREAM = (
@@ -71,6 +71,24 @@ OPERATIONS: tuple[Operation, ...] = (
            "Create a thread, run it and answer when the run ends", (*KEYS, IDEMPOTENCY_KEY, AGENT)),
           ("/v1/threads/{thread_id}/runs/wait", "runThreadWait",
            "Run a thread and answer when the run ends", (*KEYS, IDEMPOTENCY_KEY)))),
+    Operation("POST", "/v1/threads/runs/batch", "batchRuns", "Start several runs at once",
+              "runs", body=tambo.BatchRunRequest, params=KEYS, result=tambo.BatchStartedList,
+              description="Each item is a run request, on the thread its `threadId` names or "
+                          "on a new thread, started as if sent alone (same checks and quotas); "
+                          f"at most {tambo.MAX_BATCH_RUNS} a request. An item that is refused "
+                          "carries its problem (`error`: `status`, `code`, `detail`) and does "
+                          "not refuse the others. Join the runs by stream, status or "
+                          "`waitRun`.",
+              errors=("VALIDATION_ERROR", "USER_SCOPE_REQUIRED")),
+    Operation("POST", "/v1/threads/runs/cancel", "bulkCancelRuns",
+              "Cancel the active runs of threads", "runs", body=tambo.BulkCancelRequest,
+              params=KEYS, result=tambo.BulkCancelled,
+              description="Cancels the active run of each of the caller's threads that "
+                          "`threadIds` names, or whose metadata has every value `metadata` "
+                          "gives (both: the named threads that match); at most 100 threads a "
+                          "call (`more`: call again). Threads of other user scopes are never "
+                          "reached.",
+              errors=("VALIDATION_ERROR", "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/threads/{thread_id}/runs/{run_id}/wait", "waitRun",
               "Wait for a run to end", "runs",
               description="The answer of `runThreadWait` for a run already started (the "
@@ -149,6 +167,17 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "createThreadAndRunWait": {"request": _NEW_THREAD_RUN, "response": _WAITED},
     "runThreadWait": {"request": _RUN_REQUEST, "response": _WAITED},
     "waitRun": {"response": _WAITED},
+    "batchRuns": {"request": {"runs": [
+        {"message": _RUN_REQUEST["message"], "threadMetadata": {"job": "nightly"}},
+        {"message": _RUN_REQUEST["message"], "threadId": THREAD,
+         "previousRunId": PREVIOUS_RUN}]},
+        "response": {"runs": [{"index": 0, "threadId": "thr_01JH8Z4A5B6C7D8E9F0G1H2J3K",
+                               "runId": RUN, "status": "running"},
+                              {"index": 1, "error": {"status": 409, "code": "CONCURRENT_RUN",
+                                                     "detail": "A run is already active"}}]}},
+    "bulkCancelRuns": {"request": {"metadata": {"job": "nightly"}},
+                       "response": {"runs": [{"threadId": THREAD, "runId": RUN,
+                                              "status": "cancelled"}], "more": False}},
     "listRuns": {"response": {"runs": [_LISTED_RUN], "hasMore": False}},
     "getRun": {"response": _RUN, "stream": RUN_EVENTS},
     "cancelRun": {"response": {"runId": RUN, "status": "cancelled"}},
@@ -165,4 +194,4 @@ SCHEMAS = Schemas(
              for name, tp in events.CUSTOM_EVENTS.items())),
 )
 
-DIALECT = WireDialect("tambo", [*routes_wait.routes, *routes.routes], OPERATIONS, EXAMPLES, EVENTS, SCHEMAS)
+DIALECT = WireDialect("tambo", [*routes_wait.routes, *routes_batch.routes, *routes.routes], OPERATIONS, EXAMPLES, EVENTS, SCHEMAS)

@@ -36,6 +36,7 @@ class ThreadFilter:
     created_before: int | None = None
     updated_after: int | None = None
     updated_before: int | None = None
+    active: bool = False  # only threads a run holds (not `idle`)
 
 
 class ThreadSearchQueries(Queries):
@@ -82,6 +83,8 @@ class ThreadSearchQueries(Queries):
                                     func.json_extract(meta, path) == value))
         if match.status is not None:
             clauses.append(ThreadRow.run_status == match.status)
+        if match.active:
+            clauses.append(ThreadRow.run_status != "idle")
         agent = _agent_clause(ThreadRow.agent, match.agent)
         if agent is not None:
             clauses.append(agent)
