@@ -108,6 +108,17 @@ class AsyncClient:
     async def cancel(self, thread_id: str, run_id: str) -> dict[str, Any]:
         return await self._json(self.calls.cancel(thread_id, run_id))
 
+    async def batch(self, runs: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """Start several runs at once (`POST /v1/threads/runs/batch`): each a run request
+        (`message` may be text; `threadId` for an existing thread). Each item of the answer's
+        `runs` has its ids, or the `error` that refused it."""
+        return await self._json(self.calls.batch(runs))
+
+    async def cancel_runs(self, thread_ids: list[str] | None = None,
+                    metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Cancel the active runs of the user's threads named by id or matching `metadata`."""
+        return await self._json(self.calls.cancel_runs(thread_ids, metadata))
+
     async def run_status(self, thread_id: str, run_id: str) -> dict[str, Any]:
         return await self._json(self.calls.run_status(thread_id, run_id))
 

@@ -72,6 +72,20 @@ class Calls:
                 else "/v1/threads/runs/wait")
         return Call("POST", path, self._scoped(), body, {"accept": "application/json"})
 
+    def batch(self, runs: list[Mapping[str, Any]]) -> Call:
+        """Each run's `message` may be text, as `run` takes it."""
+        items = [{**run, "message": user_message(run["message"])} for run in runs]
+        return Call("POST", "/v1/threads/runs/batch", self._scoped(), {"runs": items})
+
+    def cancel_runs(self, thread_ids: list[str] | None,
+                    metadata: Mapping[str, str] | None) -> Call:
+        body: dict[str, Any] = {}
+        if thread_ids:
+            body["threadIds"] = list(thread_ids)
+        if metadata:
+            body["metadata"] = dict(metadata)
+        return Call("POST", "/v1/threads/runs/cancel", self._scoped(), body)
+
     def wait(self, thread_id: str, run_id: str) -> Call:
         return self.get(f"/v1/threads/{_segment(thread_id)}/runs/{_segment(run_id)}/wait")
 

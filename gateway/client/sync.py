@@ -123,6 +123,17 @@ class Client:
         """Cancel a run (idempotent); its stream ends with `RUN_ERROR` `CANCELLED`."""
         return self._json(self.calls.cancel(thread_id, run_id))
 
+    def batch(self, runs: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """Start several runs at once (`POST /v1/threads/runs/batch`): each a run request
+        (`message` may be text; `threadId` for an existing thread). Each item of the answer's
+        `runs` has its ids, or the `error` that refused it."""
+        return self._json(self.calls.batch(runs))
+
+    def cancel_runs(self, thread_ids: list[str] | None = None,
+                    metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Cancel the active runs of the user's threads named by id or matching `metadata`."""
+        return self._json(self.calls.cancel_runs(thread_ids, metadata))
+
     def run_status(self, thread_id: str, run_id: str) -> dict[str, Any]:
         return self._json(self.calls.run_status(thread_id, run_id))
 

@@ -8,6 +8,7 @@ import uuid
 
 import httpx
 
+from gateway.client import Client
 from tests.support.run_stream import wait_for_status
 from tests.support.scripted_model import ScriptedModel
 
@@ -81,3 +82,19 @@ def test_bulk_cancel_by_metadata_and_by_id(client: httpx.Client, scripted_model:
     bad_key = client.post("/v1/threads/runs/cancel", params={"userKey": user},
                           json={"metadata": {"a\"b": "x"}})
     assert bad_key.status_code == 400
+
+
+def test_python_client_batch_and_cancel(python_client: Client, scripted_model: ScriptedModel):
+    tag = uuid.uuid4().hex[:8]
+    scripted_model.enqueue_for(f"quick {tag}", [{"content": "a"}])
+    scripted_model.enqueue_for(f"long {tag}", [{"content": "working "}, {"delay": 30}])
+    started = python_client.batch([{"message": f"quick {tag}"},
+                                   {"message": f"long {tag}", "threadMetadata": {"tag": tag}}]
+                                  )["runs"]
+    assert all("runId" in r for r in started)
+    slow = started[1]
+    assert slow["status"] == "running"
+    done = python_client.cancel_runs(metadata={"tag": tag})
+    assert [r["runId"] for r in done["runs"]] == [slow["runId"]]
+    listed = python_client.threads(metadata={"tag": tag}, count=True)
+    assert listed["count"] == 1
