@@ -22,7 +22,7 @@ import re
 _SCOPE_PARAM = re.compile(r"(?i)([?&](?:userKey|contextKey)=)[^&#\s]*")
 # The path segment after the Chorus prefix is the connection's secret, whatever it looks like.
 CHORUS_PREFIX = "/v1/chorus/"
-_CHORUS_SECRET = re.compile(r"(?i)(/v1/chorus/)[^/?#\s\"']+")
+_CHORUS_SECRET = re.compile(r"(?i)(/v1/chorus/)[^/?#\s\"')]+")
 REDACTED = "[redacted]"
 # The characters of a token (a word, a key): a secret next to one is part of a longer token, not
 # the secret's value standing alone.
