@@ -449,6 +449,15 @@ class Settings(BaseSettings):
         0, ge=0, description="Model tokens (input and output) an API key's runs may use per "
                              "UTC day (0: no budget); once spent, new runs get 429 "
                              "`TOKEN_BUDGET_EXCEEDED`. A managed key may set its own.")
+    quota_outage: Literal["local", "refuse", "admit"] = Field(
+        "local", description="What a start gets while Redis, which holds the quota counters "
+                             "every process shares, does not answer: `local` checks it against "
+                             "this process's own counters, with each limit divided among the "
+                             "processes Redis last saw (a limit holds, roughly, through the "
+                             "outage); `refuse` answers 503 `QUOTAS_UNAVAILABLE`; `admit` lets "
+                             "it through unchecked, which lifts every quota and spend cap "
+                             "while Redis is away (off by default). Tokens Redis could not "
+                             "count are added once it answers again.")
     user_concurrent_runs: int = Field(
         10, ge=0, description="Runs one user scope (userKey or signed-in user) may have going "
                               "at once (0: no limit); 429 `TOO_MANY_CONCURRENT_RUNS`.")
