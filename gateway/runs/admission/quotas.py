@@ -248,9 +248,9 @@ class Quotas:
         processes = max(1, self.counters.processes)
         shares = [Subject(s.kind, s.name, share(s.limits, processes)) for s in ticket.subjects]
         over = await self.local.acquire(ticket.id, shares, now, weight)
-        if over is not None:
+        if over is not None:  # the refusal names the subject's own limit, as it knows it
             ticket.released = True
-            raise refusal(shares[over[0]], over[1], now)
+            raise refusal(ticket.subjects[over[0]], over[1], now)
         metrics.QUOTA_OUTAGE_ADMISSIONS.labels("local").inc()
         return ticket
 
