@@ -521,9 +521,11 @@ class Settings(BaseSettings):
                               "no limit); one more gets 429 `RATE_LIMITED`. A connection may "
                               "set its own.")
     chorus_daily_tokens: int = Field(
-        0, ge=0, description="Model tokens (input and output) one Chorus connection string's "
-                             "runs may use per UTC day (0: no budget); once spent, its messages "
-                             "get 429 `TOKEN_BUDGET_EXCEEDED`. A connection may set its own.")
+        1_000_000, ge=0, description="Model tokens (input and output) one Chorus connection "
+                                     "string's runs may use per UTC day; once spent, its "
+                                     "messages get 429 `TOKEN_BUDGET_EXCEEDED`. A connection "
+                                     "may set its own. 0: no budget (off by default: a leaked "
+                                     "connection string could spend without end).")
     log_format: Literal["auto", "json", "text"] = Field(
         "auto", description="`json`: one JSON object per log line (with `request_id` and "
                             "`run_id`); `text`: plain lines; `auto`: text when stderr is a "

@@ -202,6 +202,7 @@ def test_a_keys_daily_token_budget_is_finite_by_default(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     shown = dict(line.split("=", 1) for line in result.stdout.strip().splitlines())
     assert int(shown["GATEWAY_KEY_DAILY_TOKENS"]) > 0
+    assert int(shown["GATEWAY_CHORUS_DAILY_TOKENS"]) > 0
     assert shown["GATEWAY_QUOTA_OUTAGE"] == "local"
 
 
