@@ -20,9 +20,9 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
@@ -627,7 +627,8 @@ def _question(run: RunInput, call_id: str, name: str, arguments: dict[str, Any],
 
 
 async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
-                            sink: FrameSink, calls: Mapping[str, Mapping[str, Any]] | None = None
+                            sink: FrameSink,
+                            on_edited: Callable[[approvals.Answer], None] | None = None
                             ) -> list[PendingToolCall]:
     """Before a resumed run's first model call: run each approved call (once: its answer was
     taken by this run alone, under the thread's lock) and answer the others with an error;
@@ -635,9 +636,8 @@ async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
     question (the run pauses again at once).
 
     A call approved with edited arguments runs with them if the tool's schema takes them (else
-    it gets an error result and does not run), and its stored call (`calls`: the `tool_call`
-    values by tool call id) is rewritten to show them: the thread, and the model's history,
-    read what really ran."""
+    it gets an error result and does not run), and `on_edited` is told before it runs, to
+    rewrite the stored call: the thread, and the model's history, read what really ran."""
     pending: list[PendingToolCall] = []
     for answer in answers:
         output, error = None, approvals.denial(answer)  # type: tuple[Any, str | None]
@@ -651,7 +651,8 @@ async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
                 error = approvals.edit_refused(answer, problem)
             else:
                 arguments = edited
-                await _show_edited(calls or {}, answer, sink)
+                if on_edited is not None:
+                    on_edited(answer)
         if answer.decision in ("approved", "answered"):
             try:
                 output, error = await call_server_tool(run, answer.name, arguments,
@@ -666,17 +667,6 @@ async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
                              who=run.authorship())
         await sink.emit(timbal.set_value(new_id(), value, now_ms()))
     return pending
-
-
-async def _show_edited(calls: Mapping[str, Mapping[str, Any]], answer: approvals.Answer,
-                       sink: FrameSink) -> None:
-    """The stored call of `answer` set again, with the arguments it was approved with."""
-    call = calls.get(answer.tool_call_id)
-    if call is None:
-        return
-    value = {k: v for k, v in call.items() if k not in ("id", "t")}
-    value["arguments"] = answer.edited
-    await sink.emit(timbal.set_value(call["id"], cast(Any, value), now_ms()))
 
 
 async def _run_tools(run: RunInput, turn: Turn, sink: FrameSink, used: int,

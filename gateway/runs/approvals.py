@@ -134,10 +134,12 @@ async def settle(run: RunInput, answers: list[approvals.Answer], rows: Sequence[
     """Resolve the approvals: each result is written into the (earlier) message holding its
     call, which the recorder therefore updates instead of creating."""
     holders = {a.message_id for a in answers}
-    calls: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row.id in holders:
             recorder.adopt(row.id, row.parts)
-            calls.update((part["toolCallId"], part) for part in row.parts
-                         if part.get("type") == "tool_call")
-    return await resolve_approvals(run, answers, recorder, calls)
+
+    def edited(answer: approvals.Answer) -> None:
+        if answer.edited is not None:
+            recorder.amend_call(answer.message_id, answer.tool_call_id, answer.edited)
+
+    return await resolve_approvals(run, answers, recorder, edited)
