@@ -115,7 +115,7 @@ def thread_filter(request: Request) -> ThreadFilter:
     if len(metadata) > MAX_METADATA_FILTERS:
         raise ApiError(Problem.VALIDATION_ERROR,
                        f"At most {MAX_METADATA_FILTERS} metadata filters")
-    status = params.get("status") or None
+    status = params.get("status")
     if status is not None and status not in THREAD_STATUSES:
         raise ApiError(Problem.VALIDATION_ERROR, "status must be one of "
                        + ", ".join(THREAD_STATUSES), errors={"status": "unknown status"})
@@ -137,10 +137,10 @@ def instant(request: Request, name: str) -> int | None:
     """An ISO-8601 date or time of the query string as epoch milliseconds (UTC unless it
     says otherwise)."""
     raw = request.query_params.get(name)
-    if not raw:
+    if raw is None:
         return None
     try:
-        at = datetime.fromisoformat(raw[:-1] + "+00:00" if raw[-1] in "Zz" else raw)
+        at = datetime.fromisoformat(raw[:-1] + "+00:00" if raw[-1:] in ("Z", "z") else raw)
     except ValueError:
         raise ApiError(Problem.VALIDATION_ERROR, f"{name} must be an ISO-8601 date or time",
                        errors={name: "not an ISO-8601 date or time"}) from None
@@ -156,7 +156,7 @@ def _bounded(name: str, value: str) -> str:
 
 def _flag(request: Request, name: str) -> bool:
     raw = request.query_params.get(name)
-    if raw in (None, "", "false"):
+    if raw in (None, "false"):
         return False
     if raw == "true":
         return True

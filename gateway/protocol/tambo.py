@@ -584,11 +584,14 @@ class BulkCancelRequest(WireModel):
     `threadIds` names, or whose metadata has every value `metadata` gives (at least one of
     the two)."""
 
+    model_config = ConfigDict(**WireModel.model_config, json_schema_extra={
+        "anyOf": [{"required": ["threadIds"]}, {"required": ["metadata"]}]})
+
     threadIds: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
-        default=None, max_length=100)
+        default=None, min_length=1, max_length=100)
     metadata: dict[Annotated[str, Field(pattern="^[A-Za-z0-9_-]{1,64}$")],
                    Annotated[str, Field(max_length=256)]] | None = Field(
-        default=None, max_length=8)
+        default=None, min_length=1, max_length=8)
     userKey: UserKey | None = None
     contextKey: UserKey | None = None
 

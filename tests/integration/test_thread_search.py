@@ -84,3 +84,6 @@ def test_bad_filters_are_refused(client: httpx.Client):
     refused(status="done")
     refused(createdAfter="yesterday")
     refused(count="yes")
+    refused(count="")
+    refused(status="")
+    refused(createdAfter="")

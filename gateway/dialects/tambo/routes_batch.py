@@ -89,10 +89,12 @@ def _problem(refused: ApiError) -> dict[str, Any]:
 async def bulk_cancel(request: Request) -> Response:
     """Cancel the active runs of the caller's threads that the body names or matches."""
     body: BulkCancelRequest = await json_body(request, BulkCancelRequest)
-    if not body.threadIds and not body.metadata:
+    if not {"threadIds", "metadata"} & body.model_fields_set:
         raise ApiError(Problem.VALIDATION_ERROR, "Name the threads: threadIds, metadata or both",
                        errors={"threadIds": "threadIds or metadata is required"})
     scope = required_user_scope(request, body.userKey, body.contextKey)
+    if not body.threadIds and not body.metadata:  # given, as null: nothing is named
+        return JSONResponse(wire(BulkCancelled(runs=[], more=False)))
     svc = services(request)
     project = project_of(request)
     match = ThreadFilter(metadata=tuple((body.metadata or {}).items()), active=True)
