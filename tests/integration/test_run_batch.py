@@ -98,3 +98,13 @@ def test_python_client_batch_and_cancel(python_client: Client, scripted_model: S
     assert [r["runId"] for r in done["runs"]] == [slow["runId"]]
     listed = python_client.threads(metadata={"tag": tag}, count=True)
     assert listed["count"] == 1
+
+
+def test_a_batch_with_a_bad_user_scope_is_refused_whole(gateway):
+    """Refusals of the request itself are not items' errors: nothing starts. (Without a valid
+    key: tests/integration/test_fuzz.py, whose gateway has keys.)"""
+    body = {"runs": [{"message": _message("x")}]}
+    with gateway.client(timeout=30, headers={"x-api-key": "test-key"}) as keyed:
+        bad_scope = keyed.post("/v1/threads/runs/batch", json=body,
+                               params={"userKey": " "})
+        assert bad_scope.status_code == 400

@@ -53,14 +53,17 @@ async def batch_runs(request: Request) -> Response:
     """Start each run of the batch, in order, inside the start gate; a refusal is that item's
     answer, not the request's."""
     body: BatchRunRequest = await json_body(request, BatchRunRequest)
+    # What is the request's, not an item's, refuses the request: who calls, and the user
+    # scope its query names.
+    who = caller(request)
+    user_scope(request)
     svc = services(request)
     answers: list[BatchStarted] = []
     async with svc.runs.start_gate.turn():
         for index, item in enumerate(body.runs):
             try:
                 target = await _target(request, item)
-                started = await admission(request).submit(caller(request), target,
-                                                          run_spec(item))
+                started = await admission(request).submit(who, target, run_spec(item))
             except ApiError as refused:
                 answers.append(BatchStarted(index=index, error=_problem(refused)))
                 continue
