@@ -131,6 +131,8 @@ class Problem(enum.Enum):
                           "character (U+0000), which the gateway cannot store.")
     METADATA_TOO_LARGE = (413, "A thread's or run's metadata is larger than "
                                "`GATEWAY_MAX_METADATA_BYTES`.")
+    JSON_PATCH_TOO_LONG = (413, "A JSON Patch has more operations than the gateway applies in "
+                                "one update (`limit`).")
     STATE_TOO_LARGE = (413, "A component's state is larger than "
                             "`GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
     RESOURCE_TOO_LARGE = (413, "`embedResources`: a referenced resource's contents are larger "
