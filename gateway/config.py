@@ -464,6 +464,11 @@ class Settings(BaseSettings):
         100, ge=0, description="Timbal WebSockets one API key (or, in development mode, the "
                                "one project) may hold open at once on one process (0: no "
                                "limit); one more is refused in the handshake (403).")
+    max_websocket_frame_bytes: int = Field(
+        64 * 1024, ge=1024, le=16 * 1024 * 1024,
+        description="Largest message a client may send on a Timbal WebSocket (clients send "
+                    "small control frames); a larger one closes the socket with 1009 before "
+                    "it is read whole or parsed.")
     key_cache_seconds: float = Field(
         2.0, ge=0, le=60, description="How long a process trusts its lookup of a managed API "
                                       "key: a revoked key stops working everywhere within "

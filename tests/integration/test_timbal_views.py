@@ -203,7 +203,7 @@ def test_socket_refuses_deep_frames_and_throttles_sync(client: httpx.Client,
         assert json.loads(ws.recv(timeout=10))["c"] == "synced"
         ws.send(json.dumps({"c": "sync"}))
         assert json.loads(ws.recv(timeout=10))["code"] == "rate_limited"
-        ws.send("[" * 100_000 + "]" * 100_000)
+        ws.send("[" * 30_000 + "]" * 30_000)  # under the frame cap, but too deep
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
@@ -221,6 +221,23 @@ def test_socket_closes_on_a_frame_no_peer_can_carry(client: httpx.Client,
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
+
+
+def test_socket_refuses_a_frame_over_the_cap_unread(client: httpx.Client,
+                                                     gateway: GatewayServer):
+    """A multi-MiB frame closes the socket with 1009 (`GATEWAY_MAX_WEBSOCKET_FRAME_BYTES`,
+    64 KiB) before it is read whole or parsed, and `/health` answers meanwhile; a frame under
+    the cap, but large enough to be parsed off the loop, is answered as any other."""
+    thread_id = client.post("/v1/threads", json={}).json()["id"]
+    with socket(gateway, thread_id) as ws:
+        ws.send(json.dumps({"c": "sync", "pad": "x" * 40_000}))
+        assert json.loads(ws.recv(timeout=10))["c"] == "synced"
+        ws.send('{"c": "sync", "pad": "' + "NaN " * (1024 * 1024) + '"}')
+        assert client.get("/health").status_code == 200
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    assert client.get("/health").status_code == 200
 
 
 # -- slow readers ---------------------------------------------------------------------------------

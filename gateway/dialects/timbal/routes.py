@@ -10,7 +10,7 @@ The write path (create a thread, send a message, cancel) is `routes_write.py`.
   `{"request":"sync"}` too): the completed messages with `t >= since` come back as set frames,
   closed by our `{"c":"synced","count":N}`; `{"c":"unsub","s":...}` stops the live frames until
   the next `sync`. A malformed request gets an `error` control frame; unparseable data closes
-  the socket with 1003, a thread that is not there (after waiting for it to be created,
+  the socket with 1003, a frame over `GATEWAY_MAX_WEBSOCKET_FRAME_BYTES` with 1009 (unread), a thread that is not there (after waiting for it to be created,
   `GATEWAY_TIMBAL_THREAD_WAIT_SECONDS`, 30 s) with 4004, a deleted thread with 4009, an
   internal failure with 1011. Every socket on a thread gets every run's frames, the user's
   message first, whichever process runs it (the run's log comes through the backend's feed).
@@ -48,7 +48,9 @@ log = logging.getLogger(__name__)
 
 NDJSON = "application/x-ndjson"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_ERROR = 1003, 1008, 1011
+CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_ERROR = 1003, 1008, 1009, 1011
+# From this size a client's frame is scanned and parsed on a worker thread, not the loop.
+FRAME_OFF_LOOP_CHARS = 16 * 1024
 CLOSE_NOT_FOUND, CLOSE_ENDED = 4004, 4009
 # A sync reads the thread's history: a client may ask for one this often, at most.
 SYNC_INTERVAL_SECONDS = 1.0
@@ -153,24 +155,21 @@ class ThreadSocket:
                     return
 
     async def handle(self, text: str) -> bool:
-        """Answer one client frame; False once the socket is closed."""
-        scan = scan_json(text.encode())
-        if scan.depth > self.svc.settings.max_json_depth:
-            await self.ws.close(CLOSE_INVALID_DATA, "the frame nests too deep")
+        """Answer one client frame; False once the socket is closed. A frame over
+        `GATEWAY_MAX_WEBSOCKET_FRAME_BYTES` closes the socket (1009) unread (the server
+        refuses one before it arrives whole: this is for a server that does not); a large one
+        is scanned and parsed on a worker thread."""
+        limit = self.svc.settings.max_websocket_frame_bytes
+        if len(text) > limit or len(text.encode()) > limit:
+            await self.ws.close(CLOSE_TOO_BIG, f"a frame may take {limit} bytes at most")
             return False
-        if scan.number_problem is not None:
-            await self.ws.close(CLOSE_INVALID_DATA, "the frame holds a number JSON cannot carry")
+        depth = self.svc.settings.max_json_depth
+        frame, refusal = (parse_frame(text, depth) if len(text) < FRAME_OFF_LOOP_CHARS
+                          else await asyncio.to_thread(parse_frame, text, depth))
+        if refusal is not None:
+            await self.ws.close(CLOSE_INVALID_DATA, refusal)
             return False
-        if scan.nul:
-            await self.ws.close(CLOSE_INVALID_DATA, "the frame holds a NUL character")
-            return False
-        try:
-            frame = json.loads(text)
-        except ValueError:
-            frame = None
-        if not isinstance(frame, dict):
-            await self.ws.close(CLOSE_INVALID_DATA, "a frame must be a JSON object")
-            return False
+        assert frame is not None
         name = frame.get("c") if isinstance(frame.get("c"), str) else (
             "sync" if frame.get("request") == "sync" else None)
         if name == "sync":
@@ -232,6 +231,25 @@ class ThreadSocket:
             log.exception("timbal socket on thread %s failed", thread.id)
             with contextlib.suppress(Exception):
                 await self.ws.close(CLOSE_ERROR, "internal error")
+
+
+def parse_frame(text: str, depth_limit: int) -> tuple[dict[str, Any] | None, str | None]:
+    """(the client's frame, None), or (None, why the socket closes): checked before it is
+    parsed, as a request body is (`api.json_body`)."""
+    scan = scan_json(text.encode(), depth_limit)
+    if scan.depth > depth_limit:
+        return None, "the frame nests too deep"
+    if scan.number_problem is not None:
+        return None, "the frame holds a number JSON cannot carry"
+    if scan.nul:
+        return None, "the frame holds a NUL character"
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        frame = None
+    if not isinstance(frame, dict):
+        return None, "a frame must be a JSON object"
+    return frame, None
 
 
 def _error(code: str, message: str) -> view.RequestErrorFrame:
