@@ -25,14 +25,14 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...api.context import caller, may_see, services, thread_for, user_scope
 from ...api.json_body import scan_json
-from ...api.runs import event_cursor, run_in_thread
+from ...api.runs import event_cursor, thread_and_run
 from ...config import Settings
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
@@ -65,11 +65,19 @@ def _since(request: Request) -> int | None:
                                                                            "time"}) from None
 
 
-def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
+def hidden_owner(request: HTTPConnection, thread: ThreadRow) -> str | None:
+    """The thread's user scope, when the caller named none (it holds only the thread's id):
+    the views leave it out of the frames (`view.without_owner`). A caller that named a scope
+    and sees the thread is its owner, or the thread has none."""
+    return thread.user_key if user_scope(request) is None else None
+
+
+def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None],
+           owner: str | None) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         async with contextlib.aclosing(frames) as source:
             async for frame in source:
-                yield view.encode(frame) + "\n"
+                yield view.encode(view.without_owner(frame, owner)) + "\n"
 
     return BoundedStreamingResponse(
         body(), media_type=NDJSON, headers=HEADERS,
@@ -77,7 +85,7 @@ def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None]) -> Stre
 
 
 async def run_frames(request: Request) -> Response:
-    run = await run_in_thread(request)
+    thread, run = await thread_and_run(request)
     after = event_cursor(request)
     svc = services(request)
 
@@ -86,7 +94,7 @@ async def run_frames(request: Request) -> Response:
             async for _, frame in positioned(entries, view.TimbalDialect(), after):
                 yield frame
 
-    return _lines(request, frames())
+    return _lines(request, frames(), hidden_owner(request, thread))
 
 
 def _current_run(thread: ThreadRow) -> str | None:
@@ -109,7 +117,7 @@ async def thread_frames(request: Request) -> Response:
                     if view.live_since(entry.frame, entry.ts, since):
                         yield entry.frame
 
-    return _lines(request, frames())
+    return _lines(request, frames(), hidden_owner(request, thread))
 
 
 # -- the WebSocket ------------------------------------------------------------------------------
@@ -119,8 +127,9 @@ class ThreadSocket:
     """One client's socket on one thread: live frames of its runs, and sync answers."""
 
     def __init__(self, ws: WebSocket, svc: Services, project: str, thread: ThreadRow,
-                 from_start: bool = False) -> None:
+                 from_start: bool = False, owner: str | None = None) -> None:
         self.ws, self.svc, self.project, self.thread = ws, svc, project, thread
+        self.owner = owner  # the user scope the frames leave out (`hidden_owner`)
         # Connected before the thread existed: its runs so far are new to the client too (one
         # may have ended before the wait saw the thread).
         self.from_start = from_start
@@ -132,7 +141,7 @@ class ThreadSocket:
         """Send one frame; `SlowReader` if the client has not taken it within the bound."""
         async with self._send_lock:
             await within(self.svc.runs.timings.slow_reader_seconds,
-                         self.ws.send_text(view.encode(frame)))
+                         self.ws.send_text(view.encode(view.without_owner(frame, self.owner))))
 
     async def serve(self) -> None:
         """Follow the runs and answer the client's requests until either ends; a client that
@@ -279,7 +288,8 @@ async def thread_socket(ws: WebSocket) -> None:
         if thread is None:
             await ws.close(CLOSE_NOT_FOUND, "thread not found")
             return
-        await ThreadSocket(ws, svc, who.project, thread, from_start=waited).serve()
+        await ThreadSocket(ws, svc, who.project, thread, from_start=waited,
+                           owner=hidden_owner(ws, thread)).serve()
     finally:
         svc.sockets[holder] -= 1
         if not svc.sockets[holder]:
