@@ -274,12 +274,16 @@ async def thread_socket(ws: WebSocket) -> None:
         await ws.close(CLOSE_POLICY)  # before accepting: the handshake is refused (403)
         return
     holder = who.key_id or f"project:{who.project}"  # development mode: the one project
-    limit = svc.settings.key_websockets
+    # The user's share of the key's sockets: its user scope, else the client's address.
+    user = f"{holder}\0" + (user_key or f"address:{ws.client.host if ws.client else ''}")
+    limit, user_limit = svc.settings.key_websockets, svc.settings.user_websockets
     if not origin_allowed(svc.settings, ws.headers.get("origin")) or (
-            limit and svc.sockets[holder] >= limit):
+            limit and svc.sockets[holder] >= limit) or (
+            user_limit and svc.sockets[user] >= user_limit):
         await ws.close(CLOSE_POLICY)
         return
     svc.sockets[holder] += 1
+    svc.sockets[user] += 1
     try:
         await ws.accept()
         canonical_thread_id(ws)
@@ -291,9 +295,10 @@ async def thread_socket(ws: WebSocket) -> None:
         await ThreadSocket(ws, svc, who.project, thread, from_start=waited,
                            owner=hidden_owner(ws, thread)).serve()
     finally:
-        svc.sockets[holder] -= 1
-        if not svc.sockets[holder]:
-            del svc.sockets[holder]
+        for slot in (holder, user):
+            svc.sockets[slot] -= 1
+            if not svc.sockets[slot]:
+                del svc.sockets[slot]
 
 
 def origin_allowed(settings: Settings, origin: str | None) -> bool:

@@ -63,9 +63,17 @@ class ThreadQueries(Queries):
 
     @operation
     async def get_thread(self, project_id: str, thread_id: str) -> ThreadRow | None:
+        """The project's thread `thread_id`: its own id, else the name a client gave it (a
+        thread whose chosen id another project held first is kept under an id of the
+        gateway's, with the chosen one as its name: ids a client chooses are names within
+        its project)."""
         async with self.session() as session:
             row = await session.get(ThreadRow, thread_id)
-            return row if row is not None and row.project_id == project_id else None
+            if row is not None and row.project_id == project_id:
+                return row
+            return (await session.exec(select(ThreadRow).where(
+                ThreadRow.project_id == project_id,
+                ThreadRow.client_id == thread_id))).first()
 
     @operation
     async def get_thread_by_client_id(self, project_id: str, client_id: str
