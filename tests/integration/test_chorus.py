@@ -384,3 +384,30 @@ def test_a_channels_thread_is_closed_to_the_projects_client_key(
     assert again.json()["threadId"] == thread_id
     receiver.idle(2)
     assert "Hi." in json.dumps(scripted_model.requests[-1]["messages"])
+
+
+def test_a_thread_under_the_channels_old_id_is_used_only_if_the_connections_own(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    """A channel thread from before ids were keyed (its id computed from the project, the agent
+    and the channel) goes on serving its channel when it is the connection's own (migration
+    0021 gives it its scope); one a client made under that id (no scope) is never used."""
+    from gateway.dialects.chorus.input import legacy_thread_id
+    from gateway.store.tables import ThreadRow
+
+    app = chorus_gateway.servers[0] if isinstance(chorus_gateway, InProcessCluster) \
+        else chorus_gateway
+    store = app.app.state.services.store
+    connection_id, path = connect(chorus_gateway)
+    own, squatted = (legacy_thread_id("default", "default", c) for c in ("C-own", "C-squat"))
+    app.call(store.add(
+        ThreadRow(id=own, project_id="default", user_key=f"chorus:{connection_id}",
+                  created_ms=now_ms(), updated_ms=now_ms(), agent="default"),
+        ThreadRow(id=squatted, project_id="default", user_key=None, created_ms=now_ms(),
+                  updated_ms=now_ms(), agent="default")))
+    scripted_model.enqueue([{"content": "One."}], [{"content": "Two."}])
+    with chorus_gateway.client(timeout=30) as http:
+        first = http.post(path, json=delivery(receiver, "hi", "m1", channel="C-own"))
+        second = http.post(path, json=delivery(receiver, "hi", "m2", channel="C-squat"))
+    receiver.idle(2)
+    assert first.json()["threadId"] == own
+    assert second.json()["threadId"] not in (squatted, own)
