@@ -365,6 +365,9 @@ def test_a_channels_thread_is_closed_to_the_projects_client_key(
                     ("POST", f"/v1/threads/{thread_id}/runs", run),
                     ("POST", f"/v1/threads/{thread_id}/fork", {"messageId": "x"}),
                     ("GET", f"/v1/timbal/threads/{thread_id}", None),
+                    ("POST", f"/v1/timbal/threads/{thread_id}/messages",
+                     {"content": "leak"}),
+                    ("POST", f"/v1/timbal/threads/{thread_id}/cancel", None),
                     ("DELETE", f"/v1/threads/{thread_id}", None)):
                 answer = http.request(method, url, params=params, json=body)
                 assert answer.status_code == 404, (method, url, answer.text)
