@@ -52,6 +52,9 @@ DEFAULT_MAX_STATE_BYTES = 256 * 1024
 PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 # Operations in one patch, at most: a client patches what a user just did, a few at a time.
 MAX_PATCH_OPERATIONS = 256
+# A patch of at most this many ops is applied on the loop (a client's usual few); a longer one
+# on a worker thread.
+PATCH_OPS_ON_LOOP = 8
 
 
 class ComponentStateError(ToolError):
@@ -139,7 +142,11 @@ class ComponentStates:
                                    f"Component {component_id} is at revision {row.revision}",
                                    componentId=component_id, revision=row.revision)
                 old = row.state or {}
-                new = (apply_patch(old, patch, self.max_state_bytes) if patch is not None
+                # A patch of many ops over a large state is measured as it applies: on a
+                # worker thread, so the loop's other streams go on meanwhile.
+                new = (await asyncio.to_thread(apply_patch, old, patch, self.max_state_bytes)
+                       if patch is not None and len(patch) > PATCH_OPS_ON_LOOP
+                       else apply_patch(old, patch, self.max_state_bytes) if patch is not None
                        else copy.deepcopy(state or {}))
                 check_size(new, self.max_state_bytes)
                 check_state(row.state_schema, new)
@@ -301,22 +308,22 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]],
 
     The state's size is tracked while the ops apply, so a patch whose copies grow the state
     past `limit` is refused (413 `STATE_TOO_LARGE`) at the op that does it, before the memory
-    is spent: `size` is an upper bound of the document's size (what each op may add), taken
-    afresh only when it passes the limit. Every value an op copies is within a document under
-    the limit, so no step costs more than the limit to measure."""
+    is spent: `size` is an upper bound of the document's size (what each op may add), measured
+    afresh only when it passes the limit. An op's value comes from the request, and a copied
+    one from a document under the limit, so no step holds more than that beyond the limit."""
     doc: Any = copy.deepcopy(state)
     size = _json_size(doc)
     for index, op in enumerate(patch):
         try:
-            size += _added(doc, op)
+            added = _added(doc, op)
+            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+            size += added
             if size > limit:
                 size = _json_size(doc)  # the bound is loose (replaces, removes): measure
-                if size + _added(doc, op) > limit:
+                if size > limit:
                     raise ComponentStateError(
-                        Problem.STATE_TOO_LARGE, f"Operation {index} would make the state "
-                        f"larger than {limit} bytes", limit=limit, index=index)
-                size += _added(doc, op)
-            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+                        Problem.STATE_TOO_LARGE, f"Operation {index} makes the state larger "
+                        f"than {limit} bytes", limit=limit, index=index)
         except jsonpatch.JsonPatchTestFailed as exc:
             raise ComponentStateError(Problem.JSON_PATCH_TEST_FAILED, f"Operation {index} (test) failed: {exc}",
                            index=index, operation=op) from None
