@@ -29,6 +29,10 @@ _STRUCTURE = re.compile(_STRING + rb'|[\[\]{}]', re.DOTALL)
 _LONG_DIGITS, _LONG_EXPONENT = re.compile(rb'\d{19}'), re.compile(rb'[eE][+-]?\d{3}')
 _TOKENS = re.compile(_STRING + rb'|NaN|-?Infinity|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL)
 _STRINGS = re.compile(_STRING, re.DOTALL)
+# JSON text outside strings and whole strings, from a point outside a string: what a window of
+# `_emptied` takes (it stops before a string the window would cut).
+_SPAN = re.compile(rb'(?:[^"]++|' + _STRING + rb')*+', re.DOTALL)
+EMPTY_WINDOW = 64 * 1024  # bytes of a body emptied of its strings per step (`_emptied`)
 # `\u0000` as an escape (after an even run of backslashes: `\\u0000` is a backslash and text).
 _NUL_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\u0000')
 _QUOTE = ord('"')
@@ -64,7 +68,7 @@ def scan_json(raw: bytes, depth_limit: int | None = None) -> JsonScan:
     nul = b"\\u0000" in raw and _NUL_ESCAPE.search(raw) is not None
     if not _suspect(raw):
         return JsonScan(deepest, nul=nul)
-    raw = _STRINGS.sub(b'""', raw)  # what is in a string is no number
+    raw = _emptied(raw)  # what is in a string is no number
     if not _suspect(raw):
         return JsonScan(deepest, nul=nul)
     for match in _TOKENS.finditer(raw):
@@ -73,6 +77,27 @@ def scan_json(raw: bytes, depth_limit: int | None = None) -> JsonScan:
         if problem is not None:
             return JsonScan(deepest, token, problem, nul)
     return JsonScan(deepest, nul=nul)
+
+
+def _emptied(raw: bytes) -> bytes:
+    """`raw` with every string's text taken out (`"..."` becomes `""`), a window of
+    `EMPTY_WINDOW` bytes at a time (each window ends outside a string), so on a worker thread
+    the loop waits one window at most; a single string longer than a window is one step."""
+    out, pos, size = [], 0, len(raw)
+    while pos < size:
+        span = _SPAN.match(raw, pos, min(pos + EMPTY_WINDOW, size))
+        end = span.end() if span is not None else pos
+        if end > pos:
+            out.append(_STRINGS.sub(b'""', raw[pos:end]))
+            pos = end
+            continue
+        whole = _STRINGS.match(raw, pos)  # a string longer than the window
+        if whole is None:  # not closed: the parser refuses the body
+            out.append(raw[pos:])
+            break
+        out.append(b'""')
+        pos = whole.end()
+    return b"".join(out)
 
 
 def _suspect(raw: bytes) -> bool:

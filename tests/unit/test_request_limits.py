@@ -203,3 +203,14 @@ def test_nan_inside_strings_costs_no_token_pass(monkeypatch: pytest.MonkeyPatch)
     assert passes == []
     refused = json_body.scan_json(b'{"a":"NaN","b":NaN}')
     assert refused.number == b"NaN" and passes
+
+
+@pytest.mark.parametrize("padding", [0, 1, 7, 65_530, 65_536, 70_000])
+def test_strings_across_the_scans_windows_are_still_strings(padding: int) -> None:
+    """The strings are taken out a window at a time: a string cut by a window's end, one
+    longer than a window, escaped quotes and backslashes are read as the parser reads them."""
+    text = "p" * padding + '\\" NaN \\\\'
+    inside = json.dumps({"a": text, "b": ["x" * 70_000 + "Infinity", "1e999"]}).encode()
+    assert scan_json(inside).number is None
+    outside = inside[:-1] + b', "c": -Infinity}'
+    assert scan_json(outside).number == b"-Infinity"
