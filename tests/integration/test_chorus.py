@@ -368,6 +368,10 @@ def test_a_channels_thread_is_closed_to_the_projects_client_key(
                     ("POST", f"/v1/timbal/threads/{thread_id}/messages",
                      {"content": "leak"}),
                     ("POST", f"/v1/timbal/threads/{thread_id}/cancel", None),
+                    ("POST", "/v1/agui/agents/default/run", {
+                        "threadId": thread_id, "runId": "r-1", "protocolVersion": "1.0",
+                        "messages": [{"id": "m-1", "role": "user", "content": "leak"}],
+                        "tools": [], "context": [], "state": {}, "forwardedProps": {}}),
                     ("DELETE", f"/v1/threads/{thread_id}", None)):
                 answer = http.request(method, url, params=params, json=body)
                 assert answer.status_code == 404, (method, url, answer.text)
