@@ -7,7 +7,6 @@ on the same connection the app will use, so SQLite files and PostgreSQL database
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from .engines.postgres import ping_when_idle
 from .engines.sqlite_driver import one_trip_dbapi
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -82,37 +80,6 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
                                  json_serializer=json_text)
     ping_when_idle(engine, PING_AFTER_IDLE_SECONDS)
     return engine
-
-
-def ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
-    """Ping a pooled connection before use only if it sat in the pool `idle_seconds` or more.
-
-    SQLAlchemy's `pool_pre_ping` pings at every checkout, and asyncpg's ping outside a
-    transaction is three round trips (`BEGIN`, `;`, `ROLLBACK`): 3 of the 7 a run start made
-    (bench/README.md, "PostgreSQL under load"), and as many for every end and log commit. A
-    connection back in use within a second was working a second ago; one idle longer may have
-    been closed by a database restart, a failover or an idle timeout, and is pinged, and
-    replaced if the ping fails (the pool retries the checkout with a new connection), so the
-    request never sees it. The same rule as the alive-check bypass of Java's HikariCP pool.
-    A connection that drops within the window fails its statement, and is invalidated there."""
-
-    @event.listens_for(engine.sync_engine, "checkin")
-    def _idle_from(_dbapi_connection: Any, record: Any) -> None:
-        record.info["idle_from"] = time.monotonic()
-
-    @event.listens_for(engine.sync_engine, "checkout")
-    def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        idle_from = record.info.pop("idle_from", None)
-        if idle_from is None or time.monotonic() - idle_from < idle_seconds:
-            return  # new (it just connected), or in use a moment ago
-        try:
-            engine.sync_engine.dialect.do_ping(dbapi_connection)
-        except Exception as error:
-            raise DisconnectionError(f"a pooled connection failed its ping: {error}") from error
-
-
-def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

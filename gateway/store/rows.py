@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy.orm import instrumentation
+from sqlalchemy.orm import configure_mappers, instrumentation
 from sqlmodel import SQLModel
 
 M = TypeVar("M", bound=SQLModel)
@@ -26,7 +26,9 @@ M = TypeVar("M", bound=SQLModel)
 @cache
 def _defaults(model: type[SQLModel]) -> tuple[dict[str, Any], dict[str, Callable[[], Any]],
                                                frozenset[str]]:
-    """The model's plain defaults, its default factories, and its required fields."""
+    """The model's plain defaults, its default factories, and its required fields (first
+    making sure SQLAlchemy has set up the model's attributes: no ORM query does it here)."""
+    configure_mappers()
     plain: dict[str, Any] = {}
     factories: dict[str, Callable[[], Any]] = {}
     required = set()

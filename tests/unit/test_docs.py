@@ -21,7 +21,7 @@ DECISIONS = sorted((ROOT / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md
 # store's engines): each points at its decision record once that work lands.
 # A pointer anywhere else fails.
 BENCH_POINTERS_PENDING = {
-    "gateway/store/base.py", "gateway/store/db.py", "gateway/store/engines/group_commit.py",
+    "gateway/store/base.py", "gateway/store/db.py", "gateway/store/engines/sqlite.py",
     "gateway/store/engines/one_statement.py", "gateway/store/engines/prepared.py",
     "gateway/store/engines/sqlite_driver.py", "gateway/store/queries/frames.py",
     "gateway/store/queries/runs.py", "gateway/store/rows.py"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiosqlite
@@ -98,8 +98,9 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 
     async def _in_one_trip(self, operation: Any, parameters: Any, many: bool) -> None:
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
+        execute: Callable[..., Awaitable[Outcome]] = connection._execute
         async with self._adapt_connection._execute_mutex:
-            description, rows, rowcount, lastrowid = await connection._execute(
+            description, rows, rowcount, lastrowid = await execute(
                 _run, connection._conn, operation, parameters, many)
         self._meta = (description, rowcount, lastrowid)
         self._rows = collections.deque(rows)

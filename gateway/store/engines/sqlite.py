@@ -51,13 +51,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Executable
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import Connection, Engine, Executable
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from .sqlite_driver import OneTripDBAPI, hand_over
-from .transaction import Transaction
+from .transaction import Result, Transaction
 
 R = TypeVar("R")
 
@@ -72,15 +71,37 @@ TRIP_SECONDS = 0.05
 SAVEPOINT = "group_member"
 
 
-class InGroup(Transaction):
-    """What a member's work is given: the sqlite3 connection itself, inside the member's
-    savepoint (or, alone in its group, its own transaction)."""
+class _Raw:
+    """The sqlite3 connection as SQLAlchemy's `Connection` uses a pooled one: for the Core
+    statements of a member's work, run on the database's thread (no greenlet, no trip)."""
 
-    cheap_statements = True  # statements cost no trip here (see `transaction`)
+    __slots__ = ("dbapi_connection", "driver_connection", "info")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.dbapi_connection = self.driver_connection = connection
+        self.info: dict[str, Any] = {}
+
+    def cursor(self, *args: Any) -> sqlite3.Cursor:
+        return self.dbapi_connection.cursor()
+
+    def invalidate(self, e: BaseException | None = None, soft: bool = False) -> None:
+        """Nothing to do here: the group's trip fails, and the pool's checkin decides."""
+
+    def close(self) -> None:
+        """The group's trip gives the connection back, not a member."""
+
+
+class InGroup:
+    """A `Transaction` on the sqlite3 connection itself, inside the member's savepoint (or,
+    alone in its group, its own transaction)."""
+
+    cheap_statements = True  # statements cost no trip: the work is on the database's thread
 
     def __init__(self, engine: Engine, connection: sqlite3.Connection, savepoint: bool) -> None:
-        super().__init__(engine, connection)
+        self.engine, self.dialect, self.connection = engine, engine.dialect, connection
+        self.rolled_back = False
         self._savepoint = savepoint
+        self._core: Connection | None = None
 
     def rollback(self) -> None:
         self.rolled_back = True
@@ -89,8 +110,17 @@ class InGroup(Transaction):
         else:
             self.connection.rollback()
 
-    def execute(self, statement: Executable, parameters: dict[str, Any]) -> CursorResult[Any]:
-        raise TypeError("no SQLAlchemy statement on the database's thread: use `Prepared`")
+    def execute(self, statement: Executable,
+                parameters: dict[str, Any] | list[dict[str, Any]] | None = None
+                ) -> Result:
+        """A Core statement through SQLAlchemy's `Connection`, made on the sqlite3 connection:
+        SQLAlchemy compiles it, converts its parameters and rows by the columns' types, and
+        raises the driver's errors as its own; it never begins, commits or rolls back here
+        (the dialect's begin is a no-op, and a failing statement inside a transaction leaves
+        the rollback to its caller: the member's savepoint)."""
+        if self._core is None:
+            self._core = Connection(self.engine, _Raw(self.connection))  # type: ignore[arg-type]
+        return self._core.execute(statement, parameters)
 
 
 class _Member:
@@ -225,6 +255,14 @@ class GroupCommit:
         self._waiting: collections.deque[_Member] = collections.deque()  # also the thread's
         self._busy = False  # a trip is under way, or about to be
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    fused = False  # statements cost no trip here: nothing to fuse
+
+    async def transaction(self, work: Callable[[Transaction], R]) -> R:
+        return await self.run(work)
+
+    async def alone(self, work: Callable[[Transaction], R]) -> R:
+        return await self.run(work)
 
     async def run(self, work: Callable[[Transaction], R]) -> R:
         """`work` in the next group: committed if it returns (unless it rolled back), rolled
