@@ -19,10 +19,12 @@ import pytest
 from gateway.protocol.clock import new_id, now_ms
 from gateway.store import db
 from gateway.store.repository import Store
-from gateway.store.tables import RunRow, ThreadRow
+from gateway.store.tables import RunRow
+from tests.inprocess.conftest import PROJECT, new_thread
 from tests.support import engines
 
-PROJECT = "store-conformance"
+__all__ = ["PROJECT", "new_thread", "run_row"]
+
 TEMPLATE = "store_template"
 
 
@@ -84,14 +86,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     engine = db.create_engine(url, pool_size=2)
     yield Store(engine)
     await engine.dispose()
-
-
-async def new_thread(store: Store, user_key: str | None = None) -> ThreadRow:
-    now = now_ms()
-    thread = ThreadRow(id=new_id("thr_"), project_id=PROJECT, user_key=user_key,
-                       created_ms=now, updated_ms=now)
-    await store.add(thread)
-    return thread
 
 
 def run_row(thread_id: str, owner: str = "process-a") -> RunRow:
