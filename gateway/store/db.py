@@ -29,9 +29,9 @@ MIGRATION_LOCK = 0x6761746577  # any constant: the advisory lock all gateways mi
 
 
 def json_text(value: Any) -> str:
-    """A JSON column's value as written: orjson's compact text, in two calls where
-    `json.dumps` makes about eight, for every frame of every run's log and a dozen values at
-    each start and end. What orjson refuses (an integer beyond 64 bits, a lone surrogate, a
+    """A JSON column's value as written: orjson's compact text, cheaper than `json.dumps`, for
+    every frame of every run's log and a dozen values at each start and end
+    (docs/decisions/0024-orjson-json.md). What orjson refuses (an integer beyond 64 bits, a lone surrogate, a
     key that is not a string) is written as before, by `json.dumps`. Either reads back the
     same (`json.loads`)."""
     try:
@@ -49,11 +49,11 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # One connection per process: SQLite has one write lock, and writers of one process
         # that compete for it on several connections wait in SQLite's busy handler, which
-        # sleeps in steps of up to 100 ms while holding a pooled connection; at 100 concurrent
-        # runs, starts waited for seconds. On one connection they queue in order instead, with
-        # no sleeping. (Other processes on the same file still meet the busy timeout.)
-        # Each statement in one trip to aiosqlite's thread (`sqlite_driver`), and the store's
-        # concurrent transactions together in one trip and one commit (`group_commit`).
+        # sleeps while holding a pooled connection (docs/decisions/0015-one-sqlite-connection.md).
+        # On one connection they queue in order instead, with no sleeping. (Other processes on
+        # the same file still meet the busy timeout.) Each statement in one trip to aiosqlite's
+        # thread (`engines.sqlite_driver`), and the store's concurrent transactions together in
+        # one trip and one commit (`engines.sqlite`).
         engine = create_async_engine(url, module=one_trip_dbapi(), json_serializer=json_text,
                                      connect_args={"timeout": 30}, pool_size=1,
                                      max_overflow=0, pool_timeout=SQLITE_POOL_TIMEOUT_SECONDS,
@@ -72,10 +72,10 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
     # Up to twice `pool_size` connections, each kept once opened. With `pool_size` kept and as
     # many again as overflow, the pool closed every overflow connection as soon as it came
     # back, so a process that went past `pool_size` at times (a burst, a loop late under
-    # load) opened and closed connections all along: 40 in 300 one-token runs, each about
-    # 4 ms of CPU (connection, TLS negotiation, SQLAlchemy's set-up, statements prepared
-    # anew) and several round trips, when the process was busiest (bench/README.md). The
-    # most the process holds is unchanged; an idle one keeps what its busiest moment opened.
+    # load) opened and closed connections all along, each a connection, TLS negotiation,
+    # SQLAlchemy's set-up and statements prepared anew, when the process was busiest
+    # (docs/decisions/0022-postgres-pool-keeps-connections.md). The most the process holds is
+    # unchanged; an idle one keeps what its busiest moment opened.
     engine = create_async_engine(url, pool_size=2 * pool_size, max_overflow=0,
                                  json_serializer=json_text)
     ping_when_idle(engine, PING_AFTER_IDLE_SECONDS)

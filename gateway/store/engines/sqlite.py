@@ -5,7 +5,8 @@ aiosqlite's thread in one trip (`sqlite_driver.hand_over`). A trip still waits f
 event loop twice (to be handed over, and for its result to be taken back), and on a busy loop
 that wait, not SQLite's work, is most of a hold of the connection: N transactions at once made N
 trips and N commits, one after the other, and a run start queued behind all of them, the log
-writer's batch among them (bench/README.md, "Group commit"). Here the transactions waiting for
+writer's batch among them (docs/decisions/0018-sqlite-group-commit.md). Here the transactions
+waiting for
 the connection go to the thread together, in one trip with one commit: each member's work runs
 in its own SAVEPOINT, so a work that raises or calls `rollback()` undoes only its own statements
 (`ROLLBACK TO`) and gets its own answer, while the others are committed. A failing COMMIT fails
@@ -19,7 +20,7 @@ thread goes on with whoever arrived during a group, posting each group's answers
 soon as it has committed, and whoever arrives as the trip ends goes in another trip at once, on
 the connection still taken; the connection goes back to the pool after `TRIP_SECONDS`, or when
 nobody waits. Waiting for the loop to take a trip's outcome back, with the connection held, was
-most of its long holds (bench/README.md, "What held SQLite's connection").
+most of its long holds.
 
 Order: members run in the order they came, in one transaction, so a member sees the writes of
 those before it, and a later group sees the earlier ones committed. A group holds the pool's
@@ -37,7 +38,7 @@ the next group. A group of one is a plain transaction (no savepoint: nothing is 
 process at rest).
 
 SQLite only: on PostgreSQL the pool spreads transactions over its connections
-(`transaction.run`).
+(`engines.postgres`).
 """
 
 from __future__ import annotations
@@ -266,7 +267,7 @@ class GroupCommit:
 
     async def run(self, work: Callable[[Transaction], R]) -> R:
         """`work` in the next group: committed if it returns (unless it rolled back), rolled
-        back if it raises (as `transaction.run`)."""
+        back if it raises (as `postgres.run`)."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new loop (tests): the old one's state is gone
             self._loop, self._waiting, self._busy = loop, collections.deque(), False

@@ -80,8 +80,8 @@ class LogBatch:
 
 
 def insert_frames(connection: Transaction, run_id: str, entries: Sequence[FrameEntry]) -> None:
-    """One Core INSERT for a batch of log frames: an ORM object per frame cost ~45 us each,
-    most of the gateway's own per-token CPU (bench/README.md)."""
+    """One INSERT for a batch of log frames, on the driver's cursor (`Prepared`): a run's log
+    is most of the rows the gateway writes."""
     if entries:
         INSERT.execute(connection, [{"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
                                     for seq, ts, frame in entries])

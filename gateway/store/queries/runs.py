@@ -415,11 +415,9 @@ class RunQueries(Queries):
     async def cancel_requested(self, run_ids: Sequence[str]) -> list[str]:
         """Which of these runs another process asked to cancel: one query for all of them, in
         one store transaction. Every process polls this every `cancel_poll_seconds` while it
-        runs anything; as a session it held SQLite's one connection for two trips, each
-        waiting for the busy loop (up to 340 ms at 300 runs, bench/README.md, "What held
-        SQLite's connection"), while every start queued behind it; as a transaction it is one
-        more member of the group commit's trip (on PostgreSQL one statement, without `BEGIN`
-        and `COMMIT`: one round trip instead of three)."""
+        runs anything, so it is one more member of the group commit's trip on SQLite (not a
+        hold of the one connection of its own, which every start would queue behind), and on
+        PostgreSQL one statement run `alone`, without `BEGIN` and `COMMIT`."""
         if not run_ids:
             return []
         flagged = await self.alone(lambda connection: CANCEL_FLAGGED.rows(connection, {}))
