@@ -60,12 +60,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
               params=(*KEYS, IDEMPOTENCY_KEY), stream=EVENTS.name, headers=STREAM_HEADERS,
-              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
+              errors=(*RUN_ERRORS, *STORED_CAPS, "USER_SCOPE_REQUIRED")),
     *(Operation("POST", path, op_id, summary, "runs", description=RUN_WAIT, body=tambo.RunRequest,
                 params=params, result=tambo.RunWaitResult,
                 alternates={202: "The run had not ended after `GATEWAY_RUN_WAIT_SECONDS`: its "
                                  "ids and status (and `Location`, its stream), to join it."},
-                errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED"))
+                errors=(*RUN_ERRORS, *STORED_CAPS, "USER_SCOPE_REQUIRED"))
       for path, op_id, summary, params in (
           ("/v1/threads/runs/wait", "createThreadAndRunWait",
            "Create a thread, run it and answer when the run ends", (*KEYS, IDEMPOTENCY_KEY, AGENT)),

@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, cast, func, or_
+from sqlalchemy import and_, cast, func, or_, select
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlmodel import col, select
 
 from .. import cursors
-from ..base import Page, Queries, _page, operation
+from ..base import Page, Queries, _page, operation, rows_as, table
 from ..tables import ThreadRow
 from .admin import AgentFilter, _agent_clause
+
+_threads = table(ThreadRow)
 
 
 @dataclass(frozen=True)
@@ -46,16 +47,14 @@ class ThreadSearchQueries(Queries):
                              limit: int, cursor: str | None) -> Page:
         """A page of the scope's threads that match, newest first (the plain list's order and
         cursor)."""
-        query = select(ThreadRow).where(*self._clauses(project_id, user_key, match))
+        t = _threads
+        query = select(t).where(*self._clauses(project_id, user_key, match))
         if cursor:
             created, thread_id = cursors.decode(cursor, (int, str))
-            query = query.where(or_(ThreadRow.created_ms < created,
-                                    and_(ThreadRow.created_ms == created,
-                                         ThreadRow.id < thread_id)))
-        query = query.order_by(col(ThreadRow.created_ms).desc(), col(ThreadRow.id).desc()).limit(
-            limit + 1)
-        async with self.session() as session:
-            rows = list((await session.exec(query)).all())
+            query = query.where(or_(t.c.created_ms < created,
+                                    and_(t.c.created_ms == created, t.c.id < thread_id)))
+        query = query.order_by(t.c.created_ms.desc(), t.c.id.desc()).limit(limit + 1)
+        rows = rows_as(ThreadRow, await self.transaction(lambda tx: tx.execute(query).all()))
         return _page(rows, limit, lambda row: [row.created_ms, row.id])
 
     @operation
@@ -63,17 +62,17 @@ class ThreadSearchQueries(Queries):
                                      match: ThreadFilter, at_most: int) -> int:
         """How many of the scope's threads match, counted up to `at_most` (the work stays
         bounded however many there are)."""
-        query = select(ThreadRow.id).where(*self._clauses(project_id, user_key, match))
+        query = select(_threads.c.id).where(*self._clauses(project_id, user_key, match))
         counted = select(func.count()).select_from(query.limit(at_most).subquery())
-        async with self.session() as session:
-            return int((await session.exec(counted)).one())
+        return int(await self.transaction(lambda tx: tx.execute(counted).scalar_one()))
 
     def _clauses(self, project_id: str, user_key: str | None, match: ThreadFilter
                  ) -> list[Any]:
-        clauses: list[Any] = [ThreadRow.project_id == project_id]
+        c = _threads.c
+        clauses: list[Any] = [c.project_id == project_id]
         if user_key is not None:
-            clauses.append(ThreadRow.user_key == user_key)
-        meta: Any = ThreadRow.meta
+            clauses.append(c.user_key == user_key)
+        meta: Any = c.metadata
         for key, value in match.metadata:
             if self.one_statement:  # PostgreSQL
                 clauses.append(cast(meta, JSONB).contains({key: value}))
@@ -82,22 +81,22 @@ class ThreadSearchQueries(Queries):
                 clauses.append(and_(func.json_type(meta, path) == "text",
                                     func.json_extract(meta, path) == value))
         if match.status is not None:
-            clauses.append(ThreadRow.run_status == match.status)
+            clauses.append(c.run_status == match.status)
         if match.active:
-            clauses.append(ThreadRow.run_status != "idle")
-        agent = _agent_clause(ThreadRow.agent, match.agent)
+            clauses.append(c.run_status != "idle")
+        agent = _agent_clause(c.agent, match.agent)
         if agent is not None:
             clauses.append(agent)
         if match.name_prefix:
-            name: Any = ThreadRow.name
+            name: Any = c.name
             # Case-sensitive on both databases (SQLite's LIKE is not): LIKE with the prefix
             # escaped on PostgreSQL (its pattern index serves it), a substring on SQLite.
             clauses.append(name.startswith(match.name_prefix, autoescape=True)
                            if self.one_statement else
                            func.substr(name, 1, len(match.name_prefix)) == match.name_prefix)
-        for column, low, high in ((ThreadRow.created_ms, match.created_after,
+        for column, low, high in ((c.created_ms, match.created_after,
                                    match.created_before),
-                                  (ThreadRow.updated_ms, match.updated_after,
+                                  (c.updated_ms, match.updated_after,
                                    match.updated_before)):
             if low is not None:
                 clauses.append(column >= low)
