@@ -15,6 +15,7 @@ def since_metric(part: str) -> float | None:
     return REGISTRY.get_sample_value("gateway_dependency_down_since_seconds", {"part": part})
 
 
+@pytest.mark.sqlite_only
 def test_an_outage_is_logged_once_with_since_when(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=outages.__name__)
     first = outages.down("redis", "connection refused")
