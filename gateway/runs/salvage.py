@@ -74,7 +74,7 @@ async def end_dead_run(store: Store, feed: RunFeed, run: RunRow, now: int, statu
             # Its owner showed its end without writing it (the database was away, and stayed
             # away past its lease): that end is the run's, where it was shown.
             if entry.frame.get("c") == timbal.ERROR:
-                frame = entry.frame
+                frame, status = entry.frame, "failed"
                 error = cast(ErrorFields, {k: v for k, v in frame.items() if k != "c"})
                 ahead = 0
             break
