@@ -144,7 +144,9 @@ class RedisFeed:
                             ttl)
                     except (RedisError, OSError) as error:
                         expiry_due = 0.0  # Redis may have restarted empty
-                        outages.down("redis", f"publishing a run's stream failed: {error}")
+                        # The outage is said by the signal listener, which loses its connection
+                        # at once (`outages`): a failed append may also be a pooled connection
+                        # that died with a Redis that is back already.
                         if healthy:  # the outage itself is logged once (`outages`)
                             log.debug("run %s: Redis unavailable (%s); its subscribers read the "
                                       "database meanwhile", live.run_id, error)
@@ -213,7 +215,8 @@ class RedisFeed:
                 reply: Any = await self.redis.xread({key: f"0-{seq}"}, count=READ_COUNT,
                                                     block=self.timings.redis_block_ms)
             except (RedisError, OSError) as error:  # its readers read the database meanwhile
-                outages.down("redis", f"reading a run's stream failed: {error}")
+                log.debug("run %s: reading its stream failed (%s); reading the database",
+                          run_id, error)
                 break
             entries = reply[0][1] if reply else []
             gap = False
@@ -356,8 +359,8 @@ class RedisSignals:
             with metrics.timed_redis("publish"):
                 await self.redis.publish(CANCEL_CHANNEL, run_id)
         except (RedisError, OSError) as error:
-            # Its process will see the database flag; the outage is logged once.
-            outages.down("redis", f"a cancel was not published: {error}")
+            # Its process will see the database flag; the outage is logged once (`outages`).
+            log.debug("cancel of run %s not published to Redis (%s)", run_id, error)
         await self.database.request_cancel(run_id)
 
     async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
@@ -366,7 +369,7 @@ class RedisSignals:
                 await self.redis.publish(THREAD_EVENTS_CHANNEL,
                                          json.dumps({"threadId": thread_id, "event": event}))
         except (RedisError, OSError) as error:
-            outages.down("redis", f"a thread event was not published: {error}")
+            log.debug("thread event on %s not published (%s)", thread_id, error)
 
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent) -> None:
@@ -382,6 +385,7 @@ class RedisSignals:
         try:
             async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                 await pubsub.subscribe(CANCEL_CHANNEL, THREAD_EVENTS_CHANNEL)
+                outages.up("redis")  # listening again: an outage it reported is over
                 async for message in pubsub.listen():
                     if message["channel"] == CANCEL_CHANNEL.encode():
                         run_id = message["data"].decode()

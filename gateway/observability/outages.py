@@ -1,7 +1,8 @@
 """Which part the process depends on is out, and since when: said once, not per request.
 
 A part (the database, Redis) that stops answering is noticed wherever the process meets it
-first: `/ready`'s probe, the log writer's commit, a run's Redis publisher, the cancel channel.
+first: `/ready`'s probe, the log writer's commit, a follower's read, the signal channel (which
+holds a connection to Redis, or to PostgreSQL without Redis, and loses it at once).
 Each of them reports it here; the first report of an outage logs one line and sets the part's
 gauge, the rest only read the time it began (`/ready` says it), and the first success after it
 logs one line and clears the gauge. Before, every `/ready` during an outage logged a warning of
