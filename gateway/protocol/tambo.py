@@ -109,6 +109,7 @@ class InputMessage(WireModel):
     additionalContext: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     toolCallId: str | None = None  # the proposal's role "tool" shape
+    isError: bool | None = None  # ... and whether that result is an error
 
     @model_validator(mode="after")
     def _normalise(self) -> "InputMessage":
@@ -119,14 +120,15 @@ class InputMessage(WireModel):
                 if not self.toolCallId:
                     raise ValueError("a message with role 'tool' needs toolCallId")
                 self.content = [ToolResultBlock(type="tool_result", toolUseId=self.toolCallId,
-                                                content=[TextBlock(type="text", text=text)])]
+                                                content=[TextBlock(type="text", text=text)],
+                                                isError=self.isError)]
             else:
                 self.content = [TextBlock(type="text", text=text)]
         elif self.role == "tool" and self.toolCallId:
             blocks = [b for b in self.content if not isinstance(b, ToolResultBlock)]
             if blocks:
                 self.content = [ToolResultBlock(type="tool_result", toolUseId=self.toolCallId,
-                                                content=blocks)]
+                                                content=blocks, isError=self.isError)]
         self.role = "user"
         if not self.content:
             raise ValueError("message content must not be empty")
@@ -166,8 +168,13 @@ def _none_is_empty(value: Any) -> Any:
     return [] if value is None else value
 
 
+# What every provider takes as a function name (the Tambo v1 proposal's rule): a name with a
+# dot or a space is refused before the run starts, not by the provider mid-stream.
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
+
+
 class Tool(WireModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=TOOL_NAME_PATTERN)
     description: str = ""
     inputSchema: dict[str, Any] | bool | None = None
     outputSchema: dict[str, Any] | bool | None = None
@@ -181,7 +188,8 @@ class Tool(WireModel):
 
 
 class AvailableComponent(WireModel):
-    name: str = Field(min_length=1, max_length=200)
+    # The model sees a component as the tool `show_component_<name>`.
+    name: str = Field(min_length=1, max_length=200, pattern=TOOL_NAME_PATTERN)
     description: str = ""
     propsSchema: dict[str, Any] | bool | None = None
     stateSchema: dict[str, Any] | None = None

@@ -367,3 +367,45 @@ def test_agui_media_parts_reach_the_model_as_tambo_resources_do(http, scripted_m
     problem(agui_run([{"type": "image", "source": {"type": "file", "value": "file-123"}}]),
             400, "UNSUPPORTED_ATTACHMENT")
     assert len(scripted_model.requests) == 3
+
+
+def test_a_tool_message_with_is_error_is_stored_as_an_error(http, scripted_model):
+    """The proposal's `role: "tool"` input message with `isError`: the model and the listing
+    see an error, not a success."""
+    thread_id, run_id = paused_on_tool(http, scripted_model)
+    scripted_model.enqueue([{"content": "No such city."}])
+    run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": {"role": "tool", "toolCallId": "call_w", "content": "City not found",
+                    "isError": True},
+        "previousRunId": run_id, "tools": [TOOL]})
+    messages = http.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
+    result = next(m for m in messages if m["content"][0]["type"] == "tool_result")
+    assert result["content"][0]["isError"] is True
+    frames = [json.loads(line) for line in
+              http.get(f"/v1/timbal/threads/{thread_id}").text.splitlines() if line]
+    stored = next(f["v"] for f in frames if f.get("v", {}).get("type") == "tool_result")
+    assert stored["status"] == "error" and stored["error"] == "City not found"
+
+
+def test_a_client_tool_output_that_is_json_is_stored_as_json(http, scripted_model):
+    thread_id, run_id = paused_on_tool(http, scripted_model)
+    scripted_model.enqueue([{"content": "21 degrees."}])
+    run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": {"role": "user", "content": [
+            {"type": "tool_result", "toolUseId": "call_w",
+             "content": [{"type": "text", "text": '{"city": "Oslo", "tempC": 21}'}]}]},
+        "previousRunId": run_id, "tools": [TOOL]})
+    frames = [json.loads(line) for line in
+              http.get(f"/v1/timbal/threads/{thread_id}").text.splitlines() if line]
+    stored = next(f["v"] for f in frames if f.get("v", {}).get("type") == "tool_result")
+    assert stored["output"] == {"city": "Oslo", "tempC": 21}
+    sent = scripted_model.requests[-1]["messages"]
+    assert json.loads(sent[-1]["content"]) == {"city": "Oslo", "tempC": 21}
+
+
+@pytest.mark.parametrize("name", ["get.weather", "get weather", "météo"])
+def test_a_tool_name_a_provider_refuses_is_refused_before_the_run(http, name):
+    response = http.post("/v1/threads/runs", json={
+        "message": user("hi"), "tools": [{**TOOL, "name": name}]})
+    body = problem(response, 400, "VALIDATION_ERROR")
+    assert "name" in json.dumps(body)
