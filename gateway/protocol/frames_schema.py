@@ -244,6 +244,9 @@ class UserValue(TypedDict):
     blocks: NotRequired[list[dict[str, Any]]]
     context: NotRequired[dict[str, Any]]
     metadata: NotRequired[dict[str, Any]]
+    # The id an AG-UI client gave the message: a later input re-sending it is an edit or a
+    # regeneration (`dialects/agui/branches.py`).
+    clientMessageId: NotRequired[Annotated[str, Field(min_length=1, max_length=200)]]
 
 
 @final

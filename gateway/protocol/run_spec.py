@@ -97,13 +97,16 @@ class UserInput:
     # The user message's id (its Timbal `i`) when the dialect promised one to its client (the
     # Timbal write path answers with it); None: the run makes one.
     id: str | None = None
+    # The id an AG-UI client gave the message (kept beside the gateway's).
+    client_id: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         return _compact(vars(self))
 
     @classmethod
     def from_row(cls, data: Mapping[str, Any]) -> UserInput:
-        return cls(data["blocks"], data.get("context"), data.get("metadata"), data.get("id"))
+        return cls(data["blocks"], data.get("context"), data.get("metadata"), data.get("id"),
+                   data.get("client_id"))
 
     @property
     def text(self) -> str:

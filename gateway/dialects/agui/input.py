@@ -124,7 +124,8 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
     if on_disconnect is None and body.protocol_version is None:
         on_disconnect = "cancel"  # a client before 1.0 stops a run only by hanging up
     return RunSpec(
-        user=UserInput(user_blocks(user.content), context or None)
+        user=UserInput(user_blocks(user.content), context or None,
+                       client_id=user.id[:200] or None)
         if user is not None else None,
         tool_results=results,
         context=context or None,
@@ -174,7 +175,7 @@ def seed_messages(body: RunAgentInput) -> list[SeedMessage]:
         if isinstance(message, (SystemMessage, DeveloperMessage)):
             out.append(SeedMessage("system", message.content))
         elif isinstance(message, UserMessage):
-            out.append(SeedMessage("user", _text(message.content)))
+            out.append(SeedMessage("user", text_of(message.content)))
         elif isinstance(message, AssistantMessage) and message.content:
             out.append(SeedMessage("assistant", message.content))
     return out
@@ -203,7 +204,7 @@ def _tool_results(body: RunAgentInput, pending: Mapping[str, str]) -> list[ToolR
         if isinstance(message, ToolMessage) and message.tool_call_id in pending:
             error = message.error
             call_id = pending[message.tool_call_id]
-            results[call_id] = _result(call_id, error if error else _text(message.content),
+            results[call_id] = _result(call_id, error if error else text_of(message.content),
                                        bool(error))
     for entry in body.resume or []:
         call_id = pending.get(entry.interrupt_id, "")
@@ -220,7 +221,7 @@ def _result(tool_call_id: str, text: str, is_error: bool) -> ToolResult:
     return ToolResult(tool_call_id, [{"type": "text", "text": text}], is_error)
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(p.text for p in content or [] if isinstance(p, TextInputContent))

@@ -63,8 +63,8 @@ from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import wire
 from ...runs.admission.threads import NewThread, OnThread, Target
 from ...store.tables import RunRow, ThreadRow
+from . import branches, snapshot
 from . import input as agui_input
-from . import snapshot
 from . import translate as agui
 
 
@@ -127,6 +127,8 @@ async def run_agent(request: Request) -> Response:
         target = NewThread(user_key, client_id=body.thread_id)
         spec = agui_input.run_spec(body, {}, None, asked)
     else:
+        door.agent(who, thread, asked)  # another agent's thread: 409, before any branch
+        thread = await _on_branch(request, thread, body)
         target = OnThread(thread)
         spec = agui_input.run_spec(body, agui_input.answers(thread.pending_tool_calls or []),
                                    thread.last_completed_run_id, asked)
@@ -134,6 +136,24 @@ async def run_agent(request: Request) -> Response:
                                 client_run_id=None if continues else body.run_id)
     # The thread is the client's `threadId`, whether it was there, made, or made meanwhile.
     return agui_stream(request, body.thread_id, started.run)
+
+
+async def _on_branch(request: Request, thread: ThreadRow, body: RunAgentInput) -> ThreadRow:
+    """The thread the run goes on: `thread`, or a branch of it when the input's history leaves
+    the thread's (an edited or regenerated message, or `parentRunId` naming an earlier run:
+    `branches.py`). A thread with a run going on is not branched (its multitask strategy
+    decides)."""
+    if thread.run_status != "idle":
+        return thread
+    store = services(request).store
+    parent = None
+    if body.parent_run_id:
+        run = await store.get_run_by_client_id(thread.project_id, body.parent_run_id)
+        parent = run.id if run is not None and run.thread_id == thread.id else None
+    point = branches.branch_point(body, await store.history(thread.id), parent)
+    if point is None:
+        return thread
+    return await admission(request).branch(caller(request), thread, point.message_id)
 
 
 def _continuation(body: RunAgentInput, thread: ThreadRow | None, existing: RunRow) -> bool:

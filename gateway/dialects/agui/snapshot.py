@@ -81,7 +81,9 @@ def _message(row_id: str, part: dict[str, Any], turns: dict[str, AssistantMessag
     """The AG-UI message `part` adds (None when it joins an assistant turn already listed)."""
     kind, i = part.get("type"), str(part.get("id") or row_id)
     if kind == "user":
-        return UserMessage(id=row_id, role="user", content=part.get("content") or "")
+        # The client's own id for a message it sent, so a reloaded client holds it once.
+        return UserMessage(id=str(part.get("clientMessageId") or row_id), role="user",
+                           content=part.get("content") or "")
     if kind == "thinking":
         return ReasoningMessage(id=i, role="reasoning", content=part.get("content") or "")
     if kind == "tool_result":

@@ -221,6 +221,8 @@ def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]], now: int,
             part["context"] = user.context
         if user.metadata:
             part["metadata"] = user.metadata
+        if user.client_id:
+            part["clientMessageId"] = user.client_id
         parts.append(part)
     elif spec.context:
         # A tool-result continuation: React sends the page's context with it too.

@@ -215,6 +215,21 @@ class Admission:
         await self.store.add(fork.thread, *fork.messages, *fork.components)
         return fork
 
+    async def branch(self, caller: Caller, original: ThreadRow, message_id: str | None
+                     ) -> ThreadRow:
+        """A branch of `original` at `message_id` (None: before its first message) that takes
+        over the client's name for it (`ThreadRow.client_id`): a fork, made under the same
+        rules, which the client's next requests under that name reach. 409
+        `CONCURRENT_RUN` when another request branched the thread meanwhile."""
+        fork = await fork_of(self.store, original, message_id)
+        await check_thread_room(self.settings, self.store, caller.project, original.user_key)
+        fork.thread.client_id = original.client_id or original.id
+        if not await self.store.add_branch(original, fork.thread, *fork.messages,
+                                           *fork.components):
+            raise ApiError(Problem.CONCURRENT_RUN, "The thread was branched by another request "
+                           "meanwhile", threadId=echo(original.client_id or original.id))
+        return fork.thread
+
     async def reserve(self, caller: Caller, spec: RunSpec) -> Ticket:
         """A quota slot for a run that starts later (a Chorus message waits for its channel's
         thread): its agent and its request checked now, as `submit` will, and its slot taken

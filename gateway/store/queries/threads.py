@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, or_, update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from .. import cursors
@@ -46,6 +47,29 @@ class ThreadQueries(Queries):
                 return False
             session.add_all(rows)
             await session.commit()
+            return True
+
+    @operation
+    async def add_branch(self, original: ThreadRow, *rows: Any) -> bool:
+        """Insert a branch of `original` (its thread row first, carrying the client's name
+        for `original`) and move that name from `original` to it, in one transaction: the
+        client's `threadId` then names the branch, and `original` answers to its own id (a
+        thread without a name, whose own id the client uses, keeps none). False (nothing
+        written) when the name moved meanwhile (a racing branch)."""
+        async with self.session() as session:
+            if original.client_id is not None:
+                moved = await session.exec(update(ThreadRow).where(
+                    ThreadRow.id == original.id, ThreadRow.client_id == original.client_id,
+                ).values(client_id=None))
+                if moved.rowcount != 1:
+                    await session.rollback()
+                    return False
+            session.add_all(rows)
+            try:
+                await session.commit()
+            except IntegrityError:  # another branch took the name first
+                await session.rollback()
+                return False
             return True
 
     @operation
