@@ -131,8 +131,8 @@ class Problem(enum.Enum):
                           "character (U+0000), which the gateway cannot store.")
     METADATA_TOO_LARGE = (413, "A thread's or run's metadata is larger than "
                                "`GATEWAY_MAX_METADATA_BYTES`.")
-    STATE_TOO_LARGE = (413, "A component's state is larger than "
-                            "`GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
+    STATE_TOO_LARGE = (413, "A component's state, or a thread's shared state (AG-UI `state`), "
+                            "is larger than `GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
     RESOURCE_TOO_LARGE = (413, "`embedResources`: a referenced resource's contents are larger "
                                "than `GATEWAY_MAX_ATTACHMENT_BYTES` (`uri`).")
     TOO_MANY_INITIAL_MESSAGES = (400, "A new thread is seeded with more messages than "

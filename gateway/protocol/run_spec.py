@@ -159,6 +159,9 @@ class RunSpec:
     # Read the MCP resources the message references and embed them before the run starts
     # (`runs/admission/embedding.py`; Tambo's `embedResources`).
     embed_resources: bool = False
+    # The thread's shared state as the client sends it (AG-UI `state`): stored with the
+    # thread when the run starts (`runs/components/thread_state.py`); None: keep the thread's.
+    state: dict[str, Any] | None = None
 
     def to_row(self) -> SpecRow:
         """The spec as its run row keeps it (JSON, snake_case): every field, the unset ones
@@ -213,7 +216,8 @@ class RunSpec:
 
 # The fields kept on the row as they are (JSON values, or None).
 _PLAIN = ("context", "tool_choice", "force_component", "max_tokens", "temperature", "model",
-          "agent", "previous_run_id", "on_disconnect", "metadata", "multitask_strategy")
+          "agent", "previous_run_id", "on_disconnect", "metadata", "multitask_strategy",
+          "state")
 
 
 class SpecRow(TypedDict, total=False):
@@ -241,6 +245,7 @@ class SpecRow(TypedDict, total=False):
     abandon_pending_tools: bool
     multitask_strategy: MultitaskStrategy
     embed_resources: bool
+    state: dict[str, Any]
     fingerprint: str | None
     queued_input: list[dict[str, Any]]
 

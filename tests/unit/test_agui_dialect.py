@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import jsonpatch
 import pytest
 from ag_ui.core import Event
 from pydantic import TypeAdapter
@@ -97,10 +98,15 @@ def test_a_client_from_before_1_0_gets_only_the_outcomes_it_knows():
 def test_component_state_changes_are_state_deltas_under_its_path():
     dialect = AguiDialect()
     dialect.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
-    (start, snapshot) = dialect.feed(timbal.start("x", {
+    (start, first) = dialect.feed(timbal.start("x", {
         "type": "x-component", "messageId": "m", "componentId": "c/1", "name": "Table",
         "toolCallId": "call_1"}))
-    assert snapshot.snapshot["components"]["c/1"]["state"] == {}
+    # A delta that adds the components, so the client's own keys (shared state) stay.
+    delta = json.loads(encode(first))["delta"]
+    (add,) = delta
+    assert add["op"] == "add" and add["path"] == "/components"
+    assert jsonpatch.apply_patch({"city": "Oslo"}, delta)["city"] == "Oslo"
+    assert add["value"]["c/1"]["state"] == {}
     ops = [{"op": "add", "path": "/rows", "value": [1]}]
     (delta,) = dialect.feed({"c": timbal.COMPONENT_STATE, "componentId": "c/1",
                              "operations": ops, "revision": 1})

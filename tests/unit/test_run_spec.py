@@ -134,6 +134,7 @@ EVERY_FIELD: dict[str, object] = {
     "abandon_pending_tools": True,
     "multitask_strategy": "enqueue",
     "embed_resources": True,
+    "state": {"language": "nb"},
 }
 
 

@@ -45,7 +45,7 @@ from ...protocol.run_spec import (
     UserInput,
 )
 from ...protocol.tambo import ComponentList, ToolList, WireModel
-from .translate import asks_a_human
+from .translate import COMPONENTS, asks_a_human
 
 ID_MAX = 64  # thread and run ids are the gateway's own ids
 
@@ -142,7 +142,20 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
         seed_messages=seed_messages(body),
         abandon_pending_tools=bool(declared.abandonPendingTools),
         multitask_strategy=declared.multitaskStrategy,
+        state=shared_state(body.state),
     )
+
+
+# The members of the agent state the gateway itself fills (`snapshot.py`): not the client's.
+GATEWAY_STATE = frozenset({COMPONENTS, "pendingToolCalls", "interrupts"})
+
+
+def shared_state(state: Any) -> dict[str, Any] | None:
+    """The client's `state` as the thread keeps it (None: none sent, the thread keeps its
+    own): an object, without the members the gateway fills."""
+    if not isinstance(state, dict) or not state:
+        return None
+    return {k: v for k, v in state.items() if k not in GATEWAY_STATE}
 
 
 def _declared(body: RunAgentInput) -> Declared:

@@ -302,7 +302,8 @@ async def _snapshots(request: Request, body: RunAgentInput, thread: ThreadRow | 
                    if c.state is not None}
         messages = snapshot.with_component_answers(snapshot.messages(rows, active), components)
         waiting = (thread.pending_tool_calls or []) if active is None else []
-        state = snapshot.state(components, current, waiting)
+        # The shared state the thread keeps (`thread_state.py`), then what the gateway fills.
+        state = {**(thread.state or {}), **snapshot.state(components, current, waiting)}
     events: list[BaseEvent] = [
         RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION),
         MessagesSnapshotEvent(messages=messages), StateSnapshotEvent(snapshot=state),

@@ -9,9 +9,10 @@ reasoning is `REASONING_*` (a span and one reasoning message), server tool resul
 Components are tool calls named after the component (their arguments are the props as they
 stream) answered by the gateway itself, plus the gateway's agent state: `state.components` maps
 a component id to `{componentId, name, messageId, toolCallId, props, state}`. The first
-component of a run sends a `STATE_SNAPSHOT` of it, later changes `STATE_DELTA`s (a component's
-state changes under `/components/{id}/state`). The client's own state keys are not kept: AG-UI
-state is the agent's, and a snapshot replaces it.
+component of a run adds it with a `STATE_DELTA`, as later changes are (a component's state
+changes under `/components/{id}/state`), so the client's own keys stay: they are the thread's
+shared state, which a server tool changes with `ctx.state` (a `thread.state` frame, a
+`STATE_DELTA` at the state's root).
 
 Input the client sent itself (the user's message, client tool results) is in the log too, but it
 is never echoed back: the client already holds it under its own ids.
@@ -59,7 +60,6 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateDeltaEvent,
-    StateSnapshotEvent,
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
@@ -245,6 +245,8 @@ class AguiDialect(Dialect[BaseEvent]):
                                        frame["revision"])]
         if frame["c"] == timbal.SUBAGENT_STARTED:
             return [] if self.before_1_0 else [self._subagent_started(frame)]
+        if frame["c"] == timbal.THREAD_STATE:  # a server tool changed the shared state
+            return [StateDeltaEvent(delta=list(frame["operations"]))]
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
         # A cut answer, an estimated usage (1.0's `metadata`).
@@ -313,8 +315,11 @@ class AguiDialect(Dialect[BaseEvent]):
                  "messageId": meta.get("messageId"), "toolCallId": _component_call_id(meta),
                  "props": props, "state": state}
         if not self.components:
+            # A delta, not a snapshot: the agent state also holds the thread's shared state
+            # (the client's keys, `runs/components/thread_state.py`), which must stay.
             self.components.add(component_id)
-            return StateSnapshotEvent(snapshot={COMPONENTS: {component_id: entry}})
+            return StateDeltaEvent(delta=[{"op": "add", "path": f"/{COMPONENTS}",
+                                           "value": {component_id: entry}}])
         self.components.add(component_id)
         return StateDeltaEvent(delta=[{"op": "add", "path": _path(component_id),
                                        "value": entry}])

@@ -30,6 +30,18 @@ def check_request(settings: Settings, spec: RunSpec) -> None:
     check_model(settings, spec)
     check_attachments(settings, spec)
     check_limits(settings, spec)
+    check_shared_state(settings, spec)
+
+
+def check_shared_state(settings: Settings, spec: RunSpec) -> None:
+    """The client's shared state is kept with the thread: bounded as a component's state."""
+    if spec.state is None:
+        return
+    size = len(json.dumps(spec.state, separators=(",", ":"), ensure_ascii=False).encode())
+    limit = settings.max_component_state_bytes
+    if size > limit:
+        raise ApiError(Problem.STATE_TOO_LARGE, f"The state takes {size} bytes; the limit is "
+                       f"{limit} (GATEWAY_MAX_COMPONENT_STATE_BYTES)", limit=limit)
 
 
 def check_model(settings: Settings, spec: RunSpec) -> None:

@@ -73,6 +73,14 @@ class ThreadQueries(Queries):
             return True
 
     @operation
+    async def set_thread_state(self, thread_id: str, state: dict[str, Any]) -> None:
+        """Store the thread's shared state (`runs/components/thread_state.py`)."""
+        async with self.session() as session:
+            await session.exec(update(ThreadRow).where(
+                ThreadRow.id == thread_id).values(state=state))
+            await session.commit()
+
+    @operation
     async def add_message(self, row: MessageRow, fence: Fence | None = None) -> bool:
         """`add` for one message, as a Core INSERT (no unit of work: a run saves each message
         it completes this way, on its start's budget)."""
