@@ -162,6 +162,9 @@ class RunSpec:
     # The thread's shared state as the client sends it (AG-UI `state`): stored with the
     # thread when the run starts (`runs/components/thread_state.py`); None: keep the thread's.
     state: dict[str, Any] | None = None
+    # Tambo's status messages in every tool's schema (`engine/tools/status_messages.py`): the
+    # Tambo endpoints' runs, whose React client shows them.
+    status_messages: bool = False
 
     def to_row(self) -> SpecRow:
         """The spec as its run row keeps it (JSON, snake_case): every field, the unset ones
@@ -185,6 +188,8 @@ class RunSpec:
             row["abandon_pending_tools"] = True
         if self.embed_resources:
             row["embed_resources"] = True
+        if self.status_messages:
+            row["status_messages"] = True
         for name in _PLAIN:
             value = getattr(self, name)
             if value is not None:
@@ -210,6 +215,7 @@ class RunSpec:
             idempotency=Idempotency(key["key"], key["request"]) if key is not None else None,
             abandon_pending_tools=bool(data.get("abandon_pending_tools")),
             embed_resources=bool(data.get("embed_resources")),
+            status_messages=bool(data.get("status_messages")),
             **{name: data.get(name) for name in _PLAIN},
         )
 
@@ -245,6 +251,7 @@ class SpecRow(TypedDict, total=False):
     abandon_pending_tools: bool
     multitask_strategy: MultitaskStrategy
     embed_resources: bool
+    status_messages: bool
     state: dict[str, Any]
     fingerprint: str | None
     queued_input: list[dict[str, Any]]

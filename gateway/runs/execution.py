@@ -294,6 +294,7 @@ class RunExecutor:
             hooks=RunHooks(model, meter),
             status_budget=statuses,
             on_truncation=self.limits.on_truncation,
+            status_messages=spec.status_messages,
         )
         if agent is not None:
             run_input = as_agent(run_input, agent, self.setup.agent_tools)

@@ -135,6 +135,7 @@ EVERY_FIELD: dict[str, object] = {
     "multitask_strategy": "enqueue",
     "embed_resources": True,
     "state": {"language": "nb"},
+    "status_messages": True,
 }
 
 
