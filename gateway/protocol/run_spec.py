@@ -119,6 +119,9 @@ class SeedMessage:
 
     role: Literal["user", "assistant", "system"]
     text: str
+    # A user message's blocks when it has more than text (images, files), as a run's user
+    # input keeps them; None: its text is all of it.
+    blocks: list[Block] | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,7 @@ class RunSpec:
         if self.components:
             row["components"] = [c.to_row() for c in self.components]
         if self.seed_messages:
-            row["seed_messages"] = [{"role": m.role, "text": m.text} for m in self.seed_messages]
+            row["seed_messages"] = [_compact(vars(m)) for m in self.seed_messages]
         if self.idempotency is not None:
             row["idempotency"] = {"key": self.idempotency.key,
                                   "request": self.idempotency.request}
@@ -210,7 +213,7 @@ class RunSpec:
             tool_results=[ToolResult.from_row(r) for r in data.get("tool_results", ())],
             client_tools=[ClientTool(**t) for t in data.get("client_tools", ())],
             components=[Component.from_row(c) for c in data.get("components", ())],
-            seed_messages=[SeedMessage(m["role"], m["text"])
+            seed_messages=[SeedMessage(m["role"], m["text"], m.get("blocks"))
                            for m in data.get("seed_messages", ())],
             idempotency=Idempotency(key["key"], key["request"]) if key is not None else None,
             abandon_pending_tools=bool(data.get("abandon_pending_tools")),

@@ -9,6 +9,7 @@ the Tambo v1 proposal's shapes differ from the clients' (a plain string `content
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -21,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from . import problems
 from .run_spec import ClientTool, MultitaskStrategy, SeedMessage
 
 
@@ -63,6 +65,63 @@ class ResourceBlock(WireModel):
     resource: Resource
 
 
+class MediaSource(WireModel):
+    """The Tambo v1 proposal's media source: inline base64 `data`, a `url`, or a provider's
+    `fileId` (which the gateway refuses: it holds no provider files)."""
+
+    type: Literal["base64", "url", "file_id"]
+    mediaType: str | None = Field(default=None, max_length=200)
+    data: str | None = None
+    url: str | None = None
+    fileId: str | None = None
+    filename: str | None = Field(default=None, max_length=500)
+
+
+class MediaBlock(WireModel):
+    """The proposal's `image`, `audio` and `file` input blocks. They reach the model as the
+    `resource` block a Tambo client sends for an attachment (`resource()`), so the same limits
+    and URL rules apply as to those and to AG-UI's media parts."""
+
+    type: Literal["image", "audio", "file"]
+    source: MediaSource
+    detail: Literal["auto", "low", "high"] | None = None
+
+    def resource(self) -> dict[str, Any]:
+        source = self.source
+        if source.type == "file_id":
+            return media_resource(self.type, file_id=source.fileId or "")
+        if source.type == "base64":
+            return media_resource(self.type, data=source.data or "", mime=source.mediaType,
+                                  name=source.filename)
+        return media_resource(self.type, url=source.url or "", mime=source.mediaType,
+                              name=source.filename)
+
+
+DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+MEDIA_DEFAULT_TYPES = {"image": "image/*", "audio": "audio/*", "video": "video/*"}
+
+
+def media_resource(kind: str, *, data: str | None = None, url: str | None = None,
+                   mime: str | None = None, name: str | None = None,
+                   file_id: str | None = None) -> dict[str, Any]:
+    """A media part (`kind`: image, audio, video, file or document) as the Tambo (MCP)
+    resource a client sends for an attachment: inline data as `blob`, a URL as `uri` (a
+    `data:` URL is inline data); a provider's file id is refused (400
+    `UNSUPPORTED_ATTACHMENT`). The one mapping for the Tambo and AG-UI dialects."""
+    found: dict[str, Any] = {"name": name} if isinstance(name, str) and name else {}
+    if file_id is None and data is not None:
+        return {**found, "mimeType": mime or MEDIA_DEFAULT_TYPES.get(kind) or
+                "application/octet-stream", "blob": data}
+    if file_id is None and url is not None:
+        inline = DATA_URL.fullmatch(url)
+        if inline:
+            return {**found, "mimeType": mime or inline[1], "blob": inline[2]}
+        default = mime or MEDIA_DEFAULT_TYPES.get(kind)
+        return {**found, "uri": url, **({"mimeType": default} if default else {})}
+    raise problems.ApiError(problems.Problem.UNSUPPORTED_ATTACHMENT, f"A {kind} part's source must be inline "
+                   "data or a URL: a provider's file id is not supported")
+
+
 class ToolResultBlock(WireModel):
     type: Literal["tool_result"]
     toolUseId: str = Field(min_length=1)
@@ -85,9 +144,10 @@ class ComponentBlock(WireModel):
     state: dict[str, Any] | None = None
 
 
-InputBlock = Annotated[Union[TextBlock, ResourceBlock, ToolResultBlock], Field(discriminator="type")]
+InputBlock = Annotated[Union[TextBlock, ResourceBlock, MediaBlock, ToolResultBlock],
+                      Field(discriminator="type")]
 ContentBlock = Annotated[
-    Union[TextBlock, ResourceBlock, ToolUseBlock, ToolResultBlock, ComponentBlock],
+    Union[TextBlock, ResourceBlock, MediaBlock, ToolUseBlock, ToolResultBlock, ComponentBlock],
     Field(discriminator="type"),
 ]
 
@@ -125,7 +185,8 @@ class InputMessage(WireModel):
             else:
                 self.content = [TextBlock(type="text", text=text)]
         elif self.role == "tool" and self.toolCallId:
-            blocks = [b for b in self.content if not isinstance(b, ToolResultBlock)]
+            # A tool's result holds text and resources (media blocks are the user's).
+            blocks = [b for b in self.content if isinstance(b, (TextBlock, ResourceBlock))]
             if blocks:
                 self.content = [ToolResultBlock(type="tool_result", toolUseId=self.toolCallId,
                                                 content=blocks, isError=self.isError)]
@@ -222,7 +283,15 @@ class InitialMessage(WireModel):
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
     def seed(self) -> SeedMessage:
-        return SeedMessage(self.role, self.text())
+        """The message as its thread is seeded with it: a user's images and files kept (as
+        the `resource` blocks of a run's input), not only its text."""
+        if self.role != "user" or isinstance(self.content, str) or not any(
+                isinstance(b, (ResourceBlock, MediaBlock)) for b in self.content):
+            return SeedMessage(self.role, self.text())
+        blocks = [{"type": "resource", "resource": b.resource()} if isinstance(b, MediaBlock)
+                  else b.model_dump(exclude_none=True) for b in self.content
+                  if isinstance(b, (TextBlock, ResourceBlock, MediaBlock))]
+        return SeedMessage(self.role, self.text(), blocks)
 
 
 class ThreadInit(WireModel):

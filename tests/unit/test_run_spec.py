@@ -111,7 +111,9 @@ NESTED: dict[type, dict[str, object]] = {
                 "client_id": "m-1"},
     ToolResult: {"tool_call_id": "call_1", "blocks": [{"type": "text", "text": "12:00"}],
                  "is_error": True},
-    SeedMessage: {"role": "system", "text": "Be brief."},
+    SeedMessage: {"role": "user", "text": "Look", "blocks": [
+        {"type": "text", "text": "Look"},
+        {"type": "resource", "resource": {"mimeType": "image/png", "blob": "AA=="}}]},
     Idempotency: {"key": "key-1", "request": {"message": {"role": "user"}}},
 }
 EVERY_FIELD: dict[str, object] = {

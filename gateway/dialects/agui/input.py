@@ -17,7 +17,6 @@ and that opt-in, see `translate.py`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -44,7 +43,7 @@ from ...protocol.run_spec import (
     ToolResult,
     UserInput,
 )
-from ...protocol.tambo import ComponentList, ToolList, WireModel
+from ...protocol.tambo import ComponentList, ToolList, WireModel, media_resource
 from .translate import COMPONENTS, asks_a_human
 
 ID_MAX = 64  # thread and run ids are the gateway's own ids
@@ -188,7 +187,10 @@ def seed_messages(body: RunAgentInput) -> list[SeedMessage]:
         if isinstance(message, (SystemMessage, DeveloperMessage)):
             out.append(SeedMessage("system", message.content))
         elif isinstance(message, UserMessage):
-            out.append(SeedMessage("user", text_of(message.content)))
+            media = not isinstance(message.content, str) and any(
+                not isinstance(p, TextInputContent) for p in message.content or [])
+            out.append(SeedMessage("user", text_of(message.content),
+                                   user_blocks(message.content) if media else None))
         elif isinstance(message, AssistantMessage) and message.content:
             out.append(SeedMessage("assistant", message.content))
     return out
@@ -258,26 +260,18 @@ def user_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _resource(part: Any) -> dict[str, Any]:
-    """An AG-UI media part as a Tambo (MCP) resource: inline data as `blob`, a URL as `uri`
-    (a `data:` URL is inline data); a provider's file id is refused (400)."""
+    """An AG-UI media part as a Tambo (MCP) resource (`tambo.media_resource`: the same
+    mapping as the Tambo dialect's media blocks)."""
     source, meta = part.source, part.metadata if isinstance(part.metadata, dict) else {}
     name = meta.get("filename") or meta.get("name")
-    found: dict[str, Any] = {"name": name} if isinstance(name, str) else {}
+    name = name if isinstance(name, str) else None
     if isinstance(source, DataSource):
-        return {**found, "mimeType": source.mime_type, "blob": source.value}
+        return media_resource(part.type, data=source.value, mime=source.mime_type, name=name)
     if isinstance(source, UrlSource):
-        inline = DATA_URL.fullmatch(source.value)
-        if inline:
-            return {**found, "mimeType": source.mime_type or inline[1], "blob": inline[2]}
-        default = {"image": "image/*", "audio": "audio/*", "video": "video/*"}.get(part.type)
-        return {**found, "uri": source.value,
-                **({"mimeType": source.mime_type or default} if source.mime_type or default
-                   else {})}
-    raise ApiError(Problem.UNSUPPORTED_ATTACHMENT, f"A {part.type} part's source must be "
-                   "inline data or a URL: a provider's file id is not supported")
+        return media_resource(part.type, url=source.value, mime=source.mime_type, name=name)
+    return media_resource(part.type, file_id=str(getattr(source, "value", "")))
 
 
-DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 MEDIA = {"image": "image", "audio": "audio", "video": "video"}
 
 

@@ -300,7 +300,9 @@ async def _snapshots(request: Request, body: RunAgentInput, thread: ThreadRow | 
         components = snapshot.rendered(rows, active)
         current = {c.id: c.state for c in (await store.components_of(thread.id)).values()
                    if c.state is not None}
-        messages = snapshot.with_component_answers(snapshot.messages(rows, active), components)
+        messages = snapshot.with_component_answers(
+            snapshot.messages(rows, active, media=body.protocol_version is not None),
+            components)
         waiting = (thread.pending_tool_calls or []) if active is None else []
         # The shared state the thread keeps (`thread_state.py`), then what the gateway fills.
         state = {**(thread.state or {}), **snapshot.state(components, current, waiting)}

@@ -44,7 +44,7 @@ from ...store.tables import ThreadRow
 from ..manager import RunManager
 from .admit import StartedRun
 from .agents import check_client_prompt, choose_agent
-from .checks import check_attachments, check_fits, check_request
+from .checks import check_attachments, check_blocks, check_fits, check_request
 from .embedding import embedded, references
 from .forks import Fork, fork_of
 from .idempotency import start_new_thread_once
@@ -190,6 +190,7 @@ class Admission:
         room for it in its user scope and project."""
         check_metadata(self.settings, target.metadata, *target.unkept_metadata)
         check_initial_messages(self.settings, [m.text for m in seeds])
+        check_blocks(self.settings, [b for m in seeds for b in m.blocks or []])
         await check_thread_room(self.settings, self.store, caller.project, target.user_key)
         return thread_rows(caller.project, target, seeds, agent.name, **extra)
 
