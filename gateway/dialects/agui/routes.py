@@ -47,7 +47,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...api.agents import gateway_version
 from ...api.context import (
     admission,
     caller,
@@ -64,7 +63,7 @@ from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import wire
 from ...runs.admission.threads import NewThread, OnThread, Target
 from ...store.tables import RunRow, ThreadRow
-from . import branches, capabilities, snapshot
+from . import branches, routes_capabilities, snapshot
 from . import input as agui_input
 from . import translate as agui
 
@@ -352,20 +351,9 @@ async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: in
         yield message
 
 
-async def agent_capabilities(request: Request) -> Response:
-    """The agent's AG-UI capabilities (`capabilities.py`), for `getCapabilities()`."""
-    door, who = admission(request), caller(request)
-    agent = door.agent(who, None, request.path_params["agent"])
-    registry = door.agents
-    subagents = {name: sub.description for name in agent.subagents
-                 if (sub := registry.get(name)) is not None}
-    declared = capabilities.capabilities(agent, door.runs.setup.tools_of(agent), subagents,
-                                         gateway_version())
-    return JSONResponse(declared.model_dump(mode="json", by_alias=True, exclude_none=True))
-
-
 routes = [
-    Route("/v1/agui/agents/{agent}/capabilities", agent_capabilities, methods=["GET"]),
+    Route("/v1/agui/agents/{agent}/capabilities", routes_capabilities.agent_capabilities,
+          methods=["GET"]),
     Route("/v1/agui/agents/{agent}/connect", connect, methods=["POST"]),
     Route("/v1/agui/agents/{agent}/run", run_agent, methods=["POST"]),
     Route("/v1/agui/threads/{thread_id}", thread_status, methods=["GET"]),

@@ -1,6 +1,6 @@
 """What an agent can do, as AG-UI 1.0's `AgentCapabilities` (`getCapabilities()`), read from
-its definition: a client shows an image picker, a branch switcher or an approval dialog only
-for an agent that takes them (`GET /v1/agui/agents/{agent}/capabilities`).
+its definition (`GET /v1/agui/agents/{agent}/capabilities`): a client shows an image picker, a
+branch switcher or an approval dialog only for an agent that takes them.
 
 Each member says what the gateway does for every agent (streaming, resuming, kept state,
 client tools, interrupts, reasoning, branches) or what this agent's definition says (its
@@ -27,7 +27,11 @@ from ag_ui.core import (
     ToolsCapabilities,
     TransportCapabilities,
 )
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
+from ...api.agents import gateway_version
+from ...api.context import admission, caller
 from ...engine import attachments
 from ...engine.agents.agent import ResolvedAgent
 from ...engine.loop import ServerToolSpec
@@ -63,3 +67,15 @@ def capabilities(agent: ResolvedAgent, tools: Mapping[str, ServerToolSpec],
             supported=True, interrupts=True, approvals=asks_first, approve_with_edits=False),
         custom={"branches": True, "activity": ["tool_status"]},
     )
+
+
+async def agent_capabilities(request: Request) -> Response:
+    """The agent's AG-UI capabilities (`capabilities.py`), for `getCapabilities()`."""
+    door, who = admission(request), caller(request)
+    agent = door.agent(who, None, request.path_params["agent"])
+    registry = door.agents
+    subagents = {name: sub.description for name in agent.subagents
+                 if (sub := registry.get(name)) is not None}
+    declared = capabilities(agent, door.runs.setup.tools_of(agent), subagents,
+                                         gateway_version())
+    return JSONResponse(declared.model_dump(mode="json", by_alias=True, exclude_none=True))
