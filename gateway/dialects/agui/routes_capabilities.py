@@ -70,12 +70,12 @@ def capabilities(agent: ResolvedAgent, tools: Mapping[str, ServerToolSpec],
 
 
 async def agent_capabilities(request: Request) -> Response:
-    """The agent's AG-UI capabilities (`capabilities.py`), for `getCapabilities()`."""
+    """The agent's AG-UI capabilities (`capabilities` above), for `getCapabilities()`."""
     door, who = admission(request), caller(request)
     agent = door.agent(who, None, request.path_params["agent"])
     registry = door.agents
     subagents = {name: sub.description for name in agent.subagents
                  if (sub := registry.get(name)) is not None}
     declared = capabilities(agent, door.runs.setup.tools_of(agent), subagents,
-                                         gateway_version())
+                            gateway_version())
     return JSONResponse(declared.model_dump(mode="json", by_alias=True, exclude_none=True))
