@@ -42,6 +42,7 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateSnapshotEvent,
+    ToolMessage,
 )
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -143,7 +144,7 @@ async def _on_branch(request: Request, thread: ThreadRow, body: RunAgentInput) -
     the thread's (an edited or regenerated message, or `parentRunId` naming an earlier run:
     `branches.py`). A thread with a run going on is not branched (its multitask strategy
     decides)."""
-    if thread.run_status != "idle":
+    if thread.run_status != "idle" or _answers_the_pause(body, thread):
         return thread
     store = services(request).store
     parent = None
@@ -154,6 +155,17 @@ async def _on_branch(request: Request, thread: ThreadRow, body: RunAgentInput) -
     if point is None:
         return thread
     return await admission(request).branch(caller(request), thread, point.message_id)
+
+
+def _answers_the_pause(body: RunAgentInput, thread: ThreadRow) -> bool:
+    """Whether the input answers what the paused thread waits for (a `tool` message or a
+    `resume` entry): it goes on where the thread waits, whatever history it repeats (CopilotKit
+    re-sends its last user message with the answer)."""
+    waiting = agui_input.answers(thread.pending_tool_calls or [])
+    if not waiting:
+        return False
+    return any(entry.interrupt_id in waiting for entry in body.resume or []) or any(
+        isinstance(m, ToolMessage) and m.tool_call_id in waiting for m in body.messages)
 
 
 def _continuation(body: RunAgentInput, thread: ThreadRow | None, existing: RunRow) -> bool:
