@@ -2,7 +2,7 @@
 it and server tools change it (issue 44)
 
 Revision ID: 0024
-Revises: 0019
+Revises: 0021
 Create Date: 2026-12-07 16:45:00.000000
 """
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0024'
-down_revision: str | None = '0019'
+down_revision: str | None = '0021'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
