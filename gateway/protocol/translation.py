@@ -88,8 +88,8 @@ class Dialect(Generic[E]):
             return self.on_append(streaming, text)
         if "v" in frame:
             value = frame["v"]
-            if value is None:  # a deletion: no dialect shows one
-                return []
+            if value is None:  # a deletion: only a status is ever deleted
+                return self.on_delete(frame["i"])
             ending = self.open.pop(frame["i"], None)
             if ending is None:
                 return self.on_whole(frame["i"], value)
@@ -133,6 +133,10 @@ class Dialect(Generic[E]):
 
     def on_close(self, item: Item) -> list[E]:
         """Close an item whose set frame never came."""
+        return []
+
+    def on_delete(self, i: str) -> list[E]:
+        """A message deleted (a tool's status, when its call ends)."""
         return []
 
     def on_control(self, frame: ControlFrame) -> list[E]:
