@@ -30,7 +30,7 @@ def _frames(start: int, count: int) -> list[tuple[int, int, dict]]:
 async def test_flushes_of_many_runs_share_one_commit(tmp_path: Path):
     store = await _store(tmp_path)
     # Each store transaction is one commit, made on the DB-API connection itself
-    # (store/engines/transaction.py: SQLAlchemy's commit events do not see it), so they are counted here.
+    # (store/engines/postgres.py: SQLAlchemy's commit events do not see it), so they are counted here.
     commits = []
     transaction, alone = store.transaction, store.alone
 

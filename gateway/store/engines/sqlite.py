@@ -24,8 +24,8 @@ most of its long holds.
 
 Order: members run in the order they came, in one transaction, so a member sees the writes of
 those before it, and a later group sees the earlier ones committed. A group holds the pool's
-connection from checkout to checkin like any other user of it, so ORM sessions and
-`engine.begin()` on the same connection queue with it as before.
+connection from checkout to checkin like any other user of it, so anything else on the engine
+(`engine.begin()`, the migrations) queues with it for the one connection.
 
 Traps of Python's sqlite3 (legacy transaction control, as SQLAlchemy leaves it): it opens a
 transaction only before a DML statement, and the RELEASE of a savepoint opened outside a
