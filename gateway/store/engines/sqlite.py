@@ -265,6 +265,10 @@ class GroupCommit:
     async def alone(self, work: Callable[[Transaction], R]) -> R:
         return await self.run(work)
 
+    async def hot(self, work: Callable[[Transaction], R],
+                  fused: Callable[[Transaction], R] | None) -> R:
+        return await self.run(work)  # grouped with the others: nothing to fuse
+
     async def run(self, work: Callable[[Transaction], R]) -> R:
         """`work` in the next group: committed if it returns (unless it rolled back), rolled
         back if it raises (as `postgres.run`)."""
