@@ -46,7 +46,7 @@ from ...store.tables import ThreadRow
 from ..manager import RunManager
 from .admit import StartedRun
 from .agents import check_client_prompt, choose_agent
-from .checks import check_attachments, check_fits, check_request
+from .checks import check_attachments, check_blocks, check_fits, check_request
 from .embedding import embedded, references
 from .forks import Fork, fork_of
 from .idempotency import start_new_thread_once
@@ -113,10 +113,23 @@ class Admission:
         except IntegrityError:
             if target.chosen is None:
                 raise
-        # The id (or name) the client chose was taken meanwhile, by a racing request or in
-        # another project: the run goes on that thread if the caller may see it.
+        # The id (or name) the client chose was taken meanwhile: by a racing request of the
+        # project, whose thread the run goes on if the caller may see it; or in another
+        # project, whose thread this project never meets: its own takes the id as a name.
+        other = await self._elsewhere(caller, target)
+        if other is not None:
+            return await self.submit(caller, other, spec, client_run_id=client_run_id,
+                                     extra_tools=extra_tools)
         return await self.submit(caller, OnThread(await self._named(caller, target)), spec,
                                  client_run_id=client_run_id, extra_tools=extra_tools)
+
+    async def _elsewhere(self, caller: Caller, target: NewThread) -> NewThread | None:
+        """`target` with its chosen id as a name beside an id of the gateway's, when that id
+        is held by another project only (None: the project has a thread under it)."""
+        if target.thread_id is None or target.minted or await self.store.get_thread(
+                caller.project, target.thread_id) is not None:
+            return None
+        return dataclasses.replace(target, thread_id=None, client_id=target.thread_id)
 
     async def _checked(self, caller: Caller, target: Target, spec: RunSpec
                        ) -> tuple[RunSpec, ResolvedAgent]:
@@ -192,6 +205,7 @@ class Admission:
         room for it in its user scope and project."""
         check_metadata(self.settings, target.metadata, *target.unkept_metadata)
         check_initial_messages(self.settings, [m.text for m in seeds])
+        check_blocks(self.settings, [b for m in seeds for b in m.blocks or []])
         await check_thread_room(self.settings, self.store, caller.project, target.user_key)
         return thread_rows(caller.project, target, seeds, agent.name, **extra)
 
@@ -207,7 +221,14 @@ class Admission:
         check_client_prompt(agent, seeds)
         rows = await self._new_thread_rows(caller, target, seeds, agent, **extra)
         await self.runs.quotas.charge(caller.quota_subjects(target.user_key))
-        await self.store.add(rows.row, *rows.messages)
+        try:
+            await self.store.add(rows.row, *rows.messages)
+        except IntegrityError:
+            other = await self._elsewhere(caller, target)
+            if other is None:
+                raise
+            rows = await self._new_thread_rows(caller, other, seeds, agent, **extra)
+            await self.store.add(rows.row, *rows.messages)
         return rows.row
 
     async def fork(self, caller: Caller, original: ThreadRow, message_id: str) -> Fork:
@@ -221,6 +242,25 @@ class Admission:
                                       1 + fork.copied_bytes // FORK_START_BYTES)
         await self.store.add(fork.thread, *fork.messages, *fork.components)
         return fork
+
+    async def branch(self, caller: Caller, original: ThreadRow, message_id: str | None
+                     ) -> ThreadRow:
+        """A branch of `original` at `message_id` (None: before its first message) that takes
+        over the client's name for it (`ThreadRow.client_id`): a fork, made under the same
+        rules, which the client's next requests under that name reach; the run on it is its
+        start, and what it copies is metered as a fork's is. 409 `CONCURRENT_RUN` when another
+        request branched the thread meanwhile."""
+        fork = await fork_of(self.store, original, message_id)
+        await check_thread_room(self.settings, self.store, caller.project, original.user_key)
+        copied = fork.copied_bytes // FORK_START_BYTES
+        if copied:
+            await self.runs.quotas.charge(caller.quota_subjects(original.user_key), copied)
+        fork.thread.client_id = original.client_id or original.id
+        if not await self.store.add_branch(original, fork.thread, *fork.messages,
+                                           *fork.components):
+            raise ApiError(Problem.CONCURRENT_RUN, "The thread was branched by another request "
+                           "meanwhile", threadId=echo(original.client_id or original.id))
+        return fork.thread
 
     async def reserve(self, caller: Caller, spec: RunSpec) -> Ticket:
         """A quota slot for a run that starts later (a Chorus message waits for its channel's
