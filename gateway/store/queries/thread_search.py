@@ -69,12 +69,13 @@ class ThreadSearchQueries(Queries):
     def _clauses(self, project_id: str, user_key: str | None, match: ThreadFilter
                  ) -> list[Any]:
         c = _threads.c
+        postgres = self.engine.dialect.name == "postgresql"
         clauses: list[Any] = [c.project_id == project_id]
         if user_key is not None:
             clauses.append(c.user_key == user_key)
         meta: Any = c.metadata
         for key, value in match.metadata:
-            if self.one_statement:  # PostgreSQL
+            if postgres:
                 clauses.append(cast(meta, JSONB).contains({key: value}))
             else:
                 path = f'$."{key}"'  # the key is letters, digits, '_' and '-' (the API's)
@@ -92,7 +93,7 @@ class ThreadSearchQueries(Queries):
             # Case-sensitive on both databases (SQLite's LIKE is not): LIKE with the prefix
             # escaped on PostgreSQL (its pattern index serves it), a substring on SQLite.
             clauses.append(name.startswith(match.name_prefix, autoescape=True)
-                           if self.one_statement else
+                           if postgres else
                            func.substr(name, 1, len(match.name_prefix)) == match.name_prefix)
         for column, low, high in ((c.created_ms, match.created_after,
                                    match.created_before),
