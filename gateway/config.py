@@ -513,6 +513,43 @@ class Settings(BaseSettings):
         0, ge=0, description="Model tokens (input and output) one Chorus connection string's "
                              "runs may use per UTC day (0: no budget); once spent, its messages "
                              "get 429 `TOKEN_BUDGET_EXCEEDED`. A connection may set its own.")
+    cron_min_interval_seconds: int = Field(
+        60, ge=1, le=86400,
+        description="The shortest interval a schedule's `{\"every\": N}` may ask for, in "
+                    "seconds. Lower it only for tests.")
+    cron_catchup_seconds: int = Field(
+        600, ge=0, le=7 * 86400,
+        description="A due time of a schedule that no process fired (every gateway was down) "
+                    "is still fired this late, in seconds; older ones are skipped, so a restart "
+                    "after a long outage starts a bounded number of runs.")
+    cron_poll_seconds: float = Field(
+        1.0, gt=0, le=60,
+        description="How often each process looks for schedules that are due (a due time "
+                    "fires at most this late while a process is up).")
+    max_crons_per_project: int = Field(
+        100, ge=0, description="Schedules one project may have (0: none may be created); one "
+                               "more gets 409 `CRON_LIMIT_REACHED`.")
+    webhook_secret: SecretStr | None = Field(
+        None, description="The key a completion webhook is signed with (HMAC-SHA256 over "
+                          "`<timestamp>.<body>`, docs/webhooks.md). Unset: a request or "
+                          "schedule naming a `webhook` is refused with 400 "
+                          "`WEBHOOK_NOT_ALLOWED`.")
+    webhook_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Hosts a `webhook` URL may name, with the rules of "
+                        "`GATEWAY_CHORUS_ALLOWED_HOSTS`: a name, `*.example.com`, an address or "
+                        "a network; every address the name resolves to must be public or "
+                        "listed (loopback, link-local and private ones are refused otherwise). "
+                        "Empty: every webhook is refused.")
+    webhook_retry_seconds: int = Field(
+        3600, ge=0, le=7 * 86400,
+        description="How long a webhook that failed (no answer, or not a 2xx) is retried, "
+                    "with backoff, after its first attempt; then it is marked failed.")
+    webhook_max_attempts: int = Field(
+        10, ge=1, le=100, description="Attempts at most per webhook, the first included.")
+    webhook_backoff_seconds: float = Field(
+        5.0, gt=0, le=3600,
+        description="The wait before a webhook's second attempt; each next wait doubles (at "
+                    "most 15 minutes). Lower it only for tests.")
     log_format: Literal["auto", "json", "text"] = Field(
         "auto", description="`json`: one JSON object per log line (with `request_id` and "
                             "`run_id`); `text`: plain lines; `auto`: text when stderr is a "
@@ -588,6 +625,7 @@ class Settings(BaseSettings):
     _parse_models = field_validator("models", mode="before")(_comma_list)
     _parse_stock_runtime = field_validator("stock_runtime", mode="before")(parse_stock_runtime)
     _parse_chorus_hosts = field_validator("chorus_allowed_hosts", mode="before")(_comma_list)
+    _parse_webhook_hosts = field_validator("webhook_allowed_hosts", mode="before")(_comma_list)
     _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
     _parse_prices = field_validator("model_prices", mode="before")(parse_prices)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)

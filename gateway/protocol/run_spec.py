@@ -156,6 +156,9 @@ class RunSpec:
     # Read the MCP resources the message references and embed them before the run starts
     # (`runs/admission/embedding.py`; Tambo's `embedResources`).
     embed_resources: bool = False
+    # Where to POST the run's end (`runs/automation/webhooks.py`): an http(s) URL the door
+    # checked against `GATEWAY_WEBHOOK_ALLOWED_HOSTS`.
+    webhook: str | None = None
 
     def to_row(self) -> SpecRow:
         """The spec as its run row keeps it (JSON, snake_case): every field, the unset ones
@@ -210,7 +213,8 @@ class RunSpec:
 
 # The fields kept on the row as they are (JSON values, or None).
 _PLAIN = ("context", "tool_choice", "force_component", "max_tokens", "temperature", "model",
-          "agent", "previous_run_id", "on_disconnect", "metadata", "multitask_strategy")
+          "agent", "previous_run_id", "on_disconnect", "metadata", "multitask_strategy",
+          "webhook")
 
 
 class SpecRow(TypedDict, total=False):
@@ -238,6 +242,7 @@ class SpecRow(TypedDict, total=False):
     abandon_pending_tools: bool
     multitask_strategy: MultitaskStrategy
     embed_resources: bool
+    webhook: str
     fingerprint: str | None
     queued_input: list[dict[str, Any]]
 

@@ -1,11 +1,11 @@
-"""Chorus's outbound checks (`gateway/dialects/chorus/outbound.py`): a URL is called only if its
+"""Chorus's outbound checks (`gateway/runs/automation/outbound.py`, shared with webhooks): a URL is called only if its
 host is listed and every address it resolves to is public or listed."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.dialects.chorus import outbound
+from gateway.runs.automation import outbound
 
 
 def refused(url: str, allowed: list[str]) -> bool:

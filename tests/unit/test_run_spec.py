@@ -133,6 +133,7 @@ EVERY_FIELD: dict[str, object] = {
     "abandon_pending_tools": True,
     "multitask_strategy": "enqueue",
     "embed_resources": True,
+    "webhook": "https://hooks.example.com/done",
 }
 
 

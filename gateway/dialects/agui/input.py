@@ -92,6 +92,7 @@ class Declared(WireModel):
     abandonPendingTools: bool | None = None
     multitaskStrategy: MultitaskStrategy | None = None
     interrupts: bool | None = None
+    webhook: str | None = Field(default=None, max_length=2048)
 
 
 def opts_into_interrupts(forwarded_props: Any) -> bool:
@@ -141,6 +142,7 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
         seed_messages=seed_messages(body),
         abandon_pending_tools=bool(declared.abandonPendingTools),
         multitask_strategy=declared.multitaskStrategy,
+        webhook=declared.webhook,
     )
 
 
@@ -152,7 +154,8 @@ def _declared(body: RunAgentInput) -> Declared:
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
-    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy", "interrupts"):
+    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy", "interrupts",
+                 "webhook"):
         value = forwarded(body, name)
         if value is not None:
             fields[name] = value

@@ -53,6 +53,7 @@ def run_spec(request: RunRequest, agent: str | None = None) -> RunSpec:
         abandon_pending_tools=bool(request.abandonPendingTools),
         multitask_strategy=request.multitaskStrategy,
         embed_resources=bool(request.embedResources),
+        webhook=request.webhook,
     )
 
 

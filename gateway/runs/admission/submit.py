@@ -7,7 +7,8 @@ decides in one order who may start what:
 
 1. a thread id or name the client chose is one that can travel where ids go;
 2. the request itself (`checks.check_request`): the model from the allow-list, the
-   attachments, the input's limits (text, tools, components, schemas, metadata, seeds);
+   attachments, the input's limits (text, tools, components, schemas, metadata, seeds), and
+   a `webhook` the gateway may call (`automation/webhooks.py`);
 3. the agent (`agents.choose_agent`: the thread's, the one asked for, the credential's, the
    default) and prompt authority (no client system prompt unless the agent takes one);
 4. the message's MCP resources embedded (`embedding`), outside the start gate's turn, and
@@ -41,6 +42,7 @@ from ...engine.loop import ServerToolSpec
 from ...protocol.problems import ApiError, Problem, echo
 from ...protocol.run_spec import RunSpec, SeedMessage
 from ...store.tables import ThreadRow
+from ..automation import webhooks
 from ..manager import RunManager
 from .admit import StartedRun
 from .agents import check_client_prompt, choose_agent
@@ -83,7 +85,18 @@ class Admission:
 
         `client_run_id`: the client's own name for the run (AG-UI). `extra_tools`: server
         tools for this run only (a Chorus message's MCP servers). `reserved`: the quota slot
-        the start took when it was accepted (`reserve`); it goes back if the start is refused."""
+        the start took when it was accepted (`reserve`); it goes back if the start is refused.
+        A run that names a `webhook` has it recorded with it (`automation/webhooks.py`)."""
+        started = await self._submit(caller, target, spec, client_run_id=client_run_id,
+                                     extra_tools=extra_tools, reserved=reserved)
+        if spec.webhook is not None:
+            await webhooks.record(self.store, started.run, spec.webhook)
+        return started
+
+    async def _submit(self, caller: Caller, target: Target, spec: RunSpec, *,
+                      client_run_id: str | None = None,
+                      extra_tools: dict[str, ServerToolSpec] | None = None,
+                      reserved: Ticket | None = None) -> StartedRun:
         ticket = None  # a keyed new thread's is taken once its key is claimed (`_once`)
         try:
             spec, agent = await self._checked(caller, target, spec)
@@ -113,8 +126,8 @@ class Admission:
                 raise
         # The id (or name) the client chose was taken meanwhile, by a racing request or in
         # another project: the run goes on that thread if the caller may see it.
-        return await self.submit(caller, OnThread(await self._named(caller, target)), spec,
-                                 client_run_id=client_run_id, extra_tools=extra_tools)
+        return await self._submit(caller, OnThread(await self._named(caller, target)), spec,
+                                  client_run_id=client_run_id, extra_tools=extra_tools)
 
     async def _checked(self, caller: Caller, target: Target, spec: RunSpec
                        ) -> tuple[RunSpec, ResolvedAgent]:
@@ -123,6 +136,7 @@ class Admission:
         if isinstance(target, NewThread):
             check_chosen_id(target)
         check_request(self.settings, spec)
+        webhooks.check(self.settings, spec.webhook)
         thread = target.thread if isinstance(target, OnThread) else None
         agent = choose_agent(self.agents, caller, thread, spec.agent)
         check_client_prompt(agent, spec.seed_messages)
