@@ -128,6 +128,16 @@ EXAMPLES: dict[str, dict[str, Any]] = {
          "outputPerMillion": 0.6, "cachedInputPerMillion": None, "configured": True}]}},
     "docs": {"response": HTML},
     "createCron": {"request": _CRON_REQUEST, "response": _CRON},
+    "adminListCrons": {"response": {"crons": [{
+        "id": _CRON["id"], "userKey": EXAMPLE_USER_KEY, "agent": "default", "threadId": None,
+        "schedule": _CRON_REQUEST["schedule"], "message": _CRON_REQUEST["message"],
+        "webhookHost": "hooks.example.com", "createdAt": CREATED,
+        "nextRunAt": _CRON["nextRunAt"], "lastRunId": RUN, "lastError": None,
+        "runsStarted": 3}]}},
+    "adminListWebhooks": {"response": {"deliveries": [{
+        "runId": RUN, "threadId": THREAD, "host": "hooks.example.com", "state": "delivered",
+        "attempts": 2, "lastStatus": 200, "lastError": None, "createdAt": CREATED,
+        "doneAt": UPDATED, "nextAttemptAt": None}]}},
     "listCrons": {"response": {"crons": [_CRON]}},
     "listAgents": {"response": {
         "version": "0.1.0", "defaultAgent": "support", "audioFileTranscriptionEnabled": False,

@@ -15,6 +15,7 @@ from ..protocol.admin import (
     AdminAnswered,
     AdminAnswers,
     AdminConversation,
+    AdminCronList,
     AdminFrameList,
     AdminKey,
     AdminKeyCreate,
@@ -26,6 +27,7 @@ from ..protocol.admin import (
     AdminThreadList,
     AdminUsageReport,
     AdminWaitingList,
+    AdminWebhookList,
 )
 from ..protocol.agents import AgentList
 from ..protocol.operations import (
@@ -184,6 +186,17 @@ OPERATIONS: tuple[Operation, ...] = (
     # the operator console's API (admin keys only)
     Operation("GET", "/admin", "adminConsole", "The operator console (offline HTML; asks for an "
               "admin key)", "meta", public=True, result=str, media_type="text/html"),
+    Operation("GET", "/v1/admin/crons", "adminListCrons", "The project's schedules, of every "
+              "user scope", "admin", params=(limit(200, 1000),), result=AdminCronList,
+              description="Admin keys only: each schedule with its next due time and what its "
+                          "last one did (the run it started, or why none).",
+              errors=ADMIN_ERRORS),
+    Operation("GET", "/v1/admin/webhooks", "adminListWebhooks", "Recent completion webhooks "
+              "and their outcome", "admin", params=(limit(50, 200),), result=AdminWebhookList,
+              description="Admin keys only: the project's most recent webhook deliveries, "
+                          "newest first: delivered, failed for good or pending (attempts, the "
+                          "receiver's last status). A URL is shown by its host only.",
+              errors=ADMIN_ERRORS),
     Operation("GET", "/v1/admin/threads", "adminListThreads", "Threads of every user scope, "
               "most recently updated first", "admin",
               description="Admin keys only (`gateway keys create --admin`): the threads of the "

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -46,7 +47,8 @@ def hooked(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFacto
            ) -> Iterator[InProcess]:
     env = scripted_env(scripted_model, GATEWAY_WEBHOOK_SECRET=SECRET,
                        GATEWAY_WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
-                       GATEWAY_WEBHOOK_BACKOFF_SECONDS="0.2", GATEWAY_CRON_POLL_SECONDS="0.2")
+                       GATEWAY_WEBHOOK_BACKOFF_SECONDS="0.2", GATEWAY_CRON_POLL_SECONDS="0.2",
+                       GATEWAY_WEBHOOK_MAX_ATTEMPTS="3")
     workdir = tmp_path_factory.mktemp("webhooks")
     server = (InProcessCluster(workdir, env) if engines.ENGINES is not None
               else InProcessGateway(workdir, env)).start()
@@ -117,3 +119,33 @@ def test_an_agui_run_takes_a_webhook(http: httpx.Client, receiver: Receiver) -> 
     assert events
     wait_for(receiver.delivered, what="the AG-UI run's webhook")
     assert json.loads(receiver.received[0].body)["status"] == "completed"
+
+
+def test_the_console_lists_deliveries_with_their_outcome(http: httpx.Client,
+                                                         receiver: Receiver) -> None:
+    """`GET /v1/admin/webhooks` (development mode answers it without an admin key): the
+    receiver's host, never the URL's token; attempts and the last status."""
+    receiver.fail_first = 1
+    _, run_id = run_with_webhook(http, receiver.url)
+    wait_for(receiver.delivered, what="the second try")
+    response = http.get("/v1/admin/webhooks")
+    assert response.status_code == 200, response.text
+    assert "t0ps3cret" not in response.text and "/hooks/done" not in response.text
+    [mine] = [d for d in response.json()["deliveries"] if d["runId"] == run_id]
+    assert mine["host"] == "127.0.0.1" and mine["state"] == "delivered"
+    assert mine["attempts"] == 2 and mine["lastStatus"] == 200 and mine["doneAt"]
+
+
+def test_a_receiver_that_never_answers_well_is_given_up(http: httpx.Client, hooked: InProcess,
+                                                        receiver: Receiver) -> None:
+    """Bounded: at most `GATEWAY_WEBHOOK_MAX_ATTEMPTS` tries (3 here), then `failed`."""
+    receiver.fail_first = 1000
+    _, run_id = run_with_webhook(http, receiver.url)
+
+    def failed() -> dict[str, Any] | None:
+        found = [d for d in http.get("/v1/admin/webhooks").json()["deliveries"]
+                 if d["runId"] == run_id and d["state"] == "failed"]
+        return found[0] if found else None
+    delivery = wait_for(failed, what="the webhook to be given up")
+    assert delivery["attempts"] == 3 and delivery["lastStatus"] == 503
+    assert len(receiver.received) == 3
