@@ -241,3 +241,19 @@ def test_a_schedule_survives_a_restart(scripted_model: ScriptedModel,
                      what="a firing after the restart")
     finally:
         server.stop()
+
+
+def test_the_python_client_makes_lists_and_deletes_a_schedule(scheduled: InProcess) -> None:
+    from gateway.client import Client, GatewayError
+
+    with Client(scheduled.url, api_key="test-key", user_key="client-user",
+                transport=scheduled.sync_transport()) as client:
+        cron = client.create_cron({"cron": "0 8 * * 1-5", "timezone": "Europe/Paris"},
+                                  "digest", metadata={"team": "support"})
+        assert [c["id"] for c in client.crons()] == [cron["id"]]
+        assert cron["nextRunAt"].endswith(("06:00:00.000Z", "07:00:00.000Z"))
+        client.delete_cron(cron["id"])
+        assert client.crons() == []
+        with pytest.raises(GatewayError) as refused:
+            client.create_cron({"every": 0}, "x")
+        assert refused.value.code == "VALIDATION_ERROR"
