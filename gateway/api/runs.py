@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -33,7 +32,7 @@ from ..protocol.problems import ApiError, Problem, echo
 from ..protocol.run_errors import error_frame, run_error
 from ..protocol.tambo import CancelResponse, wire
 from ..protocol.translation import Dialect, Positions, queued_prelude
-from ..server.sse import BoundedEventSource
+from ..server.sse import BoundedEventSource, Chunks
 from ..store.repository import ACTIVE_RUN_STATUSES
 from ..store.tables import RunRow
 from .context import services, thread_for
@@ -67,31 +66,35 @@ def event_stream(request: Request, run: RunRow, after: int = 0,
 
 async def run_events(request: Request, run_id: str, after: int,
                      dialect: Callable[[], Dialect[Any]], encode: Callable[[Any], str],
-                     prelude: list[Any] | None = None) -> AsyncIterator[bytes]:
+                     prelude: list[Any] | None = None
+                     ) -> AsyncIterator[bytes | dict[str, str]]:
     """The SSE messages of a run's events after event `after`, each with its position as id;
     first, a queued run's `prelude` (`queued_prelude`: its start and that it is queued, sent
     without ids, so a reconnect replays the run from its first event).
 
     The events of each wake-up of the reader (everything the log has beyond it by then) go
-    out as one chunk, encoded here (`sse_event`, the bytes sse-starlette would write for each):
-    one send per wake-up instead of one per event
-    (docs/decisions/0008-sse-events-encoded-per-wake-up.md)."""
+    out together (`server/sse.py` `Chunks`: one send per wake-up, or sse-starlette's own
+    encoding, one event at a time, under `GATEWAY_STOCK_RUNTIME=sse`)."""
     reader = dialect()
+    chunks = Chunks.of(request.scope)
     if prelude:
-        yield "".join(sse_event(encode(event)) for event in prelude).encode()
+        for message in chunks.sent([(encode(event), None) for event in prelude]):
+            yield message
     positions = Positions(reader, after, started_early=bool(prelude))
-    chunk: list[str] = []
+    chunk: list[tuple[str, int | None]] = []
     try:
         async with contextlib.aclosing(services(request).runs.batches(run_id)) as batches:
             async for batch in batches:
                 for entry in batch:
                     for position, event in positions.of(entry):
-                        chunk.append(sse_event(encode(event), position))
+                        chunk.append((encode(event), position))
                 if chunk:
-                    yield "".join(chunk).encode()
+                    for message in chunks.sent(chunk):
+                        yield message
                     chunk.clear()
-        for position, event in positions.lost():
-            yield sse_event(encode(event), position).encode()
+        for message in chunks.sent([(encode(event), position)
+                                    for position, event in positions.lost()]):
+            yield message
     except Exception:
         # Headers are sent: the client gets one RUN_ERROR instead of a cut connection (its
         # SDK would report a network error, and the AG-UI verifier a stream without an end).
@@ -99,26 +102,9 @@ async def run_events(request: Request, run_id: str, after: int,
         # events before the failure that were not sent yet go first.
         log.exception("run %s: its event stream failed", run_id)
         for event in reader.feed(error_frame(STREAM_FAILED_ERROR)):
-            chunk.append(sse_event(encode(reader.stamp(event, now_ms()))))
-        yield "".join(chunk).encode()
-
-
-# What sse-starlette splits an event's data at (each line its own `data:` field).
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def sse_event(data: str, position: int | None = None) -> str:
-    """One SSE event as sse-starlette encodes `{"data": data, "id": str(position)}` with the
-    run streams' separator (LF): the `id:` line (none without a position), a `data:` line per
-    line of `data`, a blank line.
-
-    Not the library's `ServerSentEvent(...).encode()` because this is once per streamed token,
-    and that builds an object and checks every field (decision record 0008, as above).
-    tests/unit/test_sse_event.py holds the two to the same bytes."""
-    head = f"id: {position}\n" if position is not None else ""
-    if "\n" not in data and "\r" not in data:  # JSON as the dialects encode it
-        return f"{head}data: {data}\n\n"
-    return head + "".join(f"data: {line}\n" for line in LINE_BREAK.split(data)) + "\n"
+            chunk.append((encode(reader.stamp(event, now_ms())), None))
+        for message in chunks.sent(chunk):
+            yield message
 
 
 def sse_response(request: Request, messages: AsyncIterator[dict[str, str] | bytes],

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import types
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sse_starlette import EventSourceResponse
@@ -175,3 +177,46 @@ class BoundedEventSource(EventSourceResponse):
                 raise error
         if self.background is not None:
             await self.background()
+
+
+# What sse-starlette splits an event's data at (each line its own `data:` field).
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def sse_event(data: str, position: int | None = None) -> str:
+    """One SSE event as sse-starlette encodes `{"data": data, "id": str(position)}` with the
+    run streams' separator (LF): the `id:` line (none without a position), a `data:` line per
+    line of `data`, a blank line.
+
+    Not the library's `ServerSentEvent(...).encode()` because this is once per streamed token,
+    and that builds an object and checks every field
+    (docs/decisions/0008-sse-events-encoded-per-wake-up.md). tests/unit/test_sse_event.py
+    holds the two to the same bytes."""
+    head = f"id: {position}\n" if position is not None else ""
+    if "\n" not in data and "\r" not in data:  # JSON as the dialects encode it
+        return f"{head}data: {data}\n\n"
+    return head + "".join(f"data: {line}\n" for line in LINE_BREAK.split(data)) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunks:
+    """How a stream's events, each its data and its position (or none), go out: all the
+    events of one wake-up as one chunk of bytes, encoded here (decision record 0008), or, with
+    `GATEWAY_STOCK_RUNTIME` naming `sse`, one message each for sse-starlette to encode."""
+
+    stock: bool
+
+    @classmethod
+    def of(cls, scope: Scope) -> Chunks:
+        """The way the front chose for this request (`STOCK_KEY`)."""
+        return cls(bool(scope.get(STOCK_KEY)))
+
+    def sent(self, events: Sequence[tuple[str, int | None]]) -> Iterator[bytes | dict[str, str]]:
+        """What the response's body iterator yields for `events` (nothing for none)."""
+        if not events:
+            return
+        if self.stock:
+            for data, position in events:
+                yield {"data": data} if position is None else {"data": data, "id": str(position)}
+        else:
+            yield "".join(sse_event(data, position) for data, position in events).encode()

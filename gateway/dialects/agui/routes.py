@@ -310,7 +310,7 @@ def _outcome(body: RunAgentInput, waiting: list[dict[str, Any]]) -> RunFinishedO
 
 
 async def _latest_run(request: Request, thread: ThreadRow | None, cursor: int
-                      ) -> AsyncIterator[bytes]:
+                      ) -> AsyncIterator[bytes | dict[str, str]]:
     run_id = thread and (_active(thread) or thread.last_completed_run_id)
     if thread is not None and run_id:
         async for message in _run_after(request, thread, run_id, cursor):
@@ -318,7 +318,7 @@ async def _latest_run(request: Request, thread: ThreadRow | None, cursor: int
 
 
 async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: int
-                     ) -> AsyncIterator[bytes]:
+                     ) -> AsyncIterator[bytes | dict[str, str]]:
     run = await services(request).store.get_run(run_id)
     if run is None:
         return
