@@ -149,3 +149,21 @@ def test_a_receiver_that_never_answers_well_is_given_up(http: httpx.Client, hook
     delivery = wait_for(failed, what="the webhook to be given up")
     assert delivery["attempts"] == 3 and delivery["lastStatus"] == 503
     assert len(receiver.received) == 3
+
+
+def test_a_pause_for_a_client_tool_notifies_the_same_way(
+        http: httpx.Client, receiver: Receiver, scripted_model: ScriptedModel) -> None:
+    scripted_model.enqueue([{"tool_call": {"index": 0, "id": "call_w", "name": "get_weather",
+                                           "arguments": '{"city":"Oslo"}'}}])
+    events = run_events(http, "POST", "/v1/threads/runs", json={
+        "message": message("Weather in Oslo?"), "webhook": receiver.url,
+        "tools": [{"name": "get_weather", "description": "Get weather",
+                   "inputSchema": {"type": "object",
+                                   "properties": {"city": {"type": "string"}}}}]})
+    _, run_id = started_ids(events)
+    wait_for(receiver.delivered, what="the pause's webhook")
+    [post] = receiver.received
+    assert verify(post.headers, post.body)
+    sent = json.loads(post.body)
+    assert sent["runId"] == run_id and sent["status"] == "awaiting_input"
+    assert sent["pendingToolCalls"] == [{"toolCallId": "call_w", "name": "get_weather"}]

@@ -109,6 +109,10 @@ class Scheduler:
             log.warning("schedule %s: run refused: %s", row.id, exc.code)
             await self.store.cron_fired(row.id, None, exc.code)
             return
+        except Exception as exc:  # the database away mid-start: the due time is spent
+            log.warning("schedule %s: run not started: %s", row.id, type(exc).__name__)
+            await self.store.cron_fired(row.id, None, "START_FAILED")
+            return
         log.info("schedule %s: started run %s", row.id, started.run.id,
                  extra={"run_id": started.run.id})
         await self.store.cron_fired(row.id, started.run.id, None)

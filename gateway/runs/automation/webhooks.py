@@ -42,6 +42,9 @@ MAX_BACKOFF_SECONDS = 900
 BATCH = 16  # deliveries one process sends at once
 # A claim outlasts one attempt (its connect, send and read are each bounded by the timeout).
 CLAIM_MS = 60_000
+# Ended deliveries are kept this long (the console lists the recent ones), then forgotten.
+KEEP_MS = 30 * 86_400_000
+PRUNE_EVERY_MS = 3_600_000
 
 
 def check(settings: Settings, url: str | None) -> None:
@@ -91,7 +94,8 @@ def payload(run: RunRow, usage: list[dict[str, Any]]) -> dict[str, Any]:
         body["error"] = {k: run.error[k] for k in ("code", "message") if k in run.error}
     if run.status == "awaiting_input":
         body["pendingToolCalls"] = [
-            {"toolCallId": c.get("id"), "name": c.get("name")}
+            {"toolCallId": c.get("toolCallId") or c.get("id"),
+             "name": c.get("name") or c.get("toolName")}
             for c in run.pending_tool_calls or [] if isinstance(c, dict)]
     return body
 
@@ -113,11 +117,16 @@ class WebhookSender:
                                         limits=httpx.Limits(max_connections=BATCH))
 
     async def run(self) -> None:
-        """Until cancelled: a round every `GATEWAY_CRON_POLL_SECONDS`."""
+        """Until cancelled: a round every `GATEWAY_CRON_POLL_SECONDS`; once an hour, ended
+        deliveries older than 30 days are forgotten."""
+        pruned = 0
         try:
             while True:
                 try:
                     await self.round()
+                    if now_ms() - pruned > PRUNE_EVERY_MS:
+                        pruned = now_ms()
+                        await self.store.prune_webhook_deliveries(pruned - KEEP_MS)
                 except Exception as exc:  # the database away for a moment: next round
                     log.warning("webhook round failed: %s", type(exc).__name__)
                 await asyncio.sleep(self.settings.cron_poll_seconds)

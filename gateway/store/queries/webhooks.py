@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import or_, update
+from sqlalchemy import delete, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
@@ -78,6 +78,15 @@ class WebhookQueries(Queries):
                  .order_by(_D.created_ms.desc()).limit(limit))
         async with self.session() as session:
             return (await session.exec(query)).all()
+
+    @operation
+    async def prune_webhook_deliveries(self, before_ms: int) -> int:
+        """Forget deliveries that ended (delivered or failed) before `before_ms`."""
+        async with self.session() as session:
+            result = await session.execute(delete(_D).where(
+                _D.state != "pending", _D.done_ms < before_ms))
+            await session.commit()
+            return result.rowcount
 
     @operation
     async def get_webhook_delivery(self, run_id: str) -> WebhookDeliveryRow | None:
