@@ -1,9 +1,9 @@
 """The one door every run start goes through, and every thread a client creates.
 
-Each entry (a dialect's route, Chorus's deliveries, the console's answers, forks; schedules
-and webhooks' retries later) resolves who is calling once (`auth.caller.Caller`), says where the run goes (`OnThread`
-or `NewThread`) and what it is (the neutral `RunSpec`), and calls `Admission.submit`, which
-decides in one order who may start what:
+Each entry (a dialect's route, Chorus's deliveries, the console's answers, forks, the
+schedules' firings: `schedules.py`) resolves who is calling once (`auth.caller.Caller`), says
+where the run goes (`OnThread` or `NewThread`) and what it is (the neutral `RunSpec`), and
+calls `Admission.submit`, which decides in one order who may start what:
 
 1. a thread id or name the client chose is one that can travel where ids go;
 2. the request itself (`checks.check_request`): the model from the allow-list, the
