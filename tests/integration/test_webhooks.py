@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,3 +168,15 @@ def test_a_pause_for_a_client_tool_notifies_the_same_way(
     sent = json.loads(post.body)
     assert sent["runId"] == run_id and sent["status"] == "awaiting_input"
     assert sent["pendingToolCalls"] == [{"toolCallId": "call_w", "name": "get_weather"}]
+
+
+def test_a_timbal_message_takes_a_webhook(http: httpx.Client, receiver: Receiver) -> None:
+    thread_id = str(uuid.uuid4())
+    user = {"userKey": "timbal-hooks"}
+    assert http.post(f"/v1/timbal/threads/{thread_id}", json=user).status_code in (200, 201)
+    sent = http.post(f"/v1/timbal/threads/{thread_id}/messages", params=user,
+                     json={"content": "hi", "webhook": receiver.url})
+    assert sent.status_code == 202, sent.text
+    wait_for(receiver.delivered, what="the Timbal run's webhook")
+    body = json.loads(receiver.received[0].body)
+    assert body["threadId"] == thread_id and body["status"] == "completed"
