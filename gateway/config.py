@@ -530,7 +530,8 @@ class Settings(BaseSettings):
         100, ge=0, description="Schedules one project may have (0: none may be created); one "
                                "more gets 409 `CRON_LIMIT_REACHED`.")
     webhook_secret: SecretStr | None = Field(
-        None, description="The key a completion webhook is signed with (HMAC-SHA256 over "
+        None, description="The key (at least 32 bytes, e.g. `openssl rand -hex 32`) a "
+                          "completion webhook is signed with (HMAC-SHA256 over "
                           "`<timestamp>.<body>`, docs/webhooks.md). Unset: a request or "
                           "schedule naming a `webhook` is refused with 400 "
                           "`WEBHOOK_NOT_ALLOWED`.")
@@ -648,7 +649,7 @@ class Settings(BaseSettings):
                              "are meant to be required")
         return mode
 
-    @field_validator("token_secret", "oauth_hs256_secret")
+    @field_validator("token_secret", "oauth_hs256_secret", "webhook_secret")
     @classmethod
     def _strong_secret(cls, secret: SecretStr | None) -> SecretStr | None:
         if secret is not None and len(secret.get_secret_value().encode()) < MIN_SECRET_BYTES:
@@ -714,4 +715,4 @@ def load_settings(**overrides: object) -> Settings:
 
 def _is_secret(field_name: str) -> bool:
     return field_name in {"model_api_key", "api_keys", "database_url", "oauth_hs256_secret",
-                          "token_secret", "redis_url", "model_fallbacks"}
+                          "token_secret", "redis_url", "model_fallbacks", "webhook_secret"}

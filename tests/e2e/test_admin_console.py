@@ -70,7 +70,8 @@ def console_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.Temp
     require_tools()
     server = GatewayServer(tmp_path_factory.mktemp("admin-gateway"), scripted_env(
         scripted_model, GATEWAY_TOOLS=str(TOOLS), GATEWAY_MODEL_PRICES=json.dumps(PRICES),
-        GATEWAY_KEY_CACHE_SECONDS="1", GATEWAY_WEBHOOK_SECRET="whsec-console",
+        GATEWAY_KEY_CACHE_SECONDS="1",
+        GATEWAY_WEBHOOK_SECRET="whsec-console-0123456789-0123456789-abc",
         GATEWAY_WEBHOOK_ALLOWED_HOSTS="127.0.0.1"))
     keys = {"admin": create_key(server, "--admin"), "client": create_key(server)}
     try:

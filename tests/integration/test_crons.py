@@ -30,7 +30,8 @@ from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
 
 FAST = {"GATEWAY_CRON_MIN_INTERVAL_SECONDS": "1", "GATEWAY_CRON_POLL_SECONDS": "0.1",
-        "GATEWAY_WEBHOOK_SECRET": "whsec-crons", "GATEWAY_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+        "GATEWAY_WEBHOOK_SECRET": "whsec-crons-0123456789-0123456789-abc",
+        "GATEWAY_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
         "GATEWAY_API_KEYS": "test-key"}
 
 

@@ -27,7 +27,7 @@ from tests.support.run_stream import message, started_ids, wait_for
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
 
-SECRET = "whsec-test-0123456789"
+SECRET = "whsec-test-0123456789-0123456789-abc"
 
 
 class Receiver(PostReceiver):
