@@ -446,9 +446,20 @@ class Settings(BaseSettings):
         600, ge=0, description="Runs an API key may start per minute (0: no limit); one more "
                                "gets 429 `RATE_LIMITED`. A managed key may set its own.")
     key_daily_tokens: int = Field(
-        0, ge=0, description="Model tokens (input and output) an API key's runs may use per "
-                             "UTC day (0: no budget); once spent, new runs get 429 "
-                             "`TOKEN_BUDGET_EXCEEDED`. A managed key may set its own.")
+        1_000_000, ge=0, description="Model tokens (input and output) an API key's runs may "
+                                     "use per UTC day; once spent, new runs get 429 "
+                                     "`TOKEN_BUDGET_EXCEEDED`. A managed key may set its own. "
+                                     "0: no budget, which lets one leaked client key spend "
+                                     "without end (off by default).")
+    quota_outage: Literal["local", "refuse", "admit"] = Field(
+        "local", description="What a start gets while Redis, which holds the quota counters "
+                             "every process shares, does not answer: `local` checks it against "
+                             "this process's own counters, with each limit divided among the "
+                             "processes Redis last saw (a limit holds, roughly, through the "
+                             "outage); `refuse` answers 503 `QUOTAS_UNAVAILABLE`; `admit` lets "
+                             "it through unchecked, which lifts every quota and spend cap "
+                             "while Redis is away (off by default). Tokens Redis could not "
+                             "count are added once it answers again.")
     user_concurrent_runs: int = Field(
         10, ge=0, description="Runs one user scope (userKey or signed-in user) may have going "
                               "at once (0: no limit); 429 `TOO_MANY_CONCURRENT_RUNS`.")
@@ -510,9 +521,11 @@ class Settings(BaseSettings):
                               "no limit); one more gets 429 `RATE_LIMITED`. A connection may "
                               "set its own.")
     chorus_daily_tokens: int = Field(
-        0, ge=0, description="Model tokens (input and output) one Chorus connection string's "
-                             "runs may use per UTC day (0: no budget); once spent, its messages "
-                             "get 429 `TOKEN_BUDGET_EXCEEDED`. A connection may set its own.")
+        1_000_000, ge=0, description="Model tokens (input and output) one Chorus connection "
+                                     "string's runs may use per UTC day; once spent, its "
+                                     "messages get 429 `TOKEN_BUDGET_EXCEEDED`. A connection "
+                                     "may set its own. 0: no budget (off by default: a leaked "
+                                     "connection string could spend without end).")
     cron_min_interval_seconds: int = Field(
         60, ge=1, le=86400,
         description="The shortest interval a schedule's `{\"every\": N}` may ask for, in "
@@ -668,6 +681,21 @@ class Settings(BaseSettings):
                              "and for whom (`aud`)")
         return issuer
 
+    @field_validator("token_secret")
+    @classmethod
+    def _token_secret_of_its_own(cls, secret: SecretStr | None,
+                                 info: ValidationInfo) -> SecretStr | None:
+        """The gateway's own tokens and an identity provider's must not share a key: whoever
+        could make one (the app's backend, which holds the identity secret) could make the
+        other, and a gateway token would pass as the provider's."""
+        shared = info.data.get("oauth_hs256_secret")
+        if (secret is not None and isinstance(shared, SecretStr)
+                and secret.get_secret_value() == shared.get_secret_value()):
+            raise ValueError("must differ from GATEWAY_OAUTH_HS256_SECRET: the gateway's access "
+                             "tokens and your identity provider's tokens need keys of their "
+                             "own (make one with `openssl rand -hex 32`)")
+        return secret
+
     @property
     def development_possible(self) -> bool:
         """Whether development mode may be on: not with `GATEWAY_API_KEYS` or `off`. Whether
@@ -708,7 +736,8 @@ def load_settings(**overrides: object) -> Settings:
             else:
                 name = field_name
             reason = str(problem["msg"]).removeprefix("Value error, ")
-            shown = "" if _is_secret(field_name) else f"={problem.get('input')!r}"
+            secret = _is_secret(field_name) or not problem["loc"]  # a model's input: all of it
+            shown = "" if secret else f"={problem.get('input')!r}"
             lines.append(f"invalid setting {name}{shown}: {reason}")
         raise SettingsError("\n".join(lines)) from None
 

@@ -24,6 +24,7 @@ class MemoryCounters:
     starts: dict[str, tuple[int, int]] = field(default_factory=dict)  # (minute, count)
     tokens: dict[str, tuple[int, int]] = field(default_factory=dict)  # (day, count)
     windows: tuple[int, int] = (0, 0)  # the (minute, day) the counts were last pruned in
+    processes: int = 1  # these counters are this process's alone
 
     def _prune(self, minute: int, day: int) -> None:
         if self.windows[0] != minute:
@@ -32,8 +33,8 @@ class MemoryCounters:
             self.tokens = {n: c for n, c in self.tokens.items() if c[0] == day}
         self.windows = (minute, day)
 
-    async def acquire(self, ticket: str, subjects: Sequence[Subject],
-                      now: int) -> tuple[int, Exceeded] | None:
+    async def acquire(self, ticket: str, subjects: Sequence[Subject], now: int,
+                      weight: int = 1) -> tuple[int, Exceeded] | None:
         minute, day = now // MINUTE_MS, now // DAY_MS
         self._prune(minute, day)
         for index, subject in enumerate(subjects):
@@ -49,9 +50,16 @@ class MemoryCounters:
         for subject in subjects:
             if subject.limits.concurrent_runs:
                 self.running.setdefault(subject.name, set()).add(ticket)
-            if subject.limits.runs_per_minute:
-                self.starts[subject.name] = (minute, _in(self.starts, subject.name, minute) + 1)
+        self.count_starts(subjects, now, weight)
         return None
+
+    def count_starts(self, subjects: Sequence[Subject], now: int, weight: int) -> None:
+        minute = now // MINUTE_MS
+        self._prune(minute, now // DAY_MS)
+        for subject in subjects:
+            if subject.limits.runs_per_minute:
+                self.starts[subject.name] = (minute,
+                                             _in(self.starts, subject.name, minute) + weight)
 
     async def release(self, ticket: str, subjects: Sequence[Subject]) -> None:
         for subject in subjects:
@@ -63,6 +71,7 @@ class MemoryCounters:
 
     async def add_tokens(self, subjects: Sequence[Subject], tokens: int, now: int) -> None:
         day = now // DAY_MS
+        self._prune(now // MINUTE_MS, day)
         for subject in subjects:
             self.tokens[subject.name] = (day, _in(self.tokens, subject.name, day) + tokens)
 

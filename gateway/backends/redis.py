@@ -53,7 +53,7 @@ from redis.exceptions import RedisError
 from ..auth.subjects import Subject
 from ..observability import metrics
 from ..protocol import timbal
-from ..protocol.clock import now_ms
+from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import Problem
 from ..runs.admission.quotas import (
     DAY_MS,
@@ -81,6 +81,7 @@ from .database import (
     deliver_in_order,
     listen_with_reconnects,
 )
+from .memory import MemoryCounters
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def redis_backend(url: str, store: Store, timings: Timings, slot_ttl_ms: int) ->
                    RedisCounters(redis, slot_ttl_ms),
                    (database_probe(store),
                     Probe("redis", Problem.REDIS_UNAVAILABLE, "Redis cannot be reached", redis.ping)),
-                   redis.aclose)
+                   redis.aclose, local_counters=MemoryCounters())
 
 
 # -- the run feed ---------------------------------------------------------------------------
@@ -380,14 +381,16 @@ class RedisSignals:
 
 # -- counters -----------------------------------------------------------------------------
 
-# KEYS: per subject (slots zset, starts of this minute, tokens of this day).
-# ARGV: ticket, now, slots older than this are stale, then per subject its three limits.
+# KEYS: per subject (slots zset, starts of this minute, tokens of this day), then the zset of
+# processes that admitted a start lately. ARGV: ticket, now, slots older than this are stale,
+# the start's weight, this process's id, then per subject its three limits. Returns the
+# subject over a limit and which, or how many processes admitted a start in `PEERS_MS`.
 ACQUIRE = """
-local n = #KEYS / 3
+local n = (#KEYS - 1) / 3
 for i = 0, n - 1 do
   local slots, starts, tokens = KEYS[i*3+1], KEYS[i*3+2], KEYS[i*3+3]
-  local concurrent, per_minute, daily = tonumber(ARGV[4+i*3]), tonumber(ARGV[5+i*3]),
-    tonumber(ARGV[6+i*3])
+  local concurrent, per_minute, daily = tonumber(ARGV[6+i*3]), tonumber(ARGV[7+i*3]),
+    tonumber(ARGV[8+i*3])
   if daily > 0 and tonumber(redis.call('GET', tokens) or '0') >= daily then
     return {i, 'tokens'}
   end
@@ -400,17 +403,23 @@ for i = 0, n - 1 do
   end
 end
 for i = 0, n - 1 do
-  if tonumber(ARGV[4+i*3]) > 0 then
+  if tonumber(ARGV[6+i*3]) > 0 then
     redis.call('ZADD', KEYS[i*3+1], ARGV[2], ARGV[1])
     redis.call('PEXPIRE', KEYS[i*3+1], ARGV[2] - ARGV[3])
   end
-  if tonumber(ARGV[5+i*3]) > 0 then
-    redis.call('INCR', KEYS[i*3+2])
+  if tonumber(ARGV[7+i*3]) > 0 then
+    redis.call('INCRBY', KEYS[i*3+2], ARGV[4])
     redis.call('PEXPIRE', KEYS[i*3+2], 120000)
   end
 end
-return false
+local peers = KEYS[#KEYS]
+redis.call('ZADD', peers, ARGV[2], ARGV[5])
+redis.call('ZREMRANGEBYSCORE', peers, '-inf', ARGV[2] - PEERS_MS)
+redis.call('PEXPIRE', peers, PEERS_MS)
+return redis.call('ZCARD', peers)
 """
+# Processes that admitted a start within this long count as sharing the limits (`processes`).
+PEERS_MS = 300_000
 PREFIX = "gateway:quota:"
 
 
@@ -419,19 +428,25 @@ class RedisCounters:
 
     def __init__(self, redis: Redis, slot_ttl_ms: int) -> None:
         self.redis, self.slot_ttl_ms = redis, slot_ttl_ms
-        self._acquire = redis.register_script(ACQUIRE)
+        self._acquire = redis.register_script(ACQUIRE.replace("PEERS_MS", str(PEERS_MS)))
+        self.process = new_id("p_")
+        # Processes that admitted starts lately, as Redis last said: how the limits are
+        # shared out while it is away (`runs/admission/quotas.py`).
+        self.processes = 1
 
-    async def acquire(self, ticket: str, subjects: Sequence[Subject],
-                      now: int) -> tuple[int, Exceeded] | None:
+    async def acquire(self, ticket: str, subjects: Sequence[Subject], now: int,
+                      weight: int = 1) -> tuple[int, Exceeded] | None:
         keys: list[str] = []
-        args: list[Any] = [ticket, now, now - self.slot_ttl_ms]
+        args: list[Any] = [ticket, now, now - self.slot_ttl_ms, weight, self.process]
         for subject in subjects:
             keys += _keys(subject.name, now)
             args += [subject.limits.concurrent_runs, subject.limits.runs_per_minute,
                      subject.limits.daily_tokens]
+        keys.append(f"{PREFIX}processes")
         with _unavailable_as_such():
             result = await self._acquire(keys=keys, args=args)
-        if not result:
+        if isinstance(result, int):
+            self.processes = max(1, result)
             return None
         index, exceeded = result
         name = exceeded.decode() if isinstance(exceeded, bytes) else str(exceeded)
@@ -456,7 +471,7 @@ class RedisCounters:
 
 @contextlib.contextmanager
 def _unavailable_as_such() -> Iterator[None]:
-    """Redis's own errors, as the quotas know them (they let a run through unchecked)."""
+    """Redis's own errors, as the quotas know them (`GATEWAY_QUOTA_OUTAGE` decides)."""
     try:
         yield
     except RedisError as error:

@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from .redact import RedactUserKeys
+from .redact import RedactSecrets
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id",
                                                                          default=None)
@@ -90,7 +90,7 @@ def configure(level: int, log_format: str = "auto") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
     handler.addFilter(ContextFilter())
-    handler.addFilter(RedactUserKeys())  # no user scope in an access-log line
+    handler.addFilter(RedactSecrets())  # no user scope nor Chorus secret in a log line
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

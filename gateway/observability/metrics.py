@@ -74,6 +74,10 @@ MODEL_COST = Counter(
     ["agent", "model"])
 REFUSALS = Counter("gateway_refusals", "Requests refused before a run started, by code "
                    "(shutting down, payload too large, a quota).", ["code"])
+QUOTA_OUTAGE_ADMISSIONS = Counter(
+    "gateway_quota_outage_admissions", "Starts admitted while the shared quota counters (Redis) "
+    "could not be reached, by how they were checked: `local` (this process's share of each "
+    "limit) or `admit` (unchecked, `GATEWAY_QUOTA_OUTAGE=admit`).", ["checked"])
 OVERLOADED = Counter("gateway_overloaded_refusals", "New runs refused with 503 OVERLOADED, by "
                      "the admission limit that refused them (its setting's name).", ["reason"])
 

@@ -109,12 +109,13 @@ OPERATIONS: tuple[Operation, ...] = (
               description="A new thread (same user scope, agent and metadata) whose history "
                           "is this thread's up to and including `messageId`, with the state of "
                           "its components; it records its origin in `forkedFrom`. The "
-                          "original is unchanged. Regenerate: fork at the message before an "
+                          "original is unchanged. It counts as a start against the key's runs "
+                          "per minute, one more per 64 KiB it copies. Regenerate: fork at the message before an "
                           "answer, then run; edit: fork before a message, then run the new "
                           "text.",
               result=tambo.ThreadWithMessages,
               errors=("MESSAGE_NOT_FOUND", "INVALID_FORK_POINT", "USER_SCOPE_REQUIRED",
-                      "THREAD_LIMIT_REACHED")),
+                      "THREAD_LIMIT_REACHED", "RATE_LIMITED", "QUOTAS_UNAVAILABLE")),
     *(Operation("POST", f"{prefix}/{{thread_id}}/generate-name", f"generateThreadName{alias}",
                 "Name the thread from its history" + note, "threads", params=KEYS,
                 result=tambo.NamedThread, errors=METERED_ERRORS)
@@ -260,7 +261,8 @@ OPERATIONS: tuple[Operation, ...] = (
                           "on by itself (metered against the admin key).",
               body=AdminAnswers, status=202, result=AdminAnswered,
               errors=(*ADMIN_ERRORS, "THREAD_NOT_WAITING", *RUN_ERRORS, "OVERLOADED",
-                      "TOO_MANY_CONCURRENT_RUNS", "RATE_LIMITED", "TOKEN_BUDGET_EXCEEDED")),
+                      "TOO_MANY_CONCURRENT_RUNS", "RATE_LIMITED", "TOKEN_BUDGET_EXCEEDED",
+                      "QUOTAS_UNAVAILABLE")),
     Operation("GET", "/v1/admin/keys", "adminListKeys", "The project's managed keys", "admin",
               description="An admin key only (also in development mode): each key's kind, "
                           "agent, state, limits and last use; never a key itself.",

@@ -142,17 +142,18 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
               "TOKEN_BUDGET_EXCEEDED", "UNSUPPORTED_SCHEMA_PATTERN", "UNSUPPORTED_SCHEMA_REF",
               "UNSUPPORTED_SCHEMA_KEYWORD", "METADATA_TOO_LARGE", "IMAGE_URL_NOT_ALLOWED", "AGENT_NOT_FOUND",
-              "SYSTEM_PROMPT_NOT_ALLOWED", "WEBHOOK_NOT_ALLOWED")
-# What creating a thread may be refused for: its seeded messages and the number of threads.
+              "SYSTEM_PROMPT_NOT_ALLOWED", "QUOTAS_UNAVAILABLE", "WEBHOOK_NOT_ALLOWED")
+# What creating a thread may be refused for: its seeded messages, the number of threads, and
+# the key's runs per minute (a creation counts as a start).
 STORED_CAPS = ("METADATA_TOO_LARGE", "TOO_MANY_INITIAL_MESSAGES", "MESSAGE_TOO_LARGE",
-               "THREAD_LIMIT_REACHED")
+               "THREAD_LIMIT_REACHED", "RATE_LIMITED", "QUOTAS_UNAVAILABLE")
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
                 "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
                 "LLM_UNREACHABLE")
 # A one-shot model call (name, suggestions, transcription): the provider's failures, and the
 # quotas it is metered against as runs are.
 METERED_ERRORS = (*MODEL_ERRORS, "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
-                  "TOKEN_BUDGET_EXCEEDED")
+                  "TOKEN_BUDGET_EXCEEDED", "QUOTAS_UNAVAILABLE")
 # Some helpers are served on the beta path (where `@tambo-ai/react` and `TamboClient` call them)
 # and on the v1 path: (path prefix, operationId suffix, summary note).
 BETA_AND_V1 = (("/v1/threads", "", ""),

@@ -199,6 +199,8 @@ class Problem(enum.Enum):
                                  "a network blip); retry shortly.")
     REDIS_UNAVAILABLE = (503, "Redis (`GATEWAY_REDIS_URL`) does not answer; the process should "
                               "get no traffic until it does.")
+    QUOTAS_UNAVAILABLE = (503, "The key's quotas cannot be checked: Redis does not answer and "
+                               "`GATEWAY_QUOTA_OUTAGE` is `refuse`; retry shortly.")
     LLM_UNREACHABLE = (502, "The gateway cannot connect to the model provider (connection "
                             "refused, unknown host, connect timeout).")
     RESOURCE_UNAVAILABLE = (502, "`embedResources`: the MCP server failed to read a referenced "

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, TypedDict, final
 
 from ..protocol.frames_schema import JsonPatchOp
 from ..protocol.problems import Problem
-from .admission.quotas import Counters
+from .admission.quotas import Counters, LocalCounters
 from .log.live import Entry, LiveLog
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,9 @@ class Backend:
     counters: Counters
     probes: tuple[Probe, ...] = ()
     close: Callable[[], Awaitable[None]] = field(default=_nothing)
+    # This process's own counters, for when shared `counters` cannot be reached (None: the
+    # counters are this process's already).
+    local_counters: LocalCounters | None = None
 
     async def ping(self) -> list[str]:
         """The names of the parts that answered, each within `PING_SECONDS`; `Unreachable`

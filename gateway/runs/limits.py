@@ -9,7 +9,7 @@ one by name (`dataclasses.replace(RunLimits(), max_steps=2)`). The defaults are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -54,6 +54,8 @@ class RunLimits:
     """A new run is refused while the loop's thread used this share of a core (0: never)."""
     tool_status_max_per_run: int = 100
     """Statuses a run's tools may report (`engine/tools/status.py`); later ones are dropped."""
+    quota_outage: Literal["local", "refuse", "admit"] = "local"
+    """What a start gets while the shared quota counters are away (`GATEWAY_QUOTA_OUTAGE`)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunLimits:
@@ -74,7 +76,8 @@ class RunLimits:
                    max_start_wait_seconds=settings.max_start_wait_seconds,
                    max_loop_lag_seconds=settings.max_loop_lag_seconds,
                    max_loop_cpu=settings.max_loop_cpu,
-                   tool_status_max_per_run=settings.tool_status_max_per_run)
+                   tool_status_max_per_run=settings.tool_status_max_per_run,
+                   quota_outage=settings.quota_outage)
 
     def quota_slot_ms(self, lease_seconds: float) -> int:
         """How long a quota slot outlives a crashed process: at most a run's longest life."""

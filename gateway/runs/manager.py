@@ -70,7 +70,7 @@ class RunManager:
                                     max_share=limits.max_loop_cpu,
                                     share=self.lateness.cpu_share)
         # Runs per minute, concurrent runs and daily tokens per API key and user scope.
-        self.quotas = Quotas(backend.counters)
+        self.quotas = Quotas(backend.counters, backend.local_counters, limits.quota_outage)
         self.idempotency_ttl_seconds = limits.idempotency_ttl_seconds
         self.model_name = setup.model_name  # the configured model, written on runs that name none
         self.setup = setup

@@ -5,7 +5,8 @@ window.ui = SwaggerUIBundle({
   dom_id: "#swagger-ui",
   deepLinking: true,
   validatorUrl: null,
-  persistAuthorization: true,
+  // The key typed into "Authorize" is not written to localStorage: it goes with the page.
+  persistAuthorization: false,
   displayRequestDuration: true,
   defaultModelsExpandDepth: 0,
   docExpansion: "list",

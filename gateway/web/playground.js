@@ -19,8 +19,13 @@ import { loadRuns } from "/web/run_list.js";
 import { initRename, nameAfterFirstAnswer, threadLabel } from "/web/thread_names.js";
 
 const $ = (id) => document.getElementById(id);
-const stored = (key, fallback) => localStorage.getItem(`playground.${key}`) ?? fallback;
-const store = (key, value) => localStorage.setItem(`playground.${key}`, value);
+// The API key is kept for this tab only (sessionStorage: a reload keeps it, closing the tab
+// forgets it), never in localStorage, which any later visitor of this browser profile (and any
+// script of this origin, for ever) could read; the other fields are preferences.
+const SESSION_ONLY = new Set(["apiKey"]);
+const storage = (key) => (SESSION_ONLY.has(key) ? sessionStorage : localStorage);
+const stored = (key, fallback) => storage(key).getItem(`playground.${key}`) ?? fallback;
+const store = (key, value) => storage(key).setItem(`playground.${key}`, value);
 
 const DEFAULT_EXTRAS = {
   availableComponents: [{

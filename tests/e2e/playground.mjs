@@ -99,6 +99,9 @@ function pageSnapshot() {
       try { return JSON.parse(el?.innerText ?? "null"); } catch { return el?.innerText; }
     };
     return {
+      // Where the page keeps the API key typed into it (tests/e2e/test_playground.py).
+      keyStored: { local: localStorage.getItem("playground.apiKey"),
+                   session: sessionStorage.getItem("playground.apiKey") },
       error: document.getElementById("error").hidden ? null : text(document.getElementById("error")),
       title: text(document.getElementById("thread-title")),
       status: text(document.getElementById("run-status")),

@@ -130,6 +130,8 @@ def test_a_developers_first_session(page: Browser, keyed_gateway: GatewayServer,
     # With the key: an empty thread list, no error.
     keyed = step("fill", selector="#api-key", value=API_KEY)
     assert not keyed["error"]
+    # Kept for this tab only: nothing a later visitor of the browser profile could read.
+    assert keyed["keyStored"] == {"local": None, "session": API_KEY}
 
     # A new thread and a message: reasoning, then text that pauses half-way, so the page is
     # seen mid-stream, with the partial answer in both panes and no end of run yet.

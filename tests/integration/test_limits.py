@@ -311,3 +311,38 @@ def test_the_tokens_of_suggestions_count_against_the_daily_budget(
         assert http.post(path, json={"userKey": "spender"}).status_code == 201
         refused = http.post("/v1/threads/runs", json=run_body(user="spender"))
     assert refused.status_code == 429 and refused.json()["code"] == "TOKEN_BUDGET_EXCEEDED"
+
+
+def test_a_key_gets_429_on_its_tenth_new_thread(gateway: InProcess) -> None:
+    """Creating a thread is a start: a key limited to 9 per minute makes 9 threads, each for
+    a new user scope (rotating `userKey`s do not escape the key's limit), and not a 10th."""
+    key = create_key(gateway, "--runs-per-minute", "9")
+    within_one_minute(20)
+    with client(gateway, key) as http:
+        for n in range(9):
+            made = http.post("/v1/threads", json={"userKey": f"user-{n}"})
+            assert made.status_code == 201, made.text
+        tenth = http.post("/v1/threads", json={"userKey": "user-9"})
+    assert tenth.status_code == 429, tenth.text
+    assert tenth.headers["content-type"] == "application/problem+json"
+    assert tenth.json()["code"] == "RATE_LIMITED" and tenth.json()["limitScope"] == "apiKey"
+    assert int(tenth.headers["Retry-After"]) >= 1
+
+
+def test_a_fork_counts_as_a_start_and_one_more_per_64_kib_it_copies(
+        gateway: InProcess) -> None:
+    """A fork copying about 150 KB counts as 1 + 2 starts: with the run that made the thread,
+    a key limited to 4 per minute has none left for one more empty thread."""
+    key = create_key(gateway, "--runs-per-minute", "4")
+    within_one_minute(20)
+    with client(gateway, key) as http:
+        events = run(http, run_body("x" * 150_000))
+        assert events[-1].type == "RUN_FINISHED"
+        thread_id = events[0].data["threadId"]
+        messages = http.get(f"/v1/threads/{thread_id}/messages",
+                            params={"userKey": "buyer"}).json()["messages"]
+        forked = http.post(f"/v1/threads/{thread_id}/fork",
+                           json={"messageId": messages[0]["id"], "userKey": "buyer"})
+        assert forked.status_code == 201, forked.text
+        refused = http.post("/v1/threads", json={"userKey": "buyer"})
+    assert refused.status_code == 429 and refused.json()["code"] == "RATE_LIMITED", refused.text

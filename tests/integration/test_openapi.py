@@ -40,6 +40,15 @@ def test_docs_page_loads_swagger_ui_from_the_gateway_only(client: httpx.Client) 
         assert client.get(asset).status_code == 200, asset
 
 
+def test_the_docs_page_does_not_keep_the_key_typed_into_authorize(
+        client: httpx.Client) -> None:
+    """Swagger UI's `persistAuthorization` writes the key to localStorage, where it outlives
+    the page: the gateway's configuration turns it off."""
+    script = client.get("/web/docs.js", headers={"x-api-key": ""})
+    assert script.status_code == 200
+    assert re.search(r"persistAuthorization:\s*false", script.text), script.text
+
+
 def test_a_wrong_method_gets_405_naming_the_documented_methods(client: httpx.Client) -> None:
     document = json.loads(DOCUMENT.read_text())
     for path, methods in document["paths"].items():

@@ -184,6 +184,28 @@ def test_a_short_token_secret_stops_serve_with_one_line_and_status_2(tmp_path: P
     assert "pw123" not in result.stderr  # a secret is never shown, not even a bad one
 
 
+def test_a_token_secret_equal_to_the_identity_secret_stops_serve(tmp_path: Path) -> None:
+    """The gateway's tokens and the identity provider's must not be signed with one key."""
+    shared = "same-secret-for-both-0123456789abcdef"
+    result = gateway("serve", "--port", str(free_port()), cwd=tmp_path,
+                     GATEWAY_TOKEN_SECRET=shared, GATEWAY_OAUTH_HS256_SECRET=shared,
+                     GATEWAY_OAUTH_HS256_ISSUER="https://app.example",
+                     GATEWAY_OIDC_AUDIENCE="app")
+    assert result.returncode == 2
+    assert one_line(result).startswith("gateway: invalid setting GATEWAY_TOKEN_SECRET: must "
+                                       "differ from GATEWAY_OAUTH_HS256_SECRET")
+    assert shared not in result.stderr
+
+
+def test_a_keys_daily_token_budget_is_finite_by_default(tmp_path: Path) -> None:
+    result = gateway("config", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = dict(line.split("=", 1) for line in result.stdout.strip().splitlines())
+    assert int(shown["GATEWAY_KEY_DAILY_TOKENS"]) > 0
+    assert int(shown["GATEWAY_CHORUS_DAILY_TOKENS"]) > 0
+    assert shown["GATEWAY_QUOTA_OUTAGE"] == "local"
+
+
 def test_log_level_governs_the_gateways_own_loggers(tmp_path: Path) -> None:
     """In development mode the gateway warns at start-up; `--log-level error` silences it."""
     port = free_port()

@@ -47,6 +47,18 @@ def test_the_env_file_lists_every_setting() -> None:
         assert f"# {env_name(name)}=" in listed
 
 
+def test_the_templates_set_a_retention() -> None:
+    """Threads (and forks) cost storage: a deployment made from the templates deletes old
+    ones rather than keep every thread for ever."""
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    for name in ("gateway1", "gateway2"):
+        assert float(compose["services"][name]["environment"]["GATEWAY_RETENTION_DAYS"]) > 0
+    documents = [d for d in yaml.safe_load_all(
+        (ROOT / "deploy" / "kubernetes" / "gateway.yaml").read_text()) if d]
+    [settings] = [d for d in documents if d["kind"] == "ConfigMap"]
+    assert float(settings["data"]["GATEWAY_RETENTION_DAYS"]) > 0
+
+
 def test_haproxy_checks_readiness_and_its_config_is_valid() -> None:
     config = (ROOT / "deploy" / "haproxy.cfg").read_text()
     assert "option httpchk GET /ready" in config and "httpchk GET /health" not in config

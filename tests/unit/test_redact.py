@@ -44,3 +44,19 @@ def test_a_secret_is_masked_where_it_stands_not_inside_words() -> None:
     long = "sk-test-secret-key-1234"
     assert mask_secret(f"key {long}, again:{long}", long) == "key ***, again:***"
     assert mask_secret("nothing to hide", None) == "nothing to hide"
+
+
+def test_a_chorus_secret_is_redacted_from_any_loggers_line() -> None:
+    """The secret is the path itself: an error line naming the path must not carry it
+    either, nor a message formatted before it was logged."""
+    from gateway.observability.redact import RedactSecrets
+
+    record = logging.getLogger("gateway.api.errors").makeRecord(
+        "gateway.api.errors", logging.WARNING, __file__, 0,
+        "database unreachable on %s %s (from /v1/chorus/chs_inline)",
+        ("POST", "/v1/chorus/chs_Secret-123?x=1"), None)
+    RedactSecrets().filter(record)
+    line = record.getMessage()
+    assert "chs_" not in line
+    assert line == ("database unreachable on POST /v1/chorus/[redacted]?x=1 "
+                    "(from /v1/chorus/[redacted])")

@@ -16,6 +16,7 @@ would receive a call with no answer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,14 @@ class Fork:
     thread: ThreadRow
     messages: list[MessageRow]
     components: list[ComponentRow]
+
+    @property
+    def copied_bytes(self) -> int:
+        """What the fork copies, as JSON: its messages' parts and its components' props and
+        state (a fork is metered by it, `quotas.FORK_START_BYTES`)."""
+        values: list[object] = [m.parts for m in self.messages]
+        values += [(c.props, c.state) for c in self.components]
+        return sum(len(json.dumps(v, separators=(",", ":"), default=str)) for v in values)
 
 
 def history_until(rows: Sequence[MessageRow], message_id: str) -> list[MessageRow]:

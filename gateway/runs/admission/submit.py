@@ -14,7 +14,9 @@ calls `Admission.submit`, which decides in one order who may start what:
 4. the message's MCP resources embedded (`embedding`), outside the start gate's turn, and
    checked as attachments;
 5. whether the message can reach the agent's model at all (`checks.check_fits`);
-6. a new thread's caps and room (`threads.new_thread_rows`);
+6. a new thread's caps and room (`threads.new_thread_rows`); a thread created without a run
+   (`create_thread`) or forked (`fork`) counts as a start against the caller's runs per
+   minute (`Quotas.charge`), a fork also by the bytes it copies;
 7. the caller's quotas (`Caller.quota_subjects`; a retry of a request that started its run
    only attaches, with no new slot), unless the start brings the slot it reserved;
 8. a new thread's idempotency (a key is claimed for the project before the thread exists:
@@ -50,7 +52,7 @@ from .checks import check_attachments, check_fits, check_request
 from .embedding import embedded, references
 from .forks import Fork, fork_of
 from .idempotency import start_new_thread_once
-from .quotas import NO_QUOTA, QuotaExceeded, Ticket
+from .quotas import FORK_START_BYTES, NO_QUOTA, QuotaExceeded, Ticket
 from .threads import (
     NewThread,
     OnThread,
@@ -218,14 +220,19 @@ class Admission:
         agent = choose_agent(self.agents, caller, None, asked)
         check_client_prompt(agent, seeds)
         rows = await self._new_thread_rows(caller, target, seeds, agent, **extra)
+        await self.runs.quotas.charge(caller.quota_subjects(target.user_key))
         await self.store.add(rows.row, *rows.messages)
         return rows.row
 
     async def fork(self, caller: Caller, original: ThreadRow, message_id: str) -> Fork:
         """A new thread with `original`'s history up to `message_id` (`forks`), for `caller`
-        (who may see `original`), within the room of the original's user scope."""
+        (who may see `original`), within the room of the original's user scope. It counts as
+        a start, and one more per `FORK_START_BYTES` it copies, against the caller's runs per
+        minute: copying storage is metered, as creating a thread is."""
         fork = await fork_of(self.store, original, message_id)
         await check_thread_room(self.settings, self.store, caller.project, original.user_key)
+        await self.runs.quotas.charge(caller.quota_subjects(original.user_key),
+                                      1 + fork.copied_bytes // FORK_START_BYTES)
         await self.store.add(fork.thread, *fork.messages, *fork.components)
         return fork
 

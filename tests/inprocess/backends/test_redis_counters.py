@@ -11,8 +11,13 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.auth.subjects import Limits, key_subject
+from gateway.backends.memory import MemoryCounters
 from gateway.backends.redis import RedisCounters
+from gateway.observability import metrics
+from gateway.protocol.clock import now_ms
+from gateway.protocol.problems import ApiError
 from gateway.runs.admission.quotas import QuotaExceeded, Quotas
+from tests.support.engines import RedisServer
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="redis-server not installed")
@@ -56,18 +61,61 @@ async def test_a_dead_processs_slot_expires(redis: Redis) -> None:
     await dead.acquire(subjects)  # the stale slot was dropped
 
 
-async def test_counters_that_cannot_be_reached_let_runs_through() -> None:
-    """An outage of Redis must not stop every run: the start is admitted unchecked, and its
-    release and tokens are dropped (the slot would expire by itself)."""
+def unreachable() -> Redis:
     with socket.socket() as unused:  # a port nothing listens on
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    redis = Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=1)
+    return Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=1)
+
+
+async def test_an_outage_checks_starts_against_this_processs_share(
+        redis_server: RedisServer) -> None:
+    """With Redis gone, a key's runs per minute still hold (`local`): this process's own
+    count of what it admitted goes on, against its share of the limit among the processes
+    Redis last saw. Once Redis is back, the tokens it could not take are added to it."""
+    redis = Redis.from_url(redis_server.url, socket_connect_timeout=1)
+    await redis.flushdb()
+    other = Quotas(RedisCounters(redis, slot_ttl_ms=60_000), MemoryCounters())
+    quotas = Quotas(RedisCounters(redis, slot_ttl_ms=60_000), MemoryCounters())
+    rate = [key_subject("outage", Limits(runs_per_minute=4, daily_tokens=1000))]
+    while now_ms() % 60_000 > 50_000:  # the starts below fall in one minute
+        await asyncio.sleep(1)
+    await (await other.acquire(rate)).release()  # two processes admit starts
+    held = await quotas.acquire(rate)
+    assert quotas.counters.processes == 2
+    before = metrics.QUOTA_OUTAGE_ADMISSIONS.labels("local")._value.get()
+    redis_server.stop()
     try:
-        quotas = Quotas(RedisCounters(redis, slot_ttl_ms=60_000))
-        ticket = await quotas.acquire([key_subject("k", Limits(concurrent_runs=1))])
-        await ticket.add_tokens(10)
+        await held.add_tokens(300)  # a run admitted before the outage ends during it
+        # This process's share is 2 starts of 4: it took one before the outage.
+        await (await quotas.acquire(rate)).release()
+        with pytest.raises(QuotaExceeded) as over:
+            await quotas.acquire(rate)
+        assert over.value.code == "RATE_LIMITED"
+        assert metrics.QUOTA_OUTAGE_ADMISSIONS.labels("local")._value.get() == before + 1
+    finally:
+        redis_server.start()  # on the same port, empty
+    await redis.flushdb()  # an empty Redis after a restart: what it had is gone anyway
+    await (await quotas.acquire([key_subject("other", Limits(runs_per_minute=9))])).release()
+    assert int(await redis.get(f"gateway:quota:key:outage:tokens:{now_ms() // 86_400_000}")
+               or 0) == 300
+    await redis.aclose()
+
+
+async def test_an_outage_can_refuse_or_admit_every_start() -> None:
+    redis = unreachable()
+    subjects = [key_subject("k", Limits(concurrent_runs=1))]
+    try:
+        with pytest.raises(ApiError) as refused:
+            await Quotas(RedisCounters(redis, 60_000), MemoryCounters(), "refuse").acquire(
+                subjects)
+        assert refused.value.code == "QUOTAS_UNAVAILABLE" and refused.value.status == 503
+        admitting = Quotas(RedisCounters(redis, 60_000), MemoryCounters(), "admit")
+        before = metrics.QUOTA_OUTAGE_ADMISSIONS.labels("admit")._value.get()
+        for _ in range(3):  # over the limit of one: unchecked
+            ticket = await admitting.acquire(subjects)
+            await ticket.add_tokens(10)
         await ticket.release()
-        assert ticket.released
+        assert metrics.QUOTA_OUTAGE_ADMISSIONS.labels("admit")._value.get() == before + 3
     finally:
         await redis.aclose()
