@@ -538,7 +538,8 @@ class Settings(BaseSettings):
     cron_poll_seconds: float = Field(
         1.0, gt=0, le=60,
         description="How often each process looks for schedules that are due (a due time "
-                    "fires at most this late while a process is up).")
+                    "fires at most this late while a process is up), and for ended runs' "
+                    "webhooks to send.")
     max_crons_per_project: int = Field(
         100, ge=0, description="Schedules one project may have (0: none may be created); one "
                                "more gets 409 `CRON_LIMIT_REACHED`.")
