@@ -1,5 +1,5 @@
-"""What every query class shares: a session factory on one engine, the operation hook, and
-keyset pages."""
+"""What every query class shares: the engine a transaction travels on, the operation hook,
+keyset pages, and rows as the SQLModel classes."""
 
 from __future__ import annotations
 
@@ -11,20 +11,29 @@ from functools import cache
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from asyncpg.exceptions import CannotConnectNowError
-from sqlalchemy import ColumnElement, Table, bindparam, inspect, or_, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Table,
+    and_,
+    bindparam,
+    inspect,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.util.concurrency import greenlet_spawn
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import SQLModel
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from . import cursors
-from .db import session_factory
-from .engines.group_commit import group_commit_for
+from .engines.postgres import PostgresEngine
 from .engines.prepared import Prepared
-from .engines.transaction import Transaction, run_alone
-from .engines.transaction import run as run_transaction
-from .tables import RunRow
+from .engines.sqlite import group_commit_for
+from .engines.transaction import AnyRow, Engine, Transaction
+from .rows import made
+from .tables import RunRow, ThreadRow
 
 ACTIVE_RUN_STATUSES = ("queued", "running")
 
@@ -67,10 +76,15 @@ def _page(rows: list[Any], limit: int, key: Callable[[Any], list[Any]]) -> Page:
 Fence = tuple[str, str]
 
 
+M = TypeVar("M", bound=SQLModel)
+Named = TypeVar("Named", ThreadRow, RunRow)  # the rows a client may name
+
+
 def table(model: type[SQLModel]) -> Table:
-    """The Core table of a model: statements on it skip the ORM (no identity map to
-    synchronise, no unit of work), which is most of a query's CPU on the hot paths."""
-    return model.__table__
+    """The Core table of a model: every query is a Core statement on it (the SQLModel classes
+    are the schema and the row types; no ORM session, identity map or unit of work)."""
+    found: Table = model.__table__  # type: ignore[attr-defined]
+    return found
 
 
 @cache
@@ -93,6 +107,34 @@ def values_of(row: SQLModel) -> dict[str, Any]:
     return values
 
 
+@cache
+def _attributes(model: type[SQLModel]) -> tuple[tuple[str, str], ...]:
+    """(column, attribute): a column may be named otherwise than its field (`metadata`)."""
+    return tuple((column, attr) for attr, column, _ in _columns(model))
+
+
+def row_as(model: type[M], row: AnyRow | Mapping[str, Any]) -> M:
+    """A selected row of `model`'s table (or its columns by name) as a `model` instance, as
+    the ORM loaded it."""
+    mapping = row._mapping if isinstance(row, Row) else row
+    return made(model, **{attr: mapping[column] for column, attr in _attributes(model)})
+
+
+def column_values(model: type[SQLModel], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Values by field name (`meta=`) as the values of `model`'s columns (`metadata`), for a
+    Core INSERT or UPDATE; a name the model does not have is a `KeyError`."""
+    columns = {attr: column for column, attr in _attributes(model)}
+    return {columns[name]: value for name, value in values.items()}
+
+
+def rows_as(model: type[M], rows: Sequence[AnyRow]) -> list[M]:
+    return [row_as(model, row) for row in rows]
+
+
+def first_as(model: type[M], rows: Sequence[AnyRow]) -> M | None:
+    return row_as(model, rows[0]) if rows else None
+
+
 def is_active(status: Any) -> ColumnElement[bool]:
     """`status IN ('queued', 'running')` as equalities: a statement run as `Prepared` has no
     expanding `IN`."""
@@ -108,20 +150,11 @@ _HOLD_LEASE = (update(_runs)
 HOLD_LEASE = Prepared(_HOLD_LEASE)
 
 
-async def holds_lease(connection: AsyncSession | AsyncConnection, fence: Fence | None) -> bool:
-    """In the transaction of `connection`: does the fence's owner still hold the run's lease?
+def lease_held(connection: Transaction, fence: Fence | None) -> bool:
+    """In `connection`'s transaction: does the fence's owner still hold the run's lease?
     The no-op UPDATE takes the run row's lock, so a reaper ending the run concurrently waits for
     this transaction (and then finds the writes in it) or has already taken the lease (and then
     this returns False and the caller writes nothing)."""
-    if fence is None:
-        return True
-    run_id, owner = fence
-    held = await connection.execute(_HOLD_LEASE, {"run_id": run_id, "owner": owner})
-    return held.rowcount == 1
-
-
-def lease_held(connection: Transaction, fence: Fence | None) -> bool:
-    """`holds_lease` inside a `Queries.transaction`."""
     if fence is None:
         return True
     run_id, owner = fence
@@ -161,9 +194,17 @@ def operation(method: Callable[Concatenate[Q, P], Awaitable[R]]
     return timed
 
 
+def engine_for(engine: AsyncEngine) -> Engine:
+    """How `engine`'s transactions travel: SQLite's group commit on its one connection
+    (`engines.sqlite`), else the pool (`engines.postgres`)."""
+    group = group_commit_for(engine.sync_engine)
+    return group if group is not None else PostgresEngine(engine)
+
+
 class Queries:
-    """Every write that must be atomic is one statement or one transaction in a subclass, so the
-    callers (`runs`, `api`) never hold a session across an await on anything else.
+    """Every write that must be atomic is one transaction (`transaction`) of plain Core
+    statements, so the callers (`runs`, `api`) never hold a connection across an await on
+    anything else.
 
     Each public operation is marked `@operation`: its time, waiting for a connection included,
     goes to `hooks` under the method's name."""
@@ -171,43 +212,39 @@ class Queries:
     def __init__(self, engine: AsyncEngine, hooks: StoreHooks | None = None) -> None:
         self.engine = engine
         self.hooks: StoreHooks = hooks if hooks is not None else _Untimed()
-        self._sessions = session_factory(engine)
-        self._group = group_commit_for(engine.sync_engine)  # SQLite only
-        # PostgreSQL: a run's start and end as one statement each (`one_statement`).
-        self.one_statement = engine.dialect.name == "postgresql"
-
-    def session(self) -> AsyncSession:
-        return self._sessions()
+        self.travel = engine_for(engine)
+        # PostgreSQL: a run's start, its log batches and its end as one statement each.
+        self.one_statement = self.travel.fused
 
     async def transaction(self, work: Callable[[Transaction], R]) -> R:
-        """`work` in one transaction (committed if it returns, rolled back if it raises or
-        calls `connection.rollback()`), in a single switch to SQLAlchemy's synchronous side:
-        `async with engine.begin()` switches for the checkout, the begin, each statement, the
-        commit and the return, and those switches were a large part of a run start's CPU
-        (bench/README.md). The transaction is the DB-API connection's own, without
-        SQLAlchemy's `Connection` around it (`transaction.run`); the database driver is the
-        same asynchronous one, awaited inside. On SQLite, the transactions that wait for the
-        process's one connection meanwhile go with it in one trip and one commit
-        (`group_commit`)."""
-        if self._group is not None:
-            return await self._group.run(work)
-        return await greenlet_spawn(run_transaction, self.engine.sync_engine, work)
+        """`work` in one transaction: committed if it returns, rolled back if it raises or
+        calls `connection.rollback()` (how it travels: `engine_for`)."""
+        return await self.travel.transaction(work)
 
     async def alone(self, work: Callable[[Transaction], R]) -> R:
         """`work` with each statement committed by itself (PostgreSQL: no `BEGIN`, no
         `COMMIT`; `one_statement` says when that is atomic enough)."""
-        return await greenlet_spawn(run_alone, self.engine.sync_engine, work)
+        return await self.travel.alone(work)
+
+    async def by_client_id(self, model: type[Named], project_id: str, client_id: str
+                           ) -> Named | None:
+        """The project's row (thread or run) a client calls `client_id`: the one it named so,
+        else one without a client's name whose own id it is."""
+        of = table(model)
+        query = select(of).where(of.c.project_id == project_id,
+                                 or_(of.c.client_id == client_id,
+                                     and_(of.c.id == client_id, of.c.client_id.is_(None))))
+        found = rows_as(model, await self.transaction(lambda tx: tx.execute(query).all()))
+        return min(found, key=lambda row: row.client_id is None, default=None)
 
     @operation
     async def ping(self) -> None:
         """A trivial query: raises if the database does not answer (`/ready`)."""
-        async with self.engine.connect() as connection:
-            await connection.execute(text("SELECT 1"))
+        await self.alone(lambda connection: connection.execute(text("SELECT 1")).all())
 
     @operation
     async def notify(self, channel: str, payload: str) -> None:
         """PostgreSQL's `NOTIFY` on `channel` (`backends/postgres.py`)."""
-        async with self.engine.connect() as connection:
-            await connection.execute(text("SELECT pg_notify(:channel, :payload)"),
-                                     {"channel": channel, "payload": payload})
-            await connection.commit()
+        await self.alone(lambda connection: connection.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": channel, "payload": payload}).all())

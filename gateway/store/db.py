@@ -7,7 +7,6 @@ on the same connection the app will use, so SQLite files and PostgreSQL database
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from .engines.postgres import ping_when_idle
 from .engines.sqlite_driver import one_trip_dbapi
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -31,9 +29,9 @@ MIGRATION_LOCK = 0x6761746577  # any constant: the advisory lock all gateways mi
 
 
 def json_text(value: Any) -> str:
-    """A JSON column's value as written: orjson's compact text, in two calls where
-    `json.dumps` makes about eight, for every frame of every run's log and a dozen values at
-    each start and end. What orjson refuses (an integer beyond 64 bits, a lone surrogate, a
+    """A JSON column's value as written: orjson's compact text, cheaper than `json.dumps`, for
+    every frame of every run's log and a dozen values at each start and end
+    (docs/decisions/0024-orjson-json.md). What orjson refuses (an integer beyond 64 bits, a lone surrogate, a
     key that is not a string) is written as before, by `json.dumps`. Either reads back the
     same (`json.loads`)."""
     try:
@@ -51,11 +49,11 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         # One connection per process: SQLite has one write lock, and writers of one process
         # that compete for it on several connections wait in SQLite's busy handler, which
-        # sleeps in steps of up to 100 ms while holding a pooled connection; at 100 concurrent
-        # runs, starts waited for seconds. On one connection they queue in order instead, with
-        # no sleeping. (Other processes on the same file still meet the busy timeout.)
-        # Each statement in one trip to aiosqlite's thread (`sqlite_driver`), and the store's
-        # concurrent transactions together in one trip and one commit (`group_commit`).
+        # sleeps while holding a pooled connection (docs/decisions/0015-one-sqlite-connection.md).
+        # On one connection they queue in order instead, with no sleeping. (Other processes on
+        # the same file still meet the busy timeout.) Each statement in one trip to aiosqlite's
+        # thread (`engines.sqlite_driver`), and the store's concurrent transactions together in
+        # one trip and one commit (`engines.sqlite`).
         engine = create_async_engine(url, module=one_trip_dbapi(), json_serializer=json_text,
                                      connect_args={"timeout": 30}, pool_size=1,
                                      max_overflow=0, pool_timeout=SQLITE_POOL_TIMEOUT_SECONDS,
@@ -74,45 +72,14 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
     # Up to twice `pool_size` connections, each kept once opened. With `pool_size` kept and as
     # many again as overflow, the pool closed every overflow connection as soon as it came
     # back, so a process that went past `pool_size` at times (a burst, a loop late under
-    # load) opened and closed connections all along: 40 in 300 one-token runs, each about
-    # 4 ms of CPU (connection, TLS negotiation, SQLAlchemy's set-up, statements prepared
-    # anew) and several round trips, when the process was busiest (bench/README.md). The
-    # most the process holds is unchanged; an idle one keeps what its busiest moment opened.
+    # load) opened and closed connections all along, each a connection, TLS negotiation,
+    # SQLAlchemy's set-up and statements prepared anew, when the process was busiest
+    # (docs/decisions/0022-postgres-pool-keeps-connections.md). The most the process holds is
+    # unchanged; an idle one keeps what its busiest moment opened.
     engine = create_async_engine(url, pool_size=2 * pool_size, max_overflow=0,
                                  json_serializer=json_text)
     ping_when_idle(engine, PING_AFTER_IDLE_SECONDS)
     return engine
-
-
-def ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:
-    """Ping a pooled connection before use only if it sat in the pool `idle_seconds` or more.
-
-    SQLAlchemy's `pool_pre_ping` pings at every checkout, and asyncpg's ping outside a
-    transaction is three round trips (`BEGIN`, `;`, `ROLLBACK`): 3 of the 7 a run start made
-    (bench/README.md, "PostgreSQL under load"), and as many for every end and log commit. A
-    connection back in use within a second was working a second ago; one idle longer may have
-    been closed by a database restart, a failover or an idle timeout, and is pinged, and
-    replaced if the ping fails (the pool retries the checkout with a new connection), so the
-    request never sees it. The same rule as the alive-check bypass of Java's HikariCP pool.
-    A connection that drops within the window fails its statement, and is invalidated there."""
-
-    @event.listens_for(engine.sync_engine, "checkin")
-    def _idle_from(_dbapi_connection: Any, record: Any) -> None:
-        record.info["idle_from"] = time.monotonic()
-
-    @event.listens_for(engine.sync_engine, "checkout")
-    def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        idle_from = record.info.pop("idle_from", None)
-        if idle_from is None or time.monotonic() - idle_from < idle_seconds:
-            return  # new (it just connected), or in use a moment ago
-        try:
-            engine.sync_engine.dialect.do_ping(dbapi_connection)
-        except Exception as error:
-            raise DisconnectionError(f"a pooled connection failed its ping: {error}") from error
-
-
-def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

@@ -2,8 +2,8 @@
 
 `RunRow(id=..., ...)` sets each field through SQLModel's `__setattr__`, which goes through
 SQLAlchemy's instrumented attribute (an event and a history record per field) and then
-pydantic's: about 120 Python calls for a run row, and a run's start builds four rows (thread,
-run, input, answer), about a sixth of a start's calls (bench/README.md). Table models are not
+pydantic's, for each field, and a run's start builds four rows (thread, run, input, answer)
+(docs/decisions/0023-rows-without-orm-events.md has the measurement). Table models are not
 validated by SQLModel either way, so `made` builds the same object the way SQLAlchemy builds a
 row it loads: a new instance from the class manager, its fields written into its `__dict__`
 with the model's defaults for those not given. Such a row reads, compares and serialises as a
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy.orm import instrumentation
+from sqlalchemy.orm import configure_mappers, instrumentation
 from sqlmodel import SQLModel
 
 M = TypeVar("M", bound=SQLModel)
@@ -26,7 +26,9 @@ M = TypeVar("M", bound=SQLModel)
 @cache
 def _defaults(model: type[SQLModel]) -> tuple[dict[str, Any], dict[str, Callable[[], Any]],
                                                frozenset[str]]:
-    """The model's plain defaults, its default factories, and its required fields."""
+    """The model's plain defaults, its default factories, and its required fields (first
+    making sure SQLAlchemy has set up the model's attributes: no ORM query does it here)."""
+    configure_mappers()
     plain: dict[str, Any] = {}
     factories: dict[str, Callable[[], Any]] = {}
     required = set()

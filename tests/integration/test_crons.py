@@ -60,9 +60,11 @@ def on_store(gateway: InProcess, work: Callable[[Store], Coroutine[Any, Any, Any
 
 def cron_runs(store: Store, cron_id: str) -> Coroutine[Any, Any, list[RunRow]]:
     async def read() -> list[RunRow]:
-        from sqlmodel import select
-        async with store.session() as session:
-            rows = (await session.exec(select(RunRow))).all()
+        from sqlalchemy import select
+
+        from gateway.store.base import rows_as, table
+        query = select(table(RunRow))
+        rows = rows_as(RunRow, await store.transaction(lambda tx: tx.execute(query).all()))
         return [r for r in rows
                 if ((r.request or {}).get("metadata") or {}).get("cronId") == cron_id]
     return read()

@@ -45,15 +45,15 @@ def stored(gateway: InProcess, thread_id: str, run_id: str) -> dict[str, int]:
     """How many rows of each kind the database holds for the thread and its run."""
     async def go(store: Store) -> dict[str, int]:
         counts = {}
-        async with store.session() as session:
-            for name, row, column in (("messages", MessageRow, "thread_id"),
-                                      ("runs", RunRow, "thread_id"),
-                                      ("frames", RunFrameRow, "run_id"),
-                                      ("usage", RunUsageRow, "thread_id")):
-                key = thread_id if column == "thread_id" else run_id
-                counts[name] = (await session.execute(
-                    select(func.count()).select_from(row)
-                    .where(getattr(row, column) == key))).scalar_one()
+        for name, row, column in (("messages", MessageRow, "thread_id"),
+                                  ("runs", RunRow, "thread_id"),
+                                  ("frames", RunFrameRow, "run_id"),
+                                  ("usage", RunUsageRow, "thread_id")):
+            key = thread_id if column == "thread_id" else run_id
+            of = row.__table__  # type: ignore[attr-defined]
+            query = select(func.count()).select_from(of).where(of.c[column] == key)
+            counts[name] = await store.transaction(
+                lambda tx, query=query: tx.execute(query).scalar_one())
         return counts
     return read_store(gateway, go)
 

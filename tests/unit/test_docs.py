@@ -17,14 +17,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", ROOT / "bench" / "README.md",
              *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "decisions").glob("*.md"))]
 DECISIONS = sorted((ROOT / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
-# Modules that still name bench/README.md, being rewritten by other work of this round (the
-# store's engines): each points at its decision record once that work lands.
-# A pointer anywhere else fails.
-BENCH_POINTERS_PENDING = {
-    "gateway/store/base.py", "gateway/store/db.py", "gateway/store/engines/group_commit.py",
-    "gateway/store/engines/one_statement.py", "gateway/store/engines/prepared.py",
-    "gateway/store/engines/sqlite_driver.py", "gateway/store/queries/frames.py",
-    "gateway/store/queries/runs.py", "gateway/store/rows.py"}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 # A backticked repository path: a top-level directory of ours, then a file with an extension or
 # a directory with a trailing slash (`gateway/demo` is a model name, not a path).
@@ -73,9 +65,9 @@ def test_no_gateway_module_points_at_the_benchmarks_notes() -> None:
     pointing = sorted(path.relative_to(ROOT).as_posix()
                       for path in (ROOT / "gateway").rglob("*.py")
                       if "bench/README" in path.read_text("utf-8"))
-    new = [path for path in pointing if path not in BENCH_POINTERS_PENDING]
-    assert not new, (f"{new} point at bench/README.md: say the contract and the invariant, and "
-                     "put the measurement in a decision record (docs/decisions/)")
+    assert not pointing, (f"{pointing} point at bench/README.md: say the contract and the "
+                          "invariant, and put the measurement in a decision record "
+                          "(docs/decisions/)")
 
 
 def test_the_benchmarks_readme_is_an_index() -> None:

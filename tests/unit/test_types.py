@@ -21,11 +21,6 @@ def test_mypy_finds_nothing() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-# Set globally in pyproject.toml: mypy takes them for the whole run only, or they apply to all.
-STRICT_GLOBAL = {"warn_unused_configs", "warn_redundant_casts", "check_untyped_defs",
-                 "warn_unused_ignores"}
-
-
 def strict_flags() -> set[str]:
     """What `mypy --strict` turns on, as its `--help` lists it (so a flag a newer mypy adds to
     --strict is seen here), in the config file's spelling."""
@@ -38,19 +33,19 @@ def strict_flags() -> set[str]:
     return {flag.replace("-", "_") for flag in re.findall(r"--([a-z-]+)", listed)}
 
 
-def test_the_strict_packages_are_checked_under_every_strict_flag() -> None:
-    """`gateway/protocol`, `runs`, `backends`, `engine`, `client`, `server`, `cli`, `openapi`,
-    `observability` and the top-level modules are under every flag `mypy --strict` turns on,
-    so the run above is `mypy --strict` for them (run `mypy --strict gateway/protocol` to see
-    the same); the flags are read from mypy itself."""
+def test_all_of_gateway_is_checked_in_strict_mode_with_no_exemption() -> None:
+    """The run above is `mypy --strict gateway`: strict mode is on for the whole run, and no
+    override turns one of its flags off, or silences an error code, for a gateway module (only
+    third-party modules may be configured apart: litellm is not read)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config.get("strict") is True
+    assert config["files"] == ["gateway"]
     flags = strict_flags()
     assert {"disallow_untyped_defs", "warn_return_any", "strict_equality"} <= flags
-    assert all(config.get(flag) is True
-               for flag in flags & (STRICT_GLOBAL - {"warn_unused_configs"}))
-    [strict] = [o for o in config["overrides"] if "gateway.protocol.*" in o["module"]]
-    assert {"gateway.protocol", "gateway.protocol.*", "gateway.runs.*", "gateway.backends.*",
-            "gateway.engine.*", "gateway.client.*", "gateway.server.*", "gateway.cli.*",
-            "gateway.openapi.*", "gateway.observability.*", "gateway", "gateway.__main__",
-            "gateway.app", "gateway.config", "gateway.services"} <= set(strict["module"])
-    assert {flag for flag in flags - STRICT_GLOBAL if strict.get(flag) is not True} == set()
+    assert not {flag for flag in flags if config.get(flag) is False}
+    for override in config.get("overrides", []):
+        modules = override["module"] if isinstance(override["module"], list) else [
+            override["module"]]
+        if any(module == "gateway" or module.startswith("gateway.") for module in modules):
+            loosened = {k for k, v in override.items() if k in flags and v is False}
+            assert not loosened and "disable_error_code" not in override, (modules, override)

@@ -1,4 +1,5 @@
-"""How a transaction travels on each database: SQLite's one connection and group commit
-(`sqlite_driver`, `group_commit`), PostgreSQL's statements run without a transaction block
-(`one_statement`), statements run on the driver's cursor (`prepared`) and the transaction itself
-(`transaction`)."""
+"""How a store transaction travels on each database, below the one `Transaction` interface
+every query is written against (`transaction`): SQLite's one connection, its statements in one
+trip each (`sqlite_driver`) and its waiting transactions committed together (`sqlite`);
+PostgreSQL's pool and its hot writes fused into one statement each (`postgres`,
+`one_statement`); and the fixed statements both run on the driver's cursor (`prepared`)."""

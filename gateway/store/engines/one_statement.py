@@ -2,14 +2,12 @@
 database instead of one per statement plus `BEGIN` and `COMMIT`.
 
 Through SQLAlchemy's asyncpg adapter a transaction costs a round trip for `BEGIN`, one per
-statement (each a prepared statement, parsed once per connection) and one for `COMMIT`: a run
-start on a new thread made 5 (the thread, the run, its messages), its end 8 (the run, its
-answer, the rest of its log, its usage, the thread, the thread's queued runs). Each trip waits
-for a PostgreSQL backend and then for a turn of the gateway's busy event loop
-(bench/README.md, "PostgreSQL under load"). Here the same writes are one statement, whose
+statement (each a prepared statement, parsed once per connection) and one for `COMMIT`, and
+each trip waits for a PostgreSQL backend and then for a turn of the gateway's busy event loop
+(docs/decisions/0020-postgres-one-statement.md). Here the same writes are one statement, whose
 parts are data-modifying `WITH` queries: PostgreSQL runs a statement outside a transaction
 block atomically (all of it is committed, or none), so it needs no `BEGIN` or `COMMIT`, and the
-adapter runs it without them (`transaction.run_alone`).
+adapter runs it without them (`postgres.run_alone`, the engine's `alone`).
 
 The conditions stay what they were: a write that depends on another (the run and its input on
 taking the thread's lock; the log, the usage and the thread's release on the run's fenced
@@ -21,11 +19,10 @@ Rows go in as one array per column (`unnest(...) WITH ORDINALITY ... ORDER BY`, 
 a statement has one text whatever the number of rows, and each connection prepares it once.
 A part given exactly one row (a start's thread and run always, its input and a run's answer
 and usage mostly) takes it as one scalar parameter per column instead: asyncpg encodes an
-array parameter by checking the array and each element against abstract collection classes
-(about 4 checks for a one-element array), and SQLAlchemy's `ARRAY` converts it element by
-element, so a start on a new thread with its end (about 75 one-element arrays) paid some 370
-such checks. A statement therefore has one text per combination of its parts' "one row or
-not" (at most 8 here), each compiled and prepared once when first used.
+array parameter by checking the array and each element against abstract collection classes,
+and SQLAlchemy's `ARRAY` converts it element by element, a cost paid for every one-element
+array. A statement therefore has one text per combination of its parts' "one row or not",
+each compiled and prepared once when first used.
 
 The statement is SQLAlchemy Core's own: the parts are DML CTEs (`update(...).returning(...)
 .cte(name)`, `insert(...).from_select(...).cte(name)`), the arrays bound parameters of

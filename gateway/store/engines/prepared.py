@@ -1,9 +1,10 @@
 """The statements of a run's start and end, compiled once per database and run on the driver.
 
-SQLAlchemy's `Connection.execute` costs about 250 Python calls a statement (the execution
-context, the compiled cache's key, the result object) on top of the driver's own work, and a
-run's start, its answer and its end take a dozen statements: a large part of a start's CPU, on
-the event loop that every stream shares (bench/README.md). These few statements are fixed, so
+SQLAlchemy's `Connection.execute` builds an execution context, a compiled cache's key and a
+result object for each statement, on top of the driver's own work, and a run's start, its
+answer and its end take a dozen statements on the event loop that every stream shares
+(docs/decisions/0019-prepared-statements.md has the measurement). These few statements are
+fixed, so
 `Prepared` compiles each one once per dialect (and set of columns) with SQLAlchemy's own
 compiler, then hands the SQL and its parameters, converted by the columns' own types (JSON,
 booleans), to the DB-API cursor of the transaction's connection: same SQL, same driver, same

@@ -2,9 +2,9 @@
 
 aiosqlite runs every call on its own thread, and SQLAlchemy's adapter makes a call of each
 DB-API step: open a cursor, execute, fetch the rows, close the cursor. Each call is a round trip
-that waits for the event loop (and for the GIL) twice, so on a busy process a run's start, its
-message and its end, about a dozen statements, cost about 37 trips (bench/README.md), each a
-wait in the queue of a loop that every stream shares. Here a statement's steps run together on
+that waits for the event loop (and for the GIL) twice, so on a busy process each statement
+cost several waits in the queue of a loop that every stream shares
+(docs/decisions/0016-sqlite-statement-in-one-call.md). Here a statement's steps run together on
 the thread, in one trip: the same sqlite3 calls in the same order on the same connection, so
 transactions, errors and results are SQLite's own as before.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiosqlite
@@ -98,8 +98,9 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 
     async def _in_one_trip(self, operation: Any, parameters: Any, many: bool) -> None:
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
+        execute: Callable[..., Awaitable[Outcome]] = connection._execute
         async with self._adapt_connection._execute_mutex:
-            description, rows, rowcount, lastrowid = await connection._execute(
+            description, rows, rowcount, lastrowid = await execute(
                 _run, connection._conn, operation, parameters, many)
         self._meta = (description, rowcount, lastrowid)
         self._rows = collections.deque(rows)
@@ -122,8 +123,7 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
         """No trip when no transaction is open: sqlite3 opens one only before a write (legacy
         transaction control, as SQLAlchemy leaves it) and ignores a rollback or commit outside
         one, so a session that only read ended with a trip to the thread and back for
-        nothing, waiting for the busy loop with the process's one connection held
-        (bench/README.md, "What held SQLite's connection")."""
+        nothing, waiting for the busy loop with the process's one connection held."""
         if self._open():
             super().rollback()
 
@@ -155,7 +155,7 @@ def one_trip_dbapi() -> OneTripDBAPI:
 def hand_over(connection: Any, work: Callable[[sqlite3.Connection], None]) -> None:
     """`work` on aiosqlite's thread, given the sqlite3 connection, without waiting for it: the
     caller does not need the event loop to take the outcome back, so `work` reports it itself
-    (`group_commit`: the connection goes on to the next transactions on the thread instead of
+    (`engines.sqlite`: the connection goes on to the next transactions on the thread instead of
     waiting for a busy loop between them). `work` must not raise. From the event loop;
     `connection` is a checked-out `OneTripConnection`, used by nobody else meanwhile."""
     driver: aiosqlite.Connection = connection._connection

@@ -95,9 +95,8 @@ class AdminQueries(Queries):
                        _agent_clause(t.c.agent, agent), status,
                        _after(t.c.updated_ms, t.c.id, cursor))
         query = query.order_by(t.c.updated_ms.desc(), t.c.id.desc()).limit(limit + 1)
-        async with self.engine.connect() as connection:
-            rows = list((await connection.execute(query)).all())
-        return _page(rows, limit, lambda row: [row.updated_ms, row.id])
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
+        return _page(list(rows), limit, lambda row: [row.updated_ms, row.id])
 
     @operation
     async def admin_runs(self, window: Window, limit: int, cursor: str | None, *,
@@ -116,9 +115,8 @@ class AdminQueries(Queries):
             None if thread_id is None else r.c.thread_id == thread_id,
             _agent_clause(t.c.agent, agent), _after(r.c.created_ms, r.c.id, cursor))
         query = query.order_by(r.c.created_ms.desc(), r.c.id.desc()).limit(limit + 1)
-        async with self.engine.connect() as connection:
-            rows = list((await connection.execute(query)).all())
-        return _page(rows, limit, lambda row: [row.created_ms, row.id])
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
+        return _page(list(rows), limit, lambda row: [row.created_ms, row.id])
 
     @operation
     async def admin_run(self, project: str, run_id: str) -> Any | None:
@@ -127,8 +125,7 @@ class AdminQueries(Queries):
         query = (select(r, t.c.user_key, t.c.agent.label("thread_agent"))
                  .join(t, t.c.id == r.c.thread_id)
                  .where(r.c.id == run_id, r.c.project_id == project))
-        async with self.engine.connect() as connection:
-            return (await connection.execute(query)).first()
+        return await self.transaction(lambda tx: tx.execute(query).first())
 
     @operation
     async def admin_runs_usage(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -141,8 +138,7 @@ class AdminQueries(Queries):
                         func.sum(u.c.estimated_calls).label("estimated_calls"),
                         *(func.sum(u.c[c]).label(c) for c in COLUMNS.values()))
                  .where(u.c.run_id.in_(list(run_ids))).group_by(u.c.run_id))
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query)).all()
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
         return {row.run_id: _sums(row) for row in rows}
 
     @operation
@@ -163,8 +159,7 @@ class AdminQueries(Queries):
                                       u.c.created_ms >= window.since,
                                       u.c.created_ms < window.until) if c is not None))
                  .group_by(group).order_by(order).limit(limit))
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query)).all()
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
         return [{"name": int(row.name) * DAY_MS if by == "day" else row.name,
                  "runs": int(row.runs), **_sums(row)} for row in rows]
 
@@ -174,8 +169,7 @@ class AdminQueries(Queries):
         u = _usage
         query = (select(u.c.model).where(u.c.project_id == project, u.c.created_ms >= since)
                  .group_by(u.c.model).order_by(u.c.model).limit(limit))
-        async with self.engine.connect() as connection:
-            return [row.model for row in (await connection.execute(query)).all()]
+        return [row.model for row in await self.transaction(lambda tx: tx.execute(query).all())]
 
 
 def _sums(row: Any) -> dict[str, Any]:

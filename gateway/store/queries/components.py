@@ -6,27 +6,65 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import func, update
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlmodel import select
+from sqlalchemy import func, insert, select, update
 
-from ..base import Fence, Queries, holds_lease, operation
+from ..base import Fence, Queries, first_as, lease_held, operation, rows_as, table, values_of
+from ..engines.transaction import Transaction
 from ..tables import ComponentRow, ComponentStateHistoryRow, MessageRow
+
+_components, _history = table(ComponentRow), table(ComponentStateHistoryRow)
+_messages = table(MessageRow)
+
+
+def _put(tx: Transaction, row: ComponentRow, fence: Fence | None) -> bool:
+    if not lease_held(tx, fence):
+        tx.rollback()
+        return False
+    refreshed = tx.execute(update(_components).where(_components.c.id == row.id)
+                           .values(props=row.props, name=row.name, message_id=row.message_id))
+    if refreshed.rowcount == 0:
+        row.message_seq = _newest_message(tx, row.thread_id)
+        tx.execute(insert(_components), values_of(row))
+    return True
+
+
+def _set_state(tx: Transaction, current: ComponentRow, state: dict[str, Any], now: int) -> bool:
+    newest = _newest_message(tx, current.thread_id) or 0
+    result = tx.execute(update(_components)
+                        .where(_components.c.id == current.id,
+                               _components.c.revision == current.revision)
+                        .values(state=state, revision=current.revision + 1, updated_ms=now,
+                                message_seq=newest))
+    if result.rowcount != 1:
+        tx.rollback()
+        return False
+    if (current.message_seq or 0) < newest:
+        tx.execute(insert(_history).values(
+            component_id=current.id, revision=current.revision, thread_id=current.thread_id,
+            state=current.state, message_seq=current.message_seq or 0))
+    return True
+
+
+def _newest_message(tx: Transaction, thread_id: str) -> int | None:
+    """The `seq` of the thread's newest message (None: it has none)."""
+    query = select(func.max(_messages.c.seq)).where(_messages.c.thread_id == thread_id)
+    newest: int | None = tx.execute(query).scalar_one_or_none()
+    return newest
 
 
 class ComponentQueries(Queries):
 
     @operation
     async def components_of(self, thread_id: str) -> dict[str, ComponentRow]:
-        query = select(ComponentRow).where(ComponentRow.thread_id == thread_id)
-        async with self.session() as session:
-            return {row.id: row for row in (await session.exec(query)).all()}
+        query = select(_components).where(_components.c.thread_id == thread_id)
+        rows = rows_as(ComponentRow, await self.transaction(lambda tx: tx.execute(query).all()))
+        return {row.id: row for row in rows}
 
     @operation
     async def get_component(self, thread_id: str, component_id: str) -> ComponentRow | None:
-        async with self.session() as session:
-            row = await session.get(ComponentRow, component_id)
-            return row if row is not None and row.thread_id == thread_id else None
+        query = select(_components).where(_components.c.id == component_id,
+                                          _components.c.thread_id == thread_id)
+        return first_as(ComponentRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
     @operation
     async def put_component(self, row: ComponentRow, fence: Fence | None = None) -> bool:
@@ -35,19 +73,7 @@ class ComponentQueries(Queries):
         Never touches an existing row's state, revision or schema: after creation the state
         belongs to `set_component_state`, so a run finishing its props cannot undo an update.
         """
-        async with self.session() as session:
-            if not await holds_lease(session, fence):
-                await session.rollback()
-                return False
-            result = await session.execute(update(ComponentRow)
-                .where(ComponentRow.id == row.id)
-                .values(props=row.props, name=row.name, message_id=row.message_id)
-            )
-            if result.rowcount == 0:
-                row.message_seq = await _newest_message(session, row.thread_id)
-                session.add(row)
-            await session.commit()
-            return True
+        return await self.transaction(lambda tx: _put(tx, row, fence))
 
     @operation
     async def set_component_state(self, current: ComponentRow, state: dict[str, Any],
@@ -60,24 +86,7 @@ class ComponentQueries(Queries):
         the thread's state as of that message: it is kept in `ComponentStateHistoryRow` (in the
         same transaction) for a fork at that message to copy.
         """
-        async with self.session() as session:
-            newest = await _newest_message(session, current.thread_id) or 0
-            result = await session.execute(update(ComponentRow)
-                .where(ComponentRow.id == current.id,
-                       ComponentRow.revision == current.revision)
-                .values(state=state, revision=current.revision + 1, updated_ms=now,
-                        message_seq=newest)
-            )
-            if result.rowcount != 1:
-                await session.rollback()
-                return False
-            if (current.message_seq or 0) < newest:
-                session.add(ComponentStateHistoryRow(
-                    component_id=current.id, revision=current.revision,
-                    thread_id=current.thread_id, state=current.state,
-                    message_seq=current.message_seq or 0))
-            await session.commit()
-            return True
+        return await self.transaction(lambda tx: _set_state(tx, current, state, now))
 
     @operation
     async def component_states_as_of(self, component_ids: Collection[str], message_seq: int
@@ -86,15 +95,10 @@ class ComponentQueries(Queries):
         kept state of each written at or before it); a component without one is absent."""
         if not component_ids:
             return {}
-        query = (select(ComponentStateHistoryRow)
-                 .where(ComponentStateHistoryRow.component_id.in_(list(component_ids)),
-                        ComponentStateHistoryRow.message_seq <= message_seq)
-                 .order_by(ComponentStateHistoryRow.revision))
-        async with self.session() as session:
-            return {row.component_id: row for row in (await session.exec(query)).all()}
-
-
-async def _newest_message(session: AsyncSession, thread_id: str) -> int | None:
-    """The `seq` of the thread's newest message (None: it has none)."""
-    query = select(func.max(MessageRow.seq)).where(MessageRow.thread_id == thread_id)
-    return (await session.execute(query)).scalar_one_or_none()
+        h = _history
+        query = (select(h).where(h.c.component_id.in_(list(component_ids)),
+                                 h.c.message_seq <= message_seq)
+                 .order_by(h.c.revision))
+        rows = rows_as(ComponentStateHistoryRow,
+                       await self.transaction(lambda tx: tx.execute(query).all()))
+        return {row.component_id: row for row in rows}

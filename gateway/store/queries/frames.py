@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import String, any_, bindparam, insert, update
+from sqlalchemy import String, any_, bindparam, insert, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
 
 from ..base import (
     ACTIVE_RUN_STATUSES,
     HOLD_LEASE,
     FrameEntry,
     Queries,
+    first_as,
     is_active,
     operation,
+    rows_as,
     table,
 )
 from ..engines.one_statement import Guard, OneStatement, Rows
@@ -78,8 +80,8 @@ class LogBatch:
 
 
 def insert_frames(connection: Transaction, run_id: str, entries: Sequence[FrameEntry]) -> None:
-    """One Core INSERT for a batch of log frames: an ORM object per frame cost ~45 us each,
-    most of the gateway's own per-token CPU (bench/README.md)."""
+    """One INSERT for a batch of log frames, on the driver's cursor (`Prepared`): a run's log
+    is most of the rows the gateway writes."""
     if entries:
         INSERT.execute(connection, [{"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
                                     for seq, ts, frame in entries])
@@ -124,21 +126,18 @@ class FrameLog(Queries):
     @operation
     async def read_frames(self, run_id: str, after_seq: int = 0,
                           limit: int | None = None) -> list[RunFrameRow]:
-        query = (select(RunFrameRow)
-                 .where(RunFrameRow.run_id == run_id, RunFrameRow.seq > after_seq)
-                 .order_by(RunFrameRow.seq))
+        query = (select(_frames).where(_frames.c.run_id == run_id, _frames.c.seq > after_seq)
+                 .order_by(_frames.c.seq))
         if limit is not None:
             query = query.limit(limit)
-        async with self.session() as session:
-            return list((await session.exec(query)).all())
+        return rows_as(RunFrameRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
 
     @operation
     async def last_frame(self, run_id: str) -> RunFrameRow | None:
-        query = (select(RunFrameRow).where(RunFrameRow.run_id == run_id)
-                 .order_by(RunFrameRow.seq.desc()).limit(1))
-        async with self.session() as session:
-            return (await session.exec(query)).first()
+        query = (select(_frames).where(_frames.c.run_id == run_id)
+                 .order_by(_frames.c.seq.desc()).limit(1))
+        return first_as(RunFrameRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
 
 def _write(connection: Transaction, batches: Sequence[LogBatch]) -> None:
@@ -159,7 +158,7 @@ def _write(connection: Transaction, batches: Sequence[LogBatch]) -> None:
                                                      "owner": owner}).rowcount
         if held != len(run_ids):
             raise LeaseLost(owner)
-    rows = [{"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
+    rows: list[Mapping[str, Any]] = [{"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
             for batch in batches for seq, ts, frame in batch.entries]
     if rows:
         INSERT.execute(connection, rows)

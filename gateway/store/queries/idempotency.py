@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ..base import Queries, operation
+from ..base import Queries, first_as, operation, table
+from ..engines.transaction import Transaction
 from ..tables import IdempotencyKeyRow
+
+_keys = table(IdempotencyKeyRow)
+
+
+def _get(tx: Transaction, project_id: str, key: str) -> IdempotencyKeyRow | None:
+    query = select(_keys).where(_keys.c.project_id == project_id, _keys.c.key == key)
+    return first_as(IdempotencyKeyRow, tx.execute(query).all())
 
 
 class IdempotencyKeys(Queries):
@@ -17,32 +25,24 @@ class IdempotencyKeys(Queries):
     async def claim_idempotency_key(self, project_id: str, key: str,
                                     now: int) -> IdempotencyKeyRow | None:
         """Claim a key for this request; None if claimed now, else the existing claim."""
-        async with self.session() as session:
-            session.add(IdempotencyKeyRow(project_id=project_id, key=key, created_ms=now))
-            try:
-                await session.commit()
-                return None
-            except IntegrityError:
-                await session.rollback()
-            return await session.get(IdempotencyKeyRow, (project_id, key))
+        claim = insert(_keys).values(project_id=project_id, key=key, created_ms=now)
+        try:
+            await self.transaction(lambda tx: tx.execute(claim))
+            return None
+        except IntegrityError:
+            return await self.get_idempotency_key(project_id, key)
 
     @operation
     async def get_idempotency_key(self, project_id: str, key: str) -> IdempotencyKeyRow | None:
-        async with self.session() as session:
-            return await session.get(IdempotencyKeyRow, (project_id, key))
+        return await self.transaction(lambda tx: _get(tx, project_id, key))
 
     @operation
-    async def set_idempotency_key(self, project_id: str, key: str, **values: Any) -> None:
-        async with self.session() as session:
-            await session.execute(update(IdempotencyKeyRow)
-                .where(IdempotencyKeyRow.project_id == project_id, IdempotencyKeyRow.key == key)
-                .values(**values))
-            await session.commit()
+    async def set_idempotency_key(self, /, project_id: str, key: str, **values: Any) -> None:
+        statement = (update(_keys).where(_keys.c.project_id == project_id, _keys.c.key == key)
+                     .values(**values))
+        await self.transaction(lambda tx: tx.execute(statement))
 
     @operation
     async def release_idempotency_key(self, project_id: str, key: str) -> None:
-        async with self.session() as session:
-            await session.execute(delete(IdempotencyKeyRow).where(
-                IdempotencyKeyRow.project_id == project_id, IdempotencyKeyRow.key == key))
-            await session.commit()
-
+        statement = delete(_keys).where(_keys.c.project_id == project_id, _keys.c.key == key)
+        await self.transaction(lambda tx: tx.execute(statement))

@@ -1,6 +1,6 @@
 """A run's start and end on PostgreSQL: the writes of `runs.RunQueries.start_run`,
 `start_run_on_new_thread` and `finish_run`, each as one statement (`one_statement` says why
-and how). SQLite keeps its transactions (`group_commit`), where statements cost no trip.
+and how). SQLite keeps its transactions (`engines.sqlite`), where statements cost no trip.
 """
 
 from __future__ import annotations

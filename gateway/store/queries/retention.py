@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, exists, func, or_, select
 
 from ..base import ACTIVE_RUN_STATUSES, Queries, operation, table
+from ..engines.transaction import Transaction
 from ..tables import (
     ComponentRow,
     ComponentStateHistoryRow,
@@ -61,8 +62,7 @@ class RetentionQueries(Queries):
                                     and_(_threads.c.updated_ms == after[0],
                                          _threads.c.id > after[1])))
         query = query.order_by(_threads.c.updated_ms, _threads.c.id).limit(limit)
-        async with self.session() as session:
-            rows = (await session.execute(query)).all()
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
         cursor = (rows[-1].updated_ms, rows[-1].id) if len(rows) == limit else None
         return [row.id for row in rows if not row.pending_tool_calls], cursor
 
@@ -72,35 +72,35 @@ class RetentionQueries(Queries):
         paused ones are left out as the prune leaves them."""
         old = (select(_threads.c.id, _threads.c.pending_tool_calls)
                .where(_threads.c.updated_ms < before_ms, _IDLE))
-        async with self.session() as session:
-            ids = [row.id for row in (await session.execute(old)).all()
-                   if not row.pending_tool_calls]
+        def count(tx: Transaction) -> PruneCount:
+            ids = [row.id for row in tx.execute(old).all() if not row.pending_tool_calls]
             runs = 0
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
-                runs += int((await session.execute(
-                    select(func.count()).select_from(_runs)
-                    .where(_runs.c.thread_id.in_(chunk)))).scalar_one())
-        return PruneCount(len(ids), runs)
+                runs += int(tx.execute(select(func.count()).select_from(_runs)
+                                       .where(_runs.c.thread_id.in_(chunk))).scalar_one())
+            return PruneCount(len(ids), runs)
+
+        return await self.transaction(count)
 
     @operation
     async def delete_old_threads(self, ids: list[str], before_ms: int) -> PruneCount:
         """Delete these threads if they are still old and idle, with everything of theirs."""
         if not ids:
             return PruneCount(0, 0)
-        async with self.session() as session:
-            deleted = list((await session.execute(
-                delete(_threads)
-                .where(_threads.c.id.in_(ids), _threads.c.updated_ms < before_ms, _IDLE)
-                .returning(_threads.c.id))).scalars())
-            runs = 0
-            if deleted:
-                their_runs = select(_runs.c.id).where(_runs.c.thread_id.in_(deleted))
-                runs = int((await session.execute(
-                    select(func.count()).select_from(their_runs.subquery()))).scalar_one())
-                await session.execute(delete(_frames)
-                                      .where(_frames.c.run_id.in_(their_runs)))
-                for owned in _OWNED:
-                    await session.execute(delete(owned).where(owned.c.thread_id.in_(deleted)))
-            await session.commit()
-        return PruneCount(len(deleted), runs)
+        return await self.transaction(lambda tx: _delete(tx, ids, before_ms))
+
+
+def _delete(tx: Transaction, ids: list[str], before_ms: int) -> PruneCount:
+    deleted = list(tx.execute(
+        delete(_threads).where(_threads.c.id.in_(ids), _threads.c.updated_ms < before_ms, _IDLE)
+        .returning(_threads.c.id)).scalars())
+    runs = 0
+    if deleted:
+        their_runs = select(_runs.c.id).where(_runs.c.thread_id.in_(deleted))
+        runs = int(tx.execute(select(func.count()).select_from(their_runs.subquery()))
+                   .scalar_one())
+        tx.execute(delete(_frames).where(_frames.c.run_id.in_(their_runs)))
+        for owned in _OWNED:
+            tx.execute(delete(owned).where(owned.c.thread_id.in_(deleted)))
+    return PruneCount(len(deleted), runs)

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, literal, or_, update
+from sqlalchemy import and_, bindparam, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import select
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from .. import cursors
 from ..base import (
@@ -17,8 +15,10 @@ from ..base import (
     Page,
     Queries,
     _page,
+    first_as,
     is_active,
     operation,
+    rows_as,
     table,
     values_of,
 )
@@ -31,6 +31,7 @@ from .threads import INSERT_MESSAGE
 from .usage import insert_usage
 
 _threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
+_frames = table(RunFrameRow)
 
 # The statements of a run's start and end, built once (see `base.table`).
 _LOCK = (update(_threads)
@@ -162,10 +163,13 @@ class RunQueries(Queries):
         commit): it either waits for this transaction, or begins its lookup after this commit,
         and then sees the run, or it released the thread before this commit, and then the
         enqueuer's own `promote_next` finds the thread idle."""
-        async with self.engine.begin() as connection:
-            await connection.execute(select(_threads.c.id)
-                                     .where(_threads.c.id == run.thread_id).with_for_update())
-            await connection.execute(insert(_runs), values_of(run))
+        lock = select(_threads.c.id).where(_threads.c.id == run.thread_id).with_for_update()
+
+        def work(tx: Transaction) -> None:
+            tx.execute(lock).all()
+            tx.execute(insert(_runs), values_of(run))
+
+        await self.transaction(work)
 
     @operation
     async def promote_run(self, run_id: str, thread_id: str, last_completed_run_id: str | None,
@@ -177,28 +181,28 @@ class RunQueries(Queries):
         or changed, or the run is no longer queued (cancelled, or promoted by another
         process)."""
         lock = _LOCK_IDLE if last_completed_run_id is None else _LOCK_AFTER
-        async with self.engine.begin() as connection:
-            locked = await connection.execute(lock, {
-                "thread_id": thread_id, "last": last_completed_run_id, "run_id": run_id,
-                "now": now})
-            started = await connection.execute(
-                update(_runs).where(_runs.c.id == run_id, _runs.c.status == "queued")
-                .values(status="running", started_ms=now, lease_owner=owner,
-                        lease_expires_ms=lease_until, previous_run_id=last_completed_run_id))
+        start = (update(_runs).where(_runs.c.id == run_id, _runs.c.status == "queued")
+                 .values(status="running", started_ms=now, lease_owner=owner,
+                         lease_expires_ms=lease_until, previous_run_id=last_completed_run_id))
+
+        def work(tx: Transaction) -> bool:
+            locked = tx.execute(lock, {"thread_id": thread_id, "last": last_completed_run_id,
+                                       "run_id": run_id, "now": now})
+            started = tx.execute(start)
             if locked.rowcount != 1 or started.rowcount != 1:
-                await connection.rollback()
+                tx.rollback()
                 return False
             if inputs:
-                await connection.execute(insert(_messages), [values_of(m) for m in inputs])
-        return True
+                tx.execute(insert(_messages), [values_of(m) for m in inputs])
+            return True
+
+        return await self.transaction(work)
 
     @operation
     async def set_run_model(self, run_id: str, model: str) -> None:
         """The model that answered the run, when a fallback did (the run is written with the
         model it expects to call)."""
-        async with self.session() as session:
-            await session.execute(update(RunRow).where(RunRow.id == run_id).values(model=model))
-            await session.commit()
+        await self._update(run_id, model=model)
 
     @operation
     async def finish_run(
@@ -273,22 +277,24 @@ class RunQueries(Queries):
         loses on `last_run_cancelled` (`start_run`'s `paused` lock), or it wins and this
         finds the thread moved on.
         """
-        async with self.engine.begin() as connection:
-            released = await connection.execute(
-                update(_threads).where(_threads.c.id == thread_id,
-                                       _threads.c.run_status == "idle",
-                                       _threads.c.last_completed_run_id == run_id,
-                                       _threads.c.last_run_cancelled.is_(False))
-                .values(last_run_cancelled=True, last_run_error=None, pending_tool_calls=None,
-                        updated_ms=now))
-            ended = await connection.execute(
-                update(_runs).where(_runs.c.id == run_id, _runs.c.status == "awaiting_input")
-                .values(status="cancelled", error=error, pending_tool_calls=None))
+        release = (update(_threads).where(_threads.c.id == thread_id,
+                                          _threads.c.run_status == "idle",
+                                          _threads.c.last_completed_run_id == run_id,
+                                          _threads.c.last_run_cancelled.is_(False))
+                   .values(last_run_cancelled=True, last_run_error=None,
+                           pending_tool_calls=None, updated_ms=now))
+        end = (update(_runs).where(_runs.c.id == run_id, _runs.c.status == "awaiting_input")
+               .values(status="cancelled", error=error, pending_tool_calls=None))
+
+        def work(tx: Transaction) -> bool:
+            released, ended = tx.execute(release), tx.execute(end)
             if released.rowcount != 1 or ended.rowcount != 1:
-                await connection.rollback()
+                tx.rollback()
                 return False
-            await connection.execute(insert(_messages), [values_of(results)])
-        return True
+            tx.execute(insert(_messages), [values_of(results)])
+            return True
+
+        return await self.transaction(work)
 
     @operation
     async def end_orphaned_run(self, run: RunRow, now: int, status: str,
@@ -299,57 +305,51 @@ class RunQueries(Queries):
         slow), nothing happens. The terminal frame goes after the last persisted frame, in the
         same transaction, so a reconnect replays what was saved and then this frame.
         """
-        async with self.session() as session:
-            owner = RunRow.lease_owner
-            result = await session.execute(update(RunRow)
-                .where(RunRow.id == run.id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
-                       owner.is_(None) if run.lease_owner is None else owner == run.lease_owner,
-                       or_(RunRow.lease_expires_ms < now, RunRow.lease_expires_ms.is_(None)))
-                .values(status=status, finished_ms=now, error=error, lease_owner=None,
-                        lease_expires_ms=None)
-            )
-            if result.rowcount != 1:
-                await session.rollback()
+        r = _runs
+        owner = r.c.lease_owner
+        end = (update(r)
+               .where(r.c.id == run.id, r.c.status.in_(ACTIVE_RUN_STATUSES),
+                      owner.is_(None) if run.lease_owner is None else owner == run.lease_owner,
+                      or_(r.c.lease_expires_ms < now, r.c.lease_expires_ms.is_(None)))
+               .values(status=status, finished_ms=now, error=error, lease_owner=None,
+                       lease_expires_ms=None))
+        last = select(func.max(_frames.c.seq)).where(_frames.c.run_id == run.id)
+
+        def work(tx: Transaction) -> bool:
+            if tx.execute(end).rowcount != 1:
+                tx.rollback()
                 return False
-            last = (await session.exec(
-                select(func.max(RunFrameRow.seq)).where(RunFrameRow.run_id == run.id))).one()
-            session.add(RunFrameRow(run_id=run.id, seq=(last or 0) + 1, ts_ms=now, frame=frame))
-            await self._release_thread(session, run.id, run.thread_id, status, now, None, error)
-            await session.commit()
+            seq = (tx.execute(last).scalar_one_or_none() or 0) + 1
+            tx.execute(insert(_frames).values(run_id=run.id, seq=seq, ts_ms=now, frame=frame))
+            tx.execute(_RELEASE, _release_values(run.id, run.thread_id, status, now, None,
+                                                 error))
             return True
 
-    @staticmethod
-    async def _release_thread(session: AsyncSession, run_id: str, thread_id: str, status: str,
-                              now: int, pending: list[dict[str, Any]] | None,
-                              error: Mapping[str, Any] | None) -> None:
-        await session.execute(_RELEASE, _release_values(run_id, thread_id, status, now, pending,
-                                                        error))
+        return await self.transaction(work)
+
+    async def _update(self, run_id: str, **values: Any) -> None:
+        statement = update(_runs).where(_runs.c.id == run_id).values(**values)
+        await self.transaction(lambda tx: tx.execute(statement))
 
     # -- runs ---------------------------------------------------------------------------------
 
     @operation
     async def get_run(self, run_id: str) -> RunRow | None:
-        async with self.session() as session:
-            return await session.get(RunRow, run_id)
+        query = select(_runs).where(_runs.c.id == run_id)
+        return first_as(RunRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
     @operation
     async def get_run_by_client_id(self, project_id: str, client_id: str) -> RunRow | None:
         """The project's run an AG-UI client calls `client_id` (its `runId`), else a run that has
         no such name (begun by the Tambo endpoints, or before AG-UI names existed) whose own id
         it is."""
-        async with self.session() as session:
-            found = (await session.exec(select(RunRow).where(
-                RunRow.project_id == project_id,
-                or_(RunRow.client_id == client_id,
-                    and_(RunRow.id == client_id, RunRow.client_id.is_(None)))))).all()
-            return min(found, key=lambda row: row.client_id is None, default=None)
+        return await self.by_client_id(RunRow, project_id, client_id)
 
     @operation
     async def find_run_by_idempotency_key(self, thread_id: str, key: str) -> RunRow | None:
-        async with self.session() as session:
-            query = select(RunRow).where(RunRow.thread_id == thread_id,
-                                         RunRow.idempotency_key == key)
-            return (await session.exec(query)).first()
+        query = (select(_runs).where(_runs.c.thread_id == thread_id,
+                                     _runs.c.idempotency_key == key).limit(1))
+        return first_as(RunRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
     @operation
     async def runs_ended_since(self, last_run_id: str, since_ms: int,
@@ -357,28 +357,24 @@ class RunQueries(Queries):
         """`ENDED_SINCE`: each run from `last_run_id` back with the run before it, newest first:
         the runs a request that arrived at `since_ms` could not see end (`multitask`)."""
         params = {"last": last_run_id, "since": since_ms, "depth": limit}
-        async with self.session() as session:
-            rows = (await session.exec(ENDED_SINCE, params=params)).all()
-        return [(run_id, previous) for run_id, previous in rows]
+        rows = await self.transaction(lambda tx: tx.execute(ENDED_SINCE, params).all())
+        return [(row[0], row[1]) for row in rows]
 
     @operation
     async def forget_run_idempotency_key(self, run_id: str) -> None:
         """Let an expired key be used again on the thread (its unique constraint)."""
-        async with self.session() as session:
-            await session.execute(update(RunRow).where(RunRow.id == run_id)
-                                  .values(idempotency_key=None))
-            await session.commit()
+        await self._update(run_id, idempotency_key=None)
 
     @operation
     async def list_runs(self, thread_id: str, limit: int, cursor: str | None) -> Page:
-        query = select(RunRow).where(RunRow.thread_id == thread_id)
+        r = _runs
+        query = select(r).where(r.c.thread_id == thread_id)
         if cursor:
             created, run_id = cursors.decode(cursor, (int, str))
-            query = query.where(or_(RunRow.created_ms < created,
-                                    and_(RunRow.created_ms == created, RunRow.id < run_id)))
-        query = query.order_by(RunRow.created_ms.desc(), RunRow.id.desc()).limit(limit + 1)
-        async with self.session() as session:
-            rows = list((await session.exec(query)).all())
+            query = query.where(or_(r.c.created_ms < created,
+                                    and_(r.c.created_ms == created, r.c.id < run_id)))
+        query = query.order_by(r.c.created_ms.desc(), r.c.id.desc()).limit(limit + 1)
+        rows = rows_as(RunRow, await self.transaction(lambda tx: tx.execute(query).all()))
         return _page(rows, limit, lambda row: [row.created_ms, row.id])
 
     @operation
@@ -386,61 +382,51 @@ class RunQueries(Queries):
         """Extend `owner`'s leases; returns the runs it still holds (the others were reaped)."""
         if not run_ids:
             return set()
-        ids = list(run_ids)
-        async with self.session() as session:
-            await session.execute(update(RunRow)
-                .where(RunRow.id.in_(ids), RunRow.lease_owner == owner,
-                       RunRow.status.in_(ACTIVE_RUN_STATUSES))
-                .values(lease_expires_ms=until)
-            )
-            held = (await session.exec(select(RunRow.id).where(
-                RunRow.id.in_(ids), RunRow.lease_owner == owner))).all()
-            await session.commit()
-            return set(held)
+        r, ids = _runs, list(run_ids)
+        renew = (update(r).where(r.c.id.in_(ids), r.c.lease_owner == owner,
+                                 r.c.status.in_(ACTIVE_RUN_STATUSES))
+                 .values(lease_expires_ms=until))
+        held = select(r.c.id).where(r.c.id.in_(ids), r.c.lease_owner == owner)
+
+        def work(tx: Transaction) -> set[str]:
+            tx.execute(renew)
+            return set(tx.execute(held).scalars())
+
+        return await self.transaction(work)
 
     @operation
     async def expired_runs(self, now: int) -> list[RunRow]:
         # Queued runs have no owner and no lease: they wait for their thread, not a process.
-        query = select(RunRow).where(RunRow.status == "running",
-                                     or_(RunRow.lease_expires_ms < now,
-                                         RunRow.lease_expires_ms.is_(None)))
-        async with self.session() as session:
-            return list((await session.exec(query)).all())
+        r = _runs
+        query = select(r).where(r.c.status == "running",
+                                or_(r.c.lease_expires_ms < now, r.c.lease_expires_ms.is_(None)))
+        return rows_as(RunRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
     @operation
     async def request_cancel(self, run_id: str, now: int) -> bool:
         """Flag an active run for cancellation by whichever process owns it."""
-        async with self.session() as session:
-            result = await session.execute(update(RunRow)
-                .where(RunRow.id == run_id, RunRow.status.in_(ACTIVE_RUN_STATUSES),
-                       RunRow.cancel_requested_ms.is_(None))
-                .values(cancel_requested_ms=now)
-            )
-            await session.commit()
-            return result.rowcount == 1
+        r = _runs
+        flag = (update(r).where(r.c.id == run_id, r.c.status.in_(ACTIVE_RUN_STATUSES),
+                                r.c.cancel_requested_ms.is_(None))
+                .values(cancel_requested_ms=now))
+        return await self.transaction(lambda tx: tx.execute(flag).rowcount == 1)
 
     @operation
     async def cancel_requested(self, run_ids: Sequence[str]) -> list[str]:
         """Which of these runs another process asked to cancel: one query for all of them, in
         one store transaction. Every process polls this every `cancel_poll_seconds` while it
-        runs anything; as a session it held SQLite's one connection for two trips, each
-        waiting for the busy loop (up to 340 ms at 300 runs, bench/README.md, "What held
-        SQLite's connection"), while every start queued behind it; as a transaction it is one
-        more member of the group commit's trip (on PostgreSQL one statement, without `BEGIN`
-        and `COMMIT`: one round trip instead of three)."""
+        runs anything, so it is one more member of the group commit's trip on SQLite (not a
+        hold of the one connection of its own, which every start would queue behind), and on
+        PostgreSQL one statement run `alone`, without `BEGIN` and `COMMIT`."""
         if not run_ids:
             return []
-        run = self.alone if self.one_statement else self.transaction
-        flagged = await run(lambda connection: CANCEL_FLAGGED.rows(connection, {}))
+        flagged = await self.alone(lambda connection: CANCEL_FLAGGED.rows(connection, {}))
         wanted = set(run_ids)
         return [run_id for (run_id,) in flagged if run_id in wanted]
 
     @operation
     async def touch_watched(self, run_id: str, now: int) -> None:
-        async with self.session() as session:
-            await session.execute(update(RunRow).where(RunRow.id == run_id)
-                                  .values(watched_ms=now))
-            await session.commit()
+        await self._update(run_id, watched_ms=now)
 
 
 def _insert_run(connection: Transaction, run: RunRow, messages: Sequence[MessageRow]) -> None:

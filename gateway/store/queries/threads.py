@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, update
-from sqlmodel import select
+from sqlalchemy import Select, and_, delete, func, insert, or_, select, update
+from sqlmodel import SQLModel
 
 from .. import cursors
 from ..base import (
@@ -13,9 +13,11 @@ from ..base import (
     Page,
     Queries,
     _page,
-    holds_lease,
+    column_values,
+    first_as,
     lease_held,
     operation,
+    rows_as,
     table,
     values_of,
 )
@@ -30,9 +32,47 @@ from ..tables import (
     ThreadRow,
 )
 
-_messages = table(MessageRow)
+_threads, _messages, _components = table(ThreadRow), table(MessageRow), table(ComponentRow)
+_runs, _frames = table(RunRow), table(RunFrameRow)
 # A message a run completes (`add_message`) and a run's input (`runs`), on the driver's cursor.
 INSERT_MESSAGE = Prepared(insert(_messages))
+
+
+def _add(tx: Transaction, rows: tuple[SQLModel, ...], fence: Fence | None) -> bool:
+    if not lease_held(tx, fence):
+        tx.rollback()
+        return False
+    for row in rows:
+        tx.execute(insert(table(type(row))), values_of(row))
+    return True
+
+
+def _delete_thread(tx: Transaction, thread_id: str) -> None:
+    run_ids = select(_runs.c.id).where(_runs.c.thread_id == thread_id)
+    tx.execute(delete(_frames).where(_frames.c.run_id.in_(run_ids)))
+    for owned in (_runs, _messages, _components, table(ComponentStateHistoryRow)):
+        tx.execute(delete(owned).where(owned.c.thread_id == thread_id))
+    tx.execute(delete(_threads).where(_threads.c.id == thread_id))
+
+
+def _save_parts(tx: Transaction, message_id: str, parts: list[dict[str, Any]], cancelled: bool,
+                fence: Fence | None) -> bool:
+    if not lease_held(tx, fence):
+        tx.rollback()
+        return False
+    tx.execute(update(_messages).where(_messages.c.id == message_id)
+               .values(parts=parts, is_cancelled=cancelled))
+    return True
+
+
+def _mark_answers(tx: Transaction, run_id: str, key: str) -> int:
+    m = _messages
+    rows = tx.execute(select(m.c.id, m.c.metadata)
+                      .where(m.c.run_id == run_id, m.c.role == "assistant")).all()
+    for row in rows:
+        tx.execute(update(m).where(m.c.id == row[0]).values(metadata={**(row[1] or {}),
+                                                                      key: True}))
+    return len(rows)
 
 
 class ThreadQueries(Queries):
@@ -40,13 +80,7 @@ class ThreadQueries(Queries):
     @operation
     async def add(self, *rows: Any, fence: Fence | None = None) -> bool:
         """Insert the rows; with `fence`, only while that run's lease is held (else False)."""
-        async with self.session() as session:
-            if not await holds_lease(session, fence):
-                await session.rollback()
-                return False
-            session.add_all(rows)
-            await session.commit()
-            return True
+        return await self.transaction(lambda tx: _add(tx, rows, fence))
 
     @operation
     async def add_message(self, row: MessageRow, fence: Fence | None = None) -> bool:
@@ -63,9 +97,9 @@ class ThreadQueries(Queries):
 
     @operation
     async def get_thread(self, project_id: str, thread_id: str) -> ThreadRow | None:
-        async with self.session() as session:
-            row = await session.get(ThreadRow, thread_id)
-            return row if row is not None and row.project_id == project_id else None
+        query = select(_threads).where(_threads.c.id == thread_id,
+                                       _threads.c.project_id == project_id)
+        return first_as(ThreadRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
     @operation
     async def get_thread_by_client_id(self, project_id: str, client_id: str
@@ -73,127 +107,97 @@ class ThreadQueries(Queries):
         """The project's thread an AG-UI client calls `client_id` (its `threadId`): the thread
         it created under that name, else a thread that has no such name (made by the Tambo
         endpoints, or before AG-UI names existed) whose own id it is."""
-        async with self.session() as session:
-            found = (await session.exec(select(ThreadRow).where(
-                ThreadRow.project_id == project_id,
-                or_(ThreadRow.client_id == client_id,
-                    and_(ThreadRow.id == client_id, ThreadRow.client_id.is_(None)))))).all()
-            return min(found, key=lambda row: row.client_id is None, default=None)
+        return await self.by_client_id(ThreadRow, project_id, client_id)
 
     @operation
     async def list_threads(
         self, project_id: str, user_key: str | None, limit: int, cursor: str | None
     ) -> Page:
-        query = select(ThreadRow).where(ThreadRow.project_id == project_id)
+        t = _threads
+        query = select(t).where(t.c.project_id == project_id)
         if user_key is not None:
-            query = query.where(ThreadRow.user_key == user_key)
+            query = query.where(t.c.user_key == user_key)
         if cursor:
             created, thread_id = cursors.decode(cursor, (int, str))
-            query = query.where(
-                or_(ThreadRow.created_ms < created,
-                    and_(ThreadRow.created_ms == created, ThreadRow.id < thread_id))
-            )
-        query = query.order_by(ThreadRow.created_ms.desc(), ThreadRow.id.desc()).limit(limit + 1)
-        async with self.session() as session:
-            rows = list((await session.exec(query)).all())
+            query = query.where(or_(t.c.created_ms < created,
+                                    and_(t.c.created_ms == created, t.c.id < thread_id)))
+        query = query.order_by(t.c.created_ms.desc(), t.c.id.desc()).limit(limit + 1)
+        rows = rows_as(ThreadRow, await self.transaction(lambda tx: tx.execute(query).all()))
         return _page(rows, limit, lambda row: [row.created_ms, row.id])
 
     @operation
     async def count_threads(self, project_id: str, user_key: str | None, at_most: int) -> int:
         """Threads of the project (of one user scope, when given), counted up to `at_most`: the
         work stays bounded however many there are."""
-        query = select(ThreadRow.id).where(ThreadRow.project_id == project_id)
+        query = select(_threads.c.id).where(_threads.c.project_id == project_id)
         if user_key is not None:
-            query = query.where(ThreadRow.user_key == user_key)
+            query = query.where(_threads.c.user_key == user_key)
         counted = select(func.count()).select_from(query.limit(at_most).subquery())
-        async with self.session() as session:
-            return int((await session.exec(counted)).one())
+        return int(await self.transaction(lambda tx: tx.execute(counted).scalar_one()))
 
     @operation
-    async def update_thread(self, thread_id: str, **values: Any) -> None:
-        async with self.session() as session:
-            await session.execute(update(ThreadRow).where(ThreadRow.id == thread_id).values(**values))
-            await session.commit()
+    async def update_thread(self, /, thread_id: str, **values: Any) -> None:
+        statement = (update(_threads).where(_threads.c.id == thread_id)
+                     .values(column_values(ThreadRow, values)))
+        await self.transaction(lambda tx: tx.execute(statement))
 
     @operation
     async def delete_thread(self, thread_id: str) -> None:
-        async with self.session() as session:
-            run_ids = select(RunRow.id).where(RunRow.thread_id == thread_id)
-            await session.execute(delete(RunFrameRow).where(RunFrameRow.run_id.in_(run_ids)))
-            for table in (RunRow, MessageRow, ComponentRow, ComponentStateHistoryRow):
-                await session.execute(delete(table).where(table.thread_id == thread_id))
-            await session.execute(delete(ThreadRow).where(ThreadRow.id == thread_id))
-            await session.commit()
-
+        await self.transaction(lambda tx: _delete_thread(tx, thread_id))
 
     @operation
     async def history(self, thread_id: str) -> list[MessageRow]:
-        async with self.session() as session:
-            return list((await session.exec(_history(thread_id))).all())
+        query = _history(thread_id)
+        return rows_as(MessageRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
     @operation
     async def thread_context(self, thread_id: str
                              ) -> tuple[list[MessageRow], dict[str, ComponentRow]]:
         """What a run on the thread starts from: its history and its components (one read)."""
-        async with self.session() as session:
-            rows = list((await session.exec(_history(thread_id))).all())
-            components = (await session.exec(
-                select(ComponentRow).where(ComponentRow.thread_id == thread_id))).all()
+        def read(tx: Transaction) -> tuple[list[MessageRow], list[ComponentRow]]:
+            components = select(_components).where(_components.c.thread_id == thread_id)
+            return (rows_as(MessageRow, tx.execute(_history(thread_id)).all()),
+                    rows_as(ComponentRow, tx.execute(components).all()))
+
+        rows, components = await self.transaction(read)
         return rows, {row.id: row for row in components}
 
     @operation
     async def list_messages(
         self, thread_id: str, limit: int, cursor: str | None, descending: bool
     ) -> Page:
-        query = select(MessageRow).where(MessageRow.thread_id == thread_id)
+        m = _messages
+        query = select(m).where(m.c.thread_id == thread_id)
         if cursor:
             (seq,) = cursors.decode(cursor, (int,))
-            query = query.where(MessageRow.seq < seq if descending else MessageRow.seq > seq)
-        order = MessageRow.seq.desc() if descending else MessageRow.seq
-        query = query.order_by(order).limit(limit + 1)
-        async with self.session() as session:
-            rows = list((await session.exec(query)).all())
+            query = query.where(m.c.seq < seq if descending else m.c.seq > seq)
+        query = query.order_by(m.c.seq.desc() if descending else m.c.seq).limit(limit + 1)
+        rows = rows_as(MessageRow, await self.transaction(lambda tx: tx.execute(query).all()))
         return _page(rows, limit, lambda row: [row.seq])
 
     @operation
     async def get_message(self, thread_id: str, message_id: str) -> MessageRow | None:
-        query = select(MessageRow).where(MessageRow.thread_id == thread_id,
-                                         MessageRow.id == message_id)
-        async with self.session() as session:
-            return (await session.exec(query)).first()
+        query = (select(_messages)
+                 .where(_messages.c.thread_id == thread_id, _messages.c.id == message_id))
+        return first_as(MessageRow, await self.transaction(lambda tx: tx.execute(query).all()))
 
     @operation
     async def save_message_parts(self, message_id: str, parts: list[dict[str, Any]],
                                  cancelled: bool = False, fence: Fence | None = None) -> bool:
-        async with self.session() as session:
-            if not await holds_lease(session, fence):
-                await session.rollback()
-                return False
-            await session.execute(update(MessageRow).where(MessageRow.id == message_id)
-                               .values(parts=parts, is_cancelled=cancelled))
-            await session.commit()
-            return True
+        return await self.transaction(
+            lambda tx: _save_parts(tx, message_id, parts, cancelled, fence))
 
     @operation
     async def mark_run_answer(self, run_id: str, key: str) -> int:
         """Set `key: true` on the metadata of every answer (assistant message) of the run;
         returns how many were marked."""
-        async with self.session() as session:
-            rows = (await session.exec(select(MessageRow).where(
-                MessageRow.run_id == run_id, MessageRow.role == "assistant"))).all()
-            for row in rows:
-                await session.execute(update(MessageRow).where(MessageRow.id == row.id)
-                                      .values(meta={**(row.meta or {}), key: True}))
-            await session.commit()
-            return len(rows)
+        return await self.transaction(lambda tx: _mark_answers(tx, run_id, key))
 
     @operation
     async def save_message_meta(self, message_id: str, meta: dict[str, Any]) -> None:
-        async with self.session() as session:
-            await session.execute(update(MessageRow).where(MessageRow.id == message_id)
-                                  .values(meta=meta))
-            await session.commit()
+        statement = update(_messages).where(_messages.c.id == message_id).values(metadata=meta)
+        await self.transaction(lambda tx: tx.execute(statement))
 
 
-def _history(thread_id: str) -> Any:
-    return select(MessageRow).where(MessageRow.thread_id == thread_id).order_by(MessageRow.seq)
+def _history(thread_id: str) -> Select[Any]:
+    return select(_messages).where(_messages.c.thread_id == thread_id).order_by(_messages.c.seq)

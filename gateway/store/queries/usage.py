@@ -66,8 +66,8 @@ class UsageQueries(Queries):
 
     async def run_usage(self, run_id: str) -> list[dict[str, Any]]:
         query = select(_usage).where(_usage.c.run_id == run_id).order_by(_usage.c.model)
-        async with self.engine.connect() as connection:
-            return [entry_of(row) for row in (await connection.execute(query)).all()]
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
+        return [entry_of(row) for row in rows]
 
     async def runs_usage(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
         """`run_usage` of each of `run_ids` (a page of a run list), in one query."""
@@ -76,9 +76,8 @@ class UsageQueries(Queries):
         query = (select(_usage).where(_usage.c.run_id.in_(list(run_ids)))
                  .order_by(_usage.c.run_id, _usage.c.model))
         entries: dict[str, list[dict[str, Any]]] = {}
-        async with self.engine.connect() as connection:
-            for row in (await connection.execute(query)).all():
-                entries.setdefault(row.run_id, []).append(entry_of(row))
+        for row in await self.transaction(lambda tx: tx.execute(query).all()):
+            entries.setdefault(row.run_id, []).append(entry_of(row))
         return entries
 
     async def thread_usage(self, thread_id: str) -> list[dict[str, Any]]:
@@ -90,8 +89,7 @@ class UsageQueries(Queries):
                         *(func.sum(_usage.c[c]).label(c) for c in COLUMNS.values()))
                  .where(_usage.c.thread_id == thread_id).group_by(_usage.c.model)
                  .order_by(_usage.c.model))
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query)).all()
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
         entries = []
         for row in rows:
             entry = entry_of(row)
@@ -112,8 +110,7 @@ class UsageQueries(Queries):
                         *(func.sum(_usage.c[c]).label(c) for c in COLUMNS.values()))
                  .where(_usage.c.created_ms >= since_ms).group_by(group)
                  .order_by(func.sum(_usage.c.input_tokens).desc()))
-        async with self.engine.connect() as connection:
-            rows = (await connection.execute(query)).all()
+        rows = await self.transaction(lambda tx: tx.execute(query).all())
         return [{"name": row.name, "runs": int(row.runs), "costUsd": row.cost_usd,
                  "unpriced": int(row.unpriced or 0),
                  **{key: int(getattr(row, column) or 0) for key, column in COLUMNS.items()}}

@@ -13,7 +13,7 @@ from gateway.runs.registry import ActiveRun, RunRegistry
 from gateway.runs.timings import Timings
 from gateway.store.repository import Store
 from tests.inprocess.conftest import new_thread
-from tests.inprocess.store.test_repository import run_row
+from tests.integration.store.conftest import run_row
 
 
 async def going(store: Store) -> ActiveRun:

@@ -10,7 +10,7 @@ from gateway.runs.log.writer import LogWriter
 from gateway.store.queries.frames import LogBatch
 from gateway.store.repository import Store
 from tests.inprocess.conftest import new_thread
-from tests.inprocess.store.test_repository import run_row
+from tests.integration.store.conftest import run_row
 
 
 def frames(*texts: str) -> list[tuple[int, int, dict]]:

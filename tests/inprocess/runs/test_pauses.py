@@ -94,10 +94,10 @@ async def test_a_pause_older_than_the_ttl_is_abandoned_by_a_new_message(
     with pytest.raises(ApiError):  # paused just now: still waiting for its results
         await manager.start(thread, user("hello?", previousRunId=paused.id))
 
-    async with store.session() as session:  # paused two hours ago
-        await session.execute(update(RunRow).where(RunRow.id == paused.id)
-                              .values(finished_ms=paused.created_ms - 7_200_000))
-        await session.commit()
+    runs = RunRow.__table__  # type: ignore[attr-defined]
+    ago = (update(runs).where(runs.c.id == paused.id)  # paused two hours ago
+           .values(finished_ms=paused.created_ms - 7_200_000))
+    await store.transaction(lambda tx: tx.execute(ago))
     run = (await manager.start(thread, user("hello?", previousRunId=paused.id))).run
     assert types(await events(manager, run.id))[-1] == "RUN_FINISHED"
     assert (await store.get_run(paused.id)).status == "cancelled"

@@ -14,7 +14,7 @@ from gateway.runs.phase import RunPhase
 from gateway.runs.registry import ActiveRun, RunRegistry
 from gateway.store.repository import Store
 from tests.inprocess.conftest import new_thread
-from tests.inprocess.store.test_repository import run_row
+from tests.integration.store.conftest import run_row
 
 
 async def test_a_thread_maps_to_its_live_run_and_an_ended_runs_log_lingers(store: Store) -> None:

@@ -7,13 +7,14 @@ from typing import Any
 import aiosqlite
 import pytest
 
-from gateway.store.engines import group_commit, sqlite_driver
+from gateway.store.engines import sqlite as group_commit
+from gateway.store.engines import sqlite_driver
 
 
 @pytest.fixture
 def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The name of every call handed to an aiosqlite thread ("_Trip": a group commit's,
-    `store/engines/group_commit.py`)."""
+    `store/engines/sqlite.py`)."""
     calls: list[str] = []
     original = aiosqlite.Connection._execute
 

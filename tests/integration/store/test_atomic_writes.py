@@ -1,4 +1,4 @@
-"""`Store`: the atomic writes the rest relies on, on a real SQLite file."""
+"""`Store`: the atomic writes the rest relies on (on SQLite and PostgreSQL: `conftest`)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,8 @@ import asyncio
 
 from gateway.protocol.clock import new_id, now_ms
 from gateway.store.repository import Store
-from gateway.store.tables import ChorusDeliveryRow, ComponentRow, RunRow
-from tests.inprocess.conftest import PROJECT, new_thread
-
-
-def run_row(thread_id: str, owner: str = "process-a") -> RunRow:
-    now = now_ms()
-    return RunRow(id=new_id("run_"), thread_id=thread_id, project_id=PROJECT, status="queued",
-                  created_ms=now, lease_owner=owner, lease_expires_ms=now + 30_000,
-                  on_disconnect="grace")
+from gateway.store.tables import ChorusDeliveryRow, ComponentRow
+from tests.integration.store.conftest import PROJECT, new_thread, run_row
 
 
 async def test_the_thread_lock_is_taken_by_exactly_one_of_racing_starts(store: Store) -> None:

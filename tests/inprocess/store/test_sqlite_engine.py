@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.store.base import Queries
 from gateway.store.db import create_engine
-from gateway.store.engines import group_commit
+from gateway.store.engines import sqlite as group_commit
 from gateway.store.engines.prepared import Prepared
 from gateway.store.engines.transaction import Transaction
 
@@ -80,7 +80,7 @@ async def together(engine: AsyncEngine, works: list[Callable[[Transaction], Any]
     async with engine.connect() as holder:
         await holder.execute(text("SELECT 1"))
         tasks = [asyncio.create_task(queries.transaction(work)) for work in works]
-        while len(queries._group._waiting) < len(works):  # type: ignore[union-attr]
+        while len(queries.travel._waiting) < len(works):  # type: ignore[attr-defined]
             await asyncio.sleep(0)
     return await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -193,7 +193,7 @@ async def test_a_trip_goes_on_with_those_that_come_while_it_is_on_the_thread(
     await asyncio.to_thread(entered.wait, 30)  # the first group is on the thread
     second = asyncio.create_task(queries.transaction(adds("b")))
     third = asyncio.create_task(queries.transaction(slower))
-    while len(queries._group._waiting) < 2:  # type: ignore[union-attr]
+    while len(queries.travel._waiting) < 2:  # type: ignore[attr-defined]
         await asyncio.sleep(0)
     release.set()
     await asyncio.to_thread(entered_second.wait, 30)  # the second group, on the thread
@@ -225,19 +225,42 @@ async def test_a_cancelled_caller_s_work_is_not_run_and_the_others_go_on(
     assert await queries.transaction(adds("d")) == "d"  # and nothing is stuck
 
 
-async def test_sessions_on_the_same_connection_see_what_was_committed_before_them(
+async def test_reads_on_the_same_connection_see_what_was_committed_before_them(
         engine: AsyncEngine) -> None:
     queries = Queries(engine)
 
     async def writes_then_reads(name: str) -> int:
         await queries.transaction(adds(name, 3))
-        async with queries.session() as session:
-            return int(await session.scalar(select(_items.c.n).where(_items.c.id == name)))
+        query = select(_items.c.n).where(_items.c.id == name)
+        return int(await queries.transaction(lambda tx: tx.execute(query).scalar_one()))
 
     assert await asyncio.gather(*(writes_then_reads(name) for name in "abcd")) == [3] * 4
     async with engine.begin() as connection:  # and `engine.begin()` between groups
         await connection.execute(text("UPDATE items SET n = 4 WHERE id = 'a'"))
     assert await queries.transaction(lambda connection: READ.rows(connection, {})) == [(4,)]
+
+
+async def test_core_statements_run_in_a_group_and_a_failing_one_undoes_only_its_member(
+        engine: AsyncEngine) -> None:
+    """A member's work is given the same `Transaction` as on PostgreSQL: Core statements
+    (an expanding `IN`, JSON-free rows, `RETURNING`) run on the database's thread inside its
+    savepoint; a duplicate key raises SQLAlchemy's `IntegrityError` to that member alone."""
+    def core_adds(name: str) -> Callable[[Transaction], Any]:
+        def work(connection: Transaction) -> Any:
+            connection.execute(insert(_items).values(id=name, n=1))
+            found = connection.execute(select(_items.c.id).where(
+                _items.c.id.in_([name, "nobody"]))).scalars().all()
+            return list(found)
+        return work
+
+    def duplicate(connection: Transaction) -> Any:
+        connection.execute(insert(_items).values(id="z", n=1))
+        connection.execute(insert(_items).values(id="a", n=1))  # "a" is another member's
+
+    results = await together(engine, [core_adds("a"), duplicate, core_adds("b")])
+    assert results[0] == ["a"] and results[2] == ["b"]
+    assert isinstance(results[1], IntegrityError)
+    assert await stored(engine) == {"a": 1, "b": 1}  # "z" went with its member's savepoint
 
 
 async def test_a_leader_cancelled_while_its_group_is_on_the_thread_strands_nobody(
@@ -249,7 +272,7 @@ async def test_a_leader_cancelled_while_its_group_is_on_the_thread_strands_nobod
         leader = asyncio.create_task(queries.transaction(slow))  # the first: it leads
         await asyncio.sleep(0)
         follower = asyncio.create_task(queries.transaction(adds("b")))
-        while len(queries._group._waiting) < 2:  # type: ignore[union-attr]
+        while len(queries.travel._waiting) < 2:  # type: ignore[attr-defined]
             await asyncio.sleep(0)
     await asyncio.to_thread(entered.wait, 30)  # the group is on the database's thread
     leader.cancel()
@@ -307,7 +330,7 @@ async def test_one_that_comes_as_a_trip_ends_goes_next_on_the_same_connection(
     release.set()
     assert ended.wait(30)  # the loop is blocked here: the trip has ended, `over` not yet run
     late: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    queries._group._waiting.append(group_commit._Member(adds("b"), late))  # type: ignore[union-attr]
+    queries.travel._waiting.append(group_commit._Member(adds("b"), late))  # type: ignore[attr-defined]
     assert await asyncio.wait_for(first, 30) == "a"
     assert await asyncio.wait_for(late, 30) == "b"
     assert trips.count("_Trip") == 2 and len(checkouts) == 1

@@ -5,7 +5,8 @@ aiosqlite's thread in one trip (`sqlite_driver.hand_over`). A trip still waits f
 event loop twice (to be handed over, and for its result to be taken back), and on a busy loop
 that wait, not SQLite's work, is most of a hold of the connection: N transactions at once made N
 trips and N commits, one after the other, and a run start queued behind all of them, the log
-writer's batch among them (bench/README.md, "Group commit"). Here the transactions waiting for
+writer's batch among them (docs/decisions/0018-sqlite-group-commit.md). Here the transactions
+waiting for
 the connection go to the thread together, in one trip with one commit: each member's work runs
 in its own SAVEPOINT, so a work that raises or calls `rollback()` undoes only its own statements
 (`ROLLBACK TO`) and gets its own answer, while the others are committed. A failing COMMIT fails
@@ -19,7 +20,7 @@ thread goes on with whoever arrived during a group, posting each group's answers
 soon as it has committed, and whoever arrives as the trip ends goes in another trip at once, on
 the connection still taken; the connection goes back to the pool after `TRIP_SECONDS`, or when
 nobody waits. Waiting for the loop to take a trip's outcome back, with the connection held, was
-most of its long holds (bench/README.md, "What held SQLite's connection").
+most of its long holds.
 
 Order: members run in the order they came, in one transaction, so a member sees the writes of
 those before it, and a later group sees the earlier ones committed. A group holds the pool's
@@ -37,7 +38,7 @@ the next group. A group of one is a plain transaction (no savepoint: nothing is 
 process at rest).
 
 SQLite only: on PostgreSQL the pool spreads transactions over its connections
-(`transaction.run`).
+(`engines.postgres`).
 """
 
 from __future__ import annotations
@@ -51,13 +52,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Executable
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import Connection, Engine, Executable
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from .sqlite_driver import OneTripDBAPI, hand_over
-from .transaction import Transaction
+from .transaction import Result, Transaction
 
 R = TypeVar("R")
 
@@ -72,15 +72,37 @@ TRIP_SECONDS = 0.05
 SAVEPOINT = "group_member"
 
 
-class InGroup(Transaction):
-    """What a member's work is given: the sqlite3 connection itself, inside the member's
-    savepoint (or, alone in its group, its own transaction)."""
+class _Raw:
+    """The sqlite3 connection as SQLAlchemy's `Connection` uses a pooled one: for the Core
+    statements of a member's work, run on the database's thread (no greenlet, no trip)."""
 
-    cheap_statements = True  # statements cost no trip here (see `transaction`)
+    __slots__ = ("dbapi_connection", "driver_connection", "info")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.dbapi_connection = self.driver_connection = connection
+        self.info: dict[str, Any] = {}
+
+    def cursor(self, *args: Any) -> sqlite3.Cursor:
+        return self.dbapi_connection.cursor()
+
+    def invalidate(self, e: BaseException | None = None, soft: bool = False) -> None:
+        """Nothing to do here: the group's trip fails, and the pool's checkin decides."""
+
+    def close(self) -> None:
+        """The group's trip gives the connection back, not a member."""
+
+
+class InGroup:
+    """A `Transaction` on the sqlite3 connection itself, inside the member's savepoint (or,
+    alone in its group, its own transaction)."""
+
+    cheap_statements = True  # statements cost no trip: the work is on the database's thread
 
     def __init__(self, engine: Engine, connection: sqlite3.Connection, savepoint: bool) -> None:
-        super().__init__(engine, connection)
+        self.engine, self.dialect, self.connection = engine, engine.dialect, connection
+        self.rolled_back = False
         self._savepoint = savepoint
+        self._core: Connection | None = None
 
     def rollback(self) -> None:
         self.rolled_back = True
@@ -89,8 +111,17 @@ class InGroup(Transaction):
         else:
             self.connection.rollback()
 
-    def execute(self, statement: Executable, parameters: dict[str, Any]) -> CursorResult[Any]:
-        raise TypeError("no SQLAlchemy statement on the database's thread: use `Prepared`")
+    def execute(self, statement: Executable,
+                parameters: dict[str, Any] | list[dict[str, Any]] | None = None
+                ) -> Result:
+        """A Core statement through SQLAlchemy's `Connection`, made on the sqlite3 connection:
+        SQLAlchemy compiles it, converts its parameters and rows by the columns' types, and
+        raises the driver's errors as its own; it never begins, commits or rolls back here
+        (the dialect's begin is a no-op, and a failing statement inside a transaction leaves
+        the rollback to its caller: the member's savepoint)."""
+        if self._core is None:
+            self._core = Connection(self.engine, _Raw(self.connection))  # type: ignore[arg-type]
+        return self._core.execute(statement, parameters)
 
 
 class _Member:
@@ -226,9 +257,17 @@ class GroupCommit:
         self._busy = False  # a trip is under way, or about to be
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    fused = False  # statements cost no trip here: nothing to fuse
+
+    async def transaction(self, work: Callable[[Transaction], R]) -> R:
+        return await self.run(work)
+
+    async def alone(self, work: Callable[[Transaction], R]) -> R:
+        return await self.run(work)
+
     async def run(self, work: Callable[[Transaction], R]) -> R:
         """`work` in the next group: committed if it returns (unless it rolled back), rolled
-        back if it raises (as `transaction.run`)."""
+        back if it raises (as `postgres.run`)."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new loop (tests): the old one's state is gone
             self._loop, self._waiting, self._busy = loop, collections.deque(), False
