@@ -2,8 +2,8 @@
 
     .venv/bin/python -m bench.body_scan [--megabytes 10] [--rounds 5]
 
-For two bodies of the given size (one attachment's base64 blob: one long string; and many
-small objects: a long `initialMessages`-like list), prints the scan's own time and the event
+For three bodies of the given size (one attachment's base64 blob: one long string; many
+small objects: a long `initialMessages`-like list; the same with `NaN` in a string), prints the scan's own time and the event
 loop's longest stall while one request's body is checked as `json_body` checks it
 (`checked_json_body`), measured by a task that ticks every millisecond beside it, as a stream's
 writes would. The process runs with the server's switch interval (`gateway.server.interpreter.SWITCH_INTERVAL_SECONDS`).
@@ -36,8 +36,12 @@ def bodies(megabytes: float) -> dict[str, bytes]:
             "metadata": {"n": 12345, "ok": True}}
     count = size // len(json.dumps(item))
     many = {"message": {"role": "user", "content": "hi"}, "initialMessages": [item] * count}
+    # The same objects with `NaN` in one string's text: costs what the body without it does
+    # (a string's text is never read number by number).
+    named = {**many, "message": {"role": "user", "content": "is NaN a number?"}}
     return {"one long string": json.dumps(one_string).encode(),
-            "many small objects": json.dumps(many).encode()}
+            "many small objects": json.dumps(many).encode(),
+            "many small objects, NaN in a string": json.dumps(named).encode()}
 
 
 async def longest_stall(raw: bytes, inline: bool) -> tuple[float, float]:

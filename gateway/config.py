@@ -475,6 +475,17 @@ class Settings(BaseSettings):
         100, ge=0, description="Timbal WebSockets one API key (or, in development mode, the "
                                "one project) may hold open at once on one process (0: no "
                                "limit); one more is refused in the handshake (403).")
+    user_websockets: int = Field(
+        10, ge=0, description="Timbal WebSockets one user (the user scope a socket names, or "
+                              "its client address when it names none) may hold open at once "
+                              "under one API key on one process (0: no per-user limit), so one "
+                              "client cannot take all of `GATEWAY_KEY_WEBSOCKETS`; one more is "
+                              "refused in the handshake (403).")
+    max_websocket_frame_bytes: int = Field(
+        64 * 1024, ge=1024, le=16 * 1024 * 1024,
+        description="Largest message a client may send on a Timbal WebSocket (clients send "
+                    "small control frames); a larger one closes the socket with 1009 before "
+                    "it is read whole or parsed.")
     key_cache_seconds: float = Field(
         2.0, ge=0, le=60, description="How long a process trusts its lookup of a managed API "
                                       "key: a revoked key stops working everywhere within "

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import HTTPConnection, Request
 
 from ..auth.caller import Caller, resolve_admin, resolve_caller, scope_required, visible
-from ..auth.identity import SIGNED_IN_PREFIX, is_signed_in_scope
+from ..auth.identity import RESERVED_SCOPE_PREFIXES, is_reserved_scope
 from ..protocol.problems import ApiError, InvalidRequest, Problem, echo
 from ..protocol.tambo import checked_user_key
 from ..runs.admission.submit import Admission
@@ -116,10 +116,11 @@ def _checked_user_key(value: str | None, name: str = "userKey") -> str | None:
         value = checked_user_key(value, name)
     except ValueError as exc:
         raise ApiError(Problem.VALIDATION_ERROR, str(exc)) from None
-    if is_signed_in_scope(value):
+    if is_reserved_scope(value):
         raise ApiError(Problem.VALIDATION_ERROR,
-                       f"{name} may not start with {SIGNED_IN_PREFIX!r}: that scope belongs to "
-                       "users signed in with a bearer token")
+                       f"{name} may not start with {' or '.join(map(repr, RESERVED_SCOPE_PREFIXES))}"
+                       ": those scopes belong to users signed in with a bearer token and to "
+                       "Chorus connections")
     return value
 
 

@@ -22,10 +22,17 @@ _STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
 _STRUCTURE = re.compile(_STRING + rb'|[\[\]{}]', re.DOTALL)
 # What any number no JSON peer can carry contains: 19 digits in a row, a three-digit exponent,
 # `NaN` or `Infinity` (which the parsers accept and JSON has not). Most bodies have none, and
-# are read once; the others are read again, number by number (`_TOKENS`).
+# are read once; the others are read again with their strings emptied (`_STRINGS`, one pass of
+# the regular-expression engine), so what is inside a string costs nothing more, and only a
+# body that still has one outside its strings is read number by number (`_TOKENS`).
 # (Searched for one by one rather than as one alternation.)
 _LONG_DIGITS, _LONG_EXPONENT = re.compile(rb'\d{19}'), re.compile(rb'[eE][+-]?\d{3}')
 _TOKENS = re.compile(_STRING + rb'|NaN|-?Infinity|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?', re.DOTALL)
+_STRINGS = re.compile(_STRING, re.DOTALL)
+# JSON text outside strings and whole strings, from a point outside a string: what a window of
+# `_emptied` takes (it stops before a string the window would cut).
+_SPAN = re.compile(rb'(?:[^"]++|' + _STRING + rb')*+', re.DOTALL)
+EMPTY_WINDOW = 64 * 1024  # bytes of a body emptied of its strings per step (`_emptied`)
 # `\u0000` as an escape (after an even run of backslashes: `\\u0000` is a backslash and text).
 _NUL_ESCAPE = re.compile(rb'(?<!\\)(?:\\\\)*\\u0000')
 _QUOTE = ord('"')
@@ -59,8 +66,10 @@ def scan_json(raw: bytes, depth_limit: int | None = None) -> JsonScan:
     deepest = openers if depth_limit is not None and openers <= depth_limit else \
         _depth(raw)
     nul = b"\\u0000" in raw and _NUL_ESCAPE.search(raw) is not None
-    if not (b"NaN" in raw or b"Infinity" in raw or _found(_LONG_EXPONENT, raw, 5)
-            or _found(_LONG_DIGITS, raw, 19)):
+    if not _suspect(raw):
+        return JsonScan(deepest, nul=nul)
+    raw = _emptied(raw)  # what is in a string is no number
+    if not _suspect(raw):
         return JsonScan(deepest, nul=nul)
     for match in _TOKENS.finditer(raw):
         token = match.group()
@@ -68,6 +77,34 @@ def scan_json(raw: bytes, depth_limit: int | None = None) -> JsonScan:
         if problem is not None:
             return JsonScan(deepest, token, problem, nul)
     return JsonScan(deepest, nul=nul)
+
+
+def _emptied(raw: bytes) -> bytes:
+    """`raw` with every string's text taken out (`"..."` becomes `""`), a window of
+    `EMPTY_WINDOW` bytes at a time (each window ends outside a string), so on a worker thread
+    the loop waits one window at most; a single string longer than a window is one step."""
+    out, pos, size = [], 0, len(raw)
+    while pos < size:
+        span = _SPAN.match(raw, pos, min(pos + EMPTY_WINDOW, size))
+        end = span.end() if span is not None else pos
+        if end > pos:
+            out.append(_STRINGS.sub(b'""', raw[pos:end]))
+            pos = end
+            continue
+        whole = _STRINGS.match(raw, pos)  # a string longer than the window
+        if whole is None:  # not closed: the parser refuses the body
+            out.append(raw[pos:])
+            break
+        out.append(b'""')
+        pos = whole.end()
+    return b"".join(out)
+
+
+def _suspect(raw: bytes) -> bool:
+    """Whether `raw` holds what a number no JSON peer can carry is made of (`_TOKENS` says
+    whether it is one)."""
+    return (b"NaN" in raw or b"Infinity" in raw or _found(_LONG_EXPONENT, raw, 5)
+            or _found(_LONG_DIGITS, raw, 19))
 
 
 def _depth(raw: bytes) -> int:

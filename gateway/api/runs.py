@@ -34,7 +34,7 @@ from ..protocol.tambo import CancelResponse, wire
 from ..protocol.translation import Dialect, Positions, queued_prelude
 from ..server.sse import BoundedEventSource, Chunks
 from ..store.repository import ACTIVE_RUN_STATUSES
-from ..store.tables import RunRow
+from ..store.tables import RunRow, ThreadRow
 from .context import services, thread_for
 from .door import mark_run_start
 
@@ -134,6 +134,11 @@ def gated(handler: Callable[[Request], Awaitable[Response]]
 
 
 async def run_in_thread(request: Request) -> RunRow:
+    return (await thread_and_run(request))[1]
+
+
+async def thread_and_run(request: Request) -> tuple[ThreadRow, RunRow]:
+    """The thread in the path (if the caller may see it) and its run in the path; else 404."""
     # Both reads at once: on a cancel they are the wait before the signal can leave.
     run_id = request.path_params["run_id"]
     thread, run = await asyncio.gather(thread_for(request, scope_optional=True),
@@ -142,7 +147,7 @@ async def run_in_thread(request: Request) -> RunRow:
         raise ApiError(Problem.RUN_NOT_FOUND,
                        f"Run {echo(run_id)} not found on thread {thread.id}",
                        threadId=thread.id, runId=echo(run_id))
-    return run
+    return thread, run
 
 
 def event_cursor(request: Request) -> int:

@@ -8,7 +8,8 @@ caller of the operator API. Neither reads a request object: a background start (
 webhook's retry, a Chorus delivery) builds its `Caller` directly.
 
 Who may see which thread is decided here too (`visible`): a project's threads are split by user
-scope, and a signed-in user's scope is never reachable with the API key alone.
+scope, and a reserved scope (a signed-in user's, a Chorus connection's channel threads) is never
+reachable with the API key alone.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from ..config import Settings
 from ..protocol.problems import ApiError, Problem
-from .identity import IdentityProviders, TokenRejected, is_signed_in_scope, looks_like_jwt
+from .identity import IdentityProviders, TokenRejected, is_reserved_scope, looks_like_jwt
 from .keyring import ENV_KEY_PREFIX, Credentials, ManagedKey, presented
 from .subjects import Limits, Subject, key_subject, user_subject
 
@@ -34,6 +35,8 @@ class Caller:
     whether it is the operator (`admin`) or development mode."""
 
     project: str
+    # The user scope the credential fixes: a signed-in user's (`oauth:...`, from the bearer
+    # token), a Chorus connection's (`chorus:<id>`); the caller sees that scope's threads only.
     signed_in_scope: str | None = None
     key_id: str | None = None
     managed: ManagedKey | None = None
@@ -232,8 +235,10 @@ def visible(caller: Caller, owner: str | None, scope: str | None, *,
     """Whether `caller`, in user scope `scope`, may see a thread of its project whose user
     scope is `owner`.
 
-    A signed-in user sees only threads of their own scope, and a signed-in user's thread needs
-    their token, never just the API key: the key is public in a browser app, the token is not.
+    A signed-in user sees only threads of their own scope, and a thread in a reserved scope (a
+    signed-in user's, a Chorus connection's) needs the credential that fixes it (the user's
+    token, the connection string), never just the API key: the key is public in a browser app,
+    the token is not.
     A caller naming a scope sees that scope's threads and those started with none (as AG-UI
     clients may start them: such a thread is the project's). A call without any scope on a
     user's thread is refused (400 `USER_SCOPE_REQUIRED`), as on the real server, except where
@@ -242,7 +247,7 @@ def visible(caller: Caller, owner: str | None, scope: str | None, *,
     read-only Timbal thread views)."""
     if caller.signed_in_scope is not None:
         return owner == scope
-    if is_signed_in_scope(owner):
+    if is_reserved_scope(owner):
         return False
     if scope is not None:
         return owner in (None, scope)

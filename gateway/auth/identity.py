@@ -40,10 +40,26 @@ UNREACHABLE = "The token's issuer could not be reached to check it"
 
 # The user scopes of signed-in users; a userKey cannot name one (it would impersonate them).
 SIGNED_IN_PREFIX = "oauth:"
+# The user scope of a Chorus connection's channel threads (`chorus:<connection id>`).
+CHORUS_PREFIX = "chorus:"
+# Scopes a credential fixes, never a client's `userKey`: a thread in one is seen only by the
+# credential that owns it (`caller.visible`), never with the project's API key alone.
+RESERVED_SCOPE_PREFIXES = (SIGNED_IN_PREFIX, CHORUS_PREFIX)
 
 
 def is_signed_in_scope(user_key: str | None) -> bool:
     return user_key is not None and user_key.startswith(SIGNED_IN_PREFIX)
+
+
+def is_reserved_scope(user_key: str | None) -> bool:
+    """Whether `user_key` is a scope only a credential fixes (a signed-in user's, a Chorus
+    connection's): a client naming one is refused, a thread in one is not the API key's."""
+    return user_key is not None and user_key.startswith(RESERVED_SCOPE_PREFIXES)
+
+
+def chorus_scope(connection_id: str) -> str:
+    """The user scope of a Chorus connection's channel threads."""
+    return CHORUS_PREFIX + connection_id
 
 
 def signed_in_scope(provider: str, subject: str) -> str:

@@ -211,7 +211,8 @@ def serve_workers(settings: Settings, host: str, port: int, log_level: str,
     # Each worker configures its logging as `serve` does (`app_from_environment`), so every
     # process logs in the one format.
     server.serve_workers("gateway.app:app_from_environment", sock, workers=workers,
-                         log_level=log_level, stock=settings.stock_runtime)
+                         log_level=log_level, stock=settings.stock_runtime,
+                         ws_max_size=settings.max_websocket_frame_bytes)
     return 0
 
 
@@ -265,7 +266,8 @@ def serve(settings: Settings, host: str, port: int, log_level: str) -> int:
     asyncio.run(prepare_database(settings.database_url))
     app = quiet_startup_failure(create_app(settings, drain_on_signals=True))
     started = server.serve(app, sock, host=host, port=port, log_level=log_level,
-                           stock=settings.stock_runtime)
+                           stock=settings.stock_runtime,
+                           ws_max_size=settings.max_websocket_frame_bytes)
     # uvicorn returns (rather than exiting) when the app's start-up failed.
     return 0 if started else EXIT_STARTUP
 

@@ -167,7 +167,7 @@ OPERATIONS: tuple[Operation, ...] = (
               result=tambo.ComponentStateResponse, headers={"ETag": "The new revision."},
               errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
                       "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION",
-                      "STATE_SCHEMA_TOO_COMPLEX", "STATE_TOO_LARGE")),
+                      "STATE_SCHEMA_TOO_COMPLEX", "STATE_TOO_LARGE", "JSON_PATCH_TOO_LONG")),
     # schedules
     Operation("POST", "/v1/crons", "createCron", "Schedule runs", "crons",
               body=CronCreate, params=KEYS, status=201, result=CronOut,

@@ -143,10 +143,11 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "TOKEN_BUDGET_EXCEEDED", "UNSUPPORTED_SCHEMA_PATTERN", "UNSUPPORTED_SCHEMA_REF",
               "UNSUPPORTED_SCHEMA_KEYWORD", "METADATA_TOO_LARGE", "IMAGE_URL_NOT_ALLOWED", "AGENT_NOT_FOUND",
               "SYSTEM_PROMPT_NOT_ALLOWED", "QUOTAS_UNAVAILABLE", "WEBHOOK_NOT_ALLOWED")
-# What creating a thread may be refused for: its seeded messages, the number of threads, and
-# the key's runs per minute (a creation counts as a start).
+# What creating a thread may be refused for: its seeded messages, the number of threads, the
+# key's runs per minute (a creation counts as a start), and an id (or name) the client chose
+# that starts like one the gateway mints.
 STORED_CAPS = ("METADATA_TOO_LARGE", "TOO_MANY_INITIAL_MESSAGES", "MESSAGE_TOO_LARGE",
-               "THREAD_LIMIT_REACHED", "RATE_LIMITED", "QUOTAS_UNAVAILABLE")
+               "THREAD_LIMIT_REACHED", "RATE_LIMITED", "QUOTAS_UNAVAILABLE", "RESERVED_THREAD_ID")
 MODEL_ERRORS = ("LLM_ERROR", "LLM_CLIENT_ERROR", "LLM_SERVER_ERROR", "LLM_RATE_LIMITED",
                 "LLM_AUTHENTICATION_ERROR", "LLM_TIMEOUT", "LLM_CONTEXT_WINDOW_EXCEEDED",
                 "LLM_UNREACHABLE")

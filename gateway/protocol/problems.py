@@ -44,6 +44,10 @@ class Problem(enum.Enum):
                                  "`lastCompletedRunId`).")
     INVALID_TOOL_RESULT = (400, "The tool results do not answer exactly the pending tool calls "
                                 "(`reason`: MISSING_RESULTS, EXTRA_RESULTS or DUPLICATE_RESULTS).")
+    CHORUS_CHANNEL_UNAVAILABLE = (409, "A Chorus channel's thread id is held by a thread that is "
+                                       "not this connection's own.")
+    RESERVED_THREAD_ID = (400, "A thread id (or AG-UI thread name) a client chose starts like an "
+                               "id the gateway mints (`thr_`, `run_`, `chorus_`, ...).")
     INVALID_JSON_PATCH = (400, "The JSON Patch is malformed or cannot be applied.")
     USER_SCOPE_REQUIRED = (400, "Listing or creating threads, and this call on a user's thread, "
                                 "need a user scope: a `userKey` or a bearer token from "
@@ -140,6 +144,8 @@ class Problem(enum.Enum):
                           "character (U+0000), which the gateway cannot store.")
     METADATA_TOO_LARGE = (413, "A thread's or run's metadata is larger than "
                                "`GATEWAY_MAX_METADATA_BYTES`.")
+    JSON_PATCH_TOO_LONG = (413, "A JSON Patch has more operations than the gateway applies in "
+                                "one update (`limit`).")
     STATE_TOO_LARGE = (413, "A component's state is larger than "
                             "`GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
     RESOURCE_TOO_LARGE = (413, "`embedResources`: a referenced resource's contents are larger "

@@ -82,26 +82,29 @@ class QuietServer(ListeningServer):
 
 
 def serve(app: Any, sock: socket.socket, *, host: str, port: int, log_level: str,
-          stock: Collection[str] = ()) -> bool:
+          stock: Collection[str] = (), ws_max_size: int = 16 * 1024 * 1024) -> bool:
     """Serve `app` on the bound socket until told to stop; whether it started (uvicorn
-    returns, rather than exiting, when the app's start-up failed)."""
+    returns, rather than exiting, when the app's start-up failed). A WebSocket message over
+    `ws_max_size` bytes closes its socket (1009) as its frame header arrives, before it is
+    read."""
     for probe in APP_PROBES:
         app = probe(app)
     # log_config=None: uvicorn's loggers go through the root handler (JSON or text) too.
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None,
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-                            loop=event_loop(stock), http=http_protocol(stock))
+                            loop=event_loop(stock), http=http_protocol(stock),
+                            ws_max_size=ws_max_size)
     server = (ListeningServer if "server" in stock else QuietServer)(config)
     server.run(sockets=[sock])
     return server.started
 
 
 def serve_workers(app_factory: str, sock: socket.socket, *, workers: int, log_level: str,
-                  stock: Collection[str] = ()) -> None:
+                  stock: Collection[str] = (), ws_max_size: int = 16 * 1024 * 1024) -> None:
     """uvicorn's supervisor and `workers` processes sharing the socket, each building its app
     with `app_factory` ("module:function"); each keeps uvicorn's own main loop."""
     # log_config=None: uvicorn leaves logging alone; each worker configures it itself.
     uvicorn.run(app_factory, factory=True, workers=workers, fd=sock.fileno(),
                 log_level=log_level, log_config=None,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-                loop=event_loop(stock), http=http_protocol(stock))
+                loop=event_loop(stock), http=http_protocol(stock), ws_max_size=ws_max_size)

@@ -314,3 +314,90 @@ def test_a_messages_mcp_server_is_reached_at_the_checked_address_only():
         server.stop()
     assert "calc__add" in pinned
     assert bounded == [] and elsewhere == []
+
+
+def test_a_channels_thread_is_closed_to_the_projects_client_key(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    """The channel's thread is in the connection's own scope and its id is keyed: with the
+    project's client key, every client API answers 404 for it (read, rename, delete, run,
+    fork, the Timbal views; AG-UI reads it as absent), whether or not a userKey is named; the id computed from
+    the channel's public parts holds nothing; a client can neither name the scope nor create
+    a thread under a `chorus_` id (nor any prefix the gateway mints) before the channel
+    does."""
+    import hashlib
+
+    connection_id, path = connect(chorus_gateway)
+    scripted_model.enqueue([{"content": "Hi."}])
+    with chorus_gateway.client(timeout=30) as http:
+        accepted = http.post(path, json=delivery(receiver, "hello", "m1", channel="C-closed"))
+        assert accepted.status_code == 200, accepted.text
+        thread_id = accepted.json()["threadId"]
+        receiver.idle(1)
+    digest = hashlib.sha256(b"default\0default\0C-closed").hexdigest()
+    public_id = f"chorus_{digest[:40]}"
+    assert thread_id != public_id
+    key = {"x-api-key": "chorus-test-key"}
+    run = {"message": {"role": "user", "content": [{"type": "text", "text": "leak"}]},
+           "userKey": "u1"}
+    with chorus_gateway.client(timeout=30, headers=key) as http:
+        for params in ({}, {"userKey": "u1"}):
+            for method, url, body in (
+                    ("GET", f"/v1/threads/{thread_id}", None),
+                    ("GET", f"/v1/threads/{thread_id}/messages", None),
+                    ("PATCH", f"/v1/threads/{thread_id}", {"name": "mine"}),
+                    ("POST", f"/v1/threads/{thread_id}/runs", run),
+                    ("POST", f"/v1/threads/{thread_id}/fork", {"messageId": "x"}),
+                    ("GET", f"/v1/timbal/threads/{thread_id}", None),
+                    ("POST", f"/v1/timbal/threads/{thread_id}/messages",
+                     {"content": "leak"}),
+                    ("POST", f"/v1/timbal/threads/{thread_id}/cancel", None),
+                    ("POST", "/v1/agui/agents/default/run", {
+                        "threadId": thread_id, "runId": "r-1", "protocolVersion": "1.0",
+                        "messages": [{"id": "m-1", "role": "user", "content": "leak"}],
+                        "tools": [], "context": [], "state": {}, "forwardedProps": {}}),
+                    ("DELETE", f"/v1/threads/{thread_id}", None)):
+                answer = http.request(method, url, params=params, json=body)
+                assert answer.status_code == 404, (method, url, answer.text)
+        # AG-UI reads a thread it may not see as it reads one that does not exist.
+        assert http.get(f"/v1/agui/threads/{thread_id}").json() == {
+            "threadId": thread_id, "running": False, "runId": None}
+        assert http.get("/v1/threads", params={"userKey": f"chorus:{connection_id}"}
+                        ).json()["code"] == "VALIDATION_ERROR"
+        for chosen in (public_id, "thr_01JTAKEN", "RUN_x"):
+            squat = http.post(f"/v1/threads/{chosen}/runs", json={**run, "createThread": True})
+            assert squat.status_code == 400, squat.text
+            assert squat.json()["code"] == "RESERVED_THREAD_ID"
+    # The channel still talks to its own thread, with its history.
+    scripted_model.enqueue([{"content": "Again."}])
+    with chorus_gateway.client(timeout=30) as http:
+        again = http.post(path, json=delivery(receiver, "still there?", "m2", channel="C-closed"))
+    assert again.json()["threadId"] == thread_id
+    receiver.idle(2)
+    assert "Hi." in json.dumps(scripted_model.requests[-1]["messages"])
+
+
+def test_a_thread_under_the_channels_old_id_is_used_only_if_the_connections_own(
+        chorus_gateway: InProcess, scripted_model: ScriptedModel, receiver: Receiver):
+    """A channel thread from before ids were keyed (its id computed from the project, the agent
+    and the channel) goes on serving its channel when it is the connection's own (migration
+    0021 gives it its scope); one a client made under that id (no scope) is never used."""
+    from gateway.dialects.chorus.input import legacy_thread_id
+    from gateway.store.tables import ThreadRow
+
+    app = chorus_gateway.servers[0] if isinstance(chorus_gateway, InProcessCluster) \
+        else chorus_gateway
+    store = app.app.state.services.store
+    connection_id, path = connect(chorus_gateway)
+    own, squatted = (legacy_thread_id("default", "default", c) for c in ("C-own", "C-squat"))
+    app.call(store.add(
+        ThreadRow(id=own, project_id="default", user_key=f"chorus:{connection_id}",
+                  created_ms=now_ms(), updated_ms=now_ms(), agent="default"),
+        ThreadRow(id=squatted, project_id="default", user_key=None, created_ms=now_ms(),
+                  updated_ms=now_ms(), agent="default")))
+    scripted_model.enqueue([{"content": "One."}], [{"content": "Two."}])
+    with chorus_gateway.client(timeout=30) as http:
+        first = http.post(path, json=delivery(receiver, "hi", "m1", channel="C-own"))
+        second = http.post(path, json=delivery(receiver, "hi", "m2", channel="C-squat"))
+    receiver.idle(2)
+    assert first.json()["threadId"] == own
+    assert second.json()["threadId"] not in (squatted, own)

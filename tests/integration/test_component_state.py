@@ -504,3 +504,40 @@ def test_state_schemas_the_gateway_cannot_bound_are_refused_before_the_run(
         assert response.status_code == 400, response.text
         assert response.json()["code"] == code
         assert "Table" in response.json()["detail"]
+
+
+def test_a_doubling_patch_is_refused_before_the_memory_is_spent(
+        client: httpx.Client, gateway: InProcess, scripted_model: ScriptedModel):
+    """22 `copy` ops from `/a` into `/a/kN` double the state each time (4 MiB of seed becomes
+    terabytes): refused before work, and a Fibonacci chain of copies that never copies a
+    value into itself is stopped at the op that passes the size cap, while `/health` answers.
+    Too many ops are refused as such."""
+    thread_id, component_id, _ = render_table(client, scripted_model)
+    url, user = state_url(thread_id, component_id), {"userKey": DEFAULT_USER}
+    assert client.post(url, params=user, json={"state": {"a": {"x": "y" * 1000}}}
+                       ).status_code == 200
+    doubling = [{"op": "copy", "from": "/a", "path": f"/a/k{n}"} for n in range(22)]
+    # Each copy below goes elsewhere, yet the state grows as the Fibonacci numbers.
+    chain = [{"op": "add", "path": "/p", "value": {"a": "y" * 1000}},
+             {"op": "add", "path": "/q", "value": {}}]
+    for n in range(40):
+        source, target = ("/p", "/q") if n % 2 == 0 else ("/q", "/p")
+        chain.append({"op": "copy", "from": source, "path": f"{target}/c{n}"})
+
+    async def patch_while_probing(patch: list[dict[str, Any]]
+                                  ) -> tuple[httpx.Response, list[int]]:
+        async with gateway.async_client(headers=client.headers, timeout=30) as http:
+            update = asyncio.create_task(http.post(url, params=user, json={"patch": patch}))
+            probes = [(await http.get("/health")).status_code for _ in range(5)]
+            return await update, probes
+
+    for patch, status, code in ((doubling, 400, "INVALID_JSON_PATCH"),
+                                (chain, 413, "STATE_TOO_LARGE")):
+        answered, probes = asyncio.run(patch_while_probing(patch))
+        assert answered.status_code == status, answered.text
+        assert answered.json()["code"] == code
+        assert probes == [200] * 5
+    long = client.post(url, params=user, json={"patch": [
+        {"op": "test", "path": "/a", "value": {"x": "y" * 1000}}] * 1000})
+    assert long.status_code == 413 and long.json()["code"] == "JSON_PATCH_TOO_LONG"
+    assert stored(client, thread_id, component_id) == ({"a": {"x": "y" * 1000}}, 1)

@@ -63,6 +63,44 @@ def test_a_key_holds_at_most_its_sockets(keyed_gateway: GatewayServer) -> None:
              what="the closed sockets' places to come back")
 
 
+@pytest.fixture(scope="module")
+def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayServer]:
+    server = GatewayServer(tmp_path_factory.mktemp("shared-sockets"), {
+        "GATEWAY_API_KEYS": KEY, "GATEWAY_KEY_WEBSOCKETS": "4",
+        "GATEWAY_USER_WEBSOCKETS": "2"})
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_many_sockets_of_one_user_leave_room_for_another(
+        shared_gateway: GatewayServer) -> None:
+    """One user (a user scope) holds at most `GATEWAY_USER_WEBSOCKETS` of the key's sockets:
+    however many it opens, another user of the same key still gets one."""
+    url = f"ws{shared_gateway.url.removeprefix('http')}/v1/timbal/threads/{{}}/stream?userKey={{}}"
+    threads = {user: httpx.post(f"{shared_gateway.url}/v1/threads", json={"userKey": user},
+                                headers={"x-api-key": KEY}).json()["id"] for user in ("u1", "u2")}
+
+    def open_as(user: str) -> ClientConnection | None:
+        try:
+            return connect(url.format(threads[user], user),
+                           additional_headers={"x-api-key": KEY}, open_timeout=10)
+        except InvalidStatus as exc:
+            assert exc.response.status_code == 403
+            return None
+
+    first = [open_as("u1") for _ in range(4)]
+    try:
+        assert [ws is not None for ws in first] == [True, True, False, False]
+        other = open_as("u2")
+        assert other is not None
+        other.close()
+    finally:
+        for ws in first:
+            if ws is not None:
+                ws.close()
+
+
 def test_a_socket_from_a_foreign_origin_is_refused(keyed_gateway: GatewayServer) -> None:
     thread = new_thread(keyed_gateway)
     assert refused(keyed_gateway, thread, origin="https://evil.example")

@@ -80,17 +80,19 @@ def test_socket_delivers_the_log_and_sync_gives_what_was_missed(
          {"tool_call": {"index": 0, "id": "call_w", "name": "get_weather",
                         "arguments": '{"city": "Oslo"}'}}])
 
-    with socket(gateway, thread_id) as ws:
+    with socket(gateway, thread_id, {"userKey": "test-user"}) as ws:
         run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
                    json={"message": message("hello")})
         first = receive(ws, lambda f: f.get("c") == "run.finished")
     run1 = first[0]["runId"]
     assert first[0] == {"c": "run.started", "threadId": thread_id, "runId": run1}
-    # `sender`: the thread's user scope on the user's message, the agent's name on its own.
+    # `sender`: the thread's user scope on the user's message (shown to its owner), the
+    # agent's name on its own.
     assert first[1]["v"] == {"type": "user", "content": "hello", "sender": "test-user",
                              "blocks": [{"type": "text", "text": "hello"}]}
     assert {f["v"]["sender"] for f in sets(first)[1:]} == {"default"}
-    assert first == ndjson(client, f"/v1/timbal/threads/{thread_id}/runs/{run1}")
+    assert first == ndjson(client, f"/v1/timbal/threads/{thread_id}/runs/{run1}"
+                                   "?userKey=test-user")
 
     with socket(gateway, thread_id) as ws:
         with client.stream("POST", f"/v1/threads/{thread_id}/runs", json={
@@ -117,6 +119,30 @@ def test_socket_delivers_the_log_and_sync_gives_what_was_missed(
     history = ndjson(client, f"/v1/timbal/threads/{thread_id}")
     assert history == all_sets
     assert ndjson(client, f"/v1/timbal/threads/{thread_id}?since={since}") == answer[:-1]
+
+
+def test_a_caller_holding_only_the_thread_id_is_not_shown_its_owner(
+        client: httpx.Client, gateway: GatewayServer, scripted_model: ScriptedModel):
+    """The user's messages carry the thread's user scope as `sender`: the Timbal views show it
+    to a caller that names that scope, and leave it out for one that holds only the thread's
+    id (the API key is public): the history, a run's log and the socket alike."""
+    owner = "owner-7f3a"
+    thread_id = client.post("/v1/threads", json={"userKey": owner}).json()["id"]
+    scripted_model.enqueue([{"content": "Hi."}])
+    events = run_events(client, "POST", f"/v1/threads/{thread_id}/runs",
+                        json={"message": message("hello"), "userKey": owner})
+    run_id = events[0].data["runId"]
+    for path in (f"/v1/timbal/threads/{thread_id}",
+                 f"/v1/timbal/threads/{thread_id}/runs/{run_id}"):
+        anonymous = client.get(path)
+        assert anonymous.status_code == 200 and "hello" in anonymous.text
+        assert owner not in anonymous.text, path
+        assert owner in client.get(path, params={"userKey": owner}).text
+    with socket(gateway, thread_id) as ws:
+        ws.send(json.dumps({"c": "sync"}))
+        answer = receive(ws, lambda f: f.get("c") == "synced")
+    assert any(f["v"].get("content") == "hello" for f in sets(answer))
+    assert owner not in json.dumps(answer)
 
 
 def test_socket_control_frames_and_errors(client: httpx.Client, gateway: GatewayServer):
@@ -203,7 +229,7 @@ def test_socket_refuses_deep_frames_and_throttles_sync(client: httpx.Client,
         assert json.loads(ws.recv(timeout=10))["c"] == "synced"
         ws.send(json.dumps({"c": "sync"}))
         assert json.loads(ws.recv(timeout=10))["code"] == "rate_limited"
-        ws.send("[" * 100_000 + "]" * 100_000)
+        ws.send("[" * 30_000 + "]" * 30_000)  # under the frame cap, but too deep
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
@@ -221,6 +247,23 @@ def test_socket_closes_on_a_frame_no_peer_can_carry(client: httpx.Client,
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
+
+
+def test_socket_refuses_a_frame_over_the_cap_unread(client: httpx.Client,
+                                                     gateway: GatewayServer):
+    """A multi-MiB frame closes the socket with 1009 (`GATEWAY_MAX_WEBSOCKET_FRAME_BYTES`,
+    64 KiB) before it is read whole or parsed, and `/health` answers meanwhile; a frame under
+    the cap, but large enough to be parsed off the loop, is answered as any other."""
+    thread_id = client.post("/v1/threads", json={}).json()["id"]
+    with socket(gateway, thread_id) as ws:
+        ws.send(json.dumps({"c": "sync", "pad": "x" * 40_000}))
+        assert json.loads(ws.recv(timeout=10))["c"] == "synced"
+        ws.send('{"c": "sync", "pad": "' + "NaN " * (1024 * 1024) + '"}')
+        assert client.get("/health").status_code == 200
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    assert client.get("/health").status_code == 200
 
 
 # -- slow readers ---------------------------------------------------------------------------------

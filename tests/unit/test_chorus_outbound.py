@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from gateway.runs.automation import outbound
 
 
@@ -30,3 +32,27 @@ def test_names_schemes_and_credentials() -> None:
     assert outbound.name_allowed("api.example.org", ["*.example.org"])
     assert not outbound.name_allowed("example.org.evil.com", ["*.example.org"])
     assert not outbound.name_allowed("evilexample.org", ["*.example.org"])
+
+
+def test_ipv6_forms_of_an_ipv4_address_count_as_that_address(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listed name resolving to NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`), 6to4 (`2002::/16`),
+    Teredo, IPv4-mapped or -compatible forms of a private address is refused as that address
+    is; the same forms of a public one pass, and so do private ones inside a listed network."""
+    answers: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[outbound.IpAddress]:
+        return [outbound.ipaddress.ip_address(a) for a in answers]
+
+    monkeypatch.setattr(outbound, "resolve", resolve)
+    private = ["64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1", "64:ff9b:1::a00:1", "2002:a9fe:a9fe::1",
+               "2002:7f00:1::", "::ffff:10.0.0.1", "::127.0.0.1",
+               "2001:0:4136:e378:8000:63bf:80ff:fffe"]  # Teredo: client 127.0.0.1
+    for address in private:
+        answers[:] = [address]
+        assert refused("https://hooks.example.org/cb", ["hooks.example.org"]), address
+    for address in ("64:ff9b::808:808", "2002:808:808::1"):
+        answers[:] = [address]
+        assert not refused("https://hooks.example.org/cb", ["hooks.example.org"]), address
+    answers[:] = ["64:ff9b::a00:1"]
+    assert not refused("https://hooks.example.org/cb", ["hooks.example.org", "10.0.0.0/8"])

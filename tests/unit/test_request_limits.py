@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from typing import Any
 
 import pytest
 
@@ -181,3 +182,35 @@ def test_message_text_tools_components_and_schemas_are_bounded() -> None:
     tool_result = {"role": "user", "content": [{"type": "tool_result", "toolUseId": "c1",
                                                 "content": "y" * 11}]}
     assert refusal(settings, request(message=tool_result)) == (413, "MESSAGE_TOO_LARGE")
+
+
+def test_nan_inside_strings_costs_no_token_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body whose `NaN`/`Infinity`/long digits are all inside strings is scanned like one
+    without them: the number-by-number pass (a Python loop over every token, about a second
+    per MB of small tokens) runs only for one outside a string, which it refuses."""
+    json_body = request_limits
+    passes: list[bytes] = []
+
+    class Spy:
+        def finditer(self, raw: bytes) -> Any:
+            passes.append(raw)
+            return json_body_tokens.finditer(raw)
+
+    json_body_tokens = json_body._TOKENS
+    monkeypatch.setattr(json_body, "_TOKENS", Spy())
+    body = b'{"a":[' + b"0," * 1000 + b'"NaN","-Infinity","12345678901234567890","1e999"]}'
+    assert json_body.scan_json(body) == json_body.JsonScan(2)
+    assert passes == []
+    refused = json_body.scan_json(b'{"a":"NaN","b":NaN}')
+    assert refused.number == b"NaN" and passes
+
+
+@pytest.mark.parametrize("padding", [0, 1, 7, 65_530, 65_536, 70_000])
+def test_strings_across_the_scans_windows_are_still_strings(padding: int) -> None:
+    """The strings are taken out a window at a time: a string cut by a window's end, one
+    longer than a window, escaped quotes and backslashes are read as the parser reads them."""
+    text = "p" * padding + '\\" NaN \\\\'
+    inside = json.dumps({"a": text, "b": ["x" * 70_000 + "Infinity", "1e999"]}).encode()
+    assert scan_json(inside).number is None
+    outside = inside[:-1] + b', "c": -Infinity}'
+    assert scan_json(outside).number == b"-Infinity"

@@ -19,7 +19,7 @@ OPERATIONS: tuple[Operation, ...] = (
                           "channel run one at a time, in order, on the channel's thread. See "
                           "docs/chorus.md.",
               body=chorus_input.Delivery, result=chorus_input.Accepted, public=True,
-              errors=("CHORUS_CONNECTION_NOT_FOUND", "CHORUS_URL_NOT_ALLOWED",
+              errors=("CHORUS_CONNECTION_NOT_FOUND", "CHORUS_URL_NOT_ALLOWED", "CHORUS_CHANNEL_UNAVAILABLE",
                       "AGENT_NOT_FOUND", "MESSAGE_TOO_LARGE", "DATABASE_UNAVAILABLE")),
 )
 

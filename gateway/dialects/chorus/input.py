@@ -1,14 +1,16 @@
 """A Chorus message delivery (`spec/chorus.md` §2), and the run it starts.
 
-Pure: imports only `protocol`. One thread per channel and agent: its id is derived from the
-project, the agent and the channel's id, so history carries over from message to message with
-nothing to look up. The channel's description (name, service, context) and the message's
+Pure: imports only `protocol`. One thread per channel and connection: its id is derived from
+the channel's id with the connection's secret (its hash, which only the gateway keeps), so
+history carries over from message to message with nothing to look up, and nobody without the
+connection string can compute it. The channel's description (name, service, context) and the message's
 sender reach the model as the message's context; the sender is kept in its metadata too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,10 +55,23 @@ class Delivery(BaseModel):
     mcp: list[McpServer] | None = Field(None, max_length=8)
 
 
-def thread_id(project: str, agent: str, channel_id: str) -> str:
-    """The channel's thread for this agent (the same id for every message of the channel)."""
+THREAD_PREFIX = "chorus_"
+
+
+def thread_id(secret_hash: str, agent: str, channel_id: str) -> str:
+    """The channel's thread for the connection whose secret hashes to `secret_hash` (the same
+    id for every message of the channel): a keyed hash, so the channel's public parts (its
+    id, the project, the agent) do not give it away."""
+    digest = hmac.new(secret_hash.encode(), f"{agent}\0{channel_id}".encode(),
+                      hashlib.sha256).hexdigest()
+    return f"{THREAD_PREFIX}{digest[:40]}"
+
+
+def legacy_thread_id(project: str, agent: str, channel_id: str) -> str:
+    """The id a channel's thread had before it was keyed (from public parts only): such a
+    thread goes on serving its channel only if it is the connection's own (its scope)."""
     digest = hashlib.sha256(f"{project}\0{agent}\0{channel_id}".encode()).hexdigest()
-    return f"chorus_{digest[:40]}"
+    return f"{THREAD_PREFIX}{digest[:40]}"
 
 
 def run_id(delivery_id: str) -> str:

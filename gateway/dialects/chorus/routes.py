@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from ...api.context import admission, json_body, services
 from ...auth.caller import Caller
+from ...auth.identity import chorus_scope
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...runs.admission.threads import NewThread
@@ -61,15 +62,32 @@ async def check_urls(request: Request, delivery: chorus_input.Delivery) -> None:
 
 async def channel_thread(request: Request, who: Caller, conn: ChorusConnectionRow,
                          channel_id: str) -> str:
-    """The channel's thread for the connection's agent, created on its first message (through
-    the door, under the rules of every new thread)."""
+    """The channel's thread for the connection, created on its first message (through the
+    door, under the rules of every new thread), in the connection's own scope
+    (`chorus:<connection id>`), which no client key can name: the project's API key never
+    reads, renames, deletes or runs on it.
+
+    A thread found under the channel's id is used only if it is the connection's own; one from
+    before ids were keyed (`legacy_thread_id`) likewise, if it was given to this connection
+    (migration 0021)."""
     store = services(request).store
-    thread_id = chorus_input.thread_id(conn.project_id, conn.agent, channel_id)
-    if await store.get_thread(conn.project_id, thread_id) is None:
+    scope = chorus_scope(conn.id)
+    thread_id = chorus_input.thread_id(conn.secret_hash, conn.agent, channel_id)
+    found = await store.get_thread(conn.project_id, thread_id)
+    if found is None:
+        legacy = chorus_input.legacy_thread_id(conn.project_id, conn.agent, channel_id)
+        old = await store.get_thread(conn.project_id, legacy)
+        if old is not None and old.user_key == scope:
+            return legacy
         try:
-            await admission(request).create_thread(who, NewThread(None, thread_id=thread_id))
+            found = await admission(request).create_thread(
+                who, NewThread(scope, thread_id=thread_id, minted=True))
         except IntegrityError:
-            pass  # the channel's first two messages raced: the other created it
+            # The channel's first two messages raced: the other created it.
+            found = await store.get_thread(conn.project_id, thread_id)
+    if found is None or found.user_key != scope:
+        raise ApiError(Problem.CHORUS_CHANNEL_UNAVAILABLE, "This channel's thread cannot be "
+                       "used by this connection")
     return thread_id
 
 

@@ -14,6 +14,7 @@ database.
 from __future__ import annotations
 
 from ...auth.caller import Caller
+from ...auth.identity import chorus_scope
 from ...auth.subjects import Limits, Subject, chorus_subject
 from ...config import Settings
 from ...runs.admission.quotas import Quotas, Ticket
@@ -38,15 +39,15 @@ def subject(settings: Settings, conn: ChorusConnectionRow) -> Subject:
 def caller(settings: Settings, conn: ChorusConnectionRow) -> Caller:
     """The connection string as a caller: its project, bound to its agent, counted as itself
     (its id is where its runs' usage is attributed)."""
-    return Caller(conn.project_id, key_id=conn.id, agent=conn.agent,
+    return Caller(conn.project_id, chorus_scope(conn.id), key_id=conn.id, agent=conn.agent,
                   quota=subject(settings, conn))
 
 
 def delivery_caller(project: str, row: ChorusDeliveryRow, agent: str | None) -> Caller:
     """The connection that sent a stored message, as the caller of its run: the run holds the
     slot the message took when it was accepted (`run_ticket`), so no limits are read."""
-    return Caller(project, key_id=row.connection_id, agent=agent,
-                  quota=chorus_subject(row.connection_id, Limits()))
+    return Caller(project, chorus_scope(row.connection_id), key_id=row.connection_id,
+                  agent=agent, quota=chorus_subject(row.connection_id, Limits()))
 
 
 def run_ticket(quotas: Quotas, row: ChorusDeliveryRow) -> Ticket:

@@ -52,7 +52,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/threads/{thread_id}/runs", "runThread", "Start a run on a thread",
               "runs", description=RUN_STREAM, body=tambo.RunRequest,
               params=(*KEYS, IDEMPOTENCY_KEY), stream=EVENTS.name, headers=STREAM_HEADERS,
-              errors=(*RUN_ERRORS, "USER_SCOPE_REQUIRED")),
+              errors=(*RUN_ERRORS, *STORED_CAPS, "USER_SCOPE_REQUIRED")),
     Operation("GET", "/v1/threads/{thread_id}/runs", "listRuns", "List a thread's runs",
               "runs", description="The thread's runs, newest first, each with its status, "
                                   "times (`startedAt`, `firstTokenAt`, `finishedAt`), model "

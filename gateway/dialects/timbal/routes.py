@@ -10,7 +10,7 @@ The write path (create a thread, send a message, cancel) is `routes_write.py`.
   `{"request":"sync"}` too): the completed messages with `t >= since` come back as set frames,
   closed by our `{"c":"synced","count":N}`; `{"c":"unsub","s":...}` stops the live frames until
   the next `sync`. A malformed request gets an `error` control frame; unparseable data closes
-  the socket with 1003, a thread that is not there (after waiting for it to be created,
+  the socket with 1003, a frame over `GATEWAY_MAX_WEBSOCKET_FRAME_BYTES` with 1009 (unread), a thread that is not there (after waiting for it to be created,
   `GATEWAY_TIMBAL_THREAD_WAIT_SECONDS`, 30 s) with 4004, a deleted thread with 4009, an
   internal failure with 1011. Every socket on a thread gets every run's frames, the user's
   message first, whichever process runs it (the run's log comes through the backend's feed).
@@ -25,14 +25,14 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...api.context import caller, may_see, services, thread_for, user_scope
 from ...api.json_body import scan_json
-from ...api.runs import event_cursor, run_in_thread
+from ...api.runs import event_cursor, thread_and_run
 from ...config import Settings
 from ...protocol import timbal
 from ...protocol.problems import ApiError, Problem
@@ -48,7 +48,9 @@ log = logging.getLogger(__name__)
 
 NDJSON = "application/x-ndjson"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_ERROR = 1003, 1008, 1011
+CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_ERROR = 1003, 1008, 1009, 1011
+# From this size a client's frame is scanned and parsed on a worker thread, not the loop.
+FRAME_OFF_LOOP_CHARS = 16 * 1024
 CLOSE_NOT_FOUND, CLOSE_ENDED = 4004, 4009
 # A sync reads the thread's history: a client may ask for one this often, at most.
 SYNC_INTERVAL_SECONDS = 1.0
@@ -63,11 +65,19 @@ def _since(request: Request) -> int | None:
                                                                            "time"}) from None
 
 
-def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None]) -> StreamingResponse:
+def hidden_owner(request: HTTPConnection, thread: ThreadRow) -> str | None:
+    """The thread's user scope, when the caller named none (it holds only the thread's id):
+    the views leave it out of the frames (`view.without_owner`). A caller that named a scope
+    and sees the thread is its owner, or the thread has none."""
+    return thread.user_key if user_scope(request) is None else None
+
+
+def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None],
+           owner: str | None) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         async with contextlib.aclosing(frames) as source:
             async for frame in source:
-                yield view.encode(frame) + "\n"
+                yield view.encode(view.without_owner(frame, owner)) + "\n"
 
     return BoundedStreamingResponse(
         body(), media_type=NDJSON, headers=HEADERS,
@@ -75,7 +85,7 @@ def _lines(request: Request, frames: AsyncGenerator[timbal.Frame, None]) -> Stre
 
 
 async def run_frames(request: Request) -> Response:
-    run = await run_in_thread(request)
+    thread, run = await thread_and_run(request)
     after = event_cursor(request)
     svc = services(request)
 
@@ -84,7 +94,7 @@ async def run_frames(request: Request) -> Response:
             async for _, frame in positioned(entries, view.TimbalDialect(), after):
                 yield frame
 
-    return _lines(request, frames())
+    return _lines(request, frames(), hidden_owner(request, thread))
 
 
 def _current_run(thread: ThreadRow) -> str | None:
@@ -107,7 +117,7 @@ async def thread_frames(request: Request) -> Response:
                     if view.live_since(entry.frame, entry.ts, since):
                         yield entry.frame
 
-    return _lines(request, frames())
+    return _lines(request, frames(), hidden_owner(request, thread))
 
 
 # -- the WebSocket ------------------------------------------------------------------------------
@@ -117,8 +127,9 @@ class ThreadSocket:
     """One client's socket on one thread: live frames of its runs, and sync answers."""
 
     def __init__(self, ws: WebSocket, svc: Services, project: str, thread: ThreadRow,
-                 from_start: bool = False) -> None:
+                 from_start: bool = False, owner: str | None = None) -> None:
         self.ws, self.svc, self.project, self.thread = ws, svc, project, thread
+        self.owner = owner  # the user scope the frames leave out (`hidden_owner`)
         # Connected before the thread existed: its runs so far are new to the client too (one
         # may have ended before the wait saw the thread).
         self.from_start = from_start
@@ -130,7 +141,7 @@ class ThreadSocket:
         """Send one frame; `SlowReader` if the client has not taken it within the bound."""
         async with self._send_lock:
             await within(self.svc.runs.timings.slow_reader_seconds,
-                         self.ws.send_text(view.encode(frame)))
+                         self.ws.send_text(view.encode(view.without_owner(frame, self.owner))))
 
     async def serve(self) -> None:
         """Follow the runs and answer the client's requests until either ends; a client that
@@ -153,24 +164,21 @@ class ThreadSocket:
                     return
 
     async def handle(self, text: str) -> bool:
-        """Answer one client frame; False once the socket is closed."""
-        scan = scan_json(text.encode())
-        if scan.depth > self.svc.settings.max_json_depth:
-            await self.ws.close(CLOSE_INVALID_DATA, "the frame nests too deep")
+        """Answer one client frame; False once the socket is closed. A frame over
+        `GATEWAY_MAX_WEBSOCKET_FRAME_BYTES` closes the socket (1009) unread (the server
+        refuses one before it arrives whole: this is for a server that does not); a large one
+        is scanned and parsed on a worker thread."""
+        limit = self.svc.settings.max_websocket_frame_bytes
+        if len(text) > limit or len(text.encode()) > limit:
+            await self.ws.close(CLOSE_TOO_BIG, f"a frame may take {limit} bytes at most")
             return False
-        if scan.number_problem is not None:
-            await self.ws.close(CLOSE_INVALID_DATA, "the frame holds a number JSON cannot carry")
+        depth = self.svc.settings.max_json_depth
+        frame, refusal = (parse_frame(text, depth) if len(text) < FRAME_OFF_LOOP_CHARS
+                          else await asyncio.to_thread(parse_frame, text, depth))
+        if refusal is not None:
+            await self.ws.close(CLOSE_INVALID_DATA, refusal)
             return False
-        if scan.nul:
-            await self.ws.close(CLOSE_INVALID_DATA, "the frame holds a NUL character")
-            return False
-        try:
-            frame = json.loads(text)
-        except ValueError:
-            frame = None
-        if not isinstance(frame, dict):
-            await self.ws.close(CLOSE_INVALID_DATA, "a frame must be a JSON object")
-            return False
+        assert frame is not None
         name = frame.get("c") if isinstance(frame.get("c"), str) else (
             "sync" if frame.get("request") == "sync" else None)
         if name == "sync":
@@ -234,6 +242,25 @@ class ThreadSocket:
                 await self.ws.close(CLOSE_ERROR, "internal error")
 
 
+def parse_frame(text: str, depth_limit: int) -> tuple[dict[str, Any] | None, str | None]:
+    """(the client's frame, None), or (None, why the socket closes): checked before it is
+    parsed, as a request body is (`api.json_body`)."""
+    scan = scan_json(text.encode(), depth_limit)
+    if scan.depth > depth_limit:
+        return None, "the frame nests too deep"
+    if scan.number_problem is not None:
+        return None, "the frame holds a number JSON cannot carry"
+    if scan.nul:
+        return None, "the frame holds a NUL character"
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        frame = None
+    if not isinstance(frame, dict):
+        return None, "a frame must be a JSON object"
+    return frame, None
+
+
 def _error(code: str, message: str) -> view.RequestErrorFrame:
     return {"c": timbal.ERROR, "code": code, "message": message}
 
@@ -247,12 +274,16 @@ async def thread_socket(ws: WebSocket) -> None:
         await ws.close(CLOSE_POLICY)  # before accepting: the handshake is refused (403)
         return
     holder = who.key_id or f"project:{who.project}"  # development mode: the one project
-    limit = svc.settings.key_websockets
+    # The user's share of the key's sockets: its user scope, else the client's address.
+    user = f"{holder}\0" + (user_key or f"address:{ws.client.host if ws.client else ''}")
+    limit, user_limit = svc.settings.key_websockets, svc.settings.user_websockets
     if not origin_allowed(svc.settings, ws.headers.get("origin")) or (
-            limit and svc.sockets[holder] >= limit):
+            limit and svc.sockets[holder] >= limit) or (
+            user_limit and svc.sockets[user] >= user_limit):
         await ws.close(CLOSE_POLICY)
         return
     svc.sockets[holder] += 1
+    svc.sockets[user] += 1
     try:
         await ws.accept()
         canonical_thread_id(ws)
@@ -261,11 +292,13 @@ async def thread_socket(ws: WebSocket) -> None:
         if thread is None:
             await ws.close(CLOSE_NOT_FOUND, "thread not found")
             return
-        await ThreadSocket(ws, svc, who.project, thread, from_start=waited).serve()
+        await ThreadSocket(ws, svc, who.project, thread, from_start=waited,
+                           owner=hidden_owner(ws, thread)).serve()
     finally:
-        svc.sockets[holder] -= 1
-        if not svc.sockets[holder]:
-            del svc.sockets[holder]
+        for slot in (holder, user):
+            svc.sockets[slot] -= 1
+            if not svc.sockets[slot]:
+                del svc.sockets[slot]
 
 
 def origin_allowed(settings: Settings, origin: str | None) -> bool:

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any, Final, Literal, NotRequired, Protocol, TypedDict
+from typing import Any, Final, Literal, NotRequired, Protocol, TypedDict, cast
 
 from ...protocol import timbal
 from ...protocol.clock import iso_ms
@@ -113,6 +113,17 @@ def live_since(frame: timbal.Frame, ts: int, since: int | None) -> bool:
     if timbal.kind(frame) == "set" and "t" in frame:
         return frame_ms(frame) >= since
     return ts >= since
+
+
+def without_owner(frame: Line, owner: str | None) -> Line:
+    """`frame` without the `sender` that names `owner` (a thread's user scope: the user's
+    messages carry it), for a caller that holds only the thread's id and so is shown nothing
+    that leads to whose thread it is. None: nothing to hide."""
+    value = frame.get("v")
+    if owner is None or not isinstance(value, dict) or value.get("sender") != owner:
+        return frame
+    hidden = {k: v for k, v in value.items() if k != "sender"}
+    return cast(Line, {**frame, "v": hidden})
 
 
 def synced(count: int, since: int | None) -> SyncedFrame:

@@ -21,7 +21,9 @@ once").
 
 `user_scope` is the thread's owner: a `userKey` the browser sent (asserted by the client, not
 proven), or, when `signed_in`, the subject of a bearer token the gateway issued after verifying
-the app's identity provider. Only a signed-in scope is fit to authorise on (docs/security.md).
+the app's identity provider, or a Chorus connection's (`chorus:<connection id>`: a channel's
+thread, whose messages come from many people). Only a signed-in scope is fit to authorise on
+(docs/security.md).
 """
 
 from __future__ import annotations

@@ -126,10 +126,23 @@ class Admission:
         except IntegrityError:
             if target.chosen is None:
                 raise
-        # The id (or name) the client chose was taken meanwhile, by a racing request or in
-        # another project: the run goes on that thread if the caller may see it.
+        # The id (or name) the client chose was taken meanwhile: by a racing request of the
+        # project, whose thread the run goes on if the caller may see it; or in another
+        # project, whose thread this project never meets: its own takes the id as a name.
+        other = await self._elsewhere(caller, target)
+        if other is not None:
+            return await self._submit(caller, other, spec, client_run_id=client_run_id,
+                                      extra_tools=extra_tools)
         return await self._submit(caller, OnThread(await self._named(caller, target)), spec,
                                   client_run_id=client_run_id, extra_tools=extra_tools)
+
+    async def _elsewhere(self, caller: Caller, target: NewThread) -> NewThread | None:
+        """`target` with its chosen id as a name beside an id of the gateway's, when that id
+        is held by another project only (None: the project has a thread under it)."""
+        if target.thread_id is None or target.minted or await self.store.get_thread(
+                caller.project, target.thread_id) is not None:
+            return None
+        return dataclasses.replace(target, thread_id=None, client_id=target.thread_id)
 
     async def _checked(self, caller: Caller, target: Target, spec: RunSpec
                        ) -> tuple[RunSpec, ResolvedAgent]:
@@ -221,7 +234,14 @@ class Admission:
         check_client_prompt(agent, seeds)
         rows = await self._new_thread_rows(caller, target, seeds, agent, **extra)
         await self.runs.quotas.charge(caller.quota_subjects(target.user_key))
-        await self.store.add(rows.row, *rows.messages)
+        try:
+            await self.store.add(rows.row, *rows.messages)
+        except IntegrityError:
+            other = await self._elsewhere(caller, target)
+            if other is None:
+                raise
+            rows = await self._new_thread_rows(caller, other, seeds, agent, **extra)
+            await self.store.add(rows.row, *rows.messages)
         return rows.row
 
     async def fork(self, caller: Caller, original: ThreadRow, message_id: str) -> Fork:

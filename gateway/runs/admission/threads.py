@@ -9,7 +9,10 @@ project. Each refusal is a problem+json with its own code, before anything is wr
 
 A client may choose a new thread's id: Tambo's `createThread` (the thread's own id, in the
 path) and the Timbal create (a UUID) choose the id itself; an AG-UI `threadId` is a name within
-the project (`client_id`), beside an id of the gateway's. Both are checked here, once.
+the project (`client_id`), beside an id of the gateway's. Both are checked here, once: one that
+starts like an id the gateway mints (`RESERVED_ID_PREFIXES`: `thr_`, `run_`, a Chorus channel's
+`chorus_`, ...) is refused, so a client can never take, or probe for, an id the gateway will
+make.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from ...config import Settings
 from ...protocol.clock import new_id, now_ms
-from ...protocol.problems import ApiError, Problem
+from ...protocol.problems import ApiError, Problem, echo
 from ...protocol.run_spec import SeedMessage
 from ...store.repository import Store
 from ...store.rows import made
@@ -32,6 +35,10 @@ from ...store.tables import MessageRow, ThreadRow
 
 # A thread id or name a client may choose: it travels in URLs, headers and Redis keys.
 CLIENT_THREAD_ID = re.compile(r"^[\x21-\x2e\x30-\x7e]{1,64}$")
+# The prefixes of every id the gateway mints (`new_id(prefix)`, a Chorus channel's thread, a
+# run of a Chorus message, a key, a connection): a client's chosen id never starts with one.
+RESERVED_ID_PREFIXES = ("chorus_", "thr_", "run_", "comp_", "call_", "chc_", "chd_", "chs_",
+                        "sug_", "sub_", "int_", "key_", "gwk_", "at_", "q_", "env-")
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,8 @@ class NewThread:
     # Other metadata the request carried, checked against the cap but not kept (Tambo sends
     # a thread's metadata in two places; the first that is set is kept).
     unkept_metadata: tuple[dict[str, Any] | None, ...] = field(default=())
+    # `thread_id` is one the gateway derived (a Chorus channel's), not a client's choice.
+    minted: bool = False
 
     @property
     def chosen(self) -> str | None:
@@ -75,11 +84,18 @@ class ThreadRows:
 
 
 def check_chosen_id(target: NewThread) -> None:
-    """400 for a thread id (or name) a client chose that cannot travel where ids go."""
+    """400 for a thread id (or name) a client chose that cannot travel where ids go, and
+    400 `RESERVED_THREAD_ID` for one that starts like an id the gateway mints."""
     chosen = target.chosen
-    if chosen is not None and not CLIENT_THREAD_ID.match(chosen):
+    if chosen is None or target.minted:
+        return
+    if not CLIENT_THREAD_ID.match(chosen):
         raise ApiError(Problem.VALIDATION_ERROR, "A thread id to create must be 1 to 64 "
-                       "printable ASCII characters without '/'", threadId=chosen)
+                       "printable ASCII characters without '/'", threadId=echo(chosen))
+    if chosen.lower().startswith(RESERVED_ID_PREFIXES):
+        raise ApiError(Problem.RESERVED_THREAD_ID, "A thread id a client chooses may not start "
+                       "with a prefix of the gateway's own ids ("
+                       + ", ".join(RESERVED_ID_PREFIXES) + ")", threadId=echo(chosen))
 
 
 def thread_rows(project: str, target: NewThread, seeds: Sequence[SeedMessage],

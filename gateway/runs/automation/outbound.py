@@ -66,10 +66,40 @@ def name_allowed(host: str, allowed: Sequence[str]) -> bool:
     return False
 
 
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits, which a translator on the
+# path (NAT64: the well-known prefix; the local-use one) or the host itself reaches.
+NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+COMPATIBLE = ipaddress.IPv6Network("::/96")  # IPv4-compatible (deprecated): `::a.b.c.d`
+
+
+def embedded_ipv4(address: IpAddress) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to (IPv4-mapped, IPv4-compatible, NAT64,
+    6to4, Teredo's server and client); none for any other address."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return []
+    last = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    if any(address in net for net in NAT64) or (address in COMPATIBLE and int(address) > 1):
+        return [last]
+    return []
+
+
 def address_allowed(address: IpAddress, allowed: Sequence[str]) -> bool:
-    """A public address, or one inside a listed address or network."""
-    if any(address in net for net in _networks(allowed)):
+    """A public address, or one inside a listed address or network. An IPv6 address that
+    embeds IPv4 ones (NAT64, 6to4, Teredo, IPv4-mapped or -compatible) is judged by those:
+    `64:ff9b::a9fe:a9fe` reaches the metadata service as `169.254.169.254` does."""
+    networks = _networks(allowed)
+    if any(address in net for net in networks):
         return True
+    inner = embedded_ipv4(address)
+    if inner:
+        return all(any(v4 in net for net in networks) or (v4.is_global and not v4.is_multicast)
+                   for v4 in inner)
     return address.is_global and not address.is_multicast
 
 

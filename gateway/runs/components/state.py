@@ -50,6 +50,11 @@ MAX_ATTEMPTS = 64
 # A component's state as JSON, at most (the app sets the configured cap).
 DEFAULT_MAX_STATE_BYTES = 256 * 1024
 PATCH_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+# Operations in one patch, at most: a client patches what a user just did, a few at a time.
+MAX_PATCH_OPERATIONS = 256
+# A patch of at most this many ops is applied on the loop (a client's usual few); a longer one
+# on a worker thread.
+PATCH_OPS_ON_LOOP = 8
 
 
 class ComponentStateError(ToolError):
@@ -137,7 +142,12 @@ class ComponentStates:
                                    f"Component {component_id} is at revision {row.revision}",
                                    componentId=component_id, revision=row.revision)
                 old = row.state or {}
-                new = apply_patch(old, patch) if patch is not None else copy.deepcopy(state or {})
+                # A patch of many ops over a large state is measured as it applies: on a
+                # worker thread, so the loop's other streams go on meanwhile.
+                new = (await asyncio.to_thread(apply_patch, old, patch, self.max_state_bytes)
+                       if patch is not None and len(patch) > PATCH_OPS_ON_LOOP
+                       else apply_patch(old, patch, self.max_state_bytes) if patch is not None
+                       else copy.deepcopy(state or {}))
                 check_size(new, self.max_state_bytes)
                 check_state(row.state_schema, new)
                 # Shielded: a cancelled caller (a server tool of a cancelled run) must not cut
@@ -267,6 +277,10 @@ def check_patch(patch: Any) -> None:
         raise ComponentStateError(Problem.INVALID_JSON_PATCH, "'patch' must be an array of operations")
     if not patch:
         raise ComponentStateError(Problem.VALIDATION_ERROR, "'patch' must not be empty")
+    if len(patch) > MAX_PATCH_OPERATIONS:
+        raise ComponentStateError(Problem.JSON_PATCH_TOO_LONG,
+                                  f"The patch has {len(patch)} operations; the limit is "
+                                  f"{MAX_PATCH_OPERATIONS}", limit=MAX_PATCH_OPERATIONS)
     for index, op in enumerate(patch):
         if not isinstance(op, dict) or op.get("op") not in PATCH_OPS:
             raise _invalid(index, op, "an operation must be an object whose 'op' is one of "
@@ -277,14 +291,39 @@ def check_patch(patch: Any) -> None:
             raise _invalid(index, op, f"'{op['op']}' needs a 'from' JSON Pointer string")
         if op["op"] in ("add", "replace", "test") and "value" not in op:
             raise _invalid(index, op, f"'{op['op']}' needs a 'value'")
+        if op["op"] in ("move", "copy") and _within(op["path"], op["from"]):
+            raise _invalid(index, op, f"'{op['op']}' may not put a value into itself (its "
+                           "'path' is its 'from' or below it)")
 
 
-def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
-    """Apply the ops in order to a copy; a failing `test` is a 409 naming the op."""
+def _within(path: str, source: str) -> bool:
+    """Whether JSON Pointer `path` is `source` or below it: a copy there would double the
+    value at each step, a move there is undefined (RFC 6902 4.4)."""
+    return path == source or path.startswith(source + "/")
+
+
+def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]],
+                limit: int = DEFAULT_MAX_STATE_BYTES) -> dict[str, Any]:
+    """Apply the ops in order to a copy; a failing `test` is a 409 naming the op.
+
+    The state's size is tracked while the ops apply, so a patch whose copies grow the state
+    past `limit` is refused (413 `STATE_TOO_LARGE`) at the op that does it, before the memory
+    is spent: `size` is an upper bound of the document's size (what each op may add), measured
+    afresh only when it passes the limit. An op's value comes from the request, and a copied
+    one from a document under the limit, so no step holds more than that beyond the limit."""
     doc: Any = copy.deepcopy(state)
+    size = _json_size(doc)
     for index, op in enumerate(patch):
         try:
+            added = _added(doc, op)
             doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+            size += added
+            if size > limit:
+                size = _json_size(doc)  # the bound is loose (replaces, removes): measure
+                if size > limit:
+                    raise ComponentStateError(
+                        Problem.STATE_TOO_LARGE, f"Operation {index} makes the state larger "
+                        f"than {limit} bytes", limit=limit, index=index)
         except jsonpatch.JsonPatchTestFailed as exc:
             raise ComponentStateError(Problem.JSON_PATCH_TEST_FAILED, f"Operation {index} (test) failed: {exc}",
                            index=index, operation=op) from None
@@ -293,6 +332,20 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str,
     if not isinstance(doc, dict):
         raise ComponentStateError(Problem.INVALID_JSON_PATCH, "The patch would make the state a non-object")
     return doc
+
+
+def _added(doc: Any, op: dict[str, Any]) -> int:
+    """Bytes `op` may add to `doc` at most: its value's (`add`, `replace`), or the copied
+    value's (`copy`: resolved in `doc`, so no larger than it); nothing for the others."""
+    if op["op"] in ("add", "replace"):
+        return _json_size(op["value"])
+    if op["op"] == "copy":
+        return _json_size(jsonpointer.resolve_pointer(doc, op["from"]))
+    return 0
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def check_size(state: dict[str, Any], limit: int) -> None:

@@ -97,9 +97,18 @@ class ThreadQueries(Queries):
 
     @operation
     async def get_thread(self, project_id: str, thread_id: str) -> ThreadRow | None:
-        query = select(_threads).where(_threads.c.id == thread_id,
-                                       _threads.c.project_id == project_id)
-        return first_as(ThreadRow, await self.transaction(lambda tx: tx.execute(query).all()))
+        """The project's thread `thread_id`: its own id, else the name a client gave it (a
+        thread whose chosen id another project held first is kept under an id of the
+        gateway's, with the chosen one as its name: ids a client chooses are names within
+        its project). The name is looked for only when the id finds nothing."""
+        t = _threads
+        by_id = select(t).where(t.c.id == thread_id, t.c.project_id == project_id)
+        by_name = select(t).where(t.c.project_id == project_id, t.c.client_id == thread_id)
+
+        def work(tx: Transaction) -> Any:
+            return tx.execute(by_id).all() or tx.execute(by_name).all()
+
+        return first_as(ThreadRow, await self.transaction(work))
 
     @operation
     async def get_thread_by_client_id(self, project_id: str, client_id: str
