@@ -205,8 +205,14 @@ def test_an_operator_runs_the_gateway_from_the_console(
                     "x-api-key": keys["client"]}, json={
                         "message": message("hooked"), "thread": {"userKey": ada},
                         "webhook": receiver.base + "/hook?token=s3cret"})
-            wait_for(receiver.delivered, what="the webhook")
             hooked_run = events[0].data["runId"]
+
+            def recorded() -> bool:  # the receiver answers before the outcome is stored
+                listing = httpx.get(f"{origin}/v1/admin/webhooks", timeout=30,
+                                    headers={"x-api-key": keys["admin"]}).json()
+                return any(d["runId"] == hooked_run and d["state"] == "delivered"
+                           for d in listing["deliveries"])
+            wait_for(recorded, what="the webhook to be delivered")
             shown_tab = step("click", "9-schedules", selector='#tabs button[data-tab="automation"]',
                              until={"selector": "#automation-tab",
                                     "text": [cron["id"], "0 8 * * 1-5", hooked_run,
