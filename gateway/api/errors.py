@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Match, Route
 
+from ..observability import outages
 from ..protocol.problems import ApiError, InvalidRequest, Problem
 from ..runs.components.state import ComponentStateError
 from ..server.problem_json import (
@@ -89,8 +90,8 @@ async def database_unavailable_handler(request: Request, exc: Exception) -> JSON
         return problem(Problem.VALIDATION_ERROR,
                        "The request holds a value the database cannot store (such as a NUL "
                        "character)")
-    log.warning("database unreachable on %s %s: %s", request.method, request.url.path,
-                type(exc).__name__)
+    # Said once per outage, not once per request.
+    outages.down("database", f"{request.method} {request.url.path}: {type(exc).__name__}")
     return problem(Problem.DATABASE_UNAVAILABLE,
                    "The gateway cannot reach its database right now; retry shortly",
                    isRetryable=True)

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..observability import outages
 from ..observability.metrics import exposition
 from ..protocol.problems import Problem
 from ..runs.admission.start_gate import RETRY_AFTER_SECONDS
@@ -41,7 +42,10 @@ async def ready(request: Request) -> Response:
     try:
         answered = await svc.backend.ping()
     except Unreachable as unreachable:
-        return problem(unreachable.probe.problem, unreachable.probe.detail)
+        # Which parts are out and since when (Unix ms), as this process found them.
+        return problem(unreachable.probe.problem, unreachable.probe.detail,
+                       unavailable={part: {"since": since}
+                                    for part, since in outages.current().items()})
     return JSONResponse({"status": "ready", "checks": dict.fromkeys(answered, "ok")})
 
 

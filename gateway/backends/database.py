@@ -19,6 +19,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
+from ..observability import outages
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.problems import Problem
@@ -58,6 +59,10 @@ class DatabaseFeed:
     async def publish(self, live: LiveLog, stopped: Callable[[], bool]) -> None:
         """Nothing to do: the run's recorder writes its log to the database."""
 
+    async def salvage(self, run_id: str, after: int, limit: int) -> list[Entry]:
+        """Nothing: followers elsewhere read only what the database has."""
+        return []
+
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
         store = self.store
         timings = self.timings
@@ -84,8 +89,7 @@ class DatabaseFeed:
                     touched = now
                     await store.touch_watched(run_id, now)
             except UNAVAILABLE as error:  # unreachable for a moment: the reader waits, resumes
-                log.warning("run %s: reading its log failed (%s); retrying", run_id,
-                            type(error).__name__)
+                outages.down("database", f"following run {run_id}: {type(error).__name__}")
                 before = -1
             delay = (timings.feed_min_poll_seconds if seq > before
                      else min(delay * 2, timings.feed_poll_seconds))
@@ -133,6 +137,8 @@ class DatabaseSignals:
                         on_cancel(run_id)
             except asyncio.CancelledError:
                 raise
+            except UNAVAILABLE as error:  # the outage is logged once, not once per poll
+                outages.down("database", f"polling cancel flags: {type(error).__name__}")
             except Exception:
                 log.exception("polling cancel flags failed")
 
@@ -153,17 +159,20 @@ async def deliver_in_order(events: asyncio.Queue[tuple[str, ThreadEvent]],
 async def listen_with_reconnects(database: DatabaseSignals, owned: OwnedRuns,
                                  on_cancel: OnCancel,
                                  channel: Callable[[], Awaitable[None]],
-                                 lost: tuple[type[BaseException], ...], what: str,
+                                 lost: tuple[type[BaseException], ...], part: str,
                                  retry_seconds: float) -> None:
-    """Listen on a fast `channel` (until its connection is `lost`, then again, forever), with
-    the database flag polled beside it: a cancel sent while the channel was down still lands."""
+    """Listen on a fast `channel` (until its connection to `part` is `lost`, then again,
+    forever), with the database flag polled beside it: a cancel sent while the channel was down
+    still lands. A lost channel marks its part out (`outages`: one log line per outage, not one
+    per reconnection attempt)."""
     polling = asyncio.create_task(database.listen(owned, on_cancel))
     try:
         while True:
             try:
                 await channel()
             except lost as error:
-                log.warning("%s lost (%s); reconnecting", what, type(error).__name__)
+                outages.down(part, f"the signal channel was lost ({type(error).__name__}); "
+                             "reconnecting")
             await asyncio.sleep(retry_seconds)
     finally:
         polling.cancel()

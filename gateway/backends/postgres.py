@@ -83,7 +83,7 @@ class PostgresSignals:
             self.database, owned, on_cancel,
             lambda: self._listen(owned, on_cancel, on_thread_event),
             (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError),
-            "notification channel", RETRY_SECONDS)
+            "database", RETRY_SECONDS)
 
     async def _listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                       on_thread_event: OnThreadEvent) -> None:

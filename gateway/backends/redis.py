@@ -51,7 +51,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ..auth.subjects import Subject
-from ..observability import metrics
+from ..observability import metrics, outages
 from ..protocol import timbal
 from ..protocol.clock import new_id, now_ms
 from ..protocol.problems import Problem
@@ -144,9 +144,12 @@ class RedisFeed:
                             ttl)
                     except (RedisError, OSError) as error:
                         expiry_due = 0.0  # Redis may have restarted empty
-                        if healthy:
-                            log.warning("run %s: Redis unavailable (%s); its subscribers read the "
-                                        "database meanwhile", live.run_id, error)
+                        # The outage is said by the signal listener, which loses its connection
+                        # at once (`outages`): a failed append may also be a pooled connection
+                        # that died with a Redis that is back already.
+                        if healthy:  # the outage itself is logged once (`outages`)
+                            log.debug("run %s: Redis unavailable (%s); its subscribers read the "
+                                      "database meanwhile", live.run_id, error)
                             healthy = False
                         await asyncio.sleep(RETRY_SECONDS)
                         published = await self._published(key, published)
@@ -158,7 +161,8 @@ class RedisFeed:
                         expiry_due = now + TTL_REFRESH_SECONDS
                     live.hold("redis", published)
                     if not healthy:
-                        log.info("run %s: publishing to Redis again", live.run_id)
+                        outages.up("redis")
+                        log.debug("run %s: publishing to Redis again", live.run_id)
                         healthy = True
                 if live.closed and published >= live.last:
                     break
@@ -181,6 +185,21 @@ class RedisFeed:
             return fallback
         return _seq(last[0][0]) if last else 0
 
+    async def salvage(self, run_id: str, after: int, limit: int) -> list[Entry]:
+        """The run's stream beyond `after`: what followers in other processes were shown of a
+        run whose process died before writing it (the reaper saves it before the run's end).
+        None if Redis cannot be read (then only what was written is kept)."""
+        try:
+            with metrics.timed_redis("salvage"):
+                reply: Any = await self.redis.xrange(stream_key(run_id), min=f"0-{after + 1}",
+                                                     count=limit)
+        except (RedisError, OSError) as error:
+            log.warning("run %s: its live tail could not be read from Redis (%s); only its "
+                        "written log is kept", run_id, error)
+            return []
+        return [Entry(_seq(entry_id), int(fields[b"ts"]), json.loads(fields[b"f"]))
+                for entry_id, fields in reply]
+
     # -- subscribers ------------------------------------------------------------------------------
 
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncGenerator[Entry, None]:
@@ -195,9 +214,9 @@ class RedisFeed:
             try:
                 reply: Any = await self.redis.xread({key: f"0-{seq}"}, count=READ_COUNT,
                                                     block=self.timings.redis_block_ms)
-            except (RedisError, OSError) as error:
-                log.warning("run %s: reading its stream failed (%s); reading the database",
-                            run_id, error)
+            except (RedisError, OSError) as error:  # its readers read the database meanwhile
+                log.debug("run %s: reading its stream failed (%s); reading the database",
+                          run_id, error)
                 break
             entries = reply[0][1] if reply else []
             gap = False
@@ -223,8 +242,7 @@ class RedisFeed:
                     if row is None or row.status not in ACTIVE_RUN_STATUSES:
                         break  # ended without its end in the stream (its process died)
             except UNAVAILABLE as error:  # the stream goes on; the database will be back
-                log.warning("run %s: the database is unreachable (%s)", run_id,
-                            type(error).__name__)
+                outages.down("database", f"following run {run_id}: {type(error).__name__}")
         async for entry in self.database.subscribe(run_id, seq):
             yield entry
 
@@ -341,8 +359,8 @@ class RedisSignals:
             with metrics.timed_redis("publish"):
                 await self.redis.publish(CANCEL_CHANNEL, run_id)
         except (RedisError, OSError) as error:
-            log.warning("cancel of run %s not published to Redis (%s); its process will see "
-                        "the database flag", run_id, error)
+            # Its process will see the database flag; the outage is logged once (`outages`).
+            log.debug("cancel of run %s not published to Redis (%s)", run_id, error)
         await self.database.request_cancel(run_id)
 
     async def publish_thread_event(self, thread_id: str, event: ThreadEvent) -> None:
@@ -351,14 +369,14 @@ class RedisSignals:
                 await self.redis.publish(THREAD_EVENTS_CHANNEL,
                                          json.dumps({"threadId": thread_id, "event": event}))
         except (RedisError, OSError) as error:
-            log.warning("thread event on %s not published (%s)", thread_id, error)
+            log.debug("thread event on %s not published (%s)", thread_id, error)
 
     async def listen(self, owned: OwnedRuns, on_cancel: OnCancel,
                      on_thread_event: OnThreadEvent) -> None:
         await listen_with_reconnects(
             self.database, owned, on_cancel,
             lambda: self._subscribe(owned, on_cancel, on_thread_event),
-            (RedisError, OSError), "cancel channel", RETRY_SECONDS)
+            (RedisError, OSError), "redis", RETRY_SECONDS)
 
     async def _subscribe(self, owned: OwnedRuns, on_cancel: OnCancel,
                          on_thread_event: OnThreadEvent) -> None:
@@ -367,6 +385,7 @@ class RedisSignals:
         try:
             async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                 await pubsub.subscribe(CANCEL_CHANNEL, THREAD_EVENTS_CHANNEL)
+                outages.up("redis")  # listening again: an outage it reported is over
                 async for message in pubsub.listen():
                     if message["channel"] == CANCEL_CHANNEL.encode():
                         run_id = message["data"].decode()

@@ -66,7 +66,7 @@ from .models.litellm_model import ModelRequest
 from .models.reasoning import Reasoning
 from .stream_contract import estimated_usage, require_finish, truncation
 from .tool_arguments import arguments_error, parsed_arguments
-from .tools import approvals, elicitation
+from .tools import approvals, elicitation, status_messages
 from .tools import status as tool_status
 from .tools.context import bind_tool_call
 from .tools.resources import ResourceServer
@@ -152,6 +152,9 @@ class RunInput:
     # What a call cut by its `max_tokens` leads to: the run ends with the answer so far,
     # marked ("stop"), or the model is asked to go on ("continue"; `GATEWAY_ON_TRUNCATION`).
     on_truncation: str = "stop"
+    # A run of the Tambo endpoints: every tool's schema gets Tambo's status-message parameters
+    # (`engine/tools/status_messages.py`), which server tools then never receive.
+    status_messages: bool = False
 
     def authorship(self) -> Authorship:
         """What every message of this loop carries: who wrote it, for which invocation."""
@@ -413,10 +416,11 @@ def model_tools(run: RunInput) -> list[dict[str, Any]]:
     for tool in run.client_tools:
         if tool.name in exhausted or tool.name in run.subagents:
             continue
-        tools.append(_function(tool.name, tool.description, tool.input_schema))
+        tools.append(_function(tool.name, tool.description, _labelled(run, tool.input_schema)))
     for spec in run.server_tools.values():
         if spec.name not in run.subagents:
-            tools.append(_function(spec.name, spec.description, spec.parameters))
+            tools.append(_function(spec.name, spec.description,
+                                   _labelled(run, spec.parameters)))
     for sub in run.subagents.values():
         tools.append(_function(sub.name, sub.description or f"Delegate a task to {sub.name}",
                                TASK_SCHEMA))
@@ -430,6 +434,14 @@ def model_tools(run: RunInput) -> list[dict[str, Any]]:
 TASK_SCHEMA = {"type": "object", "required": ["task"], "properties": {"task": {
     "type": "string", "description": "The task, with everything the agent needs to know to do "
                                      "it: it does not see this conversation"}}}
+
+
+def _labelled(run: RunInput, schema: Any, required: bool = True) -> Any:
+    """A tool's schema as the model gets it (`required=False`: as its arguments are checked):
+    with Tambo's status messages on a Tambo run."""
+    if not run.status_messages:
+        return schema
+    return status_messages.with_status_messages(schema, required)
 
 
 def _function(name: str, description: str, schema: Any) -> dict[str, Any]:
@@ -578,11 +590,12 @@ def _schema_of(run: RunInput, call: _Call) -> Any:
     if call.kind == "component":
         return next((c.props_schema for c in run.components if c.name == call.name), None)
     if call.kind == "client":
-        return next((t.input_schema for t in run.client_tools if t.name == call.name), None)
+        return next((_labelled(run, t.input_schema, False) for t in run.client_tools
+                     if t.name == call.name), None)
     if call.kind == "subagent":
         return TASK_SCHEMA
     spec = run.server_tools.get(call.name)
-    return spec.parameters if spec is not None else None
+    return _labelled(run, spec.parameters, False) if spec is not None else None
 
 
 def _asks_first(run: RunInput, call: _Call) -> bool:
@@ -833,6 +846,7 @@ async def call_server_tool(run: RunInput, name: str, arguments: dict[str, Any],
     if spec is None:
         return None, f"Tool {name} is not available in this run"
     given = elicitation.Answers(list(answers or []))
+    arguments = status_messages.without_status_messages(arguments)
     status = (tool_status.ToolStatus(sink, tool_call_id, run.authorship(), run.status_budget)
               if sink is not None and tool_call_id is not None else None)
     try:

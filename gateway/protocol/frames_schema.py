@@ -244,6 +244,9 @@ class UserValue(TypedDict):
     blocks: NotRequired[list[dict[str, Any]]]
     context: NotRequired[dict[str, Any]]
     metadata: NotRequired[dict[str, Any]]
+    # The id an AG-UI client gave the message: a later input re-sending it is an edit or a
+    # regeneration (`dialects/agui/branches.py`).
+    clientMessageId: NotRequired[Annotated[str, Field(min_length=1, max_length=200)]]
 
 
 @final
@@ -551,6 +554,16 @@ class ComponentStateFrame(TypedDict):
     revision: Annotated[int, Field(ge=0)]
 
 
+@final
+@with_config(CLOSED)
+class ThreadStateFrame(TypedDict):
+    """A server tool changed the thread's shared state (`ctx.state`): the RFC 6902 operations
+    that bring the state the client holds up to date."""
+
+    c: Literal["thread.state"]
+    operations: list[JsonPatchOp]
+
+
 CONTROL_FRAMES: dict[str, type] = {
     "run.started": RunStartedFrame,
     "run.finished": RunFinishedFrame,
@@ -559,13 +572,14 @@ CONTROL_FRAMES: dict[str, type] = {
     "error": ErrorFrame,
     "component.state": ComponentStateFrame,
     "subagent.started": SubagentStartedFrame,
+    "thread.state": ThreadStateFrame,
 }
 
 FRAMES: dict[str, type] = {"start": StartFrame, "append": AppendFrame, "set": SetFrame,
                            "delete": DeleteFrame}
 
 ControlFrame = (RunStartedFrame | RunFinishedFrame | RunAwaitingInputFrame | RunCancelledFrame
-                | ErrorFrame | ComponentStateFrame | SubagentStartedFrame)
+                | ErrorFrame | ComponentStateFrame | SubagentStartedFrame | ThreadStateFrame)
 """A frame about the run's lifecycle: `c` names it (and narrows it)."""
 
 MessageFrame = StartFrame | AppendFrame | SetFrame | DeleteFrame
@@ -575,7 +589,7 @@ MessageFrame = StartFrame | AppendFrame | SetFrame | DeleteFrame
 # (`"c" in frame`, either way) only when no member is itself an alias of a union.
 Frame = (StartFrame | AppendFrame | SetFrame | DeleteFrame | RunStartedFrame | RunFinishedFrame
          | RunAwaitingInputFrame | RunCancelledFrame | ErrorFrame | ComponentStateFrame
-         | SubagentStartedFrame)
+         | SubagentStartedFrame | ThreadStateFrame)
 """One line of a run's Timbal log."""
 
 PublishedFrame = (StartFrame | AppendFrame | SetFrame | DeleteFrame

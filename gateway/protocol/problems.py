@@ -146,8 +146,8 @@ class Problem(enum.Enum):
                                "`GATEWAY_MAX_METADATA_BYTES`.")
     JSON_PATCH_TOO_LONG = (413, "A JSON Patch has more operations than the gateway applies in "
                                 "one update (`limit`).")
-    STATE_TOO_LARGE = (413, "A component's state is larger than "
-                            "`GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
+    STATE_TOO_LARGE = (413, "A component's state, or a thread's shared state (AG-UI `state`), "
+                            "is larger than `GATEWAY_MAX_COMPONENT_STATE_BYTES`.")
     RESOURCE_TOO_LARGE = (413, "`embedResources`: a referenced resource's contents are larger "
                                "than `GATEWAY_MAX_ATTACHMENT_BYTES` (`uri`).")
     TOO_MANY_INITIAL_MESSAGES = (400, "A new thread is seeded with more messages than "

@@ -60,6 +60,7 @@ class PropsStream:
         self._partial_key: str | None = None
         self._partial_value: Any = None
         self._parsed_len = 0
+        self._unsent = 0  # index in `_chunks` of the first fragment no delta has carried yet
 
     @property
     def buffer(self) -> str:
@@ -85,6 +86,29 @@ class PropsStream:
                 parsed = self._snapshot(force=True)
             final_props = parsed if isinstance(parsed, dict) else {}
         return self._publish(dict(final_props))
+
+    def unsent(self) -> str:
+        """The text fed since the last call, so the `delta`s of the deltas sent concatenate
+        to the streamed props JSON (the Tambo v1 proposal's field) although a fragment that
+        changes no prop sends no delta."""
+        text = "".join(self._chunks[self._unsent:])
+        self._unsent = len(self._chunks)
+        return text
+
+    def final_text(self, final_props: dict[str, Any]) -> str:
+        """What completes the deltas sent to the final props' JSON: the rest of the streamed
+        text when that text is those props, else (nothing sent yet) the props' JSON; when some
+        other text was already sent, the rest of it is all that can be done."""
+        sent_any = self._unsent > 0
+        rest = self.unsent()
+        if sent_any:
+            return rest
+        try:
+            if json.loads(self.buffer) == final_props:
+                return rest
+        except ValueError:
+            pass
+        return json.dumps(final_props)
 
     def streaming_status(self) -> dict[str, Status]:
         status: dict[str, Status] = {key: "done" for key in self.complete}

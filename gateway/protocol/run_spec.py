@@ -97,13 +97,16 @@ class UserInput:
     # The user message's id (its Timbal `i`) when the dialect promised one to its client (the
     # Timbal write path answers with it); None: the run makes one.
     id: str | None = None
+    # The id an AG-UI client gave the message (kept beside the gateway's).
+    client_id: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         return _compact(vars(self))
 
     @classmethod
     def from_row(cls, data: Mapping[str, Any]) -> UserInput:
-        return cls(data["blocks"], data.get("context"), data.get("metadata"), data.get("id"))
+        return cls(data["blocks"], data.get("context"), data.get("metadata"), data.get("id"),
+                   data.get("client_id"))
 
     @property
     def text(self) -> str:
@@ -116,6 +119,9 @@ class SeedMessage:
 
     role: Literal["user", "assistant", "system"]
     text: str
+    # A user message's blocks when it has more than text (images, files), as a run's user
+    # input keeps them; None: its text is all of it.
+    blocks: list[Block] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,12 @@ class RunSpec:
     # Read the MCP resources the message references and embed them before the run starts
     # (`runs/admission/embedding.py`; Tambo's `embedResources`).
     embed_resources: bool = False
+    # The thread's shared state as the client sends it (AG-UI `state`): stored with the
+    # thread when the run starts (`runs/components/thread_state.py`); None: keep the thread's.
+    state: dict[str, Any] | None = None
+    # Tambo's status messages in every tool's schema (`engine/tools/status_messages.py`): the
+    # Tambo endpoints' runs, whose React client shows them.
+    status_messages: bool = False
     # Where to POST the run's end (`runs/automation/webhooks.py`): an http(s) URL the door
     # checked against `GATEWAY_WEBHOOK_ALLOWED_HOSTS`.
     webhook: str | None = None
@@ -174,7 +186,7 @@ class RunSpec:
         if self.components:
             row["components"] = [c.to_row() for c in self.components]
         if self.seed_messages:
-            row["seed_messages"] = [{"role": m.role, "text": m.text} for m in self.seed_messages]
+            row["seed_messages"] = [_compact(vars(m)) for m in self.seed_messages]
         if self.idempotency is not None:
             row["idempotency"] = {"key": self.idempotency.key,
                                   "request": self.idempotency.request}
@@ -182,6 +194,8 @@ class RunSpec:
             row["abandon_pending_tools"] = True
         if self.embed_resources:
             row["embed_resources"] = True
+        if self.status_messages:
+            row["status_messages"] = True
         for name in _PLAIN:
             value = getattr(self, name)
             if value is not None:
@@ -202,11 +216,12 @@ class RunSpec:
             tool_results=[ToolResult.from_row(r) for r in data.get("tool_results", ())],
             client_tools=[ClientTool(**t) for t in data.get("client_tools", ())],
             components=[Component.from_row(c) for c in data.get("components", ())],
-            seed_messages=[SeedMessage(m["role"], m["text"])
+            seed_messages=[SeedMessage(m["role"], m["text"], m.get("blocks"))
                            for m in data.get("seed_messages", ())],
             idempotency=Idempotency(key["key"], key["request"]) if key is not None else None,
             abandon_pending_tools=bool(data.get("abandon_pending_tools")),
             embed_resources=bool(data.get("embed_resources")),
+            status_messages=bool(data.get("status_messages")),
             **{name: data.get(name) for name in _PLAIN},
         )
 
@@ -214,7 +229,7 @@ class RunSpec:
 # The fields kept on the row as they are (JSON values, or None).
 _PLAIN = ("context", "tool_choice", "force_component", "max_tokens", "temperature", "model",
           "agent", "previous_run_id", "on_disconnect", "metadata", "multitask_strategy",
-          "webhook")
+          "state", "webhook")
 
 
 class SpecRow(TypedDict, total=False):
@@ -242,6 +257,8 @@ class SpecRow(TypedDict, total=False):
     abandon_pending_tools: bool
     multitask_strategy: MultitaskStrategy
     embed_resources: bool
+    status_messages: bool
+    state: dict[str, Any]
     webhook: str
     fingerprint: str | None
     queued_input: list[dict[str, Any]]

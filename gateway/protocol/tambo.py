@@ -9,6 +9,7 @@ the Tambo v1 proposal's shapes differ from the clients' (a plain string `content
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -21,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from . import problems
 from .run_spec import ClientTool, MultitaskStrategy, SeedMessage
 
 
@@ -63,6 +65,63 @@ class ResourceBlock(WireModel):
     resource: Resource
 
 
+class MediaSource(WireModel):
+    """The Tambo v1 proposal's media source: inline base64 `data`, a `url`, or a provider's
+    `fileId` (which the gateway refuses: it holds no provider files)."""
+
+    type: Literal["base64", "url", "file_id"]
+    mediaType: str | None = Field(default=None, max_length=200)
+    data: str | None = None
+    url: str | None = None
+    fileId: str | None = None
+    filename: str | None = Field(default=None, max_length=500)
+
+
+class MediaBlock(WireModel):
+    """The proposal's `image`, `audio` and `file` input blocks. They reach the model as the
+    `resource` block a Tambo client sends for an attachment (`resource()`), so the same limits
+    and URL rules apply as to those and to AG-UI's media parts."""
+
+    type: Literal["image", "audio", "file"]
+    source: MediaSource
+    detail: Literal["auto", "low", "high"] | None = None
+
+    def resource(self) -> dict[str, Any]:
+        source = self.source
+        if source.type == "file_id":
+            return media_resource(self.type, file_id=source.fileId or "")
+        if source.type == "base64":
+            return media_resource(self.type, data=source.data or "", mime=source.mediaType,
+                                  name=source.filename)
+        return media_resource(self.type, url=source.url or "", mime=source.mediaType,
+                              name=source.filename)
+
+
+DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+MEDIA_DEFAULT_TYPES = {"image": "image/*", "audio": "audio/*", "video": "video/*"}
+
+
+def media_resource(kind: str, *, data: str | None = None, url: str | None = None,
+                   mime: str | None = None, name: str | None = None,
+                   file_id: str | None = None) -> dict[str, Any]:
+    """A media part (`kind`: image, audio, video, file or document) as the Tambo (MCP)
+    resource a client sends for an attachment: inline data as `blob`, a URL as `uri` (a
+    `data:` URL is inline data); a provider's file id is refused (400
+    `UNSUPPORTED_ATTACHMENT`). The one mapping for the Tambo and AG-UI dialects."""
+    found: dict[str, Any] = {"name": name} if isinstance(name, str) and name else {}
+    if file_id is None and data is not None:
+        return {**found, "mimeType": mime or MEDIA_DEFAULT_TYPES.get(kind) or
+                "application/octet-stream", "blob": data}
+    if file_id is None and url is not None:
+        inline = DATA_URL.fullmatch(url)
+        if inline:
+            return {**found, "mimeType": mime or inline[1], "blob": inline[2]}
+        default = mime or MEDIA_DEFAULT_TYPES.get(kind)
+        return {**found, "uri": url, **({"mimeType": default} if default else {})}
+    raise problems.ApiError(problems.Problem.UNSUPPORTED_ATTACHMENT, f"A {kind} part's source must be inline "
+                   "data or a URL: a provider's file id is not supported")
+
+
 class ToolResultBlock(WireModel):
     type: Literal["tool_result"]
     toolUseId: str = Field(min_length=1)
@@ -85,9 +144,10 @@ class ComponentBlock(WireModel):
     state: dict[str, Any] | None = None
 
 
-InputBlock = Annotated[Union[TextBlock, ResourceBlock, ToolResultBlock], Field(discriminator="type")]
+InputBlock = Annotated[Union[TextBlock, ResourceBlock, MediaBlock, ToolResultBlock],
+                      Field(discriminator="type")]
 ContentBlock = Annotated[
-    Union[TextBlock, ResourceBlock, ToolUseBlock, ToolResultBlock, ComponentBlock],
+    Union[TextBlock, ResourceBlock, MediaBlock, ToolUseBlock, ToolResultBlock, ComponentBlock],
     Field(discriminator="type"),
 ]
 
@@ -109,6 +169,7 @@ class InputMessage(WireModel):
     additionalContext: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     toolCallId: str | None = None  # the proposal's role "tool" shape
+    isError: bool | None = None  # ... and whether that result is an error
 
     @model_validator(mode="after")
     def _normalise(self) -> "InputMessage":
@@ -119,14 +180,16 @@ class InputMessage(WireModel):
                 if not self.toolCallId:
                     raise ValueError("a message with role 'tool' needs toolCallId")
                 self.content = [ToolResultBlock(type="tool_result", toolUseId=self.toolCallId,
-                                                content=[TextBlock(type="text", text=text)])]
+                                                content=[TextBlock(type="text", text=text)],
+                                                isError=self.isError)]
             else:
                 self.content = [TextBlock(type="text", text=text)]
         elif self.role == "tool" and self.toolCallId:
-            blocks = [b for b in self.content if not isinstance(b, ToolResultBlock)]
+            # A tool's result holds text and resources (media blocks are the user's).
+            blocks = [b for b in self.content if isinstance(b, (TextBlock, ResourceBlock))]
             if blocks:
                 self.content = [ToolResultBlock(type="tool_result", toolUseId=self.toolCallId,
-                                                content=blocks)]
+                                                content=blocks, isError=self.isError)]
         self.role = "user"
         if not self.content:
             raise ValueError("message content must not be empty")
@@ -166,8 +229,13 @@ def _none_is_empty(value: Any) -> Any:
     return [] if value is None else value
 
 
+# What every provider takes as a function name (the Tambo v1 proposal's rule): a name with a
+# dot or a space is refused before the run starts, not by the provider mid-stream.
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
+
+
 class Tool(WireModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=TOOL_NAME_PATTERN)
     description: str = ""
     inputSchema: dict[str, Any] | bool | None = None
     outputSchema: dict[str, Any] | bool | None = None
@@ -181,7 +249,8 @@ class Tool(WireModel):
 
 
 class AvailableComponent(WireModel):
-    name: str = Field(min_length=1, max_length=200)
+    # The model sees a component as the tool `show_component_<name>`.
+    name: str = Field(min_length=1, max_length=200, pattern=TOOL_NAME_PATTERN)
     description: str = ""
     propsSchema: dict[str, Any] | bool | None = None
     stateSchema: dict[str, Any] | None = None
@@ -214,7 +283,15 @@ class InitialMessage(WireModel):
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
 
     def seed(self) -> SeedMessage:
-        return SeedMessage(self.role, self.text())
+        """The message as its thread is seeded with it: a user's images and files kept (as
+        the `resource` blocks of a run's input), not only its text."""
+        if self.role != "user" or isinstance(self.content, str) or not any(
+                isinstance(b, (ResourceBlock, MediaBlock)) for b in self.content):
+            return SeedMessage(self.role, self.text())
+        blocks = [{"type": "resource", "resource": b.resource()} if isinstance(b, MediaBlock)
+                  else b.model_dump(exclude_none=True) for b in self.content
+                  if isinstance(b, (TextBlock, ResourceBlock, MediaBlock))]
+        return SeedMessage(self.role, self.text(), blocks)
 
 
 class ThreadInit(WireModel):

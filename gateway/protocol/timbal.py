@@ -49,6 +49,7 @@ RUN_CANCELLED: Final = "run.cancelled"
 ERROR: Final = "error"
 COMPONENT_STATE: Final = "component.state"
 SUBAGENT_STARTED: Final = "subagent.started"
+THREAD_STATE: Final = "thread.state"
 
 # The `error` code a reaper writes for a run whose process died (`is_lost`).
 RUN_LOST: Final = "RUN_LOST"

@@ -8,10 +8,14 @@ an item's start, appends and end, a whole message, and a control frame become.
 
 `positioned` (and `Positions`, for a log read in batches) numbers the events of a log (1, 2,
 ...) and skips those a reader already has. A reader resuming after event `n` re-translates from
-the first frame and skips the first `n`: no gaps, no duplicates, whatever process serves it. One
-exception, after a crash: a reader may have seen events built from frames its process never
-persisted, so its cursor can point past the end of the log as saved. It still gets the run's
-`RUN_LOST` error (at its own, lower, position), so it always learns how the run ended.
+the first frame and skips the first `n`: no gaps, no duplicates, whatever process serves it.
+
+After a crash, a reader may have seen events built from frames its process never wrote: the end
+a reaper gives such a run (`RUN_LOST`) is stored past every frame the dead process can have
+shown (`runs.salvage.end_dead_run`), and the frames it skips count `SKIPPED_FRAME_EVENTS` events
+each here, so the end's position is past every event any reader was shown: no position names two
+events, and a reader resuming after any of them gets the end. A cursor past even that (a log
+from before this rule) still gets the run's `RUN_LOST` error at its own, lower, position.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from .frames_schema import ControlFrame, Frame, SetValue, StartMeta
 from .props_stream import PropsStream
 
 E = TypeVar("E")
+
+# The most events a dialect makes of one frame (a token: one; a message's end: its rest, its end
+# and its value at most): the positions a gap in the log's frames stands for.
+SKIPPED_FRAME_EVENTS = 4
 
 
 @dataclass
@@ -80,8 +88,8 @@ class Dialect(Generic[E]):
             return self.on_append(streaming, text)
         if "v" in frame:
             value = frame["v"]
-            if value is None:  # a deletion: no dialect shows one
-                return []
+            if value is None:  # a deletion: only a status is ever deleted
+                return self.on_delete(frame["i"])
             ending = self.open.pop(frame["i"], None)
             if ending is None:
                 return self.on_whole(frame["i"], value)
@@ -127,6 +135,10 @@ class Dialect(Generic[E]):
         """Close an item whose set frame never came."""
         return []
 
+    def on_delete(self, i: str) -> list[E]:
+        """A message deleted (a tool's status, when its call ends)."""
+        return []
+
     def on_control(self, frame: ControlFrame) -> list[E]:
         return []
 
@@ -141,6 +153,9 @@ class Dialect(Generic[E]):
 
 
 class LogEntry(Protocol):
+    @property
+    def seq(self) -> int: ...
+
     @property
     def ts(self) -> int: ...
 
@@ -168,11 +183,15 @@ class Positions(Generic[E]):
     def __init__(self, dialect: Dialect[E], after: int = 0, started_early: bool = False) -> None:
         self.dialect, self.after, self.started_early = dialect, after, started_early
         self.position = 0
+        self.seq = 0  # the log position of the last entry
         self.for_lost: tuple[int, E] | None = None
 
     def of(self, entry: LogEntry) -> list[tuple[int, E]]:
         """The events of `entry` the reader does not have yet, with their positions."""
         dialect, frame = self.dialect, entry.frame
+        if entry.seq > self.seq + 1:  # frames a dead process may have shown, never written
+            self.position += (entry.seq - self.seq - 1) * SKIPPED_FRAME_EVENTS
+        self.seq = entry.seq
         skip = self.started_early and frame.get("c") == timbal.RUN_STARTED
         self.started_early = False
         shown: list[tuple[int, E]] = []

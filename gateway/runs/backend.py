@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, final
 
+from ..observability import outages
 from ..protocol.frames_schema import JsonPatchOp
 from ..protocol.problems import Problem
 from .admission.quotas import Counters, LocalCounters
@@ -72,6 +73,12 @@ class RunFeed(Protocol):
     async def publish(self, live: LiveLog, stopped: Callable[[], bool]) -> None:
         """Make the live log of a run of this process readable by `subscribe` in the others,
         until the log closes (or `stopped()`)."""
+        ...
+
+    async def salvage(self, run_id: str, after: int, limit: int) -> list[Entry]:
+        """What other processes could read of the live tail of a run whose process died:
+        its entries with `seq > after` (at most `limit`), which it may have shown without
+        writing them; none if the feed keeps nothing beyond the database."""
         ...
 
 
@@ -152,7 +159,9 @@ class Backend:
                 async with asyncio.timeout(PING_SECONDS):
                     await probe.ping()
             except Exception as exc:  # any driver error or the timeout: the answer is the same
-                log.warning("not ready: %s does not answer: %s", probe.name,
-                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                # Logged once per outage (`outages`), not once per `/ready`.
+                outages.down(probe.name, str(exc).splitlines()[0] if str(exc)
+                             else type(exc).__name__)
                 raise Unreachable(probe) from None
+            outages.up(probe.name)
         return [probe.name for probe in self.probes]

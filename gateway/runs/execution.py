@@ -19,6 +19,7 @@ from ..engine.deltas import ModelError
 from ..engine.history import to_model_messages
 from ..engine.loop import Model, Outcome, RunInput, ServerToolSpec, run_agent
 from ..engine.tools.context import ToolContext, bind_tool_context
+from ..engine.tools.shared_state import bind as bind_shared_state
 from ..engine.tools.status import StatusBudget
 from ..engine.usage import Prices, RunUsage
 from ..observability import logs, metrics, tracing
@@ -29,11 +30,12 @@ from ..protocol.run_errors import ErrorFields, error_frame, run_error
 from ..protocol.run_spec import RunSpec
 from ..store.queries.usage import usage_rows
 from ..store.repository import UNAVAILABLE, FrameEntry, Store
-from ..store.tables import MessageRow, RunRow
+from ..store.tables import MessageRow, RunRow, ThreadRow
 from . import approvals
 from .admission.multitask import model_history
 from .admission.quotas import Ticket
 from .components.state import ComponentStates, bind_run
+from .components.thread_state import thread_state
 from .context_fit import budgeted
 from .limits import RunLimits
 from .log.recorder import RunRecorder
@@ -156,8 +158,11 @@ class RunExecutor:
                                writer=self.writer)
         active.recorder = recorder
         bind_run(self.components, run.thread_id)
-        if self.server_tools:
-            await self._bind_tool_context(run)
+        thread = await self._bind_tool_context(run) if self.server_tools else None
+        if spec.state is not None or thread is not None:
+            bind_shared_state(await thread_state(
+                self.store, run.thread_id, spec.state, thread.state if thread else None,
+                recorder, self.components.max_state_bytes))
         try:
             await recorder.emit({"c": timbal.RUN_STARTED, "threadId": run.thread_id,
                                  "runId": run.id})
@@ -204,12 +209,14 @@ class RunExecutor:
                 active.done.set()
                 self._retire(active)
 
-    async def _bind_tool_context(self, run: RunRow) -> None:
-        """Tell the run's server tools who it works for (`engine/tools/context.py`)."""
+    async def _bind_tool_context(self, run: RunRow) -> ThreadRow | None:
+        """Tell the run's server tools who it works for (`engine/tools/context.py`); the
+        thread, as read for that."""
         thread = await self.store.get_thread(run.project_id, run.thread_id)
         bind_tool_context(ToolContext(project_id=run.project_id, thread_id=run.thread_id,
                                       run_id=run.id,
                                       user_scope=thread.user_key if thread else None))
+        return thread
 
     async def _timed(self, agent: Awaitable[Outcome]) -> Outcome:
         """The agent loop within the run's wall time (`GATEWAY_RUN_MAX_SECONDS`)."""
@@ -287,6 +294,7 @@ class RunExecutor:
             hooks=RunHooks(model, meter),
             status_budget=statuses,
             on_truncation=self.limits.on_truncation,
+            status_messages=spec.status_messages,
         )
         if agent is not None:
             run_input = as_agent(run_input, agent, self.setup.agent_tools)

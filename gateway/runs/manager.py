@@ -44,7 +44,7 @@ from .log.writer import LogWriter
 from .pauses import abandon_stale_pause, end_pause
 from .phase import RunPhase
 from .registry import ActiveRun, RunRegistry
-from .salvage import save_partial_answer
+from .salvage import end_dead_run
 from .timings import Timings
 
 log = logging.getLogger(__name__)
@@ -253,9 +253,8 @@ class RunManager:
         now = now_ms()
         if row.lease_expires_ms is None or row.lease_expires_ms < now:
             # Its process died: end it here, keeping what it had said (as the reaper does).
-            if await self.store.end_orphaned_run(row, now, "cancelled", CANCELLED_ERROR,
-                                                 {"c": timbal.RUN_CANCELLED}):
-                await save_partial_answer(self.store, row, CANCELLED_ERROR)
+            if await end_dead_run(self.store, self.remote_feed, row, now, "cancelled",
+                                  CANCELLED_ERROR, {"c": timbal.RUN_CANCELLED}):
                 await self.promote_next(row.thread_id)
         else:
             await self.signals.request_cancel(run_id)

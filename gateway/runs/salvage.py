@@ -6,6 +6,11 @@ ends such a run, the text and reasoning it had streamed are saved to the thread 
 on a message marked as failed, so the conversation shows what the user saw instead of losing it
 on reload. Unfinished tool calls are left out: their arguments are incomplete JSON.
 
+What it had shown goes beyond its log on disk, which is written in batches: followers in other
+processes read its live tail from the backend's feed (Redis keeps each run's stream), so the
+reaper saves that tail into the log first (`end_dead_run`), and the end goes past every
+position its own readers can have been shown, never onto one of them (issue 41).
+
 A run ended by a database outage is the same case seen from the other side: the values it
 completed while the database was away are in its log (flushed once the database was back) but
 their writes failed; `save_failed_message` writes them the same way.
@@ -13,15 +18,18 @@ their writes failed; `save_failed_message` writes them the same way.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from ..protocol import timbal
 from ..protocol.clock import now_ms
 from ..protocol.frames_schema import StartMeta
 from ..protocol.run_errors import ErrorFields
-from ..store.repository import Store
+from ..store.repository import FrameEntry, Store
 from ..store.tables import MessageRow, RunRow
+from .backend import RunFeed
 from .log.live import persisted
+from .log.recorder import SHOWN_AHEAD
 
 SALVAGED_TYPES = ("agent", "thinking")
 
@@ -44,6 +52,37 @@ def unfinished_values(frames: list[timbal.Frame]) -> dict[str, dict[str, Any]]:
             started.pop(frame["i"], None)
     return {i: {"id": i, **meta, "content": "".join(texts[i]), "failed": True}
             for i, meta in started.items() if "".join(texts[i])}
+
+
+async def end_dead_run(store: Store, feed: RunFeed, run: RunRow, now: int, status: str,
+                       error: ErrorFields, frame: Mapping[str, Any]) -> bool:
+    """End a run whose process died (its lease expired) with `frame`, keeping everything it
+    may have shown: first the live tail that followers elsewhere read (`RunFeed.salvage`) goes
+    into its log, then `frame` past anything its own readers can have seen (`SHOWN_AHEAD`), so
+    that no position names two events and a reader that resumes after any position it was
+    shown gets the end at once; then the partial answer, from that log, into the thread. False
+    if another process ended it first (or its owner renewed in time)."""
+    last = await store.last_frame(run.id)
+    after = last.seq if last is not None else 0
+    tail = await feed.salvage(run.id, after, SHOWN_AHEAD)
+    salvaged: list[FrameEntry] = []
+    ahead = SHOWN_AHEAD
+    for entry in tail:
+        if entry.seq != after + len(salvaged) + 1:
+            break  # the stream lost its head or a part: what follows cannot be placed
+        if timbal.is_terminal(entry.frame):
+            # Its owner showed its end without writing it (the database was away, and stayed
+            # away past its lease): that end is the run's, where it was shown.
+            if entry.frame.get("c") == timbal.ERROR:
+                frame, status = entry.frame, "failed"
+                error = cast(ErrorFields, {k: v for k, v in frame.items() if k != "c"})
+                ahead = 0
+            break
+        salvaged.append((entry.seq, entry.ts, entry.frame))
+    if not await store.end_orphaned_run(run, now, status, dict(error), frame, salvaged, ahead):
+        return False
+    await save_partial_answer(store, run, error)
+    return True
 
 
 async def save_partial_answer(store: Store, run: RunRow, error: ErrorFields) -> int:

@@ -6,8 +6,8 @@ One task per process, a few cheap queries per tick, never anything per token:
   could not be renewed was ended by a reaper meanwhile (this process stalled): it is stopped
   here without writing anything more (fenced);
 - the reaper: at start-up and every quarter of `lease_seconds`, runs whose lease expired (their
-  process died) are failed with a retryable `RUN_LOST` error appended to their log, and their
-  threads unlocked. Fenced on the lease: a slow but live owner that renewed in time wins.
+  process died) are failed with a retryable `RUN_LOST` error appended to their log after
+  everything they may have shown (`salvage.end_dead_run`), and their threads unlocked. Fenced on the lease: a slow but live owner that renewed in time wins.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import logging
 from collections.abc import Collection
 from typing import Protocol
 
+from ..observability import outages
 from ..protocol.clock import now_ms
 from ..protocol.frames_schema import ErrorFrame
 from ..protocol.run_errors import error_frame, run_error
 from ..protocol.timbal import RUN_LOST
-from ..store.repository import Store
-from .salvage import save_partial_answer
+from ..store.repository import UNAVAILABLE, Store
+from .backend import RunFeed
+from .salvage import end_dead_run
 from .timings import Timings
 
 RUN_LOST_ERROR = run_error(RUN_LOST,
@@ -42,6 +44,7 @@ class Supervised(Protocol):
     store: Store
     owner: str
     timings: Timings
+    remote_feed: RunFeed
 
     @property
     def active(self) -> Collection[str]: ...
@@ -71,6 +74,8 @@ class RunSupervisor:
                     await self.reap()
             except asyncio.CancelledError:
                 raise
+            except UNAVAILABLE as error:  # logged once per outage, not once per tick
+                outages.down("database", f"renewing or reaping leases: {type(error).__name__}")
             except Exception:
                 log.exception("run supervisor tick failed")
             # Asleep until the next renewal or reaping is due (not a tick every `tick`: an
@@ -94,10 +99,9 @@ class RunSupervisor:
         for row in await manager.store.expired_runs(now):
             if row.id in manager.active:
                 continue  # ours: renewal is late, not lost
-            if await manager.store.end_orphaned_run(row, now, "failed", dict(RUN_LOST_ERROR),
-                                                   lost_frame()):
+            if await end_dead_run(manager.store, manager.remote_feed, row, now, "failed",
+                                  RUN_LOST_ERROR, lost_frame()):
                 failed += 1
-                await save_partial_answer(manager.store, row, RUN_LOST_ERROR)
                 await manager.promote_next(row.thread_id)  # its queued runs go on
                 log.warning("run %s on thread %s was lost with its process (lease held by %s);"
                             " marked failed", row.id, row.thread_id, row.lease_owner)

@@ -63,6 +63,9 @@ class ThreadRow(SQLModel, table=True):
     # that request (body and user scope), so the same create again is told from a conflicting
     # one without keeping the body (it may carry credentials).
     create_fingerprint: str | None = Field(default=None, max_length=64)
+    # The shared agent state (AG-UI `state`): the client's, as its last run sent it, or as a
+    # server tool changed it since (`runs/components/thread_state.py`).
+    state: dict[str, Any] | None = _json()
 
 
 class MessageRow(SQLModel, table=True):

@@ -18,16 +18,28 @@
  * `afterConnect` steps then run on the reloaded agent (a `resume` step answers the interrupts
  * its connect loaded, `agent.pendingInterrupts`).
  *
+ * A step may also set the agent's `state` before it runs, or `regenerate` (drop what followed
+ * the last user message, as a chat UI's regenerate button does, and run again). With
+ * `capabilities: true` the plan also calls `getCapabilities()` (the subclass fetches the
+ * gateway's `/capabilities`, parsed with @ag-ui/core's AgentCapabilitiesSchema).
+ *
  * Prints one JSON line: {threadId, runs: [{runId, events, error, outcome, pendingToolCallIds}],
  * messages, state, warnings, connected?: {events, error, messages, state, pendingInterrupts,
- * runs, messagesAfter}}.
+ * runs, messagesAfter}, capabilities?}.
  */
 import { HttpAgent } from "@ag-ui/client";
+import { AgentCapabilitiesSchema } from "@ag-ui/core/schemas";
 
 class GatewayAgent extends HttpAgent {
   connect(input) {
     const url = this.url.replace(/\/run(\?|$)/, "/connect$1");
     return new HttpAgent({ url, headers: this.headers }).run(input);
+  }
+
+  async getCapabilities() {
+    const url = this.url.replace(/\/run(\?|$)/, "/capabilities$1");
+    const response = await fetch(url, { headers: this.headers });
+    return AgentCapabilitiesSchema.parse(await response.json());
   }
 }
 
@@ -58,6 +70,12 @@ async function runStep(agent, step) {
     agent.addMessage({ id: `tool-result-${++counter}`, role: "tool", toolCallId,
                        content: step.answerPending });
   }
+  if (step.regenerate) {
+    // What a chat UI's "regenerate" does: drop what followed the last user message, run again.
+    const last = agent.messages.map((m) => m.role).lastIndexOf("user");
+    agent.setMessages(agent.messages.slice(0, last + 1));
+  }
+  if (step.state !== undefined) agent.setState(step.state);
   if (step.user !== undefined) {
     agent.addMessage({ id: `user-${++counter}`, role: "user", content: step.user });
   }
@@ -109,5 +127,15 @@ if (plan.connect) {
   connected.messagesAfter = reloaded.messages;  // as the steps after the reload left them
 }
 
+let capabilities;
+if (plan.capabilities) {
+  try {
+    capabilities = await new GatewayAgent({ url: plan.url, headers: plan.headers ?? {} })
+      .getCapabilities();
+  } catch (err) {
+    capabilities = { error: err?.message ?? String(err) };
+  }
+}
+
 console.log(JSON.stringify({ threadId: agent.threadId, runs, messages: agent.messages,
-                             state: agent.state, warnings, connected }));
+                             state: agent.state, warnings, connected, capabilities }));

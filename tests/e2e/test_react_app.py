@@ -222,6 +222,28 @@ def test_client_tool_runs_in_the_browser_and_its_result_reaches_the_model(
     assert json.loads(tool_message["content"])["timeZone"] == "Asia/Tokyo"
 
 
+def test_a_tool_call_is_labelled_with_the_models_status_messages(
+        browser: Browser, gateway: GatewayServer, scripted_model: ScriptedModel, shots: Path
+) -> None:
+    """Issue 44: every tool's schema carries Tambo's status-message parameters, as on the real
+    server, and `@tambo-ai/react` labels the call with what the model wrote in them."""
+    scripted_model.enqueue(
+        stream_turn({"tool_call": {"index": 0, "id": "call_time", "name": "get_local_time",
+                                   "arguments": json.dumps({
+                                       "_tambo_statusMessage": "Checking your clock",
+                                       "_tambo_completionStatusMessage": "Checked your clock"})}}),
+        stream_turn({"content": "It is noon."}),
+    )
+    clean(browser.step("open", timezoneId="Asia/Tokyo"))
+    page = clean(browser.step("send", text="What time is it?", until={"text": "It is noon."},
+                              screenshot=str(shots / "21-tool-label.png")))
+    assert "Checked your clock" in page["tools"][0]["text"]
+    first = streaming_requests(scripted_model)[0]
+    (tool,) = [t for t in first["tools"] if t["function"]["name"] == "get_local_time"]
+    assert {"_tambo_statusMessage", "_tambo_completionStatusMessage"} <= set(
+        tool["function"]["parameters"]["required"])
+
+
 def test_follow_up_suggestions_fill_the_input_and_are_sent(
         browser: Browser, gateway: GatewayServer, scripted_model: ScriptedModel, shots: Path
 ) -> None:

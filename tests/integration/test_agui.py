@@ -311,3 +311,19 @@ def test_a_client_from_before_1_0_that_hangs_up_cancels_its_run(
     thread_id, run_id = gateway_ids(client, body)  # the replay reads until the run ends
     final = wait_for_status(client, thread_id, run_id, "cancelled", "completed")
     assert final["status"] == "cancelled"
+
+
+def test_connect_keeps_a_users_image(client: httpx.Client, scripted_model: ScriptedModel):
+    """Issue 44: a user's image message reloads as that message, not as its text."""
+    png = "iVBORw0KGgo="
+    scripted_model.enqueue([{"content": "A dot."}])
+    body = agui_input(text="x")
+    body["messages"][0]["content"] = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "source": {"type": "data", "value": png, "mimeType": "image/png"}}]
+    run_events(client, "POST", RUN, json=body)
+    snapshot = connect_events(client, agui_input(body["threadId"]))[1].data["messages"]
+    assert snapshot[0]["id"] == body["messages"][0]["id"]
+    assert snapshot[0]["content"] == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "source": {"type": "data", "value": png, "mimeType": "image/png"}}]

@@ -367,3 +367,104 @@ def test_agui_media_parts_reach_the_model_as_tambo_resources_do(http, scripted_m
     problem(agui_run([{"type": "image", "source": {"type": "file", "value": "file-123"}}]),
             400, "UNSUPPORTED_ATTACHMENT")
     assert len(scripted_model.requests) == 3
+
+
+def test_a_tool_message_with_is_error_is_stored_as_an_error(http, scripted_model):
+    """The proposal's `role: "tool"` input message with `isError`: the model and the listing
+    see an error, not a success."""
+    thread_id, run_id = paused_on_tool(http, scripted_model)
+    scripted_model.enqueue([{"content": "No such city."}])
+    run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": {"role": "tool", "toolCallId": "call_w", "content": "City not found",
+                    "isError": True},
+        "previousRunId": run_id, "tools": [TOOL]})
+    messages = http.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
+    result = next(m for m in messages if m["content"][0]["type"] == "tool_result")
+    assert result["content"][0]["isError"] is True
+    frames = [json.loads(line) for line in
+              http.get(f"/v1/timbal/threads/{thread_id}").text.splitlines() if line]
+    stored = next(f["v"] for f in frames if f.get("v", {}).get("type") == "tool_result")
+    assert stored["status"] == "error" and stored["error"] == "City not found"
+
+
+def test_a_client_tool_output_that_is_json_is_stored_as_json(http, scripted_model):
+    thread_id, run_id = paused_on_tool(http, scripted_model)
+    scripted_model.enqueue([{"content": "21 degrees."}])
+    run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": {"role": "user", "content": [
+            {"type": "tool_result", "toolUseId": "call_w",
+             "content": [{"type": "text", "text": '{"city": "Oslo", "tempC": 21}'}]}]},
+        "previousRunId": run_id, "tools": [TOOL]})
+    frames = [json.loads(line) for line in
+              http.get(f"/v1/timbal/threads/{thread_id}").text.splitlines() if line]
+    stored = next(f["v"] for f in frames if f.get("v", {}).get("type") == "tool_result")
+    assert stored["output"] == {"city": "Oslo", "tempC": 21}
+    sent = scripted_model.requests[-1]["messages"]
+    assert json.loads(sent[-1]["content"]) == {"city": "Oslo", "tempC": 21}
+
+
+@pytest.mark.parametrize("name", ["get.weather", "get weather", "météo"])
+def test_a_tool_name_a_provider_refuses_is_refused_before_the_run(http, name):
+    response = http.post("/v1/threads/runs", json={
+        "message": user("hi"), "tools": [{**TOOL, "name": name}]})
+    body = problem(response, 400, "VALIDATION_ERROR")
+    assert "name" in json.dumps(body)
+
+
+def test_the_proposals_image_block_reaches_the_model(http, scripted_model):
+    """The Tambo v1 proposal's `image` block (issue 44): 200, and the image reaches the model
+    as a React attachment does."""
+    scripted_model.enqueue([{"content": "A dot."}])
+    events = run_events(http, "POST", "/v1/threads/runs", json={"message": {
+        "role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "source": {"type": "base64", "mediaType": "image/png",
+                                         "data": PNG}},
+            {"type": "image", "source": {"type": "url",
+                                         "url": "https://example.com/cat.jpg"}}]}})
+    assert text_of(events) == "A dot."
+    assert scripted_model.requests[-1]["messages"][-1]["content"] == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}}]
+
+
+def test_the_proposals_media_blocks_meet_the_attachment_rules(http, client, scripted_model):
+    big = base64.b64encode(b"x" * 3000).decode()
+    problem(http.post("/v1/threads/runs", json={"message": {"role": "user", "content": [
+        {"type": "audio", "source": {"type": "base64", "mediaType": "audio/wav",
+                                     "data": big}}]}}), 413, "ATTACHMENT_TOO_LARGE")
+    problem(http.post("/v1/threads/runs", json={"message": {"role": "user", "content": [
+        {"type": "file", "source": {"type": "file_id", "fileId": "file-abc"}}]}}),
+        400, "UNSUPPORTED_ATTACHMENT")
+    # Without GATEWAY_IMAGE_URLS=pass (the default gateway), an image URL is refused.
+    problem(client.post("/v1/threads/runs", json={"message": {"role": "user", "content": [
+        {"type": "image", "source": {"type": "url",
+                                     "url": "https://169.254.169.254/latest.jpg"}}]}}),
+        400, "IMAGE_URL_NOT_ALLOWED")
+    assert scripted_model.requests == []
+
+
+def test_initial_messages_keep_their_images(http, scripted_model):
+    """A thread seeded with an image (React's `initialMessages`): the image stays in the
+    thread, and the model sees it."""
+    scripted_model.enqueue([{"content": "Still a dot."}])
+    events = run_events(http, "POST", "/v1/threads/runs", json={
+        "message": user("and this one?"),
+        "thread": {"initialMessages": [{"role": "user", "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image", "source": {"type": "base64", "mediaType": "image/png",
+                                         "data": PNG}}]}]}})
+    assert text_of(events) == "Still a dot."
+    first = scripted_model.requests[-1]["messages"][0]
+    assert first["role"] == "user" and {"type": "image_url", "image_url": {
+        "url": f"data:image/png;base64,{PNG}"}} in first["content"]
+    stored = http.get(f"/v1/threads/{events[0].data['threadId']}/messages").json()["messages"]
+    assert stored[0]["content"][1]["resource"]["blob"] == PNG
+
+
+def test_initial_messages_meet_the_attachment_rules(http):
+    big = base64.b64encode(b"x" * 3000).decode()
+    problem(http.post("/v1/threads", json={"initialMessages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "mediaType": "image/png",
+                                     "data": big}}]}]}), 413, "ATTACHMENT_TOO_LARGE")

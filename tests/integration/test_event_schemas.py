@@ -180,6 +180,10 @@ def captured(schema_gateway: InProcessGateway, scripted_model: ScriptedModel) ->
         surveyed = got.add(run_events(http, "POST", "/v1/threads/runs",
                                       json={"message": user("survey")}))[0].data
         check_statuses_on_the_timbal_view(http, surveyed)
+        # A server tool that changes the thread's shared state (a `thread.state` frame).
+        scripted_model.enqueue([call("call_l", "set_language", '{"language": "nb"}')],
+                               [{"content": "Byttet."}])
+        got.add(run_events(http, "POST", "/v1/threads/runs", json={"message": user("norsk")}))
         # A server tool that asks first: the run pauses, the continuation approves it.
         scripted_model.enqueue([call("call_o", "place_order", '{"item": "tea"}')],
                                [{"content": "Ordered."}])

@@ -167,8 +167,7 @@ def test_a_killed_process_restarted_recovers_its_run(
         with http(server) as client:
             with open_stream(client, "POST", "/v1/threads/runs", json=BODY) as (_, events):
                 seen = read_until(events, lambda seen: texts(seen) >= 20)
-                time.sleep(0.3)  # let a batch of the log reach the database
-                server.kill()
+                server.kill()  # what it showed last is not written yet (batches: 100 ms)
             run = started_ids(seen)
     finally:
         server.kill()
@@ -199,11 +198,17 @@ def test_a_killed_process_restarted_recovers_its_run(
             assert partial["role"] == "assistant" and partial["isCancelled"] is True
             assert partial["metadata"]["runFailed"]["code"] == "RUN_LOST"
             assert partial["content"] == [{"type": "text", "text": saved}]
-            assert [e.id for e in replay] == list(range(1, len(replay) + 1))
+            # What was saved replays with its ids; the loss comes after every id the client
+            # was shown, never on one of them (no id names two events).
+            assert [e.id for e in replay[:-1]] == list(range(1, len(replay)))
+            assert replay[-1].id > seen[-1].id
             # The events before the crash agree with the replay wherever both have them.
             common = min(len(seen), len(replay) - 1)
             assert [(e.id, e.data) for e in replay[:common]] == [
                 (e.id, e.data) for e in seen[:common]]
+            # Resumed after the last event it was shown: the loss, at once.
+            assert [(e.type, e.data["code"]) for e in resume(client, run, seen[-1].id)] == [
+                ("RUN_ERROR", "RUN_LOST")]
 
             # A reader that saw events the dead process never saved still learns the outcome.
             with open_stream(client, "GET", ids(run),

@@ -41,3 +41,11 @@ async def survey(sources: int, caller: ToolContext) -> str:
     for n in range(1, sources + 1):
         await caller.status(f"Searching source {n} of {sources}", state="searching")
     return f"searched {sources} sources"
+
+
+@server_tool
+async def set_language(language: str, caller: ToolContext) -> str:
+    """Switch the conversation's language (the thread's shared state, `ctx.state`)."""
+    state = await caller.state.update(patch=[{"op": "add", "path": "/language",
+                                              "value": language}])
+    return f"language is {state['language']}"

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import jsonpatch
 import pytest
 from ag_ui.core import Event
 from pydantic import TypeAdapter
@@ -97,10 +98,15 @@ def test_a_client_from_before_1_0_gets_only_the_outcomes_it_knows():
 def test_component_state_changes_are_state_deltas_under_its_path():
     dialect = AguiDialect()
     dialect.feed({"c": timbal.RUN_STARTED, "threadId": "t", "runId": "r"})
-    (start, snapshot) = dialect.feed(timbal.start("x", {
+    (start, first) = dialect.feed(timbal.start("x", {
         "type": "x-component", "messageId": "m", "componentId": "c/1", "name": "Table",
         "toolCallId": "call_1"}))
-    assert snapshot.snapshot["components"]["c/1"]["state"] == {}
+    # A delta that adds the components, so the client's own keys (shared state) stay.
+    delta = json.loads(encode(first))["delta"]
+    (add,) = delta
+    assert add["op"] == "add" and add["path"] == "/components"
+    assert jsonpatch.apply_patch({"city": "Oslo"}, delta)["city"] == "Oslo"
+    assert add["value"]["c/1"]["state"] == {}
     ops = [{"op": "add", "path": "/rows", "value": [1]}]
     (delta,) = dialect.feed({"c": timbal.COMPONENT_STATE, "componentId": "c/1",
                              "operations": ops, "revision": 1})
@@ -111,13 +117,31 @@ def test_component_state_changes_are_state_deltas_under_its_path():
     assert json.loads(encode(other))["name"] == "gateway.component.state"
 
 
-def test_a_tools_status_and_its_deletion_are_not_shown() -> None:
-    """A tool's `status` is the Timbal views' and Chorus's (docs/protocol.md): the AG-UI and
-    Tambo streams of a run that reports one are what they were without it."""
+def test_a_tools_status_is_an_activity_message_on_ag_ui_only() -> None:
+    """A tool's `status` (docs/protocol.md): on AG-UI 1.0 an activity message (a snapshot,
+    then deltas, then `done` when the call ends); a client before 1.0 (whose schema may not
+    know the events) and the Tambo stream see nothing of it."""
     from gateway.dialects.tambo.translate import TamboDialect
 
-    status = {"i": "01JS", "t": "2026-11-26T20:00:00.000Z", "v": {
-        "type": "status", "state": "working", "detail": "Searching", "toolCallId": "call_1",
-        "sender": "default"}}
-    for dialect in (AguiDialect(), TamboDialect()):
-        assert dialect.feed(status) == [] and dialect.feed(timbal.delete("01JS")) == []
+    def status(detail: str) -> dict:
+        return {"i": "01JS", "t": "2026-11-26T20:00:00.000Z", "v": {
+            "type": "status", "state": "working", "detail": detail, "toolCallId": "call_1",
+            "sender": "default"}}
+
+    for dialect in (AguiDialect(None), TamboDialect()):
+        assert dialect.feed(status("Searching")) == []
+        assert dialect.feed(timbal.delete("01JS")) == []
+    agui = AguiDialect()
+    events = [json.loads(encode(e)) for frame in (status("Searching 1"), status("Searching 2"),
+                                                  timbal.delete("01JS"))
+              for e in agui.feed(frame)]
+    for event in events:
+        EVENT.validate_python(event)
+    assert [e["type"] for e in events] == ["ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA",
+                                           "ACTIVITY_DELTA"]
+    assert events[0]["content"] == {"toolCallId": "call_1", "state": "working",
+                                    "detail": "Searching 1"}
+    content = jsonpatch.apply_patch(events[0]["content"], events[1]["patch"])
+    content = jsonpatch.apply_patch(content, events[2]["patch"])
+    assert content["detail"] == "Searching 2" and content["done"] is True
+    assert {e["messageId"] for e in events} == {"01JS"}

@@ -70,7 +70,7 @@ def test_a_control_frame_is_tagged_with_its_name(name: str) -> None:
     assert get_origin(tag) is Literal and get_args(tag) == (name,)
     assert name in {timbal.RUN_STARTED, timbal.RUN_FINISHED, timbal.RUN_AWAITING_INPUT,
                     timbal.RUN_CANCELLED, timbal.ERROR, timbal.COMPONENT_STATE,
-                    timbal.SUBAGENT_STARTED}
+                    timbal.SUBAGENT_STARTED, timbal.THREAD_STATE}
     assert (name in timbal.TERMINAL_CONTROLS) == (typed_dict in members(
         frames_schema.TerminalFrame))
 

@@ -107,10 +107,13 @@ NESTED: dict[type, dict[str, object]] = {
                 "state_schema": {"type": "object"}, "context_tools": (TOOL,)},
     UserInput: {"blocks": [{"type": "text", "text": "hi"},
                            {"type": "resource", "resource": {"uri": "file:///a"}}],
-                "context": {"page": "checkout"}, "metadata": {"sender": "ann"}, "id": "msg_1"},
+                "context": {"page": "checkout"}, "metadata": {"sender": "ann"}, "id": "msg_1",
+                "client_id": "m-1"},
     ToolResult: {"tool_call_id": "call_1", "blocks": [{"type": "text", "text": "12:00"}],
                  "is_error": True},
-    SeedMessage: {"role": "system", "text": "Be brief."},
+    SeedMessage: {"role": "user", "text": "Look", "blocks": [
+        {"type": "text", "text": "Look"},
+        {"type": "resource", "resource": {"mimeType": "image/png", "blob": "AA=="}}]},
     Idempotency: {"key": "key-1", "request": {"message": {"role": "user"}}},
 }
 EVERY_FIELD: dict[str, object] = {
@@ -133,6 +136,8 @@ EVERY_FIELD: dict[str, object] = {
     "abandon_pending_tools": True,
     "multitask_strategy": "enqueue",
     "embed_resources": True,
+    "state": {"language": "nb"},
+    "status_messages": True,
     "webhook": "https://hooks.example.com/done",
 }
 

@@ -89,11 +89,34 @@ def test_text_and_arguments_equal_the_final_values(name: str):
             assert json.loads(args) == value["arguments"]
         if value["type"] == "x-component":
             props: dict = {}
+            deltas = ""
             for e in events:
                 if e["type"] == "CUSTOM" and e["name"] == "tambo.component.props_delta" \
                         and e["value"]["componentId"] == value["componentId"]:
                     props = jsonpatch.apply_patch(props, e["value"]["operations"])
+                    deltas += e["value"]["delta"]
             assert props == value["props"]
+            # The proposal's `delta` fragments concatenate to the props' JSON.
+            assert json.loads(deltas) == value["props"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_run_finished_carries_the_last_assistant_message(name: str):
+    log = frames(name)
+    events = translate(log)
+    finished = [e for e in events if e["type"] == "RUN_FINISHED"]
+    replies = [f["v"] for f in log if timbal.kind(f) == "set"
+               and f["v"]["type"] in ("agent", "x-component") and f["v"].get("messageId")]
+    if not finished or not replies:
+        return
+    message = finished[-1]["message"]
+    assert message["role"] == "assistant" and message["id"] == replies[-1]["messageId"]
+    last = replies[-1]
+    if last["type"] == "agent":
+        assert {"type": "text", "text": last["content"]} in message["content"]
+    else:
+        assert any(b["type"] == "component" and b["props"] == last.get("props", {})
+                   for b in message["content"])
 
 
 def test_cancel_and_awaiting_input_shapes():
@@ -136,3 +159,15 @@ def test_state_delta_marks_a_finished_component_done_again():
     assert [e["name"] for e in after_end] == ["tambo.component.state_delta",
                                               "tambo.component.end"]
     assert after_end[1]["value"] == {"componentId": "c1"}
+
+
+def test_props_delta_fragments_concatenate_to_the_props_json_when_some_change_nothing():
+    """Fragments too small to change a prop send no delta; their text rides on the next one."""
+    log = frames("component")
+    item = log[5]["i"]
+    fine = [{"i": item, "a": c} for c in '{"city": "Paris", "tempC": 21}']
+    events = translate(log[:5] + fine + log[8:])
+    deltas = [e["value"] for e in events if e["type"] == "CUSTOM"
+              and e["name"] == "tambo.component.props_delta"]
+    assert len(deltas) < len(fine)  # some fragments changed no prop
+    assert json.loads("".join(d["delta"] for d in deltas)) == {"city": "Paris", "tempC": 21}

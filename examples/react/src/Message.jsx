@@ -39,6 +39,11 @@ function Block({ block }) {
         <div className="tool-use" data-testid="tool-use" data-tool={block.name}>
           Tool call <code>{block.name}</code>
           <span className="tool-status">{block.hasCompleted ? " · done" : " · running…"}</span>
+          {/* The SDK's label: the model's `_tambo_statusMessage` (or its completion message),
+              else "Calling <tool>" / "Called <tool>". */}
+          {block.statusMessage ? (
+            <span className="tool-label" data-testid="tool-label"> · {block.statusMessage}</span>
+          ) : null}
         </div>
       );
     case "resource": {

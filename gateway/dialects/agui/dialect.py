@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ag_ui.core import Event
+from ag_ui.core import AgentCapabilities, Event
 
 from ...protocol import tambo
 from ...protocol.operations import (
@@ -78,6 +78,14 @@ OPERATIONS: tuple[Operation, ...] = (
               body=GatewayRunInput, params=(*KEYS, *REPLAY), stream=EVENTS.name,
               errors=("AGENT_NOT_FOUND", "THREAD_AGENT_MISMATCH", "INVALID_CURSOR",
                       "USER_SCOPE_REQUIRED")),
+    Operation("GET", "/v1/agui/agents/{agent}/capabilities", "aguiGetCapabilities",
+              "An agent's AG-UI 1.0 capabilities (getCapabilities)", "agui",
+              description="`AgentCapabilities` from the agent's definition: its server tools, "
+                          "sub-agents, step limit and tools that wait for approval, the input "
+                          "its model is known to read, and what the gateway does for every "
+                          "agent (streaming, resumable runs, kept shared state, interrupts, "
+                          "reasoning; `custom.branches`: edit and regenerate branch the thread).",
+              params=KEYS, result=AgentCapabilities, errors=("AGENT_NOT_FOUND",)),
     Operation("GET", "/v1/agui/threads/{thread_id}", "aguiGetThreadStatus",
               "Whether a run is active on an AG-UI thread", "agui",
               description="By the client's ids: `running`, and the active run's `runId` (to "
@@ -136,6 +144,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
                  "arguments": "{\"city\": \"Paris\"}"}]}},
         {"type": "RUN_FINISHED", "timestamp": T, "threadId": THREAD, "runId": "connect-1",
          "outcome": {"type": "success", "pendingToolCallIds": [CALL]}}])},
+    "aguiGetCapabilities": {"response": {
+        "identity": {"name": "default", "type": "gateway", "provider": "gateway"},
+        "transport": {"streaming": True, "resumable": True},
+        "tools": {"supported": True, "clientProvided": True, "items": []},
+        "state": {"snapshots": True, "deltas": True, "persistentState": True},
+        "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": False},
+        "custom": {"branches": True, "activity": ["tool_status"]}}},
     "aguiGetThreadStatus": {"response": {"threadId": THREAD, "running": True, "runId": RUN}},
     "aguiGetRun": {"stream": AGUI_EVENTS},
     "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},

@@ -17,7 +17,6 @@ and that opt-in, see `translate.py`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -44,8 +43,8 @@ from ...protocol.run_spec import (
     ToolResult,
     UserInput,
 )
-from ...protocol.tambo import ComponentList, ToolList, WireModel
-from .translate import asks_a_human
+from ...protocol.tambo import ComponentList, ToolList, WireModel, media_resource
+from .translate import COMPONENTS, asks_a_human
 
 ID_MAX = 64  # thread and run ids are the gateway's own ids
 
@@ -125,7 +124,8 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
     if on_disconnect is None and body.protocol_version is None:
         on_disconnect = "cancel"  # a client before 1.0 stops a run only by hanging up
     return RunSpec(
-        user=UserInput(user_blocks(user.content), context or None)
+        user=UserInput(user_blocks(user.content), context or None,
+                       client_id=user.id[:200] or None)
         if user is not None else None,
         tool_results=results,
         context=context or None,
@@ -142,8 +142,21 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
         seed_messages=seed_messages(body),
         abandon_pending_tools=bool(declared.abandonPendingTools),
         multitask_strategy=declared.multitaskStrategy,
+        state=shared_state(body.state),
         webhook=declared.webhook,
     )
+
+
+# The members of the agent state the gateway itself fills (`snapshot.py`): not the client's.
+GATEWAY_STATE = frozenset({COMPONENTS, "pendingToolCalls", "interrupts"})
+
+
+def shared_state(state: Any) -> dict[str, Any] | None:
+    """The client's `state` as the thread keeps it (None: none sent, the thread keeps its
+    own): an object, without the members the gateway fills."""
+    if not isinstance(state, dict) or not state:
+        return None
+    return {k: v for k, v in state.items() if k not in GATEWAY_STATE}
 
 
 def _declared(body: RunAgentInput) -> Declared:
@@ -177,7 +190,10 @@ def seed_messages(body: RunAgentInput) -> list[SeedMessage]:
         if isinstance(message, (SystemMessage, DeveloperMessage)):
             out.append(SeedMessage("system", message.content))
         elif isinstance(message, UserMessage):
-            out.append(SeedMessage("user", _text(message.content)))
+            media = not isinstance(message.content, str) and any(
+                not isinstance(p, TextInputContent) for p in message.content or [])
+            out.append(SeedMessage("user", text_of(message.content),
+                                   user_blocks(message.content) if media else None))
         elif isinstance(message, AssistantMessage) and message.content:
             out.append(SeedMessage("assistant", message.content))
     return out
@@ -206,7 +222,7 @@ def _tool_results(body: RunAgentInput, pending: Mapping[str, str]) -> list[ToolR
         if isinstance(message, ToolMessage) and message.tool_call_id in pending:
             error = message.error
             call_id = pending[message.tool_call_id]
-            results[call_id] = _result(call_id, error if error else _text(message.content),
+            results[call_id] = _result(call_id, error if error else text_of(message.content),
                                        bool(error))
     for entry in body.resume or []:
         call_id = pending.get(entry.interrupt_id, "")
@@ -223,7 +239,7 @@ def _result(tool_call_id: str, text: str, is_error: bool) -> ToolResult:
     return ToolResult(tool_call_id, [{"type": "text", "text": text}], is_error)
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(p.text for p in content or [] if isinstance(p, TextInputContent))
@@ -247,26 +263,18 @@ def user_blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _resource(part: Any) -> dict[str, Any]:
-    """An AG-UI media part as a Tambo (MCP) resource: inline data as `blob`, a URL as `uri`
-    (a `data:` URL is inline data); a provider's file id is refused (400)."""
+    """An AG-UI media part as a Tambo (MCP) resource (`tambo.media_resource`: the same
+    mapping as the Tambo dialect's media blocks)."""
     source, meta = part.source, part.metadata if isinstance(part.metadata, dict) else {}
     name = meta.get("filename") or meta.get("name")
-    found: dict[str, Any] = {"name": name} if isinstance(name, str) else {}
+    name = name if isinstance(name, str) else None
     if isinstance(source, DataSource):
-        return {**found, "mimeType": source.mime_type, "blob": source.value}
+        return media_resource(part.type, data=source.value, mime=source.mime_type, name=name)
     if isinstance(source, UrlSource):
-        inline = DATA_URL.fullmatch(source.value)
-        if inline:
-            return {**found, "mimeType": source.mime_type or inline[1], "blob": inline[2]}
-        default = {"image": "image/*", "audio": "audio/*", "video": "video/*"}.get(part.type)
-        return {**found, "uri": source.value,
-                **({"mimeType": source.mime_type or default} if source.mime_type or default
-                   else {})}
-    raise ApiError(Problem.UNSUPPORTED_ATTACHMENT, f"A {part.type} part's source must be "
-                   "inline data or a URL: a provider's file id is not supported")
+        return media_resource(part.type, url=source.value, mime=source.mime_type, name=name)
+    return media_resource(part.type, file_id=str(getattr(source, "value", "")))
 
 
-DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 MEDIA = {"image": "image", "audio": "audio", "video": "video"}
 
 

@@ -42,6 +42,7 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateSnapshotEvent,
+    ToolMessage,
 )
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -63,8 +64,8 @@ from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import wire
 from ...runs.admission.threads import NewThread, OnThread, Target
 from ...store.tables import RunRow, ThreadRow
+from . import branches, routes_capabilities, snapshot
 from . import input as agui_input
-from . import snapshot
 from . import translate as agui
 
 
@@ -127,6 +128,8 @@ async def run_agent(request: Request) -> Response:
         target = NewThread(user_key, client_id=body.thread_id)
         spec = agui_input.run_spec(body, {}, None, asked)
     else:
+        door.agent(who, thread, asked)  # another agent's thread: 409, before any branch
+        thread = await _on_branch(request, thread, body)
         target = OnThread(thread)
         spec = agui_input.run_spec(body, agui_input.answers(thread.pending_tool_calls or []),
                                    thread.last_completed_run_id, asked)
@@ -134,6 +137,35 @@ async def run_agent(request: Request) -> Response:
                                 client_run_id=None if continues else body.run_id)
     # The thread is the client's `threadId`, whether it was there, made, or made meanwhile.
     return agui_stream(request, body.thread_id, started.run)
+
+
+async def _on_branch(request: Request, thread: ThreadRow, body: RunAgentInput) -> ThreadRow:
+    """The thread the run goes on: `thread`, or a branch of it when the input's history leaves
+    the thread's (an edited or regenerated message, or `parentRunId` naming an earlier run:
+    `branches.py`). A thread with a run going on is not branched (its multitask strategy
+    decides)."""
+    if thread.run_status != "idle" or _answers_the_pause(body, thread):
+        return thread
+    store = services(request).store
+    parent = None
+    if body.parent_run_id:
+        run = await store.get_run_by_client_id(thread.project_id, body.parent_run_id)
+        parent = run.id if run is not None and run.thread_id == thread.id else None
+    point = branches.branch_point(body, await store.history(thread.id), parent)
+    if point is None:
+        return thread
+    return await admission(request).branch(caller(request), thread, point.message_id)
+
+
+def _answers_the_pause(body: RunAgentInput, thread: ThreadRow) -> bool:
+    """Whether the input answers what the paused thread waits for (a `tool` message or a
+    `resume` entry): it goes on where the thread waits, whatever history it repeats (CopilotKit
+    re-sends its last user message with the answer)."""
+    waiting = agui_input.answers(thread.pending_tool_calls or [])
+    if not waiting:
+        return False
+    return any(entry.interrupt_id in waiting for entry in body.resume or []) or any(
+        isinstance(m, ToolMessage) and m.tool_call_id in waiting for m in body.messages)
 
 
 def _continuation(body: RunAgentInput, thread: ThreadRow | None, existing: RunRow) -> bool:
@@ -280,9 +312,12 @@ async def _snapshots(request: Request, body: RunAgentInput, thread: ThreadRow | 
         components = snapshot.rendered(rows, active)
         current = {c.id: c.state for c in (await store.components_of(thread.id)).values()
                    if c.state is not None}
-        messages = snapshot.with_component_answers(snapshot.messages(rows, active), components)
+        messages = snapshot.with_component_answers(
+            snapshot.messages(rows, active, media=body.protocol_version is not None),
+            components)
         waiting = (thread.pending_tool_calls or []) if active is None else []
-        state = snapshot.state(components, current, waiting)
+        # The shared state the thread keeps (`thread_state.py`), then what the gateway fills.
+        state = {**(thread.state or {}), **snapshot.state(components, current, waiting)}
     events: list[BaseEvent] = [
         RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION),
         MessagesSnapshotEvent(messages=messages), StateSnapshotEvent(snapshot=state),
@@ -329,6 +364,8 @@ async def _run_after(request: Request, thread: ThreadRow, run_id: str, after: in
 
 
 routes = [
+    Route("/v1/agui/agents/{agent}/capabilities", routes_capabilities.agent_capabilities,
+          methods=["GET"]),
     Route("/v1/agui/agents/{agent}/connect", connect, methods=["POST"]),
     Route("/v1/agui/agents/{agent}/run", run_agent, methods=["POST"]),
     Route("/v1/agui/threads/{thread_id}", thread_status, methods=["GET"]),

@@ -24,13 +24,21 @@ from typing import Any, Protocol
 
 from ag_ui.core import (
     AssistantMessage,
+    AudioInputContent,
+    DataSource,
+    DocumentInputContent,
     FunctionCall,
+    ImageInputContent,
+    InputContent,
     Interrupt,
     Message,
     ReasoningMessage,
+    TextInputContent,
     ToolCall,
     ToolMessage,
+    UrlSource,
     UserMessage,
+    VideoInputContent,
 )
 
 from ...protocol import timbal
@@ -61,27 +69,68 @@ def is_input(part: Mapping[str, Any]) -> bool:
     return part.get("type") == "user" or part.get("origin") == "client"
 
 
-def messages(rows: Iterable[StoredMessage], skip_output_of: str | None = None) -> list[Message]:
+def messages(rows: Iterable[StoredMessage], skip_output_of: str | None = None,
+             media: bool = True) -> list[Message]:
     """The thread's messages in AG-UI shape, in order; `skip_output_of`: a run whose own output
-    the caller streams from its log instead (its input is kept: the log does not echo it)."""
+    the caller streams from its log instead (its input is kept: the log does not echo it);
+    `media`: a user's images and files as 1.0's media parts (a client before 1.0 knows none of
+    them, and gets the text)."""
     out: list[Message] = []
     turns: dict[str, AssistantMessage] = {}
     for row in rows:
         for part in row.parts:
             if skip_output_of is not None and row.run_id == skip_output_of and not is_input(part):
                 continue
-            message = _message(row.id, part, turns)
+            message = _message(row.id, part, turns, media)
             if message is not None:
                 out.append(message)
     return out
 
 
-def _message(row_id: str, part: dict[str, Any], turns: dict[str, AssistantMessage]
-             ) -> Message | None:
+def user_content(part: Mapping[str, Any]) -> str | list[InputContent]:
+    """A user's message as AG-UI content: its text, or, when it has images or files, its parts
+    (each `resource` block as the media part it came from: by its MIME type)."""
+    blocks = part.get("blocks") or []
+    if not any(b.get("type") == "resource" for b in blocks):
+        return str(part.get("content") or "")
+    parts: list[InputContent] = []
+    for block in blocks:
+        if block.get("type") == "text" and str(block.get("text") or "").strip():
+            parts.append(TextInputContent(text=block["text"]))
+        elif block.get("type") == "resource":
+            parts.append(_media(block.get("resource") or {}))
+    return parts
+
+
+def _media(resource: Mapping[str, Any]) -> InputContent:
+    mime = str(resource.get("mimeType") or "")
+    if resource.get("text") is not None and not resource.get("blob"):
+        return TextInputContent(text=str(resource["text"]))
+    source: DataSource | UrlSource = (
+        DataSource(value=str(resource["blob"]), mime_type=mime or "application/octet-stream")
+        if resource.get("blob") else UrlSource(value=str(resource.get("uri") or ""),
+                                               mime_type=mime or None))
+    name = resource.get("name")
+    meta = {"filename": name} if isinstance(name, str) else None
+    kind = mime.split("/")[0]
+    if kind == "image":
+        return ImageInputContent(source=source, metadata=meta)
+    if kind == "audio":
+        return AudioInputContent(source=source, metadata=meta)
+    if kind == "video":
+        return VideoInputContent(source=source, metadata=meta)
+    return DocumentInputContent(source=source, metadata=meta)
+
+
+def _message(row_id: str, part: dict[str, Any], turns: dict[str, AssistantMessage],
+             media: bool = True) -> Message | None:
     """The AG-UI message `part` adds (None when it joins an assistant turn already listed)."""
     kind, i = part.get("type"), str(part.get("id") or row_id)
     if kind == "user":
-        return UserMessage(id=row_id, role="user", content=part.get("content") or "")
+        # The client's own id for a message it sent, so a reloaded client holds it once.
+        return UserMessage(id=str(part.get("clientMessageId") or row_id), role="user",
+                           content=user_content(part) if media
+                           else str(part.get("content") or ""))
     if kind == "thinking":
         return ReasoningMessage(id=i, role="reasoning", content=part.get("content") or "")
     if kind == "tool_result":

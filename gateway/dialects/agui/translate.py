@@ -9,9 +9,10 @@ reasoning is `REASONING_*` (a span and one reasoning message), server tool resul
 Components are tool calls named after the component (their arguments are the props as they
 stream) answered by the gateway itself, plus the gateway's agent state: `state.components` maps
 a component id to `{componentId, name, messageId, toolCallId, props, state}`. The first
-component of a run sends a `STATE_SNAPSHOT` of it, later changes `STATE_DELTA`s (a component's
-state changes under `/components/{id}/state`). The client's own state keys are not kept: AG-UI
-state is the agent's, and a snapshot replaces it.
+component of a run adds it with a `STATE_DELTA`, as later changes are (a component's state
+changes under `/components/{id}/state`), so the client's own keys stay: they are the thread's
+shared state, which a server tool changes with `ctx.state` (a `thread.state` frame, a
+`STATE_DELTA` at the state's root).
 
 Input the client sent itself (the user's message, client tool results) is in the log too, but it
 is never echoed back: the client already holds it under its own ids.
@@ -41,8 +42,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import jsonpatch
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
     BaseEvent,
     CustomEvent,
     Interrupt,
@@ -59,7 +63,6 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateDeltaEvent,
-    StateSnapshotEvent,
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
@@ -80,6 +83,7 @@ from ...protocol.frames_schema import (
     Frame,
     JsonPatchOp,
     SetValue,
+    StatusValue,
     SubagentStartedFrame,
     SubagentValue,
 )
@@ -90,6 +94,7 @@ from ...protocol.usage_events import agui_usage, run_metadata
 COMPONENTS = "components"  # the member of the agent state that holds the run's components
 CUSTOM_STATE = "gateway.component.state"  # a state change of a component this run never showed
 CUSTOM_QUEUED = "gateway.run.queued"  # the run waits for its thread (`enqueue`)
+ACTIVITY_TYPE = "tool_status"  # the activity messages of tools' statuses
 
 
 class AguiDialect(Dialect[BaseEvent]):
@@ -106,6 +111,7 @@ class AguiDialect(Dialect[BaseEvent]):
         self.interrupts: list[Interrupt] = []  # calls waiting for a human
         self.components: set[str] = set()  # components in the state this run sent
         self.subagents: list[str] = []  # sub-agent invocations under way, innermost last
+        self.activities: dict[str, dict[str, Any]] = {}  # a status shown, by its item id
 
     def feed(self, frame: Frame) -> list[BaseEvent]:
         owner = None if self.before_1_0 else _owner(frame, self.open)
@@ -202,6 +208,8 @@ class AguiDialect(Dialect[BaseEvent]):
                     ToolCallEndEvent(tool_call_id=call_id)]
         if value["type"] == "agent_complete" or value["type"] == "error":
             return self._subagent_ended(value)
+        if value["type"] == "status":
+            return [] if self.before_1_0 else [self._activity(i, value)]
         if value["type"] == "tool_result" and "origin" not in value:  # not a client's
             return [ToolCallResultEvent(message_id=i, tool_call_id=value["toolCallId"],
                                         content=timbal.tool_result_text(value), role="tool")]
@@ -245,6 +253,8 @@ class AguiDialect(Dialect[BaseEvent]):
                                        frame["revision"])]
         if frame["c"] == timbal.SUBAGENT_STARTED:
             return [] if self.before_1_0 else [self._subagent_started(frame)]
+        if frame["c"] == timbal.THREAD_STATE:  # a server tool changed the shared state
+            return [StateDeltaEvent(delta=list(frame["operations"]))]
         # What the run consumed (1.0's `usage`; unknown to a client before 1.0, as outcomes are).
         usage = None if self.before_1_0 else agui_usage(frame)
         # A cut answer, an estimated usage (1.0's `metadata`).
@@ -304,6 +314,31 @@ class AguiDialect(Dialect[BaseEvent]):
         return [SubagentErrorEvent(subagent_run_id=invocation, message=value.get("content", ""),
                                    code=value.get("code"))]
 
+    # -- a tool's status as an activity message ------------------------------------------------
+
+    def _activity(self, i: str, value: StatusValue) -> BaseEvent:
+        """A tool's status (`ctx.status`, an MCP server's progress): an `ACTIVITY_SNAPSHOT`
+        the first time (`HttpAgent` adds an activity message), then `ACTIVITY_DELTA`s."""
+        content: dict[str, Any] = {"toolCallId": value["toolCallId"], "state": value["state"],
+                                   "detail": value["detail"]}
+        for key in ("progress", "total"):
+            if key in value:
+                content[key] = value[key]
+        old = self.activities.get(i)
+        self.activities[i] = content
+        if old is None:
+            return ActivitySnapshotEvent(message_id=i, activity_type=ACTIVITY_TYPE,
+                                         content=content)
+        return ActivityDeltaEvent(message_id=i, activity_type=ACTIVITY_TYPE,
+                                  patch=jsonpatch.make_patch(old, content).patch)
+
+    def on_delete(self, i: str) -> list[BaseEvent]:
+        """The call ended: its activity is marked `done` (AG-UI deletes no message)."""
+        if self.activities.pop(i, None) is None:
+            return []
+        return [ActivityDeltaEvent(message_id=i, activity_type=ACTIVITY_TYPE,
+                                   patch=[{"op": "add", "path": "/done", "value": True}])]
+
     # -- components as agent state -----------------------------------------------------------
 
     def _put_component(self, meta: ComponentStartMeta | ComponentValue, props: dict[str, Any],
@@ -313,8 +348,11 @@ class AguiDialect(Dialect[BaseEvent]):
                  "messageId": meta.get("messageId"), "toolCallId": _component_call_id(meta),
                  "props": props, "state": state}
         if not self.components:
+            # A delta, not a snapshot: the agent state also holds the thread's shared state
+            # (the client's keys, `runs/components/thread_state.py`), which must stay.
             self.components.add(component_id)
-            return StateSnapshotEvent(snapshot={COMPONENTS: {component_id: entry}})
+            return StateDeltaEvent(delta=[{"op": "add", "path": f"/{COMPONENTS}",
+                                           "value": {component_id: entry}}])
         self.components.add(component_id)
         return StateDeltaEvent(delta=[{"op": "add", "path": _path(component_id),
                                        "value": entry}])

@@ -23,7 +23,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ...observability import outages
 from ...protocol.clock import now_ms
+from ...store.repository import UNAVAILABLE
 from .routes_delivery import Deliveries
 
 log = logging.getLogger("gateway.chorus")
@@ -61,6 +63,8 @@ async def sweep_forever(deliveries: Deliveries, every: float) -> None:
             await sweep(deliveries)
         except asyncio.CancelledError:
             raise
+        except UNAVAILABLE as error:  # logged once per outage, not once per sweep
+            outages.down("database", f"chorus sweep: {type(error).__name__}")
         except Exception:
             log.exception("chorus sweep failed")
         await asyncio.sleep(every)

@@ -70,6 +70,42 @@ class RunMetadata(TypedDict):
     usageEstimated: NotRequired[Literal[True]]
 
 
+@with_config(CLOSED)
+class ReplyText(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+@with_config(CLOSED)
+class ReplyComponent(TypedDict):
+    type: Literal["component"]
+    id: NonEmpty
+    name: NonEmpty
+    props: dict[str, Any]
+    state: NotRequired[dict[str, Any]]
+
+
+@with_config(CLOSED)
+class ReplyToolUse(TypedDict):
+    type: Literal["tool_use"]
+    id: NonEmpty
+    name: NonEmpty
+    input: dict[str, Any]
+
+
+ContentBlockBody = ReplyText | ReplyToolUse | ReplyComponent
+
+
+@with_config(CLOSED)
+class ReplyMessage(TypedDict):
+    """The run's last assistant message, as `GET /v1/threads/{id}/messages` lists it (its text
+    and components): the Tambo v1 proposal's `RUN_FINISHED.message`."""
+
+    id: NonEmpty
+    role: Literal["assistant"]
+    content: list[ContentBlockBody]
+
+
 class RunFinishedBody(TypedDict):
     """`RunFinished` as the dialect builds it, before the SSE view stamps it. `usage` is the
     gateway's own addition (the Tambo clients ignore fields they do not know); `metadata` is
@@ -80,6 +116,7 @@ class RunFinishedBody(TypedDict):
     runId: NonEmpty
     usage: NotRequired[list[TokenUsage]]
     metadata: NotRequired[RunMetadata]
+    message: NotRequired[ReplyMessage]
 
 
 @with_config(CLOSED)

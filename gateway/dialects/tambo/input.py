@@ -7,6 +7,7 @@ only says what each field becomes. It is pure: the route calls it after parsing 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from ...protocol.run_spec import (
     Component,
@@ -16,6 +17,7 @@ from ...protocol.run_spec import (
     UserInput,
 )
 from ...protocol.tambo import (
+    MediaBlock,
     ResourceBlock,
     RunRequest,
     TextBlock,
@@ -27,8 +29,8 @@ from ...protocol.tambo import (
 def run_spec(request: RunRequest, agent: str | None = None) -> RunSpec:
     """The run `request` asks for; `agent`: the agent it names (a new thread's `?agent=`)."""
     message = request.message
-    blocks = [b.model_dump(exclude_none=True) for b in message.content
-              if isinstance(b, (TextBlock, ResourceBlock))]
+    blocks = [user_block(b) for b in message.content
+              if isinstance(b, (TextBlock, ResourceBlock, MediaBlock))]
     choice = request.toolChoice
     init = request.thread
     return RunSpec(
@@ -53,8 +55,17 @@ def run_spec(request: RunRequest, agent: str | None = None) -> RunSpec:
         abandon_pending_tools=bool(request.abandonPendingTools),
         multitask_strategy=request.multitaskStrategy,
         embed_resources=bool(request.embedResources),
+        status_messages=True,
         webhook=request.webhook,
     )
+
+
+def user_block(block: TextBlock | ResourceBlock | MediaBlock) -> dict[str, Any]:
+    """A block of the user's message as the run keeps it: the proposal's `image`, `audio` and
+    `file` blocks as the `resource` block a Tambo client sends for an attachment."""
+    if isinstance(block, MediaBlock):
+        return {"type": "resource", "resource": block.resource()}
+    return block.model_dump(exclude_none=True)
 
 
 def keyed(spec: RunSpec, request: RunRequest, key: str | None) -> RunSpec:

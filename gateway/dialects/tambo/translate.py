@@ -17,12 +17,21 @@ import json
 import orjson
 
 from ...protocol import timbal
-from ...protocol.frames_schema import ComponentValue, ControlFrame, JsonPatchOp, SetValue
+from ...protocol.frames_schema import (
+    ComponentValue,
+    ControlFrame,
+    JsonPatchOp,
+    SetValue,
+    ToolCallValue,
+)
 from ...protocol.props_stream import PropsStream
 from ...protocol.translation import Dialect, Item
 from ...protocol.usage_events import run_metadata, tambo_usage
 from .events import (
     ComponentEndValue,
+    ContentBlockBody,
+    ReplyComponent,
+    ReplyMessage,
     RunErrorBody,
     RunFinishedBody,
     TamboEventBody,
@@ -36,6 +45,19 @@ class TamboDialect(Dialect[Event]):
     """A sub-agent's messages (those with `subagentRunId`) are not shown: the Tambo clients see
     its calling agent's tool call and, when it answers, the call's result, as for a server
     tool."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # The run's last assistant message as the REST listing shows it (`id`, `role`,
+        # `content` blocks), for the proposal's `RUN_FINISHED.message`.
+        self.reply: ReplyMessage | None = None
+
+    def remember(self, message_id: str, block: ContentBlockBody) -> None:
+        if not message_id:
+            return
+        if self.reply is None or self.reply["id"] != message_id:
+            self.reply = {"id": message_id, "role": "assistant", "content": []}
+        self.reply["content"].append(block)
 
     def on_start(self, item: Item) -> list[Event] | None:
         meta = item.meta
@@ -63,7 +85,7 @@ class TamboDialect(Dialect[Event]):
             return [{"type": "TOOL_CALL_ARGS", "toolCallId": meta["toolCallId"], "delta": text}]
         if meta["type"] == "x-component" and props is not None:
             ops = props.feed(text)
-            return [_props_delta(meta["componentId"], props, ops, text)] if ops else []
+            return [_props_delta(meta["componentId"], props, ops, props.unsent())] if ops else []
         return []
 
     def on_end(self, item: Item, value: SetValue) -> list[Event]:
@@ -71,6 +93,8 @@ class TamboDialect(Dialect[Event]):
             rest = item.rest_of(value)
             events: list[Event] = [
                 {"type": "TEXT_MESSAGE_CONTENT", "messageId": item.message_id, "delta": rest}]
+            if value["type"] == "agent":
+                self.remember(item.message_id, {"type": "text", "text": value["content"]})
             return (events if rest else []) + [
                 {"type": "TEXT_MESSAGE_END", "messageId": item.message_id}]
         if item.type == "thinking":
@@ -80,12 +104,17 @@ class TamboDialect(Dialect[Event]):
             return thinking + [{"type": "THINKING_TEXT_MESSAGE_END"}]
         meta, props = item.meta, item.props
         if meta["type"] == "tool_call":
+            if value["type"] == "tool_call":
+                self.remember(item.message_id, _tool_use_block(value))
             return [{"type": "TOOL_CALL_END", "toolCallId": meta["toolCallId"]}]
         if meta["type"] == "x-component" and value["type"] == "x-component" and props:
             component: list[Event] = []
-            ops = props.finish(value.get("props") or {})
-            if ops:
-                component.append(_props_delta(meta["componentId"], props, ops, ""))
+            final = value.get("props") or {}
+            ops = props.finish(final)
+            rest = props.final_text(final)
+            if ops or rest:
+                component.append(_props_delta(meta["componentId"], props, ops, rest))
+            self.remember(item.message_id, _component_block(value))
             return component + [_component_end(value)]
         return []
 
@@ -94,6 +123,7 @@ class TamboDialect(Dialect[Event]):
             return []
         if value["type"] == "agent":
             message_id, content = value.get("messageId", ""), value.get("content", "")
+            self.remember(message_id, {"type": "text", "text": content})
             events: list[Event] = [
                 {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}
             ]
@@ -104,6 +134,7 @@ class TamboDialect(Dialect[Event]):
             return events + [{"type": "TEXT_MESSAGE_END", "messageId": message_id}]
         if value["type"] == "tool_call":
             call_id = value["toolCallId"]
+            self.remember(value.get("messageId", ""), _tool_use_block(value))
             return [
                 _tool_call_start(call_id, value["name"], value.get("messageId", "")),
                 {"type": "TOOL_CALL_ARGS", "toolCallId": call_id,
@@ -124,6 +155,7 @@ class TamboDialect(Dialect[Event]):
         if value["type"] == "x-component":
             props = PropsStream()
             ops = props.finish(value.get("props") or {})
+            self.remember(value.get("messageId", ""), _component_block(value))
             events = [_component_start(value.get("messageId", ""), value["componentId"],
                                        value["name"])]
             if ops:
@@ -181,6 +213,8 @@ class TamboDialect(Dialect[Event]):
             usage = tambo_usage(frame)
             if usage:
                 finished["usage"] = usage["usage"]
+            if self.reply is not None:
+                finished["message"] = self.reply
             metadata = run_metadata(frame)  # a cut answer, an estimated usage
             if metadata:
                 finished["metadata"] = metadata  # type: ignore[typeddict-item]
@@ -240,6 +274,20 @@ def _props_delta(component_id: str, props: PropsStream, ops: list[JsonPatchOp],
     return {"type": "CUSTOM", "name": "tambo.component.props_delta",
             "value": {"componentId": component_id, "operations": ops, "delta": delta,
                       "streamingStatus": props.streaming_status()}}
+
+
+def _tool_use_block(value: ToolCallValue) -> ContentBlockBody:
+    return {"type": "tool_use", "id": value["toolCallId"], "name": value["name"],
+            "input": value.get("arguments") or {}}
+
+
+def _component_block(value: ComponentValue) -> ContentBlockBody:
+    block: ReplyComponent = {"type": "component", "id": value["componentId"],
+                               "name": value["name"], "props": value.get("props") or {}}
+    state = value.get("state")
+    if state is not None:
+        block["state"] = state
+    return block
 
 
 def _component_end(value: ComponentValue) -> Event:

@@ -30,7 +30,10 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .shared_state import SharedState
 
 # Scopes of signed-in users start with this (they come from verified tokens, see api/identity).
 SIGNED_IN_PREFIX = "oauth:"
@@ -72,6 +75,17 @@ class ToolContext:
 
         line = current()
         return await line.report(detail, state) if line is not None else False
+
+    @property
+    def state(self) -> SharedState:
+        """The thread's shared state (AG-UI agent state): `ctx.state.get()`, `await
+        ctx.state.update(patch=[...])` (`engine/tools/shared_state.py`)."""
+        from .shared_state import current
+
+        bound = current()
+        if bound is None:
+            raise RuntimeError("ctx.state is only available inside a run (a server tool)")
+        return bound
 
     def mcp_meta(self) -> dict[str, Any]:
         """The context as an MCP request's `_meta`."""

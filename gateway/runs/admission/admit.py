@@ -211,7 +211,7 @@ def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]], now: int,
         if result.is_error:
             value.update(status="error", error=result.text)
         else:
-            value.update(status="success", output=result.text)
+            value.update(status="success", output=tool_output(result.text))
         parts.append(value)
     user = spec.user
     if user is not None:
@@ -221,11 +221,24 @@ def input_parts(spec: RunSpec, pending: dict[str, dict[str, Any]], now: int,
             part["context"] = user.context
         if user.metadata:
             part["metadata"] = user.metadata
+        if user.client_id:
+            part["clientMessageId"] = user.client_id
         parts.append(part)
     elif spec.context:
         # A tool-result continuation: React sends the page's context with it too.
         parts.append({"id": new_id(), "type": "x-context", "context": spec.context})
     return parts
+
+
+def tool_output(text: str) -> Any:
+    """A client tool's output as the value it is: a JSON object or array the browser sent as
+    text is stored as that object (as a server tool's is), any other text as the string."""
+    if text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
 
 
 def spec_fingerprint(spec: RunSpec, user_key: str | None) -> str | None:

@@ -10,6 +10,7 @@ only the settings and the spec; `check_fits` needs the agent.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ...config import Settings
@@ -30,6 +31,18 @@ def check_request(settings: Settings, spec: RunSpec) -> None:
     check_model(settings, spec)
     check_attachments(settings, spec)
     check_limits(settings, spec)
+    check_shared_state(settings, spec)
+
+
+def check_shared_state(settings: Settings, spec: RunSpec) -> None:
+    """The client's shared state is kept with the thread: bounded as a component's state."""
+    if spec.state is None:
+        return
+    size = len(json.dumps(spec.state, separators=(",", ":"), ensure_ascii=False).encode())
+    limit = settings.max_component_state_bytes
+    if size > limit:
+        raise ApiError(Problem.STATE_TOO_LARGE, f"The state takes {size} bytes; the limit is "
+                       f"{limit} (GATEWAY_MAX_COMPONENT_STATE_BYTES)", limit=limit)
 
 
 def check_model(settings: Settings, spec: RunSpec) -> None:
@@ -47,14 +60,29 @@ def check_model(settings: Settings, spec: RunSpec) -> None:
 
 def check_attachments(settings: Settings, spec: RunSpec) -> None:
     """Attachments the model cannot take are refused before anything starts (400/413)."""
-    blocks = [b for b in spec.user.blocks if b.get("type") == "resource"] if spec.user else []
+    given = [*(spec.user.blocks if spec.user else []),
+             *(b for m in spec.seed_messages for b in m.blocks or [])]
+    check_blocks(settings, given, spec.model)
+
+
+def check_blocks(settings: Settings, given: Sequence[Block], model: str | None = None) -> None:
+    """The attachments among `given` (a message's blocks, a thread's seeds'), for `model`:
+    their sizes and kinds (400/413), and no image by URL unless `GATEWAY_IMAGE_URLS=pass`."""
+    blocks = [b for b in given if b.get("type") == "resource"]
     if not blocks:
         return
     try:
         attachments.check(blocks, settings.max_attachment_bytes,
-                          attachments.capabilities(spec.model or settings.model))
+                          attachments.capabilities(model or settings.model))
     except attachments.AttachmentError as exc:
         raise ApiError(Problem[exc.code], str(exc)) from None
+    if settings.image_urls == "pass":
+        return
+    if any(is_image_url(b.get("resource") or {}) for b in blocks):
+        raise ApiError(Problem.IMAGE_URL_NOT_ALLOWED,
+                       "Images must be attached as data (a base64 `blob`), not as a URL: "
+                       "this gateway does not pass image URLs to its model "
+                       "(GATEWAY_IMAGE_URLS)")
 
 
 def _text_chars(blocks: list[Block]) -> int:
@@ -97,22 +125,8 @@ def check_limits(settings: Settings, spec: RunSpec) -> None:
                            f"{settings.max_schema_bytes}", limit=settings.max_schema_bytes)
     for component in spec.components:
         check_state_schema(component.name, component.state_schema)
-    check_image_urls(settings, spec)
     check_metadata(settings, spec.metadata, spec.user.metadata if spec.user else None)
     check_initial_messages(settings, [m.text for m in spec.seed_messages])
-
-
-def check_image_urls(settings: Settings, spec: RunSpec) -> None:
-    """400 for an image attached by URL unless `GATEWAY_IMAGE_URLS=pass`: the model provider
-    would fetch it, and a self-hosted one does so from inside the operator's network."""
-    if settings.image_urls == "pass" or spec.user is None:
-        return
-    for block in spec.user.blocks:
-        if block.get("type") == "resource" and is_image_url(block.get("resource") or {}):
-            raise ApiError(Problem.IMAGE_URL_NOT_ALLOWED,
-                           "Images must be attached as data (a base64 `blob`), not as a URL: "
-                           "this gateway does not pass image URLs to its model "
-                           "(GATEWAY_IMAGE_URLS)")
 
 
 def check_state_schema(name: str, schema: Any) -> None:

@@ -9,7 +9,9 @@ The original is never touched: the log stays append-only, and a fork of a thread
 going on copies only what is already written.
 
 Regenerating an answer is a fork at the message before it plus a run; editing a message is a
-fork at the message before it plus a run with the new text (docs/threads.md). A fork point
+fork at the message before it plus a run with the new text (docs/threads.md). The AG-UI
+endpoint does both itself when a client re-sends a history that diverges from the thread's
+(`branches`): the fork then takes the client's name for the thread. A fork point
 whose history ends on tool calls without results (a paused run's calls) is refused: the model
 would receive a call with no answer.
 """
@@ -44,8 +46,11 @@ class Fork:
         return sum(len(json.dumps(v, separators=(",", ":"), default=str)) for v in values)
 
 
-def history_until(rows: Sequence[MessageRow], message_id: str) -> list[MessageRow]:
-    """The messages up to and including `message_id`; 404 if it is not in the thread."""
+def history_until(rows: Sequence[MessageRow], message_id: str | None) -> list[MessageRow]:
+    """The messages up to and including `message_id` (None: none of them); 404 if it is not
+    in the thread."""
+    if message_id is None:
+        return []
     for index, row in enumerate(rows):
         if row.id == message_id:
             return list(rows[:index + 1])
@@ -78,7 +83,7 @@ def states_as_of(components: dict[str, ComponentRow], kept: dict[str, ComponentS
 
 
 def forked(original: ThreadRow, rows: Sequence[MessageRow],
-           components: dict[str, ComponentRow], message_id: str,
+           components: dict[str, ComponentRow], message_id: str | None,
            states: dict[str, tuple[dict[str, Any] | None, int]]) -> Fork:
     """The fork of `original` at `message_id`: new ids for the thread, its messages and its
     components (with their `states`), and the references between them
@@ -114,10 +119,10 @@ def _renamed(part: dict[str, Any], message_ids: dict[str, str],
     return copy
 
 
-async def fork_of(store: Store, original: ThreadRow, message_id: str) -> Fork:
-    """The fork of `original` at `message_id`, read from the store (not written yet): 404 for
-    a message not in the thread, 400 `INVALID_FORK_POINT` for one that leaves tool calls
-    without results."""
+async def fork_of(store: Store, original: ThreadRow, message_id: str | None) -> Fork:
+    """The fork of `original` at `message_id` (None: before its first message), read from the
+    store (not written yet): 404 for a message not in the thread, 400 `INVALID_FORK_POINT` for
+    one that leaves tool calls without results."""
     rows, components = await store.thread_context(original.id)
     kept = history_until(rows, message_id)
     unanswered = unanswered_calls(kept)
@@ -127,7 +132,7 @@ async def fork_of(store: Store, original: ThreadRow, message_id: str) -> Fork:
                        f"{', '.join(unanswered)}; fork at the message with their results or "
                        "before the calls", threadId=original.id, messageId=message_id,
                        unansweredToolCallIds=unanswered)
-    fork_seq = kept[-1].seq or 0
+    fork_seq = (kept[-1].seq or 0) if kept else 0
     copied_ids = {row.id for row in kept}
     ours = {cid: c for cid, c in components.items() if c.message_id in copied_ids}
     earlier = await store.component_states_as_of(

@@ -48,7 +48,7 @@ from ..automation import webhooks
 from ..manager import RunManager
 from .admit import StartedRun
 from .agents import check_client_prompt, choose_agent
-from .checks import check_attachments, check_fits, check_request
+from .checks import check_attachments, check_blocks, check_fits, check_request
 from .embedding import embedded, references
 from .forks import Fork, fork_of
 from .idempotency import start_new_thread_once
@@ -219,6 +219,7 @@ class Admission:
         room for it in its user scope and project."""
         check_metadata(self.settings, target.metadata, *target.unkept_metadata)
         check_initial_messages(self.settings, [m.text for m in seeds])
+        check_blocks(self.settings, [b for m in seeds for b in m.blocks or []])
         await check_thread_room(self.settings, self.store, caller.project, target.user_key)
         return thread_rows(caller.project, target, seeds, agent.name, **extra)
 
@@ -255,6 +256,25 @@ class Admission:
                                       1 + fork.copied_bytes // FORK_START_BYTES)
         await self.store.add(fork.thread, *fork.messages, *fork.components)
         return fork
+
+    async def branch(self, caller: Caller, original: ThreadRow, message_id: str | None
+                     ) -> ThreadRow:
+        """A branch of `original` at `message_id` (None: before its first message) that takes
+        over the client's name for it (`ThreadRow.client_id`): a fork, made under the same
+        rules, which the client's next requests under that name reach; the run on it is its
+        start, and what it copies is metered as a fork's is. 409 `CONCURRENT_RUN` when another
+        request branched the thread meanwhile."""
+        fork = await fork_of(self.store, original, message_id)
+        await check_thread_room(self.settings, self.store, caller.project, original.user_key)
+        copied = fork.copied_bytes // FORK_START_BYTES
+        if copied:
+            await self.runs.quotas.charge(caller.quota_subjects(original.user_key), copied)
+        fork.thread.client_id = original.client_id or original.id
+        if not await self.store.add_branch(original, fork.thread, *fork.messages,
+                                           *fork.components):
+            raise ApiError(Problem.CONCURRENT_RUN, "The thread was branched by another request "
+                           "meanwhile", threadId=echo(original.client_id or original.id))
+        return fork.thread
 
     async def reserve(self, caller: Caller, spec: RunSpec) -> Ticket:
         """A quota slot for a run that starts later (a Chorus message waits for its channel's

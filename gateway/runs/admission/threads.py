@@ -123,6 +123,8 @@ def initial_message_row(thread_id: str, message: SeedMessage, now: int,
         sender = None
     else:
         part = {"id": new_id(), "type": "user", "content": message.text}
+        if message.blocks:
+            part["blocks"] = message.blocks  # its images and files, as a run's input keeps them
         sender = user_key
     if sender:
         part["sender"] = sender

@@ -30,9 +30,15 @@ from ...store.tables import ComponentRow, MessageRow
 from .live import Entry, LiveLog
 from .writer import FLUSH_SECONDS, LogWriter
 
-__all__ = ["FLUSH_FRAMES", "FLUSH_SECONDS", "RunRecorder", "durably"]
+__all__ = ["FLUSH_FRAMES", "FLUSH_SECONDS", "SHOWN_AHEAD", "RunRecorder", "durably"]
 
 FLUSH_FRAMES = 256
+# The most positions a run's live log (what its readers are shown) runs ahead of its log on
+# disk: `emit` writes once `FLUSH_FRAMES` are pending and waits for it, so only what the run's
+# concurrent emitters append meanwhile can go further. A run whose process died is ended this
+# far past its last written frame (`salvage.end_dead_run`), never on a position a reader of it
+# may have been shown.
+SHOWN_AHEAD = 2 * FLUSH_FRAMES
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +150,8 @@ class RunRecorder:
         elif outcome is False:
             self._fenced_out()
         else:  # keep the run going; the next commit (or the final one) retries the batch
-            log.error("writing the log of run %s failed: %s", self.run_id, outcome)
+            # (the writer logs the outage once: `observability.outages`)
+            log.debug("writing the log of run %s failed: %s", self.run_id, outcome)
         if writing is not None:
             writing.set_result(None)
 

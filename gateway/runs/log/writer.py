@@ -22,8 +22,9 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from ...observability import outages
 from ...store.queries.frames import LogBatch
-from ...store.repository import FrameEntry, Store
+from ...store.repository import UNAVAILABLE, FrameEntry, Store
 
 # How often the frames of every run are written.
 FLUSH_SECONDS = 0.1
@@ -155,6 +156,10 @@ class LogWriter:
                 fenced = await self.store.append_frames_batch(batches)
             except Exception as exc:  # each run decides (its frames stay pending)
                 error = exc
+                if isinstance(exc, UNAVAILABLE):
+                    outages.down("database", f"writing run logs failed: {type(exc).__name__}")
+            else:
+                outages.up("database")
         for source, batch in claims:
             source.written(error if error is not None else batch.run_id not in fenced)
         claimed = {source for source, _ in claims}

@@ -298,12 +298,18 @@ class RunQueries(Queries):
 
     @operation
     async def end_orphaned_run(self, run: RunRow, now: int, status: str,
-                               error: Mapping[str, Any], frame: Mapping[str, Any]) -> bool:
+                               error: Mapping[str, Any], frame: Mapping[str, Any],
+                               salvaged: Sequence[FrameEntry] = (),
+                               shown_ahead: int = 0) -> bool:
         """End a run whose owner process is gone (its lease expired), from any process.
 
         Fenced on the lease as it was read: if the owner renewed it meanwhile (it was only
-        slow), nothing happens. The terminal frame goes after the last persisted frame, in the
-        same transaction, so a reconnect replays what was saved and then this frame.
+        slow), nothing happens. In the same transaction, the `salvaged` entries that follow the
+        last persisted frame without a gap are saved (what the dead owner had shown and not
+        written: its live tail, read from where other processes followed it), then the
+        terminal frame, `shown_ahead` positions past the last persisted one at least: its
+        owner may have shown that many more that nobody can read back, and no position may
+        name two events. A reconnect replays what was saved, then this frame.
         """
         r = _runs
         owner = r.c.lease_owner
@@ -319,7 +325,16 @@ class RunQueries(Queries):
             if tx.execute(end).rowcount != 1:
                 tx.rollback()
                 return False
-            seq = (tx.execute(last).scalar_one_or_none() or 0) + 1
+            persisted = tail = tx.execute(last).scalar_one_or_none() or 0
+            kept = []
+            for seq, ts, salvaged_frame in salvaged:
+                if seq == tail + 1:
+                    kept.append({"run_id": run.id, "seq": seq, "ts_ms": ts,
+                                 "frame": salvaged_frame})
+                    tail = seq
+            if kept:
+                tx.execute(insert(_frames), kept)
+            seq = max(tail, persisted + shown_ahead) + 1
             tx.execute(insert(_frames).values(run_id=run.id, seq=seq, ts_ms=now, frame=frame))
             tx.execute(_RELEASE, _release_values(run.id, run.thread_id, status, now, None,
                                                  error))

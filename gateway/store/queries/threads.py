@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Select, and_, delete, func, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 from .. import cursors
@@ -47,6 +48,19 @@ def _add(tx: Transaction, rows: tuple[SQLModel, ...], fence: Fence | None) -> bo
     return True
 
 
+def _add_branch(tx: Transaction, original: ThreadRow, rows: tuple[SQLModel, ...]) -> bool:
+    if original.client_id is not None:
+        moved = tx.execute(update(_threads).where(
+            _threads.c.id == original.id, _threads.c.client_id == original.client_id,
+        ).values(client_id=None))
+        if moved.rowcount != 1:
+            tx.rollback()
+            return False
+    for row in rows:
+        tx.execute(insert(table(type(row))), values_of(row))
+    return True
+
+
 def _delete_thread(tx: Transaction, thread_id: str) -> None:
     run_ids = select(_runs.c.id).where(_runs.c.thread_id == thread_id)
     tx.execute(delete(_frames).where(_frames.c.run_id.in_(run_ids)))
@@ -81,6 +95,24 @@ class ThreadQueries(Queries):
     async def add(self, *rows: Any, fence: Fence | None = None) -> bool:
         """Insert the rows; with `fence`, only while that run's lease is held (else False)."""
         return await self.transaction(lambda tx: _add(tx, rows, fence))
+
+    @operation
+    async def add_branch(self, original: ThreadRow, *rows: Any) -> bool:
+        """Insert a branch of `original` (its thread row first, carrying the client's name
+        for `original`) and move that name from `original` to it, in one transaction: the
+        client's `threadId` then names the branch, and `original` answers to its own id (a
+        thread without a name, whose own id the client uses, keeps none). False (nothing
+        written) when the name moved meanwhile (a racing branch)."""
+        try:
+            return await self.transaction(lambda tx: _add_branch(tx, original, rows))
+        except IntegrityError:  # another branch took the name first
+            return False
+
+    @operation
+    async def set_thread_state(self, thread_id: str, state: dict[str, Any]) -> None:
+        """Store the thread's shared state (`runs/components/thread_state.py`)."""
+        statement = update(_threads).where(_threads.c.id == thread_id).values(state=state)
+        await self.transaction(lambda tx: tx.execute(statement))
 
     @operation
     async def add_message(self, row: MessageRow, fence: Fence | None = None) -> bool:

@@ -107,7 +107,8 @@ async def test_a_cancel_reaching_another_process_is_carried_out_by_the_owner(
 
 async def test_a_stalled_owner_writing_before_it_renews_is_fenced_by_the_log_itself(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
-    """Its next batch collides with the reaper's RUN_LOST position: nothing of it lands."""
+    """Its next batch is refused (its lease token is stale, and the positions past its log
+    belong to the reaper's end): nothing of it lands."""
     owner, _, run, stall = await stalled_owner(managers, store, model, ["before "],
                                                "after the stall")
     assert await RunSupervisor(managers(lease_seconds=LEASE)).reap() == 1

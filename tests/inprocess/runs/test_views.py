@@ -10,6 +10,7 @@ from gateway.runs.log.live import read_persisted
 from gateway.runs.manager import RunManager
 from gateway.runs.supervisor import RunSupervisor
 from gateway.store.repository import Store
+from gateway.store.tables import RunRow, ThreadRow
 from tests.inprocess.conftest import (
     PROJECT,
     ManagerFactory,
@@ -48,12 +49,7 @@ async def test_a_follower_in_another_process_sees_a_live_run_to_its_end(
 
 async def test_a_cursor_past_what_a_dead_process_saved_still_gets_run_lost(
         managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
-    dead = managers(lease_seconds=0.2)
-    thread = await new_thread(store)
-    model.enqueue(text_turn("seen ", "by ", "a ", "reader ") + [asyncio.Event()])
-    run = (await dead.start(thread, user("go"))).run
-    while dead.live_log(run.id).last < 6:
-        await asyncio.sleep(0.005)
+    dead, thread, run = await _streaming(managers, store, model)
     cursor = len(await _events_so_far(dead, store, run.id))
     # The process "dies": nothing more of it runs, its lease runs out, a peer reaps the run.
     dead.active[run.id].recorder.fenced = True
@@ -66,6 +62,36 @@ async def test_a_cursor_past_what_a_dead_process_saved_still_gets_run_lost(
     tail = await events(peer, run.id, after=cursor + 50)
     assert [event["code"] for _, event in tail] == ["RUN_LOST"]
     assert tail[0][1]["isRetryable"] is True
+
+
+async def test_the_end_of_a_dead_run_comes_after_every_event_a_reader_was_shown(
+        managers: ManagerFactory, store: Store, model: ScriptedDeltas) -> None:
+    """Its reader was shown events of frames never written (the log is written in batches):
+    the end the peer gives the run takes a position past all of them, never one of theirs,
+    and a resume after the last one it was shown gets that end."""
+    dead, _, run = await _streaming(managers, store, model)
+    dead.active[run.id].recorder.fenced = True  # it "dies": nothing more is written
+    dead.live_log(run.id).append({"i": "late", "m": {"type": "agent", "messageId": "m"}})
+    shown = len(await _events_so_far(dead, store, run.id))  # the last is never written
+    await asyncio.sleep(0.3)
+    peer = managers(lease_seconds=0.2)
+    assert await RunSupervisor(peer).reap() == 1
+    replay = await events(peer, run.id)
+    assert replay[-1][1]["code"] == "RUN_LOST" and replay[-1][0] > shown
+    assert await events(peer, run.id, after=shown) == replay[-1:]
+
+
+async def _streaming(managers: ManagerFactory, store: Store, model: ScriptedDeltas
+                     ) -> tuple[RunManager, ThreadRow, RunRow]:
+    """A process with a short lease, streaming a run that has said a few words (and will say
+    nothing more)."""
+    dead = managers(lease_seconds=0.2)
+    thread = await new_thread(store)
+    model.enqueue(text_turn("seen ", "by ", "a ", "reader ") + [asyncio.Event()])
+    run = (await dead.start(thread, user("go"))).run
+    while dead.live_log(run.id).last < 6:
+        await asyncio.sleep(0.005)
+    return dead, thread, run
 
 
 async def _events_so_far(manager: RunManager, store: Store, run_id: str) -> list[object]:

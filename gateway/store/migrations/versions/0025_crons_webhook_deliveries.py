@@ -1,7 +1,7 @@
 """crons (schedules that start runs) and webhook deliveries (a run's completion POST)
 
 Revision ID: 0025
-Revises: 0021
+Revises: 0024
 Create Date: 2026-12-07 16:30:00.000000
 """
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0025'
-down_revision: str | None = '0021'
+down_revision: str | None = '0024'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
