@@ -210,8 +210,12 @@ async def _read_stream(reader: asyncio.StreamReader, sent: float, result: Stream
     while piece := await reader.read(65536):
         now_ns = time.monotonic_ns()
         data = carry + piece
+        # The stream's end (a Tambo `RUN_FINISHED` carries the whole answer again, stamps
+        # included): only the stamps before it are tokens.
+        ended = min((at for marker in END_MARKERS if (at := data.find(marker)) >= 0),
+                    default=-1)
         end = 0
-        for match in STAMP.finditer(data):
+        for match in STAMP.finditer(data, 0, len(data) if ended < 0 else ended):
             result.tokens += 1
             result.latencies_ms.append((now_ns - int(match.group(2))) / 1e6)
             end = match.end()
@@ -222,7 +226,7 @@ async def _read_stream(reader: asyncio.StreamReader, sent: float, result: Stream
             if last:
                 result.max_gap_ms = max(result.max_gap_ms, (now - last) * 1000)
             last = now
-        if any(marker in data for marker in END_MARKERS):
+        if ended >= 0:
             result.completed = b'"RUN_ERROR"' not in data
             break
         carry = data[end:][-200:]

@@ -10,7 +10,7 @@ thread is wrapped before the app makes its connection, so that, per start with i
 
 - **items**: what was put on the connection thread's queue (one trip each);
 - **wake-ups** of the loop from the thread: the items that asked aiosqlite for an answer (its
-  `call_soon_threadsafe`), plus the outcomes the work posts itself (`group_commit._post`; uvloop's
+  `call_soon_threadsafe`), plus the outcomes the work posts itself (`engines.sqlite._post`; uvloop's
   `call_soon_threadsafe` is not seen by cProfile), counted by cProfile on the thread;
 - **calls**: the thread's Python (and C) calls, cProfile with the thread's own clock;
 - **CPU**: the thread's own clock per start (without the profiler).
@@ -134,7 +134,7 @@ async def batch(app: Any, watch: Watch, n: int, profile: bool,
         posts = sum(calls for (path, _, name), (_, calls, *_) in
                     stats.stats.items()  # type: ignore[attr-defined]
                     if "call_soon_threadsafe" in name
-                    or (path.endswith("group_commit.py") and name == "_post"))
+                    or (path.endswith("engines/sqlite.py") and name == "_post"))
         row["calls_per_start"] = round(stats.total_calls / n)  # type: ignore[attr-defined]
         row["wakeups_per_start"] = round(posts / n + answered / n, 2)
         row["stats"] = stats

@@ -178,10 +178,11 @@ async def read_raw(host: str, port: int, prompt: str, delay: float) -> tuple[lis
             now = time.monotonic_ns()
             data = carry + piece
             end = 0
-            for match in STAMP.finditer(data):
+            finished = data.find(b'"RUN_FINISHED"')  # (it carries the answer again: not tokens)
+            for match in STAMP.finditer(data, 0, len(data) if finished < 0 else finished):
                 latencies.append((now - int(match.group(2))) / 1e6)
                 end = match.end()
-            ended = b'"RUN_FINISHED"' in data
+            ended = finished >= 0
             carry = data[end:][-200:]
     finally:
         writer.close()

@@ -213,13 +213,17 @@ class Queries:
         self.engine = engine
         self.hooks: StoreHooks = hooks if hooks is not None else _Untimed()
         self.travel = engine_for(engine)
-        # PostgreSQL: a run's start, its log batches and its end as one statement each.
-        self.one_statement = self.travel.fused
 
     async def transaction(self, work: Callable[[Transaction], R]) -> R:
         """`work` in one transaction: committed if it returns, rolled back if it raises or
         calls `connection.rollback()` (how it travels: `engine_for`)."""
         return await self.travel.transaction(work)
+
+    async def hot(self, work: Callable[[Transaction], R],
+                  fused: Callable[[Transaction], R] | None = None) -> R:
+        """A hot write: `work` in one transaction, or `fused` (the same writes as one
+        statement) where the engine fuses them (`Engine.hot`)."""
+        return await self.travel.hot(work, fused)
 
     async def alone(self, work: Callable[[Transaction], R]) -> R:
         """`work` with each statement committed by itself (PostgreSQL: no `BEGIN`, no

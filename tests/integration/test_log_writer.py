@@ -30,9 +30,9 @@ def _frames(start: int, count: int) -> list[tuple[int, int, dict]]:
 async def test_flushes_of_many_runs_share_one_commit(tmp_path: Path):
     store = await _store(tmp_path)
     # Each store transaction is one commit, made on the DB-API connection itself
-    # (store/engines/transaction.py: SQLAlchemy's commit events do not see it), so they are counted here.
+    # (store/engines/postgres.py: SQLAlchemy's commit events do not see it), so they are counted here.
     commits = []
-    transaction, alone = store.transaction, store.alone
+    transaction, alone, hot = store.transaction, store.alone, store.hot
 
     async def counted(work):
         commits.append(1)
@@ -42,7 +42,11 @@ async def test_flushes_of_many_runs_share_one_commit(tmp_path: Path):
         commits.append(1)
         return await alone(work)
 
-    store.transaction, store.alone = counted, counted_alone
+    async def counted_hot(work, fused=None):
+        commits.append(1)
+        return await hot(work, fused)
+
+    store.transaction, store.alone, store.hot = counted, counted_alone, counted_hot
     writer = LogWriter(store)
     try:
         results = await asyncio.gather(*(writer.append(f"run_{n}", _frames(1, 5))

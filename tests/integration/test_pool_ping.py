@@ -1,5 +1,5 @@
 """PostgreSQL's connection pool (`store.db.create_engine`). A pooled connection is pinged
-before use only after sitting idle (`store.db.ping_when_idle`): one the server closed while it
+before use only after sitting idle (`store.engines.postgres.ping_when_idle`): one the server closed while it
 was idle is replaced before a request can use it, and one back in use within the window is not
 pinged (a run start no longer pays three round trips for it). A burst's connections stay for
 the next burst, up to twice the pool size and no more."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ...auth.subjects import Limits, Subject
-from ...observability import metrics
+from ...observability import metrics, outages
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 
@@ -207,8 +207,7 @@ class Quotas:
         try:
             await self.counters.add_tokens(subjects, tokens, now)
         except (CountersUnavailable, OSError) as error:
-            log.warning("quota counters unreachable (%s): %d tokens kept for later", error,
-                        tokens)
+            unreachable(error, f"{tokens} tokens kept for later")
             self._owe(subjects, tokens, now)
 
     def _owe(self, subjects: Sequence[Subject], tokens: int, now: int) -> None:
@@ -233,18 +232,17 @@ class Quotas:
                               error: BaseException) -> Ticket:
         """A start while the shared counters cannot be reached, as `outage` says."""
         if self.outage == "refuse" or (self.outage == "local" and self.local is None):
-            log.warning("quota counters unreachable (%s); start refused", error)
+            unreachable(error, "start refused")
             ticket.released = True
             raise ApiError(Problem.QUOTAS_UNAVAILABLE, "The gateway cannot check this key's "
                            "quotas right now; retry shortly", isRetryable=True)
         ticket.shared = False
         if self.outage == "admit" or self.local is None:
-            log.warning("quota counters unreachable (%s); admitting the run unchecked", error)
+            unreachable(error, "admitting the run unchecked")
             metrics.QUOTA_OUTAGE_ADMISSIONS.labels("admit").inc()
             ticket.released = True
             return ticket
-        log.warning("quota counters unreachable (%s); checked against this process's share",
-                    error)
+        unreachable(error, "checked against this process's share")
         processes = max(1, self.counters.processes)
         shares = [Subject(s.kind, s.name, share(s.limits, processes)) for s in ticket.subjects]
         over = await self.local.acquire(ticket.id, shares, now, weight)
@@ -263,3 +261,11 @@ def share(limits: Limits, processes: int) -> Limits:
 
     return Limits(part(limits.concurrent_runs), part(limits.runs_per_minute),
                   part(limits.daily_tokens))
+
+
+def unreachable(error: BaseException, outcome: str) -> None:
+    """The shared counters did not answer: the outage is said once (`observability/outages`:
+    the log line, since when, `/ready`), each start's outcome only at debug level (a line per
+    start would flood the log for as long as the outage lasts)."""
+    outages.down("redis", f"quota counters: {type(error).__name__}")
+    log.debug("quota counters unreachable (%s): %s", error, outcome)

@@ -72,6 +72,12 @@ class PostgresEngine:
             return await self.transaction(work)
         return await greenlet_spawn(run_alone, self.engine, work)
 
+    async def hot(self, work: Callable[[Transaction], R],
+                  fused: Callable[[Transaction], R] | None) -> R:
+        if self.fused and fused is not None:
+            return await greenlet_spawn(run_alone, self.engine, fused)
+        return await self.transaction(work)
+
 
 def run(engine: Engine, work: Callable[[Transaction], R]) -> R:
     """`work` in one transaction: committed if it returns (unless it rolled back), rolled
@@ -82,11 +88,14 @@ def run(engine: Engine, work: Callable[[Transaction], R]) -> R:
         try:
             result = work(transaction)
         except BaseException:
-            if not transaction.rolled_back:
+            # A statement interrupted (a cancelled task) or a lost connection leaves the
+            # connection invalidated by SQLAlchemy: nothing to roll back, and the work's
+            # exception (a cancellation stays a cancellation) is the news.
+            if not transaction.rolled_back and connection.dbapi_connection is not None:
                 try:
                     transaction.rollback()
                 except DBAPIError:
-                    pass  # the connection is gone (invalidated); the work's error is the news
+                    pass  # the connection is gone (invalidated)
             raise
         if not transaction.rolled_back:
             _finish(connection, connection.commit, engine.dialect)

@@ -24,8 +24,8 @@ most of its long holds.
 
 Order: members run in the order they came, in one transaction, so a member sees the writes of
 those before it, and a later group sees the earlier ones committed. A group holds the pool's
-connection from checkout to checkin like any other user of it, so ORM sessions and
-`engine.begin()` on the same connection queue with it as before.
+connection from checkout to checkin like any other user of it, so anything else on the engine
+(`engine.begin()`, the migrations) queues with it for the one connection.
 
 Traps of Python's sqlite3 (legacy transaction control, as SQLAlchemy leaves it): it opens a
 transaction only before a DML statement, and the RELEASE of a savepoint opened outside a
@@ -264,6 +264,10 @@ class GroupCommit:
 
     async def alone(self, work: Callable[[Transaction], R]) -> R:
         return await self.run(work)
+
+    async def hot(self, work: Callable[[Transaction], R],
+                  fused: Callable[[Transaction], R] | None) -> R:
+        return await self.run(work)  # grouped with the others: nothing to fuse
 
     async def run(self, work: Callable[[Transaction], R]) -> R:
         """`work` in the next group: committed if it returns (unless it rolled back), rolled

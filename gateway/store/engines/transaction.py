@@ -64,3 +64,10 @@ class Engine(Protocol):
         statements that need not be atomic together); where that is not cheaper, as
         `transaction`."""
         ...
+
+    async def hot(self, work: Callable[[Transaction], R],
+                  fused: Callable[[Transaction], R] | None) -> R:
+        """A hot write (a run's start, its log batch, its end): `work` in one transaction, or,
+        where the engine fuses the hot writes and a `fused` form of the same writes is given
+        (one statement, `one_statement`), that alone."""
+        ...

@@ -113,10 +113,10 @@ class FrameLog(Queries):
         one lease check per owner and one INSERT; if a run's lease is gone or a position was
         taken, each run is retried on its own to find which."""
         try:
-            if self.one_statement and len({b.owner for b in batches} - {None}) <= 1:
-                await self.alone(lambda connection: _write_alone(connection, batches))
-            else:
-                await self.transaction(lambda connection: _write(connection, batches))
+            one_owner = len({b.owner for b in batches} - {None}) <= 1
+            await self.hot(lambda connection: _write(connection, batches),
+                           (lambda connection: _write_alone(connection, batches))
+                           if one_owner else None)
             return set()
         except (IntegrityError, LeaseLost):
             if len(batches) == 1:

@@ -122,9 +122,7 @@ class RunQueries(Queries):
             return "started" if locked == 1 else "conflict"
 
         try:
-            if self.one_statement and pg_runs.fits(inputs):
-                return await self.alone(alone)
-            return await self.transaction(work)
+            return await self.hot(work, alone if pg_runs.fits(inputs) else None)
         except IntegrityError:
             return "duplicate"
 
@@ -140,11 +138,10 @@ class RunQueries(Queries):
             INSERT_THREAD.execute(connection, values_of(thread))
             _insert_run(connection, run, [*messages, *inputs])
 
-        if self.one_statement and pg_runs.fits([*messages, *inputs]):
-            await self.alone(lambda connection: pg_runs.start_on_new_thread(
-                connection, thread, run, [*messages, *inputs]))
-            return
-        await self.transaction(work)
+        def alone(connection: Transaction) -> None:
+            pg_runs.start_on_new_thread(connection, thread, run, [*messages, *inputs])
+
+        await self.hot(work, alone if pg_runs.fits([*messages, *inputs]) else None)
 
     @operation
     async def next_queued_run(self, thread_id: str) -> RunRow | None:
@@ -259,9 +256,7 @@ class RunQueries(Queries):
             return True
 
         try:
-            if self.one_statement and pg_runs.fits(messages):
-                return await self.alone(alone)
-            return await self.transaction(work)
+            return await self.hot(work, alone if pg_runs.fits(messages) else None)
         except IntegrityError:  # another writer took these log positions: we were fenced
             return False
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+from sqlalchemy import text
+
 from gateway.protocol.clock import new_id, now_ms
 from gateway.store.queries.admin import Window
 from gateway.store.repository import Store
@@ -214,3 +217,18 @@ async def test_retention_deletes_old_idle_threads_with_theirs_and_keeps_usage(
     assert await store.get_run(run.id) is None and await store.read_frames(run.id) == []
     assert await store.get_thread(PROJECT, live.id) is not None
     assert RunUsageRow  # accounting is kept: `test_usage` checks the rows
+
+
+async def test_a_transaction_cancelled_mid_statement_stays_cancelled(store: Store) -> None:
+    """A run interrupted while its store read is in flight is cancelled, not failed: the
+    caller gets `CancelledError` (on PostgreSQL the interrupted connection is dropped, not
+    rolled back), and the store goes on answering."""
+    long = text("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+                "WHERE x < 5000000) SELECT count(*) FROM c")
+    reading = asyncio.create_task(store.transaction(lambda tx: tx.execute(long).scalar_one()))
+    await asyncio.sleep(0.2)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    thread = await new_thread(store)
+    assert (await store.get_thread(PROJECT, thread.id)).id == thread.id

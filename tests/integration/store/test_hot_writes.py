@@ -25,7 +25,6 @@ def plain(store: Store) -> Store:
     other = Store(store.engine)
     other.travel = PostgresEngine(store.engine)
     other.travel.fused = False
-    other.one_statement = False
     return other
 
 
