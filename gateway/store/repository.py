@@ -1,7 +1,7 @@
 """The store: one object with the queries of every aggregate, so call sites stay simple.
 
 Each aggregate's queries live in their own module (`threads`, `runs`, `frames`, `components`,
-`idempotency`, `api_keys`, `usage`, `chorus`, `admin`); this facade only puts them together on one engine.
+`idempotency`, `api_keys`, `usage`, `chorus`, `admin`, `crons`, `webhooks`); this facade only puts them together on one engine.
 """
 
 from __future__ import annotations
@@ -11,17 +11,21 @@ from .queries.admin import AdminQueries
 from .queries.api_keys import ApiKeyQueries
 from .queries.chorus import ChorusQueries
 from .queries.components import ComponentQueries
+from .queries.crons import CronQueries
 from .queries.frames import FrameLog
 from .queries.idempotency import IdempotencyKeys
 from .queries.retention import RetentionQueries
 from .queries.runs import RunQueries
 from .queries.threads import ThreadQueries
 from .queries.usage import UsageQueries
+from .queries.webhooks import WebhookQueries
 
 __all__ = ["ACTIVE_RUN_STATUSES", "UNAVAILABLE", "FrameEntry", "Page", "Store"]
 
 
 class Store(ThreadQueries, RunQueries, FrameLog, ComponentQueries, IdempotencyKeys,
-            ApiKeyQueries, UsageQueries, RetentionQueries, ChorusQueries, AdminQueries):
+            ApiKeyQueries, UsageQueries, RetentionQueries, ChorusQueries, AdminQueries,
+            CronQueries, WebhookQueries):
     """Threads, runs and leases, the frame log, components, idempotency keys, API keys,
-    usage, retention, Chorus deliveries, and the operator console's listings."""
+    usage, retention, Chorus deliveries, schedules and webhook deliveries, and the operator
+    console's listings."""
