@@ -12,7 +12,7 @@ from starlette.applications import Starlette
 
 from .api import admin as admin_api
 from .api import agents as agents_api
-from .api import assist, audio, components, door, oauth, operations, playground, threads
+from .api import assist, audio, components, crons, door, oauth, operations, playground, threads
 from .api.errors import HANDLERS
 from .auth import development, keyring
 from .config import Settings, load_settings
@@ -82,7 +82,7 @@ def create_app(settings: Settings, *, drain_on_signals: bool = False,
                 *(route for dialect in registry.DIALECTS for route in dialect.routes),
                 *threads.routes, *assist.routes, *components.routes, *oauth.routes, *audio.routes,
                 *docs.routes, *playground.routes, *agents_api.routes,
-                *admin_api.routes],
+                *admin_api.routes, *crons.routes],
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )

@@ -537,6 +537,45 @@ class Settings(BaseSettings):
                                      "messages get 429 `TOKEN_BUDGET_EXCEEDED`. A connection "
                                      "may set its own. 0: no budget (off by default: a leaked "
                                      "connection string could spend without end).")
+    cron_min_interval_seconds: int = Field(
+        60, ge=1, le=86400,
+        description="The shortest interval a schedule's `{\"every\": N}` may ask for, in "
+                    "seconds. Lower it only for tests.")
+    cron_catchup_seconds: int = Field(
+        600, ge=0, le=7 * 86400,
+        description="A due time of a schedule that no process fired (every gateway was down) "
+                    "is still fired this late, in seconds; older ones are skipped, so a restart "
+                    "after a long outage starts a bounded number of runs.")
+    cron_poll_seconds: float = Field(
+        1.0, gt=0, le=60,
+        description="How often each process looks for schedules that are due (a due time "
+                    "fires at most this late while a process is up), and for ended runs' "
+                    "webhooks to send.")
+    max_crons_per_project: int = Field(
+        100, ge=0, description="Schedules one project may have (0: none may be created); one "
+                               "more gets 409 `CRON_LIMIT_REACHED`.")
+    webhook_secret: SecretStr | None = Field(
+        None, description="The key (at least 32 bytes, e.g. `openssl rand -hex 32`) a "
+                          "completion webhook is signed with (HMAC-SHA256 over "
+                          "`<timestamp>.<body>`, docs/webhooks.md). Unset: a request or "
+                          "schedule naming a `webhook` is refused with 400 "
+                          "`WEBHOOK_NOT_ALLOWED`.")
+    webhook_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="Hosts a `webhook` URL may name, with the rules of "
+                        "`GATEWAY_CHORUS_ALLOWED_HOSTS`: a name, `*.example.com`, an address or "
+                        "a network; every address the name resolves to must be public or "
+                        "listed (loopback, link-local and private ones are refused otherwise). "
+                        "Empty: every webhook is refused.")
+    webhook_retry_seconds: int = Field(
+        3600, ge=0, le=7 * 86400,
+        description="How long a webhook that failed (no answer, or not a 2xx) is retried, "
+                    "with backoff, after its first attempt; then it is marked failed.")
+    webhook_max_attempts: int = Field(
+        10, ge=1, le=100, description="Attempts at most per webhook, the first included.")
+    webhook_backoff_seconds: float = Field(
+        5.0, gt=0, le=3600,
+        description="The wait before a webhook's second attempt; each next wait doubles (at "
+                    "most 15 minutes). Lower it only for tests.")
     log_format: Literal["auto", "json", "text"] = Field(
         "auto", description="`json`: one JSON object per log line (with `request_id` and "
                             "`run_id`); `text`: plain lines; `auto`: text when stderr is a "
@@ -616,6 +655,7 @@ class Settings(BaseSettings):
     _parse_models = field_validator("models", mode="before")(_comma_list)
     _parse_stock_runtime = field_validator("stock_runtime", mode="before")(parse_stock_runtime)
     _parse_chorus_hosts = field_validator("chorus_allowed_hosts", mode="before")(_comma_list)
+    _parse_webhook_hosts = field_validator("webhook_allowed_hosts", mode="before")(_comma_list)
     _parse_fallbacks = field_validator("model_fallbacks", mode="before")(parse_fallbacks)
     _parse_prices = field_validator("model_prices", mode="before")(parse_prices)
     _parse_issuers = field_validator("oidc_issuers", mode="before")(_comma_list)
@@ -638,7 +678,7 @@ class Settings(BaseSettings):
                              "are meant to be required")
         return mode
 
-    @field_validator("token_secret", "oauth_hs256_secret")
+    @field_validator("token_secret", "oauth_hs256_secret", "webhook_secret")
     @classmethod
     def _strong_secret(cls, secret: SecretStr | None) -> SecretStr | None:
         if secret is not None and len(secret.get_secret_value().encode()) < MIN_SECRET_BYTES:
@@ -720,4 +760,4 @@ def load_settings(**overrides: object) -> Settings:
 
 def _is_secret(field_name: str) -> bool:
     return field_name in {"model_api_key", "api_keys", "database_url", "oauth_hs256_secret",
-                          "token_secret", "redis_url", "model_fallbacks"}
+                          "token_secret", "redis_url", "model_fallbacks", "webhook_secret"}

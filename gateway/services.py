@@ -36,7 +36,9 @@ from .engine.tools.approval_rules import ApprovalRule
 from .engine.tools.python_tools import load_python_tools
 from .observability import tracing
 from .observability.metrics import StoreTimer
+from .runs.admission.schedules import Scheduler
 from .runs.admission.submit import Admission
+from .runs.automation.webhooks import WebhookSender
 from .runs.backend import Backend
 from .runs.execution import LoopSetup
 from .runs.limits import RunLimits
@@ -112,6 +114,7 @@ async def open_services(settings: Settings, *, model: ServedModel | None = None,
                             KeyRing(store, settings.key_cache_seconds,
                                     settings.failed_key_lookups_per_minute), agents,
                             Admission(settings, agents, manager))
+        _start_automation(services, stack)
         await _warn_about_defaults(services)
         yield services
 
@@ -151,6 +154,22 @@ def _start_background(manager: RunManager, settings: Settings,
     if settings.retention_days:
         tasks.append(asyncio.create_task(
             prune_periodically(manager.store, settings.retention_days), name="retention"))
+
+    async def stop() -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks, timeout=BACKGROUND_STOP_SECONDS)
+
+    stack.push_async_callback(stop)
+
+
+def _start_automation(services: Services, stack: contextlib.AsyncExitStack) -> None:
+    """The schedules' firing and the completion webhooks' sending (every process takes part;
+    the store decides which one fires or sends each). Stopped before the run manager."""
+    tasks = [asyncio.create_task(Scheduler(services.settings, services.admission,
+                                           services.keyring).run(), name="schedules"),
+             asyncio.create_task(WebhookSender(services.settings, services.store,
+                                               services.runs.owner).run(), name="webhooks")]
 
     async def stop() -> None:
         for task in tasks:

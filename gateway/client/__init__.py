@@ -10,13 +10,15 @@
 `Client` blocks, `AsyncClient` awaits; both stream a run's AG-UI events (`Event`: `type`, `id`,
 `data`), reconnect a dropped stream from the last event id (`Last-Event-ID`), follow a run
 from any event id (`join`), cancel it, answer its client tools (`submit_tool_results`), and
-list threads, messages and runs. Refused requests raise `GatewayError` with the gateway's
+list threads, messages and runs, and make, list and delete schedules (`create_cron`);
+`verify_webhook` checks a completion webhook's signature on the receiving side. Refused requests raise `GatewayError` with the gateway's
 stable problem code. Importing this package loads httpx only, not the server.
 """
 
 from .aio import AsyncClient, AsyncRunStream
 from .events import Event, GatewayError
 from .sync import Client, RunStream
+from .webhooks import verify_webhook
 
 
 def text_of(events: list[Event]) -> str:
@@ -25,4 +27,4 @@ def text_of(events: list[Event]) -> str:
 
 
 __all__ = ["AsyncClient", "AsyncRunStream", "Client", "Event", "GatewayError", "RunStream",
-           "text_of"]
+           "text_of", "verify_webhook"]

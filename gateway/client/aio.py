@@ -86,6 +86,8 @@ class AsyncClient:
                                            json=call.body, headers=call.headers)
         if response.status_code >= 400:
             raise GatewayError.from_response(response.status_code, response.text)
+        if response.status_code == 204:
+            return {}
         body: dict[str, Any] = response.json()
         return body
 
@@ -157,3 +159,14 @@ class AsyncClient:
     async def runs(self, thread_id: str, limit: int | None = None,
                    cursor: str | None = None) -> dict[str, Any]:
         return await self._json(self.calls.runs(thread_id, limit, cursor))
+
+    async def create_cron(self, schedule: Mapping[str, Any], message: str,
+                          **fields: Any) -> dict[str, Any]:
+        return await self._json(self.calls.create_cron(schedule, message, fields))
+
+    async def crons(self) -> list[dict[str, Any]]:
+        crons: list[dict[str, Any]] = (await self._json(self.calls.crons()))["crons"]
+        return crons
+
+    async def delete_cron(self, cron_id: str) -> None:
+        await self._json(self.calls.delete_cron(cron_id))

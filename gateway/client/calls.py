@@ -130,6 +130,17 @@ class Calls:
     def runs(self, thread_id: str, limit: int | None, cursor: str | None) -> Call:
         return self.get(f"/v1/threads/{_segment(thread_id)}/runs", limit=limit, cursor=cursor)
 
+    def create_cron(self, schedule: Mapping[str, Any], message: str,
+                    fields: Mapping[str, Any]) -> Call:
+        body = {"schedule": dict(schedule), "message": message, **fields}
+        return Call("POST", "/v1/crons", self._scoped(), body, {"accept": "application/json"})
+
+    def crons(self) -> Call:
+        return self.get("/v1/crons")
+
+    def delete_cron(self, cron_id: str) -> Call:
+        return Call("DELETE", f"/v1/crons/{_segment(cron_id)}", self._scoped())
+
 
 def auth_headers(api_key: str | None, token: str | None) -> dict[str, str]:
     headers = {}

@@ -95,6 +95,8 @@ class Client:
                                      headers=call.headers)
         if response.status_code >= 400:
             raise GatewayError.from_response(response.status_code, response.text)
+        if response.status_code == 204:
+            return {}
         body: dict[str, Any] = response.json()
         return body
 
@@ -176,3 +178,18 @@ class Client:
              cursor: str | None = None) -> dict[str, Any]:
         """A page of a thread's runs, newest first: `runs`, `hasMore`, `nextCursor`."""
         return self._json(self.calls.runs(thread_id, limit, cursor))
+
+    def create_cron(self, schedule: Mapping[str, Any], message: str,
+                    **fields: Any) -> dict[str, Any]:
+        """Schedule runs (docs/crons.md): `schedule` is `{"cron": "0 8 * * 1-5", "timezone":
+        "Europe/Paris"}` or `{"every": 3600}`; `fields` adds `agent`, `threadId`, `metadata`,
+        `webhook`, `multitaskStrategy`. The schedule as created (its `id`, `nextRunAt`)."""
+        return self._json(self.calls.create_cron(schedule, message, fields))
+
+    def crons(self) -> list[dict[str, Any]]:
+        """The user's schedules."""
+        crons: list[dict[str, Any]] = (self._json(self.calls.crons()))["crons"]
+        return crons
+
+    def delete_cron(self, cron_id: str) -> None:
+        self._json(self.calls.delete_cron(cron_id))

@@ -22,7 +22,8 @@ from ..protocol.operations import (
 
 PATH_PARAMS = {"threadId": THREAD, "runId": RUN, "messageId": MESSAGE,
                "componentId": COMPONENT, "agent": "default", "keyId": "key_01JH8Z1A2B3C4D5E",
-               "secret": "chs_q3Jv8c1mZ0xT5nW2bK7yR4pL9dF6hA1s"}
+               "secret": "chs_q3Jv8c1mZ0xT5nW2bK7yR4pL9dF6hA1s",
+               "cronId": "cron_01JH8Z4C5D6E7F8G9H0J1K2M3N"}
 QUERY_PARAMS = {"userKey": EXAMPLE_USER_KEY, "contextKey": EXAMPLE_USER_KEY}
 
 _THREAD = {"id": THREAD, "createdAt": CREATED, "updatedAt": UPDATED, "runStatus": "idle",
@@ -55,6 +56,12 @@ _ADMIN_RUN = {"id": RUN, "threadId": THREAD, "userKey": EXAMPLE_USER_KEY, "agent
               "model": "gpt-4o-mini", "status": "completed", "apiKeyId": "key_01JH8Z1A2B3C4D5E",
               "createdAt": CREATED, "startedAt": CREATED, "finishedAt": UPDATED,
               "durationMs": 3250, "queuedMs": 0, "error": None, "usage": _ADMIN_USAGE}
+_CRON_REQUEST = {"schedule": {"cron": "0 8 * * 1-5", "timezone": "Europe/Paris"},
+                 "agent": "default", "userKey": EXAMPLE_USER_KEY,
+                 "message": "Summarise yesterday's tickets", "metadata": {"team": "support"},
+                 "webhook": "https://hooks.example.com/gateway"}
+_CRON = {"id": "cron_01JH8Z4C5D6E7F8G9H0J1K2M3N", **_CRON_REQUEST, "createdAt": CREATED,
+         "nextRunAt": "2026-01-06T07:00:00.000Z", "lastRunId": RUN, "runsStarted": 3}
 
 # operationId -> {"request": body example, "response": success body example}. Operations on the
 # beta path share their v1 twin's examples.
@@ -120,6 +127,18 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         {"model": "openai/llama", "source": "setting", "inputPerMillion": 0.2,
          "outputPerMillion": 0.6, "cachedInputPerMillion": None, "configured": True}]}},
     "docs": {"response": HTML},
+    "createCron": {"request": _CRON_REQUEST, "response": _CRON},
+    "adminListCrons": {"response": {"crons": [{
+        "id": _CRON["id"], "userKey": EXAMPLE_USER_KEY, "agent": "default", "threadId": None,
+        "schedule": _CRON_REQUEST["schedule"], "message": _CRON_REQUEST["message"],
+        "webhookHost": "hooks.example.com", "createdAt": CREATED,
+        "nextRunAt": _CRON["nextRunAt"], "lastRunId": RUN, "lastError": None,
+        "runsStarted": 3}]}},
+    "adminListWebhooks": {"response": {"deliveries": [{
+        "runId": RUN, "threadId": THREAD, "host": "hooks.example.com", "state": "delivered",
+        "attempts": 2, "lastStatus": 200, "lastError": None, "createdAt": CREATED,
+        "doneAt": UPDATED, "nextAttemptAt": None}]}},
+    "listCrons": {"response": {"crons": [_CRON]}},
     "listAgents": {"response": {
         "version": "0.1.0", "defaultAgent": "support", "audioFileTranscriptionEnabled": False,
         "models": ["gpt-4o-mini", "gpt-4o"],

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..api.crons import CronCreate, CronList, CronOut
 from ..dialects import registry
 from ..protocol import tambo
 from ..protocol.admin import (
     AdminAnswered,
     AdminAnswers,
     AdminConversation,
+    AdminCronList,
     AdminFrameList,
     AdminKey,
     AdminKeyCreate,
@@ -25,6 +27,7 @@ from ..protocol.admin import (
     AdminThreadList,
     AdminUsageReport,
     AdminWaitingList,
+    AdminWebhookList,
 )
 from ..protocol.agents import AgentList
 from ..protocol.operations import (
@@ -190,9 +193,36 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=("COMPONENT_NOT_FOUND", "USER_SCOPE_REQUIRED", "INVALID_JSON_PATCH", "JSON_PATCH_TEST_FAILED",
                       "STATE_UPDATE_CONFLICT", "REVISION_MISMATCH", "STATE_SCHEMA_VIOLATION",
                       "STATE_SCHEMA_TOO_COMPLEX", "STATE_TOO_LARGE", "JSON_PATCH_TOO_LONG")),
+    # schedules
+    Operation("POST", "/v1/crons", "createCron", "Schedule runs", "crons",
+              body=CronCreate, params=KEYS, status=201, result=CronOut,
+              description="Each due time of `schedule` (a five-field cron expression in a time "
+                          "zone, or `{\"every\": N}` seconds) starts one run of `agent` with "
+                          "`message`, on a new thread of the user scope or on `threadId`, as "
+                          "the caller that created it (its limits and quotas); exactly one "
+                          "gateway process fires each due time. docs/crons.md.",
+              errors=("USER_SCOPE_REQUIRED", "INVALID_SCHEDULE", "WEBHOOK_NOT_ALLOWED",
+                      "METADATA_TOO_LARGE", "AGENT_NOT_FOUND", "AGENT_NOT_ALLOWED",
+                      "THREAD_NOT_FOUND", "THREAD_AGENT_MISMATCH", "CRON_LIMIT_REACHED")),
+    Operation("GET", "/v1/crons", "listCrons", "The user scope's schedules", "crons",
+              params=(*KEYS, limit(100, 1000)), result=CronList,
+              errors=("USER_SCOPE_REQUIRED",)),
+    Operation("DELETE", "/v1/crons/{cron_id}", "deleteCron", "Delete a schedule", "crons",
+              params=KEYS, status=204, errors=("USER_SCOPE_REQUIRED", "CRON_NOT_FOUND")),
     # the operator console's API (admin keys only)
     Operation("GET", "/admin", "adminConsole", "The operator console (offline HTML; asks for an "
               "admin key)", "meta", public=True, result=str, media_type="text/html"),
+    Operation("GET", "/v1/admin/crons", "adminListCrons", "The project's schedules, of every "
+              "user scope", "admin", params=(limit(200, 1000),), result=AdminCronList,
+              description="Admin keys only: each schedule with its next due time and what its "
+                          "last one did (the run it started, or why none).",
+              errors=ADMIN_ERRORS),
+    Operation("GET", "/v1/admin/webhooks", "adminListWebhooks", "Recent completion webhooks "
+              "and their outcome", "admin", params=(limit(50, 200),), result=AdminWebhookList,
+              description="Admin keys only: the project's most recent webhook deliveries, "
+                          "newest first: delivered, failed for good or pending (attempts, the "
+                          "receiver's last status). A URL is shown by its host only.",
+              errors=ADMIN_ERRORS),
     Operation("GET", "/v1/admin/threads", "adminListThreads", "Threads of every user scope, "
               "most recently updated first", "admin",
               description="Admin keys only (`gateway keys create --admin`): the threads of the "

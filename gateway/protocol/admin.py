@@ -269,6 +269,49 @@ class AdminModelList(StrictModel):
     models: list[AdminModelPrice]
 
 
+class AdminCron(StrictModel):
+    """A schedule of the project (any user scope), with what its last due time did."""
+
+    id: str
+    userKey: str
+    agent: str | None
+    threadId: str | None
+    schedule: dict[str, Any] = Field(description="`{cron, timezone}` or `{every}` (seconds).")
+    message: str
+    webhookHost: str | None = Field(description="The host its runs' ends are POSTed to (the "
+                                                "URL's path and query are not shown).")
+    createdAt: str
+    nextRunAt: str | None
+    lastRunId: str | None
+    lastError: str | None = Field(description="Why the last due time started no run (a "
+                                              "problem code, or OWNER_KEY_REVOKED).")
+    runsStarted: int
+
+
+class AdminCronList(StrictModel):
+    crons: list[AdminCron]
+
+
+class AdminWebhookDelivery(StrictModel):
+    """A run's completion webhook, newest first: delivered, failed for good, or pending."""
+
+    runId: str
+    threadId: str
+    host: str = Field(description="The receiver's host (the URL's path and query are not "
+                                  "shown: they may carry a token).")
+    state: Literal["pending", "delivered", "failed"]
+    attempts: int
+    lastStatus: int | None = Field(description="The receiver's last HTTP status.")
+    lastError: str | None = Field(description="Why the last attempt failed, if it did.")
+    createdAt: str
+    doneAt: str | None
+    nextAttemptAt: str | None = Field(description="When a pending one is tried next.")
+
+
+class AdminWebhookList(StrictModel):
+    deliveries: list[AdminWebhookDelivery]
+
+
 # -- usage as text: the console's CSV and `gateway usage` -----------------------------------------
 
 USAGE_COLUMNS = (("runs", "runs"), ("calls", "calls"), ("input", "inputTokens"),

@@ -142,7 +142,7 @@ RUN_ERRORS = ("INVALID_PREVIOUS_RUN", "INVALID_TOOL_RESULT", "CONCURRENT_RUN",
               "TOO_MANY_COMPONENTS", "RATE_LIMITED", "TOO_MANY_CONCURRENT_RUNS",
               "TOKEN_BUDGET_EXCEEDED", "UNSUPPORTED_SCHEMA_PATTERN", "UNSUPPORTED_SCHEMA_REF",
               "UNSUPPORTED_SCHEMA_KEYWORD", "METADATA_TOO_LARGE", "IMAGE_URL_NOT_ALLOWED", "AGENT_NOT_FOUND",
-              "SYSTEM_PROMPT_NOT_ALLOWED", "QUOTAS_UNAVAILABLE")
+              "SYSTEM_PROMPT_NOT_ALLOWED", "QUOTAS_UNAVAILABLE", "WEBHOOK_NOT_ALLOWED")
 # What creating a thread may be refused for: its seeded messages, the number of threads, the
 # key's runs per minute (a creation counts as a start), and an id (or name) the client chose
 # that starts like one the gateway mints.

@@ -67,6 +67,12 @@ class Problem(enum.Enum):
                              "no MCP server of the agent (`uri`); the gateway reads only those.")
     TOO_MANY_RESOURCES = (400, "`embedResources`: the message references more resources than "
                                "`GATEWAY_MAX_EMBEDDED_RESOURCES`.")
+    WEBHOOK_NOT_ALLOWED = (400, "A `webhook` URL the gateway may not call: webhooks are off "
+                                "(`GATEWAY_WEBHOOK_SECRET` unset), or its host is not in "
+                                "`GATEWAY_WEBHOOK_ALLOWED_HOSTS`.")
+    INVALID_SCHEDULE = (400, "A schedule's `schedule` is neither a five-field cron expression "
+                             "in a known time zone that fires, nor `{\"every\": N}` with N at "
+                             "least `GATEWAY_CRON_MIN_INTERVAL_SECONDS`.")
     UNAUTHORIZED = (401, "Missing or unknown API key (`x-api-key` or a bearer token).")
     INVALID_TOKEN = (401, "A bearer or subject token that is not valid (signature, issuer, "
                           "audience, or another project).")
@@ -87,6 +93,7 @@ class Problem(enum.Enum):
     COMPONENT_NOT_FOUND = (404, "No such component in the thread.")
     CHORUS_CONNECTION_NOT_FOUND = (404, "No such Chorus connection string, or it was revoked "
                                         "(`gateway chorus revoke`).")
+    CRON_NOT_FOUND = (404, "No such schedule in the caller's project and user scope.")
     KEY_NOT_FOUND = (404, "No such managed key in the admin key's project (`GET "
                           "/v1/admin/keys` lists them).")
     THREAD_NOT_WAITING = (409, "The thread is not paused for an answer (no pending approval, "
@@ -115,6 +122,8 @@ class Problem(enum.Enum):
     THREAD_EXISTS = (409, "A thread with this client-chosen id exists, created with another "
                           "request (Timbal `POST /v1/timbal/threads/{threadId}`) or by someone "
                           "else: choose another id.")
+    CRON_LIMIT_REACHED = (409, "The project has `GATEWAY_MAX_CRONS_PER_PROJECT` schedules "
+                               "already; delete one first.")
     REVISION_MISMATCH = (412, "`If-Match` names a revision that is not the current one.")
     PAYLOAD_TOO_LARGE = (413, "The request body is larger than `GATEWAY_MAX_BODY_BYTES` (default "
                               "10 MiB).")

@@ -168,6 +168,9 @@ class RunSpec:
     # Tambo's status messages in every tool's schema (`engine/tools/status_messages.py`): the
     # Tambo endpoints' runs, whose React client shows them.
     status_messages: bool = False
+    # Where to POST the run's end (`runs/automation/webhooks.py`): an http(s) URL the door
+    # checked against `GATEWAY_WEBHOOK_ALLOWED_HOSTS`.
+    webhook: str | None = None
 
     def to_row(self) -> SpecRow:
         """The spec as its run row keeps it (JSON, snake_case): every field, the unset ones
@@ -226,7 +229,7 @@ class RunSpec:
 # The fields kept on the row as they are (JSON values, or None).
 _PLAIN = ("context", "tool_choice", "force_component", "max_tokens", "temperature", "model",
           "agent", "previous_run_id", "on_disconnect", "metadata", "multitask_strategy",
-          "state")
+          "state", "webhook")
 
 
 class SpecRow(TypedDict, total=False):
@@ -256,6 +259,7 @@ class SpecRow(TypedDict, total=False):
     embed_resources: bool
     status_messages: bool
     state: dict[str, Any]
+    webhook: str
     fingerprint: str | None
     queued_input: list[dict[str, Any]]
 

@@ -326,6 +326,10 @@ class RunRequest(WireModel):
         "answer, and start this one), `rollback` (cancel it and leave its answer out of the "
         "model's history) or `enqueue` (accept now; the run starts when the thread is free, "
         "in order, its stream open meanwhile with `X-Run-Queued: true`).")
+    webhook: str | None = Field(
+        default=None, max_length=2048, description="An http(s) URL the gateway POSTs the "
+        "run's end to (`{runId, threadId, status, error?, usage, metadata}`, signed: "
+        "docs/webhooks.md); its host must be in `GATEWAY_WEBHOOK_ALLOWED_HOSTS`.")
     # POST /v1/threads/runs (and, with `createThread`, a thread created under its own id)
     thread: ThreadInit | None = None
     threadMetadata: dict[str, Any] | None = None

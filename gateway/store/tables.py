@@ -287,15 +287,77 @@ class ChorusDeliveryRow(SQLModel, table=True):
     run_id: str | None = Field(default=None, max_length=64)
 
 
+class CronRow(SQLModel, table=True):
+    """A schedule (`POST /v1/crons`): who owns it (the credential, the user scope and the
+    agent its runs start for, so each firing is metered to them), what each firing sends, and
+    `next_due_ms`, the one column the firing process moves forward on the condition that it
+    still holds the due time it read, so exactly one process fires each due time."""
+
+    __tablename__ = "crons"
+    __table_args__ = (Index("ix_crons_project_user", "project_id", "user_key", "created_ms"),
+                      Index("ix_crons_next_due", "next_due_ms"))
+
+    id: str = Field(primary_key=True, max_length=64)
+    project_id: str = Field(max_length=128)
+    user_key: str = Field(max_length=255)
+    # The credential that made it (None: development mode) and the signed-in user's scope.
+    key_id: str | None = Field(default=None, max_length=64)
+    signed_in_scope: str | None = Field(default=None, max_length=255)
+    agent: str | None = Field(default=None, max_length=64)
+    thread_id: str | None = Field(default=None, max_length=64)
+    # {"cron": "0 9 * * 1-5", "timezone": "Europe/Paris"} or {"every": 3600}
+    schedule: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    message: str
+    metadata_: dict[str, Any] | None = Field(default=None, sa_column=Column("metadata", JSON))
+    webhook: str | None = Field(default=None, max_length=2048)
+    multitask_strategy: str = Field(default="enqueue", max_length=16)
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    next_due_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    last_due_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    last_run_id: str | None = Field(default=None, max_length=64)
+    # Why the last due time started no run (a refusal's code), None after a run started.
+    last_error: str | None = Field(default=None, max_length=255)
+    runs_started: int = 0
+
+
+class WebhookDeliveryRow(SQLModel, table=True):
+    """A run's completion webhook: written when the run starts, POSTed once the run ends by
+    the process that claims it (`claimed_by` until `claim_until_ms`), retried with backoff
+    until `state` is `delivered` or `failed`. One row per run: at most one success."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (Index("ix_webhook_deliveries_state_next", "state", "next_attempt_ms"),
+                      Index("ix_webhook_deliveries_project_created", "project_id",
+                            "created_ms"))
+
+    run_id: str = Field(primary_key=True, max_length=64)
+    thread_id: str = Field(max_length=64)
+    project_id: str = Field(max_length=128)
+    url: str = Field(max_length=2048)
+    state: str = Field(default="pending", max_length=16)  # pending -> delivered | failed
+    attempts: int = 0
+    created_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    next_attempt_ms: int = Field(sa_column=Column(BigInteger, nullable=False))
+    first_attempt_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    claimed_by: str | None = Field(default=None, max_length=128)
+    claim_until_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+    # The last attempt's outcome: an HTTP status, or why none was sent.
+    last_status: int | None = None
+    last_error: str | None = Field(default=None, max_length=255)
+    done_ms: int | None = Field(default=None, sa_column=Column(BigInteger))
+
+
 __all__ = [
     "ApiKeyRow",
     "ChorusConnectionRow",
     "ChorusDeliveryRow",
     "ComponentRow",
+    "CronRow",
     "IdempotencyKeyRow",
     "MessageRow",
     "RunFrameRow",
     "RunRow",
     "RunUsageRow",
     "ThreadRow",
+    "WebhookDeliveryRow",
 ]

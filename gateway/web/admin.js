@@ -2,17 +2,18 @@
 // key is asked for once per tab, kept in sessionStorage and sent as the x-api-key header (never
 // in a URL, so never in an access log). Every value from the server is written as text.
 //
-// Each tab is a module (admin_*.js) with its loader, registered in `tabs`: crons and webhook
-// deliveries join the same way once the gateway has them.
+// Each tab is a module (admin_*.js) with its loader, registered in `tabs`.
 
 import { $, ApiError, adminKey, forgetKey, keepKey } from "/web/admin_api.js";
+import { loadAutomation } from "/web/admin_automation.js";
 import { loadKeys, wireKeys } from "/web/admin_keys.js";
 import { loadRuns, loadThreads, wireRuns } from "/web/admin_runs.js";
 import { loadModels, loadUsage, wireUsage } from "/web/admin_usage.js";
 import { loadWaiting, wireWaiting } from "/web/admin_waiting.js";
 
 const tabs = { waiting: () => loadWaiting(), threads: () => loadThreads(), runs: () => loadRuns(),
-               keys: () => loadKeys(), usage: () => loadUsage(), settings: () => loadModels() };
+               keys: () => loadKeys(), usage: () => loadUsage(), automation: () => loadAutomation(),
+               settings: () => loadModels() };
 
 /** A refusal of the key itself (unknown, revoked, not an admin key): sign in again. */
 const refusesTheKey = (error) => error instanceof ApiError && (error.status === 401

@@ -3,7 +3,7 @@
 the gateway: a thread waiting for approval approved in place (the tool runs, once), a failed
 run's error beside its conversation and stored log, a key made with limits that then works and
 is revoked to 401, usage whose CSV export is what `gateway usage` prints for the same window,
-and the models' prices. Nothing wider than the window, no control off-screen. Screenshots go to
+a schedule and a delivered webhook on the Schedules tab, and the models' prices. Nothing wider than the window, no control off-screen. Screenshots go to
 test-artifacts/admin/."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tests.conftest import artifacts_dir, scripted_env
 from tests.support.approval_tools import times_sent
 from tests.support.gateway_server import GatewayServer
 from tests.support.inprocess_app import environment
+from tests.support.receiver import PostReceiver
 from tests.support.run_stream import message, wait_for
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
@@ -69,7 +70,9 @@ def console_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.Temp
     require_tools()
     server = GatewayServer(tmp_path_factory.mktemp("admin-gateway"), scripted_env(
         scripted_model, GATEWAY_TOOLS=str(TOOLS), GATEWAY_MODEL_PRICES=json.dumps(PRICES),
-        GATEWAY_KEY_CACHE_SECONDS="1"))
+        GATEWAY_KEY_CACHE_SECONDS="1",
+        GATEWAY_WEBHOOK_SECRET="whsec-console-0123456789-0123456789-abc",
+        GATEWAY_WEBHOOK_ALLOWED_HOSTS="127.0.0.1"))
     keys = {"admin": create_key(server, "--admin"), "client": create_key(server)}
     try:
         server.start(timeout=240)  # a loaded CI machine starts a process slowly
@@ -189,8 +192,37 @@ def test_an_operator_runs_the_gateway_from_the_console(
         assert exported["downloads"] and exported["downloads"][-1] == printed
         assert f"\n{ada}," in printed.replace("\r", "")
 
+        # Schedules: a client's schedule, and a run's webhook delivered to a receiver (shown by
+        # its host, never the URL's token).
+        receiver = PostReceiver()
+        try:
+            with httpx.Client(base_url=origin, timeout=30,
+                              headers={"x-api-key": keys["client"]}) as http:
+                cron = http.post("/v1/crons", json={
+                    "schedule": {"cron": "0 8 * * 1-5", "timezone": "Europe/Paris"},
+                    "userKey": ada, "message": "digest"}).json()
+                events = run_events(http, "POST", "/v1/threads/runs", headers={
+                    "x-api-key": keys["client"]}, json={
+                        "message": message("hooked"), "thread": {"userKey": ada},
+                        "webhook": receiver.base + "/hook?token=s3cret"})
+            hooked_run = events[0].data["runId"]
+
+            def recorded() -> bool:  # the receiver answers before the outcome is stored
+                listing = httpx.get(f"{origin}/v1/admin/webhooks", timeout=30,
+                                    headers={"x-api-key": keys["admin"]}).json()
+                return any(d["runId"] == hooked_run and d["state"] == "delivered"
+                           for d in listing["deliveries"])
+            wait_for(recorded, what="the webhook to be delivered")
+            shown_tab = step("click", "9-schedules", selector='#tabs button[data-tab="automation"]',
+                             until={"selector": "#automation-tab",
+                                    "text": [cron["id"], "0 8 * * 1-5", hooked_run,
+                                             "delivered"]})
+            assert "s3cret" not in shown_tab["text"] and "127.0.0.1" in shown_tab["text"]
+        finally:
+            receiver.close()
+
         # Settings: the scripted model is priced from GATEWAY_MODEL_PRICES.
-        models = step("click", "9-prices", selector='#tabs button[data-tab="settings"]',
+        models = step("click", "10-prices", selector='#tabs button[data-tab="settings"]',
                       until={"selector": "#models tbody", "text": "openai/scripted"})
         assert "GATEWAY_MODEL_PRICES" in models["text"] and "$2" in models["text"]
     finally:

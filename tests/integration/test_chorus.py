@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,41 +26,26 @@ from tests.support import engines
 from tests.support.gateway_server import GatewayServer, gateway_command
 from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
 from tests.support.mcp_server import HttpMcpServer
+from tests.support.receiver import PostReceiver
 from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
 
 
-class Receiver:
+class Receiver(PostReceiver):
     """A callback endpoint on loopback: records each POSTed event; answers 503 to the first
     `fail_first` POSTs."""
 
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.posts = 0
-        self.fail_first = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers["content-length"]))
-                receiver.posts += 1
-                if receiver.posts <= receiver.fail_first:
-                    self.send_response(503)
-                else:
-                    receiver.events.append(json.loads(body))
-                    self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/cb/tok_1"
+        return self.base + "/cb/tok_1"
+
+    @property
+    def posts(self) -> int:
+        return len(self.received)
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(post.body) for post in self.delivered()]
 
     def idle(self, count: int) -> list[dict[str, Any]]:
         """The events once `count` turns have ended."""
@@ -75,7 +58,7 @@ class Receiver:
 def receiver() -> Iterator[Receiver]:
     found = Receiver()
     yield found
-    found.server.shutdown()
+    found.close()
 
 
 @pytest.fixture(scope="module")

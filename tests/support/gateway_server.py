@@ -166,7 +166,7 @@ SCOPE_OPTIONAL = re.compile(r"^(GET|PATCH) /v1/threads/[^/]+$"
 
 
 def needs_user_scope(method: str, path: str) -> bool:
-    return (path.startswith("/v1/threads")
+    return (path.startswith(("/v1/threads", "/v1/crons"))
             and not SCOPE_OPTIONAL.match(f"{method} {path}"))
 
 

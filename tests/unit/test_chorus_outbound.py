@@ -1,4 +1,4 @@
-"""Chorus's outbound checks (`gateway/dialects/chorus/outbound.py`): a URL is called only if its
+"""Chorus's outbound checks (`gateway/runs/automation/outbound.py`, shared with webhooks): a URL is called only if its
 host is listed and every address it resolves to is public or listed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from gateway.dialects.chorus import outbound
+from gateway.runs.automation import outbound
 
 
 def refused(url: str, allowed: list[str]) -> bool:

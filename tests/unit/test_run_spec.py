@@ -138,6 +138,7 @@ EVERY_FIELD: dict[str, object] = {
     "embed_resources": True,
     "state": {"language": "nb"},
     "status_messages": True,
+    "webhook": "https://hooks.example.com/done",
 }
 
 

@@ -91,6 +91,7 @@ class Declared(WireModel):
     abandonPendingTools: bool | None = None
     multitaskStrategy: MultitaskStrategy | None = None
     interrupts: bool | None = None
+    webhook: str | None = Field(default=None, max_length=2048)
 
 
 def opts_into_interrupts(forwarded_props: Any) -> bool:
@@ -142,6 +143,7 @@ def run_spec(body: RunAgentInput, pending: Mapping[str, str],
         abandon_pending_tools=bool(declared.abandonPendingTools),
         multitask_strategy=declared.multitaskStrategy,
         state=shared_state(body.state),
+        webhook=declared.webhook,
     )
 
 
@@ -165,7 +167,8 @@ def _declared(body: RunAgentInput) -> Declared:
     components = forwarded(body, "components")
     if components is not None:
         fields["availableComponents"] = components
-    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy", "interrupts"):
+    for name in ("onDisconnect", "abandonPendingTools", "multitaskStrategy", "interrupts",
+                 "webhook"):
         value = forwarded(body, name)
         if value is not None:
             fields[name] = value

@@ -3,7 +3,7 @@
 The secret in the path is the credential (made by `gateway chorus connect`, only its hash is
 kept; no API key is asked for): an unknown or revoked one is 404. A body that is not a
 delivery is 400, and so is a callback or MCP URL the gateway may not call
-(`GATEWAY_CHORUS_ALLOWED_HOSTS`, `outbound.py`): it is never called; a message over the
+(`GATEWAY_CHORUS_ALLOWED_HOSTS`, `runs/automation/outbound.py`): it is never called; a message over the
 connection's limits is 429 with `Retry-After` (`routes_quota.py`). Otherwise the message is
 stored for its channel's thread (created on the channel's first message) and the answer is
 200 at once; the run and its callback follow (`routes_delivery.py`).
@@ -24,9 +24,9 @@ from ...auth.identity import chorus_scope
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...runs.admission.threads import NewThread
+from ...runs.automation import outbound
 from ...store.tables import ChorusConnectionRow, ChorusDeliveryRow
 from . import input as chorus_input
-from . import outbound
 from . import routes_quota as quota
 from .routes_delivery import deliveries
 

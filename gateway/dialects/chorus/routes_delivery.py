@@ -40,11 +40,12 @@ from ...protocol import timbal
 from ...protocol.clock import new_id, now_ms
 from ...protocol.problems import ApiError, Problem
 from ...runs.admission.threads import OnThread
+from ...runs.automation import outbound
 from ...services import Services
 from ...store.tables import ChorusDeliveryRow, RunRow
 from . import input as chorus_input
-from . import outbound, translate
 from . import routes_quota as quota
+from . import translate
 
 log = logging.getLogger("gateway.chorus")
 

@@ -56,6 +56,7 @@ def run_spec(request: RunRequest, agent: str | None = None) -> RunSpec:
         multitask_strategy=request.multitaskStrategy,
         embed_resources=bool(request.embedResources),
         status_messages=True,
+        webhook=request.webhook,
     )
 
 

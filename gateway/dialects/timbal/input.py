@@ -55,6 +55,8 @@ class MessageSend(BaseModel):
 
     content: str = Field(min_length=1, description="The user's message (text).")
     metadata: MessageMetadata | None = None
+    webhook: str | None = Field(None, max_length=2048, description="An http(s) URL the "
+                                "gateway POSTs the run's end to (docs/webhooks.md).")
 
 
 class CancelRequest(BaseModel):
@@ -77,7 +79,8 @@ def run_spec(body: MessageSend, message_id: str, previous_run_id: str | None) ->
     metadata = body.metadata.model_dump(exclude={"role"}) if body.metadata else None
     user = UserInput(blocks=[{"type": "text", "text": body.content}], metadata=metadata or None,
                      id=message_id)
-    return RunSpec(user=user, previous_run_id=previous_run_id, on_disconnect="continue")
+    return RunSpec(user=user, previous_run_id=previous_run_id, on_disconnect="continue",
+                   webhook=body.webhook)
 
 
 # -- the answers (documented in the OpenAPI document; the routes write these fields) ------------

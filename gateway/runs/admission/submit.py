@@ -1,13 +1,14 @@
 """The one door every run start goes through, and every thread a client creates.
 
-Each entry (a dialect's route, Chorus's deliveries, the console's answers, forks; schedules
-and webhooks' retries later) resolves who is calling once (`auth.caller.Caller`), says where the run goes (`OnThread`
-or `NewThread`) and what it is (the neutral `RunSpec`), and calls `Admission.submit`, which
-decides in one order who may start what:
+Each entry (a dialect's route, Chorus's deliveries, the console's answers, forks, the
+schedules' firings: `schedules.py`) resolves who is calling once (`auth.caller.Caller`), says
+where the run goes (`OnThread` or `NewThread`) and what it is (the neutral `RunSpec`), and
+calls `Admission.submit`, which decides in one order who may start what:
 
 1. a thread id or name the client chose is one that can travel where ids go;
 2. the request itself (`checks.check_request`): the model from the allow-list, the
-   attachments, the input's limits (text, tools, components, schemas, metadata, seeds);
+   attachments, the input's limits (text, tools, components, schemas, metadata, seeds), and
+   a `webhook` the gateway may call (`automation/webhooks.py`);
 3. the agent (`agents.choose_agent`: the thread's, the one asked for, the credential's, the
    default) and prompt authority (no client system prompt unless the agent takes one);
 4. the message's MCP resources embedded (`embedding`), outside the start gate's turn, and
@@ -43,6 +44,7 @@ from ...engine.loop import ServerToolSpec
 from ...protocol.problems import ApiError, Problem, echo
 from ...protocol.run_spec import RunSpec, SeedMessage
 from ...store.tables import ThreadRow
+from ..automation import webhooks
 from ..manager import RunManager
 from .admit import StartedRun
 from .agents import check_client_prompt, choose_agent
@@ -85,7 +87,18 @@ class Admission:
 
         `client_run_id`: the client's own name for the run (AG-UI). `extra_tools`: server
         tools for this run only (a Chorus message's MCP servers). `reserved`: the quota slot
-        the start took when it was accepted (`reserve`); it goes back if the start is refused."""
+        the start took when it was accepted (`reserve`); it goes back if the start is refused.
+        A run that names a `webhook` has it recorded with it (`automation/webhooks.py`)."""
+        started = await self._submit(caller, target, spec, client_run_id=client_run_id,
+                                     extra_tools=extra_tools, reserved=reserved)
+        if spec.webhook is not None:
+            await webhooks.record(self.store, started.run, spec.webhook)
+        return started
+
+    async def _submit(self, caller: Caller, target: Target, spec: RunSpec, *,
+                      client_run_id: str | None = None,
+                      extra_tools: dict[str, ServerToolSpec] | None = None,
+                      reserved: Ticket | None = None) -> StartedRun:
         ticket = None  # a keyed new thread's is taken once its key is claimed (`_once`)
         try:
             spec, agent = await self._checked(caller, target, spec)
@@ -118,10 +131,10 @@ class Admission:
         # project, whose thread this project never meets: its own takes the id as a name.
         other = await self._elsewhere(caller, target)
         if other is not None:
-            return await self.submit(caller, other, spec, client_run_id=client_run_id,
-                                     extra_tools=extra_tools)
-        return await self.submit(caller, OnThread(await self._named(caller, target)), spec,
-                                 client_run_id=client_run_id, extra_tools=extra_tools)
+            return await self._submit(caller, other, spec, client_run_id=client_run_id,
+                                      extra_tools=extra_tools)
+        return await self._submit(caller, OnThread(await self._named(caller, target)), spec,
+                                  client_run_id=client_run_id, extra_tools=extra_tools)
 
     async def _elsewhere(self, caller: Caller, target: NewThread) -> NewThread | None:
         """`target` with its chosen id as a name beside an id of the gateway's, when that id
@@ -138,6 +151,7 @@ class Admission:
         if isinstance(target, NewThread):
             check_chosen_id(target)
         check_request(self.settings, spec)
+        webhooks.check(self.settings, spec.webhook)
         thread = target.thread if isinstance(target, OnThread) else None
         agent = choose_agent(self.agents, caller, thread, spec.agent)
         check_client_prompt(agent, spec.seed_messages)

@@ -3,7 +3,7 @@ agent, by last update and by name; on PostgreSQL, the metadata as JSONB for cont
 filters (`metadata.<key>=value`) and the name for prefix matches
 
 Revision ID: 0026
-Revises: 0024
+Revises: 0025
 Create Date: 2026-12-07 16:30:00.000000
 """
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = '0026'
-down_revision: str | None = '0024'
+down_revision: str | None = '0025'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,7 +1,9 @@
-"""Outbound safety for Chorus: a message names URLs the gateway will call (its callback, its MCP
-servers), so whoever holds a connection string could aim the gateway at anything it can reach.
+"""Outbound safety for every URL a client names for the gateway to call: a Chorus message's
+callback and MCP servers, a run's or a schedule's completion webhook. Whoever names one could
+otherwise aim the gateway at anything it can reach.
 
-A URL is called only if its host matches `GATEWAY_CHORUS_ALLOWED_HOSTS` (a name, `*.` and its
+A URL is called only if its host matches the allow-list of its kind
+(`GATEWAY_CHORUS_ALLOWED_HOSTS`, `GATEWAY_WEBHOOK_ALLOWED_HOSTS`: a name, `*.` and its
 subdomains, an address or a network) and every address the name resolves to is public or
 inside a listed address or network: loopback, link-local and private addresses (the cloud
 metadata service, the database, the gateway itself) are refused unless listed. The call then
@@ -110,8 +112,10 @@ def port(url: httpx.URL) -> int:
     return url.port or (443 if url.scheme == "https" else 80)
 
 
-async def check(raw: str, allowed: Sequence[str]) -> Target:
-    """The URL as the gateway may call it; `NotAllowed` otherwise."""
+def check_url(raw: str, allowed: Sequence[str],
+              setting: str = "GATEWAY_CHORUS_ALLOWED_HOSTS") -> httpx.URL:
+    """The URL if its form and its host's name are allowed (no address is resolved);
+    `NotAllowed` otherwise. `setting`: the allow-list's name, for the message."""
     try:
         url = httpx.URL(raw)
     except (httpx.InvalidURL, TypeError):
@@ -121,7 +125,14 @@ async def check(raw: str, allowed: Sequence[str]) -> Target:
     if url.userinfo:
         raise NotAllowed("credentials in the URL's authority are not allowed")
     if not name_allowed(url.host, allowed):
-        raise NotAllowed(f"host {url.host[:100]!r} is not in GATEWAY_CHORUS_ALLOWED_HOSTS")
+        raise NotAllowed(f"host {url.host[:100]!r} is not in {setting}")
+    return url
+
+
+async def check(raw: str, allowed: Sequence[str],
+                setting: str = "GATEWAY_CHORUS_ALLOWED_HOSTS") -> Target:
+    """The URL as the gateway may call it; `NotAllowed` otherwise."""
+    url = check_url(raw, allowed, setting)
     try:
         addresses = await resolve(url.host, port(url))
     except OSError:
@@ -129,18 +140,24 @@ async def check(raw: str, allowed: Sequence[str]) -> Target:
     refused = [a for a in addresses if not address_allowed(a, allowed)]
     if refused or not addresses:
         raise NotAllowed(f"host {url.host[:100]!r} resolves to a loopback, link-local or "
-                         "private address that GATEWAY_CHORUS_ALLOWED_HOSTS does not list")
+                         f"private address that {setting} does not list")
     return Target(url, str(addresses[0]))
 
 
-async def post(client: httpx.AsyncClient, target: Target, body: Any) -> int:
-    """POST `body` as JSON to the checked address; the status (at most `MAX_RESPONSE_BYTES`
-    of the answer is read, and ignored)."""
+async def post(client: httpx.AsyncClient, target: Target, body: Any,
+               headers: dict[str, str] | None = None, content: bytes | None = None) -> int:
+    """POST `body` as JSON (or `content` as it is) to the checked address, with `headers`;
+    the status (at most `MAX_RESPONSE_BYTES` of the answer is read, and ignored)."""
     host = target.url.host
     pinned = target.url.copy_with(host=target.address)
     extensions = {"sni_hostname": host} if target.url.scheme == "https" else {}
-    request = client.build_request("POST", pinned, json=body, extensions=extensions,
-                                   headers={"host": target.url.netloc.decode("ascii")})
+    sent = {**(headers or {}), "host": target.url.netloc.decode("ascii")}
+    if content is not None:
+        request = client.build_request("POST", pinned, content=content, extensions=extensions,
+                                       headers={**sent, "content-type": "application/json"})
+    else:
+        request = client.build_request("POST", pinned, json=body, extensions=extensions,
+                                       headers=sent)
     response = await client.send(request, stream=True, follow_redirects=False)
     try:
         read = 0

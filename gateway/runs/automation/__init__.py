@@ -1,0 +1,1 @@
+"""Work that starts without a client waiting: schedules (crons) and completion webhooks."""
