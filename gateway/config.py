@@ -593,6 +593,10 @@ class Settings(BaseSettings):
         (), description="Models a run request may pick with its `model` field, comma-separated "
                         "litellm model strings (reached with the same api base and key); any "
                         "other requested model is refused. Unset: only `GATEWAY_MODEL`.")
+    run_wait_seconds: float = Field(
+        60.0, gt=0, le=3600, description="How long `POST /v1/threads[/{id}]/runs/wait` holds "
+        "the request for its run to end; a run still going then is answered 202 with its ids "
+        "(join it with the run's stream or status). Keep it under the proxies' idle timeout.")
     idempotency_ttl_seconds: float = Field(
         86400.0, gt=0, description="How long an `Idempotency-Key` of a run request is "
                                    "remembered; after that the key may be used again.")

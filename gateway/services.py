@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,6 +32,7 @@ from .engine.loop import Model, ServerToolSpec
 from .engine.models.adapters import AdapterError, adapter_for, load_litellm, model_adapter
 from .engine.models.direct import DirectModel
 from .engine.models.native import NativeModel
+from .engine.tools.approval_rules import ApprovalRule
 from .engine.tools.python_tools import load_python_tools
 from .observability import tracing
 from .observability.metrics import StoreTimer
@@ -275,9 +276,9 @@ async def agent_tools(settings: Settings, agents: AgentRegistry,
     connected: dict[str, dict[str, ServerToolSpec]] = {}
     for agent in agents:
         if agent.tools is None and agent.mcp_servers == (settings.mcp_servers or None):
-            if agent.approval:
+            if agent.approval or agent.approval_rules:
                 own[agent.name] = asking_first(agent.name, agent.approval,
-                                               dict(project_tools or {}))
+                                               dict(project_tools or {}), agent.approval_rules)
             continue
         tools = dict(agent.tools if agent.tools is not None else
                      load_python_tools(settings.tools_module) if settings.tools_module else {})
@@ -291,17 +292,22 @@ async def agent_tools(settings: Settings, agents: AgentRegistry,
                     raise ValueError(f"agent {agent.name}: MCP tool {name!r} has the name of "
                                      "one of its Python server tools")
                 tools[name] = spec
-        own[agent.name] = asking_first(agent.name, agent.approval, tools)
+        own[agent.name] = asking_first(agent.name, agent.approval, tools, agent.approval_rules)
     return own
 
 
-def asking_first(agent: str, names: Sequence[str], tools: dict[str, ServerToolSpec]
+def asking_first(agent: str, names: Sequence[str], tools: dict[str, ServerToolSpec],
+                 rules: Mapping[str, ApprovalRule] | None = None
                  ) -> dict[str, ServerToolSpec]:
-    """`tools` with those `names` marks for approval; a name the agent has no tool of stops
-    start-up (a typo must not leave a tool that should ask first running unasked)."""
-    for name in names:
+    """`tools` with those `names` marked for approval, and those `rules` name marked to ask
+    when their rule holds; a name the agent has no tool of stops start-up (a typo must not
+    leave a tool that should ask first running unasked)."""
+    for name in [*names, *(rules or {})]:
         if name not in tools:
             raise ValueError(f"agent {agent}: approval names {name!r}, which is not one of its "
                              f"server tools ({', '.join(sorted(tools)) or 'none'})")
-        tools[name] = dataclasses.replace(tools[name], approval=True)
+    for name in names:
+        tools[name] = dataclasses.replace(tools[name], approval=True, approval_rule=None)
+    for name, rule in (rules or {}).items():
+        tools[name] = dataclasses.replace(tools[name], approval=True, approval_rule=rule)
     return tools

@@ -5,6 +5,8 @@ start goes through (`runs/admission/submit.py`), under the same rules."""
 from __future__ import annotations
 
 import asyncio
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -23,6 +25,8 @@ from ..protocol.tambo import (
     wire,
 )
 from ..runs.admission.threads import NewThread, check_metadata
+from ..store.queries.admin import AgentFilter
+from ..store.queries.thread_search import ThreadFilter
 from .context import (
     admission,
     caller,
@@ -62,12 +66,101 @@ async def fork_thread(request: Request) -> Response:
 
 
 async def list_threads(request: Request) -> Response:
+    """The caller's threads, newest first, narrowed by the search filters (`thread_filter`)
+    and, with `count=true`, how many match (up to `MAX_COUNT`)."""
     project = project_of(request)
     limit = int_param(request, "limit", 20, 1, 100)
-    page = await services(request).store.list_threads(
-        project, required_user_scope(request), limit, request.query_params.get("cursor"))
+    scope = required_user_scope(request)
+    match = thread_filter(request)
+    store = services(request).store
+    cursor = request.query_params.get("cursor")
+    if match == ThreadFilter():
+        page = await store.list_threads(project, scope, limit, cursor)
+    else:
+        page = await store.search_threads(project, scope, match, limit, cursor)
+    extra: dict[str, Any] = {}
+    if _flag(request, "count"):
+        total = await store.count_matching_threads(project, scope, match, MAX_COUNT + 1)
+        extra = {"count": min(total, MAX_COUNT), "countCapped": total > MAX_COUNT}
     return JSONResponse(wire(ThreadList(threads=[thread_model(t) for t in page.rows],
-                                        hasMore=page.has_more, nextCursor=page.next_cursor)))
+                                        hasMore=page.has_more, nextCursor=page.next_cursor,
+                                        **extra)))
+
+
+# Thread search's bounds: how many metadata filters a call may give, how long a key and a
+# value may be, and how far a count goes.
+MAX_METADATA_FILTERS = 8
+MAX_FILTER_VALUE = 256
+MAX_COUNT = 10_000
+METADATA_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+THREAD_STATUSES = ("idle", "waiting", "streaming")
+
+
+def thread_filter(request: Request) -> ThreadFilter:
+    """The search filters of a thread list call: `metadata.<key>=<value>` (string values,
+    each a separate condition), `status`, `agent`, `namePrefix`, and `createdAfter`,
+    `createdBefore`, `updatedAfter`, `updatedBefore` (ISO-8601). Bounded in number and size;
+    a malformed one is refused (400), never ignored: a filter dropped silently would widen the
+    answer."""
+    params = request.query_params
+    metadata: list[tuple[str, str]] = []
+    for name, value in params.multi_items():
+        if not name.startswith("metadata."):
+            continue
+        key = name[len("metadata."):]
+        if not METADATA_KEY.fullmatch(key):
+            raise ApiError(Problem.VALIDATION_ERROR, "A metadata filter's key is 1 to 64 "
+                           "letters, digits, '_' or '-'", errors={"metadata": "invalid key"})
+        metadata.append((key, _bounded(name, value)))
+    if len(metadata) > MAX_METADATA_FILTERS:
+        raise ApiError(Problem.VALIDATION_ERROR,
+                       f"At most {MAX_METADATA_FILTERS} metadata filters")
+    status = params.get("status")
+    if status is not None and status not in THREAD_STATUSES:
+        raise ApiError(Problem.VALIDATION_ERROR, "status must be one of "
+                       + ", ".join(THREAD_STATUSES), errors={"status": "unknown status"})
+    agent = params.get("agent") or None
+    name_prefix = params.get("namePrefix") or None
+    return ThreadFilter(
+        metadata=tuple(metadata), status=status,
+        agent=AgentFilter(_bounded("agent", agent)[:64],
+                          or_unset=agent == services(request).agents.default_name)
+        if agent else None,
+        name_prefix=_bounded("namePrefix", name_prefix) if name_prefix else None,
+        created_after=instant(request, "createdAfter"),
+        created_before=instant(request, "createdBefore"),
+        updated_after=instant(request, "updatedAfter"),
+        updated_before=instant(request, "updatedBefore"))
+
+
+def instant(request: Request, name: str) -> int | None:
+    """An ISO-8601 date or time of the query string as epoch milliseconds (UTC unless it
+    says otherwise)."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        at = datetime.fromisoformat(raw[:-1] + "+00:00" if raw[-1:] in ("Z", "z") else raw)
+    except ValueError:
+        raise ApiError(Problem.VALIDATION_ERROR, f"{name} must be an ISO-8601 date or time",
+                       errors={name: "not an ISO-8601 date or time"}) from None
+    return int((at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def _bounded(name: str, value: str) -> str:
+    if len(value) > MAX_FILTER_VALUE:
+        raise ApiError(Problem.VALIDATION_ERROR,
+                       f"{echo(name)} is longer than {MAX_FILTER_VALUE} characters")
+    return value
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw in (None, "false"):
+        return False
+    if raw == "true":
+        return True
+    raise ApiError(Problem.VALIDATION_ERROR, f"{name} must be true or false")
 
 
 async def get_thread(request: Request) -> Response:

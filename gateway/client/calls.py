@@ -13,6 +13,9 @@ SSE = "text/event-stream"
 # Reading a stream waits at most this long for a byte; the gateway sends a heartbeat comment
 # every 15 s by default (`GATEWAY_HEARTBEAT_SECONDS`), so a longer silence is a dead connection.
 READ_TIMEOUT_SECONDS = 60.0
+# A run-and-wait call is held by the gateway up to `GATEWAY_RUN_WAIT_SECONDS` (at most an
+# hour), then answered 202 and asked again: its read waits at most that long.
+WAIT_TIMEOUT_SECONDS = 3660.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,30 @@ class Calls:
         path = f"/v1/threads/{_segment(thread_id)}/runs" if thread_id else "/v1/threads/runs"
         return Call("POST", path, self._scoped(), body, {"accept": SSE})
 
+    def run_wait(self, message: str | Mapping[str, Any], thread_id: str | None,
+                 request: Mapping[str, Any]) -> Call:
+        body = {"message": user_message(message), **request}
+        path = (f"/v1/threads/{_segment(thread_id)}/runs/wait" if thread_id
+                else "/v1/threads/runs/wait")
+        return Call("POST", path, self._scoped(), body, {"accept": "application/json"})
+
+    def batch(self, runs: list[Mapping[str, Any]]) -> Call:
+        """Each run's `message` may be text, as `run` takes it."""
+        items = [{**run, "message": user_message(run["message"])} for run in runs]
+        return Call("POST", "/v1/threads/runs/batch", self._scoped(), {"runs": items})
+
+    def cancel_runs(self, thread_ids: list[str] | None,
+                    metadata: Mapping[str, str] | None) -> Call:
+        body: dict[str, Any] = {}
+        if thread_ids:
+            body["threadIds"] = list(thread_ids)
+        if metadata:
+            body["metadata"] = dict(metadata)
+        return Call("POST", "/v1/threads/runs/cancel", self._scoped(), body)
+
+    def wait(self, thread_id: str, run_id: str) -> Call:
+        return self.get(f"/v1/threads/{_segment(thread_id)}/runs/{_segment(run_id)}/wait")
+
     def join(self, thread_id: str, run_id: str, after: int | None) -> Call:
         headers = {"accept": SSE}
         if after is not None:
@@ -85,8 +112,13 @@ class Calls:
     def run_status(self, thread_id: str, run_id: str) -> Call:
         return self.get(f"/v1/threads/{_segment(thread_id)}/runs/{_segment(run_id)}")
 
-    def threads(self, limit: int | None, cursor: str | None) -> Call:
-        return self.get("/v1/threads", limit=limit, cursor=cursor)
+    def threads(self, limit: int | None, cursor: str | None,
+                metadata: Mapping[str, str] | None = None, **filters: Any) -> Call:
+        """The thread list; `metadata` and `filters` (`status`, `agent`, `namePrefix`,
+        `createdAfter`, ..., `count`) narrow it (`GET /v1/threads`)."""
+        given = {f"metadata.{key}": value for key, value in (metadata or {}).items()}
+        flags = {k: str(v).lower() if isinstance(v, bool) else v for k, v in filters.items()}
+        return self.get("/v1/threads", limit=limit, cursor=cursor, **given, **flags)
 
     def thread(self, thread_id: str) -> Call:
         return self.get(f"/v1/threads/{_segment(thread_id)}")

@@ -68,6 +68,7 @@ from .stream_contract import estimated_usage, require_finish, truncation
 from .tool_arguments import arguments_error, parsed_arguments
 from .tools import approvals, elicitation, status_messages
 from .tools import status as tool_status
+from .tools.approval_rules import ApprovalRule
 from .tools.context import bind_tool_call
 from .tools.resources import ResourceServer
 from .usage import estimate
@@ -96,6 +97,8 @@ class ServerToolSpec:
     call: ServerTool
     # Ask a human first: a call pauses the run until it is approved (`engine/tools/approvals.py`).
     approval: bool = False
+    # With `approval`: ask only for the calls this rule holds for (`tools/approval_rules.py`).
+    approval_rule: ApprovalRule | None = None
     # The MCP server the tool is from, which can also read its resources (`embedResources`,
     # `engine/tools/resources.py`); None: a Python tool.
     resources: ResourceServer | None = None
@@ -131,6 +134,8 @@ class RunInput:
     tool_timeout: float = 30.0
     # How long an approval-gated call may wait for its answer before it counts as denied.
     approval_ttl: float = 86400.0
+    # Tools a human allowed on this thread for good: their calls no longer ask.
+    allowed_tools: frozenset[str] = frozenset()
     # Components shown in the thread so far: their `context_tools` are offered.
     shown_components: set[str] = field(default_factory=set)
     # Calls each tool already made on this thread, for the tools' `maxCalls`.
@@ -600,7 +605,12 @@ def _schema_of(run: RunInput, call: _Call) -> Any:
 
 def _asks_first(run: RunInput, call: _Call) -> bool:
     spec = run.server_tools.get(call.name)
-    return call.kind == "server" and spec is not None and spec.approval
+    if call.kind != "server" or spec is None or not spec.approval:
+        return False
+    if call.name in run.allowed_tools:
+        return False
+    rule = spec.approval_rule
+    return rule is None or rule.asks(parsed_arguments(call.arguments))
 
 
 def _pending(run: RunInput, call: _Call, message_id: str) -> PendingToolCall:
@@ -610,6 +620,9 @@ def _pending(run: RunInput, call: _Call, message_id: str) -> PendingToolCall:
                              "arguments": json.dumps(arguments), "input": arguments}
     if call.kind == "server":
         entry["approval"] = approvals.request(call.name, message_id, run.approval_ttl)
+        spec = run.server_tools.get(call.name)
+        if spec is not None and spec.approval_rule is not None:
+            entry["approval"]["rule"] = spec.approval_rule.text  # why this call asked
     return entry
 
 
@@ -627,22 +640,40 @@ def _question(run: RunInput, call_id: str, name: str, arguments: dict[str, Any],
 
 
 async def resolve_approvals(run: RunInput, answers: list[approvals.Answer],
-                            sink: FrameSink) -> list[PendingToolCall]:
+                            sink: FrameSink,
+                            on_edited: Callable[[approvals.Answer], None] | None = None
+                            ) -> list[PendingToolCall]:
     """Before a resumed run's first model call: run each approved call (once: its answer was
     taken by this run alone, under the thread's lock) and answer the others with an error;
     call again each tool whose question was answered. Returns the calls that asked another
-    question (the run pauses again at once)."""
+    question (the run pauses again at once).
+
+    A call approved with edited arguments runs with them if the tool's schema takes them (else
+    it gets an error result and does not run), and `on_edited` is told before it runs, to
+    rewrite the stored call: the thread, and the model's history, read what really ran."""
     pending: list[PendingToolCall] = []
     for answer in answers:
         output, error = None, approvals.denial(answer)  # type: tuple[Any, str | None]
+        arguments, edited = answer.arguments, answer.edited
+        if answer.decision == "approved" and edited is not None:
+            spec = run.server_tools.get(answer.name)
+            problem = arguments_error(json.dumps(edited),
+                                      spec.parameters if spec is not None else None)
+            if problem is not None:
+                answer = replace(answer, decision="denied")
+                error = approvals.edit_refused(answer, problem)
+            else:
+                arguments = edited
+                if on_edited is not None:
+                    on_edited(answer)
         if answer.decision in ("approved", "answered"):
             try:
-                output, error = await call_server_tool(run, answer.name, answer.arguments,
+                output, error = await call_server_tool(run, answer.name, arguments,
                                                        answer.answers, answer.tool_call_id,
                                                        sink)
             except elicitation.InputRequired as question:
                 pending.append(_question(run, answer.tool_call_id, answer.name,
-                                         answer.arguments, answer.message_id, question,
+                                         arguments, answer.message_id, question,
                                          list(answer.answers or [])))
                 continue
         value = result_value(answer.message_id, answer.tool_call_id, answer.name, output, error,

@@ -50,6 +50,25 @@ ADMIN_AGENT = Param("agent", "query", {"type": "string", "maxLength": 64},
                     "Only this agent's.")
 
 
+_TEXT = {"type": "string", "maxLength": 256}
+_TIME = {"type": "string", "format": "date-time"}
+THREAD_SEARCH = (
+    Param("status", "query", {"type": "string", "enum": ["idle", "waiting", "streaming"]},
+          "Only threads in this run status."),
+    Param("agent", "query", {"type": "string", "maxLength": 64},
+          "Only threads of this agent (the default agent's include threads that name none)."),
+    Param("namePrefix", "query", _TEXT, "Only threads whose name starts with this text "
+          "(case-sensitive)."),
+    Param("createdAfter", "query", _TIME, "Only threads created at or after this time."),
+    Param("createdBefore", "query", _TIME, "Only threads created before this time."),
+    Param("updatedAfter", "query", _TIME, "Only threads updated at or after this time."),
+    Param("updatedBefore", "query", _TIME, "Only threads updated before this time."),
+    Param("count", "query", {"type": "boolean", "default": False},
+          "Also answer how many threads match (`count`, counted up to 10,000; `countCapped`: "
+          "there are more)."),
+)
+
+
 def admin_window(since: str, until: str, what: str) -> tuple[Param, Param]:
     """The time window of an operator call: at most 366 days, 30 by default."""
     return (Param(since, "query", {"type": "string", "format": "date-time"},
@@ -94,8 +113,14 @@ OPERATIONS: tuple[Operation, ...] = (
               errors=("USER_SCOPE_REQUIRED", *STORED_CAPS, "AGENT_NOT_FOUND",
                       "SYSTEM_PROMPT_NOT_ALLOWED")),
     Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
-              params=(*KEYS, limit(20, 100), CURSOR), result=tambo.ThreadList,
-              errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED")),
+              params=(*KEYS, limit(20, 100), CURSOR, *THREAD_SEARCH), result=tambo.ThreadList,
+              description="The user scope's threads, narrowed by every filter given. "
+                          "`metadata.<key>=<value>` (for example `metadata.project=x`) keeps "
+                          "the threads whose metadata has that string value under that key "
+                          "(at most 8 such filters; a key is 1 to 64 letters, digits, `_` or "
+                          "`-`; a value at most 256 characters). A malformed filter is refused "
+                          "(400), never ignored.",
+              errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED", "VALIDATION_ERROR")),
     Operation("GET", "/v1/threads/{thread_id}", "getThread", "A thread with its messages",
               "threads", params=KEYS, result=tambo.ThreadWithMessages),
     Operation("PATCH", "/v1/threads/{thread_id}", "updateThread", "Rename a thread or replace "

@@ -191,6 +191,10 @@ class AdminPendingCall(StrictModel):
     responseSchema: dict[str, Any] | None = Field(description="The answer's JSON Schema.")
     expiresAt: str | None = Field(description="An approval given later is refused.")
     expired: bool
+    rule: str | None = Field(None, exclude_if=lambda v: v is None, description=(
+        "The operator's rule on the arguments that made this call ask (an agent's "
+        "`approval_rules`, or `python:<name>` for a tool's predicate); absent: the tool asks "
+        "for every call."))
 
 
 class AdminWaitingThread(StrictModel):

@@ -15,6 +15,11 @@ REASON = "tool_approval"
 RESPONSE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"approved": {"type": "boolean"},
-                   "reason": {"type": "string", "maxLength": 2000}},
+                   "reason": {"type": "string", "maxLength": 2000},
+                   # Approve the call with these arguments instead of the model's (checked
+                   # against the tool's schema; the stored call shows them).
+                   "editedArgs": {"type": "object"},
+                   # And let this tool run without asking for the rest of the thread.
+                   "alwaysAllow": {"type": "boolean"}},
     "required": ["approved"],
 }

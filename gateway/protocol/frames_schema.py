@@ -94,6 +94,9 @@ class ApprovalRequest(TypedDict):
     # the answers to its earlier questions.
     responseSchema: NotRequired[dict[str, Any]]
     answers: NotRequired[list[dict[str, Any]]]
+    # The operator's rule on the arguments that made this call ask (an agent's
+    # `approval_rules`, a tool's predicate); absent: the tool asks for every call.
+    rule: NotRequired[str]
 
 
 @final

@@ -495,6 +495,10 @@ class ThreadList(StrictModel):
     threads: list[Thread]
     hasMore: bool
     nextCursor: str | None = omitted()
+    # With `count=true`: how many threads match the filters, counted up to a bound
+    # (`countCapped`: there are more than `count`).
+    count: int | None = omitted()
+    countCapped: bool | None = omitted()
 
 
 class MessageList(StrictModel):
@@ -624,6 +628,82 @@ class Run(StrictModel):
     metadata: dict[str, Any] | None = Field(None, exclude_if=_is_none, description=(
         "The metadata the run was started with (`runMetadata`, or `metadata` as the Tambo v1 "
         "proposal names it), stored with the run; absent when it had none."))
+
+
+class BatchRun(RunRequest):
+    """One run of a batch: a run request, on the thread `threadId` names, else on a new one."""
+
+    threadId: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+MAX_BATCH_RUNS = 20
+
+
+class BatchRunRequest(WireModel):
+    """`POST /v1/threads/runs/batch`: several runs started at once, each on its own."""
+
+    runs: list[BatchRun] = Field(min_length=1, max_length=MAX_BATCH_RUNS)
+
+
+class BatchStarted(StrictModel):
+    """One run of a batch: started (its ids and status), or refused (`error`, the problem the
+    same request alone would have been answered with)."""
+
+    index: int
+    threadId: str | None = omitted()
+    runId: str | None = omitted()
+    status: RunStatus | None = omitted()
+    error: dict[str, Any] | None = omitted()
+
+
+class BatchStartedList(StrictModel):
+    runs: list[BatchStarted]
+
+
+class BulkCancelRequest(WireModel):
+    """`POST /v1/threads/runs/cancel`: cancel the active runs of the caller's threads that
+    `threadIds` names, or whose metadata has every value `metadata` gives (at least one of
+    the two)."""
+
+    model_config = ConfigDict(**WireModel.model_config, json_schema_extra={
+        "anyOf": [{"required": ["threadIds"]}, {"required": ["metadata"]}]})
+
+    threadIds: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=100)
+    metadata: dict[Annotated[str, Field(pattern="^[A-Za-z0-9_-]{1,64}$")],
+                   Annotated[str, Field(max_length=256)]] | None = Field(
+        default=None, min_length=1, max_length=8)
+    userKey: UserKey | None = None
+    contextKey: UserKey | None = None
+
+
+class BulkCancelledRun(CancelResponse):
+    threadId: str
+
+
+class BulkCancelled(StrictModel):
+    """The runs a bulk cancel reached, each as a single cancel answers it (`cancelRequested`:
+    running in another process, its cancellation under way); `more`: more threads matched than
+    one call cancels (call again)."""
+
+    runs: list[BulkCancelledRun]
+    more: bool
+
+
+class RunWaitResult(StrictModel):
+    """`POST /v1/threads[/{id}]/runs/wait`: the run, ended (200), or still going when the wait
+    ran out (202: only the ids and status, to join it by its stream or status)."""
+
+    status: RunStatus
+    threadId: str
+    runId: str
+    messages: list[Message] | None = Field(None, exclude_if=_is_none, description=(
+        "The messages the run added to the thread, in order: its input, then its answer "
+        "(tool calls and results included). Absent on a 202."))
+    usage: Usage | None = Field(None, exclude_if=_is_none, description=(
+        "What the run's model calls consumed; absent on a 202 and for a run that called no "
+        "model."))
+    error: RunErrorInfo | None = omitted()
 
 
 class RunList(StrictModel):

@@ -61,19 +61,26 @@ def input_part(entry: Mapping[str, Any], result: ToolResult | None, now: int) ->
         part.update(decision="answered",
                     answers=[*request.get("answers", []), elicited(result)])
         return part
-    approved, reason = decision(result)
+    approved, reason, edited, always = decision(result)
     part["decision"] = "approved" if approved else "denied"
     if reason:
         part["reason"] = reason[:MAX_REASON]
+    if approved and edited is not None:
+        part["editedArguments"] = edited
+    if approved and always:
+        part["alwaysAllow"] = True
     return part
 
 
-def decision(result: ToolResult) -> tuple[bool, str | None]:
-    """An answer as (approved, reason): an error result (the Tambo client's answer when no
-    tool of that name is registered, a cancelled AG-UI interrupt) denies; otherwise the text
-    must be the JSON object `{"approved": true|false, "reason"?: "..."}`."""
+def decision(result: ToolResult) -> tuple[bool, str | None, dict[str, Any] | None, bool]:
+    """An answer as (approved, reason, edited arguments, always allow): an error result (the
+    Tambo client's answer when no tool of that name is registered, a cancelled AG-UI
+    interrupt) denies; otherwise the text must be the JSON object `{"approved": true|false,
+    "reason"?: "...", "editedArgs"?: {...}, "alwaysAllow"?: true}` (AG-UI's payload; a Tambo
+    client's tool result text). Edited arguments are checked against the tool's schema when
+    the call runs (`engine.loop.resolve_approvals`)."""
     if result.is_error:
-        return False, result.text or None
+        return False, result.text or None, None, False
     try:
         answer = json.loads(result.text)
     except ValueError:
@@ -84,7 +91,14 @@ def decision(result: ToolResult) -> tuple[bool, str | None]:
                        '{"approved": true} or {"approved": false, "reason": "..."}',
                        reason="INVALID_APPROVAL", toolCallId=result.tool_call_id)
     reason = answer.get("reason")
-    return answer["approved"], reason if isinstance(reason, str) and reason else None
+    edited = answer.get("editedArgs")
+    if edited is not None and not isinstance(edited, dict):
+        raise ApiError(Problem.INVALID_TOOL_RESULT,
+                       f"The editedArgs of the answer to tool call {result.tool_call_id} must "
+                       "be a JSON object: the tool's arguments",
+                       reason="INVALID_APPROVAL", toolCallId=result.tool_call_id)
+    return (answer["approved"], reason if isinstance(reason, str) and reason else None,
+            edited, answer.get("alwaysAllow") is True)
 
 
 def elicited(result: ToolResult) -> dict[str, Any]:
@@ -97,6 +111,15 @@ def elicited(result: ToolResult) -> dict[str, Any]:
                        'the requested content, or {"action": "decline"}',
                        reason="INVALID_ANSWER", toolCallId=result.tool_call_id)
     return answer
+
+
+def allowed_tools(rows: Sequence[MessageRow]) -> frozenset[str]:
+    """The tools a human allowed on this thread for good (an approval with `alwaysAllow`): its
+    history is where that is stored, so it lasts as long as the thread (and its forks) and
+    needs no table of its own."""
+    return frozenset(part["name"] for row in rows if row.role == "user"
+                     for part in row.parts if part.get("type") == PART
+                     and part.get("decision") == "approved" and part.get("alwaysAllow"))
 
 
 def answers_of(rows: Sequence[MessageRow], run_id: str) -> list[approvals.Answer]:
@@ -114,4 +137,9 @@ async def settle(run: RunInput, answers: list[approvals.Answer], rows: Sequence[
     for row in rows:
         if row.id in holders:
             recorder.adopt(row.id, row.parts)
-    return await resolve_approvals(run, answers, recorder)
+
+    def edited(answer: approvals.Answer) -> None:
+        if answer.edited is not None:
+            recorder.amend_call(answer.message_id, answer.tool_call_id, answer.edited)
+
+    return await resolve_approvals(run, answers, recorder, edited)

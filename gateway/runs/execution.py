@@ -138,6 +138,9 @@ class RunExecutor:
         self.max_steps, self.tool_timeout = limits.max_steps, limits.tool_timeout_seconds
         self.approval_ttl = limits.approval_ttl_seconds
         self.server_tools = setup.server_tools
+        # Whether any run may call a server tool (the project's, or an agent's own): only
+        # then is each run's tool context bound (one read of its thread).
+        self.has_tools = bool(setup.server_tools) or any(setup.agent_tools.values())
         self._lose, self._retire = host.lose, host.retire
         self.writer = host.log_writer
         self.limits = limits
@@ -158,7 +161,7 @@ class RunExecutor:
                                writer=self.writer)
         active.recorder = recorder
         bind_run(self.components, run.thread_id)
-        thread = await self._bind_tool_context(run) if self.server_tools else None
+        thread = await self._bind_tool_context(run) if self.has_tools else None
         if spec.state is not None or thread is not None:
             bind_shared_state(await thread_state(
                 self.store, run.thread_id, spec.state, thread.state if thread else None,
@@ -287,6 +290,7 @@ class RunExecutor:
             max_output_tokens=self.max_output_tokens,
             tool_timeout=self.tool_timeout,
             approval_ttl=self.approval_ttl,
+            allowed_tools=approvals.allowed_tools(rows),
             call_counts=tool_call_counts(rows),
             shown_components={p["name"] for row in rows for p in row.parts
                               if p.get("type") == "x-component"},

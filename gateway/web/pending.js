@@ -16,7 +16,7 @@ export function normalized(call) {
   const kind = !request ? "clientTool" : request.reason === QUESTION ? "question" : "approval";
   return { toolCallId: call.toolCallId, toolName: call.toolName, arguments: call.arguments,
            kind, message: request?.message ?? null, responseSchema: request?.responseSchema ?? null,
-           expiresAt: request?.expiresAt ?? null, expired: false };
+           expiresAt: request?.expiresAt ?? null, expired: false, rule: request?.rule ?? null };
 }
 
 export const kindOf = (call) => normalized(call).kind;
@@ -29,15 +29,39 @@ function argumentsOf(call) {
   }
 }
 
-function approvalControls(choose) {
+function approvalControls(call, choose) {
   const reason = el("input", { class: "reason", placeholder: "reason (optional, the model reads it)",
                                maxlength: "2000", "aria-label": "Reason for denying" });
   const approve = el("button", { type: "button", class: "approve" }, "Approve");
   const deny = el("button", { type: "button", class: "deny" }, "Deny");
+  // Approve with edited arguments (`editedArgs`): the tool runs with these instead.
+  const edited = el("textarea", { rows: "2", spellcheck: "false", class: "edited-args",
+                                  "aria-label": "Arguments to approve with (JSON)" });
+  edited.value = argumentsOf(call);
+  const approveEdited = el("button", { type: "button", class: "approve-edited" },
+                           "Approve with these arguments");
+  const always = el("button", { type: "button", class: "approve-always",
+                               title: "Approve, and let this tool run without asking on this thread" },
+                    "Always allow here");
   approve.addEventListener("click", () => choose(() => ({ approved: true })));
+  always.addEventListener("click", () => choose(() => ({ approved: true, alwaysAllow: true })));
+  approveEdited.addEventListener("click", () => choose(() => {
+    let editedArgs;
+    try {
+      editedArgs = JSON.parse(edited.value);
+    } catch (error) {
+      throw new Error(`The arguments are not valid JSON: ${error.message}`);
+    }
+    if (!editedArgs || typeof editedArgs !== "object" || Array.isArray(editedArgs)) {
+      throw new Error("The arguments must be a JSON object.");
+    }
+    return { approved: true, editedArgs };
+  }));
   deny.addEventListener("click", () => choose(() => (reason.value.trim()
     ? { approved: false, reason: reason.value.trim() } : { approved: false })));
-  return [el("div", { class: "choices" }, approve, deny, reason)];
+  return [el("div", { class: "choices" }, approve, always, deny, reason),
+          el("details", { class: "edit-args" }, el("summary", {}, "Edit the arguments"),
+             edited, el("div", { class: "choices" }, approveEdited))];
 }
 
 function jsonControls(call, choose, withButton) {
@@ -81,8 +105,9 @@ export function callRow(given, choose, { clientToolButton = false } = {}) {
                  el("span", { class: "badge" }, call.expired ? `${kind} (expired)` : kind),
                  el("div", { class: "ask" }, call.message || `${call.toolName} waits for its result`),
                  el("pre", {}, `${call.toolName}(${argumentsOf(call)}) · ${call.toolCallId}`),
+                 call.rule ? el("small", { class: "rule" }, `asked by the rule ${call.rule}`) : "",
                  call.expiresAt ? el("small", {}, `expires ${call.expiresAt}`) : "");
-  row.append(...(call.kind === "approval" ? approvalControls(choose)
+  row.append(...(call.kind === "approval" ? approvalControls(call, choose)
     : jsonControls(call, choose, clientToolButton)));
   return row;
 }

@@ -112,7 +112,7 @@ const SCENARIOS = {
    * A server tool that asks first (docs/human-in-the-loop.md): the app registers a tool under
    * the server tool's name whose function is the approval prompt; the client runs it when the
    * run pauses and sends its answer, `{approved: true}`, as the tool's result. APPROVE=no
-   * answers `{approved: false}`.
+   * answers `{approved: false}`; EDITED_TO approves with `editedArgs` sending to that address.
    */
   async approval(ctx, result) {
     const client = ctx.newClient();
@@ -124,7 +124,11 @@ const SCENARIOS = {
       outputSchema: { type: "object" },
       tool: async (args) => {
         result.asked.push(args);
-        return process.env.APPROVE === "no" ? { approved: false, reason: "not now" } : { approved: true };
+        if (process.env.APPROVE === "no") return { approved: false, reason: "not now" };
+        if (process.env.EDITED_TO) {
+          return { approved: true, editedArgs: { ...args, to: process.env.EDITED_TO } };
+        }
+        return { approved: true };
       },
     });
     result.run = await ctx.runAndCollect(client, "Email Ada");

@@ -76,6 +76,24 @@ def test_tambo_client_denies(approvals_process: GatewayServer, scripted_model: S
     assert times_sent(to) == 0
 
 
+def test_tambo_client_approves_with_edited_args(approvals_process: GatewayServer,
+                                                scripted_model: ScriptedModel):
+    """The registered tool's return value is the answer: with `editedArgs`, the tool runs
+    with them. (The client's own state keeps the call as the model streamed it; the stored
+    thread shows the edited call: tests/integration/test_approvals.py.)"""
+    asked, edited = (f"{uuid.uuid4().hex[:8]}@example.com" for _ in range(2))
+    scripted_model.enqueue(mail_call("call_te", asked), [{"content": "Sent as edited."}])
+    result = run_scenario("approval", approvals_process.url, EDITED_TO=edited)
+    run = result["run"]
+    assert run["error"] is None and run["status"] == "idle", (run, result.get("_stderr"))
+    assert times_sent(edited) == 1 and times_sent(asked) == 0
+    holder = next(m for m in run["messages"]
+                  if any(b.get("id") == "call_te" for b in m["content"]))
+    [output] = [b for b in holder["content"] if b["type"] == "tool_result"]
+    assert json.loads(output["content"][0]["text"]) == {"sent": True, "to": edited}
+    assert run["messages"][-1]["content"] == [{"type": "text", "text": "Sent as edited."}]
+
+
 def test_http_agent_interrupt_and_resume(approvals_process: GatewayServer,
                                          scripted_model: ScriptedModel):
     to = f"{uuid.uuid4().hex[:8]}@example.com"
@@ -100,6 +118,29 @@ def test_http_agent_interrupt_and_resume(approvals_process: GatewayServer,
     [tool] = [m for m in result["messages"] if m["role"] == "tool"]
     assert tool["toolCallId"] == "call_ha" and json.loads(tool["content"])["sent"] is True
     assert result["messages"][-1]["content"] == "Approved and sent."
+
+
+def test_http_agent_resumes_with_edited_args(approvals_process: GatewayServer,
+                                            scripted_model: ScriptedModel):
+    """The interrupt's `responseSchema` offers `editedArgs`; a resume that gives them runs the
+    tool with them, and the agent's own verifier takes both streams."""
+    asked, edited = (f"{uuid.uuid4().hex[:8]}@example.com" for _ in range(2))
+    scripted_model.enqueue(mail_call("call_hx", asked), [{"content": "Sent as edited."}])
+    result = run_agui_agent({
+        "url": f"{approvals_process.url}/v1/agui/agents/default/run",
+        "headers": {"x-api-key": "test-key"}, "threadId": f"agui-{uuid.uuid4()}",
+        "steps": [{"user": "Email Ada"},
+                  {"resume": {"status": "resolved", "payload": {
+                      "approved": True, "editedArgs": {"to": edited, "subject": "Edited"}}}}]})
+    first, second = result["runs"]
+    for run in result["runs"]:
+        assert run["error"] is None, (run, result["_stderr"])
+    [interrupt] = first["interrupts"]
+    assert "editedArgs" in interrupt["responseSchema"]["properties"]
+    assert second["outcome"] == "success"
+    assert times_sent(edited) == 1 and times_sent(asked) == 0
+    [tool] = [m for m in result["messages"] if m["role"] == "tool"]
+    assert json.loads(tool["content"]) == {"sent": True, "to": edited}
 
 
 def test_http_agent_reloads_a_waiting_thread_and_approves(approvals_process: GatewayServer,

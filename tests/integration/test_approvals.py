@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ import pytest
 from ag_ui.core import RunFinishedEvent
 
 from tests.conftest import scripted_env
+from tests.integration.test_admin_console_api import create_key
 from tests.support import engines
 from tests.support.approval_tools import keys_sent, times_sent
 from tests.support.gateway_server import ROOT, USER
@@ -448,3 +451,179 @@ def test_an_mcp_servers_elicitation_pauses_the_run_and_the_answer_goes_back(
             assert result["content"] == "Hello, Ada!"
     finally:
         server.stop()
+
+
+# -- approving with edited arguments (AG-UI's `editedArgs`; a Tambo tool result's text) ----
+
+def _stored_call(http: httpx.Client, thread_id: str, call_id: str) -> dict:
+    messages = http.get(f"/v1/threads/{thread_id}/messages").json()["messages"]
+    return next(block for m in messages for block in m["content"]
+                if block["type"] == "tool_use" and block["id"] == call_id)
+
+
+def test_tambo_approval_with_edited_arguments_runs_the_tool_with_them(
+        http: httpx.Client, scripted_model: ScriptedModel):
+    asked, edited_to = recipient(), recipient()
+    events = paused(http, scripted_model, asked, "call_edit")
+    thread_id = events[0].data["threadId"]
+    edited = {"to": edited_to, "subject": "Edited"}
+    scripted_model.enqueue([{"content": "Sent to the edited address."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": answer("call_edit", json.dumps({"approved": True, "editedArgs": edited})),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert json.loads(result["content"]) == {"sent": True, "to": edited_to}
+    assert times_sent(edited_to) == 1 and times_sent(asked) == 0
+
+    assert _stored_call(http, thread_id, "call_edit")["input"] == edited
+    # The model's next call reads the call as it ran.
+    [sent] = [c for m in scripted_model.requests[-1]["messages"] if m["role"] == "assistant"
+              for c in m.get("tool_calls") or [] if c["id"] == "call_edit"]
+    assert json.loads(sent["function"]["arguments"]) == edited
+
+
+def test_agui_resume_with_edited_args(http: httpx.Client, scripted_model: ScriptedModel):
+    asked, edited_to, thread_id = recipient(), recipient(), uuid.uuid4().hex
+    events = agui_paused(http, scripted_model, "call_ag_edit", asked, thread_id)
+    [interrupt] = RunFinishedEvent.model_validate(events[-1].data).outcome.interrupts
+    assert "editedArgs" in interrupt.response_schema["properties"]
+    scripted_model.enqueue([{"content": "Done."}])
+    resumed = run_events(http, "POST", "/v1/agui/agents/default/run", json=agui_input(
+        thread_id, resume=[{"interruptId": interrupt.id, "status": "resolved",
+                            "payload": {"approved": True,
+                                        "editedArgs": {"to": edited_to, "subject": "AG"}}}]))
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert json.loads(result["content"])["to"] == edited_to
+    assert times_sent(edited_to) == 1 and times_sent(asked) == 0
+
+
+def test_edited_arguments_the_schema_refuses_never_run(http: httpx.Client,
+                                                       scripted_model: ScriptedModel):
+    asked = recipient()
+    events = paused(http, scripted_model, asked, "call_bad_edit")
+    thread_id = events[0].data["threadId"]
+    scripted_model.enqueue([{"content": "Could not send."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": answer("call_bad_edit", json.dumps({"approved": True,
+                                                       "editedArgs": {"to": 5}})),
+        "previousRunId": events[0].data["runId"]})
+    [result] = [e.data for e in resumed if e.type == "TOOL_CALL_RESULT"]
+    assert "did not run" in result["content"]
+    assert times_sent(asked) == 0
+    # The stored call is the model's: nothing ran with other arguments.
+    assert _stored_call(http, thread_id, "call_bad_edit")["input"]["to"] == asked
+
+
+def test_edited_args_that_are_not_an_object_are_refused(http: httpx.Client,
+                                                        scripted_model: ScriptedModel):
+    events = paused(http, scripted_model, recipient(), "call_list_edit")
+    refused = continue_run(http, events, answer(
+        "call_list_edit", json.dumps({"approved": True, "editedArgs": ["x"]})))
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "INVALID_TOOL_RESULT"
+
+
+# -- approval rules: the agents file's `approval_rules` ---------------------------------------
+
+RULED_AGENTS = """
+[agents.default]
+tools = ["{tools}"]
+approval_rules = {{send_email = 'to not in ["team@example.com"] and subject != "ping"'}}
+"""
+
+
+@pytest.fixture(scope="module")
+def ruled_gateway(scripted_model: ScriptedModel, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[InProcess, dict[str, str]]]:
+    """A gateway whose agent has an approval rule, with a client key and an admin key."""
+    workdir = tmp_path_factory.mktemp("approval-rules")
+    (workdir / "agents.toml").write_text(RULED_AGENTS.format(tools=TOOLS))
+    env = scripted_env(scripted_model, GATEWAY_AGENTS_FILE=str(workdir / "agents.toml"))
+    server = (InProcessCluster(workdir, env) if engines.ENGINES is not None
+              else InProcessGateway(workdir, env))
+    keys = {"client": create_key(server, "rules")}  # before the start: no development mode
+    server.start()
+    keys["admin"] = create_key(server, "rules", "--admin")
+    yield server, keys
+    server.stop()
+
+
+@pytest.fixture
+def ruled_http(ruled_gateway: tuple[InProcess, dict[str, str]]) -> Iterator[httpx.Client]:
+    server, keys = ruled_gateway
+    with server.client(event_hooks=USER, timeout=30,
+                       headers={"x-api-key": keys["client"]}) as client:
+        yield client
+
+
+def test_an_approval_rule_asks_only_for_the_calls_it_holds_for(
+        ruled_http: httpx.Client, ruled_gateway: tuple[InProcess, dict[str, str]],
+        scripted_model: ScriptedModel):
+    # The rule does not hold: the call runs without asking.
+    scripted_model.enqueue([call(0, "call_team", "send_email",
+                                 json.dumps({"to": "team@example.com", "subject": "Hi"}))],
+                           [{"content": "Sent to the team."}])
+    before = times_sent("team@example.com")
+    ran = run_events(ruled_http, "POST", "/v1/threads/runs", json={"message": user("team")},
+                     headers={"x-api-key": ruled_http.headers["x-api-key"]})
+    assert ran[-1].type == "RUN_FINISHED"
+    assert [e.data["toolCallId"] for e in ran if e.type == "TOOL_CALL_RESULT"] == ["call_team"]
+    assert times_sent("team@example.com") == before + 1
+
+    # It holds: the run pauses, and the pending approval names the rule that asked.
+    outsider = recipient()
+    scripted_model.enqueue([call(0, "call_out", "send_email",
+                                 json.dumps({"to": outsider, "subject": "Hi"}))])
+    asked = run_events(ruled_http, "POST", "/v1/threads/runs", json={"message": user("out")},
+                       headers={"x-api-key": ruled_http.headers["x-api-key"]})
+    [pending] = asked[-2].data["value"]["pendingToolCalls"]
+    rule = 'to not in ["team@example.com"] and subject != "ping"'
+    assert pending["approval"]["rule"] == rule
+    assert times_sent(outsider) == 0
+
+    # The console lists the pending approval with its arguments and the rule that asked.
+    server, keys = ruled_gateway
+    with server.client(timeout=30, headers={"x-api-key": keys["admin"]}) as admin:
+        waiting = admin.get("/v1/admin/waiting").json()["threads"]
+    [listed] = [c for t in waiting for c in t["calls"] if c["toolCallId"] == "call_out"]
+    assert listed["kind"] == "approval" and listed["rule"] == rule
+    assert json.loads(listed["arguments"]) == {"to": outsider, "subject": "Hi"}
+
+
+def test_an_approval_rule_outside_the_language_stops_start_up(tmp_path: Path,
+                                                             scripted_model: ScriptedModel):
+    (tmp_path / "agents.toml").write_text(
+        RULED_AGENTS.format(tools=TOOLS).replace("subject != \"ping\"", "__import__(\"os\")"))
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "agents", "check", str(tmp_path / "agents.toml")],
+        env={**os.environ, **scripted_env(scripted_model)},
+        capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode != 0
+    assert "approval_rules" in result.stderr + result.stdout
+
+
+def test_always_allow_lets_the_tool_run_unasked_on_that_thread_only(
+        http: httpx.Client, scripted_model: ScriptedModel):
+    first, second, elsewhere = recipient(), recipient(), recipient()
+    events = paused(http, scripted_model, first, "call_always")
+    thread_id = events[0].data["threadId"]
+    scripted_model.enqueue([{"content": "Sent."}])
+    resumed = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": answer("call_always", json.dumps({"approved": True, "alwaysAllow": True})),
+        "previousRunId": events[0].data["runId"]})
+    assert times_sent(first) == 1
+
+    # The next call on the thread runs without asking.
+    scripted_model.enqueue([call(0, "call_again", "send_email",
+                                 json.dumps({"to": second, "subject": "Again"}))],
+                           [{"content": "Sent again."}])
+    again = run_events(http, "POST", f"/v1/threads/{thread_id}/runs", json={
+        "message": user("once more"), "previousRunId": resumed[0].data["runId"]})
+    assert again[-1].type == "RUN_FINISHED"
+    assert [e.data["toolCallId"] for e in again if e.type == "TOOL_CALL_RESULT"] == ["call_again"]
+    assert times_sent(second) == 1
+
+    # Another thread still asks.
+    other = paused(http, scripted_model, elsewhere, "call_elsewhere")
+    assert other[-2].data["name"] == "tambo.run.awaiting_input"
+    assert times_sent(elsewhere) == 0

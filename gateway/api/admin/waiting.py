@@ -53,7 +53,8 @@ def pending_call(entry: dict[str, Any], now: int) -> AdminPendingCall:
         arguments=str(entry.get("arguments") or "{}"), kind=kind,
         message=request.get("message") if request else None,
         responseSchema=schema if isinstance(schema, dict) else None,
-        expiresAt=expires, expired=isinstance(expires, str) and parse_iso_ms(expires) < now)
+        expiresAt=expires, expired=isinstance(expires, str) and parse_iso_ms(expires) < now,
+        rule=request.get("rule") if request else None)
 
 
 async def list_waiting(request: Request) -> Response:

@@ -49,7 +49,8 @@ OPERATIONS: tuple[Operation, ...] = (
               alternates={200: "The thread exists, created with this same request."},
               result=timbal_input.ThreadCreated, **SHAPE,
               errors=("THREAD_EXISTS", "USER_SCOPE_REQUIRED", "AGENT_NOT_FOUND",
-                      "METADATA_TOO_LARGE", "THREAD_LIMIT_REACHED")),
+                      "METADATA_TOO_LARGE", "THREAD_LIMIT_REACHED", "RATE_LIMITED",
+                      "QUOTAS_UNAVAILABLE")),
     Operation("POST", "/v1/timbal/threads/{thread_id}/messages", "timbalSendMessage",
               "Send a user message: the run starts (Timbal HTTP/1.0)", "timbal",
               description="Answers 202 at once; the user message and the agent's frames go out "

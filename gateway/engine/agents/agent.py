@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..loop import ServerToolSpec
 from ..models.reasoning import EFFORTS, Reasoning
 from ..models.routed import Deployment
+from ..tools.approval_rules import ApprovalRule, RuleError, parse_rule
 
 if TYPE_CHECKING:
     from ...config import Settings
@@ -56,7 +57,8 @@ class Agent:
     as `GATEWAY_TOOLS` takes), functions, or specs. `mcp_servers` is a JSON file in the
     `mcpServers` format (as `GATEWAY_MCP_SERVERS`; `""`: none). `subagents` names other agents
     this one may delegate a task to. `approval` names its server tools (Python or MCP) whose
-    calls wait for a human's approval (docs/human-in-the-loop.md).
+    calls wait for a human's approval (docs/human-in-the-loop.md); `approval_rules` those that
+    wait only when a rule on the call's arguments holds.
     """
 
     name: str
@@ -76,6 +78,9 @@ class Agent:
     # summary the model writes of them ("summarize"; docs/context.md).
     context: str = "trim"
     approval: Sequence[str] = ()  # its server tools that ask a human before they run
+    # Server tools that ask first only for the calls a rule on their arguments holds for:
+    # tool name -> an expression of `engine/tools/approval_rules.py`'s language.
+    approval_rules: Mapping[str, str] = field(default_factory=dict)
     # What it asks of the model's thinking (docs/models.md, Reasoning): an effort
     # ("minimal", "low", "medium", "high"; OpenAI's `reasoning_effort`, which litellm maps
     # for Anthropic and Gemini), and a budget of thinking tokens (Anthropic's `thinking`,
@@ -107,6 +112,7 @@ class ResolvedAgent:
     allow_client_system_prompt: bool
     context: str = "trim"
     approval: tuple[str, ...] = ()
+    approval_rules: Mapping[str, ApprovalRule] = field(default_factory=dict)
     reasoning: Reasoning = Reasoning()
 
 
@@ -224,8 +230,22 @@ def resolve(agent: Agent, defaults: AgentDefaults, source: str) -> ResolvedAgent
         max_steps=agent.max_steps if agent.max_steps is not None else defaults.max_steps,
         max_input_tokens=agent.max_input_tokens, subagents=tuple(agent.subagents),
         allow_client_system_prompt=agent.allow_client_system_prompt, context=agent.context,
-        approval=tuple(agent.approval),
+        approval=tuple(agent.approval), approval_rules=_rules(agent, error),
         reasoning=Reasoning(agent.reasoning_effort, agent.thinking_budget))
+
+
+def _rules(agent: Agent, error: Callable[[str, str], AgentError]) -> dict[str, ApprovalRule]:
+    """The agent's approval rules, parsed now: a rule outside the language stops start-up."""
+    rules = {}
+    for tool, text in agent.approval_rules.items():
+        if tool in agent.approval:
+            raise error("approval_rules", f"{tool!r} is also in `approval` (which asks for "
+                                          "every call): name it in one of them")
+        try:
+            rules[tool] = parse_rule(text)
+        except RuleError as exc:
+            raise error("approval_rules", f"the rule of {tool!r} {exc}") from None
+    return rules
 
 
 def load_tools(sources: Sequence[ToolSource],

@@ -6,6 +6,7 @@
     model = "openai/gpt-4o-mini"          # GATEWAY_MODEL, or one of GATEWAY_MODELS
     tools = ["shop.tools"]                # Python server tools, by import path
     approval = ["refund_order"]           # server tools that ask a human first
+    approval_rules = {send_email = 'to not in ["ops@example.com"]'}  # ... when this holds
     subagents = ["billing"]
     reasoning_effort = "medium"           # or thinking_budget = 4000 (Anthropic, Gemini)
 
@@ -60,6 +61,9 @@ _FIELDS: dict[str, tuple[str, Any]] = {
     "context": ('"trim" or "summarize"', lambda v: v in ("trim", "summarize")),
     "approval": ("a list of server tool names (strings)",
                  lambda v: isinstance(v, list) and all(isinstance(t, str) and t for t in v)),
+    "approval_rules": ("a table of server tool name = rule (a string)",
+                       lambda v: isinstance(v, dict) and all(isinstance(r, str)
+                                                             for r in v.values())),
     "reasoning_effort": ('"minimal", "low", "medium" or "high"', lambda v: v in EFFORTS),
     "thinking_budget": ("a whole number of tokens, 1 or more", lambda v: _whole(v) and v >= 1),
 }

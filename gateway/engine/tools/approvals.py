@@ -45,12 +45,20 @@ class Answer:
     decision: Decision
     reason: str | None = None
     answers: list[dict[str, Any]] | None = None  # to the questions the tool asked, in order
+    # An approval's arguments in place of the model's (AG-UI's `editedArgs`).
+    edited: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, part: Mapping[str, Any]) -> Answer:
         return cls(part["toolCallId"], part["name"], part.get("arguments") or {},
                    part["callMessageId"], part["decision"], part.get("reason"),
-                   part.get("answers"))
+                   part.get("answers"), part.get("editedArguments"))
+
+
+def edit_refused(answer: Answer, problem: str) -> str:
+    """The error result of a call approved with arguments its tool's schema refuses."""
+    return (f"The arguments {answer.name} was approved with do not fit the tool: {problem}; "
+            "it did not run")
 
 
 def denial(answer: Answer) -> str:

@@ -16,13 +16,14 @@ import importlib.util
 import inspect
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict, ValidationError, create_model
 
 from ..loop import ServerToolSpec, ToolError
+from .approval_rules import predicate_rule
 from .context import ToolContext, tool_context
 
 __all__ = ["ToolContext", "ToolError", "load_python_tools", "server_tool", "spec_for",
@@ -32,9 +33,12 @@ _MARK = "__gateway_tool__"
 
 
 def server_tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-                description: str | None = None, approval: bool = False) -> Any:
+                description: str | None = None,
+                approval: bool | Callable[[Mapping[str, Any]], Any] = False) -> Any:
     """Mark a function as a server tool (usable bare or with arguments). With `approval=True`
-    a call to it pauses the run until a human approves it (docs/human-in-the-loop.md)."""
+    a call to it pauses the run until a human approves it (docs/human-in-the-loop.md); with a
+    predicate on the call's arguments (`approval=lambda args: args["amount"] > 100`), only
+    the calls it is true for (or fails on) wait."""
 
     def mark(func: Callable[..., Any]) -> Callable[..., Any]:
         setattr(func, _MARK, {"name": name, "description": description, "approval": approval})
@@ -44,7 +48,8 @@ def server_tool(fn: Callable[..., Any] | None = None, *, name: str | None = None
 
 
 def spec_for(func: Callable[..., Any], name: str | None = None,
-             description: str | None = None, approval: bool = False) -> ServerToolSpec:
+             description: str | None = None,
+             approval: bool | Callable[[Mapping[str, Any]], Any] = False) -> ServerToolSpec:
     """Build a tool spec from a function's signature and docstring. A parameter annotated
     `ToolContext` is not an argument: it is given the run's context (`tool_context`)."""
     fields: dict[str, Any] = {}
@@ -76,7 +81,9 @@ def spec_for(func: Callable[..., Any], name: str | None = None,
     doc = inspect.getdoc(func) or ""
     return ServerToolSpec(name=name or func.__name__,
                           description=description or doc.split("\n\n")[0] or func.__name__,
-                          parameters=schema, call=call, approval=approval)
+                          parameters=schema, call=call, approval=bool(approval),
+                          approval_rule=None if isinstance(approval, bool)
+                          else predicate_rule(approval))
 
 
 def _hints(func: Callable[..., Any]) -> dict[str, Any]:
@@ -106,8 +113,9 @@ def tool_specs(source: str | Callable[..., Any] | ServerToolSpec) -> list[Server
 
 def _marked_spec(func: Callable[..., Any]) -> ServerToolSpec:
     options = getattr(func, _MARK, {})
+    approval = options.get("approval", False)
     return spec_for(func, options.get("name"), options.get("description"),
-                    bool(options.get("approval")))
+                    approval if callable(approval) else bool(approval))
 
 
 def load_python_tools(target: str) -> dict[str, ServerToolSpec]:

@@ -185,6 +185,14 @@ class RunRecorder:
         result goes into the message holding the call): saved by updating it, not inserting."""
         self._messages.setdefault(message_id, [dict(p) for p in parts])
 
+    def amend_call(self, message_id: str, tool_call_id: str, arguments: dict[str, Any]) -> None:
+        """Rewrite the arguments of a call in an adopted message, saved with the message's next
+        write (its result's): the thread shows the call as approved with edited arguments.
+        Not a frame: the call's stream events were its model's, and stay so."""
+        for part in self._messages.get(message_id, []):
+            if part.get("type") == "tool_call" and part.get("toolCallId") == tool_call_id:
+                part["arguments"] = arguments
+
     def unsaved_messages(self) -> dict[str, list[dict[str, Any]]]:
         """The parts of each message whose last write failed, as the run last had them."""
         return {m: list(self._messages.get(m, [])) for m in sorted(self.unsaved)}

@@ -217,6 +217,15 @@ class ThreadQueries(Queries):
         return _page(rows, limit, lambda row: [row.seq])
 
     @operation
+    async def run_messages(self, thread_id: str, run_id: str) -> list[MessageRow]:
+        """The messages a run added to its thread (its input, its answer, its tool results),
+        in order."""
+        m = _messages
+        query = select(m).where(m.c.thread_id == thread_id, m.c.run_id == run_id
+                                ).order_by(m.c.seq)
+        return rows_as(MessageRow, await self.transaction(lambda tx: tx.execute(query).all()))
+
+    @operation
     async def get_message(self, thread_id: str, message_id: str) -> MessageRow | None:
         query = (select(_messages)
                  .where(_messages.c.thread_id == thread_id, _messages.c.id == message_id))
