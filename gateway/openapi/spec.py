@@ -111,7 +111,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("POST", "/v1/threads", "createThread", "Create a thread", "threads",
               body=tambo.ThreadCreateRequest, params=KEYS, status=201, result=tambo.Thread,
               errors=("USER_SCOPE_REQUIRED", *STORED_CAPS, "AGENT_NOT_FOUND",
-                      "SYSTEM_PROMPT_NOT_ALLOWED")),
+                      "SYSTEM_PROMPT_NOT_ALLOWED", "UNSUPPORTED_ATTACHMENT")),
     Operation("GET", "/v1/threads", "listThreads", "List threads, newest first", "threads",
               params=(*KEYS, limit(20, 100), CURSOR, *THREAD_SEARCH), result=tambo.ThreadList,
               description="The user scope's threads, narrowed by every filter given. "

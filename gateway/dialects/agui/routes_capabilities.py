@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...api.agents import gateway_version
-from ...api.context import admission, caller
+from ...api.context import admission, caller, user_scope
 from ...engine import attachments
 from ...engine.agents.agent import ResolvedAgent
 from ...engine.loop import ServerToolSpec
@@ -64,7 +64,7 @@ def capabilities(agent: ResolvedAgent, tools: Mapping[str, ServerToolSpec],
             image=model.images, pdf=model.files, file=model.files)),
         execution=ExecutionCapabilities(code_execution=False, max_iterations=agent.max_steps),
         human_in_the_loop=HumanInTheLoopCapabilities(
-            supported=True, interrupts=True, approvals=asks_first, approve_with_edits=False),
+            supported=True, interrupts=True, approvals=asks_first, approve_with_edits=True),
         custom={"branches": True, "activity": ["tool_status"]},
     )
 
@@ -72,6 +72,7 @@ def capabilities(agent: ResolvedAgent, tools: Mapping[str, ServerToolSpec],
 async def agent_capabilities(request: Request) -> Response:
     """The agent's AG-UI capabilities (`capabilities` above), for `getCapabilities()`."""
     door, who = admission(request), caller(request)
+    user_scope(request)  # a userKey given is checked as on every call (the answer is the same)
     agent = door.agent(who, None, request.path_params["agent"])
     registry = door.agents
     subagents = {name: sub.description for name in agent.subagents
