@@ -24,7 +24,7 @@ from gateway.cli.main import main
 from tests.conftest import artifacts_dir, scripted_env
 from tests.support.approval_tools import times_sent
 from tests.support.gateway_server import GatewayServer
-from tests.support.inprocess_app import environment
+from tests.support.inprocess_app import environment, root_log_kept
 from tests.support.receiver import PostReceiver
 from tests.support.run_stream import message, wait_for
 from tests.support.scripted_model import ScriptedModel
@@ -55,7 +55,7 @@ def shown(result: dict[str, Any], origin: str, refused: bool = False) -> dict[st
 
 def cli(server: GatewayServer, *args: str) -> str:
     out = io.StringIO()
-    with environment(server.env), contextlib.redirect_stdout(out):
+    with environment(server.env), contextlib.redirect_stdout(out), root_log_kept():
         assert main(list(args)) == 0
     return out.getvalue()
 

@@ -17,7 +17,13 @@ import pytest
 from gateway.cli.main import main
 from tests.conftest import scripted_env
 from tests.support import engines
-from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway, environment
+from tests.support.inprocess_app import (
+    InProcess,
+    InProcessCluster,
+    InProcessGateway,
+    environment,
+    root_log_kept,
+)
 from tests.support.run_stream import message
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
@@ -29,7 +35,7 @@ USAGE = {"prompt_tokens": 100, "completion_tokens": 10}
 def create_key(gateway: InProcess, *flags: str) -> tuple[str, str]:
     """(key, key id) of a new managed key of the project, made as an operator makes one."""
     out = io.StringIO()
-    with environment(gateway.env), contextlib.redirect_stdout(out):
+    with environment(gateway.env), contextlib.redirect_stdout(out), root_log_kept():
         assert main(["keys", "create", "--project", PROJECT, *flags]) == 0
     lines = out.getvalue().strip().splitlines()
     return lines[-1], next(word for word in lines[0].split() if word.startswith("key_"))

@@ -23,7 +23,13 @@ from gateway.cli.main import main
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.approval_tools import times_sent
-from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway, environment
+from tests.support.inprocess_app import (
+    InProcess,
+    InProcessCluster,
+    InProcessGateway,
+    environment,
+    root_log_kept,
+)
 from tests.support.run_stream import message, slow_turn, wait_for, wait_for_status
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
@@ -37,7 +43,7 @@ PRICES = {"openai/scripted": {"input": 2.0, "output": 8.0}}
 
 def cli(gateway: InProcess, *args: str) -> str:
     out = io.StringIO()
-    with environment(gateway.env), contextlib.redirect_stdout(out):
+    with environment(gateway.env), contextlib.redirect_stdout(out), root_log_kept():
         assert main(list(args)) == 0
     return out.getvalue()
 

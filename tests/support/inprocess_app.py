@@ -328,3 +328,21 @@ class _AsyncRoundRobin(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return await self.next().handle_async_request(request)
+
+
+@contextlib.contextmanager
+def root_log_kept() -> Iterator[None]:
+    """Keep the root logger's handlers and level across a command run in this process: the
+    command line (`gateway.cli.main`) sets up the process's logging as an entry point does,
+    replacing the root handlers, and with them the `_LogLines` of every gateway running here
+    (whose `log()` a later test reads)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)

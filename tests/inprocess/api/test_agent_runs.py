@@ -20,6 +20,7 @@ from gateway.app import create_app
 from gateway.auth.keyring import key_row, new_key
 from gateway.cli.main import main
 from tests.support.agents import agents_settings
+from tests.support.inprocess_app import root_log_kept
 from tests.support.run_stream import gateway_ids
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
@@ -214,7 +215,8 @@ def test_keys_create_refuses_an_agent_that_is_not_configured(
     agents.write_text(AGENTS)
     monkeypatch.setenv("GATEWAY_AGENTS_FILE", str(agents))
     monkeypatch.setenv("GATEWAY_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'g.db'}")
-    assert main(["keys", "create", "--project", "shop", "--agent", "nobody"]) == 2
+    with root_log_kept():
+        assert main(["keys", "create", "--project", "shop", "--agent", "nobody"]) == 2
     assert "no agent 'nobody' is configured (agents: support, open)" in capsys.readouterr().out
 
 
