@@ -343,7 +343,8 @@ class ScriptedModel:
             self._turns.extend(checked)
 
     def enqueue_for(self, prompt: str, *turns: Any) -> None:
-        """Queue replies only for requests whose last user text is `prompt`, FIFO."""
+        """Queue replies only for requests whose last user text is `prompt` (or ends with it,
+        after an unanswered one joined to it), FIFO."""
         checked = [_validate_turn(t) for t in turns]
         with self._lock:
             self._turns_for.setdefault(prompt, deque()).extend(checked)
@@ -434,6 +435,11 @@ class ScriptedModel:
         with self._lock:
             self._requests.append(body)
             index = len(self._requests) - 1
+            if prompt is not None and prompt not in self._turns_for and "\n\n" in prompt:
+                # A user message with no answer (its run cancelled before any) goes to the
+                # model joined to the next one (`engine/history.py`: roles alternate): the
+                # turn queued for the newest prompt is for it.
+                prompt = prompt.rsplit("\n\n", 1)[1]
             reserved = self._turns_for.get(prompt, deque()) if prompt is not None else deque()
             for queue in (reserved, self._turns):
                 for turn in queue:
