@@ -164,7 +164,8 @@ def test_socket_control_frames_and_errors(client: httpx.Client, gateway: Gateway
             assert closed.rcvd is not None and closed.rcvd.code == 1003
 
     with socket(gateway, thread_id) as ws:
-        client.delete(f"/v1/threads/{thread_id}")
+        deleted = client.delete(f"/v1/threads/{thread_id}")
+        assert deleted.status_code == 204, deleted.text
         try:
             ws.recv(timeout=10)
             raise AssertionError("the socket should have closed")
