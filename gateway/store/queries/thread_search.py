@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, cast, func, or_, select
+from sqlalchemy import and_, cast, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 
-from .. import cursors
-from ..base import Page, Queries, _page, operation, rows_as, table
+from ..base import Page, Queries, operation, table
 from ..tables import ThreadRow
 from .admin import AgentFilter, _agent_clause
+from .threads import newest_first, thread_page
 
 _threads = table(ThreadRow)
 
@@ -47,15 +47,9 @@ class ThreadSearchQueries(Queries):
                              limit: int, cursor: str | None) -> Page:
         """A page of the scope's threads that match, newest first (the plain list's order and
         cursor)."""
-        t = _threads
-        query = select(t).where(*self._clauses(project_id, user_key, match))
-        if cursor:
-            created, thread_id = cursors.decode(cursor, (int, str))
-            query = query.where(or_(t.c.created_ms < created,
-                                    and_(t.c.created_ms == created, t.c.id < thread_id)))
-        query = query.order_by(t.c.created_ms.desc(), t.c.id.desc()).limit(limit + 1)
-        rows = rows_as(ThreadRow, await self.transaction(lambda tx: tx.execute(query).all()))
-        return _page(rows, limit, lambda row: [row.created_ms, row.id])
+        query = select(_threads).where(*self._clauses(project_id, user_key, match))
+        page = newest_first(query, limit, cursor)
+        return thread_page(await self.transaction(lambda tx: tx.execute(page).all()), limit)
 
     @operation
     async def count_matching_threads(self, project_id: str, user_key: str | None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Select, and_, delete, func, insert, or_, select, update
@@ -158,13 +159,8 @@ class ThreadQueries(Queries):
         query = select(t).where(t.c.project_id == project_id)
         if user_key is not None:
             query = query.where(t.c.user_key == user_key)
-        if cursor:
-            created, thread_id = cursors.decode(cursor, (int, str))
-            query = query.where(or_(t.c.created_ms < created,
-                                    and_(t.c.created_ms == created, t.c.id < thread_id)))
-        query = query.order_by(t.c.created_ms.desc(), t.c.id.desc()).limit(limit + 1)
-        rows = rows_as(ThreadRow, await self.transaction(lambda tx: tx.execute(query).all()))
-        return _page(rows, limit, lambda row: [row.created_ms, row.id])
+        page = newest_first(query, limit, cursor)
+        return thread_page(await self.transaction(lambda tx: tx.execute(page).all()), limit)
 
     @operation
     async def count_threads(self, project_id: str, user_key: str | None, at_most: int) -> int:
@@ -251,3 +247,20 @@ class ThreadQueries(Queries):
 
 def _history(thread_id: str) -> Select[Any]:
     return select(_messages).where(_messages.c.thread_id == thread_id).order_by(_messages.c.seq)
+
+
+def newest_first(query: Select[Any], limit: int, cursor: str | None) -> Select[Any]:
+    """`query`'s threads newest first, after `cursor`, one more than `limit` (`thread_page`):
+    the thread list's order and cursor, filtered or not."""
+    t = _threads
+    if cursor:
+        created, thread_id = cursors.decode(cursor, (int, str))
+        query = query.where(or_(t.c.created_ms < created,
+                                and_(t.c.created_ms == created, t.c.id < thread_id)))
+    return query.order_by(t.c.created_ms.desc(), t.c.id.desc()).limit(limit + 1)
+
+
+def thread_page(rows: Sequence[Any], limit: int) -> Page:
+    """The page of threads `newest_first` read, with the cursor to the next."""
+    threads = rows_as(ThreadRow, rows)
+    return _page(threads, limit, lambda row: [row.created_ms, row.id])
