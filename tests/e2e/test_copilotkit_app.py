@@ -27,8 +27,8 @@ import pytest
 from tests.conftest import artifacts_dir, scripted_env
 from tests.support.gateway_server import GatewayServer, free_port
 from tests.support.run_stream import wait_for
-from tests.support.sse import run_events
 from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events
 
 from .harness import ROOT, Browser, npm_ci, require_tools, static_server, vite_build
 from .harness import clean as clean_page
