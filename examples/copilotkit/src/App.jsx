@@ -8,7 +8,7 @@ import {
   useRenderTool,
   useThreads,
 } from "@copilotkit/react-core/v2";
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { z } from "zod";
 
 /** A frontend action: the model asks, the browser runs the handler and renders the call. */
@@ -121,13 +121,16 @@ function useSavedThread(user) {
 }
 
 /** The user's threads, from the gateway (the runtime's GatewayRunner lists them for
- * `useThreads`): a click opens one, "New thread" starts another. The list is read again each
- * time a run ends (this runtime pushes no thread updates). */
+ * `useThreads`): a click opens one, "New thread" starts another (listed once its first run
+ * starts). CopilotKit reads the list when the page connects to the runtime; this runtime
+ * pushes no thread updates, so the page reads it again each time a run ends. */
 function ThreadList({ threadId, onPick, running }) {
   const { threads, isLoading, error, refetchThreads } = useThreads({ agentId: "default" });
+  const wasRunning = useRef(running);
   useEffect(() => {
-    if (!running) refetchThreads();
-  }, [running, threadId, refetchThreads]);
+    if (wasRunning.current && !running) refetchThreads();
+    wasRunning.current = running;
+  }, [running, refetchThreads]);
   return (
     <aside className="threads" data-testid="threads" data-loading={String(isLoading)}>
       <button data-testid="new-thread" onClick={() => onPick(crypto.randomUUID())}>
