@@ -149,8 +149,10 @@ export class GatewayRunner extends AgentRunner {
     const page = this.requests.getStore()?.threads;
     if (route?.method !== "threads/list" || !response.ok || !page) return response;
     const body = await response.json();
+    const headers = new Headers(response.headers);
+    headers.delete("content-length");
     return Response.json({ ...body, nextCursor: page.nextCursor ?? null },
-                         { status: response.status, headers: response.headers });
+                         { status: response.status, headers });
   }
 
   // -- the gateway ----------------------------------------------------------------------------

@@ -501,9 +501,15 @@ def test_two_users_of_one_runtime_each_see_only_their_own_threads(
         listed = {user: [t["id"] for t in client.get("/threads", params={
             "agentId": "default"}).json()["threads"]]
             for user, client in (("alice", as_alice), ("bob", as_bob))}
+        # A page at a time, as `fetchMoreThreads` reads it: the gateway's cursor passes through.
+        one = as_alice.get("/threads", params={"agentId": "default", "limit": 1}).json()
+        more = as_alice.get("/threads", params={"agentId": "default", "limit": 1,
+                                                "cursor": one["nextCursor"]}).json()
         info = as_alice.get("/info").json()
     assert len(scripted_model.requests) == asked
     assert listed == {"alice": [second["threadId"], alices], "bob": [bobs]}
+    assert [t["id"] for t in one["threads"] + more["threads"]] == listed["alice"]
+    assert more["nextCursor"] is None
 
     # The gateway filed each thread under its user's key; Alice's holds only her turn.
     with httpx.Client(base_url=tools_gateway.url, timeout=10,
