@@ -143,11 +143,11 @@ def is_active(status: Any) -> ColumnElement[bool]:
 
 _runs = table(RunRow)
 # Built once: building and caching a statement costs more than executing it on SQLite.
-_HOLD_LEASE = (update(_runs)
+LEASE_CHECK = (update(_runs)
                .where(_runs.c.id == bindparam("run_id"), _runs.c.lease_owner == bindparam("owner"),
                       is_active(_runs.c.status))
                .values(lease_owner=bindparam("owner")))
-HOLD_LEASE = Prepared(_HOLD_LEASE)
+HOLD_LEASE = Prepared(LEASE_CHECK)
 
 
 def lease_held(connection: Transaction, fence: Fence | None) -> bool:
@@ -219,15 +219,16 @@ class Queries:
         calls `connection.rollback()` (how it travels: `engine_for`)."""
         return await self.travel.transaction(work)
 
-    async def hot(self, work: Callable[[Transaction], R],
-                  fused: Callable[[Transaction], R] | None = None) -> R:
-        """A hot write: `work` in one transaction, or `fused` (the same writes as one
-        statement) where the engine fuses them (`Engine.hot`)."""
-        return await self.travel.hot(work, fused)
+    async def hot(self, work: Callable[[Transaction], R]) -> R:
+        """A hot write, whose writes are one `chain` (then reads, if any): in one transaction,
+        or alone with the chain fused into one statement where the engine fuses
+        (`Engine.hot`)."""
+        return await self.travel.hot(work)
 
     async def alone(self, work: Callable[[Transaction], R]) -> R:
         """`work` with each statement committed by itself (PostgreSQL: no `BEGIN`, no
-        `COMMIT`; `one_statement` says when that is atomic enough)."""
+        `COMMIT`; for a work of one statement, or of statements that need not be atomic
+        together)."""
         return await self.travel.alone(work)
 
     async def by_client_id(self, model: type[Named], project_id: str, client_id: str

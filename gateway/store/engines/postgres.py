@@ -11,8 +11,8 @@ errors are raised as SQLAlchemy's (`DBAPIError`), and a connection that fails to
 roll back is invalidated (not returned to the pool), as SQLAlchemy does.
 
 `alone` runs a work without a transaction block (asyncpg's adapter in autocommit mode sends no
-`BEGIN`): for a run's start, its log batch and its end written as one fused statement each
-(`one_statement`), which PostgreSQL runs atomically by itself.
+`BEGIN`): for a run's start, its log batch and its end, whose chains of statements it fuses
+into one statement each (`chain`), which PostgreSQL runs atomically by itself.
 
 The pool pings a connection before use only when it sat idle (`ping_when_idle`).
 docs/decisions/ keeps the measurements behind each of these.
@@ -38,10 +38,9 @@ R = TypeVar("R")
 class PoolTransaction:
     """A `Transaction` on a pooled DB-API connection."""
 
-    cheap_statements = False  # each statement is a round trip to the server
-
-    def __init__(self, engine: Engine, connection: Any) -> None:
+    def __init__(self, engine: Engine, connection: Any, fuses: bool = False) -> None:
         self.engine, self.dialect, self.connection = engine, engine.dialect, connection
+        self.fuses = fuses  # run `alone`: a chain goes as one statement
         self.rolled_back = False
         self._core: Connection | None = None
 
@@ -72,11 +71,8 @@ class PostgresEngine:
             return await self.transaction(work)
         return await greenlet_spawn(run_alone, self.engine, work)
 
-    async def hot(self, work: Callable[[Transaction], R],
-                  fused: Callable[[Transaction], R] | None) -> R:
-        if self.fused and fused is not None:
-            return await greenlet_spawn(run_alone, self.engine, fused)
-        return await self.transaction(work)
+    async def hot(self, work: Callable[[Transaction], R]) -> R:
+        return await self.alone(work)
 
 
 def run(engine: Engine, work: Callable[[Transaction], R]) -> R:
@@ -112,7 +108,7 @@ def run_alone(engine: Engine, work: Callable[[Transaction], R]) -> R:
     adapted: Any = connection.dbapi_connection
     try:
         adapted.autocommit = True
-        return work(PoolTransaction(engine, connection))
+        return work(PoolTransaction(engine, connection, fuses=True))
     except DBAPIError as error:
         if error.orig is not None and engine.dialect.is_disconnect(
                 error.orig, connection, None):  # type: ignore[arg-type]

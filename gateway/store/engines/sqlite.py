@@ -96,7 +96,7 @@ class InGroup:
     """A `Transaction` on the sqlite3 connection itself, inside the member's savepoint (or,
     alone in its group, its own transaction)."""
 
-    cheap_statements = True  # statements cost no trip: the work is on the database's thread
+    fuses = False  # statements cost no trip: the work is on the database's thread
 
     def __init__(self, engine: Engine, connection: sqlite3.Connection, savepoint: bool) -> None:
         self.engine, self.dialect, self.connection = engine, engine.dialect, connection
@@ -265,8 +265,7 @@ class GroupCommit:
     async def alone(self, work: Callable[[Transaction], R]) -> R:
         return await self.run(work)
 
-    async def hot(self, work: Callable[[Transaction], R],
-                  fused: Callable[[Transaction], R] | None) -> R:
+    async def hot(self, work: Callable[[Transaction], R]) -> R:
         return await self.run(work)  # grouped with the others: nothing to fuse
 
     async def run(self, work: Callable[[Transaction], R]) -> R:

@@ -5,8 +5,8 @@ SQLModel tables (`execute`) and reads their rows or scalars from the result, or 
 (`rollback`). How the transaction travels is the engine's business, not the query's:
 `engines.sqlite` runs it on the process's one connection, on the database's thread, grouped
 with the transactions waiting meanwhile under one commit; `engines.postgres` runs it on a
-pooled connection, or (`alone`) with each statement committed by itself so that a statement
-fusing several writes (`one_statement`) needs no `BEGIN` or `COMMIT`.
+pooled connection, or (`alone`) with each statement committed by itself, where a hot write's
+chain of statements is fused into one (`chain`) and needs no `BEGIN` or `COMMIT`.
 
 The few fixed statements of a run's start, its log and its end also run through `Prepared`,
 which needs the transaction's dialect and DB-API connection only.
@@ -29,9 +29,9 @@ class Transaction(Protocol):
 
     dialect: Dialect
     connection: Any  # the DB-API connection its statements run on (`Prepared`)
-    # Whether a statement per row costs no trip (SQLite, where the work runs on the database's
-    # own thread), so that a batch may as well be written row by row.
-    cheap_statements: bool
+    # Whether a hot write's chain goes as one fused statement (`chain`): on PostgreSQL, in a
+    # work run `alone`, where nothing else would make its steps atomic together.
+    fuses: bool
     rolled_back: bool
 
     def execute(self, statement: Executable,
@@ -51,7 +51,7 @@ R = TypeVar("R")
 class Engine(Protocol):
     """How a transaction travels on one database (`engines.sqlite`, `engines.postgres`)."""
 
-    # Whether the hot writes go as one fused statement each (`one_statement`), run `alone`.
+    # Whether the hot writes go as one fused statement each (`chain`), run `alone`.
     fused: bool
 
     async def transaction(self, work: Callable[[Transaction], R]) -> R:
@@ -65,9 +65,8 @@ class Engine(Protocol):
         `transaction`."""
         ...
 
-    async def hot(self, work: Callable[[Transaction], R],
-                  fused: Callable[[Transaction], R] | None) -> R:
-        """A hot write (a run's start, its log batch, its end): `work` in one transaction, or,
-        where the engine fuses the hot writes and a `fused` form of the same writes is given
-        (one statement, `one_statement`), that alone."""
+    async def hot(self, work: Callable[[Transaction], R]) -> R:
+        """A hot write (a run's start, its log batch, its end: a `chain`, then reads): `work`
+        in one transaction, or, where the engine fuses the hot writes, `alone` with its chain
+        fused into one statement."""
         ...

@@ -2,70 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import String, any_, bindparam, insert, select, update
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ..base import (
-    ACTIVE_RUN_STATUSES,
-    HOLD_LEASE,
-    FrameEntry,
-    Queries,
-    first_as,
-    is_active,
-    operation,
-    rows_as,
-    table,
-)
-from ..engines.one_statement import Guard, OneStatement, Rows
-from ..engines.prepared import Prepared
+from ..base import LEASE_CHECK, FrameEntry, Queries, first_as, operation, rows_as, table
+from ..engines.chain import Chain, Rows, Step
 from ..engines.transaction import Transaction
 from ..tables import RunFrameRow, RunRow, ThreadRow
 
 _frames, _threads, _runs = table(RunFrameRow), table(ThreadRow), table(RunRow)
-# On the driver's cursor (`prepared`): in the group commits and in a run's end.
-INSERT = Prepared(insert(_frames))
-# `base.holds_lease` for many runs of one owner at once: all are held if all rows match.
-_HOLD_LEASES = (update(_runs)
-                .where(_runs.c.id.in_(bindparam("run_ids", expanding=True)),
-                       _runs.c.lease_owner == bindparam("owner"),
-                       _runs.c.status.in_(ACTIVE_RUN_STATUSES))
-                .values(lease_owner=bindparam("owner")))
-# A run's thread is `waiting` from its start until the first frames of the run are written.
-# (A run id belongs to one thread, so matching both lists matches the pairs.)
-_STREAMING = (update(_threads)
-              .where(_threads.c.id.in_(bindparam("thread_ids", expanding=True)),
-                     _threads.c.current_run_id.in_(bindparam("run_ids", expanding=True)),
-                     _threads.c.run_status == "waiting")
-              .values(run_status="streaming"))
-# The same for one run, the usual batch of a process with little to write: on the driver's
-# cursor (`prepared`), without SQLAlchemy's execution of an expanding `IN`.
-STREAMING_ONE = Prepared(update(_threads)
-                         .where(_threads.c.id == bindparam("thread_id"),
-                                _threads.c.current_run_id == bindparam("run_id"),
-                                _threads.c.run_status == "waiting")
-                         .values(run_status="streaming"))
-
-# On PostgreSQL, a batch of one owner's runs as one statement (`one_statement`): the lease
-# check of every run, then, if all are held, the frames and the threads now streaming.
-ROWS = Rows(_frames, ("run_id", "seq", "ts_ms", "frame"))
-_NAMES = ARRAY(String)
-_RUN_IDS = bindparam("run_ids", type_=_NAMES)
-_HELD = (update(_runs)
-         .where(_runs.c.id == any_(_RUN_IDS),
-                _runs.c.lease_owner == bindparam("owner"), is_active(_runs.c.status))
-         .values(lease_owner=bindparam("owner")).returning(_runs.c.id))
-_NOW_STREAMING = (update(_threads)
-                  .where(_threads.c.id == any_(bindparam("thread_ids", type_=_NAMES)),
-                         _threads.c.current_run_id == any_(bindparam("starting", type_=_NAMES)),
-                         _threads.c.run_status == "waiting")
-                  .values(run_status="streaming"))
-WRITE_ALONE = OneStatement(Guard("held", _HELD, all_of=_RUN_IDS), [("new_frames", ROWS)],
-                           [("now_streaming", _NOW_STREAMING)])
+# A run's log rows: most of the rows the gateway writes.
+FRAMES = Rows(_frames, ("run_id", "seq", "ts_ms", "frame"))
+# A batch of one owner's runs as a chain (`engines.chain`: step by step on SQLite, one
+# statement on PostgreSQL): the lease check of every run (`base.holds_lease`), then, if all are
+# held, the frames and the threads now streaming: a run's thread is `waiting` from its start
+# until the first frames of the run are written (a run id belongs to one thread, so the pairs
+# of thread and run may be matched list against list).
+WRITE = Chain(Step(LEASE_CHECK, each=("run_id",)), [("new_frames", FRAMES)], [
+    ("now_streaming", Step(update(_threads)
+                           .where(_threads.c.id == bindparam("thread_id"),
+                                  _threads.c.current_run_id == bindparam("starting"),
+                                  _threads.c.run_status == "waiting")
+                           .values(run_status="streaming"), each=("thread_id", "starting")))])
 
 
 @dataclass(frozen=True)
@@ -77,14 +38,6 @@ class LogBatch:
     entries: Sequence[FrameEntry]
     owner: str | None = None
     thread_id: str | None = None
-
-
-def insert_frames(connection: Transaction, run_id: str, entries: Sequence[FrameEntry]) -> None:
-    """One INSERT for a batch of log frames, on the driver's cursor (`Prepared`): a run's log
-    is most of the rows the gateway writes."""
-    if entries:
-        INSERT.execute(connection, [{"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
-                                    for seq, ts, frame in entries])
 
 
 class LeaseLost(Exception):
@@ -108,15 +61,18 @@ class FrameLog(Queries):
 
     @operation
     async def append_frames_batch(self, batches: Sequence[LogBatch]) -> set[str]:
-        """Persist batches of several runs' logs in one transaction; returns the runs that were
-        fenced out (see `append_frames`). The common case is one commit for all of them, with
-        one lease check per owner and one INSERT; if a run's lease is gone or a position was
+        """Persist batches of several runs' logs at once; returns the runs that were fenced
+        out (see `append_frames`). The common case is one chain (`WRITE`) for all of them: one
+        commit, the lease checks and one INSERT; if a run's lease is gone or a position was
         taken, each run is retried on its own to find which."""
+        owners = sorted({batch.owner for batch in batches if batch.owner is not None})
+        if len(owners) > 1:  # one chain per owner (a process writes under one); unfenced
+            # batches with the first
+            return {run_id for owner in owners for run_id in await self.append_frames_batch(
+                [b for b in batches if b.owner == owner
+                 or (b.owner is None and owner == owners[0])])}
         try:
-            one_owner = len({b.owner for b in batches} - {None}) <= 1
-            await self.hot(lambda connection: _write(connection, batches),
-                           (lambda connection: _write_alone(connection, batches))
-                           if one_owner else None)
+            await self.hot(lambda connection: _write(connection, batches))
             return set()
         except (IntegrityError, LeaseLost):
             if len(batches) == 1:
@@ -141,46 +97,16 @@ class FrameLog(Queries):
 
 
 def _write(connection: Transaction, batches: Sequence[LogBatch]) -> None:
-    """The group commit's statements, in one switch to the synchronous side
-    (`Queries.transaction`); the lease checks and the thread update have one row per run, so
-    they stay SQLAlchemy's (expanding `IN`), the frames go on the driver's cursor."""
-    owners: dict[str, set[str]] = {}
-    for batch in batches:
-        if batch.owner is not None:
-            owners.setdefault(batch.owner, set()).add(batch.run_id)
-    one_by_one = connection.cheap_statements  # (see `transaction`)
-    for owner, run_ids in owners.items():  # see `base.holds_lease`
-        if len(run_ids) == 1 or one_by_one:
-            held = sum(HOLD_LEASE.execute(connection, {"run_id": run_id, "owner": owner})
-                       for run_id in sorted(run_ids))
-        else:
-            held = connection.execute(_HOLD_LEASES, {"run_ids": sorted(run_ids),
-                                                     "owner": owner}).rowcount
-        if held != len(run_ids):
-            raise LeaseLost(owner)
-    rows: list[Mapping[str, Any]] = [{"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
-            for batch in batches for seq, ts, frame in batch.entries]
-    if rows:
-        INSERT.execute(connection, rows)
-    starting = [batch for batch in batches if batch.thread_id is not None]
-    if len(starting) == 1 or one_by_one:
-        for batch in starting:
-            STREAMING_ONE.execute(connection, {"thread_id": batch.thread_id,
-                                               "run_id": batch.run_id})
-    elif starting:
-        connection.execute(_STREAMING, {"thread_ids": [b.thread_id for b in starting],
-                                        "run_ids": [b.run_id for b in starting]})
-
-
-def _write_alone(connection: Transaction, batches: Sequence[LogBatch]) -> None:
-    """`_write` on PostgreSQL, for batches of at most one owner, as one statement."""
+    """A batch of at most one owner's runs (`WRITE`); `LeaseLost` if a lease is not held."""
     owner = next((batch.owner for batch in batches if batch.owner is not None), None)
-    run_ids = sorted({batch.run_id for batch in batches if batch.owner is not None})
+    held = [batch.run_id for batch in batches if batch.owner is not None]
     starting = [batch for batch in batches if batch.thread_id is not None]
-    held = WRITE_ALONE.execute(connection, {
-        "run_ids": run_ids, "owner": owner, "thread_ids": [b.thread_id for b in starting],
-        "starting": [b.run_id for b in starting]}, {"new_frames": [
-            {"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
-            for batch in batches for seq, ts, frame in batch.entries]})
-    if held != len(run_ids):
+    run_ids = sorted(set(held))
+    params = {"run_id": run_ids, "owner": owner,
+              "thread_id": [b.thread_id for b in starting],
+              "starting": [b.run_id for b in starting]}
+    matched = WRITE.write(connection, params, {"new_frames": [
+        {"run_id": batch.run_id, "seq": seq, "ts_ms": ts, "frame": frame}
+        for batch in batches for seq, ts, frame in batch.entries]})
+    if matched != len(run_ids):
         raise LeaseLost(owner)

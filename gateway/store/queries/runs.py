@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, literal, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from .. import cursors
@@ -22,16 +22,23 @@ from ..base import (
     table,
     values_of,
 )
+from ..engines.chain import Chain, Rows, Step
 from ..engines.prepared import Prepared
 from ..engines.transaction import Transaction
 from ..tables import MessageRow, RunFrameRow, RunRow, ThreadRow
-from . import pg_runs
-from .frames import insert_frames
-from .threads import INSERT_MESSAGE
-from .usage import insert_usage
+from .frames import FRAMES
+from .usage import USAGE
 
 _threads, _runs, _messages = table(ThreadRow), table(RunRow), table(MessageRow)
 _frames = table(RunFrameRow)
+
+
+def _all(of: Table, *leaving: str) -> tuple[str, ...]:
+    return tuple(column.key for column in of.columns if column.key not in leaving)
+
+
+_RUN, _THREAD = Rows(_runs, _all(_runs)), Rows(_threads, _all(_threads))
+_MESSAGES = Rows(_messages, _all(_messages, "seq"))  # `seq`: numbered by the database
 
 # The statements of a run's start and end, built once (see `base.table`).
 _LOCK = (update(_threads)
@@ -52,7 +59,6 @@ _FINISH = (update(_runs).where(_runs.c.id == bindparam("run_id"))
                    lease_owner=None, lease_expires_ms=None))
 _FINISH_FENCED = _FINISH.where(is_active(_runs.c.status),
                                _runs.c.lease_owner == bindparam("owner"))
-_INSERT_THREAD, _INSERT_RUN = insert(_threads), insert(_runs)
 _RELEASE = (update(_threads)
             .where(_threads.c.id == bindparam("thread_id"),
                    _threads.c.current_run_id == bindparam("run_id"))
@@ -62,15 +68,18 @@ _RELEASE = (update(_threads)
                     last_run_error=bindparam("thread_error"),
                     pending_tool_calls=bindparam("pending"), updated_ms=bindparam("now")))
 
-# ... and run on the driver's cursor, in their transactions (`prepared`).
-START = {name: Prepared(lock) for name, lock in
-         (("idle", _LOCK_IDLE), ("after", _LOCK_AFTER), ("paused", _LOCK_PAUSED))}
-INSERT_THREAD, INSERT_RUN = Prepared(_INSERT_THREAD), Prepared(_INSERT_RUN)
-FINISH, FINISH_FENCED, RELEASE = map(Prepared, (_FINISH, _FINISH_FENCED, _RELEASE))
-# On PostgreSQL, each of those transactions as one statement (`pg_runs`).
-START_ALONE = pg_runs.start_statements({"idle": _LOCK_IDLE, "after": _LOCK_AFTER,
-                                        "paused": _LOCK_PAUSED})
-FINISH_ALONE = pg_runs.finish_statements(_FINISH, _FINISH_FENCED, _RELEASE)
+# A run's start and end as chains (`engines.chain`: step by step on SQLite, one statement on
+# PostgreSQL): the thread's lock (one of these), then the run and its input if it was taken;
+# the run's end, fenced or not, then (if it matched) its answer, the rest of its log, its usage
+# and the thread's release.
+START = {name: Chain(Step(lock), [("new_run", _RUN), ("new_input", _MESSAGES)])
+         for name, lock in (("idle", _LOCK_IDLE), ("after", _LOCK_AFTER),
+                            ("paused", _LOCK_PAUSED))}
+START_ON_NEW_THREAD = Chain(None, [("new_thread", _THREAD), ("new_run", _RUN),
+                                   ("new_input", _MESSAGES)])
+FINISH = {fenced: Chain(Step(finish), [("new_answer", _MESSAGES), ("new_frames", FRAMES),
+                                       ("new_usage", USAGE)], [("released", Step(_RELEASE))])
+          for fenced, finish in ((False, _FINISH), (True, _FINISH_FENCED))}
 NEXT_QUEUED = Prepared(select(_runs.c.id)
                        .where(_runs.c.thread_id == bindparam("thread_id"),
                               _runs.c.status == "queued")
@@ -111,18 +120,12 @@ class RunQueries(Queries):
                   "now": now}
 
         def work(connection: Transaction) -> str:
-            if START[kind].execute(connection, params) != 1:
-                connection.rollback()
-                return "conflict"
-            _insert_run(connection, run, inputs)
-            return "started"
-
-        def alone(connection: Transaction) -> str:
-            locked = pg_runs.start(START_ALONE[kind], connection, params, run, inputs)
+            locked = START[kind].write(connection, params, {
+                "new_run": [values_of(run)], "new_input": [values_of(m) for m in inputs]})
             return "started" if locked == 1 else "conflict"
 
         try:
-            return await self.hot(work, alone if pg_runs.fits(inputs) else None)
+            return await self.hot(work)
         except IntegrityError:
             return "duplicate"
 
@@ -135,13 +138,11 @@ class RunQueries(Queries):
         thread.run_status, thread.current_run_id = "waiting", run.id
 
         def work(connection: Transaction) -> None:
-            INSERT_THREAD.execute(connection, values_of(thread))
-            _insert_run(connection, run, [*messages, *inputs])
+            START_ON_NEW_THREAD.write(connection, {}, {
+                "new_thread": [values_of(thread)], "new_run": [values_of(run)],
+                "new_input": [values_of(m) for m in [*messages, *inputs]]})
 
-        def alone(connection: Transaction) -> None:
-            pg_runs.start_on_new_thread(connection, thread, run, [*messages, *inputs])
-
-        await self.hot(work, alone if pg_runs.fits([*messages, *inputs]) else None)
+        await self.hot(work)
 
     @operation
     async def next_queued_run(self, thread_id: str) -> RunRow | None:
@@ -237,26 +238,17 @@ class RunQueries(Queries):
         releasing = _release_values(run_id, thread_id, status, now, pending, error)
 
         def work(connection: Transaction) -> bool:
-            if (FINISH if owner is None else FINISH_FENCED).execute(connection, finishing) != 1:
-                connection.rollback()
-                return False
-            if messages:
-                INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
-            insert_frames(connection, run_id, frames)
-            insert_usage(connection, thread_id, usage)
-            RELEASE.execute(connection, releasing)
-            _queued_after(connection, thread_id, queued)
-            return True
-
-        def alone(connection: Transaction) -> bool:
-            if pg_runs.finish(FINISH_ALONE[owner is not None], connection,
-                              {**finishing, **releasing}, messages, frames, usage) != 1:
+            if FINISH[owner is not None].write(connection, {**finishing, **releasing}, {
+                    "new_answer": [values_of(m) for m in messages],
+                    "new_frames": [{"run_id": run_id, "seq": seq, "ts_ms": ts, "frame": frame}
+                                   for seq, ts, frame in frames],
+                    "new_usage": usage}) != 1:
                 return False
             _queued_after(connection, thread_id, queued)
             return True
 
         try:
-            return await self.hot(work, alone if pg_runs.fits(messages) else None)
+            return await self.hot(work)
         except IntegrityError:  # another writer took these log positions: we were fenced
             return False
 
@@ -437,12 +429,6 @@ class RunQueries(Queries):
     @operation
     async def touch_watched(self, run_id: str, now: int) -> None:
         await self._update(run_id, watched_ms=now)
-
-
-def _insert_run(connection: Transaction, run: RunRow, messages: Sequence[MessageRow]) -> None:
-    INSERT_RUN.execute(connection, values_of(run))
-    if messages:
-        INSERT_MESSAGE.execute(connection, [values_of(m) for m in messages])
 
 
 def _queued_after(connection: Transaction, thread_id: str, queued: list[str] | None) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, case, func, insert, select
+from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from ..base import Queries, table
-from ..engines.prepared import Prepared
-from ..engines.transaction import Transaction
+from ..engines.chain import Rows
 from ..tables import RunRow, RunUsageRow, ThreadRow
 
 _usage, _threads = table(RunUsageRow), table(ThreadRow)
@@ -40,15 +40,16 @@ def usage_rows(run: RunRow, agent: str, api_key_id: str | None,
             for entry in entries]
 
 
-# The row with its thread's user scope, in the run's end (`prepared`).
-_INSERT = Prepared(insert(_usage).values(user_key=select(_threads.c.user_key).where(
-    _threads.c.id == bindparam("scope_thread")).scalar_subquery()))
+def _user_key(given: NamedFromClause) -> ColumnElement[Any]:
+    """The user scope of the usage row's thread, copied in by the insert."""
+    return (select(_threads.c.user_key).where(_threads.c.id == given.c.thread_id)
+            .scalar_subquery())
 
 
-def insert_usage(connection: Transaction, thread_id: str, rows: Sequence[dict[str, Any]]) -> None:
-    """A run's `usage_rows`, one per model it used (one or two)."""
-    if rows:
-        _INSERT.execute(connection, [{**row, "scope_thread": thread_id} for row in rows])
+# A run's `usage_rows` (one per model it used, one or two), written with its end
+# (`runs.FINISH`), with the user scope of its thread.
+USAGE = Rows(_usage, tuple(column.key for column in _usage.columns if column.key != "user_key"),
+             (("user_key", _user_key),))
 
 
 def entry_of(row: Any) -> dict[str, Any]:

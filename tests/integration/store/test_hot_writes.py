@@ -114,3 +114,25 @@ async def test_concurrent_hot_writes_each_get_their_own_outcome(store: Store) ->
     assert await store.append_frames_batch(batches) == {runs[0].id}
     for run in runs:
         assert [f.frame for f in await store.read_frames(run.id)] == [{"i": run.id}]
+
+
+async def test_a_batch_with_one_run_ended_meanwhile_writes_the_other_runs(
+        store: Store) -> None:
+    """One process's batch of three runs, one of them ended meanwhile (a reaper failed it)
+    (the lease check of each run is one step of the chain, or one `= ANY` of the fused
+    statement): the other two are written, the ended one is refused and left as it was."""
+    threads = [ThreadRow(id=new_id("thr_"), project_id=PROJECT, created_ms=NOW, updated_ms=NOW)
+               for _ in range(3)]
+    runs = [run_row(thread.id, owner="process-a") for thread in threads]
+    for thread, run in zip(threads, runs, strict=True):
+        await store.start_run_on_new_thread(thread, [], run, [])
+    assert await store.append_frames(runs[1].id, [(1, NOW, {"by": "b"})], "process-a")
+    assert await store.finish_run(runs[1].id, threads[1].id, "failed", NOW, owner="process-a")
+    batches = [LogBatch(r.id, [(2, NOW, {"i": r.id})], "process-a", t.id)
+               for r, t in zip(runs, threads, strict=True)]
+    assert await store.append_frames_batch(batches) == {runs[1].id}
+    for index, run in enumerate(runs):
+        frames = [f.frame for f in await store.read_frames(run.id)]
+        assert frames == ([{"by": "b"}] if index == 1 else [{"i": run.id}])
+    states = [(await store.get_thread(PROJECT, t.id)) for t in threads]
+    assert [s.run_status if s else None for s in states] == ["streaming", "idle", "streaming"]
