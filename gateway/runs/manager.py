@@ -34,6 +34,7 @@ from .admission.multitask import follow_ended, make_room, queued_input, queued_r
 from .admission.quotas import NO_QUOTA, Quotas, Ticket
 from .admission.start_gate import StartGate
 from .admission.threads import ThreadRows
+from .automation import webhooks
 from .backend import Backend, RunFeed, Signals
 from .components.state import ComponentStates
 from .execution import CANCELLED_ERROR, LoopSetup, RunExecutor
@@ -166,7 +167,7 @@ class RunManager:
         """Write the run as queued on the busy thread (`multitask`), then promote the thread's
         next run in case the one in the way ended meanwhile."""
         run = queued_run(thread, spec, client_run_id, self.setup.model_of(spec))
-        await self.store.enqueue_run(run)
+        await self.store.enqueue_run(run, webhooks.delivery(run, spec.webhook))
         await self.promote_next(thread.id)
         return StartedRun(await self.store.get_run(run.id) or run, attached=False, queued=True)
 

@@ -25,6 +25,7 @@ from ...store.repository import Store
 from ...store.rows import made
 from ...store.tables import MessageRow, RunRow, ThreadRow
 from .. import approvals
+from ..automation import webhooks
 from .threads import ThreadRows
 
 # Retries of the optimistic start when the thread changed between validation and locking.
@@ -112,7 +113,8 @@ async def admit(store: Store, owner: str, lease_ms: int, project_id: str, thread
         run = new_run(new_run_id, thread, spec, owner, now, lease_ms, default_model,
                       client_run_id)
         outcome = await store.start_run(run, inputs, now, current.last_completed_run_id,
-                                        paused=bool(current.pending_tool_calls))
+                                        paused=bool(current.pending_tool_calls),
+                                        webhook=webhooks.delivery(run, spec.webhook))
         if outcome == "started":
             return StartedRun(run, attached=False, spec=spec)
         current = None  # `conflict` or `duplicate`: the thread moved on meanwhile; look again.
@@ -129,7 +131,8 @@ async def admit_new_thread(store: Store, owner: str, lease_ms: int, thread: Thre
     run_id, now = new_id("run_"), now_ms()
     inputs = await validated_inputs(thread.row, spec, run_id, now)
     run = new_run(run_id, thread.row, spec, owner, now, lease_ms, default_model, client_run_id)
-    await store.start_run_on_new_thread(thread.row, thread.messages, run, inputs)
+    await store.start_run_on_new_thread(thread.row, thread.messages, run, inputs,
+                                        webhooks.delivery(run, spec.webhook))
     return StartedRun(run, attached=False, history=[*thread.messages, *inputs], spec=spec)
 
 

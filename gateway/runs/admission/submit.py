@@ -88,12 +88,9 @@ class Admission:
         `client_run_id`: the client's own name for the run (AG-UI). `extra_tools`: server
         tools for this run only (a Chorus message's MCP servers). `reserved`: the quota slot
         the start took when it was accepted (`reserve`); it goes back if the start is refused.
-        A run that names a `webhook` has it recorded with it (`automation/webhooks.py`)."""
-        started = await self._submit(caller, target, spec, client_run_id=client_run_id,
-                                     extra_tools=extra_tools, reserved=reserved)
-        if spec.webhook is not None:
-            await webhooks.record(self.store, started.run, spec.webhook)
-        return started
+        A run that names a `webhook` has it written with its start (`admit`)."""
+        return await self._submit(caller, target, spec, client_run_id=client_run_id,
+                                  extra_tools=extra_tools, reserved=reserved)
 
     async def _submit(self, caller: Caller, target: Target, spec: RunSpec, *,
                       client_run_id: str | None = None,

@@ -1,7 +1,8 @@
 """Completion webhooks: when a run that named a `webhook` ends (completed, paused for a human or
 a client tool, failed, cancelled, lost), the gateway POSTs its outcome there.
 
-The door records the wish with the run (`record`: a `webhook_deliveries` row); every process
+The run's start writes the wish with the run, in its own transaction (`delivery`: a
+`webhook_deliveries` row), so a run that started has its webhook kept; every process
 looks for rows whose run has ended (`WebhookSender`), and the one whose conditional update
 claims a row sends it, so a run's end is delivered successfully at most once however many
 processes run. The body is signed with HMAC-SHA256 over `<timestamp>.<body>` with
@@ -63,13 +64,14 @@ def check(settings: Settings, url: str | None) -> None:
                        errors={"webhook": str(exc)}) from None
 
 
-async def record(store: Store, run: RunRow, url: str) -> None:
-    """Keep the run's webhook until its end is delivered (a retried request that attached to
-    the run adds nothing)."""
-    now = now_ms()
-    await store.add_webhook_delivery(WebhookDeliveryRow(
-        run_id=run.id, thread_id=run.thread_id, project_id=run.project_id, url=url,
-        created_ms=now, next_attempt_ms=now))
+def delivery(run: RunRow, url: str | None) -> WebhookDeliveryRow | None:
+    """The row that keeps the run's webhook until its end is delivered, written by the run's
+    start (`admission.admit`, a queued run's `enqueue_run`); None without a webhook."""
+    if url is None:
+        return None
+    return WebhookDeliveryRow(run_id=run.id, thread_id=run.thread_id,
+                              project_id=run.project_id, url=url, created_ms=run.created_ms,
+                              next_attempt_ms=run.created_ms)
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:

@@ -30,7 +30,8 @@ BY`, in order); a part given exactly one row takes it as one scalar parameter pe
 instead: asyncpg encodes an array parameter by checking it and each element against abstract
 collection classes, and SQLAlchemy's `ARRAY` converts it element by element, a cost paid for
 every one-element array. A fused statement therefore has one text per combination of its
-parts' "one row or not", each compiled and prepared once when first used.
+parts' "no rows, one row or more" (a part without rows is left out), each compiled and
+prepared once when first used.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ class Chain:
                  updates: Sequence[tuple[str, Step]] = ()) -> None:
         self.guard, self.rows, self.updates = guard, tuple(rows), tuple(updates)
         self._steps = {name: insert_rows.step(name) for name, insert_rows in self.rows}
-        self._forms: dict[tuple[bool, ...], Prepared] = {}  # by which inserts write one row
+        self._forms: dict[tuple[int, ...], Prepared] = {}  # by the inserts' rows: 0, 1, more
 
     def write(self, connection: Transaction, params: Params,
               rows: Mapping[str, Sequence[Params]]) -> int:
@@ -201,20 +202,21 @@ class Chain:
 
     def _fused(self, connection: Transaction, params: Params,
                rows: Mapping[str, Sequence[Params]]) -> int:
-        given, ones = dict(params), []
+        given, shape = dict(params), []
         for name, insert_rows in self.rows:
             these = rows.get(name, ())
-            ones.append(len(these) == 1)
-            given.update(insert_rows.params(name, these))
-        form = self._forms.get(tuple(ones))
+            shape.append(min(len(these), 2))
+            if these:
+                given.update(insert_rows.params(name, these))
+        form = self._forms.get(tuple(shape))
         if form is None:
-            form = self._forms[tuple(ones)] = Prepared(self._statement(ones))
+            form = self._forms[tuple(shape)] = Prepared(self._statement(shape))
         return int(form.rows(connection, given)[0][0])
 
-    def _statement(self, ones: Sequence[bool]) -> Select[Any]:
+    def _statement(self, shape: Sequence[int]) -> Select[Any]:
         """The fused statement: the guard's part first (the others read it), then the updates
-        and the inserts (each of one row where `ones` says so), attached to the SELECT of the
-        answer."""
+        and the inserts given rows (`shape`: none, one, or more, by insert), attached to the
+        SELECT of the answer."""
         condition: ColumnElement[bool] | None = None
         parts: list[CTE] = []
         if self.guard is not None:
@@ -229,8 +231,8 @@ class Chain:
             statement = update.fused()
             parts.append((statement if condition is None else statement.where(condition))
                          .cte(name))
-        parts += [insert_rows.insert(name, condition, one)
-                  for (name, insert_rows), one in zip(self.rows, ones, strict=True)]
+        parts += [insert_rows.insert(name, condition, count == 1)
+                  for (name, insert_rows), count in zip(self.rows, shape, strict=True) if count]
         return answer.add_cte(*parts)
 
 

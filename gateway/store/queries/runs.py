@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Table, and_, bindparam, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import SQLModel
 
 from .. import cursors
 from ..base import (
@@ -25,7 +26,7 @@ from ..base import (
 from ..engines.chain import Chain, Rows, Step
 from ..engines.prepared import Prepared
 from ..engines.transaction import Transaction
-from ..tables import MessageRow, RunFrameRow, RunRow, ThreadRow
+from ..tables import MessageRow, RunFrameRow, RunRow, ThreadRow, WebhookDeliveryRow
 from .frames import FRAMES
 from .usage import USAGE
 
@@ -39,6 +40,8 @@ def _all(of: Table, *leaving: str) -> tuple[str, ...]:
 
 _RUN, _THREAD = Rows(_runs, _all(_runs)), Rows(_threads, _all(_threads))
 _MESSAGES = Rows(_messages, _all(_messages, "seq"))  # `seq`: numbered by the database
+_webhooks = table(WebhookDeliveryRow)
+_WEBHOOK = Rows(_webhooks, _all(_webhooks))
 
 # The statements of a run's start and end, built once (see `base.table`).
 _LOCK = (update(_threads)
@@ -72,11 +75,12 @@ _RELEASE = (update(_threads)
 # PostgreSQL): the thread's lock (one of these), then the run and its input if it was taken;
 # the run's end, fenced or not, then (if it matched) its answer, the rest of its log, its usage
 # and the thread's release.
-START = {name: Chain(Step(lock), [("new_run", _RUN), ("new_input", _MESSAGES)])
+START = {name: Chain(Step(lock), [("new_run", _RUN), ("new_input", _MESSAGES),
+                                   ("new_webhook", _WEBHOOK)])
          for name, lock in (("idle", _LOCK_IDLE), ("after", _LOCK_AFTER),
                             ("paused", _LOCK_PAUSED))}
 START_ON_NEW_THREAD = Chain(None, [("new_thread", _THREAD), ("new_run", _RUN),
-                                   ("new_input", _MESSAGES)])
+                                   ("new_input", _MESSAGES), ("new_webhook", _WEBHOOK)])
 FINISH = {fenced: Chain(Step(finish), [("new_answer", _MESSAGES), ("new_frames", FRAMES),
                                        ("new_usage", USAGE)], [("released", Step(_RELEASE))])
           for fenced, finish in ((False, _FINISH), (True, _FINISH_FENCED))}
@@ -105,8 +109,10 @@ class RunQueries(Queries):
 
     @operation
     async def start_run(self, run: RunRow, inputs: Sequence[MessageRow], now: int,
-                        last_completed_run_id: str | None, paused: bool = False) -> str:
-        """Take the thread's run lock, persist the run and its input, in one transaction.
+                        last_completed_run_id: str | None, paused: bool = False,
+                        webhook: WebhookDeliveryRow | None = None) -> str:
+        """Take the thread's run lock, persist the run, its input and its `webhook` if it
+        names one, in one transaction.
 
         The lock is taken only if the thread is idle *and* still has the `lastCompletedRunId`
         the caller validated the request against (every terminal state changes it), so a
@@ -121,7 +127,8 @@ class RunQueries(Queries):
 
         def work(connection: Transaction) -> str:
             locked = START[kind].write(connection, params, {
-                "new_run": [values_of(run)], "new_input": [values_of(m) for m in inputs]})
+                "new_run": [values_of(run)], "new_input": [values_of(m) for m in inputs],
+                "new_webhook": _rows(webhook)})
             return "started" if locked == 1 else "conflict"
 
         try:
@@ -131,8 +138,10 @@ class RunQueries(Queries):
 
     @operation
     async def start_run_on_new_thread(self, thread: ThreadRow, messages: Sequence[MessageRow],
-                                      run: RunRow, inputs: Sequence[MessageRow]) -> None:
-        """Create a thread with its first run already holding its lock, in one transaction:
+                                      run: RunRow, inputs: Sequence[MessageRow],
+                                      webhook: WebhookDeliveryRow | None = None) -> None:
+        """Create a thread with its first run (and its `webhook`, if it names one) already
+        holding its lock, in one transaction:
         nobody can know a thread before it exists, so there is nothing to lock against, and a
         new-thread start costs one commit instead of a thread insert, a re-read and a lock."""
         thread.run_status, thread.current_run_id = "waiting", run.id
@@ -140,7 +149,8 @@ class RunQueries(Queries):
         def work(connection: Transaction) -> None:
             START_ON_NEW_THREAD.write(connection, {}, {
                 "new_thread": [values_of(thread)], "new_run": [values_of(run)],
-                "new_input": [values_of(m) for m in [*messages, *inputs]]})
+                "new_input": [values_of(m) for m in [*messages, *inputs]],
+                "new_webhook": _rows(webhook)})
 
         await self.hot(work)
 
@@ -154,18 +164,21 @@ class RunQueries(Queries):
         return await self.get_run(found[0][0]) if found else None
 
     @operation
-    async def enqueue_run(self, run: RunRow) -> None:
-        """Write a queued run while holding its thread's row lock (PostgreSQL; SQLite has one
-        writer at a time anyway). A run ending on the thread looks for queued runs in its end's
-        transaction, after releasing the thread (`finish_run`; on PostgreSQL just after its
-        commit): it either waits for this transaction, or begins its lookup after this commit,
-        and then sees the run, or it released the thread before this commit, and then the
-        enqueuer's own `promote_next` finds the thread idle."""
+    async def enqueue_run(self, run: RunRow, webhook: WebhookDeliveryRow | None = None) -> None:
+        """Write a queued run (and its `webhook`, if it names one) while holding its thread's
+        row lock (PostgreSQL; SQLite has one writer at a time anyway). A run ending on the
+        thread looks for queued runs in its end's transaction, after releasing the thread
+        (`finish_run`; on PostgreSQL just after its commit): it either waits for this
+        transaction, or begins its lookup after this commit, and then sees the run, or it
+        released the thread before this commit, and then the enqueuer's own `promote_next`
+        finds the thread idle."""
         lock = select(_threads.c.id).where(_threads.c.id == run.thread_id).with_for_update()
 
         def work(tx: Transaction) -> None:
             tx.execute(lock).all()
             tx.execute(insert(_runs), values_of(run))
+            if webhook is not None:
+                tx.execute(insert(_webhooks), values_of(webhook))
 
         await self.transaction(work)
 
@@ -429,6 +442,10 @@ class RunQueries(Queries):
     @operation
     async def touch_watched(self, run_id: str, now: int) -> None:
         await self._update(run_id, watched_ms=now)
+
+
+def _rows(row: SQLModel | None) -> list[dict[str, Any]]:
+    return [] if row is None else [values_of(row)]
 
 
 def _queued_after(connection: Transaction, thread_id: str, queued: list[str] | None) -> None:

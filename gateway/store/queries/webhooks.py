@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import delete, or_, select, update
 
 from ..base import (
     ACTIVE_RUN_STATUSES,
@@ -16,7 +15,6 @@ from ..base import (
     row_as,
     rows_as,
     table,
-    values_of,
 )
 from ..tables import RunRow, WebhookDeliveryRow
 
@@ -24,15 +22,6 @@ _deliveries, _runs = table(WebhookDeliveryRow), table(RunRow)
 
 
 class WebhookQueries(Queries):
-
-    @operation
-    async def add_webhook_delivery(self, row: WebhookDeliveryRow) -> None:
-        """Record a run's webhook; a second row for the same run (a retried request attached
-        to it) is ignored."""
-        try:
-            await self.transaction(lambda tx: tx.execute(insert(_deliveries), values_of(row)))
-        except IntegrityError:
-            pass
 
     @operation
     async def ready_webhook_deliveries(self, now: int, limit: int

@@ -8,7 +8,7 @@ import asyncio
 
 from gateway.protocol.clock import new_id, now_ms
 from gateway.store.repository import Store
-from gateway.store.tables import CronRow, WebhookDeliveryRow
+from gateway.store.tables import CronRow, RunRow, ThreadRow, WebhookDeliveryRow
 from tests.integration.store.conftest import PROJECT, new_thread, run_row
 
 
@@ -38,17 +38,41 @@ async def test_a_due_time_is_taken_once(store: Store) -> None:
     assert not await store.take_due_time(cron.id, now + 60_000, None)
 
 
+def webhook_of(run: RunRow, now: int) -> WebhookDeliveryRow:
+    return WebhookDeliveryRow(run_id=run.id, thread_id=run.thread_id, project_id=PROJECT,
+                              url="https://hooks.example.com/x", created_ms=now,
+                              next_attempt_ms=now)
+
+
+async def test_a_webhook_is_written_with_its_run_s_start_only(store: Store) -> None:
+    """The start's own write keeps the webhook (a process that dies after it loses nothing);
+    a start refused on a busy thread writes none; a new thread's start and a queued run's
+    write keep theirs too."""
+    thread = await new_thread(store)
+    first, second = run_row(thread.id), run_row(thread.id)
+    now = now_ms()
+    assert await store.start_run(first, [], now, None, webhook=webhook_of(first, now)) == \
+        "started"
+    assert await store.start_run(second, [], now, None, webhook=webhook_of(second, now)) == \
+        "conflict"
+    assert (await store.get_webhook_delivery(first.id)) is not None
+    assert (await store.get_webhook_delivery(second.id)) is None
+    queued = run_row(thread.id)
+    queued.status = "queued"
+    await store.enqueue_run(queued, webhook_of(queued, now))
+    assert (await store.get_webhook_delivery(queued.id)) is not None
+    other = ThreadRow(id=new_id("thr_"), project_id=PROJECT, created_ms=now, updated_ms=now)
+    third = run_row(other.id)
+    await store.start_run_on_new_thread(other, [], third, [], webhook_of(third, now))
+    assert (await store.get_webhook_delivery(third.id)) is not None
+
+
 async def test_a_webhook_waits_for_its_run_and_is_claimed_once(store: Store) -> None:
     thread = await new_thread(store)
     run = run_row(thread.id)
     run.status = "running"
-    assert await store.start_run(run, [], now_ms(), None) == "started"
     now = now_ms()
-    row = WebhookDeliveryRow(run_id=run.id, thread_id=thread.id, project_id=PROJECT,
-                             url="https://hooks.example.com/x", created_ms=now,
-                             next_attempt_ms=now)
-    await store.add_webhook_delivery(row)
-    await store.add_webhook_delivery(row)  # a retried request: ignored
+    assert await store.start_run(run, [], now, None, webhook=webhook_of(run, now)) == "started"
     assert await store.ready_webhook_deliveries(now, 10) == []  # its run is going
     assert await store.finish_run(run.id, thread.id, "completed", now_ms())
     [(ready, ended)] = await store.ready_webhook_deliveries(now_ms(), 10)
