@@ -99,7 +99,7 @@ OPERATIONS: tuple[Operation, ...] = (
                           "without a client's name (made by the Tambo endpoints, or a branch's "
                           "original, whose name moved to the branch) is left out.",
               params=(*KEYS, limit(20, 100), CURSOR, *THREAD_FILTERS),
-              result=snapshot.ThreadList,
+              result=snapshot.AguiThreadList,
               errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED", "VALIDATION_ERROR")),
     Operation("GET", "/v1/agui/threads/{thread_id}", "aguiGetThreadStatus",
               "Whether a run is active on an AG-UI thread", "agui",

@@ -22,13 +22,13 @@ from ...api.threads import thread_filter
 from ...protocol.clock import iso_ms
 from ...protocol.tambo import wire
 from ...store.tables import ThreadRow
-from .snapshot import ThreadList, ThreadSummary
+from .snapshot import AguiThreadList, AguiThreadSummary
 
 
-def summary(thread: ThreadRow) -> ThreadSummary:
+def summary(thread: ThreadRow) -> AguiThreadSummary:
     """A named thread as the list shows it."""
     assert thread.client_id is not None  # the list reads named threads only
-    return ThreadSummary(threadId=thread.client_id, agent=thread.agent, name=thread.name,
+    return AguiThreadSummary(threadId=thread.client_id, agent=thread.agent, name=thread.name,
                          createdAt=iso_ms(thread.created_ms),
                          updatedAt=iso_ms(thread.updated_ms),
                          running=thread.run_status != "idle")
@@ -41,5 +41,5 @@ async def list_threads(request: Request) -> Response:
     match = dataclasses.replace(thread_filter(request), named=True)
     page = await services(request).store.search_threads(
         project_of(request), scope, match, limit, request.query_params.get("cursor"))
-    return JSONResponse(wire(ThreadList(threads=[summary(t) for t in page.rows],
+    return JSONResponse(wire(AguiThreadList(threads=[summary(t) for t in page.rows],
                                         hasMore=page.has_more, nextCursor=page.next_cursor)))

@@ -58,7 +58,7 @@ class ThreadStatus(WireModel):
     runId: str | None = None
 
 
-class ThreadSummary(WireModel):
+class AguiThreadSummary(WireModel):
     """One thread of the caller's AG-UI thread list (`GET /v1/agui/threads`), by the client's
     name for it: what a thread picker (CopilotKit's `useThreads`) shows."""
 
@@ -70,10 +70,10 @@ class ThreadSummary(WireModel):
     running: bool
 
 
-class ThreadList(WireModel):
+class AguiThreadList(WireModel):
     """A page of the caller's AG-UI threads, newest first; `nextCursor` reads the next."""
 
-    threads: list[ThreadSummary]
+    threads: list[AguiThreadSummary]
     hasMore: bool
     nextCursor: str | None = None
 
