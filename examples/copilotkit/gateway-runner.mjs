@@ -6,7 +6,7 @@
 // runtime (or a second instance) has forgotten every conversation and a reloaded page shows an
 // empty chat. This runner asks the gateway instead, which keeps every thread:
 //
-//   run          POST /v1/agui/agents/{agent}/run      the page's RunAgentInput, as it is
+//   run          POST /v1/agui/agents/{agent}/run      the page's RunAgentInput
 //   connect      POST /v1/agui/agents/{agent}/connect  the thread's messages and state, then its
 //                                                      active run live (a reloaded page)
 //   isRunning    GET  /v1/agui/threads/{threadId}      {running, runId}
@@ -23,7 +23,7 @@
 // for connect), so one runtime serves many users, each seeing only their own threads.
 //
 // How the request reaches the runner. The runtime hands `run` and `connect` their input but not
-// the request; `stop`, `isRunning` and the thread-list calls get only a thread id, and
+// the request; `stop` and `isRunning` get only a thread id, `listThreads()` nothing at all, and
 // `listThreads()` and the `getThread*` calls are synchronous (the runtime's own runner answers
 // them from memory). So the runner carries each request's context with Node's
 // `AsyncLocalStorage`: `runner.listener(nodeListener)` opens a context per HTTP request, and the
