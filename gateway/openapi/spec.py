@@ -38,6 +38,7 @@ from ..protocol.operations import (
     METERED_ERRORS,
     RUN_ERRORS,
     STORED_CAPS,
+    THREAD_FILTERS,
     Operation,
     Param,
     limit,
@@ -50,19 +51,8 @@ ADMIN_AGENT = Param("agent", "query", {"type": "string", "maxLength": 64},
                     "Only this agent's.")
 
 
-_TEXT = {"type": "string", "maxLength": 256}
-_TIME = {"type": "string", "format": "date-time"}
 THREAD_SEARCH = (
-    Param("status", "query", {"type": "string", "enum": ["idle", "waiting", "streaming"]},
-          "Only threads in this run status."),
-    Param("agent", "query", {"type": "string", "maxLength": 64},
-          "Only threads of this agent (the default agent's include threads that name none)."),
-    Param("namePrefix", "query", _TEXT, "Only threads whose name starts with this text "
-          "(case-sensitive)."),
-    Param("createdAfter", "query", _TIME, "Only threads created at or after this time."),
-    Param("createdBefore", "query", _TIME, "Only threads created before this time."),
-    Param("updatedAfter", "query", _TIME, "Only threads updated at or after this time."),
-    Param("updatedBefore", "query", _TIME, "Only threads updated before this time."),
+    *THREAD_FILTERS,
     Param("count", "query", {"type": "boolean", "default": False},
           "Also answer how many threads match (`count`, counted up to 10,000; `countCapped`: "
           "there are more)."),

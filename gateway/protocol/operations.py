@@ -115,6 +115,23 @@ CURSOR = Param("cursor", "query", {"type": "string"},
                "Opaque cursor from the previous page's `nextCursor`.")
 
 
+_TEXT = {"type": "string", "maxLength": 256}
+_TIME = {"type": "string", "format": "date-time"}
+# The thread list's search filters (`GET /v1/threads`, and the AG-UI list `GET /v1/agui/threads`).
+THREAD_FILTERS = (
+    Param("status", "query", {"type": "string", "enum": ["idle", "waiting", "streaming"]},
+          "Only threads in this run status."),
+    Param("agent", "query", {"type": "string", "maxLength": 64},
+          "Only threads of this agent (the default agent's include threads that name none)."),
+    Param("namePrefix", "query", _TEXT, "Only threads whose name starts with this text "
+          "(case-sensitive)."),
+    Param("createdAfter", "query", _TIME, "Only threads created at or after this time."),
+    Param("createdBefore", "query", _TIME, "Only threads created before this time."),
+    Param("updatedAfter", "query", _TIME, "Only threads updated at or after this time."),
+    Param("updatedBefore", "query", _TIME, "Only threads updated before this time."),
+)
+
+
 def limit(default: int, high: int) -> Param:
     return Param("limit", "query",
                  {"type": "integer", "minimum": 1, "maximum": high, "default": default},

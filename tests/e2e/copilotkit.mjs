@@ -4,7 +4,8 @@
 // Same protocol as browser.mjs: one JSON command per line on stdin, one JSON reply per line on
 // stdout, so the Python test owns the scenario and checks the page, the gateway and the model
 // together. Commands:
-//   {"action": "open"}                     a fresh context on the app, once its chat input shows
+//   {"action": "open", "user"?: str}       a fresh context on the app, once its chat input shows
+//                                          (`user`: the page's `?user=`, who it says it is)
 //   {"action": "send", "text": str}        type into CopilotChat's input and press its send button
 //   {"action": "reload"}                   reload the page (same context: its saved thread)
 //   {"action": "stop"}                     press CopilotChat's stop button (the send button
@@ -13,7 +14,8 @@
 //                                          buttons)
 //   {"action": "wait"}
 // each optionally with "until" ({text: one or a list, absent, idle: false to not wait for the
-// agent to stop running}) and "screenshot" (a PNG path). Replies: {"ok": true, "page": snapshot,
+// agent to stop running, threads: the thread ids the thread list shows, exactly, in any order})
+// and "screenshot" (a PNG path). Replies: {"ok": true, "page": snapshot,
 // "requests": [...], "errors": [...]}; "requests" are the page's calls to the CopilotKit runtime
 // (the page never calls the gateway itself).
 //
@@ -28,7 +30,7 @@ const browser = await launch();
 let context = null;
 let page = null;
 
-async function openPage() {
+async function openPage(user) {
   if (context) await context.close();
   context = await browser.newContext({ viewport: { width: 900, height: 760 }, locale: "en-GB" });
   page = await context.newPage();
@@ -42,17 +44,22 @@ async function openPage() {
     seen.requests.push({ method: req.method(), path: new URL(req.url()).pathname,
                          status: res.status(), body: req.postData() ?? null });
   });
-  await page.goto(appUrl);
+  await page.goto(user ? `${appUrl}?user=${encodeURIComponent(user)}` : appUrl);
   await page.getByTestId("copilot-chat-textarea").waitFor({ timeout: WAIT_MS });
 }
 
 /** Wait until the page shows `text` (and lacks `absent`) and, unless told not to, is idle. */
 async function waitUntil(until) {
   await waitFor(page,
-    ({ text, absent, idle }) => {
+    ({ text, absent, idle, threads }) => {
       const body = document.body.innerText;
       if (text && ![text].flat().every((t) => body.includes(t))) return false;
       if (absent && body.includes(absent)) return false;
+      if (threads) {
+        const listed = [...document.querySelectorAll('[data-testid="thread"]')]
+          .map((el) => el.dataset.threadId).sort();
+        if (JSON.stringify(listed) !== JSON.stringify([...threads].sort())) return false;
+      }
       if (idle !== false && document.querySelector('[data-testid="status"]')?.dataset.idle !== "true") {
         return false;
       }
@@ -80,6 +87,11 @@ function snapshot() {
       approvalCards: all('[data-testid="approval-card"]').map((el) => text(el)),
       invoiceCards: all('[data-testid="invoice-card"]').map(card),
       otherTools: all('[data-testid="copilot-tool-render"]').map((el) => text(el)),
+      user: text(document.querySelector('[data-testid="user"]')),
+      threads: all('[data-testid="thread"]').map((el) => ({
+        threadId: el.dataset.threadId, current: el.getAttribute("aria-current") === "true" })),
+      threadsError: text(document.querySelector('[data-testid="threads-error"]')),
+      capabilities: text(document.querySelector('[data-testid="capabilities"]')),
     };
   });
 }
@@ -87,7 +99,7 @@ function snapshot() {
 async function perform(cmd) {
   switch (cmd.action) {
     case "open":
-      await openPage();
+      await openPage(cmd.user);
       break;
     case "send":
       await page.getByTestId("copilot-chat-textarea").fill(cmd.text);

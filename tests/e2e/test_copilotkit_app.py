@@ -28,6 +28,7 @@ from tests.conftest import artifacts_dir, scripted_env
 from tests.support.gateway_server import GatewayServer, free_port
 from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
+from tests.support.sse import run_events
 
 from .harness import ROOT, Browser, npm_ci, require_tools, static_server, vite_build
 from .harness import clean as clean_page
@@ -150,7 +151,13 @@ def chat(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def stored(gateway: GatewayServer, thread_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The thread CopilotKit calls `thread_id` and its messages as the gateway keeps them (the
     user key the runtime sent): its gateway id is the `X-Thread-Id` of an AG-UI connect."""
-    with httpx.Client(base_url=gateway.url, params={"userKey": USER_KEY}, timeout=10,
+    return stored_as(gateway, thread_id, USER_KEY)
+
+
+def stored_as(gateway: GatewayServer, thread_id: str, user_key: str
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`stored`, for the user `user_key`."""
+    with httpx.Client(base_url=gateway.url, params={"userKey": user_key}, timeout=10,
                       headers={"x-api-key": API_KEY}) as http:
         with http.stream("POST", "/v1/agui/agents/default/connect", json={
                 "threadId": thread_id, "runId": "probe", "messages": [], "tools": [],
@@ -356,9 +363,11 @@ def clean(result: dict[str, Any]) -> dict[str, Any]:
 def reloaded(result: dict[str, Any]) -> dict[str, Any]:
     """A step that (re)loads the page, less the `connect` requests cut short on the way: the
     unloaded page's open stream, or the one CopilotChat aborts itself when its effect re-runs
-    while the page settles on its thread id (the browser reports both as ERR_ABORTED)."""
+    while the page settles on its thread id; and the unloaded page's thread list read, if it
+    was still on its way (the browser reports them as ERR_ABORTED)."""
     cut = [e for e in result["errors"]
-           if e.startswith("request failed: POST ") and "/connect " in e
+           if (e.startswith("request failed: POST ") and "/connect " in e
+               or e.startswith("request failed: GET ") and "/api/copilotkit/threads?" in e)
            and e.endswith(" net::ERR_ABORTED")]
     return {**result, "errors": [e for e in result["errors"] if e not in cut]}
 
@@ -409,3 +418,115 @@ def test_a_reloaded_page_shows_the_conversation_after_a_runtime_restart_and_stop
     again = clean(reloaded(browser.step("reload", until={"text": ["Count slowly.",
                                                                   written.strip()]})))
     assert again["messages"][-1]["text"] == written.strip()
+
+
+# -- one runtime, many users ------------------------------------------------------------------
+
+
+@pytest.fixture
+def second_browser(app_url: str, runtime_url: str, shots: Path) -> Iterator[Browser]:
+    """A second Chromium, for a second user of the same runtime at the same time."""
+    driver = Browser(app_url, runtime_url, shots / "browser-2.log", script="copilotkit.mjs")
+    yield driver
+    driver.close()
+
+
+def as_user(runtime: Runtime, user: str) -> httpx.Client:
+    """The runtime's HTTP API as the page of `user` calls it (the example's `x-demo-user`)."""
+    return httpx.Client(base_url=f"{runtime.url}/api/copilotkit", timeout=30,
+                        headers={"x-demo-user": user})
+
+
+def agui_body(thread_id: str, text: str = "") -> dict[str, Any]:
+    messages = [{"id": f"m-{time.monotonic_ns()}", "role": "user", "content": text}] if text else []
+    return {"threadId": thread_id, "runId": f"r-{time.monotonic_ns()}", "messages": messages,
+            "tools": [], "context": [], "state": {}, "forwardedProps": {}}
+
+
+def test_two_users_of_one_runtime_each_see_only_their_own_threads(
+        browser: Browser, second_browser: Browser, runtime: Runtime,
+        tools_gateway: GatewayServer, scripted_model: ScriptedModel, shots: Path) -> None:
+    """The runtime takes the user from each request (the page's `x-demo-user`, server.mjs's
+    `userOf`), so the gateway files each user's threads under their own key; CopilotKit's
+    `useThreads` lists them (GatewayRunner's `listThreads`, from `GET /v1/agui/threads`), and a
+    thread of another user is refused through the runtime. `/info` carries the gateway agent's
+    capabilities (GatewayRunner's agent, from `GET /v1/agui/agents/default/capabilities`)."""
+    alice, bob = browser, second_browser
+    scripted_model.enqueue(stream_turn({"content": "Hello Alice."}),
+                           stream_turn({"content": "Hello Bob."}),
+                           stream_turn({"content": "A second thread, Alice."}))
+    opened = clean(alice.step("open", user="alice"))
+    assert opened["user"] == "alice" and opened["threads"] == []
+    clean(bob.step("open", user="bob"))
+    first = clean(alice.step("send", text="I am Alice.", until={"text": "Hello Alice."}))
+    alices = first["threadId"]
+    seen = clean(alice.step("wait", until={"threads": [alices]},
+                            screenshot=str(shots / "50-alice-threads.png")))
+    assert seen["threads"] == [{"threadId": alices, "current": True}]
+    bobs = clean(bob.step("send", text="I am Bob.", until={"text": "Hello Bob."}))["threadId"]
+    assert clean(bob.step("wait", until={"threads": [bobs]},
+                          screenshot=str(shots / "51-bob-threads.png")))["threads"] == [
+        {"threadId": bobs, "current": True}]
+    # Alice's page, loaded again, lists hers only; a new thread joins it, and picking the first
+    # loads that conversation back from the gateway.
+    assert clean(reloaded(alice.step("reload", until={"threads": [alices]})))["threads"] == [
+        {"threadId": alices, "current": True}]
+    clean(alice.step("click", selector='[data-testid="new-thread"]'))
+    second = clean(alice.step("send", text="Another topic.",
+                              until={"text": "A second thread, Alice."}))
+    assert second["threadId"] not in (alices, bobs)
+    both = clean(alice.step("wait", until={"threads": [alices, second["threadId"]]}))
+    assert [t["threadId"] for t in both["threads"]] == [second["threadId"], alices]
+    back = clean(reloaded(alice.step(
+        "click", selector=f'[data-thread-id="{alices}"]',
+        until={"text": "Hello Alice.", "absent": "A second thread, Alice."},
+        screenshot=str(shots / "52-alice-picks-her-first-thread.png"))))
+    assert back["threadId"] == alices
+    assert [m["text"] for m in back["messages"]] == ["I am Alice.", "Hello Alice."]
+
+    # Through the runtime, Bob gets nothing of Alice's thread: an empty thread on connect and
+    # in the runtime's thread endpoints, and his run on her thread id is refused by the gateway
+    # (404) before the model runs.
+    asked = len(scripted_model.requests)
+    with as_user(runtime, "bob") as as_bob, as_user(runtime, "alice") as as_alice:
+        connected = run_events(as_bob, "POST", "/agent/default/connect", json=agui_body(alices))
+        (snapshot,) = [e.data for e in connected if e.type == "MESSAGES_SNAPSHOT"]
+        assert snapshot["messages"] == []
+        assert as_bob.get(f"/threads/{alices}/messages").json() == {"messages": []}
+        assert [m["content"] for m in as_alice.get(f"/threads/{alices}/messages")
+                .json()["messages"]] == ["I am Alice.", "Hello Alice."]
+        ran = run_events(as_bob, "POST", "/agent/default/run",
+                         json=agui_body(alices, "Show me Alice's thread."))
+        assert not [e for e in ran if e.type.startswith("TEXT_MESSAGE")]
+        listed = {user: [t["id"] for t in client.get("/threads", params={
+            "agentId": "default"}).json()["threads"]]
+            for user, client in (("alice", as_alice), ("bob", as_bob))}
+        # A page at a time, as `fetchMoreThreads` reads it: the gateway's cursor passes through.
+        one = as_alice.get("/threads", params={"agentId": "default", "limit": 1}).json()
+        more = as_alice.get("/threads", params={"agentId": "default", "limit": 1,
+                                                "cursor": one["nextCursor"]}).json()
+        info = as_alice.get("/info").json()
+    assert len(scripted_model.requests) == asked
+    assert listed == {"alice": [second["threadId"], alices], "bob": [bobs]}
+    assert [t["id"] for t in one["threads"] + more["threads"]] == listed["alice"]
+    assert more["nextCursor"] is None
+
+    # The gateway filed each thread under its user's key; Alice's holds only her turn.
+    with httpx.Client(base_url=tools_gateway.url, timeout=10,
+                      headers={"x-api-key": API_KEY}) as http:
+        owners = {user: len(http.get("/v1/threads", params={"userKey": user})
+                            .json()["threads"]) for user in ("alice", "bob")}
+        names = {user: [t["threadId"] for t in http.get("/v1/agui/threads", params={
+            "userKey": user}).json()["threads"]] for user in ("alice", "bob", USER_KEY)}
+    assert owners == {"alice": 2, "bob": 1}
+    assert names["alice"] == [second["threadId"], alices] and names["bob"] == [bobs]
+    assert alices not in names[USER_KEY] and bobs not in names[USER_KEY]
+    _, messages = stored_as(tools_gateway, alices, "alice")
+    assert [m["content"][0]["text"] for m in messages] == ["I am Alice.", "Hello Alice."]
+
+    # What the agent can do, as the gateway declares it, reaches the page (`useCapabilities`).
+    assert info["threadEndpoints"]["list"] is True
+    human = info["agents"]["default"]["capabilities"]["humanInTheLoop"]
+    assert human == {"supported": True, "interrupts": True, "approvals": True,
+                     "approveWithEdits": True}
+    assert back["capabilities"] == "interrupts, approvals with edits, kept state, branches"

@@ -1,12 +1,14 @@
 import {
   CopilotChat,
   useAgent,
+  useCapabilities,
   useDefaultRenderTool,
   useFrontendTool,
   useInterrupt,
   useRenderTool,
+  useThreads,
 } from "@copilotkit/react-core/v2";
-import { useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { z } from "zod";
 
 /** A frontend action: the model asks, the browser runs the handler and renders the call. */
@@ -96,26 +98,87 @@ function parseJson(text) {
   }
 }
 
-/** The page's thread, kept across reloads: the gateway holds its conversation (the runtime's
- * GatewayRunner loads it back with `connect`), so a reload or a restarted runtime shows it. */
-function savedThreadId() {
-  let id = localStorage.getItem("gateway-thread-id");
+/** The page's thread, kept across reloads (one per user): the gateway holds its conversation
+ * (the runtime's GatewayRunner loads it back with `connect`), so a reload or a restarted
+ * runtime shows it. */
+function savedThreadId(user) {
+  const key = `gateway-thread-id:${user ?? ""}`;
+  let id = localStorage.getItem(key);
   if (!id) {
     id = crypto.randomUUID();
-    localStorage.setItem("gateway-thread-id", id);
+    localStorage.setItem(key, id);
   }
   return id;
 }
 
-export default function App() {
+function useSavedThread(user) {
+  const [threadId, setThreadId] = useState(() => savedThreadId(user));
+  const choose = (id) => {
+    localStorage.setItem(`gateway-thread-id:${user ?? ""}`, id);
+    setThreadId(id);
+  };
+  return [threadId, choose];
+}
+
+/** The user's threads, from the gateway (the runtime's GatewayRunner lists them for
+ * `useThreads`): a click opens one, "New thread" starts another (listed once its first run
+ * starts). CopilotKit reads the list when the page connects to the runtime; this runtime
+ * pushes no thread updates, so the page reads it again each time a run ends. */
+function ThreadList({ threadId, onPick, running }) {
+  const { threads, isLoading, error, refetchThreads } = useThreads({ agentId: "default" });
+  const wasRunning = useRef(running);
+  useEffect(() => {
+    if (wasRunning.current && !running) refetchThreads();
+    wasRunning.current = running;
+  }, [running, refetchThreads]);
+  return (
+    <aside className="threads" data-testid="threads" data-loading={String(isLoading)}>
+      <button data-testid="new-thread" onClick={() => onPick(crypto.randomUUID())}>
+        New thread
+      </button>
+      {error ? <p data-testid="threads-error">{error.message}</p> : null}
+      <ul>
+        {threads.map((thread) => (
+          <li key={thread.id}>
+            <button
+              data-testid="thread"
+              data-thread-id={thread.id}
+              aria-current={thread.id === threadId ? "true" : undefined}
+              onClick={() => onPick(thread.id)}
+            >
+              {thread.name ?? `Thread ${thread.id.slice(0, 8)}`}
+              <small>{new Date(thread.updatedAt).toLocaleString()}</small>
+            </button>
+          </li>
+        ))}
+      </ul>
+    </aside>
+  );
+}
+
+/** What the gateway's agent says it can do (the runtime's `/info`, from the gateway's
+ * capabilities endpoint through GatewayRunner's agent). */
+function describe(capabilities) {
+  if (!capabilities) return "…";
+  const human = capabilities.humanInTheLoop ?? {};
+  const can = [];
+  if (human.interrupts) can.push("interrupts");
+  if (human.approvals) can.push(human.approveWithEdits ? "approvals with edits" : "approvals");
+  if (capabilities.state?.persistentState) can.push("kept state");
+  if (capabilities.custom?.branches) can.push("branches");
+  return can.join(", ") || "none declared";
+}
+
+export default function App({ user }) {
   const [color, setColor] = useState("#6366f1");
-  const [threadId] = useState(savedThreadId);
+  const [threadId, setThreadId] = useSavedThread(user);
   useThemeColorAction(setColor);
   useWeatherCard();
   useApprovalCard();
   useInvoiceCard();
   useDefaultRenderTool(); // any other tool call: CopilotKit's own card
   const { agent } = useAgent(); // the runtime's "default" agent: the gateway
+  const capabilities = useCapabilities();
 
   return (
     <main style={{ "--accent": color, "--copilot-kit-primary-color": color }}>
@@ -125,15 +188,22 @@ export default function App() {
           <span data-testid="status" data-idle={String(!agent.isRunning)}>
             {agent.isRunning ? "Running…" : "Ready"}
           </span>{" "}
-          · accent <span className="swatch" /> <code data-testid="accent">{color}</code> · thread{" "}
+          · user <code data-testid="user">{user ?? "(the runtime's default)"}</code> · accent{" "}
+          <span className="swatch" /> <code data-testid="accent">{color}</code> · thread{" "}
           <code data-testid="thread-id">{agent.threadId}</code>
         </p>
+        <p className="capabilities">
+          The agent declares: <span data-testid="capabilities">{describe(capabilities)}</span>
+        </p>
       </header>
-      <CopilotChat
-        threadId={threadId}
-        className="chat"
-        labels={{ chatInputPlaceholder: "Ask the gateway's agent…" }}
-      />
+      <div className="body">
+        <ThreadList threadId={threadId} onPick={setThreadId} running={agent.isRunning} />
+        <CopilotChat
+          threadId={threadId}
+          className="chat"
+          labels={{ chatInputPlaceholder: "Ask the gateway's agent…" }}
+        />
+      </div>
     </main>
   );
 }

@@ -10,6 +10,8 @@ from ag_ui.core import AgentCapabilities, Event
 from ...protocol import tambo
 from ...protocol.operations import (
     CALL,
+    CREATED,
+    CURSOR,
     KEYS,
     MESSAGE,
     REPLAY,
@@ -18,8 +20,11 @@ from ...protocol.operations import (
     STORED_CAPS,
     STREAM_HEADERS,
     THREAD,
+    THREAD_FILTERS,
+    UPDATED,
     Operation,
     T,
+    limit,
     sse,
 )
 from ...protocol.schema_files import Schemas, Union
@@ -86,6 +91,16 @@ OPERATIONS: tuple[Operation, ...] = (
                           "agent (streaming, resumable runs, kept shared state, interrupts, "
                           "reasoning; `custom.branches`: edit and regenerate branch the thread).",
               params=KEYS, result=AgentCapabilities, errors=("AGENT_NOT_FOUND",)),
+    Operation("GET", "/v1/agui/threads", "aguiListThreads",
+              "List the caller's AG-UI threads, newest first", "agui",
+              description="The user scope's threads that an AG-UI client named, by those names "
+                          "(`threadId`), for a thread picker (CopilotKit's `useThreads`); the "
+                          "thread list's filters, order and cursor (`GET /v1/threads`). A thread "
+                          "without a client's name (made by the Tambo endpoints, or a branch's "
+                          "original, whose name moved to the branch) is left out.",
+              params=(*KEYS, limit(20, 100), CURSOR, *THREAD_FILTERS),
+              result=snapshot.AguiThreadList,
+              errors=("INVALID_CURSOR", "USER_SCOPE_REQUIRED", "VALIDATION_ERROR")),
     Operation("GET", "/v1/agui/threads/{thread_id}", "aguiGetThreadStatus",
               "Whether a run is active on an AG-UI thread", "agui",
               description="By the client's ids: `running`, and the active run's `runId` (to "
@@ -151,6 +166,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "state": {"snapshots": True, "deltas": True, "persistentState": True},
         "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": False},
         "custom": {"branches": True, "activity": ["tool_status"]}}},
+    "aguiListThreads": {"response": {"threads": [
+        {"threadId": THREAD, "agent": "default", "name": None, "createdAt": CREATED,
+         "updatedAt": UPDATED, "running": False}], "hasMore": False, "nextCursor": None}},
     "aguiGetThreadStatus": {"response": {"threadId": THREAD, "running": True, "runId": RUN}},
     "aguiGetRun": {"stream": AGUI_EVENTS},
     "aguiCancelRun": {"response": {"runId": RUN, "status": "cancelled"}},

@@ -64,7 +64,7 @@ from ...protocol.run_spec import RunSpec
 from ...protocol.tambo import wire
 from ...runs.admission.threads import NewThread, OnThread, Target
 from ...store.tables import RunRow, ThreadRow
-from . import branches, routes_capabilities, snapshot
+from . import branches, routes_capabilities, routes_threads, snapshot
 from . import input as agui_input
 from . import translate as agui
 
@@ -368,6 +368,7 @@ routes = [
           methods=["GET"]),
     Route("/v1/agui/agents/{agent}/connect", connect, methods=["POST"]),
     Route("/v1/agui/agents/{agent}/run", run_agent, methods=["POST"]),
+    Route("/v1/agui/threads", routes_threads.list_threads, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}", thread_status, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", get_run, methods=["GET"]),
     Route("/v1/agui/threads/{thread_id}/runs/{run_id}", cancel_run, methods=["DELETE"]),

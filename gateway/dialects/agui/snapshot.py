@@ -58,6 +58,26 @@ class ThreadStatus(WireModel):
     runId: str | None = None
 
 
+class AguiThreadSummary(WireModel):
+    """One thread of the caller's AG-UI thread list (`GET /v1/agui/threads`), by the client's
+    name for it: what a thread picker (CopilotKit's `useThreads`) shows."""
+
+    threadId: str
+    agent: str | None = None
+    name: str | None = None
+    createdAt: str
+    updatedAt: str
+    running: bool
+
+
+class AguiThreadList(WireModel):
+    """A page of the caller's AG-UI threads, newest first; `nextCursor` reads the next."""
+
+    threads: list[AguiThreadSummary]
+    hasMore: bool
+    nextCursor: str | None = None
+
+
 class StoredMessage(Protocol):
     id: str
     run_id: str | None

@@ -1,5 +1,6 @@
 """Thread search: the thread list narrowed by metadata values, the thread's run status, its
-agent, a name prefix and created/updated ranges, and a bounded count of the matches.
+agent, a name prefix and created/updated ranges, whether an AG-UI client named it (its list,
+`GET /v1/agui/threads`), and a bounded count of the matches.
 
 Every search is inside one project and one user scope (the caller's, as the plain list is), so
 the scope's indexes bound the rows read. On PostgreSQL a metadata filter is a JSONB containment
@@ -38,6 +39,7 @@ class ThreadFilter:
     updated_after: int | None = None
     updated_before: int | None = None
     active: bool = False  # only threads a run holds (not `idle`)
+    named: bool = False  # only threads an AG-UI client named (its `threadId`: `client_id`)
 
 
 class ThreadSearchQueries(Queries):
@@ -79,6 +81,8 @@ class ThreadSearchQueries(Queries):
             clauses.append(c.run_status == match.status)
         if match.active:
             clauses.append(c.run_status != "idle")
+        if match.named:
+            clauses.append(c.client_id.is_not(None))
         agent = _agent_clause(c.agent, match.agent)
         if agent is not None:
             clauses.append(agent)
