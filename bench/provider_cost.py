@@ -109,18 +109,19 @@ class _Replay:
 def parse_run(wire: str) -> Callable[[str], Awaitable[None]]:
     """A direct format's reading of the paced upstream's events for a prompt, from memory."""
     from bench import paced
-    from gateway.engine.models import anthropic_wire, direct, gemini_wire, native
+    from gateway.engine.models import anthropic_wire, direct, gemini_wire, native, socket_model
 
     makers = {"openai": paced.openai_events, "anthropic": paced.anthropic_events,
               "gemini": paced.gemini_events}
-    model = direct.DirectModel("paced", "http://127.0.0.1:9/v1", None, "openai", "openai/paced",
-                               None)  # type: ignore[arg-type]  # never calls its fallback
+    model = direct.DirectModel(model="paced", api_base="http://127.0.0.1:9/v1", api_key=None,
+                               provider="openai", litellm_model="openai/paced",
+                               fallback=None)  # type: ignore[arg-type]  # never calls it
 
     async def run(prompt: str) -> None:
         tokens = int(prompt.split()[1])
         first, before, after, end = makers[wire](tokens)
         events = [before + b"t%d@0 " % k + after for k in range(1, tokens + 1)]
-        payloads = direct._sse_data(_Replay([first, *events, end] if first else [*events, end]))
+        payloads = socket_model.sse_data(_Replay([first, *events, end] if first else [*events, end]))
         if wire == "openai":
             deltas = model._deltas_of(payloads)
         else:

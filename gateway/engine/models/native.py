@@ -23,9 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-import aiohttp
 import httpx
 import orjson
 from yarl import URL
@@ -33,17 +31,16 @@ from yarl import URL
 from ..deltas import Delta, ModelError
 from ..stream_contract import incomplete
 from . import anthropic_wire, gemini_wire
-from .direct import (
-    CONNECT_TIMEOUT_SECONDS,
-    MAX_ERROR_BYTES,
-    READ_TIMEOUT_SECONDS,
-    _drain,
-    _read_at_most,
-    _sse_data,
-    _timeout,
-)
-from .litellm_model import LiteLLMModel, ModelRequest, UsageSink
+from .litellm_model import ModelRequest
 from .reasoning import replayable
+from .socket_model import (
+    CONNECT_TIMEOUT_SECONDS,
+    READ_TIMEOUT_SECONDS,
+    TRANSPORT_FAILURES,
+    SocketModel,
+    drain,
+    sse_data,
+)
 from .upstream_pool import UpstreamPool
 from .wire import Incomplete, ProviderError, StreamReader, WireRequest
 
@@ -51,23 +48,12 @@ log = logging.getLogger(__name__)
 PROVIDERS = (anthropic_wire.PROVIDER, gemini_wire.PROVIDER)
 
 
-@dataclass
-class NativeModel:
+@dataclass(kw_only=True)
+class NativeModel(SocketModel):
     """Streams `provider`'s own format from its API (`api_base`: the configured base URL, None
-    for the provider's own), its connections in one aiohttp session.
+    for the provider's own), its connections in one aiohttp session."""
 
-    `model` is the name the provider knows (litellm's prefix removed), `litellm_model` the full
-    litellm string, used for the non-streamed calls and the error mapping.
-    """
-
-    model: str
-    provider: str
     api_base: str | None
-    api_key: str | None
-    litellm_model: str
-    fallback: LiteLLMModel
-    _pool: UpstreamPool | None = field(default=None, repr=False)
-    _names: dict[str, str | None] = field(default_factory=dict, repr=False)
     _endpoints: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict, repr=False)
 
     def endpoint(self, name: str) -> tuple[str, dict[str, str]]:
@@ -80,21 +66,9 @@ class NativeModel:
                 self._endpoints[name] = gemini_wire.endpoint(name, self.api_base, self.api_key)
         return self._endpoints[name]
 
-    @property
-    def client(self) -> UpstreamPool:
-        if self._pool is None:
-            origin = str(URL(self.endpoint(self.model)[0]).origin())
-            self._pool = UpstreamPool(origin, {}, READ_TIMEOUT_SECONDS, CONNECT_TIMEOUT_SECONDS)
-        return self._pool
-
-    def open(self) -> None:
-        """Make the provider's pool now: its TLS context is better paid at start-up."""
-        self.client  # noqa: B018 (made on first access)
-
-    async def aclose(self) -> None:
-        if self._pool is not None:
-            await self._pool.aclose()
-            self._pool = None
+    def new_pool(self) -> UpstreamPool:
+        origin = str(URL(self.endpoint(self.model)[0]).origin())
+        return UpstreamPool(origin, {}, READ_TIMEOUT_SECONDS, CONNECT_TIMEOUT_SECONDS)
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[Delta, None]:
         name = self.model
@@ -110,12 +84,9 @@ class NativeModel:
         try:
             async with self.client.post(url.raw_path_qs, call.body, call.headers) as response:
                 if response.status >= 400:
-                    text = (await _read_at_most(response, MAX_ERROR_BYTES)).decode(
-                        errors="replace")
-                    raise self._mapped(self._provider_error(
-                        response.status, text, httpx.Headers(list(response.headers.items()))))
+                    raise await self.answered_error(response)
                 try:
-                    async for delta in deltas_of(_sse_data(response), call.reader):
+                    async for delta in deltas_of(sse_data(response), call.reader):
                         yield delta
                 except BaseException:
                     response.close()  # left before its end: the connection is not reused
@@ -123,15 +94,11 @@ class NativeModel:
         except ModelError:
             raise
         except ProviderError as error:
-            raise self._mapped(self._provider_error(error.status, error.body)) from None
+            raise self.mapped(self.upstream_error(error.status, error.body)) from None
         except Incomplete as cut:
             raise self.incomplete(str(cut)) from None
-        except TimeoutError as exc:  # aiohttp's read and connect timeouts are TimeoutErrors
-            raise self._mapped(_timeout(exc, self.litellm_model, self.provider), exc) from None
-        except (aiohttp.ClientError, orjson.JSONDecodeError) as exc:
-            # A refused or cut connection, or a garbled stream: litellm reports these as a 500.
-            raise self._mapped(self._provider_error(500, str(exc) or type(exc).__name__),
-                               exc) from None
+        except TRANSPORT_FAILURES as exc:
+            raise self.transport_failure(exc) from None
 
     async def _request(self, name: str, request: ModelRequest) -> WireRequest:
         """The call litellm would make for `request`, or why litellm would not make it."""
@@ -146,11 +113,6 @@ class NativeModel:
         except Exception as exc:
             raise self.fallback.failed(exc) from None
 
-    async def complete(self, messages: list[dict[str, Any]], max_tokens: int = 200,
-                       task: str | None = None, usage: UsageSink | None = None) -> str:
-        """Non-streamed calls are rare and not on the token path: litellm's, unchanged."""
-        return await self.fallback.complete(messages, max_tokens, task, usage)
-
     def _upstream_name(self, model: str) -> str | None:
         """The provider's name for `model` if litellm resolves it to this same provider (and
         the same configured base URL)."""
@@ -164,8 +126,8 @@ class NativeModel:
             self._names[model] = name if provider == self.provider else None
         return self._names[model]
 
-    def _provider_error(self, status: int, text: str,
-                        headers: httpx.Headers | None = None) -> Exception:
+    def upstream_error(self, status: int, text: str,
+                       headers: httpx.Headers | None = None) -> Exception:
         """The provider's error as litellm's provider adapter raises it (the body as sent)."""
         if self.provider == anthropic_wire.PROVIDER:
             from litellm.llms.anthropic.common_utils import AnthropicError
@@ -176,18 +138,6 @@ class NativeModel:
 
         error = VertexAIError(status_code=status, message=text, headers=headers)
         return error
-
-    def _mapped(self, error: Exception, transport: Exception | None = None) -> ModelError:
-        """Through litellm's exception mapping for the provider, then the gateway's
-        classification (which also logs the failure once, with its cause)."""
-        from litellm.litellm_core_utils.exception_mapping_utils import exception_type
-
-        try:
-            mapped = exception_type(model=self.litellm_model, original_exception=error,
-                                    custom_llm_provider=self.provider)
-        except Exception as exc:  # exception_type raises the mapped exception
-            mapped = exc
-        return self.fallback.failed(mapped, transport)
 
     def incomplete(self, why: str) -> ModelError:
         return incomplete(why, model=self.litellm_model)
@@ -204,11 +154,10 @@ async def deltas_of(payloads: AsyncIterator[bytes], reader: StreamReader
             for delta in reader.feed(orjson.loads(payload)):
                 yield delta
             if reader.done:
-                await _drain(payloads)
+                await drain(payloads)
                 break
         last = reader.end()
-    except (Incomplete, ProviderError, TimeoutError, aiohttp.ClientError,
-            orjson.JSONDecodeError):
+    except (Incomplete, ProviderError, *TRANSPORT_FAILURES):
         for delta in reader.usage():
             yield delta
         raise

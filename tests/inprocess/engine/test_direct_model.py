@@ -21,7 +21,7 @@ from gateway.engine.deltas import (
     ToolCallDelta,
     Usage,
 )
-from gateway.engine.models import direct as direct_model
+from gateway.engine.models import socket_model
 from gateway.engine.models.adapters import model_adapter
 from gateway.engine.models.direct import DirectModel
 from gateway.engine.models.litellm_model import ModelRequest
@@ -138,7 +138,7 @@ async def test_an_upstream_that_never_ends_an_event_fails_the_stream_not_the_mem
         caplog: pytest.LogCaptureFixture) -> None:
     """Past `MAX_EVENT_BYTES` without an event's end (here: without a newline at all) the
     stream fails as a cut stream does, after what came before it."""
-    monkeypatch.setattr(direct_model, "MAX_EVENT_BYTES", 4096)
+    monkeypatch.setattr(socket_model, "MAX_EVENT_BYTES", 4096)
     body = chunk("Before ") + "data: " + "y" * 10_000
     scripted_model.enqueue([{"raw": {"body": body, "piece": 500}}])
     seen = await closed_outcome(direct(scripted_model.base_url))
