@@ -164,7 +164,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "transport": {"streaming": True, "resumable": True},
         "tools": {"supported": True, "clientProvided": True, "items": []},
         "state": {"snapshots": True, "deltas": True, "persistentState": True},
-        "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": False},
+        "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": False,
+                           "approveWithEdits": True},
         "custom": {"branches": True, "activity": ["tool_status"]}}},
     "aguiListThreads": {"response": {"threads": [
         {"threadId": THREAD, "agent": "default", "name": None, "createdAt": CREATED,
