@@ -99,9 +99,11 @@ class Rows:
         return Prepared(self._from_given(name, None, True))
 
     def step_params(self, name: str, rows: Sequence[Params]) -> list[Params]:
-        """The step's parameters, one dict per row."""
+        """The step's parameters, one dict per row: the rows themselves for a plain insert
+        (each row is its columns' values, as the fused form reads them: not copied, a run's
+        log being most of the rows the gateway writes)."""
         if not self.computed:
-            return [{column: row[column] for column in self.columns} for row in rows]
+            return list(rows)
         return [{f"{name}_{column}": row[column] for column in self.columns} for row in rows]
 
     def _from_given(self, name: str, condition: ColumnElement[bool] | None,
