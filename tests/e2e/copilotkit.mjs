@@ -14,7 +14,8 @@
 //                                          buttons)
 //   {"action": "wait"}
 // each optionally with "until" ({text: one or a list, absent, idle: false to not wait for the
-// agent to stop running, threads: the thread ids the thread list shows, exactly, in any order})
+// agent to stop running, threads: the thread ids the thread list shows, exactly, in any order;
+// listed: true to wait until the thread list has been read with the page's own thread in it)
 // and "screenshot" (a PNG path). Replies: {"ok": true, "page": snapshot,
 // "requests": [...], "errors": [...]}; "requests" are the page's calls to the CopilotKit runtime
 // (the page never calls the gateway itself).
@@ -51,7 +52,7 @@ async function openPage(user) {
 /** Wait until the page shows `text` (and lacks `absent`) and, unless told not to, is idle. */
 async function waitUntil(until) {
   await waitFor(page,
-    ({ text, absent, idle, threads }) => {
+    ({ text, absent, idle, threads, listed }) => {
       const body = document.body.innerText;
       if (text && ![text].flat().every((t) => body.includes(t))) return false;
       if (absent && body.includes(absent)) return false;
@@ -59,6 +60,12 @@ async function waitUntil(until) {
         const listed = [...document.querySelectorAll('[data-testid="thread"]')]
           .map((el) => el.dataset.threadId).sort();
         if (JSON.stringify(listed) !== JSON.stringify([...threads].sort())) return false;
+      }
+      if (listed) {
+        const own = document.querySelector('[data-testid="thread-id"]')?.innerText.trim();
+        const list = document.querySelector('[data-testid="threads"]');
+        if (!own || list?.dataset.loading !== "false" ||
+            !list.querySelector(`[data-thread-id="${CSS.escape(own)}"]`)) return false;
       }
       if (idle !== false && document.querySelector('[data-testid="status"]')?.dataset.idle !== "true") {
         return false;

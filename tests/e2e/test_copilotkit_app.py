@@ -380,8 +380,11 @@ def test_a_reloaded_page_shows_the_conversation_after_a_runtime_restart_and_stop
     run: the model's stream is closed and nothing more is written."""
     scripted_model.enqueue(stream_turn({"content": "Kept by the gateway, not the runtime."}))
     clean(reloaded(browser.step("open")))
+    # The page reads its thread list again when a run ends: that read is over (its thread
+    # listed) before the runtime goes away, as a person would have seen it before a restart.
     before = clean(browser.step("send", text="Remember this conversation.",
-                                until={"text": "Kept by the gateway, not the runtime."}))
+                                until={"text": "Kept by the gateway, not the runtime.",
+                                       "listed": True}))
     runtime.stop()
     runtime.start()
     after = clean(reloaded(browser.step(

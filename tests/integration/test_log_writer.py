@@ -42,9 +42,9 @@ async def test_flushes_of_many_runs_share_one_commit(tmp_path: Path):
         commits.append(1)
         return await alone(work)
 
-    async def counted_hot(work, fused=None):
+    async def counted_hot(work):
         commits.append(1)
-        return await hot(work, fused)
+        return await hot(work)
 
     store.transaction, store.alone, store.hot = counted, counted_alone, counted_hot
     writer = LogWriter(store)
