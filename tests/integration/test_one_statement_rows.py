@@ -1,4 +1,4 @@
-"""PostgreSQL's one-statement start (`store/engines/one_statement.py`): a part given one row takes it
+"""PostgreSQL's one-statement start (the fused form of `store/engines/chain.py`): a part given one row takes it
 as scalar parameters, a part given several as arrays; either way the rows stored are the rows
 given, column by column (JSON values, JSON null and SQL NULL, booleans), in their order."""
 
