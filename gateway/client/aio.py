@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from .calls import READ_TIMEOUT_SECONDS, WAIT_TIMEOUT_SECONDS, Call, Calls, auth_headers
+from .calls import READ_TIMEOUT_SECONDS, Call, Calls, answer_of, auth_headers
 from .events import Event, GatewayError, RunCursor, SseParser, StreamView
 from .policy import RECONNECTABLE, Reconnects
 
@@ -81,15 +81,15 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
+    async def _send(self, call: Call) -> httpx.Response:
+        timeout = httpx.USE_CLIENT_DEFAULT if call.timeout is None else httpx.Timeout(
+            call.timeout, connect=10)
+        return await self.http.request(call.method, call.path, params=call.params,
+                                       json=call.body, headers=call.headers, timeout=timeout)
+
     async def _json(self, call: Call) -> dict[str, Any]:
-        response = await self.http.request(call.method, call.path, params=call.params,
-                                           json=call.body, headers=call.headers)
-        if response.status_code >= 400:
-            raise GatewayError.from_response(response.status_code, response.text)
-        if response.status_code == 204:
-            return {}
-        body: dict[str, Any] = response.json()
-        return body
+        response = await self._send(call)
+        return answer_of(response.status_code, response.text, response.json)
 
     def run(self, message: str | Mapping[str, Any], thread_id: str | None = None,
             previous_run_id: str | None = None, **request: Any) -> AsyncRunStream:
@@ -117,32 +117,28 @@ class AsyncClient:
         return await self._json(self.calls.batch(runs))
 
     async def cancel_runs(self, thread_ids: list[str] | None = None,
-                    metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
+                          metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Cancel the active runs of the user's threads named by id or matching `metadata`."""
         return await self._json(self.calls.cancel_runs(thread_ids, metadata))
 
     async def run_status(self, thread_id: str, run_id: str) -> dict[str, Any]:
         return await self._json(self.calls.run_status(thread_id, run_id))
 
-    async def run_and_wait(self, message: str | Mapping[str, Any], thread_id: str | None = None,
-                     previous_run_id: str | None = None, **request: Any) -> dict[str, Any]:
+    async def run_and_wait(self, message: str | Mapping[str, Any],
+                           thread_id: str | None = None, previous_run_id: str | None = None,
+                           **request: Any) -> dict[str, Any]:
         """Start a run as `run` does and answer its result once it has ended, without a stream:
         `status`, `threadId`, `runId`, `messages` (what the run added: its input, then its
         answer), `usage` and, for a failed or cancelled run, `error`. A run longer than the
         gateway's wait is waited for again, never started twice."""
         if previous_run_id:
             request["previousRunId"] = previous_run_id
-        call = self.calls.run_wait(message, thread_id, request)
-        while True:
-            response = await self.http.request(call.method, call.path, params=call.params,
-                                         json=call.body, headers=call.headers,
-                                         timeout=httpx.Timeout(WAIT_TIMEOUT_SECONDS, connect=10))
-            if response.status_code >= 400:
-                raise GatewayError.from_response(response.status_code, response.text)
-            body: dict[str, Any] = response.json()
-            if response.status_code != 202:
-                return body
-            call = self.calls.wait(body["threadId"], body["runId"])
+        call: Call | None = self.calls.run_wait(message, thread_id, request)
+        while call is not None:
+            response = await self._send(call)
+            body = answer_of(response.status_code, response.text, response.json)
+            call = self.calls.waited(response.status_code, body)
+        return body
 
     async def threads(self, limit: int | None = None, cursor: str | None = None,
                       metadata: Mapping[str, str] | None = None,

@@ -4,10 +4,12 @@ clients, so `Client` and `AsyncClient` cannot drift apart in what they send."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
+
+from .events import GatewayError
 
 SSE = "text/event-stream"
 # Reading a stream waits at most this long for a byte; the gateway sends a heartbeat comment
@@ -25,6 +27,18 @@ class Call:
     params: dict[str, str] = field(default_factory=dict)
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None  # the read's bound, if not the client's own
+
+
+def answer_of(status: int, text: str, json_body: Callable[[], Any]) -> dict[str, Any]:
+    """A JSON answer's body (`{}` for 204), or the `GatewayError` an error answer is;
+    `json_body` reads the body as JSON."""
+    if status >= 400:
+        raise GatewayError.from_response(status, text)
+    if status == 204:
+        return {}
+    body: dict[str, Any] = json_body()
+    return body
 
 
 def _segment(value: str) -> str:
@@ -70,7 +84,17 @@ class Calls:
         body = {"message": user_message(message), **request}
         path = (f"/v1/threads/{_segment(thread_id)}/runs/wait" if thread_id
                 else "/v1/threads/runs/wait")
-        return Call("POST", path, self._scoped(), body, {"accept": "application/json"})
+        return Call("POST", path, self._scoped(), body, {"accept": "application/json"},
+                    WAIT_TIMEOUT_SECONDS)
+
+    def waited(self, status: int, body: Mapping[str, Any]) -> Call | None:
+        """After a run-and-wait answer: the call that waits again for the run a 202 named (the
+        gateway's wait ran out first), or None once the run has ended."""
+        if status != 202:
+            return None
+        return Call("GET", f"/v1/threads/{_segment(body['threadId'])}/runs/"
+                    f"{_segment(body['runId'])}/wait", self._scoped(), None,
+                    {"accept": "application/json"}, WAIT_TIMEOUT_SECONDS)
 
     def batch(self, runs: list[Mapping[str, Any]]) -> Call:
         """Each run's `message` may be text, as `run` takes it."""
@@ -85,9 +109,6 @@ class Calls:
         if metadata:
             body["metadata"] = dict(metadata)
         return Call("POST", "/v1/threads/runs/cancel", self._scoped(), body)
-
-    def wait(self, thread_id: str, run_id: str) -> Call:
-        return self.get(f"/v1/threads/{_segment(thread_id)}/runs/{_segment(run_id)}/wait")
 
     def join(self, thread_id: str, run_id: str, after: int | None) -> Call:
         headers = {"accept": SSE}

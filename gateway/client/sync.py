@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from .calls import READ_TIMEOUT_SECONDS, WAIT_TIMEOUT_SECONDS, Call, Calls, auth_headers
+from .calls import READ_TIMEOUT_SECONDS, Call, Calls, answer_of, auth_headers
 from .events import Event, GatewayError, RunCursor, SseParser, StreamView
 from .policy import RECONNECTABLE, Reconnects
 
@@ -90,15 +90,15 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
+    def _send(self, call: Call) -> httpx.Response:
+        timeout = httpx.USE_CLIENT_DEFAULT if call.timeout is None else httpx.Timeout(
+            call.timeout, connect=10)
+        return self.http.request(call.method, call.path, params=call.params, json=call.body,
+                                     headers=call.headers, timeout=timeout)
+
     def _json(self, call: Call) -> dict[str, Any]:
-        response = self.http.request(call.method, call.path, params=call.params, json=call.body,
-                                     headers=call.headers)
-        if response.status_code >= 400:
-            raise GatewayError.from_response(response.status_code, response.text)
-        if response.status_code == 204:
-            return {}
-        body: dict[str, Any] = response.json()
-        return body
+        response = self._send(call)
+        return answer_of(response.status_code, response.text, response.json)
 
     def run(self, message: str | Mapping[str, Any], thread_id: str | None = None,
             previous_run_id: str | None = None, **request: Any) -> RunStream:
@@ -147,17 +147,12 @@ class Client:
         gateway's wait is waited for again, never started twice."""
         if previous_run_id:
             request["previousRunId"] = previous_run_id
-        call = self.calls.run_wait(message, thread_id, request)
-        while True:
-            response = self.http.request(call.method, call.path, params=call.params,
-                                         json=call.body, headers=call.headers,
-                                         timeout=httpx.Timeout(WAIT_TIMEOUT_SECONDS, connect=10))
-            if response.status_code >= 400:
-                raise GatewayError.from_response(response.status_code, response.text)
-            body: dict[str, Any] = response.json()
-            if response.status_code != 202:
-                return body
-            call = self.calls.wait(body["threadId"], body["runId"])
+        call: Call | None = self.calls.run_wait(message, thread_id, request)
+        while call is not None:
+            response = self._send(call)
+            body = answer_of(response.status_code, response.text, response.json)
+            call = self.calls.waited(response.status_code, body)
+        return body
 
     def threads(self, limit: int | None = None, cursor: str | None = None,
                 metadata: Mapping[str, str] | None = None, **filters: Any) -> dict[str, Any]:

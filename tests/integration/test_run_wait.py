@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gateway.client import Client
+from gateway.client import AsyncClient, Client
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.gateway_server import DEFAULT_USER, USER
@@ -121,3 +121,16 @@ def test_python_client_run_and_wait(waiting_gateway: InProcess, scripted_model: 
         follow = client.run_and_wait("and then", thread_id=answer["threadId"],
                                      previous_run_id=answer["runId"])
         assert _texts(follow)[-1] == ("assistant", "next")
+
+
+async def test_the_async_client_waits_again_as_the_blocking_one_does(
+        waiting_gateway: InProcess, scripted_model: ScriptedModel) -> None:
+    """`AsyncClient.run_and_wait` follows a 202 to the run's end, starting nothing twice."""
+    scripted_model.enqueue([{"delay": WAIT_SECONDS * 1.5}, {"content": "patient too"}])
+    async with AsyncClient(waiting_gateway.url, api_key="test-key", user_key=DEFAULT_USER,
+                           transport=waiting_gateway.async_transport()) as client:
+        answer = await client.run_and_wait("wait again")
+        assert answer["status"] == "completed"
+        assert _texts(answer) == [("user", "wait again"), ("assistant", "patient too")]
+        runs = await client.runs(answer["threadId"])
+        assert [r["id"] for r in runs["runs"]] == [answer["runId"]]
