@@ -26,12 +26,12 @@ from .snapshot import AguiThreadList, AguiThreadSummary
 
 
 def summary(thread: ThreadRow) -> AguiThreadSummary:
-    """A named thread as the list shows it."""
-    assert thread.client_id is not None  # the list reads named threads only
-    return AguiThreadSummary(threadId=thread.client_id, agent=thread.agent, name=thread.name,
-                         createdAt=iso_ms(thread.created_ms),
-                         updatedAt=iso_ms(thread.updated_ms),
-                         running=thread.run_status != "idle")
+    """A thread as the list shows it, by the id its AG-UI client knows (`routes.client_ids`;
+    the list reads named threads only)."""
+    return AguiThreadSummary(threadId=thread.client_id or thread.id, agent=thread.agent,
+                             name=thread.name, createdAt=iso_ms(thread.created_ms),
+                             updatedAt=iso_ms(thread.updated_ms),
+                             running=thread.run_status != "idle")
 
 
 async def list_threads(request: Request) -> Response:
@@ -42,4 +42,5 @@ async def list_threads(request: Request) -> Response:
     page = await services(request).store.search_threads(
         project_of(request), scope, match, limit, request.query_params.get("cursor"))
     return JSONResponse(wire(AguiThreadList(threads=[summary(t) for t in page.rows],
-                                        hasMore=page.has_more, nextCursor=page.next_cursor)))
+                                            hasMore=page.has_more,
+                                            nextCursor=page.next_cursor)))
