@@ -20,6 +20,7 @@ from gateway.dialects.chorus.routes_sweeper import sweep
 from gateway.engine.tools.mcp import open_run_tools
 from gateway.engine.tools.mcp_pinned import Pin
 from gateway.protocol.clock import new_id, now_ms
+from gateway.server.shutdown import ShuttingDown
 from gateway.store.tables import ChorusDeliveryRow
 from tests.conftest import scripted_env
 from tests.support import engines
@@ -238,6 +239,9 @@ def test_a_message_queued_by_a_process_that_died_is_run_by_another(
             assert on_a.post(path, json=delivery(receiver, "first", "m1")).status_code == 200
             wait_for(lambda: receiver.events, what="the first run to start")
             assert on_a.post(path, json=delivery(receiver, "second", "m2")).status_code == 200
+        # A has taken the first (slow) answer before it dies: on a loaded machine its model call
+        # can come after its `processing` event, and B's run would then take that answer.
+        wait_for(lambda: scripted_model.requests, what="A's model call")
         a.kill()
         events = receiver.idle(2)
     finally:
@@ -286,6 +290,37 @@ def test_a_started_message_whose_run_is_gone_does_not_hold_its_channel_back(
         "type": "message", "content": "Second, after the sweep."}, idle]
     assert app.call(store.next_chorus_delivery(thread_id)) is None
     assert app.call(store.ended_chorus_deliveries(now_ms(), 10)) == []
+
+
+def test_a_message_refused_for_a_moment_waits_and_runs_later(
+        chorus_gateway: InProcess, receiver: Receiver, scripted_model: ScriptedModel):
+    """A message whose run cannot start for a moment (here every process drains for a
+    shutdown: 503 `SHUTTING_DOWN`, as for a database or Redis away) is not dropped: no error
+    reaches its callback, it waits in the database, and a sweep runs it once a process can."""
+    apps = chorus_gateway.servers if isinstance(chorus_gateway, InProcessCluster) \
+        else [chorus_gateway]
+    store = apps[0].app.state.services.store
+    _, path = connect(chorus_gateway)
+    scripted_model.enqueue([{"content": "Run after the drain."}])
+    for app in apps:
+        app.app.state.services.runs.refusal = ShuttingDown
+    try:
+        with chorus_gateway.client(timeout=30) as http:
+            accepted = http.post(path, json=delivery(receiver, "later", "m1", channel="C-drain"))
+        assert accepted.status_code == 200
+        thread_id = accepted.json()["threadId"]
+        for app in apps:
+            app.call(sweep(app.app.state.chorus))  # refused again: it still waits
+        assert receiver.events == []
+        assert apps[0].call(store.next_chorus_delivery(thread_id)) is not None
+    finally:
+        for app in apps:
+            app.app.state.services.runs.refusal = None
+    apps[0].call(sweep(apps[0].app.state.chorus))
+    assert receiver.idle(1) == [{"type": "lifecycle", "status": "processing"},
+                                {"type": "message", "content": "Run after the drain."},
+                                {"type": "lifecycle", "status": "idle"}]
+    assert apps[0].call(store.next_chorus_delivery(thread_id)) is None
 
 
 def test_a_messages_mcp_server_is_reached_at_the_checked_address_only():
