@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,16 @@ PR_SET_PDEATHSIG = 1
 # What `load_litellm` sets unless it is set: a test process that has loaded litellm itself (the
 # in-process gateways) has them, and a gateway process gets them either way.
 LITELLM_DEFAULTS = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+# What litellm writes into the environment itself, the first time it counts tokens (its
+# tokenizers' directory, `litellm_core_utils/default_encoding.py`): the test process has it
+# once an in-process gateway has counted, the fork server not; a child sets it as that did.
+SET_BY_LITELLM = frozenset({"TIKTOKEN_CACHE_DIR"})
 
 
 def comparable(env: dict[str, str]) -> dict[str, str]:
     """The part of an environment importing the gateway and litellm can read."""
     return {k: v for k, v in {**LITELLM_DEFAULTS, **env}.items()
-            if not k.startswith(SETTINGS_PREFIXES)}
+            if not k.startswith(SETTINGS_PREFIXES) and k not in SET_BY_LITELLM}
 
 
 # ---- the client side: the test process ----------------------------------------------------
@@ -119,6 +124,7 @@ class ForkServer:
         self.socket_path = self.dir / "socket"
         self.log_path = self.dir / "server.log"
         self.env = dict(os.environ)
+        self.said: set[str] = set()  # the variables a refused start has been warned of
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.support.fork_server", str(self.socket_path)],
@@ -135,9 +141,18 @@ class ForkServer:
 
     def can_fork(self, args: list[str], env: dict[str, str]) -> bool:
         """Whether a fork gives what `exec` would: the imports saw the same environment (but
-        for settings read later), and no `--workers` (their processes re-import `__main__`)."""
-        return ("--workers" not in args and self.process.poll() is None
-                and comparable(env) == comparable(self.env))
+        for settings read later), and no `--workers` (their processes re-import `__main__`).
+        A start refused for its environment is said once per variable (a warning in pytest's
+        summary): each `exec` costs several seconds of CPU, unseen otherwise."""
+        if "--workers" in args or self.process.poll() is not None:
+            return False
+        theirs, ours = comparable(env), comparable(self.env)
+        differ = {k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)}
+        for name in sorted(differ - self.said):
+            warnings.warn(f"gateway processes are started with exec, not forked: {name} differs "
+                          "from the fork server's environment", stacklevel=2)
+        self.said |= differ
+        return not differ
 
     def spawn(self, args: list[str], env: dict[str, str], cwd: Path, log: Path,
               stderr: Path | None = None) -> ForkedProcess:
