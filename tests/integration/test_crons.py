@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from gateway.protocol.clock import now_ms
+from gateway.server.shutdown import ShuttingDown
 from gateway.store.repository import Store
 from gateway.store.tables import CronRow, RunRow
 from tests.conftest import scripted_env
@@ -165,6 +166,35 @@ def test_another_user_scope_neither_sees_nor_deletes_it(http: httpx.Client,
             assert refused.status_code == 404
     finally:
         assert http.delete(f"/v1/crons/{cron['id']}").status_code == 204
+
+
+def test_a_due_time_refused_for_a_moment_fires_later(http: httpx.Client,
+                                                     scheduled: InProcess) -> None:
+    """A due time whose run cannot start for a moment (here every process drains for a
+    restart: 503 `SHUTTING_DOWN`, as for an overloaded process or a database away) is not
+    spent: the schedule stays at that due time, `lastError` says why, and the due time fires
+    once a process can start it."""
+    apps = scheduled.servers if isinstance(scheduled, InProcessCluster) else [scheduled]
+    for app in apps:
+        app.app.state.services.runs.refusal = ShuttingDown
+    try:
+        created = http.post("/v1/crons", json={"schedule": {"every": 1},
+                                               "message": "after the restart"})
+        assert created.status_code == 201, created.text
+        cron = created.json()
+
+        def refused() -> dict[str, Any] | None:
+            (found,) = [c for c in listed(http) if c["id"] == cron["id"]]
+            return found if found.get("lastError") == "SHUTTING_DOWN" else None
+        waiting = wait_for(refused, what="the due time refused")
+        assert waiting["nextRunAt"] == cron["nextRunAt"] and waiting["runsStarted"] == 0
+    finally:
+        for app in apps:
+            app.app.state.services.runs.refusal = None
+    runs = wait_for(lambda: on_store(scheduled, lambda s: cron_runs(s, cron["id"])),
+                    what="the due time's run")
+    assert http.delete(f"/v1/crons/{cron['id']}").status_code == 204
+    assert min(due_at(r) for r in runs) == dt.datetime.fromisoformat(cron["nextRunAt"])
 
 
 def test_after_an_outage_only_due_times_within_the_catch_up_window_fire(

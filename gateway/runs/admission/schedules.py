@@ -10,7 +10,10 @@ caller would be. A schedule whose key was revoked (or removed from `GATEWAY_API_
 nothing: its `lastError` says so.
 
 After an outage, due times no process fired are fired if they are at most
-`GATEWAY_CRON_CATCHUP_SECONDS` old; older ones are skipped.
+`GATEWAY_CRON_CATCHUP_SECONDS` old; older ones are skipped. A due time whose run cannot start
+for a moment (a 503: the process drains for a restart, is overloaded, or its database or Redis
+is away) is given back, and a later look fires it, within the same window; a refusal of the
+owner's (a quota, a revoked key) spends it.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ class Scheduler:
             await asyncio.sleep(self.settings.cron_poll_seconds)
 
     async def round(self) -> int:
-        """Take and fire what is due now; how many due times this process took."""
+        """Take and fire what is due now; how many due times this process took and spent (one
+        given back waits for the next poll)."""
         now = now_ms()
         window = self.settings.cron_catchup_seconds * 1000
         taken = 0
@@ -80,21 +84,23 @@ class Scheduler:
             following = next_due(row.schedule, row.created_ms, max(due, now - window))
             if not await self.store.take_due_time(row.id, due, following):
                 continue  # another process took it
-            taken += 1
             if now - due > window:
+                taken += 1
                 log.info("schedule %s: due time %s skipped (older than the catch-up window)",
                          row.id, iso_ms(due))
                 continue
-            await self.fire(row, due)
+            taken += await self.fire(row, due, following)
         return taken
 
-    async def fire(self, row: CronRow, due: int) -> None:
-        """Start the run of one due time, as the schedule's owner; record what happened."""
+    async def fire(self, row: CronRow, due: int, following: int | None) -> bool:
+        """Start the run of one due time, as the schedule's owner; record what happened. A
+        run that cannot start for a moment (503) gives the due time back, to be fired at a
+        later look (this process's or another's: False); any other outcome spends it."""
         caller = await owner_of(self.settings, self.keyring, row)
         if caller is None:
             log.warning("schedule %s: its owner's key is gone; nothing started", row.id)
             await self.store.cron_fired(row.id, None, OWNER_GONE)
-            return
+            return True
         try:
             target, previous = await self._target(caller, row)
             strategy: MultitaskStrategy = row.multitask_strategy  # type: ignore[assignment]
@@ -106,16 +112,21 @@ class Scheduler:
             async with self.admission.runs.start_gate.turn():
                 started = await self.admission.submit(caller, target, spec)
         except ApiError as exc:
+            if exc.problem.status == 503 and await self.store.give_back_due_time(
+                    row.id, due, following, exc.code):
+                log.info("schedule %s: due time %s waits: %s", row.id, iso_ms(due), exc.code)
+                return False
             log.warning("schedule %s: run refused: %s", row.id, exc.code)
             await self.store.cron_fired(row.id, None, exc.code)
-            return
+            return True
         except Exception as exc:  # the database away mid-start: the due time is spent
             log.warning("schedule %s: run not started: %s", row.id, type(exc).__name__)
             await self.store.cron_fired(row.id, None, "START_FAILED")
-            return
+            return True
         log.info("schedule %s: started run %s", row.id, started.run.id,
                  extra={"run_id": started.run.id})
         await self.store.cron_fired(row.id, started.run.id, None)
+        return True
 
     async def _target(self, caller: Caller, row: CronRow) -> tuple[Target, str | None]:
         """Where the run goes: the schedule's thread (if its owner may still see it), or a new

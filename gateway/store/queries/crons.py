@@ -71,6 +71,19 @@ class CronQueries(Queries):
         return await self.transaction(lambda tx: tx.execute(statement).rowcount == 1)
 
     @operation
+    async def give_back_due_time(self, cron_id: str, due: int, next_due: int | None,
+                                 error: str) -> bool:
+        """Undo `take_due_time` for a due time whose run could not start for a moment (a 503:
+        the process drains, or its database or Redis is away): the schedule is due at `due`
+        again, for any process's next look, within the catch-up window as any late due time;
+        `error` says why meanwhile. False if the schedule moved on or went (nothing to undo)."""
+        c = _crons
+        moved = c.c.next_due_ms.is_(None) if next_due is None else c.c.next_due_ms == next_due
+        statement = (update(c).where(c.c.id == cron_id, moved, c.c.last_due_ms == due)
+                     .values(next_due_ms=due, last_error=error))
+        return await self.transaction(lambda tx: tx.execute(statement).rowcount == 1)
+
+    @operation
     async def cron_fired(self, cron_id: str, run_id: str | None, error: str | None) -> None:
         """What the last due time did: the run it started, or the code of its refusal."""
         c = _crons

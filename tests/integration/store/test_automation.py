@@ -38,6 +38,27 @@ async def test_a_due_time_is_taken_once(store: Store) -> None:
     assert not await store.take_due_time(cron.id, now + 60_000, None)
 
 
+async def test_a_due_time_given_back_is_due_again_once(store: Store) -> None:
+    """A due time whose run could not start for a moment is given back: due again, with the
+    reason; giving it back twice, or after the schedule moved on, changes nothing."""
+    now = now_ms()
+    cron = CronRow(id=new_id("cron_"), project_id=PROJECT, user_key="u", agent="default",
+                   schedule={"every": 60}, message="again", created_ms=now - 60_000,
+                   next_due_ms=now)
+    await store.add_cron(cron)
+    assert await store.take_due_time(cron.id, now, now + 60_000)
+    assert await store.give_back_due_time(cron.id, now, now + 60_000, "SHUTTING_DOWN")
+    assert not await store.give_back_due_time(cron.id, now, now + 60_000, "SHUTTING_DOWN")
+    back = await store.get_cron(PROJECT, cron.id)
+    assert (back.next_due_ms, back.last_error) == (now, "SHUTTING_DOWN")
+    assert [c.id for c in await store.due_crons(now, 10)] == [cron.id]
+    assert await store.take_due_time(cron.id, now, None)  # its last due time, taken again
+    await store.cron_fired(cron.id, "run_1", None)
+    assert not await store.give_back_due_time(cron.id, now - 60_000, None, "OVERLOADED")
+    fired = await store.get_cron(PROJECT, cron.id)
+    assert (fired.next_due_ms, fired.last_error, fired.runs_started) == (None, None, 1)
+
+
 def webhook_of(run: RunRow, now: int) -> WebhookDeliveryRow:
     return WebhookDeliveryRow(run_id=run.id, thread_id=run.thread_id, project_id=PROJECT,
                               url="https://hooks.example.com/x", created_ms=now,
