@@ -10,6 +10,7 @@ grace, never otherwise. `new_run_on_each_thread()`: no thread is left locked.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import httpx
 
 from tests.support.run_stream import message
 from tests.support.soak import ENDING_EVENTS, TERMINAL, RunRecord, SoakResult, http_client
-from tests.support.sse import aiter_events, text_of
+from tests.support.sse import SseEvent, aiter_events, text_of
 
 BATCH = 30  # checks made at once after the soak
 T = TypeVar("T")
@@ -115,6 +116,11 @@ def in_place(ids: list[int | None]) -> bool:
     return ids[:-1] == list(range(1, len(ids))) and (not ids or (ids[-1] or 0) >= len(ids))
 
 
+def describe_event(event: SseEvent | None) -> str:
+    """An event as a problem line shows it: its type and the start of its data."""
+    return "nothing" if event is None else f"{event.type} {json.dumps(event.data)[:300]}"
+
+
 async def check_run(http: httpx.AsyncClient, record: RunRecord,
                     stored: dict[str, tuple[str, bool]], grace: float,
                     allowed_errors: frozenset[str], verdict: Verdict) -> None:
@@ -145,7 +151,13 @@ async def check_run(http: httpx.AsyncClient, record: RunRecord,
         problems.append(f"{name}: the reader's ids are not 1..n over {len(record.visits)} "
                         f"connections: {[e.id for e in seen][:80]}")
     elif [(e.id, e.data) for e in seen] != [(e.id, e.data) for e in replay[:len(seen)]]:
-        problems.append(f"{name}: the reader saw events that differ from the run's log")
+        pairs = zip(seen, replay, strict=False)  # the log may be shorter than what was read
+        first = next((n for n, (a, b) in enumerate(pairs) if a.data != b.data), len(replay))
+        read = seen[first] if first < len(seen) else None
+        logged = replay[first] if first < len(replay) else None
+        problems.append(f"{name}: the reader saw events that differ from the run's log, from "
+                        f"event {first + 1} of {len(seen)} read ({len(replay)} logged): read "
+                        f"{describe_event(read)}, logged {describe_event(logged)}")
     if record.read_to_end and len(seen) != len(replay):
         problems.append(f"{name}: the reader ended after {len(seen)} events, the log has "
                         f"{len(replay)}")
