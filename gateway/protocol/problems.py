@@ -32,6 +32,13 @@ class Problem(enum.Enum):
         return self.name
 
     @property
+    def momentary(self) -> bool:
+        """A refusal of the moment, not of the request: the process drains or is overloaded, or
+        its database or Redis is away (every 503). Work the gateway starts by itself (a Chorus
+        message, a schedule's due time) waits and is tried again, instead of being dropped."""
+        return self.status == 503
+
+    @property
     def title(self) -> str:
         """The body's `title`: the code in words (`THREAD_NOT_FOUND` -> `Thread Not Found`)."""
         return self.name.replace("_", " ").title()

@@ -186,8 +186,7 @@ class Deliveries:
                 return None, False
             if exc.problem is Problem.INVALID_PREVIOUS_RUN:
                 return None, True  # a run ended meanwhile: read the thread again
-            if exc.problem.status == 503:  # this process drains, or its database or Redis
-                # is away for a moment: the message waits (unclaimed), and a sweeper, this
+            if exc.problem.momentary:  # the message waits (unclaimed), and a sweeper, this
                 # process's or another's, starts it when one can (nothing is dropped).
                 log.info("chorus message on thread %s waits: %s", thread.id, exc.code)
                 return None, False

@@ -94,8 +94,9 @@ class Scheduler:
 
     async def fire(self, row: CronRow, due: int, following: int | None) -> bool:
         """Start the run of one due time, as the schedule's owner; record what happened. A
-        run that cannot start for a moment (503) gives the due time back, to be fired at a
-        later look (this process's or another's: False); any other outcome spends it."""
+        run that cannot start for a moment (`Problem.momentary`) gives the due time back, to
+        be fired at a later look (this process's or another's: False); any other outcome
+        spends it."""
         caller = await owner_of(self.settings, self.keyring, row)
         if caller is None:
             log.warning("schedule %s: its owner's key is gone; nothing started", row.id)
@@ -112,7 +113,7 @@ class Scheduler:
             async with self.admission.runs.start_gate.turn():
                 started = await self.admission.submit(caller, target, spec)
         except ApiError as exc:
-            if exc.problem.status == 503 and await self.store.give_back_due_time(
+            if exc.problem.momentary and await self.store.give_back_due_time(
                     row.id, due, following, exc.code):
                 log.info("schedule %s: due time %s waits: %s", row.id, iso_ms(due), exc.code)
                 return False
