@@ -20,12 +20,17 @@ from gateway.dialects.chorus.routes_sweeper import sweep
 from gateway.engine.tools.mcp import open_run_tools
 from gateway.engine.tools.mcp_pinned import Pin
 from gateway.protocol.clock import new_id, now_ms
-from gateway.server.shutdown import ShuttingDown
 from gateway.store.tables import ChorusDeliveryRow
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.gateway_server import GatewayServer, gateway_command
-from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
+from tests.support.inprocess_app import (
+    InProcess,
+    InProcessCluster,
+    InProcessGateway,
+    processes,
+    refusing_runs,
+)
 from tests.support.mcp_server import HttpMcpServer
 from tests.support.receiver import PostReceiver
 from tests.support.run_stream import wait_for
@@ -297,14 +302,11 @@ def test_a_message_refused_for_a_moment_waits_and_runs_later(
     """A message whose run cannot start for a moment (here every process drains for a
     shutdown: 503 `SHUTTING_DOWN`, as for a database or Redis away) is not dropped: no error
     reaches its callback, it waits in the database, and a sweep runs it once a process can."""
-    apps = chorus_gateway.servers if isinstance(chorus_gateway, InProcessCluster) \
-        else [chorus_gateway]
+    apps = processes(chorus_gateway)
     store = apps[0].app.state.services.store
     _, path = connect(chorus_gateway)
     scripted_model.enqueue([{"content": "Run after the drain."}])
-    for app in apps:
-        app.app.state.services.runs.refusal = ShuttingDown
-    try:
+    with refusing_runs(chorus_gateway):
         with chorus_gateway.client(timeout=30) as http:
             accepted = http.post(path, json=delivery(receiver, "later", "m1", channel="C-drain"))
         assert accepted.status_code == 200
@@ -313,9 +315,6 @@ def test_a_message_refused_for_a_moment_waits_and_runs_later(
             app.call(sweep(app.app.state.chorus))  # refused again: it still waits
         assert receiver.events == []
         assert apps[0].call(store.next_chorus_delivery(thread_id)) is not None
-    finally:
-        for app in apps:
-            app.app.state.services.runs.refusal = None
     apps[0].call(sweep(apps[0].app.state.chorus))
     assert receiver.idle(1) == [{"type": "lifecycle", "status": "processing"},
                                 {"type": "message", "content": "Run after the drain."},

@@ -19,13 +19,17 @@ import httpx
 import pytest
 
 from gateway.protocol.clock import now_ms
-from gateway.server.shutdown import ShuttingDown
 from gateway.store.repository import Store
 from gateway.store.tables import CronRow, RunRow
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.gateway_server import USER, GatewayCluster, GatewayServer, read_store
-from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
+from tests.support.inprocess_app import (
+    InProcess,
+    InProcessCluster,
+    InProcessGateway,
+    refusing_runs,
+)
 from tests.support.receiver import PostReceiver
 from tests.support.run_stream import wait_for
 from tests.support.scripted_model import ScriptedModel
@@ -174,10 +178,7 @@ def test_a_due_time_refused_for_a_moment_fires_later(http: httpx.Client,
     restart: 503 `SHUTTING_DOWN`, as for an overloaded process or a database away) is not
     spent: the schedule stays at that due time, `lastError` says why, and the due time fires
     once a process can start it."""
-    apps = scheduled.servers if isinstance(scheduled, InProcessCluster) else [scheduled]
-    for app in apps:
-        app.app.state.services.runs.refusal = ShuttingDown
-    try:
+    with refusing_runs(scheduled):
         created = http.post("/v1/crons", json={"schedule": {"every": 1},
                                                "message": "after the restart"})
         assert created.status_code == 201, created.text
@@ -188,9 +189,6 @@ def test_a_due_time_refused_for_a_moment_fires_later(http: httpx.Client,
             return found if found.get("lastError") == "SHUTTING_DOWN" else None
         waiting = wait_for(refused, what="the due time refused")
         assert waiting["nextRunAt"] == cron["nextRunAt"] and waiting["runsStarted"] == 0
-    finally:
-        for app in apps:
-            app.app.state.services.runs.refusal = None
     runs = wait_for(lambda: on_store(scheduled, lambda s: cron_runs(s, cron["id"])),
                     what="the due time's run")
     assert http.delete(f"/v1/crons/{cron['id']}").status_code == 204

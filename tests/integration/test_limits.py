@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import scripted_env
 from tests.support import engines
 from tests.support.gateway_server import gateway_command
-from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway
+from tests.support.inprocess_app import InProcess, InProcessCluster, InProcessGateway, processes
 from tests.support.run_stream import message, open_stream, read_until, slow_turn
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import SseEvent
@@ -47,11 +47,6 @@ def create_key(gateway: InProcess, *limits: str) -> str:
 
 def env_of(gateway: InProcess) -> dict[str, str]:
     return gateway.env
-
-
-def processes(gateway: InProcess) -> list[InProcessGateway]:
-    """Each app of the cluster (each one a process in production)."""
-    return gateway.servers if isinstance(gateway, InProcessCluster) else [gateway]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 from gateway.observability import logs
 from tests.integration.test_agui import RUN, agui_input
 from tests.support.gateway_server import DEFAULT_USER, USER
-from tests.support.inprocess_app import InProcess, InProcessCluster
+from tests.support.inprocess_app import InProcess, processes
 from tests.support.run_stream import message, open_stream, read_until, run_status, texts
 from tests.support.scripted_model import ScriptedModel
 from tests.support.sse import run_events
@@ -189,7 +189,7 @@ def cancelled_while_reading(gateway: InProcess, request_id: str, run_id: str,
                             when: str) -> Iterator[None]:
     """Another request's interrupt: it cancels `run_id` just `before` (or `after`) the request
     `request_id` reads its thread, on whichever app serves that request."""
-    apps = gateway.servers if isinstance(gateway, InProcessCluster) else [gateway]
+    apps = processes(gateway)
     stores = [app.app.state.services.store for app in apps]
 
     def hooked(services: Any) -> Callable[..., Awaitable[Any]]:

@@ -235,6 +235,27 @@ class InProcessCluster:
 InProcess = InProcessGateway | InProcessCluster
 
 
+def processes(gateway: InProcess) -> list[InProcessGateway]:
+    """Each app of the cluster (each one a process in production), or the one app."""
+    return gateway.servers if isinstance(gateway, InProcessCluster) else [gateway]
+
+
+@contextlib.contextmanager
+def refusing_runs(gateway: InProcess) -> Iterator[None]:
+    """Every app refuses new runs, as while it drains for a shutdown (503 `SHUTTING_DOWN`),
+    until the block ends."""
+    from gateway.server.shutdown import ShuttingDown
+
+    apps = processes(gateway)
+    for app in apps:
+        app.app.state.services.runs.refusal = ShuttingDown
+    try:
+        yield
+    finally:
+        for app in apps:
+            app.app.state.services.runs.refusal = None
+
+
 def wait(future: concurrent.futures.Future[T], timeout: float | None) -> T:
     try:
         return future.result(timeout)
